@@ -1,0 +1,139 @@
+"""The rlcloud error tree.
+
+Every error rlcloud raises on purpose derives from :class:`RLCloudError`, so a caller can catch one
+class. Google API and Kubernetes ``ApiException`` errors are translated into this tree in one place
+per backend (``raise ... from exc``), so the original stays reachable as ``__cause__``::
+
+    RLCloudError
+    ├── SpecError                  bad user input: every problem found, each with field, value, hint
+    ├── AuthError                  missing/invalid credentials, permission denied, API not enabled
+    ├── ProvisioningError          a cluster or node pool could not be made
+    │   ├── QuotaExceededError     a quota (e.g. GPUS_ALL_REGIONS) is too low
+    │   └── CapacityError          the zone has no capacity (ZONE_RESOURCE_POOL_EXHAUSTED)
+    ├── NotFoundError              a cluster, experiment, bucket or object does not exist
+    ├── ConflictError              it exists already and differs from what was asked
+    ├── StorageError               the results store failed (I/O, checksum, precondition)
+    ├── WorkloadError              the experiment's processes or pods failed
+    ├── BackendError               an API call failed for another reason (after retries)
+    └── TimeoutError               a wait ran past its timeout (also a builtin TimeoutError)
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "AuthError",
+    "BackendError",
+    "CapacityError",
+    "ConflictError",
+    "NotFoundError",
+    "ProvisioningError",
+    "QuotaExceededError",
+    "RLCloudError",
+    "SpecError",
+    "SpecProblem",
+    "StorageError",
+    "TimeoutError",
+    "WorkloadError",
+]
+
+
+class RLCloudError(Exception):
+    """Root of every error rlcloud raises on purpose."""
+
+
+@dataclass(frozen=True)
+class SpecProblem:
+    """One problem in a spec: where (dotted field path), what was given, and what would be valid."""
+
+    field: str
+    message: str
+    value: Any = None
+    source: str | None = None
+
+    def __str__(self) -> str:
+        where = f"{self.source}: " if self.source else ""
+        shown = "" if self.value is None else f" (got {_short(self.value)})"
+        return f"{where}{self.field or '<spec>'}: {self.message}{shown}"
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class SpecError(RLCloudError, ValueError):
+    """A spec (cluster, experiment) or a CLI argument is invalid.
+
+    ``problems`` lists every problem found, not only the first.
+    """
+
+    def __init__(self, problems: Iterable[SpecProblem] | str, *, source: str | None = None) -> None:
+        if isinstance(problems, str):
+            problems = [SpecProblem(field="", message=problems, source=source)]
+        self.problems: list[SpecProblem] = list(problems)
+        self.source = source
+        super().__init__(self._render())
+
+    @property
+    def fields(self) -> list[str]:
+        """The dotted paths of the fields at fault, in order."""
+        return [p.field for p in self.problems]
+
+    def _render(self) -> str:
+        if len(self.problems) == 1:
+            return str(self.problems[0])
+        head = f"{len(self.problems)} problems" + (f" in {self.source}" if self.source else "")
+        return head + ":\n" + "\n".join(f"  - {p}" for p in self.problems)
+
+
+class AuthError(RLCloudError):
+    """Credentials are missing or invalid, a permission is denied, or an API is not enabled."""
+
+
+class ProvisioningError(RLCloudError):
+    """A cluster or node pool could not be created."""
+
+
+class QuotaExceededError(ProvisioningError):
+    """A project quota (such as ``GPUS_ALL_REGIONS``) is too low for the request."""
+
+    def __init__(self, message: str, *, quota: str | None = None) -> None:
+        super().__init__(message)
+        self.quota = quota
+
+
+class CapacityError(ProvisioningError):
+    """The zone has no capacity for the machine or accelerator right now (a stockout)."""
+
+    def __init__(self, message: str, *, zones_with_capacity: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.zones_with_capacity = zones_with_capacity or []
+
+
+class NotFoundError(RLCloudError, LookupError):
+    """A cluster, experiment, bucket or object does not exist."""
+
+
+class ConflictError(RLCloudError):
+    """A resource exists already and differs from what was asked for."""
+
+
+class StorageError(RLCloudError):
+    """The results store failed: I/O, checksum mismatch, or a precondition."""
+
+
+class WorkloadError(RLCloudError):
+    """The experiment's processes or pods failed."""
+
+
+class BackendError(RLCloudError):
+    """An API call failed for a reason not covered by a more specific error (after retries)."""
+
+
+class TimeoutError(RLCloudError, builtins.TimeoutError):  # noqa: A001 - deliberate, also the builtin
+    """A wait ran past its timeout. Also an instance of the builtin ``TimeoutError``."""
