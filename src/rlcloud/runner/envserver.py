@@ -1,0 +1,392 @@
+"""Distributed mode, env-server side: one environment served over TCP to the agent (learner).
+
+``python -m rlcloud.runner --role env-server --index N ...`` ends up in :func:`run_env_server`, which
+builds the experiment's environment with the runner's adapter and serves it with :class:`EnvServer`
+(protocol: :mod:`rlcloud.runner.remote`).
+
+Lifecycle, so that no env server runs forever:
+
+- It listens from the start and waits for the agent (which may start later, or restart).
+- One agent at a time. A new connection replaces the current one (the agent restarted: its old
+  connection may not even have been closed by a dead host); the episode in progress is abandoned and
+  the new agent resets the environment before stepping it.
+- It exits 0 when the agent says the run is finished, and also 0 when no agent has been connected for
+  ``idle_timeout`` seconds (the agent is gone for good). SIGTERM/SIGINT end it within about a second
+  with exit code 143 (nothing to checkpoint on this side).
+
+Environment variables: ``RLCLOUD_PORT`` (default 5000), ``RLCLOUD_BIND_HOST`` (default 0.0.0.0; the
+local backend uses 127.0.0.1), ``RLCLOUD_IDLE_TIMEOUT`` (seconds, default 900).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import selectors
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from rlcloud.errors import WorkloadError
+from rlcloud.runner.remote import (
+    PROTOCOL_VERSION,
+    ProtocolError,
+    configure_socket,
+    encode_spec,
+    env_seconds,
+    recv_message,
+    send_message,
+)
+
+__all__ = [
+    "DEFAULT_IDLE_TIMEOUT",
+    "DEFAULT_PORT",
+    "EXIT_FINISHED",
+    "EXIT_TERMINATED",
+    "EnvServer",
+    "ServedEnvironment",
+    "run_env_server",
+    "serve_environment",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_PORT = 5000
+#: Exit when no agent has been connected for this long (it may take minutes to be scheduled on a cluster).
+DEFAULT_IDLE_TIMEOUT = 900.0
+EXIT_FINISHED = 0
+EXIT_TERMINATED = 143
+# Reading the rest of a message that has started arriving should never take long; a peer that stalls
+# mid-message is treated as gone.
+_MESSAGE_TIMEOUT = 60.0
+_POLL = 0.5  # how often the loop looks at the stop flag
+
+
+class ServedEnvironment(Protocol):
+    """What the server needs from an environment: the runner's ``EnvAdapter`` interface
+    (:mod:`rlcloud.runner.envs`; terminal 0 running, 1 terminated, 2 truncated)."""
+
+    states_spec: dict[str, Any]
+    actions_spec: dict[str, Any]
+    max_episode_timesteps: int | None
+
+    def reset(self, seed: int | None = None) -> Any: ...
+    def step(self, action: Any) -> tuple[Any, float, int]: ...
+    def close(self) -> None: ...
+
+
+class EnvServer:
+    """Serve one environment to one agent at a time over TCP (see the module docstring).
+
+    ``port=0`` picks a free port (read :attr:`port` after construction). :meth:`serve` runs until the
+    agent finishes, the idle timeout passes, or :meth:`stop` is called, and returns the exit code.
+    """
+
+    def __init__(
+        self,
+        environment: ServedEnvironment,
+        *,
+        host: str = "0.0.0.0",
+        port: int = DEFAULT_PORT,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+        name: str = "env-server",
+        seed: int | None = None,
+    ) -> None:
+        self.environment = environment
+        # Seeds the first episode only: a reconnecting agent continues the random stream rather than
+        # replaying the same episodes.
+        self._seed = seed
+        self.idle_timeout = idle_timeout
+        self.name = name
+        self._listener = socket.create_server((host, port), reuse_port=False)
+        self._listener.setblocking(False)
+        self.port: int = self._listener.getsockname()[1]
+        self._stop = threading.Event()
+        self._conn: socket.socket | None = None
+        self._needs_reset = True
+        self._idle_since = time.monotonic()
+        # Counters for the periodic log line; the agent keeps the real ones.
+        self.steps = 0
+        self.episodes = 0
+        self.connections = 0
+        self._episode_return = 0.0
+        self._returns: list[float] = []
+
+    def stop(self) -> None:
+        """Ask :meth:`serve` to return (thread- and signal-safe)."""
+        self._stop.set()
+
+    def serve(self) -> int:
+        """Serve until finished (0), idle for ``idle_timeout`` (0), or stopped (143)."""
+        selector = selectors.DefaultSelector()
+        selector.register(self._listener, selectors.EVENT_READ, "listener")
+        self._idle_since = time.monotonic()
+        last_report = time.monotonic()
+        logger.info("%s listening on port %d (idle timeout %g s)", self.name, self.port, self.idle_timeout)
+        try:
+            while not self._stop.is_set():
+                if self._conn is None and time.monotonic() - self._idle_since >= self.idle_timeout:
+                    logger.info(
+                        "%s: no agent for %g s, assuming it is gone for good; exiting",
+                        self.name,
+                        self.idle_timeout,
+                    )
+                    return EXIT_FINISHED
+                for key, _ in selector.select(timeout=_POLL):
+                    if key.data == "listener":
+                        self._accept(selector)
+                    elif self._handle(selector):
+                        logger.info("%s: the agent finished the run; exiting", self.name)
+                        return EXIT_FINISHED
+                if time.monotonic() - last_report >= 60:
+                    last_report = time.monotonic()
+                    self._report()
+            logger.info("%s stopped by a signal; exiting", self.name)
+            return EXIT_TERMINATED
+        finally:
+            self._drop(selector)
+            selector.close()
+            self._listener.close()
+            self._report()
+
+    def _report(self) -> None:
+        recent = self._returns[-20:]
+        mean = f"{sum(recent) / len(recent):.1f}" if recent else "n/a"
+        logger.info(
+            "%s: %d steps, %d episodes, %d agent connections, mean return (last %d) %s",
+            self.name,
+            self.steps,
+            self.episodes,
+            self.connections,
+            len(recent),
+            mean,
+        )
+
+    def _accept(self, selector: selectors.BaseSelector) -> None:
+        try:
+            conn, peer = self._listener.accept()
+        except BlockingIOError:
+            return
+        if self._conn is not None:
+            logger.warning(
+                "%s: a new agent connected from %s; dropping the previous connection", self.name, peer[0]
+            )
+            self._drop(selector)
+        else:
+            logger.info("%s: agent connected from %s", self.name, peer[0])
+        conn.setblocking(True)
+        conn.settimeout(_MESSAGE_TIMEOUT)
+        configure_socket(conn)
+        self._conn = conn
+        self._needs_reset = True
+        self.connections += 1
+        selector.register(conn, selectors.EVENT_READ, "agent")
+
+    def _drop(self, selector: selectors.BaseSelector) -> None:
+        if self._conn is None:
+            return
+        with contextlib.suppress(KeyError, ValueError):
+            selector.unregister(self._conn)
+        with contextlib.suppress(OSError):
+            self._conn.close()
+        self._conn = None
+        self._idle_since = time.monotonic()
+        self._episode_return = 0.0
+
+    def _handle(self, selector: selectors.BaseSelector) -> bool:
+        """Answer one request. True when the agent said the run is finished."""
+        conn = self._conn
+        assert conn is not None
+        try:
+            header, values = recv_message(conn)
+        except (OSError, ProtocolError) as exc:
+            logger.warning(
+                "%s: agent connection lost (%s); waiting for it to reconnect",
+                self.name,
+                exc or type(exc).__name__,
+            )
+            self._drop(selector)
+            return False
+        kind = header["type"]
+        try:
+            if kind == "hello":
+                if header.get("protocol") != PROTOCOL_VERSION:
+                    send_message(
+                        conn,
+                        {
+                            "type": "error",
+                            "message": (
+                                f"protocol {header.get('protocol')!r} not supported; "
+                                f"this server speaks {PROTOCOL_VERSION}"
+                            ),
+                        },
+                    )
+                    self._drop(selector)
+                    return False
+                env = self.environment
+                send_message(
+                    conn,
+                    {
+                        "type": "spec",
+                        "protocol": PROTOCOL_VERSION,
+                        "states_spec": encode_spec(env.states_spec),
+                        "actions_spec": encode_spec(env.actions_spec),
+                        "max_episode_timesteps": _optional_int(env.max_episode_timesteps),
+                        "name": self.name,
+                    },
+                )
+            elif kind == "reset":
+                states = self.environment.reset(seed=self._seed)
+                self._seed = None
+                self._needs_reset = False
+                self._episode_return = 0.0
+                send_message(conn, {"type": "states"}, {"states": states})
+            elif kind == "step":
+                if self._needs_reset:
+                    send_message(conn, {"type": "error", "message": "step before reset on this connection"})
+                    return False
+                if "actions" not in values:
+                    raise ProtocolError("step without actions")
+                states, reward, terminal = self.environment.step(_to_env_actions(values["actions"]))
+                terminal = int(terminal)
+                reward = float(reward)
+                self.steps += 1
+                self._episode_return += reward
+                if terminal:
+                    # Same-step autoreset: the agent gets the next episode's first states right away.
+                    self.episodes += 1
+                    self._returns.append(self._episode_return)
+                    del self._returns[:-100]
+                    self._episode_return = 0.0
+                    states = self.environment.reset()
+                send_message(
+                    conn, {"type": "result", "reward": reward, "terminal": terminal}, {"states": states}
+                )
+            elif kind == "close":
+                finished = bool(header.get("finished"))
+                send_message(conn, {"type": "bye"})
+                self._drop(selector)
+                if not finished:
+                    logger.info("%s: the agent disconnected for a restart; waiting for it", self.name)
+                return finished
+            else:
+                raise ProtocolError(f"unknown request type {kind!r}")
+        except (OSError, ProtocolError) as exc:
+            logger.warning(
+                "%s: agent connection lost (%s); waiting for it to reconnect",
+                self.name,
+                exc or type(exc).__name__,
+            )
+            self._drop(selector)
+        except Exception as exc:
+            # The environment itself failed: tell the agent (its error names this server) and crash, so
+            # the process exit code says so too.
+            logger.exception("%s: the environment failed on %r", self.name, kind)
+            with contextlib.suppress(OSError):
+                send_message(conn, {"type": "error", "message": f"{self.name}: {type(exc).__name__}: {exc}"})
+            raise
+        return False
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _to_env_actions(actions: Any) -> Any:
+    """Arrays from the wire are read-only views of the message buffer: give the environment its own
+    writable copies (the adapter turns 0-d arrays into scalars where the environment wants them)."""
+    if isinstance(actions, Mapping):
+        return {key: _to_env_actions(value) for key, value in actions.items()}
+    return np.array(actions)
+
+
+def _install_signal_handlers(server: EnvServer) -> Callable[[], None]:
+    """SIGTERM/SIGINT stop the server; returns a function that restores the previous handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+    def handler(signum: int, frame: Any) -> None:
+        server.stop()
+
+    for sig in previous:
+        signal.signal(sig, handler)
+
+    def restore() -> None:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+    return restore
+
+
+def serve_environment(
+    environment: ServedEnvironment,
+    *,
+    index: int = 0,
+    seed: int | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> int:
+    """Serve ``environment`` as env server ``index`` with settings from the environment variables
+    (``RLCLOUD_PORT``, ``RLCLOUD_BIND_HOST``, ``RLCLOUD_IDLE_TIMEOUT``); return the exit code.
+
+    SIGTERM/SIGINT stop it (143). The environment is closed when the server ends.
+    """
+    env = os.environ if environ is None else environ
+    raw_port = env.get("RLCLOUD_PORT") or str(DEFAULT_PORT)
+    if not raw_port.isdigit() or not 0 <= int(raw_port) < 65536:
+        raise WorkloadError(f"RLCLOUD_PORT={raw_port!r} is not a TCP port (0-65535)")
+    server = EnvServer(
+        environment,
+        host=env.get("RLCLOUD_BIND_HOST") or "0.0.0.0",
+        port=int(raw_port),
+        idle_timeout=env_seconds(env, "RLCLOUD_IDLE_TIMEOUT", DEFAULT_IDLE_TIMEOUT),
+        name=f"env-server-{index}",
+        seed=seed,
+    )
+    restore = _install_signal_handlers(server)
+    try:
+        return server.serve()
+    finally:
+        restore()
+        try:
+            environment.close()
+        except Exception:  # closing must not mask the exit code
+            logger.warning("env-server-%d: closing the environment failed", index, exc_info=True)
+
+
+def run_env_server(
+    spec: Any,
+    *,
+    index: int = 0,
+    workdir: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> int:
+    """The env-server role: build the experiment's environment (same adapter, step limit and action
+    repeat as every other run mode) and serve it; return the process exit code.
+
+    ``spec`` is an ExperimentSpec or its ``model_dump()``. Errors building the environment propagate
+    (SpecError / the environment's own), so the runner maps them to exit code 3 (do not retry).
+    ``workdir`` is accepted for symmetry with the other roles; an env server writes nothing there.
+    """
+    from rlcloud.runner.envs import make_env
+
+    def field(name: str) -> Any:
+        return spec.get(name) if isinstance(spec, Mapping) else getattr(spec, name)
+
+    environment = make_env(
+        field("environment"),
+        repeat_actions=field("repeat_actions") or 1,
+        max_timesteps_per_episode=field("max_timesteps_per_episode"),
+    )
+    seed = field("seed")
+    # Distinct, reproducible streams per server; far apart so that neighbouring seeds do not overlap.
+    return serve_environment(
+        environment, index=index, seed=None if seed is None else seed + 1000 * (index + 1), environ=environ
+    )

@@ -1,0 +1,561 @@
+"""Distributed mode, agent side: a vector of environments that live in env-server processes over TCP.
+
+One agent (learner) process talks to ``num_workers`` env servers (:mod:`rlcloud.runner.envserver`).
+:class:`RemoteVectorEnv` looks like any other vector environment to the training loop (``num_envs``,
+``states_spec``, ``actions_spec``, ``max_episode_timesteps``, ``reset()``, ``step()``, ``close()``), so
+episodes and timesteps are counted across all workers by the same loop that drives local environments.
+
+The wire protocol is rlcloud's own and never unpickles anything from the network. A message is::
+
+    !II                   header length, payload length (unsigned 32-bit, big-endian)
+    header                UTF-8 JSON object: {"type": ..., ..., "arrays": [[name, dtype, shape], ...]}
+    payload               the arrays' raw bytes (C order), one after another, in "arrays" order
+
+Only numeric/boolean dtypes are accepted, and sizes are bounded, so a stray client cannot make a
+process allocate without limit or run code. Conversation (the agent speaks first, the server answers
+every request with exactly one message)::
+
+    hello {protocol}                -> spec {states_spec, actions_spec, max_episode_timesteps, index}
+    reset                           -> states [states]
+    step [actions]                  -> result {reward, terminal} [states]   (same-step autoreset: after
+                                                                               a terminal, the states
+                                                                               are the next episode's)
+    close {finished}                -> bye                                  (finished: the server exits)
+    any request that fails          -> error {message}
+
+Fault handling: the agent waits (``connect_timeout``) until every server is reachable and raises
+:class:`EnvServersUnreachableError` naming the ones that are not. A server that dies mid-run is
+reconnected (same timeout); the episode it was running ends as truncated (terminal 2, reward 0).
+
+Environment variables (see docs/contracts.md): ``RLCLOUD_ENV_SERVERS`` "host:port,...",
+``RLCLOUD_HOST_MAP`` "name=127.0.0.1:port,..." (tests: maps pod DNS names to local ports),
+``RLCLOUD_CONNECT_TIMEOUT`` and ``RLCLOUD_STEP_TIMEOUT`` (seconds).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import os
+import socket
+import struct
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rlcloud.errors import TimeoutError as RLTimeoutError
+from rlcloud.errors import WorkloadError
+
+__all__ = [
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_STEP_TIMEOUT",
+    "PROTOCOL_VERSION",
+    "EnvServerError",
+    "EnvServersUnreachableError",
+    "ProtocolError",
+    "RemoteVectorEnv",
+    "ServerAddress",
+    "decode_spec",
+    "encode_spec",
+    "parse_env_servers",
+    "parse_host_map",
+    "recv_message",
+    "send_message",
+]
+
+logger = logging.getLogger(__name__)
+
+PROTOCOL_VERSION = 1
+#: How long the agent waits for every env server to be reachable (at start and after one dies).
+DEFAULT_CONNECT_TIMEOUT = 300.0
+#: How long one reset/step may take on a server before the agent counts it as dead.
+DEFAULT_STEP_TIMEOUT = 120.0
+
+_PREFIX = struct.Struct("!II")
+_MAX_HEADER = 1 << 20  # 1 MiB of JSON is far more than any spec or step needs
+_MAX_PAYLOAD = 1 << 30  # 1 GiB: a batch of Atari frames is a few hundred KiB
+_ALLOWED_KINDS = frozenset("biuf")  # bool, signed, unsigned, float; never object/void/str
+
+
+class ProtocolError(WorkloadError):
+    """A peer sent something that is not a valid rlcloud env-server message."""
+
+
+class EnvServerError(WorkloadError):
+    """An env server reported a failure (its environment raised), or answered out of turn."""
+
+
+class EnvServersUnreachableError(WorkloadError, RLTimeoutError):
+    """Some env servers could not be reached within the timeout. ``servers`` names them."""
+
+    def __init__(self, message: str, servers: Sequence[str]) -> None:
+        super().__init__(message)
+        self.servers = list(servers)
+
+
+# --------------------------------------------------------------------------------------------- framing
+
+
+def _array_entries(prefix: str, value: Any, out: list[tuple[str, np.ndarray]]) -> None:
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if "/" in str(key):
+                raise ProtocolError(f"state/action name {key!r} must not contain '/'")
+            _array_entries(f"{prefix}/{key}", item, out)
+        return
+    array = np.ascontiguousarray(value)
+    if array.dtype.kind not in _ALLOWED_KINDS:
+        raise ProtocolError(f"{prefix}: dtype {array.dtype} cannot be sent (numeric or bool arrays only)")
+    out.append((prefix, array))
+
+
+def send_message(
+    sock: socket.socket, header: Mapping[str, Any], values: Mapping[str, Any] | None = None
+) -> None:
+    """Send one framed message: a JSON header plus named arrays (or dicts of arrays) as raw bytes."""
+    entries: list[tuple[str, np.ndarray]] = []
+    for name, value in (values or {}).items():
+        _array_entries(name, value, entries)
+    head = dict(header)
+    head["arrays"] = [[name, array.dtype.str, list(array.shape)] for name, array in entries]
+    head_bytes = json.dumps(head, separators=(",", ":")).encode()
+    payload_len = sum(array.nbytes for _, array in entries)
+    if len(head_bytes) > _MAX_HEADER or payload_len > _MAX_PAYLOAD:
+        raise ProtocolError(f"message too large (header {len(head_bytes)} B, payload {payload_len} B)")
+    parts: list[bytes] = [_PREFIX.pack(len(head_bytes), payload_len), head_bytes]
+    parts.extend(array.tobytes() for _, array in entries if array.nbytes)
+    # One sendall of the joined bytes: a step message is a few hundred bytes, and one segment per
+    # message (with TCP_NODELAY) is what keeps the round trip short.
+    sock.sendall(b"".join(parts))
+
+
+def _recv_exact(sock: socket.socket, size: int) -> bytearray:
+    buffer = bytearray(size)
+    view = memoryview(buffer)
+    got = 0
+    while got < size:
+        n = sock.recv_into(view[got:], size - got)
+        if n == 0:
+            raise ConnectionResetError("connection closed by the peer")
+        got += n
+    return buffer
+
+
+def recv_message(sock: socket.socket) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Receive one framed message: ``(header, values)``; values are arrays or dicts of arrays.
+
+    Raises ``ConnectionError`` when the peer is gone, :class:`ProtocolError` on malformed input.
+    """
+    head_len, payload_len = _PREFIX.unpack(_recv_exact(sock, _PREFIX.size))
+    if head_len > _MAX_HEADER or payload_len > _MAX_PAYLOAD:
+        raise ProtocolError(f"message too large (header {head_len} B, payload {payload_len} B)")
+    try:
+        header = json.loads(bytes(_recv_exact(sock, head_len)))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ProtocolError(f"message header is not JSON: {exc}") from exc
+    if not isinstance(header, dict) or not isinstance(header.get("type"), str):
+        raise ProtocolError("message header must be a JSON object with a string 'type'")
+    payload = _recv_exact(sock, payload_len) if payload_len else bytearray()
+    values: dict[str, Any] = {}
+    offset = 0
+    try:
+        for name, dtype_str, shape in header.pop("arrays", []):
+            dtype = np.dtype(dtype_str)
+            if dtype.kind not in _ALLOWED_KINDS or not all(isinstance(d, int) and d >= 0 for d in shape):
+                raise ProtocolError(f"array {name!r}: bad dtype {dtype_str!r} or shape {shape!r}")
+            nbytes = dtype.itemsize * math.prod(shape)
+            if offset + nbytes > payload_len:
+                raise ProtocolError(f"array {name!r} runs past the payload")
+            array = np.frombuffer(payload, dtype=dtype, count=math.prod(shape), offset=offset).reshape(shape)
+            offset += nbytes
+            *parents, leaf = str(name).split("/")
+            node = values
+            for part in parents:
+                node = node.setdefault(part, {})
+            node[leaf] = array
+    except (TypeError, ValueError) as exc:
+        raise ProtocolError(f"bad array table in message header: {exc}") from exc
+    if offset != payload_len:
+        raise ProtocolError(f"payload has {payload_len - offset} unexplained bytes")
+    return header, values
+
+
+# ------------------------------------------------------------------------------------- spec encoding
+
+
+def encode_spec(value: Any) -> Any:
+    """Make a Tensorforce states/actions spec JSON-safe (numpy arrays and scalars, tuples)."""
+    if isinstance(value, Mapping):
+        return {str(k): encode_spec(v) for k, v in value.items()}
+    if isinstance(value, np.ndarray):
+        return {"__ndarray__": value.tolist(), "dtype": value.dtype.str}
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, list | tuple):
+        return [encode_spec(v) for v in value]
+    if isinstance(value, type):  # e.g. type=int in a hand-written spec
+        return value.__name__
+    return value
+
+
+def decode_spec(value: Any) -> Any:
+    """Inverse of :func:`encode_spec`: arrays come back as numpy arrays, ``shape`` as a tuple."""
+    if isinstance(value, dict):
+        if "__ndarray__" in value:
+            return np.asarray(value["__ndarray__"], dtype=np.dtype(value["dtype"]))
+        return {
+            k: (tuple(v) if k == "shape" and isinstance(v, list) else decode_spec(v))
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [decode_spec(v) for v in value]
+    return value
+
+
+# ---------------------------------------------------------------------------------------- addresses
+
+
+@dataclass(frozen=True)
+class ServerAddress:
+    """Where one env server listens: ``name`` as configured (e.g. a pod DNS name), ``host``/``port``
+    as actually dialled (after ``RLCLOUD_HOST_MAP``)."""
+
+    name: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        dialled = f"{self.host}:{self.port}"
+        return self.name if self.name == dialled else f"{self.name} ({dialled})"
+
+
+def _split_host_port(text: str, what: str) -> tuple[str, int]:
+    host, sep, port = text.strip().rpartition(":")
+    host = host.strip("[]")  # [::1]:5000
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise WorkloadError(f"{what}: {text!r} is not host:port (e.g. exp-env-0.exp:5000 or 127.0.0.1:5000)")
+    return host, int(port)
+
+
+def parse_host_map(text: str | None) -> dict[str, tuple[str, int]]:
+    """Parse ``RLCLOUD_HOST_MAP`` ("name=host:port,..."); a name is a host or a host:port."""
+    mapping: dict[str, tuple[str, int]] = {}
+    for item in (text or "").split(","):
+        if not item.strip():
+            continue
+        name, sep, target = item.partition("=")
+        if not sep or not name.strip():
+            raise WorkloadError(f"RLCLOUD_HOST_MAP: {item!r} is not name=host:port")
+        mapping[name.strip()] = _split_host_port(target, "RLCLOUD_HOST_MAP")
+    return mapping
+
+
+def parse_env_servers(text: str | None, host_map: str | None = None) -> list[ServerAddress]:
+    """Parse ``RLCLOUD_ENV_SERVERS`` ("host:port,...") and apply ``RLCLOUD_HOST_MAP`` to each entry."""
+    mapping = parse_host_map(host_map)
+    servers: list[ServerAddress] = []
+    for item in (text or "").split(","):
+        if not item.strip():
+            continue
+        host, port = _split_host_port(item, "RLCLOUD_ENV_SERVERS")
+        name = f"{host}:{port}"
+        target = mapping.get(name) or mapping.get(host) or (host, port)
+        servers.append(ServerAddress(name=name, host=target[0], port=target[1]))
+    if not servers:
+        raise WorkloadError(
+            "RLCLOUD_ENV_SERVERS is empty: the agent role in distributed mode needs the env servers' "
+            "addresses as host:port,host:port"
+        )
+    return servers
+
+
+def env_seconds(environ: Mapping[str, str], name: str, default: float) -> float:
+    """A positive number of seconds from an environment variable, or ``default`` when it is unset."""
+    raw = environ.get(name)
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError as exc:
+        raise WorkloadError(f"{name}={raw!r} is not a number of seconds") from exc
+    if value <= 0:
+        raise WorkloadError(f"{name}={raw!r} must be a positive number of seconds")
+    return value
+
+
+def configure_socket(sock: socket.socket) -> None:
+    """TCP_NODELAY (one small message per step) and keepalive (notice a peer whose host vanished)."""
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for option, value in (("TCP_KEEPIDLE", 30), ("TCP_KEEPINTVL", 10), ("TCP_KEEPCNT", 3)):
+        if hasattr(socket, option):
+            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
+
+
+# ------------------------------------------------------------------------------------------- client
+
+
+class _Server:
+    """One env server as seen by the agent: its address and the current connection (or None)."""
+
+    def __init__(self, index: int, address: ServerAddress) -> None:
+        self.index = index
+        self.address = address
+        self.sock: socket.socket | None = None
+        self.spec: dict[str, Any] | None = None
+
+    def try_connect(self, timeout: float) -> bool:
+        """One attempt: connect and say hello. False (and no connection) if the server is not there."""
+        try:
+            sock = socket.create_connection((self.address.host, self.address.port), timeout=min(timeout, 5.0))
+        except OSError:
+            return False
+        try:
+            configure_socket(sock)
+            sock.settimeout(timeout)
+            send_message(sock, {"type": "hello", "protocol": PROTOCOL_VERSION})
+            header, _ = recv_message(sock)
+        except (OSError, ProtocolError):
+            # Listening but not answering (e.g. still building its environment): try again later.
+            sock.close()
+            return False
+        if header["type"] == "error":
+            sock.close()
+            raise EnvServerError(f"env server {self.address} refused the agent: {header.get('message')}")
+        if header["type"] != "spec" or header.get("protocol") != PROTOCOL_VERSION:
+            sock.close()
+            raise ProtocolError(
+                f"env server {self.address} speaks protocol {header.get('protocol')!r}, "
+                f"the agent {PROTOCOL_VERSION}: run the same rlcloud version on both"
+            )
+        self.sock = sock
+        self.spec = header
+        return True
+
+    def drop(self) -> None:
+        if self.sock is not None:
+            with contextlib.suppress(OSError):
+                self.sock.close()
+            self.sock = None
+
+
+class RemoteVectorEnv:
+    """A vector environment whose environments run in env servers reached over TCP.
+
+    ``reset()`` returns a batch of states (an array of shape ``(num_envs, *shape)``, or a dict of such
+    arrays for multi-state environments); ``step(actions)`` takes a batch of actions the same way and
+    returns ``(states, rewards, terminals)`` with terminals 0 (running), 1 (terminated) or 2 (truncated),
+    autoresetting on the same step. All servers step concurrently: the actions are sent to every server
+    before any answer is read.
+
+    ``connect_timeout`` bounds the wait for every server at start and for a server that died to come
+    back; ``step_timeout`` bounds one reset/step on a server before it counts as dead.
+    """
+
+    def __init__(
+        self,
+        servers: Sequence[ServerAddress | str],
+        *,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        step_timeout: float = DEFAULT_STEP_TIMEOUT,
+    ) -> None:
+        addresses = [s if isinstance(s, ServerAddress) else parse_env_servers(s)[0] for s in servers]
+        if not addresses:
+            raise WorkloadError("RemoteVectorEnv needs at least one env server address")
+        self._servers = [_Server(i, a) for i, a in enumerate(addresses)]
+        self.connect_timeout = connect_timeout
+        self.step_timeout = step_timeout
+        #: How many times a server had to be reconnected mid-run (each ended one episode as truncated).
+        self.reconnects = 0
+        self._closed = False
+        self._connect([s for s in self._servers])
+        first = self._servers[0].spec or {}
+        self.states_spec: dict[str, Any] = decode_spec(first["states_spec"])
+        self.actions_spec: dict[str, Any] = decode_spec(first["actions_spec"])
+        self.max_episode_timesteps: int | None = first.get("max_episode_timesteps")
+        for server in self._servers[1:]:
+            self._check_same_spec(server)
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> RemoteVectorEnv:
+        """Build from ``RLCLOUD_ENV_SERVERS``, ``RLCLOUD_HOST_MAP``, ``RLCLOUD_CONNECT_TIMEOUT`` and
+        ``RLCLOUD_STEP_TIMEOUT`` (the agent role in distributed mode)."""
+        env = os.environ if environ is None else environ
+        servers = parse_env_servers(env.get("RLCLOUD_ENV_SERVERS"), env.get("RLCLOUD_HOST_MAP"))
+        connect_timeout = env_seconds(env, "RLCLOUD_CONNECT_TIMEOUT", DEFAULT_CONNECT_TIMEOUT)
+        step_timeout = env_seconds(env, "RLCLOUD_STEP_TIMEOUT", DEFAULT_STEP_TIMEOUT)
+        return cls(servers, connect_timeout=connect_timeout, step_timeout=step_timeout)
+
+    # -- properties the loop reads
+
+    @property
+    def num_envs(self) -> int:
+        """How many environments (one per env server)."""
+        return len(self._servers)
+
+    @property
+    def servers(self) -> list[ServerAddress]:
+        """The env servers' addresses, in environment order."""
+        return [s.address for s in self._servers]
+
+    # -- connection management
+
+    def _connect(self, servers: list[_Server]) -> None:
+        """Connect to every given server, retrying until ``connect_timeout``; name those that never came."""
+        deadline = time.monotonic() + self.connect_timeout
+        pending = list(servers)
+        delay = 0.05
+        while pending:
+            pending = [s for s in pending if not s.try_connect(self.step_timeout)]
+            if not pending:
+                break
+            if time.monotonic() >= deadline:
+                names = [str(s.address) for s in pending]
+                raise EnvServersUnreachableError(
+                    f"{len(names)} of {len(self._servers)} env servers not reachable after "
+                    f"{self.connect_timeout:g} s: {', '.join(names)} (check that the env-server roles "
+                    "are running and RLCLOUD_ENV_SERVERS / RLCLOUD_HOST_MAP point at them)",
+                    names,
+                )
+            time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+            delay = min(delay * 2, 1.0)
+
+    def _check_same_spec(self, server: _Server) -> None:
+        spec = server.spec or {}
+        if (
+            decode_spec(spec["states_spec"]).keys() != self.states_spec.keys()
+            or spec["states_spec"] != encode_spec(self.states_spec)
+            or spec["actions_spec"] != encode_spec(self.actions_spec)
+        ):
+            raise EnvServerError(
+                f"env server {server.address} runs a different environment than {self._servers[0].address} "
+                "(states/actions specs differ): all env servers must run the experiment's spec"
+            )
+
+    def _revive(self, server: _Server, why: str) -> Any:
+        """Reconnect to a server that failed and reset it; return its first states."""
+        server.drop()
+        self.reconnects += 1
+        logger.warning(
+            "env server %s lost (%s); reconnecting, its episode ends as truncated", server.address, why
+        )
+        self._connect([server])
+        self._check_same_spec(server)
+        assert server.sock is not None
+        send_message(server.sock, {"type": "reset"})
+        _header, values = self._expect(server, "states")
+        logger.info("env server %s is back", server.address)
+        return values["states"]
+
+    def _expect(self, server: _Server, kind: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        assert server.sock is not None
+        header, values = recv_message(server.sock)
+        if header["type"] == "error":
+            raise EnvServerError(f"env server {server.address} failed: {header.get('message')}")
+        if header["type"] != kind:
+            raise ProtocolError(f"env server {server.address} answered {header['type']!r}, expected {kind!r}")
+        return header, values
+
+    # -- the vector environment
+
+    def reset(self) -> Any:
+        """Reset every environment; return the batch of first states."""
+        self._check_open()
+        failed: dict[int, str] = {}
+        for server in self._servers:
+            try:
+                if server.sock is None:
+                    raise ConnectionResetError("not connected")
+                send_message(server.sock, {"type": "reset"})
+            except OSError as exc:
+                failed[server.index] = f"send: {exc or type(exc).__name__}"
+        states: list[Any] = [None] * self.num_envs
+        for server in self._servers:
+            why = failed.get(server.index)
+            if why is None:
+                try:
+                    states[server.index] = self._expect(server, "states")[1]["states"]
+                    continue
+                except OSError as exc:
+                    why = f"receive: {exc or type(exc).__name__}"
+            states[server.index] = self._revive(server, why)
+        return _stack(states)
+
+    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray]:
+        """Send each environment its action, then gather ``(states, rewards, terminals)`` from all."""
+        self._check_open()
+        per_env = _unstack(actions, self.num_envs)
+        failed: dict[int, str] = {}
+        for server in self._servers:
+            try:
+                if server.sock is None:
+                    raise ConnectionResetError("not connected")
+                send_message(server.sock, {"type": "step"}, {"actions": per_env[server.index]})
+            except OSError as exc:
+                failed[server.index] = f"send: {exc or type(exc).__name__}"
+        states: list[Any] = [None] * self.num_envs
+        rewards = np.zeros(self.num_envs, dtype=np.float64)
+        terminals = np.zeros(self.num_envs, dtype=np.int64)
+        for server in self._servers:
+            if server.index not in failed:
+                try:
+                    header, values = self._expect(server, "result")
+                except OSError as exc:
+                    failed[server.index] = f"receive: {exc or type(exc).__name__}"
+                else:
+                    states[server.index] = values["states"]
+                    rewards[server.index] = float(header["reward"])
+                    terminals[server.index] = int(header["terminal"])
+                    continue
+            states[server.index] = self._revive(server, failed[server.index])
+            terminals[server.index] = 2
+        return _stack(states), rewards, terminals
+
+    def close(self, finished: bool = True) -> None:
+        """Disconnect from every server. ``finished=True`` tells them the run is over, so they exit;
+        ``finished=False`` (e.g. the agent stops for a restart) leaves them waiting for the next agent."""
+        if self._closed:
+            return
+        self._closed = True
+        for server in self._servers:
+            if server.sock is None:
+                continue
+            try:
+                server.sock.settimeout(5.0)
+                send_message(server.sock, {"type": "close", "finished": finished})
+                recv_message(server.sock)
+            except (OSError, WorkloadError):
+                pass  # a server that is gone already needs no goodbye
+            server.drop()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise WorkloadError("RemoteVectorEnv is closed")
+
+    def __enter__(self) -> RemoteVectorEnv:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close(finished=exc[0] is None)
+
+
+def _stack(items: list[Any]) -> Any:
+    first = items[0]
+    if isinstance(first, dict):
+        return {key: _stack([item[key] for item in items]) for key in first}
+    return np.stack([np.asarray(item) for item in items])
+
+
+def _unstack(batch: Any, n: int) -> list[Any]:
+    if isinstance(batch, Mapping):
+        parts = {key: _unstack(value, n) for key, value in batch.items()}
+        return [{key: parts[key][i] for key in parts} for i in range(n)]
+    array = np.asarray(batch)
+    if array.ndim == 0 or array.shape[0] != n:
+        raise WorkloadError(f"expected a batch of {n} actions, got an array of shape {array.shape}")
+    return [array[i] for i in range(n)]
