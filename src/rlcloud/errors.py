@@ -135,5 +135,5 @@ class BackendError(RLCloudError):
     """An API call failed for a reason not covered by a more specific error (after retries)."""
 
 
-class TimeoutError(RLCloudError, builtins.TimeoutError):  # noqa: A001 - deliberate, also the builtin
+class TimeoutError(RLCloudError, builtins.TimeoutError):
     """A wait ran past its timeout. Also an instance of the builtin ``TimeoutError``."""

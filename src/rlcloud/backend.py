@@ -1,0 +1,124 @@
+"""The contract every place that runs experiments implements, and the observed state it reports.
+
+Backends: local processes on this machine (rlcloud.backends.local) and any Kubernetes cluster
+(rlcloud.k8s.backend; GKE hands its cluster's client to it). The docstrings of ExperimentBackend are the
+contract the Experiment facade relies on.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from rlcloud.specs import ExperimentSpec
+
+__all__ = ["ExperimentBackend", "ExperimentState", "ExperimentStatus", "RoleState", "RoleStatus"]
+
+RoleState = Literal["pending", "running", "succeeded", "failed", "suspended", "unknown"]
+ExperimentState = Literal["pending", "running", "succeeded", "failed", "paused", "stopped", "unknown"]
+FINISHED_STATES: frozenset[str] = frozenset({"succeeded", "failed", "stopped"})
+
+
+@dataclass(frozen=True)
+class RoleStatus:
+    """Observed state of one role instance (a process or a pod): e.g. role "agent", index 0."""
+
+    role: str
+    index: int
+    state: RoleState
+    restarts: int = 0
+    exit_code: int | None = None
+    reason: str | None = None  # one line: why Pending, why it failed
+
+    @property
+    def label(self) -> str:
+        """``role-index``, the prefix of this role's log lines."""
+        return f"{self.role}-{self.index}"
+
+
+@dataclass(frozen=True)
+class ExperimentStatus:
+    """Observed state of an experiment, read from the backend and the results store."""
+
+    name: str
+    state: ExperimentState
+    roles: list[RoleStatus] = field(default_factory=list)
+    progress: dict[str, Any] = field(default_factory=dict)  # progress.json: timestep, episode, mean_return, ...
+    message: str | None = None
+    backend: str = ""
+
+    @property
+    def finished(self) -> bool:
+        """True once the experiment will make no more progress by itself (succeeded, failed or stopped)."""
+        return self.state in FINISHED_STATES
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (for ``--output json``)."""
+        return {
+            "name": self.name,
+            "state": self.state,
+            "backend": self.backend,
+            "message": self.message,
+            "progress": self.progress,
+            "roles": [
+                {
+                    "role": r.role,
+                    "index": r.index,
+                    "state": r.state,
+                    "restarts": r.restarts,
+                    "exit_code": r.exit_code,
+                    "reason": r.reason,
+                }
+                for r in self.roles
+            ],
+        }
+
+
+class ExperimentBackend(ABC):
+    """Where experiments run. One instance serves many experiments, addressed by name."""
+
+    #: short name shown to users ("local", "kubernetes", "gke")
+    kind: str = "backend"
+
+    @abstractmethod
+    def start(self, spec: ExperimentSpec, results: str) -> None:
+        """Start (or resume) ``spec`` writing to ``results`` and return quickly, without waiting for training.
+
+        Idempotent: starting an experiment that is already running creates nothing twice; starting one
+        whose results hold a checkpoint resumes from it.
+        """
+
+    @abstractmethod
+    def status(self, name: str) -> ExperimentStatus:
+        """The experiment's state per role, plus the learner's progress. NotFoundError if unknown."""
+
+    @abstractmethod
+    def wait(self, name: str, timeout: float | None = None) -> ExperimentStatus:
+        """Block until the experiment finishes; rlcloud.errors.TimeoutError after ``timeout`` seconds."""
+
+    @abstractmethod
+    def logs(self, name: str, follow: bool = False) -> Iterator[str]:
+        """All roles' log lines as "role-index | line"; with ``follow``, until every role has ended."""
+
+    @abstractmethod
+    def pause(self, name: str) -> None:
+        """Checkpoint and stop computing, keeping everything needed to resume()."""
+
+    @abstractmethod
+    def resume(self, name: str) -> None:
+        """Continue a paused experiment from its latest checkpoint."""
+
+    @abstractmethod
+    def stop(self, name: str) -> None:
+        """Stop the experiment (checkpoint first where possible) and remove what it runs. Idempotent."""
+
+    @abstractmethod
+    def list(self) -> list[str]:
+        """Names of the experiments this backend knows."""
+
+    @abstractmethod
+    def attach(self, name: str) -> tuple[ExperimentSpec, str]:
+        """The spec and results location of a running or finished experiment (from another machine too)."""

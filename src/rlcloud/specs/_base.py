@@ -1,0 +1,170 @@
+"""Shared building blocks of the specs: the strict base model and small value types.
+
+Pure data: nothing here touches the network, the cloud libraries or the file system.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, GetCoreSchemaHandler
+from pydantic_core import PydanticCustomError, core_schema
+
+DNS_LABEL_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+MAX_NAME_LENGTH = 40
+
+
+class StrictModel(BaseModel):
+    """Base of every spec: unknown keys are errors, instances are immutable, defaults are validated."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        validate_default=True,
+        use_attribute_docstrings=False,
+        populate_by_name=True,
+    )
+
+
+def check_dns_label(value: str, *, what: str = "name") -> str:
+    """Validate a DNS-1123 label of at most MAX_NAME_LENGTH characters (it becomes Kubernetes and GKE names)."""
+    if not isinstance(value, str) or not value:
+        raise PydanticCustomError("dns_label", f"{what} must be a non-empty string")
+    if len(value) > MAX_NAME_LENGTH:
+        raise PydanticCustomError(
+            "dns_label",
+            f"{what} must be at most {MAX_NAME_LENGTH} characters (it prefixes Kubernetes and GKE names); "
+            f"got {len(value)}",
+        )
+    if not DNS_LABEL_RE.match(value):
+        hint = re.sub(r"[^a-z0-9-]+", "-", value.lower()).strip("-") or "my-name"
+        if not hint[0].isalpha():
+            hint = "x-" + hint
+        raise PydanticCustomError(
+            "dns_label",
+            f"{what} must be a DNS-1123 label: lowercase letters, digits and '-', starting with a letter "
+            f"and ending with a letter or digit (e.g. {hint!r})",
+        )
+    return value
+
+
+_FREQ_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$")
+_FREQ_UNITS = {
+    "": ("s", 1),
+    "s": ("s", 1),
+    "sec": ("s", 1),
+    "m": ("s", 60),
+    "min": ("s", 60),
+    "h": ("s", 3600),
+    "e": ("e", 1),
+    "t": ("t", 1),
+}
+
+
+@dataclass(frozen=True, order=True)
+class Frequency:
+    """How often something happens: every ``value`` seconds (s), episodes (e) or timesteps (t).
+
+    Parsed from "600s", "100e", "5000t", "10m", "1h"; a bare number means seconds (as in
+    tensorforce-client's files). Serialised as its string form, e.g. "600s".
+    """
+
+    value: int
+    unit: Literal["s", "e", "t"]
+
+    UNIT_NAMES: ClassVar[dict[str, str]] = {"s": "seconds", "e": "episodes", "t": "timesteps"}
+
+    def __str__(self) -> str:
+        return f"{self.value}{self.unit}"
+
+    @classmethod
+    def parse(cls, raw: Any) -> Frequency:
+        """Parse a frequency from a string or number; raises ValueError with the valid forms."""
+        if isinstance(raw, Frequency):
+            return raw
+        if isinstance(raw, bool):
+            raise ValueError("a frequency must be a number of seconds or a string like '600s', '100e', '5000t'")
+        if isinstance(raw, int | float):
+            text = str(raw)
+        elif isinstance(raw, str):
+            text = raw.lower()
+        else:
+            raise ValueError("a frequency must be a number of seconds or a string like '600s', '100e', '5000t'")
+        match = _FREQ_RE.match(text)
+        if not match or match.group(2) not in _FREQ_UNITS:
+            raise ValueError(
+                f"cannot read {raw!r} as a frequency: use seconds ('600s' or 600, also '10m', '1h'), "
+                "episodes ('100e') or timesteps ('5000t')"
+            )
+        unit, factor = _FREQ_UNITS[match.group(2)]
+        number = float(match.group(1)) * factor
+        if number != int(number) or number < 1:
+            raise ValueError(f"a frequency must be a whole number >= 1 of {cls.UNIT_NAMES[unit]}; got {raw!r}")
+        return cls(int(number), unit)  # type: ignore[arg-type]
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        def validate(raw: Any) -> Frequency:
+            try:
+                return cls.parse(raw)
+            except ValueError as exc:
+                raise PydanticCustomError("frequency", str(exc)) from None
+
+        return core_schema.no_info_plain_validator_function(
+            validate,
+            serialization=core_schema.plain_serializer_function_ser_schema(str),
+            json_schema_input_schema=core_schema.union_schema([core_schema.str_schema(), core_schema.int_schema()]),
+        )
+
+
+_DURATION_RE = re.compile(r"^\s*(\d+)\s*([smhd])\s*$")
+_DURATION_FACTORS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+@dataclass(frozen=True, order=True)
+class Duration:
+    """A length of time such as "90s", "30m", "6h" or "2d" (a bare number means seconds)."""
+
+    seconds: int
+
+    def __str__(self) -> str:
+        for unit in ("d", "h", "m"):
+            factor = _DURATION_FACTORS[unit]
+            if self.seconds % factor == 0:
+                return f"{self.seconds // factor}{unit}"
+        return f"{self.seconds}s"
+
+    @classmethod
+    def parse(cls, raw: Any) -> Duration:
+        """Parse a duration; raises ValueError naming the valid forms."""
+        if isinstance(raw, Duration):
+            return raw
+        if isinstance(raw, int) and not isinstance(raw, bool) and raw > 0:
+            return cls(raw)
+        match = _DURATION_RE.match(raw.lower()) if isinstance(raw, str) else None
+        if not match or int(match.group(1)) < 1:
+            raise ValueError(f"cannot read {raw!r} as a duration: use e.g. '90s', '30m', '6h' or '2d'")
+        return cls(int(match.group(1)) * _DURATION_FACTORS[match.group(2)])
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        def validate(raw: Any) -> Duration:
+            try:
+                return cls.parse(raw)
+            except ValueError as exc:
+                raise PydanticCustomError("duration", str(exc)) from None
+
+        return core_schema.no_info_plain_validator_function(
+            validate,
+            serialization=core_schema.plain_serializer_function_ser_schema(str),
+            json_schema_input_schema=core_schema.union_schema([core_schema.str_schema(), core_schema.int_schema()]),
+        )
+
+
+# Kubernetes resource quantities ("500m", "2", "4Gi", "1.5G"); a looser check than the apiserver's,
+# which catches typos such as "4GB" before anything is submitted.
+QUANTITY_RE = re.compile(r"^([0-9]+(\.[0-9]+)?)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
+
+NonEmptyStr = Annotated[str, "non-empty"]

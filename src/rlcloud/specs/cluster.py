@@ -1,0 +1,289 @@
+"""ClusterSpec: what a GKE cluster for experiments should look like (user input, pure data)."""
+
+from __future__ import annotations
+
+import math
+import re
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from rlcloud.specs._base import Duration, StrictModel, check_dns_label
+
+ZONE_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-[a-z]$")
+REGION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
+PROJECT_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
+LABEL_KEY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{0,63}$")
+
+
+class GpuType(StrEnum):
+    """Accelerators GKE offers today (the value is the GCE accelerator type)."""
+
+    P100 = "nvidia-tesla-p100"
+    P4 = "nvidia-tesla-p4"
+    V100 = "nvidia-tesla-v100"
+    T4 = "nvidia-tesla-t4"
+    L4 = "nvidia-l4"
+    A100 = "nvidia-tesla-a100"
+    A100_80GB = "nvidia-a100-80gb"
+    H100 = "nvidia-h100-80gb"
+    H100_MEGA = "nvidia-h100-mega-80gb"
+    H200 = "nvidia-h200-141gb"
+
+
+RETIRED_GPU_TYPES = {
+    "nvidia-tesla-k80": "nvidia-tesla-k80 reached end of support on 2024-05-01 and GKE can no longer create it",
+}
+
+# The machine type used when a spec names neither machine_type nor cpus/memory: the smallest sensible
+# host for one GPU of each type (GCE ties A100/H100/L4 to their own machine families).
+DEFAULT_MACHINE_TYPES: dict[GpuType | None, str] = {
+    None: "n1-standard-4",
+    GpuType.P100: "n1-standard-8",
+    GpuType.P4: "n1-standard-8",
+    GpuType.V100: "n1-standard-8",
+    GpuType.T4: "n1-standard-8",
+    GpuType.L4: "g2-standard-8",
+    GpuType.A100: "a2-highgpu-1g",
+    GpuType.A100_80GB: "a2-ultragpu-1g",
+    GpuType.H100: "a3-highgpu-1g",
+    GpuType.H100_MEGA: "a3-megagpu-8g",
+    GpuType.H200: "a3-ultragpu-8g",
+}
+
+# N1 custom machine types: 1 or an even number of vCPUs up to 96, 0.9-6.5 GB per vCPU, memory a multiple
+# of 256 MiB (cloud.google.com/compute/docs/instances/creating-instance-with-custom-machine-type).
+CUSTOM_MIN_GB_PER_CPU = 0.9
+CUSTOM_MAX_GB_PER_CPU = 6.5
+CUSTOM_MAX_CPUS = 96
+
+
+def custom_machine_type(cpus: int, memory_gb: float) -> str:
+    """The N1 custom machine type for ``cpus`` vCPUs and ``memory_gb`` GB, rounded up to 256 MiB.
+
+    Raises ValueError saying the valid range when GCE would refuse the shape.
+    """
+    if cpus < 1 or cpus > CUSTOM_MAX_CPUS or (cpus > 1 and cpus % 2):
+        raise ValueError(f"cpus_per_node must be 1 or an even number up to {CUSTOM_MAX_CPUS}; got {cpus}")
+    mib = math.ceil(memory_gb * 1024 / 256) * 256
+    low, high = CUSTOM_MIN_GB_PER_CPU * cpus, CUSTOM_MAX_GB_PER_CPU * cpus
+    if not (low * 1024 - 1e-6 <= mib <= high * 1024 + 1e-6):
+        raise ValueError(
+            f"memory_per_node={memory_gb:g} GB is outside what GCE allows for {cpus} vCPUs: "
+            f"{low:g}-{high:g} GB ({CUSTOM_MIN_GB_PER_CPU}-{CUSTOM_MAX_GB_PER_CPU} GB per vCPU)"
+        )
+    return f"custom-{cpus}-{mib}"
+
+
+class Autoscaling(StrictModel):
+    """Autoscaling bounds of the GPU (or, without GPUs, the worker) node pool."""
+
+    min_nodes: int = Field(0, ge=0, description="Fewest nodes the pool scales down to (0 lets it empty).")
+    max_nodes: int = Field(..., ge=1, description="Most nodes the pool scales up to.")
+
+    @model_validator(mode="after")
+    def _bounds(self) -> Autoscaling:
+        if self.min_nodes > self.max_nodes:
+            raise PydanticCustomError(
+                "at:min_nodes",
+                "autoscaling.min_nodes ({min}) must not exceed autoscaling.max_nodes ({max})",
+                {"min": self.min_nodes, "max": self.max_nodes},
+            )
+        return self
+
+
+class ClusterSpec(StrictModel):
+    """A GKE cluster for running experiments: size, machines, GPUs, lifetime.
+
+    Give either ``machine_type`` or ``cpus_per_node`` + ``memory_per_node`` (which derive an N1 custom
+    machine type); with neither, a default fitting the GPU type is used.
+    """
+
+    name: str = Field(..., description="Cluster name: a DNS-1123 label of at most 40 characters.")
+    project: str | None = Field(
+        None, description="Google Cloud project id; when empty, taken from Application Default Credentials."
+    )
+    location: str = Field(
+        "us-central1-a",
+        description="Zone (e.g. 'us-central1-a': a zonal cluster) or region (e.g. 'us-central1': regional).",
+    )
+    machine_type: str | None = Field(
+        None, description="GCE machine type of the experiment nodes, e.g. 'n1-standard-8' or 'g2-standard-8'."
+    )
+    cpus_per_node: int | None = Field(
+        None, description="vCPUs per node; with memory_per_node it derives a custom N1 machine type."
+    )
+    memory_per_node: float | None = Field(
+        None, description="Memory per node in GB; with cpus_per_node it derives a custom N1 machine type."
+    )
+    num_nodes: int = Field(1, ge=1, description="Number of experiment nodes (the GPU pool when GPUs are used).")
+    disk_size: int = Field(100, ge=10, description="Boot disk size per node in GB (at least 10).")
+    gpus_per_node: int = Field(0, ge=0, le=16, description="GPUs per node; 0 for a CPU-only cluster.")
+    gpu_type: GpuType | None = Field(
+        None,
+        description="Accelerator type, e.g. 'nvidia-tesla-t4' or 'nvidia-l4'; required when gpus_per_node > 0.",
+    )
+    spot: bool = Field(False, description="Use Spot VMs for the experiment nodes (much cheaper, can be preempted).")
+    autoscaling: Autoscaling | None = Field(
+        None, description="Autoscaling bounds for the experiment node pool; none keeps num_nodes fixed."
+    )
+    labels: dict[str, str] = Field(
+        default_factory=dict, description="Extra GCE labels on the cluster (lowercase keys and values)."
+    )
+    ttl: Duration | None = Field(
+        None,
+        description="Lifetime, e.g. '6h': the cluster gets an expiry label; `rlcloud cluster reap` deletes it after.",
+    )
+    fallback_zones: list[str] = Field(
+        default_factory=list,
+        description="Zones to retry in when the location has no capacity (ZONE_RESOURCE_POOL_EXHAUSTED).",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _defaults(cls, data: Any) -> Any:
+        # gpu_type alone means one GPU per node: the common case should not need two settings.
+        if isinstance(data, dict) and data.get("gpu_type") and not data.get("gpus_per_node"):
+            data = {**data, "gpus_per_node": 1}
+        return data
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return check_dns_label(value, what="cluster name")
+
+    @field_validator("project")
+    @classmethod
+    def _project(cls, value: str | None) -> str | None:
+        if value is not None and not PROJECT_RE.match(value):
+            raise PydanticCustomError(
+                "project",
+                "project must be a Google Cloud project id: 6-30 lowercase letters, digits or '-', "
+                "starting with a letter (e.g. 'my-rl-project')",
+            )
+        return value
+
+    @field_validator("location")
+    @classmethod
+    def _location(cls, value: str) -> str:
+        if not (ZONE_RE.match(value) or REGION_RE.match(value)):
+            raise PydanticCustomError(
+                "location",
+                "location must be a zone such as 'us-central1-a' or a region such as 'us-central1'",
+            )
+        return value
+
+    @field_validator("fallback_zones")
+    @classmethod
+    def _zones(cls, value: list[str]) -> list[str]:
+        bad = [z for z in value if not ZONE_RE.match(z)]
+        if bad:
+            raise PydanticCustomError(
+                "zones", "fallback_zones must be zones such as 'us-central1-b'; not {bad}", {"bad": bad}
+            )
+        return value
+
+    @field_validator("gpu_type", mode="before")
+    @classmethod
+    def _gpu_type(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.lower() in RETIRED_GPU_TYPES:
+            valid = ", ".join(t.value for t in GpuType)
+            raise PydanticCustomError(
+                "gpu_type",
+                "{why}; use one of the current types instead: {valid} (nvidia-tesla-t4 is the usual "
+                "low-cost replacement)",
+                {"why": RETIRED_GPU_TYPES[value.lower()], "valid": valid},
+            )
+        if isinstance(value, str) and value not in {t.value for t in GpuType}:
+            valid = ", ".join(t.value for t in GpuType)
+            raise PydanticCustomError(
+                "gpu_type", "unknown gpu_type '{v}'; valid: {valid}", {"v": value, "valid": valid}
+            )
+        return value
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, val in value.items():
+            if not LABEL_KEY_RE.match(key) or not LABEL_VALUE_RE.match(str(val)):
+                raise PydanticCustomError(
+                    "labels",
+                    "label '{key}'='{val}' is not a valid GCE label: keys start with a lowercase letter, keys "
+                    "and values use lowercase letters, digits, '_' and '-', at most 63 characters",
+                    {"key": key, "val": val},
+                )
+        return value
+
+    @model_validator(mode="after")
+    def _consistency(self) -> ClusterSpec:
+        shape = (self.cpus_per_node, self.memory_per_node)
+        if self.machine_type and any(v is not None for v in shape):
+            raise PydanticCustomError(
+                "at:machine_type",
+                "give either machine_type or cpus_per_node + memory_per_node, not both",
+            )
+        if (self.cpus_per_node is None) != (self.memory_per_node is None):
+            raise PydanticCustomError(
+                "at:memory_per_node" if self.memory_per_node is None else "at:cpus_per_node",
+                "cpus_per_node and memory_per_node go together: give both or neither",
+            )
+        if self.cpus_per_node is not None and self.memory_per_node is not None:
+            try:
+                custom_machine_type(self.cpus_per_node, self.memory_per_node)
+            except ValueError as exc:
+                field = "at:cpus_per_node" if str(exc).startswith("cpus_per_node") else "at:memory_per_node"
+                raise PydanticCustomError(field, str(exc)) from None
+        if self.gpus_per_node > 0 and self.gpu_type is None:
+            valid = ", ".join(t.value for t in GpuType)
+            raise PydanticCustomError(
+                "at:gpu_type",
+                "gpus_per_node={n} needs a gpu_type, one of: {valid}",
+                {"n": self.gpus_per_node, "valid": valid},
+            )
+        if self.autoscaling and not (self.autoscaling.min_nodes <= self.num_nodes <= self.autoscaling.max_nodes):
+            raise PydanticCustomError(
+                "at:num_nodes",
+                "num_nodes ({n}) must lie within autoscaling min_nodes..max_nodes ({lo}..{hi})",
+                {"n": self.num_nodes, "lo": self.autoscaling.min_nodes, "hi": self.autoscaling.max_nodes},
+            )
+        return self
+
+    @property
+    def effective_machine_type(self) -> str:
+        """The GCE machine type the experiment nodes get."""
+        if self.machine_type:
+            return self.machine_type
+        if self.cpus_per_node is not None and self.memory_per_node is not None:
+            return custom_machine_type(self.cpus_per_node, self.memory_per_node)
+        return DEFAULT_MACHINE_TYPES[self.gpu_type]
+
+    @property
+    def is_regional(self) -> bool:
+        """True when location is a region (a regional cluster), False for a zone."""
+        return bool(REGION_RE.match(self.location))
+
+    @classmethod
+    def from_file(cls, path: str | Path, **overrides: Any) -> ClusterSpec:
+        """Load from a YAML/JSON file (tensorforce-client cluster files too); keyword arguments override settings."""
+        from rlcloud.specs.loading import load_spec
+
+        spec = load_spec(path, kind="Cluster", **overrides)
+        assert isinstance(spec, ClusterSpec)
+        return spec
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], **overrides: Any) -> ClusterSpec:
+        """Build from a dict (legacy keys mapped) with overrides; problems raise SpecError."""
+        from rlcloud.specs.loading import cluster_from_dict
+
+        return cluster_from_dict(data, **overrides)
+
+    def to_yaml(self) -> str:
+        """This spec as YAML (with ``kind: Cluster``); loading it back gives an equal spec."""
+        from rlcloud.specs.loading import spec_to_yaml
+
+        return spec_to_yaml(self)

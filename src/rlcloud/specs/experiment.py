@@ -1,0 +1,317 @@
+"""ExperimentSpec: what to train, how, for how long, where results go (user input, pure data)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from rlcloud.specs._base import QUANTITY_RE, Frequency, StrictModel, check_dns_label
+from rlcloud.specs.cluster import ClusterSpec
+
+RunMode = Literal["single", "multi-threaded", "distributed"]
+Execution = Literal["auto", "batched", "processes"]
+
+GS_URL_RE = re.compile(r"^gs://([a-z0-9][a-z0-9._-]{1,220}[a-z0-9])(/.*)?$")
+DEFAULT_WORKERS: dict[str, int] = {"single": 1, "multi-threaded": 4, "distributed": 2}
+
+
+class Resources(StrictModel):
+    """Kubernetes resources for one role's container (requests = limits)."""
+
+    cpu: str | None = Field(None, description="CPU request and limit, a Kubernetes quantity such as '2' or '500m'.")
+    memory: str | None = Field(None, description="Memory request and limit, a Kubernetes quantity such as '4Gi'.")
+    gpus: int | None = Field(
+        None,
+        ge=0,
+        le=16,
+        description="GPUs (nvidia.com/gpu); empty means 1 for the learner on a GPU cluster, else 0.",
+    )
+
+    @field_validator("cpu", "memory")
+    @classmethod
+    def _quantity(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        value = str(value)
+        if not QUANTITY_RE.match(value):
+            raise PydanticCustomError(
+                "quantity",
+                "'{v}' is not a Kubernetes quantity: use e.g. '2', '500m' for CPU and '4Gi', '512Mi' for memory",
+                {"v": value},
+            )
+        return value
+
+
+class RolesResources(StrictModel):
+    """Resources per role: the learner (single / multi-threaded pod, or the distributed agent) and env servers."""
+
+    learner: Resources = Field(default_factory=Resources, description="The pod that runs the Tensorforce agent.")
+    env_server: Resources = Field(
+        default_factory=Resources, description="Each environment-server pod (distributed mode); CPU only."
+    )
+
+    @model_validator(mode="after")
+    def _env_cpu_only(self) -> RolesResources:
+        if self.env_server.gpus:
+            raise PydanticCustomError(
+                "at:env_server.gpus",
+                "env_server.gpus must be 0: environment servers run on CPU, the learner uses the GPU",
+            )
+        return self
+
+
+class EvaluationSpec(StrictModel):
+    """Deterministic evaluation episodes run every so often during training, recorded apart."""
+
+    every: Frequency = Field(
+        ..., description="How often to evaluate: every N episodes ('50e') or timesteps ('10000t')."
+    )
+    episodes: int = Field(10, ge=1, description="Evaluation episodes per evaluation.")
+
+    @field_validator("every")
+    @classmethod
+    def _unit(cls, value: Frequency) -> Frequency:
+        if value.unit == "s":
+            raise PydanticCustomError(
+                "frequency", "evaluation.every counts episodes ('50e') or timesteps ('10000t'), not seconds"
+            )
+        return value
+
+
+class ExperimentSpec(StrictModel):
+    """A Tensorforce experiment: environment, agent, network, stop conditions, run mode, outputs.
+
+    File references in environment/agent/network/cluster are resolved by ``from_file``/``from_dict``
+    (relative to the spec file, then ./configs/<kind>/); the model itself holds resolved data only.
+    """
+
+    name: str = Field(..., description="Experiment name: a DNS-1123 label of at most 40 characters.")
+    description: str | None = Field(None, description="Free text describing the experiment.")
+    environment: dict[str, Any] = Field(
+        ...,
+        description="Tensorforce environment spec, e.g. {type: gym, level: CartPole-v1} (gymnasium ids incl. "
+        "'ALE/...'), another Tensorforce environment type, or {type: 'pkg.module:Class'} for your own class; "
+        "in a file also a path to a JSON/YAML file.",
+    )
+    agent: dict[str, Any] = Field(
+        ...,
+        description="Tensorforce agent spec, e.g. {type: ppo, batch_size: 10}; in a file also a JSON/YAML file path.",
+    )
+    network: dict[str, Any] | list[Any] | Literal["auto"] = Field(
+        "auto",
+        description="Tensorforce network spec (a layer list or dict), or 'auto'; in a file also a path.",
+    )
+    episodes: int | None = Field(
+        None, ge=1, description="Stop after this many training episodes (all workers together)."
+    )
+    total_timesteps: int | None = Field(
+        None, ge=1, description="Stop after this many timesteps (all workers together)."
+    )
+    max_timesteps_per_episode: int | None = Field(
+        None,
+        ge=1,
+        description="Truncate episodes after this many timesteps (empty: the environment's own limit).",
+    )
+    deterministic: bool = Field(False, description="Act deterministically (no sampling/exploration) while training.")
+    repeat_actions: int = Field(1, ge=1, description="Repeat each action this many times, summing the rewards.")
+    debug_logging: bool = Field(False, description="Verbose runner logs.")
+    seed: int | None = Field(None, ge=0, description="Random seed; single mode is reproducible with a fixed seed.")
+    run_mode: RunMode = Field(
+        "single",
+        description="single: one env, one agent; multi-threaded: num_workers envs feeding one agent in one "
+        "process/pod; distributed: one agent plus num_workers environment-server processes/pods.",
+    )
+    num_workers: int = Field(
+        None,  # type: ignore[assignment]  # filled per run_mode by the validator below
+        ge=1,
+        description="Environments (multi-threaded) or environment servers (distributed); single: 1. "
+        "Default: 1 / 4 / 2 by run_mode.",
+    )
+    num_parameter_servers: int = Field(
+        0, ge=0, description="0 or 1: Tensorforce 0.6 has one learner, which is the parameter server."
+    )
+    execution: Execution = Field(
+        "auto",
+        description="multi-threaded stepping: 'batched' in-process (cheap envs), 'processes' (slow envs), "
+        "or 'auto' to choose by the measured cost of an env step.",
+    )
+    saver_frequency: Frequency | None = Field(
+        Frequency(600, "s"),
+        description="Checkpoint every N seconds ('600s'), episodes ('100e') or timesteps ('5000t'); empty: at the end.",
+    )
+    summary_frequency: Frequency | None = Field(
+        Frequency(120, "s"),
+        description="TensorBoard summaries every N seconds ('120s') or timesteps ('1000t'); empty: none.",
+    )
+    evaluation: EvaluationSpec | None = Field(None, description="Periodic deterministic evaluation; empty: none.")
+    resources: RolesResources = Field(default_factory=RolesResources, description="Per-role CPU/memory/GPU.")
+    image: str | None = Field(None, description="Container image for the pods; empty: rlcloud's default image.")
+    results: str | None = Field(
+        None, description="Where results go: 'gs://bucket/prefix' or a directory; empty: ./rlcloud-results."
+    )
+    cluster: str | ClusterSpec | None = Field(
+        None,
+        description="Where to run: the name of an existing cluster, a cluster file, or an inline ClusterSpec "
+        "(a dedicated cluster, created for this experiment and deleted after it); empty: this machine.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_workers(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("num_workers") is None:
+            mode = data.get("run_mode", "single")
+            if mode in DEFAULT_WORKERS:
+                data = {**data, "num_workers": DEFAULT_WORKERS[mode]}
+        return data
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return check_dns_label(value, what="experiment name")
+
+    @field_validator("environment", "agent", mode="before")
+    @classmethod
+    def _no_unresolved_path(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            raise PydanticCustomError(
+                "unresolved_file",
+                "'{v}' looks like a file reference: load the spec with ExperimentSpec.from_file() or "
+                "from_dict(), which resolve files, or give the spec inline as a mapping",
+                {"v": value},
+            )
+        return value
+
+    @field_validator("environment")
+    @classmethod
+    def _environment(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if "type" not in value and "class" not in value and "environment" not in value:
+            raise PydanticCustomError(
+                "environment",
+                "environment needs a 'type' (e.g. {type: gym, level: CartPole-v1}, or {type: 'pkg.module:Class'})",
+            )
+        if value.get("type") in ("gym", "gymnasium") and not value.get("level"):
+            raise PydanticCustomError(
+                "environment",
+                "a gym environment needs 'level', the gymnasium id (e.g. CartPole-v1 or ALE/Pong-v5)",
+            )
+        return value
+
+    @field_validator("agent")
+    @classmethod
+    def _agent(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if "type" not in value and "agent" not in value:
+            raise PydanticCustomError(
+                "agent",
+                "agent needs a 'type', e.g. ppo, dqn, a2c, ac, dpg, dueling_dqn, trpo, vpg, tensorforce",
+            )
+        return value
+
+    @field_validator("network", mode="before")
+    @classmethod
+    def _network(cls, value: Any) -> Any:
+        if isinstance(value, str) and value != "auto":
+            raise PydanticCustomError(
+                "unresolved_file",
+                "network '{v}' is neither 'auto' nor a layer spec; file references are resolved by "
+                "ExperimentSpec.from_file()/from_dict()",
+                {"v": value},
+            )
+        if isinstance(value, list) and not all(isinstance(layer, dict | list) for layer in value):
+            raise PydanticCustomError(
+                "network", "a network layer list holds layer mappings such as {type: dense, size: 64}"
+            )
+        return value
+
+    @field_validator("num_parameter_servers")
+    @classmethod
+    def _parameter_servers(cls, value: int) -> int:
+        if value > 1:
+            raise PydanticCustomError(
+                "parameter_servers",
+                "Tensorforce 0.6 has a single learner, which holds the parameters: num_parameter_servers must "
+                "be 0 or 1; scale with num_workers instead",
+            )
+        return value
+
+    @field_validator("summary_frequency")
+    @classmethod
+    def _summary_unit(cls, value: Frequency | None) -> Frequency | None:
+        if value is not None and value.unit == "e":
+            raise PydanticCustomError(
+                "frequency",
+                "summary_frequency cannot count episodes (Tensorforce summaries follow seconds or timesteps): "
+                "use e.g. '120s' or '1000t'",
+            )
+        return value
+
+    @field_validator("results")
+    @classmethod
+    def _results(cls, value: str | None) -> str | None:
+        if value is not None and value.startswith("gs:") and not GS_URL_RE.match(value):
+            raise PydanticCustomError(
+                "results",
+                "'{v}' is not a valid GCS location: use gs://BUCKET or gs://BUCKET/PREFIX (bucket names are "
+                "3-222 lowercase letters, digits, '-', '_' and '.')",
+                {"v": value},
+            )
+        if value is not None and not value.strip():
+            raise PydanticCustomError("results", "results must be gs://BUCKET[/PREFIX] or a directory, not empty")
+        return value
+
+    @model_validator(mode="after")
+    def _consistency(self) -> ExperimentSpec:
+        if self.episodes is None and self.total_timesteps is None:
+            raise PydanticCustomError("at:episodes", "give at least one stop condition: episodes or total_timesteps")
+        if self.run_mode == "single" and self.num_workers != 1:
+            raise PydanticCustomError(
+                "at:num_workers",
+                "run_mode single runs one worker; for num_workers={n} use run_mode multi-threaded or distributed",
+                {"n": self.num_workers},
+            )
+        if self.run_mode == "multi-threaded" and self.num_workers < 2:
+            raise PydanticCustomError(
+                "at:num_workers",
+                "run_mode multi-threaded needs num_workers >= 2 (use run_mode single for one)",
+            )
+        return self
+
+    @property
+    def num_envs(self) -> int:
+        """Environments feeding the agent: 1 in single mode, num_workers otherwise."""
+        return 1 if self.run_mode == "single" else self.num_workers
+
+    @classmethod
+    def from_file(cls, path: str | Path, **overrides: Any) -> ExperimentSpec:
+        """Load from a YAML/JSON file (tensorforce-client files too); keyword arguments override settings.
+
+        File references (environment/agent/network/cluster) resolve relative to the file, then
+        ./configs/<kind>s/. Dotted keys override nested settings: ``**{"resources.learner.cpu": "2"}``.
+        """
+        from rlcloud.specs.loading import load_spec
+
+        spec = load_spec(path, kind="Experiment", **overrides)
+        assert isinstance(spec, ExperimentSpec)
+        return spec
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], base_dir: str | Path | None = None, **overrides: Any) -> ExperimentSpec:
+        """Build from a dict, resolving file references relative to ``base_dir`` (default: the cwd)."""
+        from rlcloud.specs.loading import experiment_from_dict
+
+        return experiment_from_dict(data, base_dir=base_dir, **overrides)
+
+    def to_yaml(self) -> str:
+        """This spec as YAML (with ``kind: Experiment``); loading it back gives an equal spec."""
+        from rlcloud.specs.loading import spec_to_yaml
+
+        return spec_to_yaml(self)
+
+    def replace(self, **overrides: Any) -> ExperimentSpec:
+        """A validated copy with some settings changed (dotted keys for nested ones)."""
+        from rlcloud.specs.loading import apply_overrides, build_model
+
+        return build_model(ExperimentSpec, apply_overrides(self.model_dump(mode="json"), overrides))

@@ -1,0 +1,405 @@
+"""Reading specs from YAML/JSON files and dicts: file references, overrides, legacy files, error translation.
+
+This is the only place in specs/ that does I/O: it reads the spec file and the files it references, then
+builds the strict models from resolved data.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from rlcloud.errors import SpecError, SpecProblem
+from rlcloud.specs import legacy
+from rlcloud.specs.cluster import ClusterSpec
+from rlcloud.specs.experiment import ExperimentSpec
+
+__all__ = [
+    "SpecKind",
+    "apply_overrides",
+    "cluster_from_dict",
+    "experiment_from_dict",
+    "load_spec",
+    "read_data_file",
+    "spec_to_yaml",
+    "validation_to_spec_error",
+]
+
+SpecKind = Literal["Experiment", "Cluster"]
+M = TypeVar("M", bound=BaseModel)
+
+_CONFIG_DIRS = {
+    "environment": "environments",
+    "agent": "agents",
+    "network": "networks",
+    "cluster": "clusters",
+}
+_SUFFIXES = (".yaml", ".yml", ".json")
+_CLUSTER_KEYS = {
+    "num_nodes",
+    "machine_type",
+    "gpu_type",
+    "gpus_per_node",
+    "cpus_per_node",
+    "memory_per_node",
+    "disk_size",
+    "location",
+    "spot",
+    "autoscaling",
+}
+
+
+# ---------------------------------------------------------------------------------------------- reading
+
+
+def read_data_file(path: str | Path, *, field: str = "") -> Any:
+    """Parse a YAML or JSON file; errors name the file and the line (SpecError)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError([SpecProblem(field, f"file not found: {path}")], source=str(path)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise SpecError([SpecProblem(field, f"cannot read {path}: {reason}")], source=str(path)) from None
+    return parse_data_text(text, source=str(path), field=field)
+
+
+def parse_data_text(text: str, *, source: str = "<string>", field: str = "") -> Any:
+    """Parse YAML (a superset of JSON) text; a syntax error names the line and column."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = exc.problem or exc.context or "invalid YAML"
+        raise SpecError([SpecProblem(field, f"{where}{problem}")], source=source) from None
+    except yaml.YAMLError as exc:
+        raise SpecError([SpecProblem(field, f"invalid YAML/JSON: {exc}")], source=source) from None
+
+
+def _resolve_reference(value: str, kind: str, base_dir: Path) -> Path | None:
+    """Find a referenced file: next to the spec file, then ./configs/<kind>s/, then ./ (with or without suffix)."""
+    names = [value] if Path(value).suffix in _SUFFIXES else [value, *(value + s for s in _SUFFIXES)]
+    dirs = [base_dir, Path.cwd() / "configs" / _CONFIG_DIRS[kind], Path.cwd()]
+    for directory in dirs:
+        for name in names:
+            candidate = (directory / name).expanduser()
+            if candidate.is_file():
+                return candidate
+    return None
+
+
+def _load_reference(value: str, kind: str, base_dir: Path) -> Any:
+    found = _resolve_reference(value, kind, base_dir)
+    if found is None:
+        tried = f"{base_dir}/, ./configs/{_CONFIG_DIRS[kind]}/ and ./"
+        raise SpecError([SpecProblem(kind, f"file {value!r} not found (looked in {tried})", value)])
+    data = read_data_file(found, field=kind)
+    if isinstance(data, dict):
+        data.pop("kind", None)
+    return data
+
+
+# ------------------------------------------------------------------------------------------- overrides
+
+
+def apply_overrides(data: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """Return ``data`` with ``overrides`` applied; dotted keys ("resources.learner.cpu") set nested values."""
+    out = dict(data)
+    for key, value in overrides.items():
+        parts = key.split(".")
+        target = out
+        for part in parts[:-1]:
+            child = target.get(part)
+            child = dict(child) if isinstance(child, dict) else {}
+            target[part] = child
+            target = child
+        target[parts[-1]] = value
+    return out
+
+
+# ------------------------------------------------------------------------------------ error translation
+
+_TYPE_ERRORS = {
+    "string_type",
+    "dict_type",
+    "list_type",
+    "literal_error",
+    "model_type",
+    "model_attributes_type",
+    "none_required",
+    "is_instance_of",
+}
+
+
+def _loc_to_path(loc: tuple[Any, ...], model_fields: set[str]) -> str:
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif (
+            isinstance(part, str)
+            and (
+                part[:1].isupper()
+                or "[" in part
+                or part
+                in (
+                    "str",
+                    "int",
+                    "float",
+                    "bool",
+                    "list",
+                    "dict",
+                    "function-plain",
+                    "function-after",
+                    "function-before",
+                )
+            )
+            and part not in model_fields
+        ):
+            continue  # a union branch tag such as "ClusterSpec" or "dict[str,any]", not a field
+        else:
+            path += ("." if path else "") + str(part)
+    return path
+
+
+def validation_to_spec_error(exc: ValidationError, *, model: type[BaseModel], source: str | None = None) -> SpecError:
+    """Translate pydantic's ValidationError into a SpecError listing every problem with its field path."""
+    fields = _all_field_names(model)
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for error in exc.errors(include_url=False):
+        err: dict[str, Any] = dict(error)
+        loc = tuple(err["loc"])
+        if err["type"].startswith("at:"):
+            loc = (*loc, *err["type"][3:].split("."))
+        path = _loc_to_path(loc, fields)
+        grouped.setdefault(path, []).append(err)
+
+    problems: list[SpecProblem] = []
+    for path, errs in grouped.items():
+        specific = [e for e in errs if e["type"] not in _TYPE_ERRORS]
+        # a union field gives one type error per branch: when a branch has a specific complaint, that one
+        # is the useful message; when all are type errors, say every accepted form at once.
+        if any(p.field.startswith(path + ".") for p in problems) or (
+            not specific and any(k.startswith(path + ".") for k in grouped if k != path)
+        ):
+            continue
+        chosen = specific or errs
+        if not specific and len(errs) > 1:
+            message = "expected " + " or ".join(sorted({_describe_type_error(e) for e in errs}))
+            problems.append(SpecProblem(path, message, _value(errs[0]), source))
+            continue
+        for err in chosen:
+            problems.append(SpecProblem(path, _message(err, model, path), _value(err), source))
+    return SpecError(problems, source=source)
+
+
+def _describe_type_error(err: dict[str, Any]) -> str:
+    kind = err["type"]
+    if kind == "literal_error":
+        return err["msg"].removeprefix("Input should be ")
+    return {
+        "string_type": "a string",
+        "dict_type": "a mapping",
+        "list_type": "a list",
+        "model_type": "a mapping",
+        "model_attributes_type": "a mapping",
+        "none_required": "nothing",
+    }.get(kind, err["msg"])
+
+
+def _value(err: dict[str, Any]) -> Any:
+    if err["type"].startswith("at:") or err["type"] in ("missing",):
+        return None
+    value = err.get("input")
+    return None if isinstance(value, dict) else value
+
+
+def _message(err: dict[str, Any], model: type[BaseModel], path: str) -> str:
+    kind = err["type"]
+    if kind == "missing":
+        desc = _field_description(model, path)
+        return "required" + (f": {desc}" if desc else "")
+    if kind == "extra_forbidden":
+        parent, _, name = path.rpartition(".")
+        valid = sorted(_fields_at(model, parent))
+        close = difflib.get_close_matches(name, valid, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        return f"unknown field; {hint}valid fields here: {', '.join(valid)}"
+    msg = err["msg"]
+    return msg.removeprefix("Value error, ")
+
+
+def _all_field_names(model: type[BaseModel]) -> set[str]:
+    names: set[str] = set()
+    for name, info in model.model_fields.items():
+        names.add(name)
+        for sub in _submodels(info.annotation):
+            names |= _all_field_names(sub)
+    return names
+
+
+def _submodels(annotation: Any) -> list[type[BaseModel]]:
+    found: list[type[BaseModel]] = []
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    for arg in getattr(annotation, "__args__", ()) or ():
+        found += _submodels(arg)
+    return found
+
+
+def _model_at(model: type[BaseModel], path: str) -> type[BaseModel] | None:
+    current: type[BaseModel] | None = model
+    for part in [p for p in path.split(".") if p]:
+        if current is None or part not in current.model_fields:
+            return None
+        subs = _submodels(current.model_fields[part].annotation)
+        current = subs[0] if subs else None
+    return current
+
+
+def _fields_at(model: type[BaseModel], path: str) -> list[str]:
+    found = _model_at(model, path)
+    return list(found.model_fields) if found else []
+
+
+def _field_description(model: type[BaseModel], path: str) -> str:
+    parent, _, name = path.rpartition(".")
+    found = _model_at(model, parent)
+    if found and name in found.model_fields:
+        return found.model_fields[name].description or ""
+    return ""
+
+
+def build_model(model: type[M], data: Any, *, source: str | None = None) -> M:
+    """Validate ``data`` into ``model``, raising SpecError (every problem) instead of ValidationError."""
+    if not isinstance(data, dict):
+        raise SpecError(
+            [SpecProblem("", f"a {model.__name__} must be a mapping of settings, got {type(data).__name__}")],
+            source=source,
+        )
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise validation_to_spec_error(exc, model=model, source=source) from None
+
+
+# ----------------------------------------------------------------------------------------- the loaders
+
+
+def infer_kind(data: Mapping[str, Any]) -> SpecKind:
+    """Experiment or Cluster: from an explicit ``kind`` key, else from the keys present."""
+    kind = data.get("kind")
+    if isinstance(kind, str):
+        if kind.lower() in ("experiment", "experimentspec"):
+            return "Experiment"
+        if kind.lower() in ("cluster", "clusterspec"):
+            return "Cluster"
+        raise SpecError([SpecProblem("kind", "kind must be Experiment or Cluster", kind)])
+    if legacy.is_legacy_experiment(dict(data)) or "environment" in data or "agent" in data:
+        return "Experiment"
+    if _CLUSTER_KEYS & set(data):
+        return "Cluster"
+    raise SpecError(
+        [
+            SpecProblem(
+                "kind",
+                "cannot tell whether this is an Experiment or a Cluster spec: add "
+                "'kind: Experiment' or 'kind: Cluster'",
+            )
+        ]
+    )
+
+
+def experiment_from_dict(
+    data: Mapping[str, Any],
+    *,
+    base_dir: str | Path | None = None,
+    source: str | None = None,
+    **overrides: Any,
+) -> ExperimentSpec:
+    """Build an ExperimentSpec from a dict: legacy keys mapped, file references resolved, overrides applied."""
+    base = Path(base_dir) if base_dir is not None else Path.cwd()
+    raw = dict(data)
+    raw.pop("kind", None)
+    if legacy.is_legacy_experiment(raw):
+        raw = legacy.convert_legacy_experiment(raw)
+    raw = apply_overrides(raw, overrides)
+    problems: list[SpecProblem] = []
+    unresolved: set[str] = set()
+    for kind in ("environment", "agent", "network", "cluster"):
+        value = raw.get(kind)
+        if not isinstance(value, str) or (kind == "network" and value == "auto"):
+            continue
+        if (
+            kind == "cluster"
+            and _resolve_reference(value, kind, base) is None
+            and "." not in value
+            and "/" not in value
+        ):
+            continue  # the name of an existing cluster
+        try:
+            raw[kind] = _load_reference(value, kind, base)
+        except SpecError as exc:
+            problems += [SpecProblem(kind, p.message, p.value, source) for p in exc.problems]
+            unresolved.add(kind)
+    if isinstance(raw.get("environment"), dict):
+        raw["environment"] = legacy.convert_legacy_environment(raw["environment"])
+    if isinstance(raw.get("agent"), dict):
+        raw["agent"] = legacy.convert_legacy_agent(raw["agent"])
+    if isinstance(raw.get("cluster"), dict):
+        raw["cluster"] = legacy.convert_legacy_cluster(raw["cluster"])
+    try:
+        spec = build_model(ExperimentSpec, raw, source=source)
+    except SpecError as exc:
+        # a reference that could not be read is reported once, by the resolver, not again by the model
+        problems += [p for p in exc.problems if p.field.split(".")[0] not in unresolved]
+        raise SpecError(problems, source=source) from None
+    if problems:
+        raise SpecError(problems, source=source)
+    return spec
+
+
+def cluster_from_dict(data: Mapping[str, Any], *, source: str | None = None, **overrides: Any) -> ClusterSpec:
+    """Build a ClusterSpec from a dict (legacy tensorforce-client cluster files included) with overrides."""
+    raw = dict(data)
+    raw.pop("kind", None)
+    raw = apply_overrides(legacy.convert_legacy_cluster(raw), overrides)
+    return build_model(ClusterSpec, raw, source=source)
+
+
+def load_spec(path: str | Path, *, kind: SpecKind | None = None, **overrides: Any) -> ExperimentSpec | ClusterSpec:
+    """Load an Experiment or Cluster spec from a YAML/JSON file; ``overrides`` replace single settings."""
+    path = Path(path)
+    data = read_data_file(path)
+    source = str(path)
+    if not isinstance(data, dict):
+        raise SpecError([SpecProblem("", "the file must hold a mapping of settings (key: value lines)")], source=source)
+    found = infer_kind(data)
+    if kind is not None and found != kind:
+        raise SpecError(
+            [SpecProblem("kind", f"expected a {kind} spec but this file holds a {found} spec")], source=source
+        )
+    if found == "Experiment":
+        return experiment_from_dict(data, base_dir=path.parent, source=source, **overrides)
+    return cluster_from_dict(data, source=source, **overrides)
+
+
+def spec_to_yaml(spec: ExperimentSpec | ClusterSpec) -> str:
+    """The spec as YAML with its ``kind`` first; loading it back gives an equal spec."""
+    kind = "Experiment" if isinstance(spec, ExperimentSpec) else "Cluster"
+    data = {"kind": kind, **spec.model_dump(mode="json")}
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, allow_unicode=True)
+
+
+def spec_to_json(spec: ExperimentSpec | ClusterSpec) -> str:
+    """The spec as JSON (with ``kind``)."""
+    kind = "Experiment" if isinstance(spec, ExperimentSpec) else "Cluster"
+    return json.dumps({"kind": kind, **spec.model_dump(mode="json")}, indent=2)
