@@ -101,7 +101,7 @@ class Frequency:
         unit, factor = _FREQ_UNITS[match.group(2)]
         number = float(match.group(1)) * factor
         if number != int(number) or number < 1:
-            raise ValueError(f"a frequency must be a whole number >= 1 of {cls.UNIT_NAMES[unit]}; got {raw!r}")
+            raise ValueError(f"a frequency must be a whole number >= 1 of {cls.UNIT_NAMES[unit]}")
         return cls(int(number), unit)  # type: ignore[arg-type]
 
     @classmethod

@@ -31,12 +31,16 @@ class Resources(StrictModel):
         description="GPUs (nvidia.com/gpu); empty means 1 for the learner on a GPU cluster, else 0.",
     )
 
-    @field_validator("cpu", "memory")
+    @field_validator("cpu", "memory", mode="before")
     @classmethod
-    def _quantity(cls, value: str | None) -> str | None:
+    def _quantity(cls, value: Any) -> Any:
         if value is None:
             return value
-        value = str(value)
+        # YAML reads `cpu: 2` and `cpu: 0.5` as numbers; Kubernetes quantities are strings
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            value = str(value)
+        if not isinstance(value, str):
+            return value  # the str type check reports it
         if not QUANTITY_RE.match(value):
             raise PydanticCustomError(
                 "quantity",
@@ -164,8 +168,9 @@ class ExperimentSpec(StrictModel):
     def _fill_workers(cls, data: Any) -> Any:
         if isinstance(data, dict) and data.get("num_workers") is None:
             mode = data.get("run_mode", "single")
-            if mode in DEFAULT_WORKERS:
-                data = {**data, "num_workers": DEFAULT_WORKERS[mode]}
+            # an invalid run_mode is reported on run_mode alone; 1 keeps num_workers from adding a second,
+            # misleading "not a valid integer" problem
+            data = {**data, "num_workers": DEFAULT_WORKERS.get(mode, 1) if isinstance(mode, str) else 1}
         return data
 
     @field_validator("name")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -58,30 +59,57 @@ _CLUSTER_KEYS = {
 # ---------------------------------------------------------------------------------------------- reading
 
 
+class _SpecLoader(yaml.SafeLoader):
+    """SafeLoader that also reads YAML 1.2 / JSON floats without a dot ("1e-3", "1e6") as numbers.
+
+    PyYAML follows YAML 1.1, where ``learning_rate: 1e-3`` is the *string* "1e-3"; tensorforce-client's
+    JSON files and most users write floats that way.
+    """
+
+
+_SpecLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
+
+
 def read_data_file(path: str | Path, *, field: str = "") -> Any:
     """Parse a YAML or JSON file; errors name the file and the line (SpecError)."""
     path = Path(path)
+    source = str(path)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise SpecError([SpecProblem(field, f"file not found: {path}")], source=str(path)) from None
+        raise SpecError([SpecProblem(field, f"file not found: {path}", source=source)], source=source) from None
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise SpecError([SpecProblem(field, f"cannot read {path}: {reason}")], source=str(path)) from None
-    return parse_data_text(text, source=str(path), field=field)
+        raise SpecError([SpecProblem(field, f"cannot read {path}: {reason}", source=source)], source=source) from None
+    if path.suffix.lower() == ".json":
+        return parse_json_text(text, source=source, field=field)
+    return parse_data_text(text, source=source, field=field)
+
+
+def parse_json_text(text: str, *, source: str = "<string>", field: str = "") -> Any:
+    """Parse JSON text; a syntax error names the line and column."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        message = f"line {exc.lineno}, column {exc.colno}: invalid JSON: {exc.msg}"
+        raise SpecError([SpecProblem(field, message, source=source)], source=source) from None
 
 
 def parse_data_text(text: str, *, source: str = "<string>", field: str = "") -> Any:
     """Parse YAML (a superset of JSON) text; a syntax error names the line and column."""
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_SpecLoader)  # a SafeLoader subclass: no arbitrary objects
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         problem = exc.problem or exc.context or "invalid YAML"
-        raise SpecError([SpecProblem(field, f"{where}{problem}")], source=source) from None
+        raise SpecError([SpecProblem(field, f"{where}{problem}", source=source)], source=source) from None
     except yaml.YAMLError as exc:
-        raise SpecError([SpecProblem(field, f"invalid YAML/JSON: {exc}")], source=source) from None
+        raise SpecError([SpecProblem(field, f"invalid YAML/JSON: {exc}", source=source)], source=source) from None
 
 
 def _resolve_reference(value: str, kind: str, base_dir: Path) -> Path | None:
@@ -331,7 +359,9 @@ def experiment_from_dict(
     raw.pop("kind", None)
     if legacy.is_legacy_experiment(raw):
         raw = legacy.convert_legacy_experiment(raw)
-    raw = apply_overrides(raw, overrides)
+    # Whole settings are replaced before file references resolve (so `agent="other.yaml"` is read), dotted
+    # ones after (so `**{"agent.batch_size": 32}` changes the agent file's content instead of replacing it).
+    raw = apply_overrides(raw, {k: v for k, v in overrides.items() if "." not in k})
     problems: list[SpecProblem] = []
     unresolved: set[str] = set()
     for kind in ("environment", "agent", "network", "cluster"):
@@ -356,6 +386,7 @@ def experiment_from_dict(
         raw["agent"] = legacy.convert_legacy_agent(raw["agent"])
     if isinstance(raw.get("cluster"), dict):
         raw["cluster"] = legacy.convert_legacy_cluster(raw["cluster"])
+    raw = apply_overrides(raw, {k: v for k, v in overrides.items() if "." in k})
     try:
         spec = build_model(ExperimentSpec, raw, source=source)
     except SpecError as exc:
