@@ -282,6 +282,15 @@ class ClusterSpec(StrictModel):
 
         return cluster_from_dict(data, **overrides)
 
+    @classmethod
+    def from_yaml_text(cls, text: str, **overrides: Any) -> ClusterSpec:
+        """Load from YAML/JSON text, e.g. what ``to_yaml()`` wrote."""
+        from rlcloud.specs.loading import load_spec_text
+
+        spec = load_spec_text(text, kind="Cluster", **overrides)
+        assert isinstance(spec, ClusterSpec)
+        return spec
+
     def to_yaml(self) -> str:
         """This spec as YAML (with ``kind: Cluster``); loading it back gives an equal spec."""
         from rlcloud.specs.loading import spec_to_yaml

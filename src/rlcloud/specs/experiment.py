@@ -309,6 +309,15 @@ class ExperimentSpec(StrictModel):
 
         return experiment_from_dict(data, base_dir=base_dir, **overrides)
 
+    @classmethod
+    def from_yaml_text(cls, text: str, base_dir: str | Path | None = None, **overrides: Any) -> ExperimentSpec:
+        """Load from YAML/JSON text, e.g. what ``to_yaml()`` wrote; references resolve against ``base_dir``."""
+        from rlcloud.specs.loading import load_spec_text
+
+        spec = load_spec_text(text, kind="Experiment", base_dir=base_dir, **overrides)
+        assert isinstance(spec, ExperimentSpec)
+        return spec
+
     def to_yaml(self) -> str:
         """This spec as YAML (with ``kind: Experiment``); loading it back gives an equal spec."""
         from rlcloud.specs.loading import spec_to_yaml

@@ -27,6 +27,7 @@ __all__ = [
     "cluster_from_dict",
     "experiment_from_dict",
     "load_spec",
+    "load_spec_text",
     "read_data_file",
     "spec_to_yaml",
     "validation_to_spec_error",
@@ -409,8 +410,25 @@ def cluster_from_dict(data: Mapping[str, Any], *, source: str | None = None, **o
 def load_spec(path: str | Path, *, kind: SpecKind | None = None, **overrides: Any) -> ExperimentSpec | ClusterSpec:
     """Load an Experiment or Cluster spec from a YAML/JSON file; ``overrides`` replace single settings."""
     path = Path(path)
-    data = read_data_file(path)
-    source = str(path)
+    return _load_data(read_data_file(path), kind=kind, base_dir=path.parent, source=str(path), **overrides)
+
+
+def load_spec_text(
+    text: str,
+    *,
+    kind: SpecKind | None = None,
+    base_dir: str | Path | None = None,
+    source: str = "<string>",
+    **overrides: Any,
+) -> ExperimentSpec | ClusterSpec:
+    """Load a spec from YAML/JSON text (references resolve against ``base_dir``, default the cwd)."""
+    base = Path(base_dir) if base_dir is not None else Path.cwd()
+    return _load_data(parse_data_text(text, source=source), kind=kind, base_dir=base, source=source, **overrides)
+
+
+def _load_data(
+    data: Any, *, kind: SpecKind | None, base_dir: Path, source: str, **overrides: Any
+) -> ExperimentSpec | ClusterSpec:
     if not isinstance(data, dict):
         raise SpecError([SpecProblem("", "the file must hold a mapping of settings (key: value lines)")], source=source)
     found = infer_kind(data)
@@ -419,7 +437,7 @@ def load_spec(path: str | Path, *, kind: SpecKind | None = None, **overrides: An
             [SpecProblem("kind", f"expected a {kind} spec but this file holds a {found} spec")], source=source
         )
     if found == "Experiment":
-        return experiment_from_dict(data, base_dir=path.parent, source=source, **overrides)
+        return experiment_from_dict(data, base_dir=base_dir, source=source, **overrides)
     return cluster_from_dict(data, source=source, **overrides)
 
 
