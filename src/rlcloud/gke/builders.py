@@ -1,0 +1,198 @@
+"""Pure builders: ClusterSpec -> Container API requests (``google.cloud.container_v1`` messages).
+
+Nothing here calls an API; :mod:`rlcloud.gke.cluster` sends what these return. Only the GKE backend
+imports this module (it imports google.cloud.container_v1 at module level).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+from google.cloud import container_v1
+
+from rlcloud.errors import SpecError, SpecProblem
+from rlcloud.gke.plan import POOL_LABEL, PoolPlan, plan_pools
+from rlcloud.specs.cluster import ClusterSpec
+
+__all__ = [
+    "EXPERIMENT_LABEL",
+    "EXPIRY_LABEL",
+    "GPU_DRIVER_VERSIONS",
+    "MANAGED_BY_LABEL",
+    "MANAGED_BY_VALUE",
+    "build_cluster",
+    "build_create_cluster_request",
+    "build_create_node_pool_request",
+    "build_node_pool",
+    "cluster_labels",
+    "cluster_path",
+    "location_path",
+    "node_pool_path",
+    "operation_path",
+]
+
+MANAGED_BY_LABEL = "managed-by"
+MANAGED_BY_VALUE = "rlcloud"
+EXPERIMENT_LABEL = "experiment"
+EXPIRY_LABEL = "expiry"  # unix time (seconds) after which `rlcloud cluster reap` deletes the cluster
+CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+GPU_DRIVER_VERSIONS = ("DEFAULT", "LATEST")
+
+
+def location_path(project: str, location: str) -> str:
+    """``projects/P/locations/L`` (L may be ``-`` for every location in list calls)."""
+    return f"projects/{project}/locations/{location}"
+
+
+def cluster_path(project: str, location: str, name: str) -> str:
+    """``projects/P/locations/L/clusters/N``."""
+    return f"{location_path(project, location)}/clusters/{name}"
+
+
+def node_pool_path(project: str, location: str, cluster: str, pool: str) -> str:
+    """``projects/P/locations/L/clusters/N/nodePools/POOL``."""
+    return f"{cluster_path(project, location, cluster)}/nodePools/{pool}"
+
+
+def operation_path(project: str, location: str, operation: str) -> str:
+    """``projects/P/locations/L/operations/O`` (GKE returns only the short operation name)."""
+    return f"{location_path(project, location)}/operations/{operation}"
+
+
+def cluster_labels(spec: ClusterSpec, *, experiment: str | None = None, now: float | None = None) -> dict[str, str]:
+    """The GCE labels of the cluster: the spec's own, plus managed-by, experiment and expiry.
+
+    ``expiry`` is ``now + ttl`` in unix seconds (label values cannot hold ':' or '+', so no ISO date).
+    """
+    labels = dict(spec.labels)
+    labels[MANAGED_BY_LABEL] = MANAGED_BY_VALUE
+    if experiment:
+        labels[EXPERIMENT_LABEL] = experiment
+    if spec.ttl is not None:
+        start = time.time() if now is None else now
+        labels[EXPIRY_LABEL] = str(int(start + spec.ttl.seconds))
+    return labels
+
+
+def _driver_version(value: str) -> container_v1.GPUDriverInstallationConfig.GPUDriverVersion:
+    upper = value.upper()
+    if upper not in GPU_DRIVER_VERSIONS:
+        raise SpecError([SpecProblem("gpu_driver_version", f"must be one of {', '.join(GPU_DRIVER_VERSIONS)}", value)])
+    return getattr(container_v1.GPUDriverInstallationConfig.GPUDriverVersion, upper)
+
+
+def build_node_pool(plan: PoolPlan, *, gpu_driver_version: str = "DEFAULT") -> container_v1.NodePool:
+    """One NodePool message from a :class:`~rlcloud.gke.plan.PoolPlan`.
+
+    GPU nodes get GKE-managed driver installation (no driver DaemonSet); nodes use the GKE metadata
+    server so pods authenticate with Workload Identity rather than the node's service account.
+    """
+    config = container_v1.NodeConfig(
+        machine_type=plan.machine_type,
+        disk_size_gb=plan.disk_size_gb,
+        oauth_scopes=[CLOUD_PLATFORM_SCOPE],
+        labels={POOL_LABEL: plan.role},
+        metadata={"disable-legacy-endpoints": "true"},
+        spot=plan.spot,
+        workload_metadata_config=container_v1.WorkloadMetadataConfig(
+            mode=container_v1.WorkloadMetadataConfig.Mode.GKE_METADATA
+        ),
+    )
+    if plan.gpus:
+        config.accelerators = [
+            container_v1.AcceleratorConfig(
+                accelerator_count=plan.gpus,
+                accelerator_type=plan.gpu_type,
+                gpu_driver_installation_config=container_v1.GPUDriverInstallationConfig(
+                    gpu_driver_version=_driver_version(gpu_driver_version)
+                ),
+            )
+        ]
+    pool = container_v1.NodePool(
+        name=plan.name,
+        config=config,
+        initial_node_count=plan.nodes_per_zone,
+        management=container_v1.NodeManagement(auto_repair=True, auto_upgrade=True),
+        locations=list(plan.locations),
+    )
+    if plan.max_nodes is not None:
+        # Spot capacity comes and goes per zone: ANY lets the autoscaler take it wherever it exists.
+        policy = container_v1.NodePoolAutoscaling.LocationPolicy
+        pool.autoscaling = container_v1.NodePoolAutoscaling(
+            enabled=True,
+            min_node_count=plan.min_nodes or 0,
+            max_node_count=plan.max_nodes,
+            location_policy=policy.ANY if plan.spot else policy.BALANCED,
+        )
+    return pool
+
+
+def build_cluster(
+    spec: ClusterSpec,
+    *,
+    project: str,
+    node_locations: tuple[str, ...] = (),
+    experiment: str | None = None,
+    now: float | None = None,
+    gpu_driver_version: str = "DEFAULT",
+    extra_labels: Mapping[str, str] | None = None,
+) -> container_v1.Cluster:
+    """The Cluster message for ``spec``: its node pools, labels and Workload Identity pool.
+
+    ``node_locations`` restricts where nodes go (a fallback zone of a regional cluster).
+    """
+    labels = cluster_labels(spec, experiment=experiment, now=now)
+    labels.update(extra_labels or {})
+    return container_v1.Cluster(
+        name=spec.name,
+        description=f"rlcloud cluster {spec.name}" + (f" for experiment {experiment}" if experiment else ""),
+        node_pools=[build_node_pool(p, gpu_driver_version=gpu_driver_version) for p in plan_pools(spec)],
+        locations=list(node_locations),
+        resource_labels=labels,
+        workload_identity_config=container_v1.WorkloadIdentityConfig(workload_pool=f"{project}.svc.id.goog"),
+        ip_allocation_policy=container_v1.IPAllocationPolicy(use_ip_aliases=True),
+    )
+
+
+def build_create_cluster_request(
+    spec: ClusterSpec,
+    *,
+    project: str,
+    location: str | None = None,
+    node_locations: tuple[str, ...] = (),
+    experiment: str | None = None,
+    now: float | None = None,
+    gpu_driver_version: str = "DEFAULT",
+) -> container_v1.CreateClusterRequest:
+    """CreateClusterRequest for ``spec`` in ``location`` (default: ``spec.location``; zonal or regional)."""
+    return container_v1.CreateClusterRequest(
+        parent=location_path(project, location or spec.location),
+        cluster=build_cluster(
+            spec,
+            project=project,
+            node_locations=node_locations,
+            experiment=experiment,
+            now=now,
+            gpu_driver_version=gpu_driver_version,
+        ),
+    )
+
+
+def build_create_node_pool_request(
+    spec: ClusterSpec,
+    *,
+    project: str,
+    location: str,
+    pool_name: str,
+    pool_locations: tuple[str, ...] = (),
+    gpu_driver_version: str = "DEFAULT",
+) -> container_v1.CreateNodePoolRequest:
+    """CreateNodePoolRequest re-creating one of ``spec``'s pools (``pool_name``) on an existing cluster."""
+    plans = {p.name: p for p in plan_pools(spec, gpu_locations=pool_locations)}
+    if pool_name not in plans:
+        raise SpecError([SpecProblem("pool_name", f"must be one of {sorted(plans)}", pool_name)])
+    return container_v1.CreateNodePoolRequest(
+        parent=cluster_path(project, location, spec.name),
+        node_pool=build_node_pool(plans[pool_name], gpu_driver_version=gpu_driver_version),
+    )

@@ -1,0 +1,83 @@
+"""The node pools a ClusterSpec becomes, as plain data (pure; shared by the builders and the cost estimate).
+
+Layout: without GPUs, one pool ``default-pool`` of the spec's machine type runs everything. With GPUs, a
+small on-demand CPU pool ``default-pool`` keeps the system pods (kube-dns, metrics...) off the GPU
+nodes and survives spot preemptions, and ``gpu-pool`` carries the spec's machine type, GPUs, spot and
+autoscaling settings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rlcloud.specs.cluster import ClusterSpec
+
+__all__ = [
+    "DEFAULT_POOL",
+    "GPU_POOL",
+    "POOL_LABEL",
+    "REGIONAL_ZONES",
+    "SYSTEM_MACHINE_TYPE",
+    "PoolPlan",
+    "plan_pools",
+    "zone_count",
+]
+
+DEFAULT_POOL = "default-pool"
+GPU_POOL = "gpu-pool"
+SYSTEM_MACHINE_TYPE = "e2-standard-4"
+# Kubernetes node label naming the pool's role, for the k8s layer's node selectors.
+POOL_LABEL = "rlcloud-pool"
+# GKE spreads a regional cluster's pools over three of the region's zones by default.
+REGIONAL_ZONES = 3
+
+
+@dataclass(frozen=True)
+class PoolPlan:
+    """One node pool: sizes are per zone, as GKE counts them (a regional pool has them in each zone)."""
+
+    name: str
+    role: str  # "workers" (runs experiments) or "system"
+    machine_type: str
+    nodes_per_zone: int
+    disk_size_gb: int
+    spot: bool = False
+    gpus: int = 0
+    gpu_type: str | None = None
+    min_nodes: int | None = None
+    max_nodes: int | None = None
+    locations: tuple[str, ...] = ()
+
+
+def zone_count(spec: ClusterSpec, locations: tuple[str, ...] = ()) -> int:
+    """How many zones each pool's per-zone node count is multiplied by."""
+    if locations:
+        return len(locations)
+    return REGIONAL_ZONES if spec.is_regional else 1
+
+
+def plan_pools(spec: ClusterSpec, *, gpu_locations: tuple[str, ...] = ()) -> list[PoolPlan]:
+    """The pools for ``spec`` (``gpu_locations``: zones for the worker pool, e.g. after a stockout)."""
+    workers = PoolPlan(
+        name=GPU_POOL if spec.gpus_per_node else DEFAULT_POOL,
+        role="workers",
+        machine_type=spec.effective_machine_type,
+        nodes_per_zone=spec.num_nodes,
+        disk_size_gb=spec.disk_size,
+        spot=spec.spot,
+        gpus=spec.gpus_per_node,
+        gpu_type=spec.gpu_type.value if spec.gpu_type else None,
+        min_nodes=spec.autoscaling.min_nodes if spec.autoscaling else None,
+        max_nodes=spec.autoscaling.max_nodes if spec.autoscaling else None,
+        locations=gpu_locations,
+    )
+    if not spec.gpus_per_node:
+        return [workers]
+    system = PoolPlan(
+        name=DEFAULT_POOL,
+        role="system",
+        machine_type=SYSTEM_MACHINE_TYPE,
+        nodes_per_zone=1,
+        disk_size_gb=50,
+    )
+    return [system, workers]

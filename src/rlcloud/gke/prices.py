@@ -1,0 +1,164 @@
+"""An hourly cost estimate for a ClusterSpec, from a dated table of list prices (pure, no network).
+
+THIS IS AN ESTIMATE. The table holds Google Cloud's public on-demand list prices in us-central1, in
+USD per hour, as recorded on :data:`PRICES_DATE`; other regions cost up to ~30 % more, prices change,
+committed-use and negotiated discounts are ignored, and spot prices move daily (they are modelled as
+a flat fraction of on-demand). Check https://cloud.google.com/compute/vm-instance-pricing,
+https://cloud.google.com/compute/gpus-pricing and https://cloud.google.com/kubernetes-engine/pricing
+(or the Billing console) before relying on a figure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rlcloud.gke.machines import machine_shape
+from rlcloud.gke.plan import PoolPlan, plan_pools, zone_count
+from rlcloud.specs.cluster import ClusterSpec
+
+__all__ = [
+    "CLUSTER_FEE_PER_HOUR",
+    "DISK_PER_GB_HOUR",
+    "GPU_PER_HOUR",
+    "MACHINE_PER_HOUR",
+    "PRICES_DATE",
+    "PRICES_REGION",
+    "SPOT_FRACTION",
+    "CostEstimate",
+    "CostItem",
+    "estimate_hourly_cost",
+]
+
+PRICES_DATE = "2025-06-01"
+PRICES_REGION = "us-central1"
+NOTE = (
+    f"Estimate from rlcloud's table of on-demand list prices in {PRICES_REGION} recorded {PRICES_DATE} "
+    "(USD/hour); other regions, discounts and today's prices differ, spot prices vary daily. "
+    "See https://cloud.google.com/compute/vm-instance-pricing and https://cloud.google.com/compute/gpus-pricing."
+)
+
+# Per series: (USD per vCPU-hour, USD per GB-hour) for predefined machine types.
+MACHINE_PER_HOUR: dict[str, tuple[float, float]] = {
+    "n1": (0.031611, 0.004237),
+    "n2": (0.031611, 0.004237),
+    "n2d": (0.027502, 0.003686),
+    "e2": (0.021811, 0.002923),
+    "c2": (0.03398, 0.00455),
+    "c3": (0.03465, 0.00464),
+    "g2": (0.024988, 0.002928),
+    "a2": (0.031611, 0.004237),
+    "a3": (0.031611, 0.004237),
+}
+# Custom machine types cost ~5 % more per vCPU and GB than predefined ones.
+CUSTOM_PER_HOUR: dict[str, tuple[float, float]] = {
+    "n1": (0.033174, 0.004446),
+    "n2": (0.033174, 0.004446),
+    "n2d": (0.028877, 0.003870),
+    "e2": (0.022890, 0.003067),
+}
+# USD per GPU-hour, on demand (for G2/A2/A3 the accelerator part of the machine's price).
+GPU_PER_HOUR: dict[str, float] = {
+    "nvidia-tesla-t4": 0.35,
+    "nvidia-tesla-p4": 0.60,
+    "nvidia-tesla-p100": 1.46,
+    "nvidia-tesla-v100": 2.48,
+    "nvidia-l4": 0.56,
+    "nvidia-tesla-a100": 2.93,
+    "nvidia-a100-80gb": 3.93,
+    "nvidia-h100-80gb": 9.80,
+    "nvidia-h100-mega-80gb": 10.30,
+    "nvidia-h200-141gb": 10.60,
+}
+# Balanced persistent disk (GKE's default boot disk): USD 0.10 per GB-month, 730 hours a month.
+DISK_PER_GB_HOUR = 0.10 / 730
+# GKE Standard cluster management fee (the free tier's monthly credit covers one zonal cluster).
+CLUSTER_FEE_PER_HOUR = 0.10
+# Spot VMs and spot GPUs are 60-91 % below on-demand; the estimate assumes this fraction of it.
+SPOT_FRACTION = 0.35
+
+
+@dataclass(frozen=True)
+class CostItem:
+    """One line of an estimate: ``quantity`` x ``unit_price`` = ``hourly`` (None when unknown)."""
+
+    item: str
+    quantity: float
+    unit_price: float | None
+    hourly: float | None
+
+
+@dataclass(frozen=True)
+class CostEstimate:
+    """Estimated USD per hour of a cluster at its planned size (autoscaling: at ``num_nodes``)."""
+
+    hourly: float
+    items: list[CostItem]
+    max_hourly: float | None = None  # at autoscaling.max_nodes, when autoscaling is on
+    unknown: list[str] = field(default_factory=list)  # machine series without a price in the table
+    currency: str = "USD"
+    prices_date: str = PRICES_DATE
+    region: str = PRICES_REGION
+    note: str = NOTE
+
+    def __str__(self) -> str:
+        lines = [f"Estimated cost: ~${self.hourly:.2f}/hour (estimate; prices of {self.prices_date}, {self.region})"]
+        if self.max_hourly is not None:
+            lines[0] += f", up to ~${self.max_hourly:.2f}/hour at the autoscaling maximum"
+        for item in self.items:
+            lines.append(f"  {item.item}: " + ("price unknown" if item.hourly is None else f"${item.hourly:.3f}/h"))
+        if self.unknown:
+            lines.append(f"  (no price in the table for: {', '.join(self.unknown)}; not included)")
+        lines.append(f"  {self.note}")
+        return "\n".join(lines)
+
+
+def _pool_items(plan: PoolPlan, nodes: int, spot_factor: float, unknown: list[str]) -> list[CostItem]:
+    shape = machine_shape(plan.machine_type)
+    table = CUSTOM_PER_HOUR if shape.custom else MACHINE_PER_HOUR
+    rates = table.get(shape.family)
+    items: list[CostItem] = []
+    label = f"{plan.name}: {nodes} x {plan.machine_type}{' (spot)' if plan.spot else ''}"
+    if rates is None or shape.vcpus is None or shape.memory_gb is None:
+        unknown.append(plan.machine_type)
+        items.append(CostItem(label, nodes, None, None))
+    else:
+        per_node = (shape.vcpus * rates[0] + shape.memory_gb * rates[1]) * spot_factor
+        items.append(CostItem(label, nodes, round(per_node, 6), nodes * per_node))
+    if plan.gpus and plan.gpu_type:
+        gpu_price = GPU_PER_HOUR.get(plan.gpu_type)
+        gpus = nodes * plan.gpus
+        gpu_label = f"{plan.name}: {gpus} x {plan.gpu_type}{' (spot)' if plan.spot else ''}"
+        if gpu_price is None:
+            unknown.append(plan.gpu_type)
+            items.append(CostItem(gpu_label, gpus, None, None))
+        else:
+            items.append(CostItem(gpu_label, gpus, gpu_price * spot_factor, gpus * gpu_price * spot_factor))
+    disk_gb = nodes * plan.disk_size_gb
+    items.append(
+        CostItem(f"{plan.name}: {disk_gb} GB boot disk", disk_gb, DISK_PER_GB_HOUR, disk_gb * DISK_PER_GB_HOUR)
+    )
+    return items
+
+
+def estimate_hourly_cost(spec: ClusterSpec) -> CostEstimate:
+    """Estimate what ``spec``'s cluster costs per hour (machines, GPUs, disks, GKE fee) — an estimate.
+
+    Regional clusters have each pool's nodes in three zones, so they cost three times the nodes.
+    """
+    zones = zone_count(spec)
+    unknown: list[str] = []
+    items: list[CostItem] = [CostItem("GKE cluster management fee", 1, CLUSTER_FEE_PER_HOUR, CLUSTER_FEE_PER_HOUR)]
+    max_items: list[CostItem] = list(items)
+    for plan in plan_pools(spec):
+        spot_factor = SPOT_FRACTION if plan.spot else 1.0
+        items += _pool_items(plan, plan.nodes_per_zone * zones, spot_factor, unknown)
+        top = plan.max_nodes if plan.max_nodes is not None else plan.nodes_per_zone
+        max_items += _pool_items(plan, top * zones, spot_factor, [])
+    hourly = sum(i.hourly for i in items if i.hourly is not None)
+    max_hourly = sum(i.hourly for i in max_items if i.hourly is not None) if spec.autoscaling else None
+    return CostEstimate(
+        hourly=round(hourly, 4),
+        items=items,
+        max_hourly=round(max_hourly, 4) if max_hourly is not None else None,
+        unknown=sorted(set(unknown)),
+    )
