@@ -1,0 +1,583 @@
+"""Pure builders: an ExperimentSpec becomes the Kubernetes objects that run it. No API call here.
+
+What :func:`build_workloads` returns, per run mode (the same number of objects for 1 or 1000 workers)::
+
+    single          ConfigMap <name>-spec, Job <name>-single
+    multi-threaded  ConfigMap <name>-spec, Job <name>-multi            (one pod steps num_workers envs)
+    distributed     ConfigMap <name>-spec, headless Service <name>-env,
+                    Indexed Job <name>-env (num_workers env-server pods <name>-env-<i>.<name>-env),
+                    Job <name>-agent (the learner, dialling every env server)
+
+Every pod runs ``python -m rlcloud.runner --role R --index I --spec /etc/rlcloud/spec.yaml --workdir
+/var/lib/rlcloud/work`` as an argv list: no shell, and nothing user-controlled in the arguments. The
+env-server index comes from the Job's completion-index annotation through the downward API and
+Kubernetes' own ``$(VAR)`` expansion. User-controlled environment values (the results location) have
+``$`` doubled so that expansion leaves them as they were.
+
+Failure policy (every Job, ``restartPolicy: Never``): a pod lost to preemption or eviction (the
+``DisruptionTarget`` condition) is ignored and replaced without spending the backoff budget; exit
+code 2 (spec error) or 3 (environment/agent construction error) fails the whole Job at once; other
+crashes are retried (the learner ``backoffLimit`` times, each env server ``backoffLimitPerIndex``
+times). Env servers exit 0 when the agent says the run is finished or has been gone for 15 minutes,
+so their Job completes; from Kubernetes 1.31 a ``successPolicy`` also ends it when any env server
+has finished. Finished Jobs are deleted after ``ttlSecondsAfterFinished``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import TYPE_CHECKING, Any
+
+from kubernetes import client as k8s
+
+from rlcloud.errors import SpecError, SpecProblem
+
+if TYPE_CHECKING:
+    from rlcloud.specs import ExperimentSpec, Resources
+
+__all__ = [
+    "ANNOTATION_CONFIG_HASH",
+    "CONFIG_KEY_RESULTS",
+    "CONFIG_KEY_SPEC",
+    "DEFAULT_IMAGE",
+    "ENV_SERVER_PORT",
+    "LABEL_EXPERIMENT",
+    "LABEL_MANAGED_BY",
+    "LABEL_ROLE",
+    "MANAGED_BY",
+    "RUNNER_SERVICE_ACCOUNT",
+    "WORKDIR",
+    "build_credentials_secret",
+    "build_namespace",
+    "build_namespace_objects",
+    "build_role",
+    "build_role_binding",
+    "build_service_account",
+    "build_workloads",
+    "config_hash",
+    "config_map_name",
+    "env_server_hosts",
+    "experiment_selector",
+    "job_names",
+    "labels_for",
+    "learner_role",
+    "results_location",
+]
+
+DEFAULT_IMAGE = "ghcr.io/rlcloud/rlcloud:0.1.0"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGED_BY = "rlcloud"
+LABEL_EXPERIMENT = "rlcloud.io/experiment"
+LABEL_ROLE = "rlcloud.io/role"
+#: hash of what rlcloud asked for (without server defaults): start() compares it on 409
+ANNOTATION_CONFIG_HASH = "rlcloud.io/config-hash"
+ANNOTATION_WORKERS = "rlcloud.io/num-workers"
+
+CONFIG_KEY_SPEC = "spec.yaml"
+CONFIG_KEY_RESULTS = "results"
+CONTAINER = "runner"
+SPEC_DIR = "/etc/rlcloud"
+WORKDIR_MOUNT = "/var/lib/rlcloud"
+WORKDIR = f"{WORKDIR_MOUNT}/work"
+CREDENTIALS_DIR = "/var/run/secrets/rlcloud/gcp"
+CREDENTIALS_KEY = "key.json"
+ENV_SERVER_PORT = 5000
+RUNNER_SERVICE_ACCOUNT = "rlcloud-runner"
+GKE_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
+GPU_RESOURCE = "nvidia.com/gpu"
+WORKLOAD_IDENTITY_ANNOTATION = "iam.gke.io/gcp-service-account"
+JOB_COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+
+TTL_SECONDS_AFTER_FINISHED = 3 * 24 * 3600  # status stays readable for a long weekend
+LEARNER_BACKOFF_LIMIT = 4
+ENV_SERVER_BACKOFF_PER_INDEX = 3
+LEARNER_GRACE_SECONDS = 120  # SIGTERM -> the runner writes a checkpoint, then exits 143
+ENV_SERVER_GRACE_SECONDS = 10
+SPEC_ERROR_EXIT_CODES = [2, 3]
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_LEARNER_ROLES = {"single": "single", "multi-threaded": "multi", "distributed": "agent"}
+ENV_SERVER_ROLE = "env-server"
+CONFIG_ROLE = "config"
+
+
+# ---------------------------------------------------------------------------------------------------
+# names and labels
+
+
+def learner_role(spec: ExperimentSpec) -> str:
+    """The runner role of the pod that holds the agent: ``single``, ``multi`` or ``agent``."""
+    return _LEARNER_ROLES[spec.run_mode]
+
+
+def config_map_name(experiment: str) -> str:
+    """Name of the ConfigMap that holds an experiment's resolved spec."""
+    return f"{experiment}-spec"
+
+
+def env_server_name(experiment: str) -> str:
+    """Name of the env-server Indexed Job and of its headless Service."""
+    return f"{experiment}-env"
+
+
+def job_names(spec: ExperimentSpec) -> dict[str, str]:
+    """Job name per role, e.g. ``{"agent": "x-agent", "env-server": "x-env"}``."""
+    role = learner_role(spec)
+    names = {role: f"{spec.name}-{role}"}
+    if spec.run_mode == "distributed":
+        names[ENV_SERVER_ROLE] = env_server_name(spec.name)
+    return names
+
+
+def env_server_hosts(experiment: str, num_workers: int, port: int = ENV_SERVER_PORT) -> list[str]:
+    """``host:port`` of each env server: ``<job>-<index>.<service>`` resolves through the headless Service."""
+    base = env_server_name(experiment)
+    return [f"{base}-{i}.{base}:{port}" for i in range(num_workers)]
+
+
+def results_location(root: str, experiment: str) -> str:
+    """One experiment's results location under a results root (``<root>/<name>``), as the runner gets it.
+
+    The same rule as ``rlcloud.experiment.results_location``, without resolving local paths: a path
+    is the pod's (or, in tests, the fake kubelet's) business, not this machine's.
+    """
+    return root.rstrip("/") + "/" + experiment
+
+
+def labels_for(experiment: str, role: str) -> dict[str, str]:
+    """The labels every rlcloud object carries: state can be read back from the cluster alone."""
+    return {LABEL_MANAGED_BY: MANAGED_BY, LABEL_EXPERIMENT: experiment, LABEL_ROLE: role}
+
+
+def experiment_selector(experiment: str | None = None) -> str:
+    """Label selector for one experiment's objects (or all rlcloud objects when ``experiment`` is None)."""
+    selector = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
+    return f"{selector},{LABEL_EXPERIMENT}={experiment}" if experiment else selector
+
+
+def config_hash(obj: Any) -> str:
+    """A short, stable hash of what rlcloud asks for (the object without the hash annotation itself).
+
+    Server-side defaults never enter it, so it tells "the same experiment" from "a different one" when a
+    create answers 409. Jobs' ``suspend`` is left out: a paused experiment is still the same one.
+    """
+    data = k8s.ApiClient().sanitize_for_serialization(obj)
+    meta = data.get("metadata", {})
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k != ANNOTATION_CONFIG_HASH}
+    data = {**data, "metadata": {**meta, "annotations": annotations}}
+    if data.get("kind") == "Job":
+        data["spec"] = {k: v for k, v in data["spec"].items() if k != "suspend"}
+    digest = hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    return digest[:20]
+
+
+def _stamp(obj: Any) -> Any:
+    """Set the config-hash annotation on a freshly built object and return it."""
+    obj.metadata.annotations = {**(obj.metadata.annotations or {}), ANNOTATION_CONFIG_HASH: config_hash(obj)}
+    return obj
+
+
+def _k8s_version(value: str) -> tuple[int, int]:
+    try:
+        major, minor = value.lstrip("v").split(".")[:2]
+        return int(major), int("".join(ch for ch in minor if ch.isdigit()))
+    except ValueError as exc:
+        raise SpecError([SpecProblem("kubernetes_version", "expected MAJOR.MINOR such as '1.30'", value)]) from exc
+
+
+def _escape(value: str) -> str:
+    """Kubernetes expands ``$(VAR)`` in env values and args; ``$$`` keeps a user's ``$`` literal."""
+    return value.replace("$", "$$")
+
+
+# ---------------------------------------------------------------------------------------------------
+# namespace, identity, RBAC
+
+
+def build_namespace(namespace: str) -> k8s.V1Namespace:
+    """The namespace rlcloud runs experiments in (created when missing)."""
+    return k8s.V1Namespace(
+        api_version="v1",
+        kind="Namespace",
+        metadata=k8s.V1ObjectMeta(name=namespace, labels={LABEL_MANAGED_BY: MANAGED_BY}),
+    )
+
+
+def build_service_account(
+    namespace: str,
+    *,
+    name: str = RUNNER_SERVICE_ACCOUNT,
+    gcp_service_account: str | None = None,
+) -> k8s.V1ServiceAccount:
+    """The ServiceAccount the pods run as; with ``gcp_service_account`` (an email) it is annotated for
+    GKE Workload Identity, so pods reach GCS as that Google service account without any key."""
+    annotations = {WORKLOAD_IDENTITY_ANNOTATION: gcp_service_account} if gcp_service_account else None
+    return k8s.V1ServiceAccount(
+        api_version="v1",
+        kind="ServiceAccount",
+        metadata=k8s.V1ObjectMeta(
+            name=name,
+            namespace=namespace,
+            labels={LABEL_MANAGED_BY: MANAGED_BY},
+            annotations=annotations,
+        ),
+        # pods never call the Kubernetes API; Workload Identity does not need the token either
+        automount_service_account_token=False,
+    )
+
+
+def build_role(namespace: str, *, name: str = RUNNER_SERVICE_ACCOUNT) -> k8s.V1Role:
+    """A Role limited to the namespace: read-only access to the experiment's own kinds of objects."""
+    return k8s.V1Role(
+        api_version="rbac.authorization.k8s.io/v1",
+        kind="Role",
+        metadata=k8s.V1ObjectMeta(name=name, namespace=namespace, labels={LABEL_MANAGED_BY: MANAGED_BY}),
+        rules=[
+            k8s.V1PolicyRule(api_groups=[""], resources=["pods", "configmaps"], verbs=["get", "list", "watch"]),
+            k8s.V1PolicyRule(api_groups=["batch"], resources=["jobs"], verbs=["get", "list", "watch"]),
+        ],
+    )
+
+
+def build_role_binding(
+    namespace: str, *, name: str = RUNNER_SERVICE_ACCOUNT, service_account: str = RUNNER_SERVICE_ACCOUNT
+) -> k8s.V1RoleBinding:
+    """Binds :func:`build_role` to the runner's ServiceAccount, in the namespace only."""
+    return k8s.V1RoleBinding(
+        api_version="rbac.authorization.k8s.io/v1",
+        kind="RoleBinding",
+        metadata=k8s.V1ObjectMeta(name=name, namespace=namespace, labels={LABEL_MANAGED_BY: MANAGED_BY}),
+        role_ref=k8s.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name=name),
+        subjects=[k8s.RbacV1Subject(kind="ServiceAccount", name=service_account, namespace=namespace)],
+    )
+
+
+def build_namespace_objects(
+    namespace: str, *, service_account: str = RUNNER_SERVICE_ACCOUNT, gcp_service_account: str | None = None
+) -> list[Any]:
+    """Namespace, ServiceAccount, Role and RoleBinding, in creation order."""
+    return [
+        build_namespace(namespace),
+        build_service_account(namespace, name=service_account, gcp_service_account=gcp_service_account),
+        build_role(namespace, name=service_account),
+        build_role_binding(namespace, name=service_account, service_account=service_account),
+    ]
+
+
+def build_credentials_secret(namespace: str, key_json: bytes | str, *, name: str = "rlcloud-gcp-key") -> k8s.V1Secret:
+    """A Secret holding a Google service-account key file, for clusters without Workload Identity.
+
+    The key only ever lives in this Secret; pods mount it read-only and get the file's *path* in
+    ``GOOGLE_APPLICATION_CREDENTIALS``. Never log or print the returned object.
+    """
+    text = key_json.decode() if isinstance(key_json, bytes) else key_json
+    return k8s.V1Secret(
+        api_version="v1",
+        kind="Secret",
+        metadata=k8s.V1ObjectMeta(name=name, namespace=namespace, labels={LABEL_MANAGED_BY: MANAGED_BY}),
+        type="Opaque",
+        string_data={CREDENTIALS_KEY: text},
+    )
+
+
+# ---------------------------------------------------------------------------------------------------
+# workloads
+
+
+def _resources(res: Resources, gpus: int) -> k8s.V1ResourceRequirements | None:
+    amounts: dict[str, str] = {}
+    if res.cpu:
+        amounts["cpu"] = res.cpu
+    if res.memory:
+        amounts["memory"] = res.memory
+    if gpus:
+        amounts[GPU_RESOURCE] = str(gpus)
+    if not amounts:
+        return None
+    # requests = limits: a learner sharing a node with noisy neighbours makes runs irreproducibly slow
+    return k8s.V1ResourceRequirements(requests=dict(amounts), limits=dict(amounts))
+
+
+def _failure_policy() -> k8s.V1PodFailurePolicy:
+    return k8s.V1PodFailurePolicy(
+        rules=[
+            # preemption, eviction, node drain: not the experiment's fault, do not spend the budget
+            k8s.V1PodFailurePolicyRule(
+                action="Ignore",
+                on_pod_conditions=[
+                    k8s.V1PodFailurePolicyOnPodConditionsPattern(type="DisruptionTarget", status="True")
+                ],
+            ),
+            # the spec or the environment is wrong: every retry would fail the same way
+            k8s.V1PodFailurePolicyRule(
+                action="FailJob",
+                on_exit_codes=k8s.V1PodFailurePolicyOnExitCodesRequirement(
+                    container_name=CONTAINER, operator="In", values=list(SPEC_ERROR_EXIT_CODES)
+                ),
+            ),
+        ]
+    )
+
+
+def _pod_spec(
+    *,
+    role: str,
+    index_arg: str,
+    image: str,
+    env: list[k8s.V1EnvVar],
+    resources: k8s.V1ResourceRequirements | None,
+    config_map: str,
+    grace: int,
+    service_account: str | None,
+    credentials_secret: str | None,
+    gpu_type: str | None,
+    gpus: int,
+    ports: list[k8s.V1ContainerPort] | None = None,
+    subdomain: str | None = None,
+) -> k8s.V1PodSpec:
+    mounts = [
+        k8s.V1VolumeMount(name="spec", mount_path=SPEC_DIR, read_only=True),
+        k8s.V1VolumeMount(name="work", mount_path=WORKDIR_MOUNT),
+    ]
+    volumes = [
+        k8s.V1Volume(
+            name="spec",
+            config_map=k8s.V1ConfigMapVolumeSource(
+                name=config_map, items=[k8s.V1KeyToPath(key=CONFIG_KEY_SPEC, path=CONFIG_KEY_SPEC)]
+            ),
+        ),
+        k8s.V1Volume(name="work", empty_dir=k8s.V1EmptyDirVolumeSource()),
+    ]
+    env = list(env)
+    if credentials_secret:
+        mounts.append(k8s.V1VolumeMount(name="gcp-credentials", mount_path=CREDENTIALS_DIR, read_only=True))
+        volumes.append(
+            k8s.V1Volume(
+                name="gcp-credentials",
+                secret=k8s.V1SecretVolumeSource(secret_name=credentials_secret, default_mode=0o400),
+            )
+        )
+        # the path only: the key itself never appears in the environment
+        env.append(k8s.V1EnvVar(name="GOOGLE_APPLICATION_CREDENTIALS", value=f"{CREDENTIALS_DIR}/{CREDENTIALS_KEY}"))
+    container = k8s.V1Container(
+        name=CONTAINER,
+        image=image,
+        image_pull_policy="IfNotPresent",
+        command=["python", "-m", "rlcloud.runner"],
+        args=["--role", role, "--index", index_arg, "--spec", f"{SPEC_DIR}/{CONFIG_KEY_SPEC}", "--workdir", WORKDIR],
+        env=env,
+        ports=ports,
+        resources=resources,
+        volume_mounts=mounts,
+    )
+    tolerations = None
+    node_selector = None
+    if gpus:
+        tolerations = [k8s.V1Toleration(key=GPU_RESOURCE, operator="Equal", value="present", effect="NoSchedule")]
+        if gpu_type:
+            node_selector = {GKE_ACCELERATOR_LABEL: gpu_type}
+    return k8s.V1PodSpec(
+        restart_policy="Never",
+        containers=[container],
+        volumes=volumes,
+        service_account_name=service_account,
+        automount_service_account_token=False,
+        # one env var per Service in the namespace would be injected otherwise; none is needed
+        enable_service_links=False,
+        termination_grace_period_seconds=grace,
+        tolerations=tolerations,
+        node_selector=node_selector,
+        subdomain=subdomain,
+    )
+
+
+def _job(
+    *,
+    name: str,
+    namespace: str,
+    labels: dict[str, str],
+    pod_spec: k8s.V1PodSpec,
+    suspend: bool,
+    annotations: dict[str, str] | None = None,
+    indexed_workers: int | None = None,
+    success_policy: bool = False,
+) -> k8s.V1Job:
+    spec = k8s.V1JobSpec(
+        template=k8s.V1PodTemplateSpec(metadata=k8s.V1ObjectMeta(labels=dict(labels)), spec=pod_spec),
+        pod_failure_policy=_failure_policy(),
+        ttl_seconds_after_finished=TTL_SECONDS_AFTER_FINISHED,
+        suspend=suspend,
+    )
+    if indexed_workers is None:
+        spec.completions = 1
+        spec.parallelism = 1
+        spec.backoff_limit = LEARNER_BACKOFF_LIMIT
+    else:
+        spec.completion_mode = "Indexed"
+        spec.completions = indexed_workers
+        spec.parallelism = indexed_workers
+        # each env server may crash a few times without failing the others
+        spec.backoff_limit_per_index = ENV_SERVER_BACKOFF_PER_INDEX
+        if success_policy:
+            # the agent tells every env server to exit 0 when training is over: the first one done ends
+            # the Job, so a straggler that missed the message cannot keep it (and a node) alive
+            spec.success_policy = k8s.V1SuccessPolicy(rules=[k8s.V1SuccessPolicyRule(succeeded_count=1)])
+    return _stamp(
+        k8s.V1Job(
+            api_version="batch/v1",
+            kind="Job",
+            metadata=k8s.V1ObjectMeta(name=name, namespace=namespace, labels=dict(labels), annotations=annotations),
+            spec=spec,
+        )
+    )
+
+
+def _check_inputs(spec: ExperimentSpec, namespace: str, image: str) -> None:
+    problems = []
+    if not isinstance(namespace, str) or len(namespace) > 63 or not _DNS_LABEL.match(namespace):
+        problems.append(
+            SpecProblem("namespace", "must be a DNS-1123 label (lowercase letters, digits, '-')", namespace)
+        )
+    if not image or any(ch.isspace() for ch in image):
+        problems.append(SpecProblem("image", "must be a container image reference such as 'repo/name:tag'", image))
+    if problems:
+        raise SpecError(problems)
+
+
+def build_workloads(
+    spec: ExperimentSpec,
+    *,
+    image: str | None = None,
+    namespace: str,
+    results: str | None = None,
+    gpu_type: str | None = None,
+    service_account: str | None = None,
+    credentials_secret: str | None = None,
+    suspend: bool = False,
+    kubernetes_version: str = "1.29",
+) -> list[Any]:
+    """The Kubernetes objects that run ``spec``, in creation order; no API call is made.
+
+    ``image``: the container image (default: ``spec.image``, else :data:`DEFAULT_IMAGE`). ``results``:
+    the results ROOT (default ``spec.results``); the runner gets ``<root>/<name>`` in ``RLCLOUD_RESULTS``
+    and the ConfigMap keeps the root for ``attach``. ``gpu_type`` (e.g. ``nvidia-tesla-t4``): the
+    learner requests ``spec.resources.learner.gpus`` GPUs (default 1) on nodes of that type; without
+    it the learner only gets GPUs if the spec asks for them. ``service_account``: the Kubernetes
+    ServiceAccount pods run as (Workload Identity). ``credentials_secret``: a Secret (see
+    :func:`build_credentials_secret`) mounted read-only instead. ``kubernetes_version``: the
+    cluster's MAJOR.MINOR; fields only honoured by newer versions are left out on older ones.
+    """
+    image = image or spec.image or DEFAULT_IMAGE
+    _check_inputs(spec, namespace, image)
+    version = _k8s_version(kubernetes_version)
+    results = results if results is not None else spec.results
+    name = spec.name
+    role = learner_role(spec)
+    cm_name = config_map_name(name)
+
+    data = {CONFIG_KEY_SPEC: spec.to_yaml()}
+    if results:
+        data[CONFIG_KEY_RESULTS] = results
+    config_map = _stamp(
+        k8s.V1ConfigMap(
+            api_version="v1",
+            kind="ConfigMap",
+            metadata=k8s.V1ObjectMeta(
+                name=cm_name,
+                namespace=namespace,
+                labels=labels_for(name, CONFIG_ROLE),
+                annotations={ANNOTATION_WORKERS: str(spec.num_workers)},
+            ),
+            data=data,
+        )
+    )
+
+    base_env = [k8s.V1EnvVar(name="PYTHONUNBUFFERED", value="1")]
+    if results:
+        base_env.append(k8s.V1EnvVar(name="RLCLOUD_RESULTS", value=_escape(results_location(results, name))))
+    learner_gpus = spec.resources.learner.gpus
+    if learner_gpus is None:
+        learner_gpus = 1 if gpu_type else 0
+    common = {
+        "image": image,
+        "config_map": cm_name,
+        "service_account": service_account,
+        "credentials_secret": credentials_secret,
+    }
+    learner_env = list(base_env)
+    if spec.run_mode == "distributed":
+        learner_env.append(
+            k8s.V1EnvVar(name="RLCLOUD_ENV_SERVERS", value=",".join(env_server_hosts(name, spec.num_workers)))
+        )
+    learner_pod = _pod_spec(
+        role=role,
+        index_arg="0",
+        env=learner_env,
+        resources=_resources(spec.resources.learner, learner_gpus),
+        grace=LEARNER_GRACE_SECONDS,
+        gpu_type=str(gpu_type) if gpu_type else None,
+        gpus=learner_gpus,
+        **common,  # type: ignore[arg-type]
+    )
+    learner_job = _job(
+        name=job_names(spec)[role],
+        namespace=namespace,
+        labels=labels_for(name, role),
+        pod_spec=learner_pod,
+        suspend=suspend,
+    )
+    if spec.run_mode != "distributed":
+        return [config_map, learner_job]
+
+    env_name = env_server_name(name)
+    env_labels = labels_for(name, ENV_SERVER_ROLE)
+    service = _stamp(
+        k8s.V1Service(
+            api_version="v1",
+            kind="Service",
+            metadata=k8s.V1ObjectMeta(name=env_name, namespace=namespace, labels=dict(env_labels)),
+            spec=k8s.V1ServiceSpec(
+                cluster_ip="None",  # headless: one DNS record per pod, no load balancing
+                selector=dict(env_labels),
+                # the agent dials env servers as soon as they are scheduled; no readiness gate
+                publish_not_ready_addresses=True,
+                ports=[k8s.V1ServicePort(name="env", port=ENV_SERVER_PORT, target_port=ENV_SERVER_PORT)],
+            ),
+        )
+    )
+    env_pod = _pod_spec(
+        role=ENV_SERVER_ROLE,
+        index_arg="$(RLCLOUD_INDEX)",
+        env=[
+            *base_env,
+            k8s.V1EnvVar(
+                name="RLCLOUD_INDEX",
+                value_from=k8s.V1EnvVarSource(
+                    field_ref=k8s.V1ObjectFieldSelector(
+                        field_path=f"metadata.annotations['{JOB_COMPLETION_INDEX_ANNOTATION}']"
+                    )
+                ),
+            ),
+            k8s.V1EnvVar(name="RLCLOUD_PORT", value=str(ENV_SERVER_PORT)),
+        ],
+        resources=_resources(spec.resources.env_server, 0),
+        grace=ENV_SERVER_GRACE_SECONDS,
+        gpu_type=None,
+        gpus=0,
+        ports=[k8s.V1ContainerPort(name="env", container_port=ENV_SERVER_PORT)],
+        subdomain=env_name,
+        **common,  # type: ignore[arg-type]
+    )
+    env_job = _job(
+        name=env_name,
+        namespace=namespace,
+        labels=env_labels,
+        pod_spec=env_pod,
+        suspend=suspend,
+        indexed_workers=spec.num_workers,
+        success_policy=version >= (1, 31),
+    )
+    # env servers first: they listen and wait, the agent dials them as soon as it starts
+    return [config_map, service, env_job, learner_job]
