@@ -1,0 +1,221 @@
+"""Tensorforce 0.6.5 on the current TensorFlow, tf-keras and numpy 2.
+
+Tensorforce's last release (Aug 2021) targets TF 2.6 and numpy 1.19. On TF 2.13-2.21 with tf-keras and
+numpy 2 it needs five adjustments (see FACTS.md) plus a sixth found here for checkpoint restore, all
+applied here, once, around the first import of tensorforce:
+
+1. ``tensorflow.python.training.tracking.{tracking,data_structures}`` moved to
+   ``tensorflow.python.trackable.{autotrackable,data_structures}``: alias modules are registered.
+2. ``tensorflow.python.keras.utils.conv_utils`` is gone: an alias to tf-keras' ``conv_utils``.
+3. The Keras optimizers lack ``_create_hypers``: tensorforce's optimizer table is pointed at
+   ``tf.keras.optimizers.legacy.*``.
+4. TF >= 2.13 refuses a tuple argument for a list ``input_signature``: ``SignatureDict.to_list`` returns
+   tuples for nested entries (the outer level stays a list).
+5. numpy 2 removed ``np.bool8``: aliased to ``np.bool_``.
+6. Checkpoint restore sets ``_update_uid`` on trackables, which tensorforce's ``TrackableNestedDict``
+   refuses: private attribute names are let through.
+
+``tf.keras`` must be tf-keras (Keras 2) for tensorforce, which TensorFlow decides from
+``TF_USE_LEGACY_KERAS`` when it is *first imported*: :func:`prepare_tensorflow` sets it, and refuses with
+a clear error if TensorFlow was already imported with Keras 3.
+
+Nothing here imports TensorFlow at module level: ``import rlcloud`` stays light.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import sys
+import threading
+import types
+from typing import Any
+
+from rlcloud.errors import RLCloudError
+
+__all__ = [
+    "SUPPORTED_TF",
+    "CompatError",
+    "import_tensorforce",
+    "is_applied",
+    "prepare_tensorflow",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Inclusive range of TensorFlow (major, minor) versions the five adjustments were verified against.
+SUPPORTED_TF: tuple[tuple[int, int], tuple[int, int]] = ((2, 13), (2, 21))
+
+_lock = threading.Lock()
+_applied = False
+
+
+class CompatError(RLCloudError):
+    """TensorFlow/tensorforce cannot be made to work together in this process (names the versions)."""
+
+
+def is_applied() -> bool:
+    """Whether :func:`import_tensorforce` has already patched this process."""
+    return _applied
+
+
+def _tf_version_tuple(version: str) -> tuple[int, int]:
+    parts = version.split(".")
+    try:
+        return int(parts[0]), int(parts[1])
+    except (IndexError, ValueError) as exc:
+        raise CompatError(f"cannot parse the TensorFlow version {version!r}") from exc
+
+
+def _check_tf_version(version: str) -> None:
+    low, high = SUPPORTED_TF
+    if not low <= _tf_version_tuple(version) <= high:
+        raise CompatError(
+            f"TensorFlow {version} is not supported by rlcloud's Tensorforce 0.6.5 compatibility layer "
+            f"(verified: {low[0]}.{low[1]} to {high[0]}.{high[1]}); install tensorflow-cpu=={high[0]}.{high[1]}.* "
+            "and tf-keras of the same version (the 'runner' extra)"
+        )
+
+
+def prepare_tensorflow() -> Any:
+    """Import TensorFlow with tf-keras as ``tf.keras`` and return the module.
+
+    Sets ``TF_USE_LEGACY_KERAS=1`` before TensorFlow's first import. Raises :class:`CompatError` naming
+    the version if TensorFlow is outside :data:`SUPPORTED_TF`, or was already imported with Keras 3.
+    """
+    already = "tensorflow" in sys.modules
+    if not already:
+        os.environ["TF_USE_LEGACY_KERAS"] = "1"
+        # TensorFlow's C++ start-up chatter (CPU feature notes) drowns the runner's own log lines.
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    try:
+        import tensorflow as tf
+    except ImportError as exc:
+        raise CompatError(
+            "TensorFlow is not installed; the runner needs the 'runner' extra: pip install 'rlcloud[runner]'"
+        ) from exc
+    _check_tf_version(tf.__version__)
+    keras_module = getattr(tf.keras, "__name__", "")
+    if not keras_module.startswith("tf_keras"):
+        hint = (
+            "TensorFlow was imported before rlcloud could set TF_USE_LEGACY_KERAS=1"
+            if already
+            else "tf-keras is not installed"
+        )
+        raise CompatError(
+            f"TensorFlow {tf.__version__}: tf.keras is {keras_module or 'Keras 3'}, but Tensorforce 0.6.5 "
+            f"needs tf-keras (Keras 2): {hint}; set TF_USE_LEGACY_KERAS=1 in the environment and install "
+            "tf-keras of the same version as TensorFlow"
+        )
+    return tf
+
+
+def _alias_module(name: str, target: str) -> None:
+    """Register ``name`` in sys.modules as the already-importable module ``target`` (and its parents)."""
+    if name in sys.modules:
+        return
+    module = importlib.import_module(target)
+    sys.modules[name] = module
+    # Parents must exist too, or `from a.b.c import x` fails on the missing `a.b`.
+    parent, _, child = name.rpartition(".")
+    while parent:
+        existed = True
+        if parent not in sys.modules:
+            try:
+                importlib.import_module(parent)
+            except ImportError:
+                sys.modules[parent] = types.ModuleType(parent)
+                existed = False
+        setattr(sys.modules[parent], child, sys.modules[f"{parent}.{child}"])
+        if existed:
+            break  # a real module: its own parents are linked already
+        parent, _, child = parent.rpartition(".")
+
+
+def _pre_import_patches(tf: Any) -> None:
+    import numpy as np
+
+    # (5) numpy 2 removed np.bool8; tensorforce/util.py uses it at import time.
+    if "bool8" not in np.__dict__:
+        np.bool8 = np.bool_  # type: ignore[attr-defined]
+
+    # (1) the tracking modules moved in TF 2.13.
+    _alias_module("tensorflow.python.training.tracking.tracking", "tensorflow.python.trackable.autotrackable")
+    _alias_module("tensorflow.python.training.tracking.data_structures", "tensorflow.python.trackable.data_structures")
+    # (2) conv_utils left TensorFlow with Keras; tf-keras keeps the same functions.
+    try:
+        _alias_module("tensorflow.python.keras.utils.conv_utils", "tf_keras.src.utils.conv_utils")
+    except ImportError:
+        _alias_module("tensorflow.python.keras.utils.conv_utils", "keras.src.utils.conv_utils")
+
+
+def _post_import_patches(tf: Any) -> None:
+    # (3) the new Keras optimizers have no _create_hypers: use the legacy ones, which tensorforce knows.
+    from tensorforce.core.optimizers import tf_optimizer
+
+    legacy = tf.keras.optimizers.legacy
+    table = tf_optimizer.tensorflow_optimizers
+    for name in list(table):
+        replacement = getattr(legacy, table[name].__name__, None)
+        if replacement is not None:
+            table[name] = replacement
+
+    # (4) nested input signatures must be tuples on TF >= 2.13; the outer level stays a list.
+    from tensorforce.core.utils import dicts
+
+    def to_list(self: Any, to_dict: bool = False, _outer: bool = True) -> Any:
+        if self.is_singleton():
+            spec = self.singleton()
+            if isinstance(spec, self.value_type):
+                return spec
+            return spec.to_list(_outer=_outer)
+        items = [
+            spec if isinstance(spec, self.value_type) else (spec.to_dict() if to_dict else spec.to_list(_outer=False))
+            for spec in super(dicts.NestedDict, self).values()
+            if isinstance(spec, self.value_type) or len(spec) > 0
+        ]
+        return items if _outer else tuple(items)
+
+    dicts.SignatureDict.to_list = to_list
+
+    # (6, not in FACTS.md) TF >= 2.13's checkpoint restore sets `_update_uid` (formerly a property over
+    # `_self_update_uid`) on every trackable; TrackableNestedDict refuses attribute assignment except
+    # for `_self_*` names, so Agent.restore() fails. Private names go to the plain object instead.
+    original_setattr = dicts.TrackableNestedDict.__setattr__
+    if not getattr(original_setattr, "_rlcloud_patched", False):
+
+        def trackable_setattr(self: Any, name: str, value: Any) -> None:
+            if name.startswith("_") and not name.startswith("_self_"):
+                object.__setattr__(self, name, value)
+            else:
+                original_setattr(self, name, value)
+
+        trackable_setattr._rlcloud_patched = True  # type: ignore[attr-defined]
+        dicts.TrackableNestedDict.__setattr__ = trackable_setattr
+
+
+def import_tensorforce() -> Any:
+    """Return the ``tensorforce`` module, importing it with the compatibility adjustments applied once.
+
+    Safe to call many times and from several threads. Raises :class:`CompatError` (naming the TensorFlow
+    version) when this TensorFlow cannot be adapted.
+    """
+    global _applied
+    with _lock:
+        if _applied:
+            return sys.modules["tensorforce"]
+        tf = prepare_tensorflow()
+        if "tensorforce" in sys.modules:
+            # Someone imported tensorforce first; that only works if the pre-import patches were in place.
+            logger.debug("tensorforce was imported before rlcloud's compat layer; patching after the fact")
+        _pre_import_patches(tf)
+        try:
+            tensorforce = importlib.import_module("tensorforce")
+        except (ImportError, AttributeError) as exc:
+            raise CompatError(f"tensorforce could not be imported on TensorFlow {tf.__version__}: {exc}") from exc
+        _post_import_patches(tf)
+        # Tensorforce logs a warning per agent about unsupported features on TF 2; those are expected.
+        logging.getLogger("tensorflow").setLevel(logging.ERROR)
+        _applied = True
+        return tensorforce

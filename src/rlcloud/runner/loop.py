@@ -1,0 +1,682 @@
+"""The training loop: one Tensorforce agent driven over a :class:`~rlcloud.runner.vector.VectorEnv`.
+
+The agent is driven directly, not through ``tensorforce.Runner``: one ``act(states=batch,
+parallel=rows)`` and one ``observe(reward=, terminal=, parallel=rows)`` per vector step. The Runner's
+per-environment Python bookkeeping, not TensorFlow, is what caps its throughput (FACTS.md).
+
+What the loop writes into the work directory (docs/contracts.md, "Results layout"):
+
+* ``metrics.jsonl``: one line per finished training episode, flushed at once so a crash loses nothing
+  complete; ``evaluation.jsonl``: the same for evaluation episodes plus ``at_episode``/``at_timestep``.
+* ``progress.json``: the latest counters, replaced atomically (tmp + rename).
+* ``checkpoints/<name>/`` (agent files + ``state.json``) and ``checkpoints/LATEST``: the directory is
+  complete before LATEST names it, so a crash mid-save leaves the previous checkpoint loadable.
+* ``summaries/``: TensorBoard events (Tensorforce's update summaries and rlcloud's episode scalars).
+
+Resume: a work directory whose ``checkpoints/LATEST`` names a checkpoint restores the agent and continues
+the counters; records written after that checkpoint are dropped so that episode numbers stay unique.
+
+Stop: ``episodes`` / ``total_timesteps`` (all rows together), or :meth:`Trainer.request_stop` (the signal
+handlers in runner/main.py call it): a checkpoint is written and :meth:`Trainer.run` returns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import os
+import shutil
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from rlcloud.errors import SpecError, SpecProblem
+from rlcloud.runner.envs import EnvAdapter
+from rlcloud.runner.vector import EnvFactory, VectorEnv, make_vector_env
+
+__all__ = [
+    "CHECKPOINTS_KEPT",
+    "LoopHooks",
+    "TrainResult",
+    "Trainer",
+    "atomic_write_text",
+    "build_agent_kwargs",
+    "latest_checkpoint",
+    "read_jsonl",
+    "train",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Complete checkpoints kept on disk (the newest ones; LATEST always among them).
+CHECKPOINTS_KEPT = 3
+#: Episodes averaged for ``mean_return`` in progress.json.
+MEAN_WINDOW = 20
+_TICK_S = 1.0
+_LOG_S = 10.0
+
+
+class LoopHooks(Protocol):
+    """Callbacks the loop makes, e.g. to a results syncer. Every method is optional.
+
+    ``on_tick()`` about once a second (after progress.json is written); ``on_checkpoint(name)`` after a
+    checkpoint is complete and LATEST names it; ``on_finish(state)`` once at the end with the final
+    state ("succeeded" / "stopped" / "failed"). A hook that raises is logged and does not stop training.
+    """
+
+    def on_tick(self) -> None:
+        """About once a second."""
+
+    def on_checkpoint(self, name: str) -> None:
+        """After checkpoint ``name`` is complete (LATEST names it)."""
+
+    def on_finish(self, state: str) -> None:
+        """Once, when the loop ends."""
+
+
+@dataclass
+class TrainResult:
+    """How a training run ended."""
+
+    state: str
+    episodes: int
+    timesteps: int
+    elapsed: float
+    steps_per_second: float
+    mean_return: float | None
+    checkpoint: str | None
+    stop_reason: str = ""
+
+
+@dataclass
+class _Counters:
+    timestep: int = 0
+    episode: int = 0
+    evaluation_episode: int = 0
+    elapsed: float = 0.0
+    next_evaluation: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------------------------- files
+
+
+def atomic_write_text(path: Path, text: str, *, fsync: bool = False) -> None:
+    """Write ``text`` to ``path`` via a temporary file and ``os.replace`` (readers never see half)."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        if fsync:
+            fh.flush()
+            os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Records of a JSONL file; a torn last line (a crash mid-write) is skipped."""
+    records: list[dict[str, Any]] = []
+    if not path.exists():
+        return records
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                logger.warning("%s: skipping a torn line", path.name)
+    return records
+
+
+def _truncate_jsonl(path: Path, keep: Callable[[dict[str, Any]], bool]) -> int:
+    records = read_jsonl(path)
+    kept = [r for r in records if keep(r)]
+    if path.exists():
+        atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in kept))
+    return len(records) - len(kept)
+
+
+def latest_checkpoint(workdir: Path) -> str | None:
+    """Name of the latest complete checkpoint in ``workdir`` (what LATEST names), or None."""
+    latest = Path(workdir) / "checkpoints" / "LATEST"
+    try:
+        name = latest.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return None
+    if not name or not (latest.parent / name / "state.json").exists():
+        logger.warning("LATEST names %r, which is not a complete checkpoint; starting fresh", name)
+        return None
+    return name
+
+
+# ----------------------------------------------------------------------------------------------- spec
+
+
+def _get(spec: Any, name: str, default: Any = None) -> Any:
+    if isinstance(spec, Mapping):
+        return spec.get(name, default)
+    return getattr(spec, name, default)
+
+
+def _frequency(value: Any, field_name: str) -> tuple[int, str] | None:
+    """(value, unit) of a spec Frequency (object with .value/.unit, or a string like '600s')."""
+    if value is None:
+        return None
+    if hasattr(value, "value") and hasattr(value, "unit"):
+        return int(value.value), str(value.unit)
+    text = str(value).strip()
+    if len(text) >= 2 and text[-1] in "set" and text[:-1].isdigit():
+        return int(text[:-1]), text[-1]
+    raise SpecError([SpecProblem(field_name, "expected a frequency such as '600s', '50e' or '10000t'", value)])
+
+
+def build_agent_kwargs(spec: Any, venv: VectorEnv) -> dict[str, Any]:
+    """Arguments for ``tensorforce.Agent.create`` from the spec and the environments' specs."""
+    agent = dict(_get(spec, "agent") or {})
+    agent_type = agent.pop("type", None) or agent.pop("agent", None)
+    if not agent_type:
+        raise SpecError([SpecProblem("agent.type", "required, e.g. ppo, dqn, a2c")])
+    network = _get(spec, "network", "auto")
+    if network not in (None, "auto") and "network" not in agent:
+        agent["network"] = network
+    config = dict(agent.pop("config", None) or {})
+    seed = _get(spec, "seed")
+    if seed is not None:
+        config.setdefault("seed", int(seed))
+    if config:
+        agent["config"] = config
+    agent.update(
+        agent=agent_type,
+        states=venv.states_spec,
+        actions=venv.actions_spec,
+        max_episode_timesteps=venv.max_episode_timesteps,
+        parallel_interactions=venv.num_envs,
+    )
+    return agent
+
+
+def _env_factory(spec: Any) -> EnvFactory:
+    return EnvFactory(
+        environment=dict(_get(spec, "environment") or {}),
+        repeat_actions=int(_get(spec, "repeat_actions", 1) or 1),
+        max_timesteps_per_episode=_get(spec, "max_timesteps_per_episode"),
+    )
+
+
+def _run_mode(spec: Any) -> str:
+    mode = _get(spec, "run_mode", "single")
+    return str(getattr(mode, "value", mode))
+
+
+def build_vector_env(spec: Any) -> VectorEnv:
+    """The environments a ``single`` or ``multi-threaded`` spec trains on (distributed: runner/remote.py)."""
+    mode = _run_mode(spec)
+    factory = _env_factory(spec)
+    seed = _get(spec, "seed")
+    if mode == "single":
+        return make_vector_env(factory, 1, execution="batched", seed=seed)
+    if mode == "multi-threaded":
+        execution = _get(spec, "execution", "auto")
+        return make_vector_env(
+            factory, int(_get(spec, "num_workers", 2)), execution=str(getattr(execution, "value", execution)), seed=seed
+        )
+    raise SpecError([SpecProblem("run_mode", "the distributed mode gets its environments from env servers", mode)])
+
+
+# --------------------------------------------------------------------------------------------- trainer
+
+
+class Trainer:
+    """Trains ``spec``'s agent on a vector of environments, writing results into ``workdir``.
+
+    ``vector_env`` defaults to the environments ``spec.run_mode`` describes (single: one; multi-threaded:
+    ``num_workers``, batched or in processes). ``hooks`` gets the :class:`LoopHooks` callbacks.
+    """
+
+    def __init__(
+        self,
+        spec: Any,
+        workdir: str | os.PathLike[str],
+        *,
+        vector_env: VectorEnv | None = None,
+        hooks: Any = None,
+    ) -> None:
+        self.spec = spec
+        self.workdir = Path(workdir)
+        self.hooks = hooks
+        self._venv = vector_env
+        self._stop = threading.Event()
+        self._stop_reason = ""
+        self._eval_env: EnvAdapter | None = None
+        self.agent: Any = None
+        self._counters = _Counters()
+        self._checkpoint: str | None = None
+        self._returns: deque[float] = deque(maxlen=MEAN_WINDOW)
+        self._rate: deque[tuple[float, int]] = deque(maxlen=64)
+        self._summary_writer: Any = None
+        if _get(spec, "deterministic", False):
+            raise SpecError(
+                [
+                    SpecProblem(
+                        "deterministic",
+                        "Tensorforce 0.6.5 acts deterministically only in independent (non-learning) mode; "
+                        "use 'evaluation' for deterministic episodes, or set deterministic: false",
+                        True,
+                    )
+                ]
+            )
+
+    # -- control
+    def request_stop(self, reason: str = "stop requested") -> None:
+        """Ask the loop to checkpoint and return at the next step (thread- and signal-safe)."""
+        self._stop_reason = reason
+        self._stop.set()
+
+    @property
+    def counters(self) -> dict[str, Any]:
+        """The current global counters (timestep, episode, evaluation_episode, elapsed)."""
+        return asdict(self._counters)
+
+    # -- setup
+    def setup(self) -> None:
+        """Build the environments and the agent, restoring the latest checkpoint (idempotent).
+
+        Errors here are construction errors (bad environment, agent arguments, TensorFlow): the runner
+        maps them to exit code 3. :meth:`run` calls it when it has not been called.
+        """
+        if self.agent is not None:
+            return
+        from rlcloud.runner.compat import import_tensorforce
+
+        tensorforce = import_tensorforce()
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        (self.workdir / "checkpoints").mkdir(exist_ok=True)
+        if self._venv is None:
+            self._venv = build_vector_env(self.spec)
+        kwargs = build_agent_kwargs(self.spec, self._venv)
+        summary = _frequency(_get(self.spec, "summary_frequency"), "summary_frequency")
+        if summary is not None:
+            # Update-based summaries only: timestep-based ones cost a summary op on every act().
+            kwargs.setdefault(
+                "summarizer",
+                dict(
+                    directory=str(self.workdir / "summaries" / "agent"),
+                    filename="agent",
+                    summaries=["loss", "kl-divergence", "update-norm"],
+                    flush=max(1, summary[0]) if summary[1] == "s" else 10,
+                ),
+            )
+        self.agent = tensorforce.Agent.create(**kwargs)
+        name = latest_checkpoint(self.workdir)
+        if name is not None:
+            self._restore(name)
+        if summary is not None:
+            import tensorflow as tf
+
+            self._summary_writer = tf.summary.create_file_writer(str(self.workdir / "summaries" / "rlcloud"))
+
+    def _restore(self, name: str) -> None:
+        directory = self.workdir / "checkpoints" / name
+        # Agent.load() is Agent.create(**agent.json) + restore(); the agent is built from the current spec
+        # instead, so that paths in agent.json (summaries of another machine's workdir) do not matter.
+        self.agent.restore(directory=str(directory), filename="agent", format="checkpoint")
+        state = json.loads((directory / "state.json").read_text(encoding="utf-8"))
+        self._counters = _Counters(
+            timestep=int(state["timestep"]),
+            episode=int(state["episode"]),
+            evaluation_episode=int(state.get("evaluation_episode", 0)),
+            elapsed=float(state.get("elapsed", 0.0)),
+            next_evaluation=state.get("next_evaluation"),
+        )
+        self._returns.extend(state.get("recent_returns", []))
+        self._checkpoint = name
+        episode = self._counters.episode
+        dropped = _truncate_jsonl(self.workdir / "metrics.jsonl", lambda r: int(r.get("episode", 0)) <= episode)
+        dropped += _truncate_jsonl(self.workdir / "evaluation.jsonl", lambda r: int(r.get("at_episode", 0)) <= episode)
+        logger.info(
+            "resumed from checkpoint %s: timestep %d, episode %d (dropped %d records written after it)",
+            name,
+            self._counters.timestep,
+            self._counters.episode,
+            dropped,
+        )
+
+    # -- the loop
+    def run(self) -> TrainResult:
+        """Train until a stop condition or :meth:`request_stop`; checkpoint at the end; return the result."""
+        state = "failed"
+        try:
+            self.setup()
+            state = self._loop()
+            return self._result(state)
+        finally:
+            self._write_progress(state)
+            self._call_hook("on_finish", state)
+            self._close(finished=state == "succeeded")
+
+    def _loop(self) -> str:
+        assert self._venv is not None and self.agent is not None
+        venv, agent, c = self._venv, self.agent, self._counters
+        spec = self.spec
+        n = venv.num_envs
+        rows = np.arange(n)
+        max_episodes = _get(spec, "episodes")
+        max_timesteps = _get(spec, "total_timesteps")
+        saver = _frequency(_get(spec, "saver_frequency"), "saver_frequency")
+        summary = _frequency(_get(spec, "summary_frequency"), "summary_frequency")
+        evaluation = _get(spec, "evaluation")
+        eval_every = _frequency(_get(evaluation, "every"), "evaluation.every") if evaluation is not None else None
+        if eval_every is not None and c.next_evaluation is None:
+            c.next_evaluation = eval_every[0]
+
+        ep_return = np.zeros(n)
+        ep_length = np.zeros(n, dtype=np.int64)
+        start = time.monotonic()
+        base_elapsed = c.elapsed
+        last_save = (start, c.episode, c.timestep)
+        last_summary = (start, c.timestep)
+        last_tick = last_log = start
+        self._rate.append((start, c.timestep))
+
+        metrics = open(self.workdir / "metrics.jsonl", "a", encoding="utf-8")  # noqa: SIM115 - closed below
+        try:
+            logger.info(
+                "training: %d environment(s), agent %s, stop at %s episodes / %s timesteps",
+                n,
+                _get(spec, "agent", {}).get("type"),
+                max_episodes,
+                max_timesteps,
+            )
+            if self._done(max_episodes, max_timesteps):
+                return "succeeded"
+            states = venv.reset()
+            while True:
+                if self._stop.is_set():
+                    c.elapsed = base_elapsed + time.monotonic() - start
+                    self._save()
+                    return "stopped"
+                actions = agent.act(states=states, parallel=rows)
+                states, rewards, terminals = venv.step(actions)
+                agent.observe(reward=rewards, terminal=terminals, parallel=rows)
+                ep_return += rewards
+                ep_length += 1
+                c.timestep += n
+                now = time.monotonic()
+                c.elapsed = base_elapsed + now - start
+                ended = np.flatnonzero(terminals)
+                for row in ended:
+                    c.episode += 1
+                    ret = float(ep_return[row])
+                    self._returns.append(ret)
+                    record = {
+                        "episode": c.episode,
+                        "timestep": c.timestep,
+                        "return": ret,
+                        "length": int(ep_length[row]),
+                        "time": round(c.elapsed, 3),
+                        "worker": int(row),
+                    }
+                    metrics.write(json.dumps(record) + "\n")
+                    ep_return[row] = 0.0
+                    ep_length[row] = 0
+                if len(ended):
+                    metrics.flush()
+                done = self._done(max_episodes, max_timesteps)
+                if eval_every is not None and c.next_evaluation is not None and not done:
+                    position = c.episode if eval_every[1] == "e" else c.timestep
+                    if position >= c.next_evaluation:
+                        self._evaluate(int(_get(evaluation, "episodes", 10)))
+                        while c.next_evaluation <= position:
+                            c.next_evaluation += eval_every[0]
+                if summary is not None and self._due(summary, last_summary[0], now, None, last_summary[1]):
+                    self._summarize(now, last_summary)
+                    last_summary = (now, c.timestep)
+                if done:
+                    self._save()
+                    return "succeeded"
+                if saver is not None and self._due(saver, last_save[0], now, last_save[1], last_save[2]):
+                    self._save()
+                    last_save = (time.monotonic(), c.episode, c.timestep)
+                if now - last_tick >= _TICK_S:
+                    last_tick = now
+                    self._rate.append((now, c.timestep))
+                    self._write_progress("running")
+                    self._call_hook("on_tick")
+                    if now - last_log >= _LOG_S:
+                        last_log = now
+                        logger.info(
+                            "timestep %d, episode %d, mean return %s, %.0f steps/s",
+                            c.timestep,
+                            c.episode,
+                            _fmt(self._mean_return()),
+                            self._steps_per_second(),
+                        )
+        finally:
+            metrics.close()
+
+    def _done(self, max_episodes: int | None, max_timesteps: int | None) -> bool:
+        c = self._counters
+        if max_episodes is not None and c.episode >= max_episodes:
+            self._stop_reason = f"reached {max_episodes} episodes"
+            return True
+        if max_timesteps is not None and c.timestep >= max_timesteps:
+            self._stop_reason = f"reached {max_timesteps} timesteps"
+            return True
+        return False
+
+    def _due(self, freq: tuple[int, str], since: float, now: float, episode0: int | None, timestep0: int) -> bool:
+        value, unit = freq
+        if unit == "s":
+            return now - since >= value
+        if unit == "e":
+            return episode0 is not None and self._counters.episode - episode0 >= value
+        return self._counters.timestep - timestep0 >= value
+
+    # -- evaluation
+    def _evaluate(self, episodes: int) -> None:
+        agent, c = self.agent, self._counters
+        if self._eval_env is None:
+            self._eval_env = _env_factory(self.spec)()
+            seed = _get(self.spec, "seed")
+            self._eval_env.reset(seed=None if seed is None else int(seed) + 100_003)
+        env = self._eval_env
+        path = self.workdir / "evaluation.jsonl"
+        returns = []
+        with open(path, "a", encoding="utf-8") as fh:
+            for _ in range(episodes):
+                state = env.reset()
+                internals = agent.initial_internals()
+                total, length, terminal = 0.0, 0, 0
+                while not terminal and not self._stop.is_set():
+                    action, internals = agent.act(
+                        states=state, internals=internals, independent=True, deterministic=True
+                    )
+                    state, reward, terminal = env.step(action)
+                    total += reward
+                    length += 1
+                if self._stop.is_set() and not terminal:
+                    break  # an unfinished evaluation episode is not a result
+                c.evaluation_episode += 1
+                returns.append(total)
+                record = {
+                    "episode": c.evaluation_episode,
+                    "timestep": c.timestep,
+                    "return": total,
+                    "length": length,
+                    "time": round(c.elapsed, 3),
+                    "worker": -1,
+                    "at_episode": c.episode,
+                    "at_timestep": c.timestep,
+                }
+                fh.write(json.dumps(record) + "\n")
+                fh.flush()
+        if returns:
+            logger.info(
+                "evaluation at episode %d: mean return %.1f over %d episodes", c.episode, np.mean(returns), len(returns)
+            )
+            if self._summary_writer is not None:
+                import tensorflow as tf
+
+                with self._summary_writer.as_default(step=c.timestep):
+                    tf.summary.scalar("evaluation/mean_return", float(np.mean(returns)))
+
+    # -- summaries
+    def _summarize(self, now: float, last: tuple[float, int]) -> None:
+        if self._summary_writer is None:
+            return
+        import tensorflow as tf
+
+        c = self._counters
+        with self._summary_writer.as_default(step=c.timestep):
+            mean = self._mean_return()
+            if mean is not None:
+                tf.summary.scalar("episode/mean_return", mean)
+            tf.summary.scalar("episode/count", c.episode)
+            if now > last[0]:
+                tf.summary.scalar("throughput/steps_per_second", (c.timestep - last[1]) / (now - last[0]))
+        self._summary_writer.flush()
+
+    # -- checkpoints
+    def _save(self) -> None:
+        """Write a complete checkpoint directory, then point LATEST at it (tmp + rename)."""
+        c = self._counters
+        name = f"ckpt-{c.timestep:012d}"
+        root = self.workdir / "checkpoints"
+        final = root / name
+        if self._checkpoint == name and final.exists():
+            return  # nothing happened since the last one
+        tmp = root / f".tmp-{name}-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        started = time.monotonic()
+        self.agent.save(directory=str(tmp), filename="agent", format="checkpoint")
+        state = {
+            "name": name,
+            "timestep": c.timestep,
+            "episode": c.episode,
+            "evaluation_episode": c.evaluation_episode,
+            "elapsed": round(c.elapsed, 3),
+            "next_evaluation": c.next_evaluation,
+            "recent_returns": list(self._returns),
+            "created": time.time(),
+            "experiment": _get(self.spec, "name"),
+        }
+        atomic_write_text(tmp / "state.json", json.dumps(state, indent=1) + "\n", fsync=True)
+        if final.exists():  # left over from a crashed run at the same timestep; LATEST does not name it
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        atomic_write_text(root / "LATEST", name + "\n", fsync=True)
+        self._checkpoint = name
+        logger.info(
+            "checkpoint %s (timestep %d, episode %d) in %.2f s", name, c.timestep, c.episode, time.monotonic() - started
+        )
+        self._prune(root, keep=name)
+        self._write_progress("running")
+        self._call_hook("on_checkpoint", name)
+
+    def _prune(self, root: Path, keep: str) -> None:
+        complete = sorted(p.name for p in root.iterdir() if p.is_dir() and p.name.startswith("ckpt-"))
+        for old in complete[:-CHECKPOINTS_KEPT]:
+            if old != keep:
+                shutil.rmtree(root / old, ignore_errors=True)
+        for stale in root.glob(".tmp-*"):
+            if stale.is_dir() and not stale.name.endswith(f"-{os.getpid()}"):
+                shutil.rmtree(stale, ignore_errors=True)
+
+    # -- progress
+    def _mean_return(self) -> float | None:
+        return float(np.mean(self._returns)) if self._returns else None
+
+    def _steps_per_second(self) -> float:
+        if len(self._rate) < 2:
+            return 0.0
+        (t0, s0), (t1, s1) = self._rate[0], self._rate[-1]
+        # The window keeps the figure current (the last ~minute) rather than an average since start.
+        window = [(t, s) for t, s in self._rate if t1 - t <= 60.0]
+        t0, s0 = window[0]
+        return (s1 - s0) / (t1 - t0) if t1 > t0 else 0.0
+
+    def _write_progress(self, state: str) -> None:
+        c = self._counters
+        if not self.workdir.exists():
+            return
+        progress = {
+            "state": state,
+            "timestep": c.timestep,
+            "episode": c.episode,
+            "mean_return": self._mean_return(),
+            "steps_per_second": round(self._steps_per_second(), 1),
+            "updated": time.time(),
+            "checkpoint": self._checkpoint,
+        }
+        try:
+            atomic_write_text(self.workdir / "progress.json", json.dumps(progress) + "\n")
+        except OSError:
+            logger.exception("could not write progress.json")
+
+    def _call_hook(self, name: str, *args: Any) -> None:
+        method = getattr(self.hooks, name, None) if self.hooks is not None else None
+        if method is None:
+            return
+        try:
+            method(*args)
+        except Exception:  # a syncer hiccup must not end a training run
+            logger.exception("hook %s failed", name)
+
+    def _result(self, state: str) -> TrainResult:
+        c = self._counters
+        return TrainResult(
+            state=state,
+            episodes=c.episode,
+            timesteps=c.timestep,
+            elapsed=c.elapsed,
+            steps_per_second=self._steps_per_second(),
+            mean_return=self._mean_return(),
+            checkpoint=self._checkpoint,
+            stop_reason=self._stop_reason,
+        )
+
+    def _close(self, finished: bool) -> None:
+        if self._venv is not None:
+            try:
+                # Remote environments stay up for a restarted agent unless the run is finished.
+                self._venv.close(finished=finished)  # type: ignore[call-arg]
+            except TypeError:
+                self._venv.close()
+            except Exception:
+                logger.warning("closing the environments failed", exc_info=True)
+        for closer in (
+            getattr(self._eval_env, "close", None),
+            getattr(self.agent, "close", None),
+            getattr(self._summary_writer, "close", None),
+        ):
+            if closer is not None:
+                with contextlib.suppress(Exception):
+                    closer()
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None or math.isnan(value) else f"{value:.1f}"
+
+
+def train(
+    spec: Any,
+    workdir: str | os.PathLike[str],
+    *,
+    vector_env: VectorEnv | None = None,
+    hooks: Any = None,
+) -> TrainResult:
+    """Train ``spec`` into ``workdir`` (resuming from its latest checkpoint) and return the result.
+
+    ``vector_env``: the environments to train on (default: from ``spec.run_mode``); ``hooks``: an object
+    with any of ``on_tick()``, ``on_checkpoint(name)``, ``on_finish(state)``.
+    """
+    return Trainer(spec, workdir, vector_env=vector_env, hooks=hooks).run()

@@ -1,0 +1,217 @@
+"""The runner's entry point: ``python -m rlcloud.runner --role ROLE --index N --spec PATH --workdir DIR``.
+
+Roles (docs/contracts.md):
+
+* ``single`` / ``multi``: train in this process (one environment, or ``num_workers`` batched or in
+  worker processes) with :class:`rlcloud.runner.loop.Trainer`.
+* ``agent``: the learner of the distributed mode: the same loop over a
+  :class:`rlcloud.runner.remote.RemoteVectorEnv` built from ``RLCLOUD_ENV_SERVERS``.
+* ``env-server``: serve one environment (:func:`rlcloud.runner.envserver.run_env_server`).
+
+Exit codes: 0 done; 2 spec error (do not retry); 3 environment/agent construction error (do not retry);
+143 terminated by SIGTERM after a checkpoint (retry ok); 130 interrupted by SIGINT after a checkpoint;
+anything else is a crash (retry ok).
+
+If ``RLCLOUD_RESULTS`` names a results location other than the work directory, the results syncer
+(``rlcloud.runner.sync.make_hooks(results, workdir)``, when that module exists) receives the loop's hooks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from rlcloud.errors import SpecError
+
+__all__ = [
+    "EXIT_CONSTRUCTION",
+    "EXIT_CRASH",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_SPEC",
+    "EXIT_TERMINATED",
+    "ROLES",
+    "main",
+    "parse_args",
+]
+
+logger = logging.getLogger("rlcloud.runner")
+
+EXIT_OK = 0
+EXIT_CRASH = 1
+EXIT_SPEC = 2
+EXIT_CONSTRUCTION = 3
+EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
+
+ROLES = ("single", "multi", "agent", "env-server")
+# The run mode each role serves: a spec of another mode handed to a role is a mistake of the caller.
+_ROLE_MODES = {"single": "single", "multi": "multi-threaded", "agent": "distributed", "env-server": "distributed"}
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Parse the runner's command line."""
+    parser = argparse.ArgumentParser(prog="python -m rlcloud.runner", description=__doc__.split("\n")[0])
+    parser.add_argument("--role", required=True, choices=ROLES, help="what this process does")
+    parser.add_argument("--index", type=int, default=0, help="index of this role (env servers: 0..N-1)")
+    parser.add_argument("--spec", required=True, help="path of the resolved ExperimentSpec (spec.yaml)")
+    parser.add_argument("--workdir", required=True, help="directory for checkpoints, metrics, summaries")
+    return parser.parse_args(argv)
+
+
+def _setup_logging(role: str, index: int, debug: bool = False) -> None:
+    prefix = f"{role}-{index}"
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(f"%(asctime)s {prefix} %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG if debug else logging.INFO)
+    if not debug:
+        # Tensorforce logs "No min_value bound specified for state." through the root logger for every
+        # unbounded state; absl logs each checkpoint shard: noise in a run's log.
+        for name in ("absl", "tensorflow", "h5py"):
+            logging.getLogger(name).setLevel(logging.WARNING)
+        root.addFilter(_TensorforceNoise())
+
+
+class _TensorforceNoise(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.name == "root" and "bound specified" in str(record.msg))
+
+
+def _load_spec(path: str) -> Any:
+    from rlcloud.specs import ExperimentSpec
+
+    return ExperimentSpec.from_file(path)
+
+
+def _make_hooks(workdir: Path) -> Any:
+    results = os.environ.get("RLCLOUD_RESULTS")
+    if not results:
+        return None
+    if not results.startswith("gs://") and Path(results).resolve() == workdir.resolve():
+        return None
+    try:
+        sync = importlib.import_module("rlcloud.runner.sync")
+    except ModuleNotFoundError:
+        logger.warning("RLCLOUD_RESULTS is set but no results syncer is installed; results stay in %s", workdir)
+        return None
+    return sync.make_hooks(results, workdir)
+
+
+def _install_signals(on_signal: Callable[[int], None]) -> Callable[[], None]:
+    previous: dict[int, Any] = {}
+
+    def handler(signum: int, _frame: FrameType | None) -> None:
+        on_signal(signum)
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        previous[signum] = signal.signal(signum, handler)
+
+    def restore() -> None:
+        for signum, old in previous.items():
+            with contextlib.suppress(ValueError, TypeError):
+                signal.signal(signum, old)
+
+    return restore
+
+
+def _train_role(args: argparse.Namespace, spec: Any, workdir: Path) -> int:
+    from rlcloud.runner.envs import validate_experiment
+    from rlcloud.runner.loop import Trainer
+
+    received: list[int] = []
+    trainer_box: list[Any] = []
+
+    def on_signal(signum: int) -> None:
+        received.append(signum)
+        logger.info("received %s: checkpointing and stopping", signal.Signals(signum).name)
+        if trainer_box:
+            trainer_box[0].request_stop(f"signal {signal.Signals(signum).name}")
+
+    restore = _install_signals(on_signal)
+    try:
+        try:
+            validate_experiment(spec, import_user_classes=True)
+            vector_env = None
+            if args.role == "agent":
+                from rlcloud.runner.remote import RemoteVectorEnv
+
+                vector_env = RemoteVectorEnv.from_environ()
+            trainer = Trainer(spec, workdir, vector_env=vector_env, hooks=_make_hooks(workdir))
+            trainer_box.append(trainer)
+            if received:
+                trainer.request_stop("signal before start")
+            trainer.setup()
+        except SpecError as exc:
+            logger.error("invalid spec: %s", exc)
+            return EXIT_SPEC
+        except Exception as exc:
+            if received:
+                logger.info("stopped during start-up")
+                return EXIT_TERMINATED if received[0] == signal.SIGTERM else EXIT_INTERRUPTED
+            logger.exception("could not build the environment or the agent: %s", exc)
+            return EXIT_CONSTRUCTION
+        result = trainer.run()
+        logger.info(
+            "%s: %d episodes, %d timesteps in %.0f s, mean return %s, checkpoint %s (%s)",
+            result.state,
+            result.episodes,
+            result.timesteps,
+            result.elapsed,
+            "-" if result.mean_return is None else f"{result.mean_return:.1f}",
+            result.checkpoint,
+            result.stop_reason,
+        )
+        if result.state == "stopped":
+            return EXIT_TERMINATED if received and received[0] == signal.SIGTERM else EXIT_INTERRUPTED
+        return EXIT_OK
+    finally:
+        restore()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one runner role; return its exit code (see the module docstring)."""
+    args = parse_args(argv)
+    _setup_logging(args.role, args.index)
+    workdir = Path(args.workdir)
+    try:
+        spec = _load_spec(args.spec)
+    except SpecError as exc:
+        logger.error("invalid spec %s: %s", args.spec, exc)
+        return EXIT_SPEC
+    except OSError as exc:
+        logger.error("cannot read the spec %s: %s", args.spec, exc)
+        return EXIT_SPEC
+    if spec.debug_logging:
+        _setup_logging(args.role, args.index, debug=True)
+    mode = str(spec.run_mode)
+    if _ROLE_MODES[args.role] != mode:
+        logger.error("role %s serves run_mode %s, but the spec says %s", args.role, _ROLE_MODES[args.role], mode)
+        return EXIT_SPEC
+    try:
+        if args.role == "env-server":
+            from rlcloud.runner.envs import validate_experiment
+
+            try:
+                validate_experiment(spec, import_user_classes=True)
+            except SpecError as exc:
+                logger.error("invalid spec: %s", exc)
+                return EXIT_SPEC
+            envserver = importlib.import_module("rlcloud.runner.envserver")
+            return int(envserver.run_env_server(spec, index=args.index, workdir=workdir))
+        return _train_role(args, spec, workdir)
+    except Exception:
+        logger.exception("%s-%d crashed", args.role, args.index)
+        return EXIT_CRASH
