@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from rlcloud.errors import WorkloadError
+from rlcloud.errors import SpecError, WorkloadError
 from rlcloud.runner.remote import (
     PROTOCOL_VERSION,
     ProtocolError,
@@ -48,6 +48,7 @@ from rlcloud.runner.remote import (
 __all__ = [
     "DEFAULT_IDLE_TIMEOUT",
     "DEFAULT_PORT",
+    "EXIT_CONSTRUCTION",
     "EXIT_FINISHED",
     "EXIT_TERMINATED",
     "EnvServer",
@@ -62,6 +63,7 @@ DEFAULT_PORT = 5000
 #: Exit when no agent has been connected for this long (it may take minutes to be scheduled on a cluster).
 DEFAULT_IDLE_TIMEOUT = 900.0
 EXIT_FINISHED = 0
+EXIT_CONSTRUCTION = 3
 EXIT_TERMINATED = 143
 # Reading the rest of a message that has started arriving should never take long; a peer that stalls
 # mid-message is treated as gone.
@@ -175,9 +177,7 @@ class EnvServer:
         except BlockingIOError:
             return
         if self._conn is not None:
-            logger.warning(
-                "%s: a new agent connected from %s; dropping the previous connection", self.name, peer[0]
-            )
+            logger.warning("%s: a new agent connected from %s; dropping the previous connection", self.name, peer[0])
             self._drop(selector)
         else:
             logger.info("%s: agent connected from %s", self.name, peer[0])
@@ -266,9 +266,7 @@ class EnvServer:
                     del self._returns[:-100]
                     self._episode_return = 0.0
                     states = self.environment.reset()
-                send_message(
-                    conn, {"type": "result", "reward": reward, "terminal": terminal}, {"states": states}
-                )
+                send_message(conn, {"type": "result", "reward": reward, "terminal": terminal}, {"states": states})
             elif kind == "close":
                 finished = bool(header.get("finished"))
                 send_message(conn, {"type": "bye"})
@@ -371,8 +369,8 @@ def run_env_server(
     """The env-server role: build the experiment's environment (same adapter, step limit and action
     repeat as every other run mode) and serve it; return the process exit code.
 
-    ``spec`` is an ExperimentSpec or its ``model_dump()``. Errors building the environment propagate
-    (SpecError / the environment's own), so the runner maps them to exit code 3 (do not retry).
+    ``spec`` is an ExperimentSpec or its ``model_dump()``. A SpecError propagates (the runner exits 2);
+    any other error building the environment is logged and gives exit code 3 (do not retry).
     ``workdir`` is accepted for symmetry with the other roles; an env server writes nothing there.
     """
     from rlcloud.runner.envs import make_env
@@ -380,11 +378,18 @@ def run_env_server(
     def field(name: str) -> Any:
         return spec.get(name) if isinstance(spec, Mapping) else getattr(spec, name)
 
-    environment = make_env(
-        field("environment"),
-        repeat_actions=field("repeat_actions") or 1,
-        max_timesteps_per_episode=field("max_timesteps_per_episode"),
-    )
+    try:
+        environment = make_env(
+            field("environment"),
+            repeat_actions=field("repeat_actions") or 1,
+            max_timesteps_per_episode=field("max_timesteps_per_episode"),
+        )
+    except SpecError:
+        raise
+    except Exception:
+        # e.g. gymnasium.make() rejecting a keyword argument: retrying cannot help (docs/contracts.md).
+        logger.exception("env-server-%d: could not build the environment %s", index, field("environment"))
+        return EXIT_CONSTRUCTION
     seed = field("seed")
     # Distinct, reproducible streams per server; far apart so that neighbouring seeds do not overlap.
     return serve_environment(

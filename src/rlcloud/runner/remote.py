@@ -39,10 +39,13 @@ import json
 import logging
 import math
 import os
+import signal
 import socket
 import struct
+import sys
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,15 +111,13 @@ def _array_entries(prefix: str, value: Any, out: list[tuple[str, np.ndarray]]) -
                 raise ProtocolError(f"state/action name {key!r} must not contain '/'")
             _array_entries(f"{prefix}/{key}", item, out)
         return
-    array = np.ascontiguousarray(value)
+    array = np.asarray(value, order="C")  # ascontiguousarray would turn a 0-d array into 1-d
     if array.dtype.kind not in _ALLOWED_KINDS:
         raise ProtocolError(f"{prefix}: dtype {array.dtype} cannot be sent (numeric or bool arrays only)")
     out.append((prefix, array))
 
 
-def send_message(
-    sock: socket.socket, header: Mapping[str, Any], values: Mapping[str, Any] | None = None
-) -> None:
+def send_message(sock: socket.socket, header: Mapping[str, Any], values: Mapping[str, Any] | None = None) -> None:
     """Send one framed message: a JSON header plus named arrays (or dicts of arrays) as raw bytes."""
     entries: list[tuple[str, np.ndarray]] = []
     for name, value in (values or {}).items():
@@ -208,10 +209,7 @@ def decode_spec(value: Any) -> Any:
     if isinstance(value, dict):
         if "__ndarray__" in value:
             return np.asarray(value["__ndarray__"], dtype=np.dtype(value["dtype"]))
-        return {
-            k: (tuple(v) if k == "shape" and isinstance(v, list) else decode_spec(v))
-            for k, v in value.items()
-        }
+        return {k: (tuple(v) if k == "shape" and isinstance(v, list) else decode_spec(v)) for k, v in value.items()}
     if isinstance(value, list):
         return [decode_spec(v) for v in value]
     return value
@@ -355,6 +353,10 @@ class RemoteVectorEnv:
 
     ``connect_timeout`` bounds the wait for every server at start and for a server that died to come
     back; ``step_timeout`` bounds one reset/step on a server before it counts as dead.
+
+    ``watch_signals`` (the agent role) chains a SIGTERM/SIGINT handler in front of the runner's: a
+    signal ends any wait for a server at once (the loop then checkpoints and stops), and tells
+    :meth:`close` to leave the servers waiting for the restarted agent instead of finishing them.
     """
 
     def __init__(
@@ -363,6 +365,7 @@ class RemoteVectorEnv:
         *,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         step_timeout: float = DEFAULT_STEP_TIMEOUT,
+        watch_signals: bool = False,
     ) -> None:
         addresses = [s if isinstance(s, ServerAddress) else parse_env_servers(s)[0] for s in servers]
         if not addresses:
@@ -373,13 +376,25 @@ class RemoteVectorEnv:
         #: How many times a server had to be reconnected mid-run (each ended one episode as truncated).
         self.reconnects = 0
         self._closed = False
-        self._connect([s for s in self._servers])
-        first = self._servers[0].spec or {}
-        self.states_spec: dict[str, Any] = decode_spec(first["states_spec"])
-        self.actions_spec: dict[str, Any] = decode_spec(first["actions_spec"])
-        self.max_episode_timesteps: int | None = first.get("max_episode_timesteps")
-        for server in self._servers[1:]:
-            self._check_same_spec(server)
+        self._interrupted = threading.Event()
+        self._last_states: list[Any] = [None] * len(self._servers)
+        self._restore_signals: Callable[[], None] = self._watch_signals() if watch_signals else (lambda: None)
+        try:
+            self._connect(list(self._servers))
+            first = self._servers[0].spec or {}
+            # What every server (and any server that comes back) must match, as received on the wire.
+            self._reference = {key: first[key] for key in ("states_spec", "actions_spec")}
+            self.states_spec: dict[str, Any] = decode_spec(first["states_spec"])
+            self.actions_spec: dict[str, Any] = decode_spec(first["actions_spec"])
+            self.max_episode_timesteps: int | None = first.get("max_episode_timesteps")
+            for server in self._servers[1:]:
+                self._check_same_spec(server)
+        except BaseException:
+            # Leave the servers that did answer free for the next agent.
+            for server in self._servers:
+                server.drop()
+            self._restore_signals()
+            raise
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> RemoteVectorEnv:
@@ -389,7 +404,7 @@ class RemoteVectorEnv:
         servers = parse_env_servers(env.get("RLCLOUD_ENV_SERVERS"), env.get("RLCLOUD_HOST_MAP"))
         connect_timeout = env_seconds(env, "RLCLOUD_CONNECT_TIMEOUT", DEFAULT_CONNECT_TIMEOUT)
         step_timeout = env_seconds(env, "RLCLOUD_STEP_TIMEOUT", DEFAULT_STEP_TIMEOUT)
-        return cls(servers, connect_timeout=connect_timeout, step_timeout=step_timeout)
+        return cls(servers, connect_timeout=connect_timeout, step_timeout=step_timeout, watch_signals=True)
 
     # -- properties the loop reads
 
@@ -403,6 +418,36 @@ class RemoteVectorEnv:
         """The env servers' addresses, in environment order."""
         return [s.address for s in self._servers]
 
+    # -- signals
+
+    def interrupt(self) -> None:
+        """End any wait for a server now, and make :meth:`close` leave the servers waiting (thread-safe)."""
+        self._interrupted.set()
+
+    def _watch_signals(self) -> Callable[[], None]:
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+        previous: dict[int, Any] = {}
+
+        def handler(signum: int, frame: Any) -> None:
+            self.interrupt()
+            chained = previous.get(signum)
+            if callable(chained):
+                chained(signum, frame)
+            elif chained == signal.SIG_DFL and signum == signal.SIGINT:
+                raise KeyboardInterrupt
+
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            previous[signum] = signal.signal(signum, handler)
+
+        def restore() -> None:
+            for signum, old in previous.items():
+                with contextlib.suppress(ValueError, TypeError):
+                    if signal.getsignal(signum) is handler:
+                        signal.signal(signum, old)
+
+        return restore
+
     # -- connection management
 
     def _connect(self, servers: list[_Server]) -> None:
@@ -414,6 +459,10 @@ class RemoteVectorEnv:
             pending = [s for s in pending if not s.try_connect(self.step_timeout)]
             if not pending:
                 break
+            if self._interrupted.is_set():
+                raise WorkloadError(
+                    "interrupted while waiting for env servers " + ", ".join(str(s.address) for s in pending)
+                )
             if time.monotonic() >= deadline:
                 names = [str(s.address) for s in pending]
                 raise EnvServersUnreachableError(
@@ -422,35 +471,51 @@ class RemoteVectorEnv:
                     "are running and RLCLOUD_ENV_SERVERS / RLCLOUD_HOST_MAP point at them)",
                     names,
                 )
-            time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+            self._interrupted.wait(min(delay, max(0.0, deadline - time.monotonic())))
             delay = min(delay * 2, 1.0)
 
     def _check_same_spec(self, server: _Server) -> None:
         spec = server.spec or {}
-        if (
-            decode_spec(spec["states_spec"]).keys() != self.states_spec.keys()
-            or spec["states_spec"] != encode_spec(self.states_spec)
-            or spec["actions_spec"] != encode_spec(self.actions_spec)
-        ):
+        if any(spec.get(key) != self._reference.get(key) for key in ("states_spec", "actions_spec")):
             raise EnvServerError(
                 f"env server {server.address} runs a different environment than {self._servers[0].address} "
                 "(states/actions specs differ): all env servers must run the experiment's spec"
             )
 
     def _revive(self, server: _Server, why: str) -> Any:
-        """Reconnect to a server that failed and reset it; return its first states."""
+        """Reconnect to a server that failed and reset it; return its first states.
+
+        Interrupted by a signal, it returns the server's last states instead (the loop checkpoints and
+        stops before acting on them) and leaves the server disconnected.
+        """
         server.drop()
         self.reconnects += 1
-        logger.warning(
-            "env server %s lost (%s); reconnecting, its episode ends as truncated", server.address, why
-        )
-        self._connect([server])
-        self._check_same_spec(server)
-        assert server.sock is not None
-        send_message(server.sock, {"type": "reset"})
-        _header, values = self._expect(server, "states")
-        logger.info("env server %s is back", server.address)
-        return values["states"]
+        logger.warning("env server %s lost (%s); reconnecting, its episode ends as truncated", server.address, why)
+        deadline = time.monotonic() + self.connect_timeout
+        while True:
+            try:
+                self._connect([server])
+                self._check_same_spec(server)
+                assert server.sock is not None
+                send_message(server.sock, {"type": "reset"})
+                _header, values = self._expect(server, "states")
+            except OSError as exc:
+                # Accepted the hello and died again (e.g. restarting twice): keep trying until the deadline.
+                server.drop()
+                if time.monotonic() >= deadline:
+                    raise EnvServersUnreachableError(
+                        f"env server {server.address} did not come back within {self.connect_timeout:g} s "
+                        f"({exc or type(exc).__name__})",
+                        [str(server.address)],
+                    ) from exc
+                continue
+            except WorkloadError:
+                if self._interrupted.is_set() and self._last_states[server.index] is not None:
+                    logger.info("stopping while env server %s is away", server.address)
+                    return self._last_states[server.index]
+                raise
+            logger.info("env server %s is back", server.address)
+            return values["states"]
 
     def _expect(self, server: _Server, kind: str) -> tuple[dict[str, Any], dict[str, Any]]:
         assert server.sock is not None
@@ -484,6 +549,7 @@ class RemoteVectorEnv:
                 except OSError as exc:
                     why = f"receive: {exc or type(exc).__name__}"
             states[server.index] = self._revive(server, why)
+        self._last_states = states
         return _stack(states)
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray]:
@@ -514,14 +580,23 @@ class RemoteVectorEnv:
                     continue
             states[server.index] = self._revive(server, failed[server.index])
             terminals[server.index] = 2
+        self._last_states = states
         return _stack(states), rewards, terminals
 
-    def close(self, finished: bool = True) -> None:
-        """Disconnect from every server. ``finished=True`` tells them the run is over, so they exit;
-        ``finished=False`` (e.g. the agent stops for a restart) leaves them waiting for the next agent."""
+    def close(self, finished: bool | None = None) -> None:
+        """Disconnect from every server (idempotent).
+
+        ``finished=True`` tells them the run is over, so they exit; ``finished=False`` leaves them waiting
+        for the next agent (it stops for a restart, or crashed and will be retried). ``None`` decides:
+        not finished when a signal was received (see ``watch_signals``) or an exception is on its way
+        (close called from a ``finally`` or ``__exit__`` while the run fails), finished otherwise.
+        """
         if self._closed:
             return
         self._closed = True
+        if finished is None:
+            finished = not self._interrupted.is_set() and sys.exc_info()[0] is None
+        self._restore_signals()
         for server in self._servers:
             if server.sock is None:
                 continue
@@ -541,7 +616,7 @@ class RemoteVectorEnv:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.close(finished=exc[0] is None)
+        self.close(finished=exc[0] is None and not self._interrupted.is_set())
 
 
 def _stack(items: list[Any]) -> Any:
