@@ -1,0 +1,280 @@
+"""The results store interface: one location (``gs://bucket/prefix`` or a directory), the same semantics.
+
+A :class:`Store` is rooted at one location; object names are ``/``-separated paths relative to that root
+(``metrics.jsonl``, ``checkpoints/LATEST``). Both implementations (``gcs.GcsStore``, ``local.LocalStore``)
+offer listing with size and CRC32C, byte and file transfers, idempotent deletes, and a conditional write
+(``if_generation_match``; ``0`` = only if absent) that the checkpoint ``LATEST`` pointer relies on.
+
+This module is light on purpose: ``google.cloud`` is imported only when a ``gs://`` URL is opened.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rlcloud.errors import SpecError, SpecProblem, StorageError
+
+__all__ = [
+    "ObjectInfo",
+    "ObjectList",
+    "PreconditionFailedError",
+    "Progress",
+    "Store",
+    "crc32c_of_bytes",
+    "crc32c_of_file",
+    "open_store",
+    "parse_gs_url",
+]
+
+#: ``progress(done_bytes, total_bytes)``: called as transfers complete (from the calling thread).
+Progress = Callable[[int, int], None]
+
+GS_FORM = (
+    "gs://BUCKET[/PREFIX] (bucket: 3-63 characters of a-z, 0-9, '-', '_', '.', "
+    "starting and ending with a letter or digit)"
+)
+
+# GCS bucket naming rules: lowercase letters, digits, '-', '_', '.'; 3-63 characters (up to 222 with
+# dots, each dot-separated part <= 63); starts and ends with a letter or digit.
+_BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")
+
+
+class PreconditionFailedError(StorageError):
+    """A conditional write found another generation than the one expected (someone else wrote first)."""
+
+    def __init__(self, message: str, *, name: str, expected: int) -> None:
+        super().__init__(message)
+        self.name = name
+        self.expected = expected
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    """One stored object: name relative to the store root, size in bytes, CRC32C and generation.
+
+    ``crc32c`` is the base64 of the big-endian CRC32C, as GCS reports it. ``generation`` changes with
+    every write (GCS object generation; a directory store uses the file's mtime in nanoseconds).
+    """
+
+    name: str
+    size: int
+    crc32c: str
+    generation: int
+    updated: float | None = None
+
+
+#: A listing, what ``Store.list`` returns (an alias: the method shadows ``list`` in class bodies).
+ObjectList = list[ObjectInfo]
+
+
+def crc32c_of_bytes(data: bytes) -> str:
+    """CRC32C of ``data`` in the GCS form (base64 of the 4 big-endian bytes)."""
+    import google_crc32c  # C extension; imported here to keep `import rlcloud` minimal
+
+    return base64.b64encode(google_crc32c.value(data).to_bytes(4, "big")).decode("ascii")
+
+
+def crc32c_of_file(path: str | os.PathLike[str], *, chunk_size: int = 4 << 20) -> str:
+    """CRC32C of a file's content in the GCS form, read in chunks (constant memory)."""
+    import google_crc32c
+
+    crc = 0
+    with open(path, "rb") as fh:
+        while chunk := fh.read(chunk_size):
+            crc = google_crc32c.extend(crc, chunk)
+    return base64.b64encode(crc.to_bytes(4, "big")).decode("ascii")
+
+
+def _check_name(name: str) -> str:
+    """Reject object names that would escape the store root or that GCS and a directory treat differently."""
+    if not name or name.startswith("/") or name.endswith("/"):
+        raise StorageError(f"invalid object name {name!r}: a relative path like 'dir/file.txt' is required")
+    parts = name.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        raise StorageError(f"invalid object name {name!r}: empty, '.' and '..' path parts are not allowed")
+    return name
+
+
+class Store(ABC):
+    """A results location. Names are relative to the store root; see the module docstring.
+
+    Contract for both implementations:
+
+    - ``list`` is recursive, sorted by name, and one logical listing call (GCS pages included).
+    - ``read_bytes`` of a missing object raises :class:`~rlcloud.errors.NotFoundError` naming it.
+    - ``write_bytes`` replaces atomically: a reader sees the old or the new content, never a mix.
+      With ``if_generation_match`` (``0`` = must not exist) it raises :class:`PreconditionFailedError`
+      when the stored generation differs.
+    - ``delete`` is idempotent: deleting a missing object is not an error.
+    - Transfers verify CRC32C; a mismatch that persists after retries raises ``StorageError``.
+    """
+
+    #: the location as a URL (``gs://bucket/prefix`` or ``file:///abs/dir``)
+    url: str
+
+    @abstractmethod
+    def child(self, prefix: str) -> Store:
+        """A store rooted at ``prefix`` below this one (e.g. one experiment under a results root)."""
+
+    @abstractmethod
+    def list(self, prefix: str = "") -> ObjectList:
+        """Every object whose name starts with ``prefix`` (recursive), sorted by name."""
+
+    @abstractmethod
+    def stat(self, name: str) -> ObjectInfo | None:
+        """The object's metadata, or None when it does not exist."""
+
+    def exists(self, name: str) -> bool:
+        """Whether the object exists."""
+        return self.stat(name) is not None
+
+    @abstractmethod
+    def read_bytes(self, name: str, *, start: int = 0) -> bytes:
+        """The object's content from byte ``start`` on (``start`` past the end gives ``b""``)."""
+
+    def read_text(self, name: str) -> str:
+        """The object's content decoded as UTF-8."""
+        return self.read_bytes(name).decode("utf-8")
+
+    @abstractmethod
+    def write_bytes(self, name: str, data: bytes, *, if_generation_match: int | None = None) -> ObjectInfo:
+        """Write ``data`` atomically; with ``if_generation_match`` only if the generation still matches."""
+
+    def write_text(self, name: str, text: str, *, if_generation_match: int | None = None) -> ObjectInfo:
+        """Write ``text`` as UTF-8 (see :meth:`write_bytes`)."""
+        return self.write_bytes(name, text.encode("utf-8"), if_generation_match=if_generation_match)
+
+    @abstractmethod
+    def upload_files(self, pairs: Sequence[tuple[Path, str]], *, progress: Progress | None = None) -> ObjectList:
+        """Upload ``(local path, name)`` pairs concurrently; returns what was stored, in input order."""
+
+    def upload_file(self, path: str | os.PathLike[str], name: str) -> ObjectInfo:
+        """Upload one file (see :meth:`upload_files`)."""
+        return self.upload_files([(Path(path), name)])[0]
+
+    @abstractmethod
+    def download_files(self, items: Sequence[tuple[ObjectInfo, Path]], *, progress: Progress | None = None) -> None:
+        """Download objects (as listed) to local paths concurrently, each written atomically and verified
+        against the listed CRC32C. Parent directories are created."""
+
+    def download_file(self, name: str, path: str | os.PathLike[str]) -> ObjectInfo:
+        """Download one object to ``path`` (atomically, CRC32C verified)."""
+        from rlcloud.errors import NotFoundError
+
+        info = self.stat(name)
+        if info is None:
+            raise NotFoundError(f"{self.describe(name)} does not exist")
+        self.download_files([(info, Path(path))])
+        return info
+
+    @abstractmethod
+    def delete(self, name: str) -> None:
+        """Delete an object; a missing object is not an error."""
+
+    def delete_many(self, names: Sequence[str]) -> None:
+        """Delete several objects (missing ones are skipped)."""
+        for name in names:
+            self.delete(name)
+
+    def describe(self, name: str = "") -> str:
+        """The URL of an object of this store (for messages)."""
+        return self.url.rstrip("/") + ("/" + name if name else "")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.url!r})"
+
+
+def parse_gs_url(url: str, *, field: str = "results") -> tuple[str, str]:
+    """Split ``gs://bucket/prefix`` into ``(bucket, prefix)``; the prefix has no leading/trailing '/'.
+
+    Raises :class:`~rlcloud.errors.SpecError` naming ``field``, the URL and the valid form.
+    """
+    if not url.startswith("gs://"):
+        raise SpecError([SpecProblem(field=field, message=f"not a gs:// URL; valid form: {GS_FORM}", value=url)])
+    rest = url[len("gs://") :]
+    bucket, _, prefix = rest.partition("/")
+    problems: list[str] = []
+    if not bucket:
+        problems.append("the bucket name is missing")
+    elif not _BUCKET_RE.match(bucket) or ".." in bucket or len(bucket) > 222:
+        problems.append(f"{bucket!r} is not a valid bucket name")
+    elif "." not in bucket and len(bucket) > 63:
+        problems.append(f"bucket name {bucket!r} is longer than 63 characters")
+    elif any(len(part) > 63 for part in bucket.split(".")):
+        problems.append(f"a dot-separated part of bucket name {bucket!r} is longer than 63 characters")
+    prefix = prefix.strip("/")
+    if prefix and any(p in ("", ".", "..") for p in prefix.split("/")):
+        problems.append(f"prefix {prefix!r} has an empty, '.' or '..' part")
+    if any(c in url for c in "\r\n\x00") or " " in bucket:
+        problems.append("it contains whitespace or control characters")
+    if problems:
+        raise SpecError(
+            [
+                SpecProblem(field=field, message=f"malformed GCS URL: {p}; valid form: {GS_FORM}", value=url)
+                for p in problems
+            ]
+        )
+    return bucket, prefix
+
+
+def open_store(
+    url: str | os.PathLike[str],
+    *,
+    client: Any = None,
+    credentials: Any = None,
+    project: str | None = None,
+    max_workers: int = 8,
+) -> Store:
+    """Open a results location: ``gs://bucket/prefix``, ``file:///dir`` or a plain directory path.
+
+    For ``gs://`` URLs, ``client`` (a ``google.cloud.storage.Client``) is used when given; otherwise
+    one is built from ``credentials`` (default: ``google.auth.default()``), or anonymously when
+    ``STORAGE_EMULATOR_HOST`` is set. No network call is made here: a missing bucket or a denied
+    permission surfaces on first use as :class:`~rlcloud.errors.NotFoundError` /
+    :class:`~rlcloud.errors.AuthError` naming the location. ``max_workers`` bounds concurrent transfers.
+    A directory store creates its directory on first write.
+    """
+    text = os.fspath(url)
+    if not text:
+        raise SpecError(
+            [SpecProblem(field="results", message="empty location; give gs://BUCKET[/PREFIX] or a directory")]
+        )
+    if text.startswith("gs:"):
+        bucket, prefix = parse_gs_url(text)
+        from rlcloud.storage.gcs import GcsStore  # google.cloud only when a gs:// URL is used
+
+        return GcsStore(
+            bucket, prefix, client=client, credentials=credentials, project=project, max_workers=max_workers
+        )
+    if "://" in text and not text.startswith("file://"):
+        scheme = text.split("://", 1)[0]
+        raise SpecError(
+            [
+                SpecProblem(
+                    field="results",
+                    message=f"unsupported scheme {scheme!r}; valid: gs://BUCKET[/PREFIX], file:///DIR or a directory",
+                    value=text,
+                )
+            ]
+        )
+    from rlcloud.storage.local import LocalStore
+
+    if text.startswith("file://"):
+        path = text[len("file://") :]
+        if not path.startswith("/"):
+            raise SpecError(
+                [
+                    SpecProblem(
+                        field="results", message="file:// URLs need an absolute path: file:///abs/dir", value=text
+                    )
+                ]
+            )
+        return LocalStore(Path(path), max_workers=max_workers)
+    return LocalStore(Path(text).expanduser(), max_workers=max_workers)

@@ -1,0 +1,173 @@
+"""Reading results from a store, for the Experiment facade and the CLI.
+
+- :func:`download` mirrors a store (or a part of it) into a directory, fetching only what is missing or
+  differs (size + CRC32C), each file CRC32C-verified and written atomically.
+- :func:`read_metrics`, :func:`read_evaluation`, :func:`read_progress` read one object each, without
+  downloading anything else; :func:`read_logs` / :func:`tail_log` read the roles' logs.
+- :func:`sync_tensorboard` keeps a local copy of ``summaries/`` for TensorBoard.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlcloud.errors import NotFoundError, StorageError
+from rlcloud.storage.base import ObjectInfo, Progress, Store, crc32c_of_file
+
+__all__ = [
+    "DownloadReport",
+    "download",
+    "read_evaluation",
+    "read_logs",
+    "read_metrics",
+    "read_progress",
+    "sync_tensorboard",
+    "tail_log",
+]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class DownloadReport:
+    """What :func:`download` did: names fetched, names already up to date, bytes fetched."""
+
+    downloaded: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    bytes_downloaded: int = 0
+
+
+def _up_to_date(info: ObjectInfo, path: Path) -> bool:
+    try:
+        if path.stat().st_size != info.size:
+            return False
+    except OSError:
+        return False
+    return crc32c_of_file(path) == info.crc32c
+
+
+def download(
+    store: Store,
+    dest: str | os.PathLike[str],
+    *,
+    prefix: str = "",
+    progress: Progress | None = None,
+) -> DownloadReport:
+    """Mirror the objects under ``prefix`` into ``dest`` (same relative paths), incrementally.
+
+    Files already in ``dest`` with the same size and CRC32C are kept; the others are downloaded
+    concurrently, verified and renamed into place. Local files absent from the store are left alone.
+    ``progress(done_bytes, total_bytes)`` is called as files complete.
+    """
+    root = Path(dest)
+    root.mkdir(parents=True, exist_ok=True)
+    report = DownloadReport()
+    todo: list[tuple[ObjectInfo, Path]] = []
+    for info in store.list(prefix):
+        path = root / info.name
+        if _up_to_date(info, path):
+            report.unchanged.append(info.name)
+        else:
+            todo.append((info, path))
+    if todo:
+        store.download_files(todo, progress=progress)
+    elif progress:
+        progress(0, 0)
+    report.downloaded = [info.name for info, _ in todo]
+    report.bytes_downloaded = sum(info.size for info, _ in todo)
+    return report
+
+
+def _read_jsonl(store: Store, name: str) -> list[dict[str, Any]]:
+    try:
+        data = store.read_bytes(name)
+    except NotFoundError:
+        return []
+    records: list[dict[str, Any]] = []
+    for line in data.decode("utf-8", errors="replace").splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            # A torn last line: the writer was mid-append when the file was synced.
+            logger.debug("%s: skipping a torn line", store.describe(name))
+            continue
+        if isinstance(record, dict):
+            records.append(record)
+    return records
+
+
+def read_metrics(store: Store) -> list[dict[str, Any]]:
+    """The training episodes recorded so far (``metrics.jsonl``), oldest first; [] when none yet."""
+    return _read_jsonl(store, "metrics.jsonl")
+
+
+def read_evaluation(store: Store) -> list[dict[str, Any]]:
+    """The evaluation episodes recorded so far (``evaluation.jsonl``); [] when none yet."""
+    return _read_jsonl(store, "evaluation.jsonl")
+
+
+def read_progress(store: Store) -> dict[str, Any] | None:
+    """The learner's latest counters (``progress.json``), or None when it has not written any yet."""
+    try:
+        data = store.read_bytes("progress.json")
+    except NotFoundError:
+        return None
+    try:
+        value = json.loads(data)
+    except json.JSONDecodeError as exc:
+        raise StorageError(f"{store.describe('progress.json')} is not valid JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise StorageError(f"{store.describe('progress.json')} holds {type(value).__name__}, expected an object")
+    return value
+
+
+def read_logs(store: Store) -> dict[str, str]:
+    """Each role's log (``logs/<role>-<index>.log``) keyed by ``<role>-<index>``."""
+    out: dict[str, str] = {}
+    for info in store.list("logs/"):
+        if not info.name.endswith(".log"):
+            continue
+        key = info.name[len("logs/") : -len(".log")]
+        try:
+            out[key] = store.read_bytes(info.name).decode("utf-8", errors="replace")
+        except NotFoundError:
+            continue
+    return out
+
+
+def tail_log(store: Store, role: str, offset: int = 0) -> tuple[str, int]:
+    """New text of ``logs/<role>.log`` from byte ``offset``, and the offset to pass next time.
+
+    For ``follow``-style polling: only the bytes after ``offset`` are transferred. A log that shrank
+    (replaced by a restarted runner) is read again from the start.
+    """
+    name = f"logs/{role}.log"
+    info = store.stat(name)
+    if info is None:
+        return "", offset
+    if info.size < offset:
+        offset = 0
+    if info.size == offset:
+        return "", offset
+    data = store.read_bytes(name, start=offset)
+    # Cut at the last newline so a line is never split between two polls.
+    cut = data.rfind(b"\n") + 1
+    if cut == 0:
+        return "", offset
+    return data[:cut].decode("utf-8", errors="replace"), offset + cut
+
+
+def sync_tensorboard(store: Store, dest: str | os.PathLike[str], *, progress: Progress | None = None) -> Path:
+    """Download ``summaries/`` into ``dest`` incrementally; returns the logdir to give TensorBoard."""
+    download(store, dest, prefix="summaries/", progress=progress)
+    logdir = Path(dest) / "summaries"
+    logdir.mkdir(parents=True, exist_ok=True)
+    return logdir

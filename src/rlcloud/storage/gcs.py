@@ -1,0 +1,471 @@
+"""The results store in Google Cloud Storage (google-cloud-storage only).
+
+Loaded only for ``gs://`` URLs, so ``import rlcloud`` never imports ``google.cloud``. Every Google
+error is translated here, in one place (:func:`_translate`), into the rlcloud error tree:
+
+- 404 on a bucket -> ``NotFoundError`` naming the bucket; on an object -> ``NotFoundError`` naming it
+- 401/403, missing or unusable credentials -> ``AuthError`` naming the location and the role needed
+- 412 on a conditional write -> ``PreconditionFailedError`` (a ``StorageError``)
+- anything else, after the client library's retries -> ``StorageError``
+
+Many files go through ``transfer_manager`` with thread workers (threads, not processes: the runner
+process holds TensorFlow, and forking it is unsafe); large downloads are split into concurrent ranged
+reads with ``download_chunks_concurrently``. Large uploads go as one resumable upload each, in
+parallel with the others: the chunked XML multipart upload is not offered by every endpoint.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from rlcloud.errors import AuthError, NotFoundError, RLCloudError, StorageError
+from rlcloud.storage.base import (
+    ObjectInfo,
+    ObjectList,
+    PreconditionFailedError,
+    Progress,
+    Store,
+    _check_name,
+    crc32c_of_file,
+)
+
+__all__ = ["ROLE_NEEDED", "GcsStore"]
+
+ROLE_NEEDED = "roles/storage.objectAdmin"
+_LIST_FIELDS = "items(name,size,crc32c,generation,updated),nextPageToken"
+_T = TypeVar("_T")
+
+
+class GcsStore(Store):
+    """A results location ``gs://bucket/prefix``.
+
+    ``client`` is a ``google.cloud.storage.Client``; when None one is built on first use from
+    ``credentials`` (default: ``google.auth.default()``; anonymous when ``STORAGE_EMULATOR_HOST`` is set).
+    ``retry_initial_s`` / ``retry_timeout_s`` tune the client library's exponential back-off (tests use
+    short ones). Files of at least ``large_file_bytes`` are downloaded as concurrent ranged reads.
+    """
+
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str = "",
+        *,
+        client: Any = None,
+        credentials: Any = None,
+        project: str | None = None,
+        max_workers: int = 8,
+        retry_initial_s: float = 1.0,
+        retry_timeout_s: float = 120.0,
+        large_file_bytes: int = 32 << 20,
+    ) -> None:
+        self.bucket_name = bucket
+        self.prefix = prefix.strip("/")
+        self.url = f"gs://{bucket}" + (f"/{self.prefix}" if self.prefix else "")
+        self.max_workers = max(1, max_workers)
+        self.retry_initial_s = retry_initial_s
+        self.retry_timeout_s = retry_timeout_s
+        self.large_file_bytes = large_file_bytes
+        self._client = client
+        self._credentials = credentials
+        self._project = project
+        self._lock = threading.Lock()
+        self._bucket: Any = None
+        self._retry: Any = None
+
+    # -- plumbing --------------------------------------------------------------------------------
+
+    @property
+    def client(self) -> Any:
+        """The ``google.cloud.storage.Client`` in use (built on first use when none was given)."""
+        with self._lock:
+            if self._client is None:
+                self._client = _build_client(self._credentials, self._project, self.max_workers, self.url)
+            return self._client
+
+    @property
+    def bucket(self) -> Any:
+        """The ``google.cloud.storage.Bucket`` (no request is made to build it)."""
+        if self._bucket is None:
+            self._bucket = self.client.bucket(self.bucket_name)
+        return self._bucket
+
+    @property
+    def retry(self) -> Any:
+        """The ``google.api_core`` retry policy passed to every call."""
+        if self._retry is None:
+            from google.cloud.storage.retry import DEFAULT_RETRY
+
+            self._retry = DEFAULT_RETRY.with_delay(
+                initial=self.retry_initial_s, maximum=max(self.retry_initial_s, 32 * self.retry_initial_s)
+            ).with_timeout(self.retry_timeout_s)
+        return self._retry
+
+    def _key(self, name: str) -> str:
+        _check_name(name)
+        return f"{self.prefix}/{name}" if self.prefix else name
+
+    def _name(self, key: str) -> str:
+        return key[len(self.prefix) + 1 :] if self.prefix else key
+
+    def _info(self, blob: Any) -> ObjectInfo:
+        updated = blob.updated.timestamp() if getattr(blob, "updated", None) else None
+        return ObjectInfo(
+            name=self._name(blob.name),
+            size=int(blob.size or 0),
+            crc32c=blob.crc32c or "",
+            generation=int(blob.generation or 0),
+            updated=updated,
+        )
+
+    def _call(self, what: str, fn: Callable[[], _T], *, name: str | None = None) -> _T:
+        try:
+            return fn()
+        except RLCloudError:
+            raise
+        except Exception as exc:
+            raise _translate(exc, self, what, name) from exc
+
+    # -- Store -----------------------------------------------------------------------------------
+
+    def child(self, prefix: str) -> GcsStore:
+        """A store for ``gs://bucket/<prefix>/<sub>``, sharing this store's client."""
+        sub = _check_name(prefix.strip("/"))
+        other = GcsStore(
+            self.bucket_name,
+            f"{self.prefix}/{sub}" if self.prefix else sub,
+            client=self.client,
+            max_workers=self.max_workers,
+            retry_initial_s=self.retry_initial_s,
+            retry_timeout_s=self.retry_timeout_s,
+            large_file_bytes=self.large_file_bytes,
+        )
+        return other
+
+    def list(self, prefix: str = "") -> ObjectList:
+        """One listing (all pages) of the objects under ``prefix``, sorted by name."""
+        key_prefix = (self.prefix + "/" if self.prefix else "") + prefix
+
+        def run() -> ObjectList:
+            blobs = self.client.list_blobs(
+                self.bucket_name, prefix=key_prefix or None, fields=_LIST_FIELDS, retry=self.retry
+            )
+            return sorted((self._info(b) for b in blobs), key=lambda o: o.name)
+
+        return self._call(f"listing {self.describe(prefix)}", run)
+
+    def stat(self, name: str) -> ObjectInfo | None:
+        """The object's metadata, or None when it (or the bucket) does not exist."""
+        blob = self._call(
+            f"reading metadata of {self.describe(name)}",
+            lambda: self.bucket.get_blob(self._key(name), retry=self.retry),
+            name=name,
+        )
+        return None if blob is None else self._info(blob)
+
+    def read_bytes(self, name: str, *, start: int = 0) -> bytes:
+        """The object's content from byte ``start`` (CRC32C checked when reading it whole)."""
+        from google.api_core import exceptions as gexc
+
+        blob = self.bucket.blob(self._key(name))
+
+        def run() -> bytes:
+            try:
+                return bytes(
+                    blob.download_as_bytes(
+                        start=start or None,
+                        checksum="auto" if not start else None,
+                        retry=self.retry,
+                    )
+                )
+            except gexc.RequestRangeNotSatisfiable:
+                return b""
+
+        return self._call(f"reading {self.describe(name)}", run, name=name)
+
+    def write_bytes(self, name: str, data: bytes, *, if_generation_match: int | None = None) -> ObjectInfo:
+        """Upload ``data`` in one request; with ``if_generation_match`` as a GCS precondition."""
+        blob = self.bucket.blob(self._key(name))
+        self._call(
+            f"writing {self.describe(name)}",
+            lambda: blob.upload_from_string(
+                data,
+                content_type=_content_type(name),
+                if_generation_match=if_generation_match,
+                retry=self.retry,
+            ),
+            name=name,
+        )
+        return self._info(blob)
+
+    def upload_files(self, pairs: Sequence[tuple[Path, str]], *, progress: Progress | None = None) -> ObjectList:
+        """Upload files with ``transfer_manager.upload_many`` (threads), retrying failed ones.
+
+        Each stored object's CRC32C (computed by the server) must equal the local file's: a mismatch
+        means the file changed during the upload, and the object reflects the bytes actually sent.
+        """
+        from google.cloud.storage import transfer_manager as tm
+
+        results: builtins.list[ObjectInfo | None] = [None] * len(pairs)
+        sizes = [_size(p) for p, _ in pairs]
+        total, done = sum(sizes), 0
+        pending = list(range(len(pairs)))
+        # Batches give progress while the pool stays full; a batch is a few rounds of workers.
+        batch_len = self.max_workers * 4
+        attempt = 0
+        while pending:
+            failed: builtins.list[tuple[int, BaseException]] = []
+            for lo in range(0, len(pending), batch_len):
+                batch = pending[lo : lo + batch_len]
+                blobs = [self.bucket.blob(self._key(pairs[i][1])) for i in batch]
+                outcome = tm.upload_many(
+                    [(str(pairs[i][0]), b) for i, b in zip(batch, blobs, strict=True)],
+                    upload_kwargs={"retry": self.retry, "checksum": "auto"},
+                    worker_type=tm.THREAD,
+                    max_workers=self.max_workers,
+                    raise_exception=False,
+                )
+                for i, blob, res in zip(batch, blobs, outcome, strict=True):
+                    if isinstance(res, BaseException):
+                        failed.append((i, res))
+                        continue
+                    results[i] = self._info(blob)
+                    done += sizes[i]
+                if progress:
+                    progress(done, total)
+            pending = [i for i, _ in failed]
+            if failed:
+                attempt += 1
+                i, exc = failed[0]
+                name = pairs[i][1]
+                err = _translate(exc, self, f"uploading {pairs[i][0]} to {self.describe(name)}", name)
+                if isinstance(exc, FileNotFoundError):
+                    err = NotFoundError(f"local file {pairs[i][0]} does not exist (uploading to {self.describe(name)})")
+                # Only transient failures deserve another round; the library retried each already.
+                if attempt >= 3 or isinstance(err, AuthError | NotFoundError) or not _transient(exc):
+                    raise err from exc
+                time.sleep(self.retry_initial_s * attempt)
+        return [r for r in results if r is not None]
+
+    def download_files(self, items: Sequence[tuple[ObjectInfo, Path]], *, progress: Progress | None = None) -> None:
+        """Download objects concurrently (ranged reads for large ones), each to a temporary file that is
+        CRC32C-checked against the listing and then renamed into place."""
+        from google.cloud.storage import transfer_manager as tm
+
+        total = sum(info.size for info, _ in items)
+        done = 0
+        small = [(info, Path(dst)) for info, dst in items if info.size < self.large_file_bytes]
+        large = [(info, Path(dst)) for info, dst in items if info.size >= self.large_file_bytes]
+        batch_len = self.max_workers * 4
+
+        def finish(info: ObjectInfo, tmp: Path, dst: Path) -> None:
+            got = crc32c_of_file(tmp)
+            if got != info.crc32c:
+                now = self.stat(info.name)  # rewritten since listed? accept the newer, consistent copy
+                if now is None or now.crc32c != got:
+                    tmp.unlink(missing_ok=True)
+                    raise StorageError(
+                        f"checksum mismatch downloading {self.describe(info.name)} to {dst}: "
+                        f"expected crc32c {info.crc32c}, got {got}"
+                    )
+            os.replace(tmp, dst)
+
+        for lo in range(0, len(small), batch_len):
+            batch = small[lo : lo + batch_len]
+            tmps = [_tmp_path(dst) for _, dst in batch]
+            blobs = [self.bucket.blob(self._key(info.name)) for info, _ in batch]
+            try:
+                outcome = tm.download_many(
+                    [(b, str(t)) for b, t in zip(blobs, tmps, strict=True)],
+                    download_kwargs={"retry": self.retry, "checksum": "auto"},
+                    worker_type=tm.THREAD,
+                    max_workers=self.max_workers,
+                    raise_exception=False,
+                )
+                for (info, dst), tmp, res in zip(batch, tmps, outcome, strict=True):
+                    if isinstance(res, BaseException):
+                        # One more plain attempt: transfer_manager already used the library's retries.
+                        self._download_one(info, tmp, first_error=res)
+                    finish(info, tmp, dst)
+                    done += info.size
+            finally:
+                for tmp in tmps:
+                    tmp.unlink(missing_ok=True)
+            if progress:
+                progress(done, total)
+
+        for info, dst in large:
+            tmp = _tmp_path(dst)
+            try:
+                self._download_large(info, tmp, dst)
+                finish(info, tmp, dst)
+            finally:
+                tmp.unlink(missing_ok=True)
+            done += info.size
+            if progress:
+                progress(done, total)
+
+    def _download_large(self, info: ObjectInfo, tmp: Path, dst: Path) -> None:
+        from google.cloud.storage import transfer_manager as tm
+
+        blob = self.bucket.blob(self._key(info.name))
+
+        def run() -> None:
+            tm.download_chunks_concurrently(
+                blob,
+                str(tmp),
+                chunk_size=8 << 20,
+                download_kwargs={"retry": self.retry},
+                worker_type=tm.THREAD,
+                max_workers=self.max_workers,
+                crc32c_checksum=True,
+            )
+
+        self._call(f"downloading {self.describe(info.name)} to {dst}", run, name=info.name)
+
+    def _download_one(self, info: ObjectInfo, tmp: Path, *, first_error: BaseException) -> None:
+        err = _translate(first_error, self, f"downloading {self.describe(info.name)}", info.name)
+        if isinstance(err, AuthError | NotFoundError) or not _transient(first_error):
+            raise err from first_error
+        blob = self.bucket.blob(self._key(info.name))
+        self._call(
+            f"downloading {self.describe(info.name)}",
+            lambda: blob.download_to_filename(str(tmp), checksum="auto", retry=self.retry),
+            name=info.name,
+        )
+
+    def delete(self, name: str) -> None:
+        """Delete the object; a missing one is fine."""
+        from google.api_core import exceptions as gexc
+
+        blob = self.bucket.blob(self._key(name))
+
+        def run() -> None:
+            with contextlib.suppress(gexc.NotFound):
+                blob.delete(retry=self.retry)
+
+        self._call(f"deleting {self.describe(name)}", run, name=name)
+
+    def delete_many(self, names: Sequence[str]) -> None:
+        """Delete objects concurrently (missing ones are fine)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=self.max_workers) as pool:
+            list(pool.map(self.delete, names))
+
+
+# -- helpers -------------------------------------------------------------------------------------
+
+
+def _build_client(credentials: Any, project: str | None, max_workers: int, url: str) -> Any:
+    """A storage client with a connection pool sized for ``max_workers`` concurrent transfers."""
+    import google.auth.exceptions
+    from google.cloud import storage
+
+    try:
+        if credentials is None and os.environ.get("STORAGE_EMULATOR_HOST"):
+            from google.auth.credentials import AnonymousCredentials
+
+            credentials = AnonymousCredentials()
+        client = storage.Client(project=project, credentials=credentials)
+    except google.auth.exceptions.DefaultCredentialsError as exc:
+        raise AuthError(
+            f"no Google credentials found for {url}: run `gcloud auth application-default login`, set "
+            f"GOOGLE_APPLICATION_CREDENTIALS to a service-account key file, or pass credentials=; the "
+            f"account needs {ROLE_NEEDED} on the bucket"
+        ) from exc
+    _size_pool(client, max_workers)
+    return client
+
+
+def _size_pool(client: Any, max_workers: int) -> None:
+    # requests keeps 10 connections per host by default; more workers than that would open and drop a
+    # connection per request ("Connection pool is full"), which costs a TCP (and TLS) handshake each.
+    import requests.adapters
+
+    session = client._http  # the client's AuthorizedSession; built lazily by the property
+    adapter = requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=max(10, 2 * max_workers))
+    session.mount("https://", adapter)
+    session.mount("http://", adapter)
+
+
+def _translate(exc: BaseException, store: GcsStore, what: str, name: str | None) -> RLCloudError:
+    """Map a Google/transport error to the rlcloud tree, naming the location (never credentials)."""
+    import google.auth.exceptions
+    from google.api_core import exceptions as gexc
+    from google.cloud.storage.exceptions import DataCorruption, InvalidResponse
+
+    bucket_url = f"gs://{store.bucket_name}"
+    if isinstance(exc, RLCloudError):
+        return exc
+    if isinstance(exc, gexc.PreconditionFailed):
+        return PreconditionFailedError(
+            f"{what}: the object changed (generation precondition failed)", name=name or "", expected=-1
+        )
+    if isinstance(exc, gexc.Forbidden | gexc.Unauthorized) or (
+        isinstance(exc, InvalidResponse) and getattr(exc.response, "status_code", None) in (401, 403)
+    ):
+        return AuthError(
+            f"permission denied {what}: the credentials' account needs {ROLE_NEEDED} on bucket {bucket_url} "
+            f"(location {store.url}); server said: {_message(exc)}"
+        )
+    if isinstance(exc, google.auth.exceptions.DefaultCredentialsError | google.auth.exceptions.RefreshError):
+        return AuthError(f"Google credentials are missing or invalid ({what}); {_message(exc)}")
+    if isinstance(exc, gexc.NotFound) or (
+        isinstance(exc, InvalidResponse) and getattr(exc.response, "status_code", None) == 404
+    ):
+        if name is None or _bucket_missing(store, exc):
+            return NotFoundError(f"bucket {bucket_url} does not exist (location {store.url})")
+        return NotFoundError(f"{store.describe(name)} does not exist")
+    if isinstance(exc, DataCorruption):
+        return StorageError(f"checksum mismatch {what}: {_message(exc)}")
+    return StorageError(f"{what} failed: {type(exc).__name__}: {_message(exc)}")
+
+
+def _bucket_missing(store: GcsStore, exc: BaseException) -> bool:
+    text = _message(exc).lower()
+    if "bucket" in text and ("not exist" in text or "not found" in text):
+        return True
+    try:
+        return not store.bucket.exists(retry=store.retry)
+    except Exception:
+        return False
+
+
+def _message(exc: BaseException) -> str:
+    msg = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+    return msg if len(msg) < 400 else msg[:397] + "..."
+
+
+def _transient(exc: BaseException) -> bool:
+    from google.cloud.storage.exceptions import DataCorruption
+    from google.cloud.storage.retry import _should_retry
+
+    return isinstance(exc, DataCorruption | ConnectionError | TimeoutError | OSError) or bool(_should_retry(exc))
+
+
+def _content_type(name: str) -> str:
+    if name.endswith((".json", ".jsonl")):
+        return "application/json"
+    if name.endswith((".txt", ".log", ".yaml")) or name.rsplit("/", 1)[-1] == "LATEST":
+        return "text/plain"
+    return "application/octet-stream"
+
+
+def _tmp_path(dst: Path) -> Path:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    return dst.with_name(f".rlcloud-tmp-{uuid.uuid4().hex[:12]}-{dst.name}")
+
+
+def _size(path: Path) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0

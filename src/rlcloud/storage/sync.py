@@ -1,0 +1,504 @@
+"""Incremental sync of a local results directory to a store, atomic checkpoint publication, and resume.
+
+:class:`Syncer` mirrors ``local_dir`` to a :class:`~rlcloud.storage.base.Store`:
+
+- one listing call per sync; a file is uploaded only when the stored object is missing or differs in
+  size or CRC32C (local CRCs are cached by size/mtime/inode, so an unchanged file is not re-read);
+- checkpoints follow the protocol of docs/contracts.md: the files of ``checkpoints/<name>/`` first, then
+  ``checkpoints/LATEST`` written with a generation precondition. A checkpoint directory is uploaded only
+  once the local ``checkpoints/LATEST`` names it (it is complete then), so readers that follow
+  ``LATEST`` never see half a checkpoint, even if the uploader dies between two files;
+- checkpoint directories that this syncer saw locally and that the runner has since pruned are deleted
+  from the store after ``LATEST`` has moved on;
+- hidden files and directories (``.progress.json.tmp-123``, ``checkpoints/.tmp-ckpt-...``) are skipped.
+
+:meth:`Syncer.start` runs it every N seconds in a thread (and once more at :meth:`Syncer.stop` and at
+interpreter exit); :class:`SyncHook` adapts it to the runner loop's hooks, :func:`make_hooks` builds
+that from ``RLCLOUD_RESULTS``. :func:`restore_latest` brings the latest complete checkpoint (and the
+metrics, progress and logs) into an empty local directory so that a restarted runner continues.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import fnmatch
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from rlcloud.errors import NotFoundError, StorageError
+from rlcloud.storage.base import ObjectInfo, PreconditionFailedError, Store, crc32c_of_file, open_store
+
+__all__ = [
+    "CHECKPOINTS",
+    "LATEST",
+    "RESTORED_FILES",
+    "SyncHook",
+    "SyncReport",
+    "Syncer",
+    "make_hooks",
+    "read_latest",
+    "restore_latest",
+]
+
+logger = logging.getLogger(__name__)
+
+CHECKPOINTS = "checkpoints/"
+LATEST = "checkpoints/LATEST"
+#: What a resumed runner needs besides the checkpoint: its appended records and its logs.
+RESTORED_FILES = ("metrics.jsonl", "evaluation.jsonl", "progress.json")
+RESTORED_PREFIXES = ("logs/",)
+# A file modified this recently may change again within the file system's mtime granularity: re-hash it.
+_FRESH_S = 2.0
+
+
+@dataclass
+class SyncReport:
+    """What one :meth:`Syncer.sync` did."""
+
+    uploaded: list[str] = field(default_factory=list)
+    bytes_uploaded: int = 0
+    unchanged: int = 0
+    deleted: list[str] = field(default_factory=list)
+    published: str | None = None
+    listing_calls: int = 0
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class _LocalFile:
+    path: Path
+    size: int
+    crc32c: str
+
+
+def read_latest(store: Store) -> tuple[str, int] | None:
+    """The checkpoint name ``checkpoints/LATEST`` holds and that object's generation, or None."""
+    for _ in range(3):
+        info = store.stat(LATEST)
+        if info is None:
+            return None
+        try:
+            name = store.read_text(LATEST).strip()
+        except NotFoundError:
+            continue  # deleted between stat and read: look again
+        return (name, info.generation) if name else None
+    return None
+
+
+class Syncer:
+    """Mirror ``local_dir`` to ``store`` incrementally; see the module docstring.
+
+    ``exclude``: extra glob patterns (matched against the relative path and the file name) to skip.
+    ``max_attempts`` bounds how often one sync retries files whose upload failed transiently.
+    """
+
+    def __init__(
+        self,
+        local_dir: str | os.PathLike[str],
+        store: Store,
+        *,
+        exclude: Sequence[str] = (),
+        prune_checkpoints: bool = True,
+    ) -> None:
+        self.local_dir = Path(local_dir)
+        self.store = store
+        self.exclude = tuple(exclude)
+        self.prune_checkpoints = prune_checkpoints
+        self._lock = threading.Lock()
+        self._crc_cache: dict[str, tuple[int, int, int, str]] = {}
+        self._published: tuple[str, int] | None = None  # (name, generation) of the stored LATEST
+        self._seen_checkpoints: set[str] = set()
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._interval = 30.0
+        self._atexit_registered = False
+        self._previous_sigterm: Any = None
+        self.last_report: SyncReport | None = None
+        self.last_error: BaseException | None = None
+        self.syncs = 0
+
+    # -- local side ------------------------------------------------------------------------------
+
+    def _skipped(self, rel: str) -> bool:
+        parts = rel.split("/")
+        if any(p.startswith(".") for p in parts):
+            return True
+        return any(fnmatch.fnmatch(rel, pat) or fnmatch.fnmatch(parts[-1], pat) for pat in self.exclude)
+
+    def _crc(self, rel: str, path: Path, st: os.stat_result) -> str:
+        key = (st.st_size, st.st_mtime_ns, st.st_ino)
+        cached = self._crc_cache.get(rel)
+        if cached and cached[:3] == key and time.time() - st.st_mtime > _FRESH_S:
+            return cached[3]
+        crc = crc32c_of_file(path)
+        self._crc_cache[rel] = (*key, crc)
+        return crc
+
+    def _scan(self) -> dict[str, _LocalFile]:
+        files: dict[str, _LocalFile] = {}
+        if not self.local_dir.is_dir():
+            return files
+        for dirpath, dirnames, filenames in os.walk(self.local_dir):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            for fname in filenames:
+                path = Path(dirpath, fname)
+                rel = path.relative_to(self.local_dir).as_posix()
+                if self._skipped(rel):
+                    continue
+                try:
+                    st = path.stat()
+                    crc = self._crc(rel, path, st)
+                except FileNotFoundError:  # replaced or pruned while scanning
+                    continue
+                files[rel] = _LocalFile(path, st.st_size, crc)
+        return files
+
+    def _local_latest(self) -> str | None:
+        try:
+            name = (self.local_dir / LATEST).read_text(encoding="utf-8").strip()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        return name or None
+
+    # -- the sync --------------------------------------------------------------------------------
+
+    def sync(self) -> SyncReport:
+        """Upload what is new or changed, publish the checkpoint the local LATEST names, prune.
+
+        Makes one listing call; with nothing changed, that is the only request.
+        """
+        with self._lock:
+            started = time.monotonic()
+            report = SyncReport()
+            # LATEST is read before the scan: its directory is complete by then (the runner writes the
+            # directory first), so the scan sees all of that checkpoint's files.
+            latest_local = self._local_latest()
+            local = self._scan()
+            remote = {o.name: o for o in self.store.list()}
+            report.listing_calls = 1
+
+            ckpt_dirs = {rel.split("/")[1] for rel in local if rel.startswith(CHECKPOINTS) and rel.count("/") >= 2}
+            if latest_local and latest_local != self._published_name(remote):
+                self._publish(latest_local, local, remote, report)
+
+            regular = {rel: f for rel, f in local.items() if not rel.startswith(CHECKPOINTS)}
+            self._upload_changed(regular, remote, report)
+
+            if self.prune_checkpoints:
+                self._prune(ckpt_dirs, remote, report)
+            self._seen_checkpoints |= ckpt_dirs
+            report.seconds = time.monotonic() - started
+            self.last_report = report
+            self.syncs += 1
+            if report.uploaded or report.deleted or report.published:
+                logger.info(
+                    "synced %s to %s: %d uploaded (%.1f MB), %d unchanged, %d deleted%s in %.2f s",
+                    self.local_dir,
+                    self.store.url,
+                    len(report.uploaded),
+                    report.bytes_uploaded / 1e6,
+                    report.unchanged,
+                    len(report.deleted),
+                    f", published checkpoint {report.published}" if report.published else "",
+                    report.seconds,
+                )
+            return report
+
+    def publish_checkpoint(self, name: str) -> SyncReport:
+        """Upload ``checkpoints/<name>/`` (what differs), then point the stored LATEST at it.
+
+        The local directory must be complete. Idempotent: publishing the current LATEST again uploads
+        nothing. Raises ``StorageError`` (``PreconditionFailedError``) if another writer moved LATEST.
+        """
+        with self._lock:
+            report = SyncReport()
+            local = {rel: f for rel, f in self._scan().items() if rel.startswith(f"{CHECKPOINTS}{name}/")}
+            remote = {o.name: o for o in self.store.list(CHECKPOINTS)}
+            report.listing_calls = 1
+            if name != self._published_name(remote):
+                self._publish(name, local, remote, report, strict=True)
+            return report
+
+    def _published_name(self, remote: dict[str, ObjectInfo]) -> str | None:
+        info = remote.get(LATEST)
+        if info is None:
+            self._published = None
+            return None
+        if self._published is not None and self._published[1] == info.generation:
+            return self._published[0]
+        # Someone (a previous runner, a restore) wrote it: one read tells the name.
+        try:
+            name = self.store.read_text(LATEST).strip()
+        except NotFoundError:
+            return None
+        self._published = (name, info.generation)
+        return name
+
+    def _upload_changed(
+        self, files: dict[str, _LocalFile], remote: dict[str, ObjectInfo], report: SyncReport
+    ) -> list[ObjectInfo]:
+        todo = []
+        for rel, f in sorted(files.items()):
+            have = remote.get(rel)
+            if have is not None and have.size == f.size and have.crc32c == f.crc32c:
+                report.unchanged += 1
+            else:
+                todo.append((rel, f))
+        if not todo:
+            return []
+        try:
+            stored = self.store.upload_files([(f.path, rel) for rel, f in todo])
+        except NotFoundError:
+            # A local file vanished between the scan and its upload (a temporary, a pruned
+            # checkpoint): upload what still exists and let the next sync catch up.
+            todo = [(rel, f) for rel, f in todo if f.path.exists()]
+            stored = self.store.upload_files([(f.path, rel) for rel, f in todo])
+        for (rel, f), info in zip(todo, stored, strict=True):
+            report.uploaded.append(rel)
+            report.bytes_uploaded += info.size
+            remote[rel] = info
+            if info.crc32c != f.crc32c:
+                # Changed while uploading (an appended log): the store holds the bytes sent; the next
+                # sync sees the difference and uploads again.
+                self._crc_cache.pop(rel, None)
+        return stored
+
+    def _publish(
+        self,
+        name: str,
+        local: dict[str, _LocalFile],
+        remote: dict[str, ObjectInfo],
+        report: SyncReport,
+        *,
+        strict: bool = False,
+    ) -> None:
+        prefix = f"{CHECKPOINTS}{name}/"
+        files = {rel: f for rel, f in local.items() if rel.startswith(prefix)}
+        if not files:
+            msg = f"checkpoint {name!r} named by {self.local_dir / LATEST} has no files in {self.local_dir / prefix}"
+            if strict:
+                raise StorageError(msg)
+            logger.warning("%s; not publishing it", msg)
+            return
+        try:
+            stored = self._upload_changed(files, remote, report)
+        except NotFoundError:
+            if strict:
+                raise
+            logger.warning("checkpoint %s was pruned locally while uploading; not publishing it", name)
+            return
+        for info in stored:
+            if info.crc32c != files[info.name].crc32c:
+                raise StorageError(
+                    f"checkpoint file {files[info.name].path} changed while it was uploaded to "
+                    f"{self.store.describe(info.name)}; a checkpoint directory must not change once LATEST names it"
+                )
+        expected = remote[LATEST].generation if LATEST in remote else 0
+        try:
+            info = self.store.write_text(LATEST, name, if_generation_match=expected)
+        except PreconditionFailedError:
+            # Our own write may have landed with its answer lost, and the library's retry then found
+            # the new generation: that is success. Anything else means another writer.
+            current = read_latest(self.store)
+            if current is None or current[0] != name:
+                raise PreconditionFailedError(
+                    f"{self.store.describe(LATEST)} was changed by another writer "
+                    f"(now {current[0] if current else None!r}) "
+                    f"while publishing checkpoint {name!r}; is a second runner writing to this location?",
+                    name=LATEST,
+                    expected=expected,
+                ) from None
+            self._published = current
+        else:
+            self._published = (name, info.generation)
+        remote[LATEST] = self.store.stat(LATEST) or remote.get(LATEST) or info
+        report.published = name
+        logger.info("published checkpoint %s to %s", name, self.store.describe(prefix))
+
+    def _prune(self, ckpt_dirs: set[str], remote: dict[str, ObjectInfo], report: SyncReport) -> None:
+        published = self._published[0] if self._published else None
+        gone = {d for d in self._seen_checkpoints - ckpt_dirs if d != published}
+        if not gone:
+            return
+        doomed = [n for n in remote if n.startswith(CHECKPOINTS) and n.split("/")[1] in gone and n.count("/") >= 2]
+        if doomed:
+            self.store.delete_many(doomed)
+            report.deleted.extend(doomed)
+        self._seen_checkpoints -= gone
+
+    # -- background ------------------------------------------------------------------------------
+
+    def start(self, interval_s: float = 30.0, *, handle_sigterm: bool = False) -> Syncer:
+        """Sync every ``interval_s`` seconds in a daemon thread, and once more at :meth:`stop` / exit.
+
+        A failing sync is logged (and kept in ``last_error``); the next one retries. With
+        ``handle_sigterm`` (main thread only), SIGTERM chains to the previous handler, or exits with
+        143 after the final sync when there was none; leave it off when the caller handles SIGTERM.
+        """
+        if interval_s <= 0:
+            raise ValueError(f"interval_s must be > 0, got {interval_s}")
+        if self._thread is not None and self._thread.is_alive():
+            return self
+        self._interval = interval_s
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name=f"rlcloud-sync:{self.store.url}", daemon=True)
+        self._thread.start()
+        if not self._atexit_registered:
+            atexit.register(self._at_exit)
+            self._atexit_registered = True
+        if handle_sigterm and threading.current_thread() is threading.main_thread():
+            self._previous_sigterm = signal.signal(signal.SIGTERM, self._on_sigterm)
+        return self
+
+    def request_sync(self) -> None:
+        """Ask the background thread to sync now (returns at once); syncs inline when not started."""
+        if self._thread is not None and self._thread.is_alive():
+            self._wake.set()
+        else:
+            self.sync()
+
+    def stop(self, *, final_sync: bool = True, timeout: float | None = None) -> SyncReport | None:
+        """Stop the background thread and (by default) sync once more; raises that sync's error."""
+        thread, self._thread = self._thread, None
+        self._stop.set()
+        self._wake.set()
+        if thread is not None:
+            thread.join(timeout)
+        if self._atexit_registered:
+            atexit.unregister(self._at_exit)
+            self._atexit_registered = False
+        if self._previous_sigterm is not None:
+            with contextlib.suppress(ValueError, TypeError):
+                signal.signal(signal.SIGTERM, self._previous_sigterm)
+            self._previous_sigterm = None
+        return self.sync() if final_sync else None
+
+    @property
+    def running(self) -> bool:
+        """Whether the background thread is running."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self._interval)
+            self._wake.clear()
+            if self._stop.is_set():
+                break
+            try:
+                self.sync()
+                self.last_error = None
+            except Exception as exc:  # keep syncing: the store may come back
+                self.last_error = exc
+                logger.warning("sync of %s to %s failed (will retry): %s", self.local_dir, self.store.url, exc)
+
+    def _at_exit(self) -> None:
+        try:
+            self.stop(final_sync=True)
+        except Exception as exc:
+            logger.error("final sync of %s to %s failed: %s", self.local_dir, self.store.url, exc)
+
+    def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
+        previous = self._previous_sigterm
+        if callable(previous):
+            previous(signum, frame)
+            return
+        # Unwind the main thread (releasing any lock it holds) and let atexit run the final sync.
+        raise SystemExit(143)
+
+
+class SyncHook:
+    """The runner loop's hooks (``on_tick``, ``on_checkpoint``, ``on_finish``) over a :class:`Syncer`.
+
+    With a background thread (``start()``), a checkpoint wakes the thread and training goes on at once;
+    ``on_finish`` stops the thread and syncs a last time (so the final state and checkpoint are stored
+    before the process exits). Without one, ``on_tick`` syncs inline every ``interval_s``.
+    """
+
+    def __init__(self, syncer: Syncer, *, interval_s: float = 30.0) -> None:
+        self.syncer = syncer
+        self.interval_s = interval_s
+        self._last = time.monotonic()
+
+    def start(self) -> SyncHook:
+        """Start the syncer's background thread."""
+        self.syncer.start(self.interval_s)
+        return self
+
+    def on_tick(self) -> None:
+        """Inline periodic sync when no background thread runs."""
+        if not self.syncer.running and time.monotonic() - self._last >= self.interval_s:
+            self._last = time.monotonic()
+            self.syncer.sync()
+
+    def on_checkpoint(self, name: str) -> None:
+        """A checkpoint is complete locally: get it (and LATEST) into the store soon."""
+        self.syncer.request_sync()
+
+    def on_finish(self, state: str) -> None:
+        """Training ended: stop the thread and sync everything once more."""
+        self.syncer.stop(final_sync=True)
+
+    def close(self) -> None:
+        """Same as a finish without a state: stop and sync (idempotent)."""
+        self.syncer.stop(final_sync=True)
+
+
+def restore_latest(store: Store, local_dir: str | os.PathLike[str], *, progress: Any = None) -> str | None:
+    """Bring the latest complete checkpoint into ``local_dir`` so a runner continues from it.
+
+    Reads the stored ``checkpoints/LATEST``, downloads that checkpoint's directory, the records a
+    runner appends to (``metrics.jsonl``, ``evaluation.jsonl``), ``progress.json`` and ``logs/``, and
+    writes the local ``LATEST`` last. Returns the checkpoint name, or None when the store has none (then
+    only the records and logs are restored, if any). Files that exist locally are left alone, so it is
+    meant for an empty (or fresh) directory; a local LATEST means nothing is downloaded at all.
+    """
+    local = Path(local_dir)
+    if (local / LATEST).exists():
+        logger.info("%s already has a checkpoint; not restoring from %s", local, store.url)
+        return None
+    latest = read_latest(store)
+    name = latest[0] if latest else None
+    wanted: list[ObjectInfo] = []
+    listing = store.list()
+    for info in listing:
+        n = info.name
+        in_ckpt = name is not None and n.startswith(f"{CHECKPOINTS}{name}/")
+        restored = in_ckpt or n in RESTORED_FILES or n.startswith(RESTORED_PREFIXES)
+        if restored and not (local / n).exists():
+            wanted.append(info)
+    if name is not None and not any(i.name.startswith(f"{CHECKPOINTS}{name}/") for i in listing):
+        raise StorageError(
+            f"{store.describe(LATEST)} names {name!r}, but {store.describe(CHECKPOINTS + name)}/ is empty"
+        )
+    store.download_files([(i, local / i.name) for i in wanted], progress=progress)
+    if name is not None:
+        tmp = local / "checkpoints" / ".LATEST.restore-tmp"
+        tmp.write_text(name + "\n", encoding="utf-8")
+        os.replace(tmp, local / LATEST)
+        logger.info("restored checkpoint %s from %s (%d files)", name, store.url, len(wanted))
+    return name
+
+
+def make_hooks(results: str, workdir: str | os.PathLike[str], *, interval_s: float | None = None) -> SyncHook:
+    """What runner/main.py gives the training loop when ``RLCLOUD_RESULTS`` is set.
+
+    Opens the store at ``results`` (the experiment's location), restores the latest checkpoint into an
+    empty ``workdir``, and starts a background syncer (every ``RLCLOUD_SYNC_INTERVAL`` seconds,
+    default 30).
+    """
+    store = open_store(results)
+    Path(workdir).mkdir(parents=True, exist_ok=True)
+    restore_latest(store, workdir)
+    if interval_s is None:
+        interval_s = float(os.environ.get("RLCLOUD_SYNC_INTERVAL", "30"))
+    return SyncHook(Syncer(workdir, store), interval_s=interval_s).start()
