@@ -1,1 +1,79 @@
-"""rlcloud."""
+"""rlcloud: run Tensorforce reinforcement-learning experiments in parallel, here or on GKE with GPUs.
+
+    from rlcloud import Experiment, ExperimentSpec
+    exp = Experiment(ExperimentSpec.from_file("examples/cartpole_ppo.yaml"))
+    exp.start(); exp.wait(); exp.metrics()
+
+``import rlcloud`` stays light: the facades and specs load on first use, and TensorFlow, Tensorforce, the
+Google and Kubernetes clients only inside the functions that need them.
+"""
+
+from __future__ import annotations
+
+from rlcloud.errors import (
+    AuthError,
+    BackendError,
+    CapacityError,
+    ConflictError,
+    NotFoundError,
+    ProvisioningError,
+    QuotaExceededError,
+    RLCloudError,
+    SpecError,
+    StorageError,
+    TimeoutError,
+    WorkloadError,
+)
+
+# `typing` costs ~10 ms to import, a third of `rlcloud --help`: mypy treats any TYPE_CHECKING name as true.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from rlcloud.cluster import Cluster
+    from rlcloud.experiment import Experiment
+    from rlcloud.specs import ClusterSpec, ExperimentSpec
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AuthError",
+    "BackendError",
+    "CapacityError",
+    "Cluster",
+    "ClusterSpec",
+    "ConflictError",
+    "Experiment",
+    "ExperimentSpec",
+    "NotFoundError",
+    "ProvisioningError",
+    "QuotaExceededError",
+    "RLCloudError",
+    "SpecError",
+    "StorageError",
+    "TimeoutError",
+    "WorkloadError",
+    "__version__",
+]
+
+_LAZY = {
+    "Cluster": "rlcloud.cluster",
+    "Experiment": "rlcloud.experiment",
+    "ClusterSpec": "rlcloud.specs",
+    "ExperimentSpec": "rlcloud.specs",
+}
+
+
+def __getattr__(name: str) -> Any:
+    # pydantic model construction costs ~0.3 s here: load the specs and facades on first use only.
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'rlcloud' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any
 
 __all__ = [
     "AuthError",
@@ -46,22 +44,39 @@ class RLCloudError(Exception):
     """Root of every error rlcloud raises on purpose."""
 
 
-@dataclass(frozen=True)
 class SpecProblem:
     """One problem in a spec: where (dotted field path), what was given, and what would be valid."""
 
-    field: str
-    message: str
-    value: Any = None
-    source: str | None = None
+    # a plain class, not a dataclass: `rlcloud --help` must not pay for importing dataclasses/inspect
+    __slots__ = ("field", "message", "source", "value")
+
+    def __init__(self, field: str, message: str, value: object = None, source: str | None = None) -> None:
+        self.field = field
+        self.message = message
+        self.value = value
+        self.source = source
+
+    def __repr__(self) -> str:
+        return f"SpecProblem(field={self.field!r}, message={self.message!r}, value={self.value!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SpecProblem) and (self.field, self.message, self.value, self.source) == (
+            other.field,
+            other.message,
+            other.value,
+            other.source,
+        )
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __str__(self) -> str:
         where = f"{self.source}: " if self.source else ""
         shown = "" if self.value is None else f" (got {_short(self.value)})"
-        return f"{where}{self.field or '<spec>'}: {self.message}{shown}"
+        field = f"{self.field}: " if self.field else ""
+        return f"{where}{field}{self.message}{shown}"
 
 
-def _short(value: Any, limit: int = 80) -> str:
+def _short(value: object, limit: int = 80) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 

@@ -1,0 +1,352 @@
+"""The Experiment facade: one experiment, wherever it runs, with its results.
+
+    exp = Experiment(ExperimentSpec.from_file("examples/cartpole_ppo.yaml"), results="gs://bucket/rl")
+    exp.start()                       # no cluster: processes on this machine
+    exp.wait(); exp.metrics(); exp.plot()
+    exp.start(cluster=Cluster.gke(...))   # or on GKE; the results go to the same place
+
+State lives with the backend (processes / Kubernetes objects) and the results store, never only in this
+object: ``Experiment.attach(name, cluster=...)`` rebuilds it from another machine or notebook.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rlcloud.errors import NotFoundError, SpecError, SpecProblem
+from rlcloud.errors import TimeoutError as RLTimeoutError
+
+if TYPE_CHECKING:
+    from rlcloud.backend import ExperimentBackend, ExperimentStatus
+    from rlcloud.cluster import Cluster
+    from rlcloud.specs import ExperimentSpec
+
+__all__ = ["Experiment", "results_location", "results_root"]
+
+log = logging.getLogger(__name__)
+
+
+def results_root(spec_results: str | None, results: str | None) -> str:
+    """The results root in effect: the argument, else the spec's, else the project config's, else ./rlcloud-results."""
+    if results:
+        return results
+    if spec_results:
+        return spec_results
+    from rlcloud.config import DEFAULT_RESULTS, load_project_config
+
+    return load_project_config().results or DEFAULT_RESULTS
+
+
+def results_location(root: str, name: str) -> str:
+    """Where one experiment's results live: ``<root>/<name>`` (a gs:// URL or an absolute directory)."""
+    if root.startswith("gs://"):
+        return root.rstrip("/") + "/" + name
+    return str((Path(root).expanduser() / name).resolve())
+
+
+class Experiment:
+    """An experiment: its spec, where its results go, and where it runs once started."""
+
+    def __init__(
+        self,
+        spec: ExperimentSpec | str | Path,
+        results: str | None = None,
+        *,
+        cluster: Cluster | None = None,
+        **overrides: Any,
+    ) -> None:
+        """Make an experiment from a spec (or a spec file path, with keyword overrides).
+
+        ``results`` is the results root (gs://bucket/prefix or a directory); the experiment writes to
+        ``<results>/<name>/``. Nothing starts until :meth:`start`.
+        """
+        from rlcloud.specs import ExperimentSpec
+
+        if isinstance(spec, str | Path):
+            spec = ExperimentSpec.from_file(spec, **overrides)
+        elif overrides:
+            spec = spec.replace(**overrides)
+        self.spec: ExperimentSpec = spec
+        self.results: str = results_root(spec.results, results)
+        self._validate_results()
+        self._cluster: Cluster | None = cluster
+        self._backend: ExperimentBackend | None = None
+
+    # ------------------------------------------------------------------------------------------ basics
+
+    @property
+    def name(self) -> str:
+        """The experiment's name (a DNS-1123 label)."""
+        return self.spec.name
+
+    @property
+    def location(self) -> str:
+        """Where this experiment's results live (``<results>/<name>``)."""
+        return results_location(self.results, self.name)
+
+    @property
+    def cluster(self) -> Cluster | None:
+        """The cluster it runs on, or None for this machine."""
+        return self._cluster
+
+    def _validate_results(self) -> None:
+        if self.results.startswith("gs:"):
+            from rlcloud.specs.experiment import GS_URL_RE
+
+            if not GS_URL_RE.match(self.results):
+                raise SpecError([SpecProblem("results", "use gs://BUCKET or gs://BUCKET/PREFIX", self.results)])
+
+    @property
+    def backend(self) -> ExperimentBackend:
+        """The backend that runs (or ran) this experiment: local processes unless a cluster was given."""
+        if self._backend is None:
+            if self._cluster is None:
+                from rlcloud.cluster import Cluster
+
+                self._cluster = Cluster.local()
+            self._backend = self._cluster.backend()
+        return self._backend
+
+    def __repr__(self) -> str:
+        where = self._cluster.describe() if self._cluster else "local"
+        return f"Experiment(name={self.name!r}, run_mode={self.spec.run_mode!r}, on={where}, results={self.location!r})"
+
+    # ------------------------------------------------------------------------------------------- verbs
+
+    def start(self, cluster: Cluster | None = None, *, validate: bool = True) -> Experiment:
+        """Start training and return at once; the experiment runs in the background.
+
+        With no cluster it runs as processes on this machine. With a cluster (Cluster.gke / .kubernetes)
+        it runs there; a GKE cluster that does not exist yet is created first, and a dedicated one (the
+        spec's own ``cluster``) is deleted again when the experiment ends or fails to start. Starting an
+        experiment that is running already changes nothing; one with a checkpoint resumes from it.
+        """
+        if cluster is not None:
+            self._cluster, self._backend = cluster, None
+        elif self._cluster is None and self.spec.cluster is not None:
+            from rlcloud.cluster import Cluster
+
+            self._cluster = Cluster.from_spec_reference(self.spec.cluster, experiment=self.name)
+        if validate:
+            self.validate()
+        if self._cluster is not None:
+            self._cluster.prepare_for(self)
+        try:
+            self.backend.start(self.spec, self.results)
+        except BaseException:
+            if self._cluster is not None:
+                self._cluster.release_after_failure(self)
+            raise
+        log.info("started experiment %s (%s) writing to %s", self.name, self.backend.kind, self.location)
+        return self
+
+    def validate(self) -> None:
+        """Check that the environment, agent and network can be built here, before anything starts.
+
+        Raises SpecError (unknown environment id, unknown agent type, malformed network). Needs the
+        runner extra (TensorFlow, Tensorforce, gymnasium); without it nothing is checked.
+        """
+        try:
+            from rlcloud.runner.envs import validate_spec
+        except ImportError:  # the client may not have the runner extra: the pods will report it instead
+            log.debug("runner extra not installed: skipping the local environment/agent check")
+            return
+        validate_spec(self.spec)
+
+    def status(self) -> ExperimentStatus:
+        """Per-role state and the learner's progress (timesteps, episodes, mean return)."""
+        return self.backend.status(self.name)
+
+    def wait(
+        self,
+        timeout: float | None = None,
+        *,
+        progress: bool | Callable[[ExperimentStatus], None] = False,
+        poll_interval: float = 1.0,
+    ) -> ExperimentStatus:
+        """Block until the experiment finishes and return its final status.
+
+        ``progress=True`` shows a tqdm bar (notebook-aware); a callable gets each status. Raises
+        rlcloud.TimeoutError after ``timeout`` seconds (the experiment keeps running).
+        """
+        if progress is False:
+            return self.backend.wait(self.name, timeout)
+        callback = progress if callable(progress) else _TqdmProgress(self.spec)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            while True:
+                status = self.status()
+                callback(status)
+                if status.finished:
+                    return status
+                if deadline is not None and time.monotonic() > deadline:
+                    raise RLTimeoutError(f"experiment {self.name} still {status.state} after {timeout:g} s")
+                time.sleep(poll_interval)
+        finally:
+            close = getattr(callback, "close", None)
+            if close:
+                close()
+
+    def logs(self, follow: bool = False) -> Iterator[str]:
+        """Every role's log lines, prefixed "role-index | "; ``follow`` streams until all roles end."""
+        return self.backend.logs(self.name, follow=follow)
+
+    def pause(self) -> None:
+        """Checkpoint, then stop computing (processes / pods go away); :meth:`resume` continues."""
+        self.backend.pause(self.name)
+
+    def resume(self) -> None:
+        """Continue a paused experiment from its latest checkpoint."""
+        self.backend.resume(self.name)
+
+    def stop(self, download: bool = False, dest: str | Path | None = None) -> None:
+        """Stop the experiment (after a checkpoint where possible); optionally download results first.
+
+        Idempotent. A dedicated cluster (the spec's own) is deleted afterwards.
+        """
+        if download:
+            self.download(dest)
+        self.backend.stop(self.name)
+        if self._cluster is not None:
+            self._cluster.release_after_experiment(self)
+
+    # ----------------------------------------------------------------------------------------- results
+
+    def _store(self) -> Any:
+        from rlcloud.storage import open_store
+
+        return open_store(self.location)
+
+    def download(self, dest: str | Path | None = None, *, progress: bool = True) -> Path:
+        """Copy the results to ``dest`` (default ./rlcloud-results/<name>) incrementally, checksums verified."""
+        from rlcloud.storage.client import download
+
+        target = Path(dest) if dest else Path("rlcloud-results") / self.name
+        if not self.location.startswith("gs://") and Path(self.location).resolve() == target.resolve():
+            return target  # already here
+        download(self._store(), target, progress=_tqdm_bytes(f"download {self.name}") if progress else None)
+        return target
+
+    def metrics(self, evaluation: bool = False) -> Any:
+        """The episode records (episode, timestep, return, length, time, worker).
+
+        A pandas DataFrame when pandas is installed, else a list of dicts. ``evaluation=True`` gives the
+        evaluation episodes instead. Read from the results store without downloading everything.
+        """
+        from rlcloud.storage.client import read_metrics
+
+        records = read_metrics(self._store(), evaluation=evaluation)
+        try:
+            import pandas as pd
+        except ImportError:
+            return records
+        return pd.DataFrame.from_records(records)
+
+    def plot(self, path: str | Path | None = None, window: int = 20) -> Any:
+        """A matplotlib figure of episode returns (and their moving mean); saved as PNG when ``path`` is given."""
+        from rlcloud.plotting import plot_returns
+        from rlcloud.storage.client import read_metrics
+
+        records = read_metrics(self._store())
+        evaluation = read_metrics(self._store(), evaluation=True)
+        return plot_returns(records, evaluation, title=self.name, window=window, path=path)
+
+    # --------------------------------------------------------------------------------- finding them again
+
+    @classmethod
+    def attach(cls, name: str, cluster: Cluster | None = None, results: str | None = None) -> Experiment:
+        """Rebuild an Experiment from what its backend knows (labels and ConfigMap on a cluster, or the
+        local results), e.g. from another machine: ``Experiment.attach("cartpole-ppo", cluster=gpu)``."""
+        from rlcloud.cluster import Cluster
+
+        target = cluster or Cluster.local(results=results)
+        backend = target.backend()
+        try:
+            spec, root = backend.attach(name)
+        except NotFoundError:
+            raise
+        exp = cls(spec, results=root, cluster=target)
+        exp._backend = backend
+        return exp
+
+    @classmethod
+    def list(cls, cluster: Cluster | None = None, results: str | None = None) -> list[str]:
+        """Names of the experiments on ``cluster`` (default: this machine's results root)."""
+        from rlcloud.cluster import Cluster
+
+        return (cluster or Cluster.local(results=results)).backend().list()
+
+    # ---------------------------------------------------------------------------------------- notebooks
+
+    def _repr_html_(self) -> str:
+        try:
+            status = self.status()
+            state, prog = status.state, status.progress
+        except Exception:  # not started, or the backend is unreachable: show the spec only
+            state, prog = "not started", {}
+        rows = [
+            ("name", self.name),
+            ("run mode", f"{self.spec.run_mode} ({self.spec.num_workers} worker(s))"),
+            ("environment", self.spec.environment.get("level") or self.spec.environment.get("type")),
+            ("agent", self.spec.agent.get("type")),
+            ("state", state),
+            ("timesteps", prog.get("timestep", "-")),
+            ("episodes", prog.get("episode", "-")),
+            ("mean return", _fmt(prog.get("mean_return"))),
+            ("results", self.location),
+        ]
+        body = "".join(
+            f"<tr><th style='text-align:left'>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>"
+            for k, v in rows
+        )
+        return f"<table>{body}</table>"
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:.1f}" if isinstance(value, int | float) else "-"
+
+
+class _TqdmProgress:
+    """A tqdm bar over timesteps or episodes (whichever the spec stops on), notebook-aware."""
+
+    def __init__(self, spec: ExperimentSpec) -> None:
+        from tqdm.auto import tqdm
+
+        self.unit = "timestep" if spec.total_timesteps else "episode"
+        total = spec.total_timesteps or spec.episodes
+        self.bar = tqdm(total=total, unit=self.unit[:2] if self.unit == "timestep" else "ep", desc=spec.name)
+
+    def __call__(self, status: ExperimentStatus) -> None:
+        done = int(status.progress.get(self.unit, 0) or 0)
+        self.bar.n = min(done, self.bar.total or done)
+        self.bar.set_postfix(
+            state=status.state,
+            ret=_fmt(status.progress.get("mean_return")),
+            sps=_fmt(status.progress.get("steps_per_second")),
+            refresh=False,
+        )
+        self.bar.refresh()
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _tqdm_bytes(desc: str) -> Callable[[int, int], None]:
+    """A progress callback (done_bytes, total_bytes) drawing a tqdm bar."""
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=0, unit="B", unit_scale=True, desc=desc, leave=False)
+
+    def update(done: int, total: int) -> None:
+        bar.total = total
+        bar.n = done
+        bar.refresh()
+        if done >= total:
+            bar.close()
+
+    return update

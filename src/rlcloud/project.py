@@ -1,0 +1,97 @@
+"""``rlcloud init`` and ``rlcloud experiment new``: project set-up from the bundled default specs."""
+
+from __future__ import annotations
+
+import shutil
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+from rlcloud.config import CONFIG_FILE, check_credentials_file
+from rlcloud.errors import SpecError, SpecProblem
+
+CONFIG_KINDS = ("clusters", "experiments", "agents", "networks", "environments")
+
+
+def bundled_configs() -> Path:
+    """The directory of default specs shipped inside the package."""
+    return Path(str(resources.files("rlcloud") / "configs"))
+
+
+def init_project(
+    directory: Path,
+    *,
+    project: str | None = None,
+    credentials: str | None = None,
+    results: str | None = None,
+    force: bool = False,
+) -> list[str]:
+    """Write rlcloud.yaml and copy the default specs into ``directory``/configs/<kind>/.
+
+    Existing files are kept unless ``force``. The credentials file is checked and its *path* stored; it is
+    never copied into the project nor printed. Returns a human report, one line per action.
+    """
+    from rlcloud.specs.cluster import PROJECT_RE
+
+    if project is not None and not PROJECT_RE.match(project):
+        raise SpecError(
+            [SpecProblem("--project", "a Google Cloud project id is 6-30 lowercase letters, digits or '-'", project)]
+        )
+    if credentials is not None:
+        check_credentials_file(credentials)
+        credentials = str(Path(credentials).expanduser().resolve())
+    directory.mkdir(parents=True, exist_ok=True)
+    report: list[str] = []
+    config_path = directory / CONFIG_FILE
+    if config_path.exists() and not force:
+        report.append(f"kept {config_path} (exists; --force overwrites)")
+    else:
+        data = {"project": project, "results": results or "./rlcloud-results", "credentials": credentials}
+        text = "# rlcloud project settings: defaults for every rlcloud command run in this directory.\n"
+        text += yaml.safe_dump({k: v for k, v in data.items() if v is not None}, sort_keys=False)
+        config_path.write_text(text, encoding="utf-8")
+        report.append(f"wrote {config_path}")
+    copied = kept = 0
+    for kind in CONFIG_KINDS:
+        target_dir = directory / "configs" / kind
+        target_dir.mkdir(parents=True, exist_ok=True)
+        for source in sorted((bundled_configs() / kind).glob("*.yaml")):
+            target = target_dir / source.name
+            if target.exists() and not force:
+                kept += 1
+                continue
+            shutil.copyfile(source, target)
+            copied += 1
+    report.append(f"copied {copied} default specs into {directory / 'configs'}/" + (f" (kept {kept})" if kept else ""))
+    if credentials:
+        report.append("credentials: checked; rlcloud.yaml stores the key file's path only")
+    elif project:
+        report.append("credentials: Application Default Credentials (gcloud auth application-default login)")
+    report.append(f"next: rlcloud experiment run {directory / 'configs/experiments/cartpole-ppo.yaml'}")
+    return report
+
+
+def new_experiment_file(
+    name: str, *, template: str = "cartpole-ppo", dest: str | Path = ".", force: bool = False
+) -> Path:
+    """Write ``<dest>/<name>.yaml``: a copy of a bundled experiment with its name set (tensorforce-client's
+    ``experiment new``)."""
+    from rlcloud.specs._base import check_dns_label
+
+    try:
+        check_dns_label(name, what="experiment name")
+    except Exception as exc:
+        raise SpecError([SpecProblem("name", str(exc), name)]) from None
+    source = bundled_configs() / "experiments" / f"{template}.yaml"
+    if not source.is_file():
+        valid = ", ".join(p.stem for p in sorted((bundled_configs() / "experiments").glob("*.yaml")))
+        raise SpecError([SpecProblem("--template", f"unknown template; valid: {valid}", template)])
+    target = Path(dest) / f"{name}.yaml"
+    if target.exists() and not force:
+        raise SpecError([SpecProblem("name", f"{target} exists already (--force overwrites)", name)])
+    target.parent.mkdir(parents=True, exist_ok=True)
+    lines = source.read_text(encoding="utf-8").splitlines()
+    out = [f"name: {name}" if line.startswith("name:") else line for line in lines]
+    target.write_text("\n".join(out) + "\n", encoding="utf-8")
+    return target

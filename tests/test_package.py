@@ -1,0 +1,71 @@
+"""The public surface stays small and sorted, and `import rlcloud` / `rlcloud --help` stay light."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import rlcloud
+
+HEAVY = ("tensorflow", "tensorforce", "google.cloud", "kubernetes", "grpc", "pandas", "matplotlib", "gymnasium")
+
+
+def _imported_modules(code: str) -> set[str]:
+    out = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True, check=True
+    ).stderr
+    return {line.rsplit("|", 1)[-1].strip() for line in out.splitlines() if line.startswith("import time:")}
+
+
+def _heavy(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY))
+
+
+def test_all_is_sorted_short_and_importable() -> None:
+    assert rlcloud.__all__ == sorted(rlcloud.__all__)
+    assert len(rlcloud.__all__) <= 20
+    for name in rlcloud.__all__:
+        assert getattr(rlcloud, name) is not None
+
+
+def test_facades_resolve_lazily() -> None:
+    from rlcloud.cluster import Cluster
+    from rlcloud.experiment import Experiment
+    from rlcloud.specs import ClusterSpec, ExperimentSpec
+
+    assert rlcloud.Experiment is Experiment
+    assert rlcloud.Cluster is Cluster
+    assert rlcloud.ExperimentSpec is ExperimentSpec
+    assert rlcloud.ClusterSpec is ClusterSpec
+
+
+def test_import_rlcloud_imports_nothing_heavy() -> None:
+    modules = _imported_modules("import rlcloud")
+    assert "rlcloud" in modules
+    assert _heavy(modules) == []
+
+
+def test_using_specs_and_facades_imports_nothing_heavy() -> None:
+    code = (
+        "import rlcloud; from rlcloud import Experiment, Cluster, ExperimentSpec, ClusterSpec\n"
+        "s = ExperimentSpec(name='x', environment={'type': 'gym', 'level': 'CartPole-v1'},"
+        " agent={'type': 'ppo'}, episodes=1); Experiment(s); Cluster.local()"
+    )
+    assert _heavy(_imported_modules(code)) == []
+
+
+def test_cli_help_imports_nothing_heavy() -> None:
+    modules = _imported_modules("import sys; from rlcloud.cli import main; sys.argv=['rlcloud', '--help']\ntry:\n main()\nexcept SystemExit: pass")
+    assert "rlcloud.cli" in modules
+    assert _heavy(modules) == []
+    # the CLI parser is built without pydantic: --help needs no model construction
+    assert not any(m.startswith("pydantic") for m in modules)
+
+
+def test_errors_tree() -> None:
+    assert issubclass(rlcloud.QuotaExceededError, rlcloud.ProvisioningError)
+    assert issubclass(rlcloud.CapacityError, rlcloud.ProvisioningError)
+    assert issubclass(rlcloud.SpecError, rlcloud.RLCloudError)
+    assert issubclass(rlcloud.TimeoutError, TimeoutError)
+    err = rlcloud.SpecError("bad")
+    assert str(err) == "bad"
