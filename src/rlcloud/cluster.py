@@ -159,6 +159,8 @@ class Cluster:
 
             project = self._options.get("project") or (self.spec.project if self.spec else None)
             project = project or load_project_config().project
+            if self.spec is None:
+                raise SpecError([SpecProblem("cluster", "a GKE cluster needs a ClusterSpec")])
             self._gke = GkeCluster(
                 self.spec,
                 project=project,

@@ -152,11 +152,11 @@ class Experiment:
         runner extra (TensorFlow, Tensorforce, gymnasium); without it nothing is checked.
         """
         try:
-            from rlcloud.runner.envs import validate_spec
+            from rlcloud.runner.envs import validate_experiment
         except ImportError:  # the client may not have the runner extra: the pods will report it instead
             log.debug("runner extra not installed: skipping the local environment/agent check")
             return
-        validate_spec(self.spec)
+        validate_experiment(self.spec)
 
     def status(self) -> ExperimentStatus:
         """Per-role state and the learner's progress (timesteps, episodes, mean return)."""
@@ -175,7 +175,17 @@ class Experiment:
         rlcloud.TimeoutError after ``timeout`` seconds (the experiment keeps running).
         """
         if progress is False:
-            return self.backend.wait(self.name, timeout)
+            status = self.backend.wait(self.name, timeout)
+        else:
+            status = self._poll_until_finished(timeout, progress, poll_interval)
+        if self._cluster is not None:
+            # the experiment is over: a dedicated cluster must not keep costing money
+            self._cluster.release_after_experiment(self)
+        return status
+
+    def _poll_until_finished(
+        self, timeout: float | None, progress: bool | Callable[[ExperimentStatus], None], poll_interval: float
+    ) -> ExperimentStatus:
         callback = progress if callable(progress) else _TqdmProgress(self.spec)
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
@@ -238,9 +248,10 @@ class Experiment:
         A pandas DataFrame when pandas is installed, else a list of dicts. ``evaluation=True`` gives the
         evaluation episodes instead. Read from the results store without downloading everything.
         """
-        from rlcloud.storage.client import read_metrics
+        from rlcloud.storage.client import read_evaluation, read_metrics
 
-        records = read_metrics(self._store(), evaluation=evaluation)
+        store = self._store()
+        records = read_evaluation(store) if evaluation else read_metrics(store)
         try:
             import pandas as pd
         except ImportError:
@@ -250,11 +261,10 @@ class Experiment:
     def plot(self, path: str | Path | None = None, window: int = 20) -> Any:
         """A matplotlib figure of episode returns (and their moving mean); saved as PNG when ``path`` is given."""
         from rlcloud.plotting import plot_returns
-        from rlcloud.storage.client import read_metrics
+        from rlcloud.storage.client import read_evaluation, read_metrics
 
-        records = read_metrics(self._store())
-        evaluation = read_metrics(self._store(), evaluation=True)
-        return plot_returns(records, evaluation, title=self.name, window=window, path=path)
+        store = self._store()
+        return plot_returns(read_metrics(store), read_evaluation(store), title=self.name, window=window, path=path)
 
     # --------------------------------------------------------------------------------- finding them again
 
@@ -286,7 +296,8 @@ class Experiment:
     def _repr_html_(self) -> str:
         try:
             status = self.status()
-            state, prog = status.state, status.progress
+            state: str = status.state
+            prog = status.progress
         except Exception:  # not started, or the backend is unreachable: show the spec only
             state, prog = "not started", {}
         rows = [
