@@ -1,0 +1,1 @@
+"""Experiment backends that are not a Kubernetes cluster: :mod:`rlcloud.backends.local` (processes here)."""
