@@ -109,8 +109,9 @@ class Cluster:
         from rlcloud.specs import ClusterSpec
 
         if isinstance(ref, ClusterSpec):
-            labels = {**ref.labels, "rlcloud-experiment": experiment}
-            return cls.gke(ref.model_copy(update={"labels": labels}), dedicated=True)
+            cluster = cls.gke(ref, dedicated=True)
+            cluster._options["experiment"] = experiment  # becomes the cluster's experiment label
+            return cluster
         return cls.get(ref)
 
     @classmethod
@@ -121,6 +122,10 @@ class Cluster:
         gke = GkeCluster.get(name, project=project, location=location, **kwargs)
         cluster = cls.gke(gke.spec, project=gke.project, **kwargs)
         cluster._gke = gke
+        # a cluster made for one experiment (its label says which) stays dedicated to it when found again,
+        # so that stopping the experiment from another machine still deletes the cluster
+        cluster.dedicated = gke.experiment is not None
+        cluster._options["experiment"] = gke.experiment
         return cluster
 
     @classmethod
@@ -166,6 +171,7 @@ class Cluster:
                 project=project,
                 credentials=self._options.get("credentials"),
                 container_client=self._options.get("container_client"),
+                experiment=self._options.get("experiment"),
             )
         return self._gke
 
@@ -177,7 +183,7 @@ class Cluster:
         Safe to run again after an interrupt: it attaches to the in-flight operation or the existing
         cluster instead of failing or duplicating.
         """
-        return self._gke_cluster().create(wait=wait, progress=progress)
+        return self._gke_cluster().create(wait=wait, progress=progress, delete_on_failure=self.dedicated)
 
     def delete(self, wait: bool = True, progress: Any = None) -> None:
         """Delete the GKE cluster. Idempotent: a cluster that is already gone is fine."""
@@ -238,13 +244,8 @@ class Cluster:
         """
         if self.kind != "gke":
             return
-        try:
-            self.create(wait=True)
-        except BaseException:
-            if self.dedicated:
-                log.warning("creating dedicated cluster %s failed or was interrupted: deleting it", self.describe())
-                self._delete_quietly()
-            raise
+        # a dedicated cluster is created with delete_on_failure: an error or Ctrl-C mid-create deletes it
+        self.create(wait=True)
 
     def release_after_failure(self, experiment: Experiment) -> None:
         """The experiment failed to start: a dedicated cluster goes away."""

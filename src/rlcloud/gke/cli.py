@@ -1,0 +1,190 @@
+"""The `rlcloud cluster ...` commands (loaded only when one of them runs)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from rlcloud.errors import SpecError, SpecProblem
+from rlcloud.gke.cluster import ClusterInfo, GkeCluster, reap
+from rlcloud.gke.operations import OperationUpdate
+from rlcloud.gke.prices import estimate_hourly_cost
+
+
+def _console(stderr: bool = False) -> Any:
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False)
+
+
+def _confirm(question: str, assume_yes: bool) -> bool:
+    """Ask on the terminal; without one (CI, pipes) refuse unless --yes was given."""
+    if assume_yes:
+        return True
+    if not sys.stdin.isatty():
+        raise SpecError([SpecProblem("--yes", "no terminal to confirm on: pass --yes to proceed")])
+    answer = input(f"{question} [y/N] ").strip().lower()
+    return answer in ("y", "yes")
+
+
+@contextmanager
+def operation_bar(description: str) -> Iterator[Any]:
+    """A rich progress bar fed by GKE operation updates (the operation's own status and progress)."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.fields[status]}"),
+        TimeElapsedColumn(),
+        console=_console(stderr=True),
+        transient=False,
+    ) as bar:
+        task = bar.add_task(description, total=1.0, status="requested")
+
+        def update(u: OperationUpdate) -> None:
+            fields: dict[str, Any] = {"status": f"{u.kind} {u.status}" + (f" ({u.detail})" if u.detail else "")}
+            if u.fraction is not None:
+                fields["completed"] = u.fraction
+            if u.done:
+                fields["completed"] = 1.0
+            bar.update(task, **fields)
+
+        yield update
+
+
+def _spec_from_args(args: argparse.Namespace, sets: dict[str, Any]) -> Any:
+    from rlcloud.specs import ClusterSpec
+
+    flags = {
+        "name": args.name,
+        "num_nodes": args.num_nodes,
+        "gpus_per_node": args.gpus_per_node,
+        "gpu_type": args.gpu_type,
+        "machine_type": args.machine_type,
+        "location": args.location,
+        "spot": args.spot,
+        "project": args.project,
+    }
+    overrides = {k: v for k, v in flags.items() if v is not None}
+    return ClusterSpec.from_file(args.file, **{**overrides, **sets})
+
+
+def cluster_create(args: argparse.Namespace, sets: dict[str, Any]) -> int:
+    """`rlcloud cluster create -f FILE`: pre-flight, cost estimate, confirmation, create with a progress bar."""
+    from rlcloud.gke.preflight import check_cluster_spec
+
+    spec = _spec_from_args(args, sets)
+    check_cluster_spec(spec)  # before anything is asked or created
+    console = _console()
+    gpus = f", {spec.gpus_per_node}x {spec.gpu_type.value} per node" if spec.gpu_type else ""
+    console.print(
+        f"cluster [bold]{spec.name}[/] in {spec.location}: {spec.num_nodes}x {spec.effective_machine_type}{gpus}"
+        + (" (spot)" if spec.spot else "")
+        + (f", expires after {spec.ttl}" if spec.ttl else "")
+    )
+    console.print(str(estimate_hourly_cost(spec)), markup=False)
+    if not _confirm("Create this cluster?", args.yes):
+        console.print("nothing created")
+        return 1
+    cluster = GkeCluster(spec, project=args.project)
+    with operation_bar(f"create {spec.name}") as progress:
+        info = cluster.create(wait=not args.no_wait, progress=progress)
+    console.print(f"{info.name}: {info.status} in {info.location} (project {info.project})")
+    return 0
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f}{unit}"
+    return f"{seconds:.0f}s"
+
+
+def info_row(info: ClusterInfo, now: float) -> dict[str, Any]:
+    """One cluster as a JSON-ready dict (the columns of `rlcloud cluster list`)."""
+    return {
+        "name": info.name,
+        "location": info.location,
+        "machine_type": info.machine_type,
+        "nodes": info.num_nodes,
+        "gpus_per_node": info.gpus_per_node,
+        "gpu_type": info.gpu_type,
+        "status": info.status,
+        "age": _age(info.age(now)),
+        "expiry": info.expiry.isoformat() if info.expiry else None,
+        "experiment": info.experiment,
+        "managed": info.managed,
+    }
+
+
+def cluster_list(args: argparse.Namespace) -> int:
+    """`rlcloud cluster list`: name, location, machine type, nodes, GPUs per node, status, age, expiry."""
+    infos = GkeCluster.list(args.project, all_clusters=args.all)
+    now = time.time()
+    rows = [info_row(i, now) for i in infos]
+    if args.output == "json":
+        import json
+
+        print(json.dumps(rows, indent=2))
+        return 0
+    from rich.table import Table
+
+    table = Table(show_edge=False)
+    for column in ("name", "location", "machine type", "nodes", "GPUs/node", "status", "age", "expiry"):
+        table.add_column(column)
+    for r in rows:
+        gpus = f"{r['gpus_per_node']}x {r['gpu_type']}" if r["gpu_type"] else "0"
+        expiry = (r["expiry"] or "-")[:16].replace("T", " ")
+        table.add_row(r["name"], r["location"], r["machine_type"], str(r["nodes"]), gpus, r["status"], r["age"], expiry)
+    _console().print(table if rows else "no rlcloud clusters" + ("" if args.all else " (--all lists every cluster)"))
+    return 0
+
+
+def cluster_delete(args: argparse.Namespace) -> int:
+    """`rlcloud cluster delete -c NAME | --all`: list what will be deleted, ask, delete (idempotent)."""
+    console = _console()
+    if args.all:
+        targets = [(i.name, i.location, i.project) for i in GkeCluster.list(args.project)]
+    else:
+        found = GkeCluster.get(args.cluster, project=args.project, location=args.location)
+        targets = [(found.name, found.location, found.project)]
+    if not targets:
+        console.print("no rlcloud clusters to delete")
+        return 0
+    for name, location, project in targets:
+        console.print(f"will delete {name} in {location} (project {project})")
+    if not _confirm(f"Delete {len(targets)} cluster(s)?", args.yes):
+        console.print("nothing deleted")
+        return 1
+    from rlcloud.specs import ClusterSpec
+
+    for name, location, project in targets:
+        cluster = GkeCluster(ClusterSpec(name=name, location=location), project=project)
+        with operation_bar(f"delete {name}") as progress:
+            cluster.delete(wait=not args.no_wait, progress=progress)
+        console.print(f"deleted {name}")
+    return 0
+
+
+def cluster_reap(args: argparse.Namespace) -> int:
+    """`rlcloud cluster reap`: delete rlcloud clusters past their expiry label (after listing them)."""
+    console = _console()
+    expired = reap(args.project, dry_run=True)
+    if not expired:
+        console.print("no expired rlcloud clusters")
+        return 0
+    for info in expired:
+        console.print(f"expired: {info.name} in {info.location} (expiry {info.expiry})")
+    if args.dry_run or not _confirm(f"Delete {len(expired)} expired cluster(s)?", args.yes):
+        console.print("nothing deleted")
+        return 0
+    deleted = reap(args.project)
+    console.print(f"deleted {len(deleted)} cluster(s): {', '.join(i.name for i in deleted)}")
+    return 0
