@@ -138,7 +138,7 @@ def test_wrong_kind_for_the_loader(tmp_path: Path) -> None:
     path = write(tmp_path / "c.yaml", {"kind": "Cluster", "name": "c"})
     error = spec_error(lambda: ExperimentSpec.from_file(path))
     assert error.fields == ["kind"]
-    assert "expected a Experiment spec but this file holds a Cluster spec" in str(error)
+    assert "expected an Experiment spec but this file holds a Cluster spec" in str(error)
 
 
 # ------------------------------------------------------------------------------------------- overrides

@@ -430,12 +430,18 @@ def _load_data(
     data: Any, *, kind: SpecKind | None, base_dir: Path, source: str, **overrides: Any
 ) -> ExperimentSpec | ClusterSpec:
     if not isinstance(data, dict):
-        raise SpecError([SpecProblem("", "the file must hold a mapping of settings (key: value lines)")], source=source)
-    found = infer_kind(data)
+        what = "is empty" if data is None else f"holds a {type(data).__name__}"
+        message = f"the file {what}; it must hold a mapping of settings (key: value lines)"
+        raise SpecError([SpecProblem("", message, source=source)], source=source)
+    try:
+        found = infer_kind(data)
+    except SpecError as exc:
+        problems = [SpecProblem(p.field, p.message, p.value, source) for p in exc.problems]
+        raise SpecError(problems, source=source) from None
     if kind is not None and found != kind:
-        raise SpecError(
-            [SpecProblem("kind", f"expected a {kind} spec but this file holds a {found} spec")], source=source
-        )
+        article = "an" if kind == "Experiment" else "a"
+        message = f"expected {article} {kind} spec but this file holds a {found} spec"
+        raise SpecError([SpecProblem("kind", message, source=source)], source=source)
     if found == "Experiment":
         return experiment_from_dict(data, base_dir=base_dir, source=source, **overrides)
     return cluster_from_dict(data, source=source, **overrides)
