@@ -434,8 +434,13 @@ class RemoteVectorEnv:
             chained = previous.get(signum)
             if callable(chained):
                 chained(signum, frame)
-            elif chained == signal.SIG_DFL and signum == signal.SIGINT:
-                raise KeyboardInterrupt
+            elif chained == signal.SIG_DFL:
+                # Nobody else handles it: behave as if we were not here (SIGINT: KeyboardInterrupt,
+                # SIGTERM: the default action, i.e. the process ends).
+                if signum == signal.SIGINT:
+                    raise KeyboardInterrupt
+                signal.signal(signum, signal.SIG_DFL)
+                os.kill(os.getpid(), signum)
 
         for signum in (signal.SIGTERM, signal.SIGINT):
             previous[signum] = signal.signal(signum, handler)
