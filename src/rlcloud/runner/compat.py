@@ -30,6 +30,7 @@ import os
 import sys
 import threading
 import types
+import warnings
 from typing import Any
 
 from rlcloud.errors import RLCloudError
@@ -211,7 +212,11 @@ def import_tensorforce() -> Any:
             logger.debug("tensorforce was imported before rlcloud's compat layer; patching after the fact")
         _pre_import_patches(tf)
         try:
-            tensorforce = importlib.import_module("tensorforce")
+            with warnings.catch_warnings():
+                # Tensorforce's docstrings hold invalid escape sequences ("\e"): a SyntaxWarning when its
+                # bytecode is compiled, which a warnings-as-errors setting would turn into a SyntaxError.
+                warnings.simplefilter("ignore", SyntaxWarning)
+                tensorforce = importlib.import_module("tensorforce")
         except (ImportError, AttributeError) as exc:
             raise CompatError(f"tensorforce could not be imported on TensorFlow {tf.__version__}: {exc}") from exc
         _post_import_patches(tf)

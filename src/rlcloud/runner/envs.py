@@ -212,8 +212,10 @@ class TensorforceAdapter(EnvAdapter):
         return state, float(reward), terminal == 1, terminal == 2
 
     def close(self) -> None:
-        """Close the Tensorforce environment."""
-        self.env.close()
+        """Close the Tensorforce environment (a user's class may have no ``close``)."""
+        close = getattr(self.env, "close", None)
+        if close is not None:
+            close()
 
 
 def _to_state(state: Any) -> Any:

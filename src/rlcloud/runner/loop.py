@@ -297,11 +297,13 @@ class Trainer:
             return
         from rlcloud.runner.compat import import_tensorforce
 
-        tensorforce = import_tensorforce()
         self.workdir.mkdir(parents=True, exist_ok=True)
         (self.workdir / "checkpoints").mkdir(exist_ok=True)
         if self._venv is None:
+            # Before TensorFlow loads: a bad environment fails in a second, not after an 11 s import, and
+            # environment processes are spawned from a process without TensorFlow's threads.
             self._venv = build_vector_env(self.spec)
+        tensorforce = import_tensorforce()
         kwargs = build_agent_kwargs(self.spec, self._venv)
         summary = _frequency(_get(self.spec, "summary_frequency"), "summary_frequency")
         if summary is not None:
