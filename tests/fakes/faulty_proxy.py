@@ -195,7 +195,7 @@ class FaultyProxy:
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     owner: FaultyProxy
-    _local = threading.local()
+    _conn: http.client.HTTPConnection | None = None
 
     def log_message(self, format: str, *args: object) -> None:  # quiet: tests read records instead
         pass
@@ -224,11 +224,18 @@ class _Handler(BaseHTTPRequestHandler):
             pass
 
     def _upstream(self) -> http.client.HTTPConnection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = http.client.HTTPConnection(self.owner._up_host, self.owner._up_port, timeout=120)
-            self._local.conn = conn
-        return conn
+        # One upstream connection per client connection, closed with it (see finish()).
+        if self._conn is None:
+            self._conn = http.client.HTTPConnection(self.owner._up_host, self.owner._up_port, timeout=120)
+        return self._conn
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
 
     def _forward(self, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
         headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
@@ -242,7 +249,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return resp.status, resp.getheaders(), data
             except (OSError, http.client.HTTPException):
                 conn.close()
-                self._local.conn = None
+                self._conn = None
                 if attempt:
                     raise
         raise AssertionError("unreachable")

@@ -45,6 +45,7 @@ class FakeGcsServer:
         self.url = f"http://127.0.0.1:{self.port}"
         self._proc: subprocess.Popen[bytes] | None = None
         self._names = itertools.count()
+        self._client: Any = None
 
     def start(self, timeout: float = 10.0) -> FakeGcsServer:
         """Start the binary and wait until it answers."""
@@ -68,6 +69,9 @@ class FakeGcsServer:
 
     def stop(self) -> None:
         """Terminate the server (idempotent)."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
         if self._proc is not None:
             self._proc.terminate()
             try:
@@ -84,7 +88,10 @@ class FakeGcsServer:
         self.stop()
 
     def client_for(self, url: str | None = None, **kwargs: Any) -> Any:
-        """A real ``google.cloud.storage.Client`` talking to ``url`` (default: this server) anonymously."""
+        """A new ``google.cloud.storage.Client`` talking to ``url`` (default: this server) anonymously.
+
+        The caller closes it (``client.close()``).
+        """
         from google.auth.credentials import AnonymousCredentials
         from google.cloud import storage
 
@@ -96,8 +103,10 @@ class FakeGcsServer:
         )
 
     def client(self) -> Any:
-        """A client talking to this server directly."""
-        return self.client_for()
+        """A shared client talking to this server directly (closed when the server stops)."""
+        if self._client is None:
+            self._client = self.client_for()
+        return self._client
 
     def create_bucket(self, name: str | None = None) -> str:
         """Create a bucket with a unique name (or ``name``) and return its name."""

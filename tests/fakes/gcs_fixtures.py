@@ -59,13 +59,19 @@ def faulty_proxy(fake_gcs: FakeGcsServer) -> Iterator[Callable[..., FaultyProxy]
 
 
 @pytest.fixture
-def gcs_store_via(fake_gcs: FakeGcsServer) -> Callable[..., Any]:
+def gcs_store_via(fake_gcs: FakeGcsServer) -> Iterator[Callable[..., Any]]:
     """Factory: a GcsStore for ``bucket``/``prefix`` whose client goes through ``proxy``."""
     from rlcloud.storage.gcs import GcsStore
+
+    clients: list[Any] = []
 
     def make(proxy: FaultyProxy, bucket: str, prefix: str = "exp", **kwargs: Any) -> Any:
         kwargs.setdefault("retry_initial_s", 0.01)
         kwargs.setdefault("retry_timeout_s", 60)
-        return GcsStore(bucket, prefix, client=fake_gcs.client_for(proxy.url), **kwargs)
+        client = fake_gcs.client_for(proxy.url)
+        clients.append(client)
+        return GcsStore(bucket, prefix, client=client, **kwargs)
 
-    return make
+    yield make
+    for client in clients:
+        client.close()

@@ -49,9 +49,9 @@ def test_bytes_round_trip_and_listing(store: Any) -> None:
 
 
 def test_missing_object_is_not_found_naming_it(store: Any) -> None:
-    with pytest.raises(NotFoundError, match="metrics.jsonl"):
+    with pytest.raises(NotFoundError, match=r"metrics\.jsonl"):
         store.read_bytes("metrics.jsonl")
-    with pytest.raises(NotFoundError, match="metrics.jsonl"):
+    with pytest.raises(NotFoundError, match=r"metrics\.jsonl"):
         store.download_file("metrics.jsonl", "/tmp/never-written")
 
 
@@ -158,7 +158,7 @@ def test_permission_denied_is_auth_error_naming_location_and_role(
         assert f"gs://{gcs_bucket}" in message
         assert "roles/storage.objectAdmin" in message
     (tmp_path / "f").write_text("x")
-    with pytest.raises(AuthError, match="roles/storage.objectAdmin"):
+    with pytest.raises(AuthError, match=r"roles/storage\.objectAdmin"):
         store.upload_files([(tmp_path / "f", "f")])
 
 
@@ -166,10 +166,10 @@ def test_emulator_host_gives_an_anonymous_client(
     fake_gcs: Any, gcs_bucket: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", fake_gcs.url)
-    store = open_store(f"gs://{gcs_bucket}/via-env")
-    store.write_text("hello.txt", "hi")
-    assert store.read_text("hello.txt") == "hi"
-    assert store.url == f"gs://{gcs_bucket}/via-env"
+    with open_store(f"gs://{gcs_bucket}/via-env") as store:
+        store.write_text("hello.txt", "hi")
+        assert store.read_text("hello.txt") == "hi"
+        assert store.url == f"gs://{gcs_bucket}/via-env"
 
 
 def test_missing_credentials_is_auth_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

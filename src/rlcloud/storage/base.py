@@ -183,6 +183,15 @@ class Store(ABC):
         for name in names:
             self.delete(name)
 
+    def close(self) -> None:  # noqa: B027 - optional: only stores that open connections override it
+        """Release connections this store opened (a client passed in is left to its owner)."""
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def describe(self, name: str = "") -> str:
         """The URL of an object of this store (for messages)."""
         return self.url.rstrip("/") + ("/" + name if name else "")

@@ -74,6 +74,7 @@ class GcsStore(Store):
         self.retry_timeout_s = retry_timeout_s
         self.large_file_bytes = large_file_bytes
         self._client = client
+        self._owns_client = client is None
         self._credentials = credentials
         self._project = project
         self._lock = threading.Lock()
@@ -132,6 +133,14 @@ class GcsStore(Store):
             raise
         except Exception as exc:
             raise _translate(exc, self, what, name) from exc
+
+    def close(self) -> None:
+        """Close the HTTP session of a client this store built (not of one passed in)."""
+        with self._lock:
+            if self._owns_client and self._client is not None:
+                self._client.close()
+                self._client = None
+                self._bucket = None
 
     # -- Store -----------------------------------------------------------------------------------
 

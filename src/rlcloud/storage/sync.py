@@ -28,6 +28,7 @@ import os
 import signal
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,7 +122,9 @@ class Syncer:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._interval = 30.0
-        self._atexit_registered = False
+        self._exit_hook_armed = False
+        self._exit_hook_registered = False
+        self._sync_thread: int | None = None
         self._previous_sigterm: Any = None
         self.last_report: SyncReport | None = None
         self.last_error: BaseException | None = None
@@ -178,41 +181,48 @@ class Syncer:
         Makes one listing call; with nothing changed, that is the only request.
         """
         with self._lock:
-            started = time.monotonic()
-            report = SyncReport()
-            # LATEST is read before the scan: its directory is complete by then (the runner writes the
-            # directory first), so the scan sees all of that checkpoint's files.
-            latest_local = self._local_latest()
-            local = self._scan()
-            remote = {o.name: o for o in self.store.list()}
-            report.listing_calls = 1
+            self._sync_thread = threading.get_ident()
+            try:
+                return self._sync()
+            finally:
+                self._sync_thread = None
 
-            ckpt_dirs = {rel.split("/")[1] for rel in local if rel.startswith(CHECKPOINTS) and rel.count("/") >= 2}
-            if latest_local and latest_local != self._published_name(remote):
-                self._publish(latest_local, local, remote, report)
+    def _sync(self) -> SyncReport:
+        started = time.monotonic()
+        report = SyncReport()
+        # LATEST is read before the scan: its directory is complete by then (the runner writes the
+        # directory first), so the scan sees all of that checkpoint's files.
+        latest_local = self._local_latest()
+        local = self._scan()
+        remote = {o.name: o for o in self.store.list()}
+        report.listing_calls = 1
 
-            regular = {rel: f for rel, f in local.items() if not rel.startswith(CHECKPOINTS)}
-            self._upload_changed(regular, remote, report)
+        ckpt_dirs = {rel.split("/")[1] for rel in local if rel.startswith(CHECKPOINTS) and rel.count("/") >= 2}
+        if latest_local and latest_local != self._published_name(remote):
+            self._publish(latest_local, local, remote, report)
 
-            if self.prune_checkpoints:
-                self._prune(ckpt_dirs, remote, report)
-            self._seen_checkpoints |= ckpt_dirs
-            report.seconds = time.monotonic() - started
-            self.last_report = report
-            self.syncs += 1
-            if report.uploaded or report.deleted or report.published:
-                logger.info(
-                    "synced %s to %s: %d uploaded (%.1f MB), %d unchanged, %d deleted%s in %.2f s",
-                    self.local_dir,
-                    self.store.url,
-                    len(report.uploaded),
-                    report.bytes_uploaded / 1e6,
-                    report.unchanged,
-                    len(report.deleted),
-                    f", published checkpoint {report.published}" if report.published else "",
-                    report.seconds,
-                )
-            return report
+        regular = {rel: f for rel, f in local.items() if not rel.startswith(CHECKPOINTS)}
+        self._upload_changed(regular, remote, report)
+
+        if self.prune_checkpoints:
+            self._prune(ckpt_dirs, remote, report)
+        self._seen_checkpoints |= ckpt_dirs
+        report.seconds = time.monotonic() - started
+        self.last_report = report
+        self.syncs += 1
+        if report.uploaded or report.deleted or report.published:
+            logger.info(
+                "synced %s to %s: %d uploaded (%.1f MB), %d unchanged, %d deleted%s in %.2f s",
+                self.local_dir,
+                self.store.url,
+                len(report.uploaded),
+                report.bytes_uploaded / 1e6,
+                report.unchanged,
+                len(report.deleted),
+                f", published checkpoint {report.published}" if report.published else "",
+                report.seconds,
+            )
+        return report
 
     def publish_checkpoint(self, name: str) -> SyncReport:
         """Upload ``checkpoints/<name>/`` (what differs), then point the stored LATEST at it.
@@ -353,9 +363,7 @@ class Syncer:
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name=f"rlcloud-sync:{self.store.url}", daemon=True)
         self._thread.start()
-        if not self._atexit_registered:
-            atexit.register(self._at_exit)
-            self._atexit_registered = True
+        self._arm_exit_hook()
         if handle_sigterm and threading.current_thread() is threading.main_thread():
             self._previous_sigterm = signal.signal(signal.SIGTERM, self._on_sigterm)
         return self
@@ -374,9 +382,7 @@ class Syncer:
         self._wake.set()
         if thread is not None:
             thread.join(timeout)
-        if self._atexit_registered:
-            atexit.unregister(self._at_exit)
-            self._atexit_registered = False
+        self._exit_hook_armed = False
         if self._previous_sigterm is not None:
             with contextlib.suppress(ValueError, TypeError):
                 signal.signal(signal.SIGTERM, self._previous_sigterm)
@@ -401,6 +407,30 @@ class Syncer:
                 self.last_error = exc
                 logger.warning("sync of %s to %s failed (will retry): %s", self.local_dir, self.store.url, exc)
 
+    def _arm_exit_hook(self) -> None:
+        self._exit_hook_armed = True
+        if self._exit_hook_registered:
+            return
+        self._exit_hook_registered = True
+        # The final sync uses thread pools, which refuse work once the interpreter has started shutting
+        # down threads, i.e. before plain atexit callbacks run. threading's own exit hooks run earlier,
+        # in reverse order of registration: importing concurrent.futures.thread first (it registers
+        # one) makes ours run while pools still work.
+        import concurrent.futures.thread  # noqa: F401
+
+        ref = weakref.ref(self)
+
+        def hook() -> None:
+            syncer = ref()
+            if syncer is not None and syncer._exit_hook_armed:
+                syncer._at_exit()
+
+        register = getattr(threading, "_register_atexit", None)
+        if register is not None:
+            register(hook)
+        else:  # pragma: no cover - other Pythons
+            atexit.register(hook)
+
     def _at_exit(self) -> None:
         try:
             self.stop(final_sync=True)
@@ -412,7 +442,10 @@ class Syncer:
         if callable(previous):
             previous(signum, frame)
             return
-        # Unwind the main thread (releasing any lock it holds) and let atexit run the final sync.
+        # Sync once more now, unless this very thread was interrupted inside a sync (it holds the lock;
+        # waiting for it would deadlock): then exit and let the exit hook try.
+        if self._sync_thread != threading.get_ident():
+            self._at_exit()
         raise SystemExit(143)
 
 

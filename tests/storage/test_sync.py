@@ -1,0 +1,288 @@
+"""Incremental sync, checkpoint publication and restore, against fake-gcs-server (through the counting
+proxy) and against a directory store."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rlcloud.storage import Syncer, restore_latest
+from rlcloud.storage.local import LocalStore
+from rlcloud.storage.sync import LATEST, SyncHook, read_latest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def write_tree(root: Path, *, checkpoint: str = "ckpt-000000000100", files_per_ckpt: int = 4) -> dict[str, bytes]:
+    """A results tree as the runner leaves it (plus its temporaries, which must not be synced)."""
+    tree: dict[str, bytes] = {
+        "spec.yaml": b"name: demo\nagent: {type: ppo}\n",
+        "metrics.jsonl": b"".join(
+            json.dumps({"episode": i, "timestep": 10 * i, "return": float(i)}).encode() + b"\n" for i in range(1, 30)
+        ),
+        "progress.json": json.dumps({"state": "running", "episode": 29, "checkpoint": checkpoint}).encode(),
+        "summaries/rlcloud/events.out.tfevents.1.host": os.urandom(3000),
+        "logs/single-0.log": b"line one\nline two\n",
+    }
+    tree.update(checkpoint_files(checkpoint, files_per_ckpt))
+    for rel, data in tree.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+    (root / "checkpoints" / "LATEST").write_text(checkpoint + "\n")
+    # temporaries of the runner: a half-written checkpoint and an atomic-write tmp file
+    (root / "checkpoints" / ".tmp-ckpt-000000000200-77").mkdir()
+    (root / "checkpoints" / ".tmp-ckpt-000000000200-77" / "agent.json").write_text("{}")
+    (root / ".progress.json.tmp-77").write_text("{}")
+    return tree
+
+
+def checkpoint_files(name: str, n: int) -> dict[str, bytes]:
+    files = {f"checkpoints/{name}/agent-{i}.data": os.urandom(2000 + i) for i in range(n - 1)}
+    files[f"checkpoints/{name}/state.json"] = json.dumps({"name": name, "episode": 29, "timestep": 290}).encode()
+    return files
+
+
+def stored_tree(store: Any) -> dict[str, bytes]:
+    return {o.name: store.read_bytes(o.name) for o in store.list()}
+
+
+@pytest.fixture(params=["gcs", "local"])
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Any, Any]:
+    """(store, proxy or None): a GCS store behind a counting proxy, or a directory store."""
+    if request.param == "local":
+        return LocalStore(tmp_path / "store" / "exp"), None
+    proxy = request.getfixturevalue("faulty_proxy")()
+    bucket = request.getfixturevalue("gcs_bucket")
+    return request.getfixturevalue("gcs_store_via")(proxy, bucket), proxy
+
+
+def test_round_trip_no_change_change_and_new_checkpoint(target: tuple[Any, Any], tmp_path: Path) -> None:
+    store, proxy = target
+    local = tmp_path / "work"
+    tree = write_tree(local)
+    syncer = Syncer(local, store)
+
+    first = syncer.sync()
+    assert first.published == "ckpt-000000000100"
+    assert sorted(first.uploaded) == sorted(tree)
+    stored = stored_tree(store)
+    assert stored.pop(LATEST) == b"ckpt-000000000100"
+    assert stored == tree  # byte-identical, temporaries left out
+
+    # a re-sync with no change: one listing call, nothing else
+    if proxy:
+        proxy.reset_counts()
+    again = syncer.sync()
+    assert again.uploaded == [] and again.published is None and again.deleted == []
+    assert again.unchanged == len([k for k in tree if not k.startswith("checkpoints/")])
+    if proxy:
+        assert proxy.list_calls == 1
+        assert proxy.uploads == 0
+        assert len(proxy.snapshot()) == 1
+
+    # one changed file is uploaded again, alone
+    with open(local / "metrics.jsonl", "ab") as fh:
+        fh.write(b'{"episode": 30, "timestep": 300, "return": 30.0}\n')
+    if proxy:
+        proxy.reset_counts()
+    changed = syncer.sync()
+    assert changed.uploaded == ["metrics.jsonl"]
+    assert store.read_bytes("metrics.jsonl") == (local / "metrics.jsonl").read_bytes()
+    if proxy:
+        assert proxy.uploads == 1 and proxy.list_calls == 1
+
+    # a new checkpoint: its files, then LATEST; the runner pruned the old one, so it goes from the store too
+    new = "ckpt-000000000200"
+    for rel, data in checkpoint_files(new, 3).items():
+        (local / rel).parent.mkdir(parents=True, exist_ok=True)
+        (local / rel).write_bytes(data)
+    (local / "checkpoints" / "LATEST").write_text(new + "\n")
+    for p in (local / "checkpoints" / "ckpt-000000000100").iterdir():
+        p.unlink()
+    (local / "checkpoints" / "ckpt-000000000100").rmdir()
+    report = syncer.sync()
+    assert report.published == new
+    assert sorted(report.uploaded) == sorted(
+        f"checkpoints/{new}/{f}" for f in ("agent-0.data", "agent-1.data", "state.json")
+    )
+    assert read_latest(store)[0] == new  # type: ignore[index]
+    names = [o.name for o in store.list("checkpoints/")]
+    assert not any("ckpt-000000000100" in n for n in names)
+    assert sorted(report.deleted) == sorted(
+        f"checkpoints/ckpt-000000000100/{n}" for n in ("agent-0.data", "agent-1.data", "agent-2.data", "state.json")
+    )
+
+
+def test_checkpoint_not_yet_named_by_latest_is_not_uploaded(target: tuple[Any, Any], tmp_path: Path) -> None:
+    store, _ = target
+    local = tmp_path / "work"
+    write_tree(local)
+    # a directory the runner has written but LATEST does not name yet (e.g. crashed before LATEST)
+    for rel, data in checkpoint_files("ckpt-000000000300", 2).items():
+        (local / rel).parent.mkdir(parents=True, exist_ok=True)
+        (local / rel).write_bytes(data)
+    Syncer(local, store).sync()
+    names = [o.name for o in store.list("checkpoints/")]
+    assert names and not any("ckpt-000000000300" in n for n in names)
+    assert read_latest(store)[0] == "ckpt-000000000100"  # type: ignore[index]
+
+
+def test_publish_checkpoint_is_idempotent_and_restore_brings_it_back(target: tuple[Any, Any], tmp_path: Path) -> None:
+    store, proxy = target
+    local = tmp_path / "work"
+    tree = write_tree(local)
+    syncer = Syncer(local, store)
+    report = syncer.publish_checkpoint("ckpt-000000000100")
+    assert report.published == "ckpt-000000000100"
+    assert all(n.startswith("checkpoints/") for n in report.uploaded)  # only the checkpoint
+    if proxy:
+        proxy.reset_counts()
+    assert syncer.publish_checkpoint("ckpt-000000000100").uploaded == []
+    if proxy:
+        assert proxy.uploads == 0
+    syncer.sync()
+
+    fresh = tmp_path / "fresh"
+    name = restore_latest(store, fresh)
+    assert name == "ckpt-000000000100"
+    assert (fresh / LATEST).read_text().strip() == name
+    restored = {p.relative_to(fresh).as_posix(): p.read_bytes() for p in fresh.rglob("*") if p.is_file()}
+    restored.pop(LATEST)
+    want = {
+        k: v
+        for k, v in tree.items()
+        if k.startswith(("checkpoints/", "logs/")) or k in ("metrics.jsonl", "progress.json")
+    }
+    assert restored == want
+    # a directory that has a checkpoint already is left alone
+    assert restore_latest(store, fresh) is None
+
+
+def test_restore_from_an_empty_store_is_none(target: tuple[Any, Any], tmp_path: Path) -> None:
+    store, _ = target
+    assert restore_latest(store, tmp_path / "w") is None
+
+
+def test_syncs_in_background_and_on_stop(target: tuple[Any, Any], tmp_path: Path) -> None:
+    store, _ = target
+    local = tmp_path / "work"
+    local.mkdir()
+    syncer = Syncer(local, store).start(interval_s=0.05)
+    hook = SyncHook(syncer, interval_s=0.05)
+    (local / "metrics.jsonl").write_text('{"episode": 1}\n')
+    deadline = time.monotonic() + 30
+    while not store.exists("metrics.jsonl") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert store.exists("metrics.jsonl")
+    for rel, data in checkpoint_files("ckpt-000000000010", 2).items():
+        (local / rel).parent.mkdir(parents=True, exist_ok=True)
+        (local / rel).write_bytes(data)
+    (local / LATEST).write_text("ckpt-000000000010\n")
+    hook.on_checkpoint("ckpt-000000000010")
+    (local / "progress.json").write_text('{"state": "succeeded"}')
+    hook.on_finish("succeeded")  # stops the thread, final sync
+    assert not syncer.running
+    assert read_latest(store)[0] == "ckpt-000000000010"  # type: ignore[index]
+    assert store.read_text("progress.json") == '{"state": "succeeded"}'
+
+
+def _script(body: str) -> str:
+    return textwrap.dedent(body)
+
+
+def test_sigterm_syncs_once_more_and_exits_143(fake_gcs: Any, gcs_bucket: str, tmp_path: Path) -> None:
+    local = tmp_path / "work"
+    local.mkdir()
+    code = _script(
+        f"""
+        import sys, time
+        from pathlib import Path
+        from rlcloud.storage import Syncer, open_store
+        syncer = Syncer({str(local)!r}, open_store("gs://{gcs_bucket}/exp"))
+        syncer.start(interval_s=3600, handle_sigterm=True)
+        Path({str(local)!r}, "metrics.jsonl").write_text("late\\n")
+        print("ready", flush=True)
+        while True:
+            time.sleep(0.05)
+        """
+    )
+    env = {**os.environ, **fake_gcs.env}
+    with subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, cwd=REPO) as proc:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == b"ready"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 143
+    store = fake_gcs.client().bucket(gcs_bucket).blob("exp/metrics.jsonl")
+    assert store.download_as_bytes() == b"late\n"
+
+
+def test_uploader_killed_halfway_never_publishes_a_partial_checkpoint(
+    fake_gcs: Any, faulty_proxy: Any, gcs_bucket: str, gcs_store: Any, tmp_path: Path
+) -> None:
+    local = tmp_path / "work"
+    tree = write_tree(local)
+    Syncer(local, gcs_store).sync()  # ckpt-...100 is published
+
+    new = "ckpt-000000000200"
+    new_files = checkpoint_files(new, 10)
+    for rel, data in new_files.items():
+        (local / rel).parent.mkdir(parents=True, exist_ok=True)
+        (local / rel).write_bytes(data)
+    (local / LATEST).write_text(new + "\n")
+
+    proxy = faulty_proxy()
+    uploads = []
+
+    def fifth_checkpoint_upload(method: str, path: str, query: str) -> bool:
+        # The only uploads this sync makes are the new checkpoint's files: the rest is unchanged.
+        if method == "POST" and path.startswith("/upload/"):
+            uploads.append(query)
+            return len(uploads) >= 5
+        return False
+
+    proxy.hold(fifth_checkpoint_upload)
+    code = _script(
+        f"""
+        from rlcloud.storage import Syncer
+        from rlcloud.storage.gcs import GcsStore
+        from google.auth.credentials import AnonymousCredentials
+        from google.cloud import storage
+        client = storage.Client(project="p", credentials=AnonymousCredentials(),
+                                client_options={{"api_endpoint": {proxy.url!r}}})
+        Syncer({str(local)!r}, GcsStore({gcs_bucket!r}, "exp", client=client, max_workers=1)).sync()
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stderr=subprocess.DEVNULL)
+    try:
+        assert proxy.held.wait(60), "the uploader never reached the fifth checkpoint file"
+        proc.send_signal(signal.SIGKILL)
+        assert proc.wait(30) == -signal.SIGKILL
+    finally:
+        proxy.release()
+        if proc.poll() is None:
+            proc.kill()
+
+    # half of the new checkpoint is in the store, but LATEST still names the complete old one
+    partial = [o.name for o in gcs_store.list(f"checkpoints/{new}/")]
+    assert 0 < len(partial) < len(new_files)
+    assert read_latest(gcs_store)[0] == "ckpt-000000000100"  # type: ignore[index]
+    fresh = tmp_path / "fresh"
+    assert restore_latest(gcs_store, fresh) == "ckpt-000000000100"
+    for rel, data in tree.items():
+        if rel.startswith("checkpoints/"):
+            assert (fresh / rel).read_bytes() == data
+
+    # the next sync (a restarted uploader) completes it and only then moves LATEST
+    report = Syncer(local, gcs_store).sync()
+    assert report.published == new
+    assert sorted(report.uploaded) == sorted(set(new_files) - set(partial)) or set(report.uploaded) <= set(new_files)
+    assert {o.name for o in gcs_store.list(f"checkpoints/{new}/")} == set(new_files)
