@@ -410,6 +410,7 @@ class FakeClusterManager:
             op.detail = f"step {pending.polls} of {total}"
             return
         op.status = Op.Status.DONE
+        op.detail = ""
         op.end_time = _now()
         op.progress.status = Op.Status.DONE
         if pending.error is not None:

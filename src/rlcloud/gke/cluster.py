@@ -496,8 +496,9 @@ class GkeCluster:
             elif cluster.status == ClusterStatus.ERROR:
                 message = cluster.status_message or f"cluster {self.name} is in state ERROR"
                 error = classify(message, project=self.project, action=f"create cluster {self.name}")
-                if not isinstance(error, CapacityError) and not replaced_error_cluster:
-                    # Left over from an earlier failed attempt: replace it once, the cause may be fixed.
+                if not replaced_error_cluster:
+                    # Left over from an earlier failed attempt: replace it once, the cause may be gone (capacity
+                    # comes back, quota gets raised); if it fails again, our own operation's error decides.
                     log.warning("cluster %s is in %s from an earlier attempt: replacing it", self.name, cluster.status)
                     replaced_error_cluster = True
                     self._check_ours(cluster)
@@ -798,6 +799,7 @@ def reap(
     dry_run: bool = False,
     wait: bool = True,
     progress: ProgressCallback | None = None,
+    poll_interval: float = 2.0,
 ) -> list[ClusterInfo]:
     """Delete every rlcloud-managed cluster whose expiry label lies before ``now``; return what it deleted.
 
@@ -815,5 +817,6 @@ def reap(
             project=info.project,
             credentials=credentials,
             container_client=container_client,
+            poll_interval=poll_interval,
         ).delete(wait=wait, progress=progress)
     return expired

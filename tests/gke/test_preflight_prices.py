@@ -1,0 +1,118 @@
+"""Pre-flight GPU/machine checks and the hourly cost estimate (pure)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlcloud.errors import SpecError
+from rlcloud.gke.machines import machine_shape
+from rlcloud.gke.preflight import check_cluster_spec
+from rlcloud.gke.prices import (
+    CLUSTER_FEE_PER_HOUR,
+    GPU_PER_HOUR,
+    PRICES_DATE,
+    SPOT_FRACTION,
+    estimate_hourly_cost,
+)
+from rlcloud.specs import ClusterSpec
+
+
+@pytest.mark.parametrize(
+    ("gpu", "machine", "count"),
+    [
+        ("nvidia-tesla-t4", "n1-standard-8", 1),
+        ("nvidia-tesla-t4", "n1-standard-32", 4),
+        ("nvidia-tesla-p100", "n1-standard-16", 1),
+        ("nvidia-tesla-v100", "n1-standard-8", 8),
+        ("nvidia-tesla-p4", "custom-8-30720", 2),
+        ("nvidia-l4", "g2-standard-8", 1),
+        ("nvidia-l4", "g2-standard-48", 4),
+        ("nvidia-tesla-a100", "a2-highgpu-2g", 2),
+        ("nvidia-a100-80gb", "a2-ultragpu-1g", 1),
+        ("nvidia-h100-80gb", "a3-highgpu-8g", 8),
+        ("nvidia-h200-141gb", "a3-ultragpu-8g", 8),
+    ],
+)
+def test_valid_gpu_machine_combinations_pass(gpu: str, machine: str, count: int) -> None:
+    check_cluster_spec(ClusterSpec(name="ok", gpu_type=gpu, gpus_per_node=count, machine_type=machine))
+
+
+def test_default_machine_for_every_gpu_type_passes() -> None:
+    for gpu, count in [("nvidia-tesla-t4", 1), ("nvidia-l4", 1), ("nvidia-tesla-a100", 1), ("nvidia-h100-80gb", 1)]:
+        check_cluster_spec(ClusterSpec(name="ok", gpu_type=gpu, gpus_per_node=count))
+
+
+@pytest.mark.parametrize(
+    ("spec", "field", "words"),
+    [
+        ({"gpu_type": "nvidia-tesla-t4", "machine_type": "e2-standard-8"}, "machine_type", "N1"),
+        ({"gpu_type": "nvidia-tesla-t4", "machine_type": "g2-standard-8"}, "gpu_type", "nvidia-l4"),
+        ({"gpu_type": "nvidia-l4", "machine_type": "n1-standard-8"}, "machine_type", "g2-standard-8"),
+        ({"gpu_type": "nvidia-tesla-a100", "machine_type": "n1-standard-8"}, "machine_type", "a2-highgpu-1g"),
+        ({"gpu_type": "nvidia-h100-80gb", "machine_type": "a2-highgpu-1g"}, "gpu_type", "nvidia-tesla-a100"),
+        ({"gpu_type": "nvidia-tesla-t4", "gpus_per_node": 3}, "gpus_per_node", "[1, 2, 4]"),
+        ({"gpu_type": "nvidia-tesla-p100", "gpus_per_node": 8}, "gpus_per_node", "[1, 2, 4]"),
+        (
+            {"gpu_type": "nvidia-tesla-a100", "gpus_per_node": 2, "machine_type": "a2-highgpu-1g"},
+            "gpus_per_node",
+            "a2-highgpu-2g",
+        ),
+        ({"gpu_type": "nvidia-tesla-v100", "machine_type": "n1-standard-16"}, "machine_type", "at most 12 vCPUs"),
+        ({"gpu_type": "nvidia-tesla-v100", "cpus_per_node": 16, "memory_per_node": 60}, "cpus_per_node", "12"),
+        ({"machine_type": "a2-highgpu-1g"}, "gpu_type", "comes with 1 x nvidia-tesla-a100"),
+        ({"machine_type": "g2-standard-4"}, "gpu_type", "nvidia-l4"),
+    ],
+)
+def test_invalid_combinations_name_the_field(spec: dict[str, object], field: str, words: str) -> None:
+    with pytest.raises(SpecError) as caught:
+        check_cluster_spec(ClusterSpec(name="bad", **spec))  # type: ignore[arg-type]
+    assert field in caught.value.fields
+    assert words in str(caught.value)
+
+
+def test_cpu_only_unknown_series_is_left_to_gce() -> None:
+    check_cluster_spec(ClusterSpec(name="c4", machine_type="c4-standard-8"))
+
+
+def test_machine_shapes() -> None:
+    assert machine_shape("n1-standard-8").vcpus == 8 and machine_shape("n1-standard-8").memory_gb == 30
+    assert machine_shape("custom-6-20480").custom and machine_shape("custom-6-20480").memory_gb == 20
+    assert machine_shape("n2-custom-4-8192").family == "n2"
+    assert machine_shape("g2-standard-24").fixed_gpus == ("nvidia-l4", 2)
+    assert machine_shape("a3-highgpu-8g").fixed_gpus == ("nvidia-h100-80gb", 8)
+    assert machine_shape("e2-medium").vcpus == 2
+
+
+def test_cpu_cluster_estimate_adds_up() -> None:
+    estimate = estimate_hourly_cost(ClusterSpec(name="cpu", machine_type="n1-standard-4", num_nodes=2, disk_size=100))
+    # 2 x n1-standard-4 (4 vCPU, 15 GB) + 200 GB balanced disk + the GKE fee
+    machines = 2 * (4 * 0.031611 + 15 * 0.004237)
+    disks = 200 * 0.10 / 730
+    assert estimate.hourly == pytest.approx(machines + disks + CLUSTER_FEE_PER_HOUR, abs=1e-3)
+    assert sum(i.hourly or 0 for i in estimate.items) == pytest.approx(estimate.hourly, abs=1e-3)
+    assert estimate.max_hourly is None
+    text = str(estimate)
+    assert "estimate" in text.lower() and PRICES_DATE in text and "us-central1" in text
+
+
+def test_gpu_spot_regional_estimate() -> None:
+    on_demand = estimate_hourly_cost(ClusterSpec(name="t4", gpu_type="nvidia-tesla-t4", num_nodes=2))
+    gpu_items = [i for i in on_demand.items if "nvidia-tesla-t4" in i.item]
+    assert gpu_items[0].quantity == 2 and gpu_items[0].hourly == pytest.approx(2 * GPU_PER_HOUR["nvidia-tesla-t4"])
+    spot = estimate_hourly_cost(ClusterSpec(name="t4", gpu_type="nvidia-tesla-t4", num_nodes=2, spot=True))
+    spot_gpu = next(i for i in spot.items if "nvidia-tesla-t4" in i.item)
+    assert spot_gpu.hourly == pytest.approx(gpu_items[0].hourly * SPOT_FRACTION)
+    assert spot.hourly < on_demand.hourly
+    regional = estimate_hourly_cost(ClusterSpec(name="t4", location="us-central1", gpu_type="nvidia-tesla-t4"))
+    assert next(i for i in regional.items if "nvidia-tesla-t4" in i.item).quantity == 3
+    scaled = estimate_hourly_cost(
+        ClusterSpec(name="t4", gpu_type="nvidia-tesla-t4", num_nodes=1, autoscaling={"min_nodes": 0, "max_nodes": 5})
+    )
+    assert scaled.max_hourly is not None and scaled.max_hourly > scaled.hourly
+    assert "autoscaling maximum" in str(scaled)
+
+
+def test_unknown_series_is_reported_not_guessed() -> None:
+    estimate = estimate_hourly_cost(ClusterSpec(name="c4", machine_type="c4-standard-8"))
+    assert estimate.unknown == ["c4-standard-8"]
+    assert "no price" in str(estimate)
