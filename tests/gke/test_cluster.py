@@ -458,3 +458,14 @@ def test_reap_deletes_only_expired_rlcloud_clusters(
     reaped = reap(PROJECT, now=now, container_client=container_client, credentials=NoCredentials(), poll_interval=0.001)
     assert [i.name for i in reaped] == ["old"]
     assert fake.cluster_names() == ["forever", "theirs", "young"]
+
+
+def test_tqdm_progress_draws_the_operation(make_cluster: MakeCluster) -> None:
+    import io
+
+    from rlcloud.gke.operations import tqdm_progress
+
+    out = io.StringIO()
+    make_cluster().create(progress=tqdm_progress(file=out, disable=False))
+    text = out.getvalue()
+    assert "CREATE_CLUSTER rl" in text and "100%" in text and "DONE" in text

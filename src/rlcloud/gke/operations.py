@@ -17,7 +17,14 @@ from rlcloud.errors import TimeoutError
 from rlcloud.gke.builders import operation_path
 from rlcloud.gke.errors import api_errors
 
-__all__ = ["OperationUpdate", "ProgressCallback", "logging_progress", "progress_fraction", "wait_operation"]
+__all__ = [
+    "OperationUpdate",
+    "ProgressCallback",
+    "logging_progress",
+    "progress_fraction",
+    "tqdm_progress",
+    "wait_operation",
+]
 
 log = logging.getLogger("rlcloud.gke")
 
@@ -90,6 +97,37 @@ def logging_progress() -> ProgressCallback:
         if last.get(update.operation) != key:
             last[update.operation] = key
             log.info("%s", update)
+
+    return report
+
+
+def tqdm_progress(**tqdm_options: Any) -> ProgressCallback:
+    """A progress callback drawing one ``tqdm.auto`` bar per operation (a widget in notebooks).
+
+    The bar shows the operation's own progress (0-100 %) when GKE reports countable progress, and its
+    status and detail as the postfix otherwise; it closes when the operation is DONE.
+    """
+    from tqdm.auto import tqdm
+
+    bars: dict[str, Any] = {}
+
+    def report(update: OperationUpdate) -> None:
+        bar = bars.get(update.operation)
+        if bar is None:
+            target = update.target.rsplit("/clusters/", 1)[-1]
+            bar = bars[update.operation] = tqdm(
+                total=100, desc=f"{update.kind} {target}", unit="%", leave=True, **tqdm_options
+            )
+        if update.fraction is not None:
+            bar.n = round(update.fraction * 100)
+        bar.set_postfix_str(update.status + (f": {update.detail}" if update.detail else ""), refresh=False)
+        bar.refresh()
+        if update.done:
+            if not update.error:
+                bar.n = 100
+                bar.refresh()
+            bar.close()
+            del bars[update.operation]
 
     return report
 

@@ -1,0 +1,59 @@
+"""Project and credentials come from Application Default Credentials, lazily and without any network."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from rlcloud.errors import AuthError
+from rlcloud.gke.cluster import GkeCluster
+from rlcloud.specs import ClusterSpec
+from tests.fakes.gke import FakeClusterManager
+
+
+def service_account_key(path: Path, project: str) -> Path:
+    """A syntactically real service-account key file (its key was never registered anywhere)."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+    path.write_text(
+        json.dumps(
+            {
+                "type": "service_account",
+                "project_id": project,
+                "private_key_id": "0" * 40,
+                "private_key": pem,
+                "client_email": f"rlcloud-test@{project}.iam.gserviceaccount.com",
+                "client_id": "1",
+                "token_uri": "https://oauth2.googleapis.com/token",
+            }
+        )
+    )
+    return path
+
+
+def test_project_comes_from_application_default_credentials(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake: FakeClusterManager, container_client: Any
+) -> None:
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(service_account_key(tmp_path / "key.json", "adc-proj")))
+    cluster = GkeCluster(ClusterSpec(name="rl"), container_client=container_client, poll_interval=0.001)
+    assert cluster._credentials is None  # nothing resolved at construction
+    cluster.create()
+    assert cluster.project == "adc-proj"
+    assert fake.requests_of("CreateCluster")[0].parent == "projects/adc-proj/locations/us-central1-a"
+    assert cluster.credentials.service_account_email == "rlcloud-test@adc-proj.iam.gserviceaccount.com"
+    # an explicit project, or the spec's, wins over the credentials' one
+    assert GkeCluster(ClusterSpec(name="rl", project="spec-proj")).project == "spec-proj"
+    assert GkeCluster(ClusterSpec(name="rl", project="spec-proj"), project="arg-proj").project == "arg-proj"
+
+
+def test_missing_credentials_are_an_auth_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing.json"))
+    with pytest.raises(AuthError, match="gcloud auth application-default login"):
+        _ = GkeCluster(ClusterSpec(name="rl")).project
