@@ -77,6 +77,7 @@ EXPECTED: dict[str, str] = {
     "legacy-parameter-servers.json": "num_parameter_servers",
     "legacy-k80-cluster.json": "cluster.gpu_type",
     "legacy-cluster-k80.json": "gpu_type",
+    "legacy-exploration-text.json": "agent.actions_exploration.timesteps",
     # clusters
     "cluster-name-dots.yaml": "name",
     "cluster-project.yaml": "project",

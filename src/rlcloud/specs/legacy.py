@@ -7,9 +7,12 @@ names them, so a run never silently ignores intent.
 
 from __future__ import annotations
 
+import math
 import re
 import warnings
 from typing import Any
+
+from rlcloud.errors import SpecError, SpecProblem
 
 __all__ = ["LegacySpecWarning", "convert_legacy_cluster", "convert_legacy_experiment", "is_legacy_experiment"]
 
@@ -166,9 +169,11 @@ def convert_legacy_environment(env: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in env.items() if k not in ("type", "gym_id", "monitor", "monitor_safe", "monitor_video")}
     level = env.get("gym_id", env.get("level"))
     new_level = legacy_gym_id(level) if isinstance(level, str) else level
-    out = {"type": "gym", "level": new_level, **{k: v for k, v in out.items() if k != "level"}}
+    kept = legacy_atari_settings(level) if isinstance(level, str) else {}
+    out = {"type": "gym", "level": new_level, **kept, **{k: v for k, v in out.items() if k != "level"}}
     if type_ != "gym" or new_level != level or "gym_id" in env:
-        _warn(f"environment {{type: {type_}, gym_id: {level}}} became {{type: gym, level: {new_level}}}")
+        extra = "".join(f", {k}: {v}" for k, v in kept.items() if k not in env)
+        _warn(f"environment {{type: {type_}, gym_id: {level}}} became {{type: gym, level: {new_level}{extra}}}")
     for key in ("monitor", "monitor_safe", "monitor_video"):
         if key in env:
             _warn(f"environment.{key} (gym's monitor) has no equivalent in gymnasium and was dropped")
@@ -181,6 +186,32 @@ def legacy_gym_id(gym_id: str) -> str:
     if match and match.group("game") in ATARI_GAMES:
         return f"ALE/{match.group('game')}-v5"
     return gym_id
+
+
+def legacy_atari_settings(gym_id: str) -> dict[str, Any]:
+    """ALE v5 keyword arguments that keep an old Atari id's behaviour where v5's defaults differ.
+
+    v5 skips 4 frames and repeats the previous action with probability 0.25 (sticky actions). The old
+    "NoFrameskip" ids skipped none, and the "-v4" ids had no sticky actions (ALE's "Version History and
+    Naming Schemes"). Plain "-v0"/"-v4" skipped a random 2-4 frames; v5's fixed 4 is the closest.
+    """
+    match = _OLD_ATARI_RE.match(gym_id)
+    if not match or match.group("game") not in ATARI_GAMES:
+        return {}
+    settings: dict[str, Any] = {}
+    if match.group("variant") == "NoFrameskip":
+        settings["frameskip"] = 1
+    if gym_id.endswith("-v4"):
+        settings["repeat_action_probability"] = 0.0
+    return settings
+
+
+def _count(value: Any, field: str) -> int:
+    """A whole count from a legacy number such as 1e6 (JSON floats); anything else is a SpecError."""
+    number = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if number and value == int(value) and value >= 1:
+        return int(value)
+    raise SpecError([SpecProblem(field, "must be a whole number >= 1", value)])
 
 
 def convert_legacy_agent(agent: dict[str, Any]) -> dict[str, Any]:
@@ -202,12 +233,12 @@ def convert_legacy_agent(agent: dict[str, Any]) -> dict[str, Any]:
         if "frequency" in mode:
             out.setdefault("update_frequency", mode["frequency"])
         _warn(
-            f"agent.update_mode {mode} became batch_size/update_frequency (in {mode.get('unit', 'the agent')}'s unit)"
+            f"agent.update_mode {mode} became batch_size/update_frequency (counted in {mode.get('unit', 'timesteps')})"
         )
     if isinstance(out.get("memory"), dict):
         memory = out.pop("memory")
         if memory.get("type") == "replay" and "capacity" in memory:
-            out["memory"] = int(memory["capacity"])
+            out["memory"] = _count(memory["capacity"], "agent.memory.capacity")
             _warn(f"agent.memory {memory} became memory: {out['memory']} (replay capacity)")
         else:
             _warn(f"agent.memory {memory} has no certain Tensorforce 0.6 equivalent and was dropped")
@@ -226,13 +257,14 @@ def convert_legacy_agent(agent: dict[str, Any]) -> dict[str, Any]:
             out["exploration"] = {
                 "type": "linear",
                 "unit": "timesteps",
-                "num_steps": int(exploration.get("timesteps", 10000)),
+                "num_steps": _count(exploration.get("timesteps", 10000), "agent.actions_exploration.timesteps"),
                 "initial_value": exploration.get("initial_epsilon", 1.0),
                 "final_value": exploration.get("final_epsilon", 0.1),
             }
             _warn(f"agent.actions_exploration {exploration} became exploration {out['exploration']}")
         else:
             _warn(f"agent.actions_exploration {exploration} has no certain 0.6 equivalent and was dropped")
+    _rename_06_keys(out)
     for key in (
         "states_preprocessing",
         "reward_preprocessing",
@@ -272,11 +304,51 @@ def convert_legacy_agent(agent: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-# Keys whose 0.6 meaning is unchanged for a given agent type, kept as they are.
+# Keys whose 0.6 meaning is unchanged for a given agent type, kept as they are. (gae_lambda is no 0.6 argument
+# of any agent: 0.6 agents refuse it, so it is dropped with a warning.)
 _KEYS_KEPT_IN_06: dict[str, tuple[str, ...]] = {
-    "ppo": ("baseline", "baseline_optimizer", "gae_lambda"),
-    "a2c": ("gae_lambda",),
-    "ac": ("gae_lambda",),
-    "vpg": ("baseline", "baseline_optimizer", "gae_lambda"),
-    "trpo": ("baseline", "baseline_optimizer", "gae_lambda"),
+    "ppo": ("baseline", "baseline_optimizer"),
+    "vpg": ("baseline", "baseline_optimizer"),
+    "trpo": ("baseline", "baseline_optimizer"),
 }
+
+# Renames Tensorforce 0.6 itself names in its TensorforceError.deprecated messages (tensorforce/agents/*.py).
+_TERMINAL = {"estimate_terminal": "predict_terminal_values"}
+_RENAMED_IN_06: dict[str, dict[str, str]] = {
+    "ppo": {
+        "optimization_steps": "multi_step",
+        "baseline_network": "baseline",
+        "critic_network": "baseline",
+        "critic_optimizer": "baseline_optimizer",
+        **_TERMINAL,
+    },
+    "trpo": {
+        "baseline_network": "baseline",
+        "critic_network": "baseline",
+        "critic_optimizer": "baseline_optimizer",
+        **_TERMINAL,
+    },
+    "vpg": {"baseline_network": "baseline", **_TERMINAL},
+    "ac": {"critic_network": "critic", **_TERMINAL},
+    "dpg": {"critic_network": "critic", **_TERMINAL},
+    "dqn": dict(_TERMINAL),
+}
+
+
+def _rename_06_keys(out: dict[str, Any]) -> None:
+    """Apply the renames 0.6 reports as deprecated, and the 0.4 MLP baseline, in place."""
+    type_ = str(out.get("type"))
+    for old, new in _RENAMED_IN_06.get(type_, {}).items():
+        if old in out and new not in out:
+            out[new] = out.pop(old)
+            _warn(f"agent.{old} became agent.{new} (renamed in Tensorforce 0.6)")
+    baseline = out.get("baseline")
+    if type_ in _KEYS_KEPT_IN_06 and isinstance(baseline, dict) and baseline.get("type") == "mlp":
+        sizes = baseline.get("sizes")
+        if isinstance(sizes, list) and all(isinstance(size, int) for size in sizes):
+            # 0.4's MLP baseline was a stack of dense layers of these sizes; 0.6 takes the layer list itself
+            out["baseline"] = [{"type": "dense", "size": size} for size in sizes]
+            _warn(f"agent.baseline {baseline} became the layer list {out['baseline']}")
+        else:
+            out.pop("baseline")
+            _warn(f"agent.baseline {baseline} was dropped: an mlp baseline needs a list of integer sizes")

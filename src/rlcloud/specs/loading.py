@@ -381,12 +381,18 @@ def experiment_from_dict(
         except SpecError as exc:
             problems += [SpecProblem(kind, p.message, p.value, source) for p in exc.problems]
             unresolved.add(kind)
-    if isinstance(raw.get("environment"), dict):
-        raw["environment"] = legacy.convert_legacy_environment(raw["environment"])
-    if isinstance(raw.get("agent"), dict):
-        raw["agent"] = legacy.convert_legacy_agent(raw["agent"])
-    if isinstance(raw.get("cluster"), dict):
-        raw["cluster"] = legacy.convert_legacy_cluster(raw["cluster"])
+    converters = {
+        "environment": legacy.convert_legacy_environment,
+        "agent": legacy.convert_legacy_agent,
+        "cluster": legacy.convert_legacy_cluster,
+    }
+    for kind, convert in converters.items():
+        if isinstance(raw.get(kind), dict):
+            try:
+                raw[kind] = convert(raw[kind])
+            except SpecError as exc:
+                problems += [SpecProblem(p.field, p.message, p.value, source) for p in exc.problems]
+                unresolved.add(kind)
     raw = apply_overrides(raw, {k: v for k, v in overrides.items() if "." in k})
     try:
         spec = build_model(ExperimentSpec, raw, source=source)
