@@ -469,3 +469,18 @@ def test_tqdm_progress_draws_the_operation(make_cluster: MakeCluster) -> None:
     make_cluster().create(progress=tqdm_progress(file=out, disable=False))
     text = out.getvalue()
     assert "CREATE_CLUSTER rl" in text and "100%" in text and "DONE" in text
+
+
+def test_a_broken_cluster_rlcloud_did_not_make_is_never_deleted(
+    fake: FakeClusterManager, make_cluster: MakeCluster, container_client: Any
+) -> None:
+    fake.stockout("us-central1-a", [])
+    container_client.create_cluster(
+        parent=f"projects/{PROJECT}/locations/us-central1-a",
+        cluster=container_v1.Cluster(name="rl", node_pools=[container_v1.NodePool(name="np", initial_node_count=1)]),
+    )
+    fake.complete_all_operations()
+    fake.clear_stockouts()
+    with pytest.raises(ConflictError, match="not made by rlcloud"):
+        make_cluster().create()
+    assert fake.cluster_names() == ["rl"] and fake.requests_of("DeleteCluster") == []

@@ -55,7 +55,10 @@ PoolStatus = container_v1.NodePool.Status
 OpStatus = container_v1.Operation.Status
 OpType = container_v1.Operation.Type
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
-_BUSY_STATES = {ClusterStatus.PROVISIONING, ClusterStatus.RECONCILING, ClusterStatus.STOPPING}
+# A RECONCILING cluster serves its API and is handled like a running one (its pools are checked one by one).
+_BUSY_STATES = {ClusterStatus.PROVISIONING, ClusterStatus.STOPPING}
+# Cleanup after a failed create gets at least this long, even when the create used up its own timeout.
+CLEANUP_TIMEOUT = 600.0
 _T = TypeVar("_T")
 
 
@@ -502,7 +505,7 @@ class GkeCluster:
                     log.warning("cluster %s is in %s from an earlier attempt: replacing it", self.name, cluster.status)
                     replaced_error_cluster = True
                     self._check_ours(cluster)
-                    self.delete(wait=True, progress=progress, timeout=max(deadline - time.monotonic(), 1))
+                    self._delete_failed(progress, deadline)
                     continue
             else:
                 self._check_matches(cluster)
@@ -512,7 +515,7 @@ class GkeCluster:
 
             # The create failed. GKE leaves the cluster behind in ERROR: it blocks the name and costs money.
             assert error is not None
-            self.delete(wait=True, progress=progress, timeout=max(deadline - time.monotonic(), 1))
+            self._delete_failed(progress, deadline)
             if isinstance(error, CapacityError):
                 zone = getattr(error, "zone", None) or self.location
                 tried.append(zone)
@@ -525,6 +528,13 @@ class GkeCluster:
                         zones_with_capacity=error.zones_with_capacity,
                     ) from error
             raise error
+
+    def _delete_failed(self, progress: ProgressCallback | None, deadline: float) -> None:
+        """Delete a cluster a create left in ERROR, but never one rlcloud did not make."""
+        current = self._find()
+        if current is None or dict(current.resource_labels).get(MANAGED_BY_LABEL) != MANAGED_BY_VALUE:
+            return
+        self.delete(wait=True, progress=progress, timeout=max(deadline - time.monotonic(), CLEANUP_TIMEOUT))
 
     def _send_create(self, deadline: float, progress: ProgressCallback | None) -> Any | None:
         request = build_create_cluster_request(
@@ -605,7 +615,9 @@ class GkeCluster:
             if pool is not None and pool.status == PoolStatus.RUNNING:
                 continue
             action = f"node pool {plan.name} of cluster {self.name}"
-            if pool is not None and pool.status in (PoolStatus.ERROR, PoolStatus.RUNNING_WITH_ERROR):
+            if pool is not None and pool.status == PoolStatus.RUNNING_WITH_ERROR:
+                continue  # serving, with some nodes missing: GKE's auto-repair is the right fix, not a re-create
+            if pool is not None and pool.status == PoolStatus.ERROR:
                 log.warning("%s is in %s: re-creating it", action, PoolStatus(pool.status).name)
                 self._delete_pool(plan.name, deadline, progress)
                 return False
