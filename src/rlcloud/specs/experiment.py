@@ -90,7 +90,7 @@ class ExperimentSpec(StrictModel):
     """A Tensorforce experiment: environment, agent, network, stop conditions, run mode, outputs.
 
     File references in environment/agent/network/cluster are resolved by ``from_file``/``from_dict``
-    (relative to the spec file, then ./configs/<kind>/); the model itself holds resolved data only.
+    (relative to the spec file, then ``./configs/<kind>s/``); the model itself holds resolved data only.
     """
 
     name: str = Field(..., description="Experiment name: a DNS-1123 label of at most 40 characters.")
