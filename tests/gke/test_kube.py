@@ -186,8 +186,10 @@ def test_canary_secret_never_appears_in_logs_errors_or_kubeconfig(
     canary = f"canary-{uuid.uuid4().hex}"
     issuer.prefix = canary  # the apiserver accepts only this issuer's latest token
     creds = Credentials(token=None, refresh_handler=issuer)
-    loud = ["", "google", "google.auth", "google.api_core", "urllib3", "kubernetes", "kubernetes.client", "rlcloud"]
+    loud = ["google", "google.auth", "google.api_core", "urllib3", "kubernetes", "kubernetes.client", "rlcloud"]
     caplog.set_level(logging.DEBUG)
+    for name in loud:  # caplog restores these levels after the test
+        caplog.set_level(logging.DEBUG, logger=name)
     messages: list[str] = []
 
     def capture_loggers() -> None:
@@ -195,7 +197,6 @@ def test_canary_secret_never_appears_in_logs_errors_or_kubeconfig(
         for name in loud:
             logging.getLogger(name).setLevel(logging.DEBUG)
 
-    capture_loggers()
     cluster = running_cluster(fake, make_cluster, apiserver, ca, creds)
     api = cluster.kube_client()
     capture_loggers()
