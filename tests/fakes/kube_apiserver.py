@@ -319,6 +319,8 @@ class _Store:
         self.oldest_rv = 0
         self.logs: dict[tuple[str, str], bytearray] = {}
         self.closing = False
+        #: set by a kubelet fake: deleting a running pod only marks it until the kubelet confirms
+        self.graceful_pods = False
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -483,7 +485,7 @@ class _Store:
                 new.setdefault("metadata", {})["resourceVersion"] = current["metadata"]["resourceVersion"]
             return self.update(rt, namespace, name, new, subresource)
 
-    def delete(self, rt: ResourceType, namespace: str, name: str, propagation: str | None) -> JSON:
+    def delete(self, rt: ResourceType, namespace: str, name: str, propagation: str | None, force: bool = False) -> JSON:
         with self.lock:
             key = (rt, namespace if rt.namespaced else "", name)
             obj = self.objects.get(key)
@@ -492,16 +494,28 @@ class _Store:
             policy = propagation or rt.default_propagation
             if rt.kind == "Namespace":
                 for other in [k for k in self.objects if k[0].namespaced and k[1] == name]:
-                    self._remove(other)
+                    self._remove(other, force=True)
             elif policy in ("Foreground", "Background"):
                 self._delete_dependents(obj["metadata"]["uid"])
             else:  # Orphan: dependents stay, their ownerReferences to this object go away
                 self._orphan_dependents(obj["metadata"]["uid"])
-            removed = self._remove(key)
-            removed["metadata"]["deletionTimestamp"] = _now()
+            removed = self._remove(key, force=force)
+            removed["metadata"].setdefault("deletionTimestamp", _now())
             return removed
 
-    def _remove(self, key: tuple[ResourceType, str, str]) -> JSON:
+    def _remove(self, key: tuple[ResourceType, str, str], force: bool = False) -> JSON:
+        obj = self.objects[key]
+        if key[0].kind == "Pod" and self.graceful_pods and not force and _pod_on_node(obj):
+            # graceful deletion: the pod stays, marked, until its kubelet has stopped the containers
+            # and deletes it for good (gracePeriodSeconds=0), as in a real cluster
+            if "deletionTimestamp" not in obj["metadata"]:
+                obj = copy.deepcopy(obj)
+                obj["metadata"]["deletionTimestamp"] = _now()
+                obj["metadata"]["deletionGracePeriodSeconds"] = obj["spec"].get("terminationGracePeriodSeconds", 30)
+                obj["metadata"]["resourceVersion"] = self._next_rv()
+                self.objects[key] = obj
+                self._bump("MODIFIED", key[0], key[1], obj)
+            return copy.deepcopy(obj)
         obj = self.objects.pop(key)
         obj["metadata"]["resourceVersion"] = self._next_rv()
         if key[0].kind == "Pod":
@@ -532,6 +546,14 @@ class _Store:
             obj["metadata"]["resourceVersion"] = self._next_rv()
             self.objects[key] = obj
             self._bump("MODIFIED", key[0], key[1], obj)
+
+
+def _pod_on_node(pod: JSON) -> bool:
+    """A pod a kubelet is running: bound to a node and not finished."""
+    return bool(pod.get("spec", {}).get("nodeName")) and pod.get("status", {}).get("phase") not in (
+        "Succeeded",
+        "Failed",
+    )
 
 
 def _strip_rv(obj: JSON) -> JSON:
@@ -812,7 +834,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         elif method == "DELETE":
             if sub:
                 raise ApiError(405, "MethodNotAllowed", "DELETE is not allowed on a subresource")
-            self._result = (200, store.delete(rt, ns, name, _policy(q, body)))
+            self._result = (200, store.delete(rt, ns, name, _policy(q, body), force=_grace(q, body) == 0))
         else:
             raise ApiError(405, "MethodNotAllowed", f"{method} is not allowed on an object")
         return False
@@ -925,6 +947,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 break
         self._end_chunked()
         return True
+
+
+def _grace(q: dict[str, str], body: Any) -> int | None:
+    value = q.get("gracePeriodSeconds")
+    if value is None and isinstance(body, dict):
+        value = body.get("gracePeriodSeconds")
+    return None if value is None else int(value)
 
 
 def _policy(q: dict[str, str], body: Any) -> str | None:
@@ -1151,10 +1180,13 @@ class FakeKubeApiServer:
         except ApiError:
             return None
 
-    def delete_object(self, kind: str, name: str, namespace: str = "", propagation: str | None = None) -> bool:
-        """Delete an object; False if it did not exist."""
+    def delete_object(
+        self, kind: str, name: str, namespace: str = "", propagation: str | None = None, force: bool = False
+    ) -> bool:
+        """Delete an object (``force``: a pod goes at once, as with gracePeriodSeconds=0); False if it
+        did not exist."""
         try:
-            self._store.delete(_BY_KIND[kind], namespace, name, propagation)
+            self._store.delete(_BY_KIND[kind], namespace, name, propagation, force=force)
             return True
         except ApiError:
             return False
@@ -1199,6 +1231,15 @@ class FakeKubeApiServer:
             },
             namespace,
         )
+
+    @property
+    def graceful_pod_deletion(self) -> bool:
+        """Whether deleting a running pod waits for a kubelet (set by :class:`FakeKubelet`)."""
+        return self._store.graceful_pods
+
+    @graceful_pod_deletion.setter
+    def graceful_pod_deletion(self, value: bool) -> None:
+        self._store.graceful_pods = value
 
     def compact(self) -> None:
         """Drop the change history: watches from an older resourceVersion now get 410 Gone."""

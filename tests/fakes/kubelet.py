@@ -1,0 +1,693 @@
+"""FakeKubelet: a test-only Job controller + kubelet that runs pods as local processes.
+
+It watches a :class:`~tests.fakes.kube_apiserver.FakeKubeApiServer` (in process, through its store
+methods, so it does not show up in the request log) and does what the Job controller and the
+kubelet would:
+
+Job controller
+    creates one Pod per wanted completion (``completionMode: Indexed``: one per index, with the
+    ``batch.kubernetes.io/job-completion-index`` annotation/label, ``hostname <job>-<index>`` and the
+    template's ``subdomain``), owned by the Job; replaces failed pods within ``backoffLimit`` /
+    ``backoffLimitPerIndex``; applies ``podFailurePolicy`` (Ignore on a ``DisruptionTarget``
+    condition, FailJob/FailIndex/Count on exit codes); honours ``suspend`` (deletes the active pods,
+    the containers get SIGTERM) and ``successPolicy``; writes Job status (active, succeeded, failed,
+    completedIndexes, conditions Complete/Failed/Suspended).
+
+Kubelet
+    starts each Pending pod's container as a local process: ``command`` + ``args`` with Kubernetes'
+    ``$(VAR)`` expansion (``$$`` -> ``$``), ``env`` values and ``valueFrom.fieldRef`` (metadata.name,
+    metadata.namespace, metadata.annotations['...'], metadata.labels['...']). ``python`` as the first
+    word means this interpreter (``sys.executable``): the "image" is the test's own environment.
+
+    Volumes are materialised per pod under ``<workdir>/<namespace>/<pod>/volumes/<volume>``: a
+    ConfigMap's keys (or its ``items``) and a Secret's keys are written as files, an emptyDir is an
+    empty directory. Processes cannot see the container paths, so every argument and environment
+    value that starts with a ``volumeMounts[].mountPath`` is rewritten to the materialised directory
+    (the longest matching mount wins). The process runs with that pod directory as its cwd.
+
+    Networking: each pod is a process on 127.0.0.1, so the kubelet gives every pod that has a
+    ``hostname`` + ``subdomain`` its own local port (``RLCLOUD_PORT`` is overridden, like a pod IP
+    would differ) and passes every process ``RLCLOUD_HOST_MAP="<host>.<subdomain>=127.0.0.1:<port>,..."``
+    covering all Indexed Jobs with a subdomain in the namespace (ports are allocated up front, so the
+    agent knows its env servers before they start).
+
+    stdout+stderr go to the fake's pod log (``kubectl logs``) and to ``<pod dir>/container.log``.
+    Exit codes end up in the container status; a deleted pod's process gets SIGTERM, then SIGKILL
+    after ``terminationGracePeriodSeconds`` (capped by ``max_grace``).
+
+Tests poke it with :meth:`FakeKubelet.kill` (crash a container) and :meth:`FakeKubelet.preempt`
+(a node lost to preemption: DisruptionTarget condition, exit 143). ``unschedulable`` (a callback
+returning a scheduler message, or None) keeps matching pods Pending with ``PodScheduled=False``.
+``argv_rewrite`` swaps the container's argv before it runs (tests that need a stand-in for the
+runner, i.e. a different "image").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import os
+import re
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.fakes.kube_apiserver import FakeKubeApiServer
+
+__all__ = ["FakeKubelet"]
+
+JSON = dict[str, Any]
+INDEX_KEY = "batch.kubernetes.io/job-completion-index"
+_VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
+_FIELD_MAP = re.compile(r"^metadata\.(annotations|labels)\['(.+)'\]$")
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def expand(text: str, env: dict[str, str]) -> str:
+    """Kubernetes ``$(VAR)`` expansion: defined variables are replaced, ``$$`` becomes ``$``, the rest stays."""
+
+    def repl(m: re.Match[str]) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        name = m.group(1)
+        return env[name] if name in env else m.group(0)
+
+    return _VAR.sub(repl, text)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class _Container:
+    pod: str
+    namespace: str
+    process: subprocess.Popen[bytes]
+    grace: float
+    log_path: Path
+    reader: threading.Thread | None = None
+    deleted: bool = False
+    disrupted: bool = False
+
+
+@dataclass
+class _JobState:
+    failures_per_index: dict[int, int] = field(default_factory=dict)
+    failures: int = 0
+    counted: set[str] = field(default_factory=set)  # failed pods already accounted for
+
+
+class FakeKubelet:
+    """Runs the fake apiserver's Jobs as local processes (see the module docstring)."""
+
+    def __init__(
+        self,
+        apiserver: FakeKubeApiServer,
+        workdir: str | os.PathLike[str],
+        *,
+        namespace: str | None = None,
+        extra_env: dict[str, str] | None = None,
+        max_grace: float = 30.0,
+        unschedulable: Callable[[JSON], str | None] | None = None,
+        argv_rewrite: Callable[[list[str]], list[str]] | None = None,
+        poll: float = 0.05,
+    ) -> None:
+        self.apiserver = apiserver
+        self.workdir = Path(workdir)
+        self.namespace = namespace
+        self.extra_env = dict(extra_env or {})
+        self.max_grace = max_grace
+        self.unschedulable = unschedulable
+        self.argv_rewrite = argv_rewrite
+        self.poll = poll
+        self._containers: dict[tuple[str, str], _Container] = {}
+        self._jobs: dict[str, _JobState] = {}  # by Job uid: a re-created Job starts afresh
+        self._ports: dict[tuple[str, str], int] = {}  # (namespace, "host.subdomain") -> local port
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        #: (namespace, pod name, exit code) of every container that ended, in order
+        self.exits: list[tuple[str, str, int]] = []
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> FakeKubelet:
+        """Start reconciling in a background thread."""
+        self.apiserver.graceful_pod_deletion = True
+        self._thread = threading.Thread(target=self._loop, name="fake-kubelet", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop reconciling and kill every process still running (SIGTERM, then SIGKILL)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        with self._lock:
+            containers = list(self._containers.values())
+        for c in containers:
+            self._terminate(c, grace=min(c.grace, 5.0))
+        for c in containers:
+            if c.reader is not None:
+                c.reader.join(timeout=5)
+        self.apiserver.graceful_pod_deletion = False
+
+    def __enter__(self) -> FakeKubelet:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- test hooks ------------------------------------------------------------------------------
+
+    def running(self, label_selector: str | None = None) -> list[str]:
+        """Names of pods whose process is alive (optionally only pods matching a label selector)."""
+        wanted = None
+        if label_selector is not None:
+            wanted = {p["metadata"]["name"] for p in self.apiserver.list_objects("Pod", self.namespace, label_selector)}
+        with self._lock:
+            return sorted(
+                c.pod
+                for c in self._containers.values()
+                if c.process.poll() is None and (wanted is None or c.pod in wanted)
+            )
+
+    def kill(self, pod: str, sig: int = signal.SIGKILL) -> None:
+        """Crash a pod's container (default SIGKILL: exit code 137, counted against the backoff budget)."""
+        with self._lock:
+            container = next(c for c in self._containers.values() if c.pod == pod)
+        container.process.send_signal(sig)
+
+    def preempt(self, pod: str) -> None:
+        """Lose a pod as to preemption: DisruptionTarget condition, then SIGTERM (ignored by the Job's budget)."""
+        with self._lock:
+            container = next(c for c in self._containers.values() if c.pod == pod)
+            container.disrupted = True
+        obj = self.apiserver.get_object("Pod", pod, container.namespace)
+        if obj is not None:
+            status = obj.get("status", {})
+            status.setdefault("conditions", []).append(
+                {
+                    "type": "DisruptionTarget",
+                    "status": "True",
+                    "reason": "TerminationByKubelet",
+                    "message": "node preempted (fake)",
+                    "lastTransitionTime": _now(),
+                }
+            )
+            self.apiserver.update_status("Pod", pod, container.namespace, status)
+        container.process.send_signal(signal.SIGTERM)
+
+    # -- the loop --------------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        seen = -1
+        while not self._stop.is_set():
+            rv = self.apiserver.wait_for_change(seen, self.poll)
+            seen = rv
+            try:
+                self._reconcile()
+            except Exception as exc:  # keep running: a test will see the symptom, print the cause
+                print(f"fake kubelet: reconcile failed: {exc!r}", file=sys.stderr)
+            time.sleep(self.poll)
+
+    def _reconcile(self) -> None:
+        jobs = self.apiserver.list_objects("Job", self.namespace)
+        for job in jobs:
+            self._reconcile_job(job)
+        live_pods = {
+            (p["metadata"]["namespace"], p["metadata"]["name"]): p
+            for p in self.apiserver.list_objects("Pod", self.namespace)
+        }
+        with self._lock:
+            containers = dict(self._containers)
+        # pods deleted through the API (stop, suspend, GC): SIGTERM, grace period, then gone for good
+        for key, c in containers.items():
+            pod = live_pods.get(key)
+            if (pod is None or "deletionTimestamp" in pod["metadata"]) and not c.deleted:
+                c.deleted = True
+                threading.Thread(target=self._terminate, args=(c,), daemon=True).start()
+        for key, pod in live_pods.items():
+            if key in containers:
+                self._check_exit(containers[key], pod)
+            elif "deletionTimestamp" in pod["metadata"]:
+                self.apiserver.delete_object("Pod", key[1], key[0], force=True)
+            elif pod.get("status", {}).get("phase", "Pending") == "Pending" and not any(
+                (cs.get("state") or {}).get("waiting") for cs in pod.get("status", {}).get("containerStatuses") or []
+            ):
+                self._start_pod(pod)
+
+    # -- Job controller --------------------------------------------------------------------------
+
+    def _reconcile_job(self, job: JSON) -> None:
+        meta, spec = job["metadata"], job["spec"]
+        ns, name = meta["namespace"], meta["name"]
+        status = copy.deepcopy(job.get("status") or {})
+        conditions: list[JSON] = status.setdefault("conditions", [])
+        finished = any(c["type"] in ("Complete", "Failed") and c["status"] == "True" for c in conditions)
+        pods = [
+            p
+            for p in self.apiserver.list_objects("Pod", ns)
+            if any(r.get("uid") == meta["uid"] for r in p["metadata"].get("ownerReferences") or [])
+        ]
+        state = self._jobs.setdefault(meta["uid"], _JobState())
+        indexed = spec.get("completionMode") == "Indexed"
+        completions = int(spec.get("completions") or 1)
+        per_index_limit = spec.get("backoffLimitPerIndex")
+        active = [
+            p
+            for p in pods
+            if p.get("status", {}).get("phase", "Pending") in ("Pending", "Running")
+            and "deletionTimestamp" not in p["metadata"]
+        ]
+        # a terminating pod still holds its index: its replacement waits (podReplacementPolicy: Failed)
+        terminating = {self._index(p) for p in pods if "deletionTimestamp" in p["metadata"]}
+        completed = {self._index(p) for p in pods if p.get("status", {}).get("phase") == "Succeeded"}
+
+        def set_condition(kind: str, reason: str, message: str, value: str = "True") -> None:
+            for c in conditions:
+                if c["type"] == kind:
+                    if c["status"] != value:
+                        c.update(status=value, reason=reason, message=message, lastTransitionTime=_now())
+                    return
+            conditions.append(
+                {"type": kind, "status": value, "reason": reason, "message": message, "lastTransitionTime": _now()}
+            )
+
+        def fail_job(reason: str, message: str) -> None:
+            set_condition("FailureTarget", reason, message)
+            set_condition("Failed", reason, message)
+            for p in active:
+                self.apiserver.delete_object("Pod", p["metadata"]["name"], ns)
+
+        failed_indexes: set[int] = set()
+        if not finished:
+            # account for newly failed pods: podFailurePolicy, then the backoff budget
+            for p in pods:
+                pst = p.get("status", {})
+                if pst.get("phase") != "Failed" or p["metadata"]["name"] in state.counted:
+                    continue
+                state.counted.add(p["metadata"]["name"])
+                action = self._policy_action(spec.get("podFailurePolicy"), p)
+                if action == "Ignore":
+                    continue
+                if action == "FailJob":
+                    code = _container_exit(p)
+                    fail_job(
+                        "PodFailurePolicy",
+                        f"Container runner for pod {ns}/{p['metadata']['name']} failed with exit code {code} "
+                        "matching FailJob rule at index 1",
+                    )
+                    finished = True
+                    break
+                index = self._index(p)
+                state.failures += 1
+                state.failures_per_index[index] = state.failures_per_index.get(index, 0) + 1
+                if action == "FailIndex":
+                    state.failures_per_index[index] = 1 << 30
+            if not finished:
+                if per_index_limit is not None:
+                    failed_indexes = {i for i, n in state.failures_per_index.items() if n > int(per_index_limit)}
+                elif state.failures > int(spec.get("backoffLimit", 6)):
+                    fail_job("BackoffLimitExceeded", "Job has reached the specified backoff limit")
+                    finished = True
+        suspended = bool(spec.get("suspend"))
+        if not finished and suspended:
+            for p in active:
+                self.apiserver.delete_object("Pod", p["metadata"]["name"], ns)
+            set_condition("Suspended", "JobSuspended", "Job suspended")
+        elif not finished:
+            if any(c["type"] == "Suspended" and c["status"] == "True" for c in conditions):
+                set_condition("Suspended", "JobResumed", "Job resumed", "False")
+            rules = (spec.get("successPolicy") or {}).get("rules") or []
+            success_by_policy = any(len(completed) >= int(r.get("succeededCount", completions + 1)) for r in rules)
+            wanted = set(range(completions)) if indexed else {0}
+            if success_by_policy or (completed >= wanted if indexed else bool(completed)):
+                if success_by_policy:
+                    set_condition("SuccessCriteriaMet", "SuccessPolicy", "Matched rules at index 0")
+                for p in active:
+                    self.apiserver.delete_object("Pod", p["metadata"]["name"], ns)
+                set_condition("Complete", "CompletionsReached" if not success_by_policy else "SuccessPolicy", "")
+                status["completionTime"] = _now()
+                finished = True
+            elif failed_indexes and (completed | failed_indexes) >= wanted:
+                fail_job("FailedIndexes", "Job has failed indexes")
+                finished = True
+            else:
+                running = {self._index(p) for p in active} | terminating
+                for index in sorted(wanted - completed - running - failed_indexes):
+                    self._create_pod(job, index if indexed else None)
+                status.setdefault("startTime", _now())
+        pods = [  # again: pods were created or deleted above
+            p
+            for p in self.apiserver.list_objects("Pod", ns)
+            if any(r.get("uid") == meta["uid"] for r in p["metadata"].get("ownerReferences") or [])
+        ]
+        status["active"] = sum(1 for p in pods if p.get("status", {}).get("phase", "Pending") in ("Pending", "Running"))
+        status["ready"] = sum(1 for p in pods if p.get("status", {}).get("phase") == "Running")
+        status["succeeded"] = sum(1 for p in pods if p.get("status", {}).get("phase") == "Succeeded")
+        status["failed"] = sum(1 for p in pods if p.get("status", {}).get("phase") == "Failed")
+        if indexed:
+            done = sorted({self._index(p) for p in pods if p.get("status", {}).get("phase") == "Succeeded"})
+            status["completedIndexes"] = _format_indexes(done)
+            if failed_indexes:
+                status["failedIndexes"] = _format_indexes(sorted(failed_indexes))
+        for key in ("active", "ready", "succeeded", "failed"):
+            if not status[key]:
+                del status[key]
+        if not conditions:
+            del status["conditions"]
+        if status != (job.get("status") or {}):
+            self.apiserver.update_status("Job", name, ns, status)
+
+    @staticmethod
+    def _index(pod: JSON) -> int:
+        value = (pod["metadata"].get("annotations") or {}).get(INDEX_KEY)
+        return int(value) if value is not None else 0
+
+    @staticmethod
+    def _policy_action(policy: JSON | None, pod: JSON) -> str:
+        if not policy:
+            return "Count"
+        code = _container_exit(pod)
+        conditions = pod.get("status", {}).get("conditions") or []
+        for rule in policy.get("rules") or []:
+            on_codes = rule.get("onExitCodes")
+            if on_codes and code is not None:
+                values = set(on_codes.get("values") or [])
+                hit = code in values if on_codes.get("operator", "In") == "In" else code not in values and code != 0
+                if hit:
+                    return str(rule["action"])
+            for pattern in rule.get("onPodConditions") or []:
+                if any(
+                    c.get("type") == pattern.get("type") and c.get("status") == pattern.get("status", "True")
+                    for c in conditions
+                ):
+                    return str(rule["action"])
+        return "Count"
+
+    def _create_pod(self, job: JSON, index: int | None) -> None:
+        meta = job["metadata"]
+        template = copy.deepcopy(job["spec"]["template"])
+        tmeta = template.get("metadata") or {}
+        suffix = secrets.token_hex(3)[:5]
+        name = f"{meta['name']}-{index}-{suffix}" if index is not None else f"{meta['name']}-{suffix}"
+        labels = dict(tmeta.get("labels") or {})
+        annotations = dict(tmeta.get("annotations") or {})
+        pod_spec = template["spec"]
+        if index is not None:
+            annotations[INDEX_KEY] = str(index)
+            labels[INDEX_KEY] = str(index)
+            pod_spec["hostname"] = f"{meta['name']}-{index}"
+        body = {
+            "metadata": {
+                "name": name,
+                "labels": labels,
+                "annotations": annotations,
+                "ownerReferences": [
+                    {
+                        "apiVersion": "batch/v1",
+                        "kind": "Job",
+                        "name": meta["name"],
+                        "uid": meta["uid"],
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
+            },
+            "spec": pod_spec,
+        }
+        self.apiserver.create_object("Pod", body, meta["namespace"])
+
+    # -- kubelet ---------------------------------------------------------------------------------
+
+    def _host_map(self, namespace: str) -> dict[str, int]:
+        """``host.subdomain`` -> local port for every pod an Indexed Job with a subdomain will create."""
+        with self._lock:
+            for job in self.apiserver.list_objects("Job", namespace):
+                spec = job["spec"]
+                subdomain = spec["template"]["spec"].get("subdomain")
+                if spec.get("completionMode") != "Indexed" or not subdomain:
+                    continue
+                for i in range(int(spec.get("completions") or 0)):
+                    key = (namespace, f"{job['metadata']['name']}-{i}.{subdomain}")
+                    if key not in self._ports:
+                        self._ports[key] = _free_port()
+            return {host: port for (ns, host), port in self._ports.items() if ns == namespace}
+
+    def _start_pod(self, pod: JSON) -> None:
+        meta, spec = pod["metadata"], pod["spec"]
+        ns, name = meta["namespace"], meta["name"]
+        if self.unschedulable is not None:
+            message = self.unschedulable(pod)
+            if message:
+                status = pod.get("status") or {}
+                if not any(c.get("type") == "PodScheduled" for c in status.get("conditions") or []):
+                    status["conditions"] = [
+                        {
+                            "type": "PodScheduled",
+                            "status": "False",
+                            "reason": "Unschedulable",
+                            "message": message,
+                            "lastTransitionTime": _now(),
+                        }
+                    ]
+                    self.apiserver.update_status("Pod", name, ns, status)
+                return
+        pod_dir = self.workdir / ns / name
+        volumes_dir = pod_dir / "volumes"
+        local_paths: dict[str, Path] = {}
+        try:
+            pod_dir.mkdir(parents=True, exist_ok=True)
+            for volume in spec.get("volumes") or []:
+                target = volumes_dir / volume["name"]
+                target.mkdir(parents=True, exist_ok=True)
+                local_paths[volume["name"]] = target
+                if "configMap" in volume:
+                    self._write_keys(target, "ConfigMap", volume["configMap"], ns, decode=False)
+                elif "secret" in volume:
+                    src = dict(volume["secret"])
+                    src["name"] = src.pop("secretName")
+                    self._write_keys(target, "Secret", src, ns, decode=True)
+            (container,) = spec["containers"]
+            mounts = sorted(
+                ((m["mountPath"], local_paths[m["name"]]) for m in container.get("volumeMounts") or []),
+                key=lambda m: -len(m[0]),
+            )
+
+            def rewrite(value: str) -> str:
+                for mount_path, local in mounts:
+                    if value == mount_path or value.startswith(mount_path.rstrip("/") + "/"):
+                        return str(local) + value[len(mount_path.rstrip("/")) :]
+                return value
+
+            env: dict[str, str] = {}
+            for item in container.get("env") or []:
+                if "value" in item:
+                    env[item["name"]] = expand(item["value"], env)
+                elif "valueFrom" in item:
+                    env[item["name"]] = self._field(pod, item["valueFrom"])
+            hosts = self._host_map(ns)
+            hostname, subdomain = spec.get("hostname"), spec.get("subdomain")
+            if hostname and subdomain and f"{hostname}.{subdomain}" in hosts:
+                env["RLCLOUD_PORT"] = str(hosts[f"{hostname}.{subdomain}"])
+                env["RLCLOUD_BIND_HOST"] = "127.0.0.1"
+            if hosts:
+                env["RLCLOUD_HOST_MAP"] = ",".join(f"{h}=127.0.0.1:{p}" for h, p in sorted(hosts.items()))
+            env = {k: rewrite(v) for k, v in env.items()}
+            argv = [expand(a, env) for a in (container.get("command") or []) + (container.get("args") or [])]
+            argv = [rewrite(a) for a in argv]
+            if self.argv_rewrite is not None:
+                argv = self.argv_rewrite(argv)
+            if argv and argv[0] in ("python", "python3"):
+                argv[0] = sys.executable
+            process_env = {**os.environ, **self.extra_env, **env}
+            log_path = pod_dir / "container.log"
+            log_file = open(log_path, "wb")  # noqa: SIM115 - closed by the reader thread
+            process = subprocess.Popen(
+                argv,
+                cwd=pod_dir,
+                env=process_env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except Exception as exc:  # like CreateContainerError: the pod stays Pending with a reason
+            self.apiserver.update_status(
+                "Pod",
+                name,
+                ns,
+                {
+                    "phase": "Pending",
+                    "containerStatuses": [
+                        {
+                            "name": spec["containers"][0]["name"],
+                            "ready": False,
+                            "restartCount": 0,
+                            "image": spec["containers"][0].get("image", ""),
+                            "imageID": "",
+                            "state": {"waiting": {"reason": "CreateContainerError", "message": str(exc)}},
+                        }
+                    ],
+                },
+            )
+            return
+        grace = float(spec.get("terminationGracePeriodSeconds", 30))
+        c = _Container(pod=name, namespace=ns, process=process, grace=min(grace, self.max_grace), log_path=log_path)
+        c.reader = threading.Thread(target=self._pump, args=(c, log_file), name=f"log-{name}", daemon=True)
+        with self._lock:
+            self._containers[(ns, name)] = c
+        c.reader.start()
+        now = _now()
+        self.apiserver.update_status(
+            "Pod",
+            name,
+            ns,
+            {
+                "phase": "Running",
+                "podIP": "127.0.0.1",
+                "hostIP": "127.0.0.1",
+                "startTime": now,
+                "conditions": [
+                    {"type": "PodScheduled", "status": "True", "lastTransitionTime": now},
+                    {"type": "Ready", "status": "True", "lastTransitionTime": now},
+                ],
+                "containerStatuses": [
+                    {
+                        "name": container["name"],
+                        "ready": True,
+                        "restartCount": 0,
+                        "image": container.get("image", ""),
+                        "imageID": "",
+                        "started": True,
+                        "state": {"running": {"startedAt": now}},
+                    }
+                ],
+            },
+        )
+        self.apiserver.patch_object("Pod", name, ns, {"spec": {"nodeName": "fake-node"}})
+
+    def _write_keys(self, target: Path, kind: str, source: JSON, namespace: str, *, decode: bool) -> None:
+        import base64
+
+        obj = self.apiserver.get_object(kind, source["name"], namespace)
+        if obj is None:
+            raise RuntimeError(f'{kind.lower()} "{source["name"]}" not found')
+        data = dict(obj.get("data") or {})
+        items = source.get("items") or [{"key": k, "path": k} for k in data]
+        for item in items:
+            raw = data[item["key"]]
+            content = base64.b64decode(raw) if decode else raw.encode()
+            path = target / item["path"]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(content)
+            if source.get("defaultMode") is not None:
+                path.chmod(int(source["defaultMode"]))
+
+    @staticmethod
+    def _field(pod: JSON, source: JSON) -> str:
+        ref = (source.get("fieldRef") or {}).get("fieldPath", "")
+        m = _FIELD_MAP.match(ref)
+        if m:
+            return str((pod["metadata"].get(m.group(1)) or {}).get(m.group(2), ""))
+        if ref == "metadata.name":
+            return str(pod["metadata"]["name"])
+        if ref == "metadata.namespace":
+            return str(pod["metadata"]["namespace"])
+        if ref == "status.podIP":
+            return "127.0.0.1"
+        raise RuntimeError(f"fake kubelet: unsupported env source {source}")
+
+    def _pump(self, c: _Container, log_file: Any) -> None:
+        assert c.process.stdout is not None
+        with log_file:
+            for chunk in iter(lambda: c.process.stdout.read1(65536), b""):  # type: ignore[union-attr]
+                log_file.write(chunk)
+                log_file.flush()
+                self.apiserver.append_log(c.namespace, c.pod, chunk)
+        c.process.stdout.close()
+        c.process.wait()
+
+    def _check_exit(self, c: _Container, pod: JSON) -> None:
+        code = c.process.poll()
+        if code is None or pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+            return
+        if "deletionTimestamp" in pod["metadata"]:
+            return  # being deleted: _terminate removes it
+        if c.reader is not None:
+            c.reader.join(timeout=5)  # the log is complete before the pod is reported finished
+        exit_code = code if code >= 0 else 128 - code  # killed by a signal: 128 + signal number
+        self.exits.append((c.namespace, c.pod, exit_code))
+        status = copy.deepcopy(pod.get("status") or {})
+        status["phase"] = "Succeeded" if exit_code == 0 else "Failed"
+        for cs in status.get("containerStatuses") or []:
+            cs["ready"] = False
+            cs["state"] = {
+                "terminated": {
+                    "exitCode": exit_code,
+                    "reason": "Completed" if exit_code == 0 else "Error",
+                    "startedAt": cs.get("state", {}).get("running", {}).get("startedAt", _now()),
+                    "finishedAt": _now(),
+                }
+            }
+        status["conditions"] = [c2 for c2 in status.get("conditions") or [] if c2.get("type") != "Ready"] + [
+            {"type": "Ready", "status": "False", "reason": "PodCompleted", "lastTransitionTime": _now()}
+        ]
+        self.apiserver.update_status("Pod", c.pod, c.namespace, status)
+
+    def _terminate(self, c: _Container, grace: float | None = None) -> None:
+        if c.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                c.process.send_signal(signal.SIGTERM)
+            try:
+                c.process.wait(timeout=c.grace if grace is None else grace)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(c.process.pid, signal.SIGKILL)
+                c.process.wait()
+        if c.reader is not None:
+            c.reader.join(timeout=5)
+        if c.deleted:
+            self.apiserver.delete_object("Pod", c.pod, c.namespace, force=True)
+        with self._lock:
+            if self._containers.get((c.namespace, c.pod)) is c and c.deleted:
+                del self._containers[(c.namespace, c.pod)]
+
+
+def _container_exit(pod: JSON) -> int | None:
+    for cs in pod.get("status", {}).get("containerStatuses") or []:
+        terminated = (cs.get("state") or {}).get("terminated")
+        if terminated:
+            return int(terminated["exitCode"])
+    return None
+
+
+def _format_indexes(indexes: list[int]) -> str:
+    """[0, 1, 2, 5] -> "0-2,5" (the Job status format)."""
+    parts: list[str] = []
+    start = prev = None
+    for i in indexes:
+        if start is None:
+            start = prev = i
+        elif i == prev + 1:  # type: ignore[operator]
+            prev = i
+        else:
+            parts.append(f"{start}-{prev}" if start != prev else f"{start}")
+            start = prev = i
+    if start is not None:
+        parts.append(f"{start}-{prev}" if start != prev else f"{start}")
+    return ",".join(parts)

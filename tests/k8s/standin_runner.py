@@ -1,0 +1,141 @@
+"""A stand-in for ``python -m rlcloud.runner`` (standard library only, starts in milliseconds).
+
+The fake kubelet runs it instead of the real runner in the fast Kubernetes tests, so that the
+lifecycle (logs, status, pause/resume with a SIGTERM checkpoint, env-server DNS and completion,
+exit codes) is exercised without TensorFlow. It honours the same arguments, environment variables,
+exit codes and results layout as the real runner (docs/contracts.md), in miniature:
+
+- learner roles (single/multi/agent) "train" ``STANDIN_EPISODES`` episodes of ``STANDIN_DELAY``
+  seconds, printing one line each and updating ``progress.json``; on SIGTERM they write
+  ``checkpoints/ckpt-<episode>`` + ``checkpoints/LATEST`` and exit 143; on start they resume from
+  ``LATEST``. The agent first connects to every env server in ``RLCLOUD_ENV_SERVERS`` (through
+  ``RLCLOUD_HOST_MAP``) and at the end tells each one ``done``.
+- env-server listens on ``RLCLOUD_BIND_HOST:RLCLOUD_PORT`` and exits 0 when told ``done``.
+- ``STANDIN_EXIT=<code>`` makes any role exit with that code at once (spec errors: 2, 3).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+
+terminated = False
+
+
+def _on_term(signum: int, frame: object) -> None:
+    global terminated
+    terminated = True
+
+
+def _results(workdir: str) -> Path:
+    path = Path(os.environ.get("RLCLOUD_RESULTS") or workdir)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _write_json(path: Path, data: dict[str, object]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data))
+    tmp.replace(path)
+
+
+def _resolve(entry: str) -> tuple[str, int]:
+    host, port = entry.rsplit(":", 1)
+    mapping = dict(item.split("=", 1) for item in (os.environ.get("RLCLOUD_HOST_MAP") or "").split(",") if "=" in item)
+    target = mapping.get(entry) or mapping.get(host)
+    if target:
+        host, port = target.rsplit(":", 1)
+    return host, int(port)
+
+
+def _send(entry: str, message: bytes, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with socket.create_connection(_resolve(entry), timeout=2) as sock:
+                sock.sendall(message)
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def learner(role: str, results: Path) -> int:
+    episodes = int(os.environ.get("STANDIN_EPISODES", "5"))
+    delay = float(os.environ.get("STANDIN_DELAY", "0.05"))
+    latest = results / "checkpoints" / "LATEST"
+    start = 0
+    if latest.exists():
+        start = int(latest.read_text().strip().split("-")[1])
+        print(f"resumed from {latest.read_text().strip()}", flush=True)
+    servers = [s for s in (os.environ.get("RLCLOUD_ENV_SERVERS") or "").split(",") if s]
+    for entry in servers:
+        _send(entry, b"hello\n")
+    print(f"{role}: training with {len(servers)} env servers", flush=True)
+    for episode in range(start, episodes):
+        if terminated:
+            name = f"ckpt-{episode}"
+            (results / "checkpoints" / name).mkdir(parents=True, exist_ok=True)
+            tmp = latest.with_suffix(".tmp")
+            tmp.write_text(name)
+            tmp.replace(latest)
+            _write_json(results / "progress.json", {"state": "stopped", "episode": episode, "checkpoint": name})
+            print(f"checkpoint {name} on SIGTERM", flush=True)
+            return 143
+        print(f"episode {episode} return {10 + episode}", flush=True)
+        _write_json(results / "progress.json", {"state": "running", "episode": episode + 1, "timestep": 0})
+        time.sleep(delay)
+    for entry in servers:
+        _send(entry, b"done\n")
+    _write_json(results / "progress.json", {"state": "succeeded", "episode": episodes})
+    print("done", flush=True)
+    return 0
+
+
+def env_server(index: int) -> int:
+    port = int(os.environ.get("RLCLOUD_PORT", "5000"))
+    host = os.environ.get("RLCLOUD_BIND_HOST", "0.0.0.0")
+    with socket.create_server((host, port)) as server:
+        server.settimeout(0.2)
+        print(f"env server {index} listening on {port}", flush=True)
+        while not terminated:
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                data = conn.recv(64)
+            if data.startswith(b"done"):
+                print(f"env server {index}: agent done", flush=True)
+                return 0
+    return 143
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--role", required=True)
+    parser.add_argument("--index", type=int, default=0)
+    parser.add_argument("--spec", required=True)
+    parser.add_argument("--workdir", required=True)
+    args = parser.parse_args()
+    signal.signal(signal.SIGTERM, _on_term)
+    if os.environ.get("STANDIN_EXIT"):
+        print(f"exiting with {os.environ['STANDIN_EXIT']}", flush=True)
+        return int(os.environ["STANDIN_EXIT"])
+    if not Path(args.spec).is_file():
+        print(f"no spec at {args.spec}", flush=True)
+        return 2
+    if args.role == "env-server":
+        return env_server(args.index)
+    return learner(args.role, _results(args.workdir))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

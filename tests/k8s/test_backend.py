@@ -1,0 +1,249 @@
+"""KubernetesBackend against the fake apiserver (real client), with the fake kubelet running a stand-in
+runner so the lifecycle is real but fast."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from rlcloud.errors import BackendError, ConflictError, NotFoundError, SpecError
+from rlcloud.errors import TimeoutError as RLTimeoutError
+from rlcloud.k8s.applier import RetryPolicy
+from rlcloud.k8s.backend import KubernetesBackend
+from tests.fakes.kube_apiserver import FakeKubeApiServer
+from tests.fakes.kubelet import FakeKubelet
+from tests.k8s.conftest import make_spec
+from tests.k8s.test_kubelet import eventually
+
+STANDIN = str(Path(__file__).with_name("standin_runner.py"))
+FAST_RETRY = RetryPolicy(attempts=4, initial=0.01, maximum=0.05)
+
+
+def standin(argv: list[str]) -> list[str]:
+    """The 'image' of these tests: the stand-in runner instead of ``python -m rlcloud.runner``."""
+    assert argv[:3] == ["python", "-m", "rlcloud.runner"], argv
+    return [sys.executable, STANDIN, *argv[3:]]
+
+
+def make_backend(api_client: client.ApiClient, namespace: str = "rl") -> KubernetesBackend:
+    return KubernetesBackend(
+        api_client, namespace=namespace, image="rlcloud:test", retry=FAST_RETRY, poll_interval=0.1, stop_timeout=20
+    )
+
+
+@pytest.fixture
+def backend(api_client: client.ApiClient) -> KubernetesBackend:
+    return make_backend(api_client)
+
+
+@pytest.fixture
+def results(tmp_path: Path) -> str:
+    return str(tmp_path / "results")
+
+
+def kubelet_for(apiserver: FakeKubeApiServer, tmp_path: Path, **env: str) -> FakeKubelet:
+    return FakeKubelet(apiserver, tmp_path / "pods", argv_rewrite=standin, extra_env=env, max_grace=10)
+
+
+@pytest.fixture
+def kubelet(apiserver: FakeKubeApiServer, tmp_path: Path) -> Iterator[FakeKubelet]:
+    with kubelet_for(apiserver, tmp_path, STANDIN_EPISODES="3", STANDIN_DELAY="0.05") as k:
+        yield k
+
+
+def objects(apiserver: FakeKubeApiServer, namespace: str = "rl") -> list[tuple[str, str]]:
+    out = []
+    for kind in ("ConfigMap", "Service", "Job"):
+        out += [(kind, o["metadata"]["name"]) for o in apiserver.list_objects(kind, namespace)]
+    return sorted(out)
+
+
+# ---------------------------------------------------------------------------------------------- start
+
+
+def test_start_creates_namespace_rbac_and_objects_once(
+    apiserver: FakeKubeApiServer, backend: KubernetesBackend, results: str
+) -> None:
+    spec = make_spec("distributed", 3)
+    backend.start(spec, results)
+    assert apiserver.get_object("Namespace", "rl") is not None
+    for kind in ("ServiceAccount", "Role", "RoleBinding"):
+        assert apiserver.get_object(kind, "rlcloud-runner", "rl") is not None, kind
+    created = objects(apiserver)
+    assert created == [
+        ("ConfigMap", "cartpole-spec"),
+        ("Job", "cartpole-agent"),
+        ("Job", "cartpole-env"),
+        ("Service", "cartpole-env"),
+    ]
+    # start again, also from a fresh backend (another machine): nothing new, no error
+    backend.start(spec, results)
+    make_backend(backend.api_client).start(spec, results)
+    assert objects(apiserver) == created
+    # SA + Role + RoleBinding + 4 objects, then 4 creates answered 409 per repeated start
+    assert apiserver.request_count("POST", r"/namespaces/rl/") == 3 + 4 + 4 + 4
+    assert apiserver.request_count("POST", r"^/api/v1/namespaces$") == 1
+    with pytest.raises(ConflictError, match="different configuration"):
+        backend.start(make_spec("distributed", 4), results)
+
+
+def test_injected_500s_are_retried_without_duplicates(
+    apiserver: FakeKubeApiServer, backend: KubernetesBackend, results: str
+) -> None:
+    apiserver.inject_fault("POST", r"/jobs$", status=500, count=2)
+    lost = apiserver.inject_fault("POST", r"/configmaps$", status=500, after=True)  # created, reply lost
+    apiserver.inject_fault("GET", r"/services/", status=503)
+    apiserver.inject_fault("POST", r"/services$", status=500, after=True)
+    backend.start(make_spec("distributed", 2), results)
+    assert lost.hits == 1
+    assert objects(apiserver) == [
+        ("ConfigMap", "cartpole-spec"),
+        ("Job", "cartpole-agent"),
+        ("Job", "cartpole-env"),
+        ("Service", "cartpole-env"),
+    ]
+
+
+def test_persistent_500_and_422_become_rlcloud_errors(
+    apiserver: FakeKubeApiServer, backend: KubernetesBackend, results: str
+) -> None:
+    apiserver.inject_fault("POST", r"/jobs$", status=500, count=100)
+    with pytest.raises(BackendError, match="create Job"):
+        backend.start(make_spec(), results)
+    apiserver._faults.clear()
+    apiserver.inject_fault("POST", r"/jobs$", status=422, message='Job.batch "x" is invalid: spec.template: bad')
+    with pytest.raises(SpecError, match="is invalid"):
+        backend.start(make_spec(), results)
+
+
+def test_no_permission_for_namespace_is_auth_error(apiserver: FakeKubeApiServer, api_client: client.ApiClient) -> None:
+    apiserver.inject_fault("POST", r"^/api/v1/namespaces$", status=403, reason="Forbidden", message="forbidden: no")
+    from rlcloud.errors import AuthError
+
+    with pytest.raises(AuthError, match="permission"):
+        make_backend(api_client, "locked").start(make_spec(), "/tmp/x")
+
+
+# ---------------------------------------------------------------------------------------------- lifecycle
+
+
+def test_single_runs_to_success_with_status_logs_attach_list(
+    apiserver: FakeKubeApiServer, backend: KubernetesBackend, kubelet: FakeKubelet, results: str
+) -> None:
+    spec = make_spec()
+    backend.start(spec, results)
+    status = backend.wait("cartpole", timeout=30)
+    assert status.state == "succeeded"
+    assert [(r.role, r.index, r.state, r.exit_code) for r in status.roles] == [("single", 0, "succeeded", 0)]
+    assert status.progress["state"] == "succeeded" and status.progress["episode"] == 3
+    lines = list(backend.logs("cartpole"))
+    assert lines[0] == "single-0 | single: training with 0 env servers"
+    assert "single-0 | episode 2 return 12" in lines and lines[-1] == "single-0 | done"
+    assert backend.list() == ["cartpole"]
+    attached, root = make_backend(backend.api_client).attach("cartpole")
+    assert attached == spec and root == results
+    # results went to <root>/<name> as the contract says
+    assert (Path(results) / "cartpole" / "progress.json").exists()
+
+
+def test_distributed_follow_logs_waits_for_pods_and_all_roles_finish(
+    apiserver: FakeKubeApiServer, backend: KubernetesBackend, tmp_path: Path, results: str
+) -> None:
+    backend.start(make_spec("distributed", 3), results)
+    # logs(follow=True) called while nothing runs yet: it waits for the pods, then streams every role
+    with kubelet_for(apiserver, tmp_path, STANDIN_EPISODES="4", STANDIN_DELAY="0.1"):
+        lines = list(backend.logs("cartpole", follow=True))
+        status = backend.wait("cartpole", timeout=30)
+    assert "agent-0 | agent: training with 3 env servers" in lines
+    for i in range(3):
+        assert f"env-server-{i} | env server {i}: agent done" in lines
+    assert lines.index("agent-0 | episode 0 return 10") < lines.index("agent-0 | episode 3 return 13")
+    assert status.state == "succeeded"
+    assert {(r.role, r.state) for r in status.roles} == {("agent", "succeeded"), ("env-server", "succeeded")}
+    assert len(status.roles) == 4
+
+
+def test_pause_checkpoints_then_resume_continues(
+    apiserver: FakeKubeApiServer, backend: KubernetesBackend, tmp_path: Path, results: str
+) -> None:
+    backend.start(make_spec("distributed", 2), results)
+    with kubelet_for(apiserver, tmp_path, STANDIN_EPISODES="40", STANDIN_DELAY="0.1") as kubelet:
+        eventually(lambda: backend.status("cartpole").progress.get("episode", 0) >= 3, what="training")
+        backend.pause("cartpole")
+        latest = (Path(results) / "cartpole" / "checkpoints" / "LATEST").read_text()
+        assert latest.startswith("ckpt-")
+        status = backend.status("cartpole")
+        assert status.state == "paused" and {r.state for r in status.roles} == {"suspended"}
+        assert not kubelet.running()
+        backend.resume("cartpole")
+        final = backend.wait("cartpole", timeout=60)
+    assert final.state == "succeeded"
+    agent_logs = [line for line in backend.logs("cartpole") if line.startswith("agent-0")]
+    assert f"agent-0 | resumed from {latest}" in agent_logs
+    # the learner pod was removed by the suspension, not counted as a failure
+    assert all(r.restarts == 0 for r in final.roles if r.role == "agent")
+
+
+def test_stop_deletes_everything_idempotently(
+    apiserver: FakeKubeApiServer, backend: KubernetesBackend, tmp_path: Path, results: str
+) -> None:
+    backend.start(make_spec("distributed", 2), results)
+    with kubelet_for(apiserver, tmp_path, STANDIN_EPISODES="400", STANDIN_DELAY="0.1") as kubelet:
+        eventually(lambda: len(kubelet.running()) == 3, what="3 pods running")
+        backend.stop("cartpole")
+        assert objects(apiserver) == [] and apiserver.list_objects("Pod", "rl") == []
+        eventually(lambda: not kubelet.running(), what="processes gone")
+    backend.stop("cartpole")
+    backend.stop("never-existed")
+    with pytest.raises(NotFoundError, match="no experiment 'cartpole'"):
+        backend.status("cartpole")
+    with pytest.raises(NotFoundError):
+        backend.attach("cartpole")
+    assert backend.list() == []
+
+
+def test_spec_error_exit_fails_fast(
+    apiserver: FakeKubeApiServer, backend: KubernetesBackend, tmp_path: Path, results: str
+) -> None:
+    backend.start(make_spec(), results)
+    with kubelet_for(apiserver, tmp_path, STANDIN_EXIT="2"):
+        status = backend.wait("cartpole", timeout=30)
+    assert status.state == "failed" and "exit code 2" in (status.message or "")
+    assert len(apiserver.list_objects("Pod", "rl")) == 1  # not retried
+    assert status.roles[0].exit_code == 2
+
+
+def test_crash_is_retried_and_counted(
+    apiserver: FakeKubeApiServer, backend: KubernetesBackend, tmp_path: Path, results: str
+) -> None:
+    backend.start(make_spec(), results)
+    with kubelet_for(apiserver, tmp_path, STANDIN_EPISODES="30", STANDIN_DELAY="0.05") as kubelet:
+        (pod,) = eventually(kubelet.running, what="pod running")
+        kubelet.kill(pod)
+        status = backend.wait("cartpole", timeout=30)
+    assert status.state == "succeeded" and status.roles[0].restarts == 1
+
+
+def test_preemption_does_not_spend_the_budget(
+    apiserver: FakeKubeApiServer, backend: KubernetesBackend, tmp_path: Path, results: str
+) -> None:
+    backend.start(make_spec(), results)
+    with kubelet_for(apiserver, tmp_path, STANDIN_EPISODES="30", STANDIN_DELAY="0.05") as kubelet:
+        for _ in range(6):  # more preemptions than backoffLimit (4)
+            (pod,) = eventually(kubelet.running, what="pod running")
+            log = kubelet.workdir / "rl" / pod / "container.log"
+            eventually(lambda log=log: "episode" in log.read_text(), what="training")
+            kubelet.preempt(pod)
+            eventually(lambda p=pod: p not in kubelet.running(), what="pod gone")
+        status = backend.wait("cartpole", timeout=60)
+    assert status.state == "succeeded"
+
+
+def test_wait_times_out(backend: KubernetesBackend, results: str) -> None:
+    backend.start(make_spec(), results)  # no kubelet: stays pending
+    with pytest.raises(RLTimeoutError, match="still pending"):
+        backend.wait("cartpole", timeout=0.3)
