@@ -172,7 +172,7 @@ def test_a_signal_leaves_the_servers_waiting_for_the_restarted_agent() -> None:
 
 @pytest.mark.training
 def test_distributed_cartpole_ppo_learns_and_servers_exit_with_the_agent(procs: Procs, tmp_path: Path) -> None:
-    spec = _write_spec(tmp_path, total_timesteps=12000)
+    spec = _write_spec(tmp_path, total_timesteps=10000)
     ports = _free_ports(2)
     servers = [procs.env_server(i, spec, port) for i, port in enumerate(ports)]
     agent = procs.start("agent", 0, spec, RLCLOUD_ENV_SERVERS=",".join(f"127.0.0.1:{p}" for p in ports))
@@ -184,9 +184,10 @@ def test_distributed_cartpole_ppo_learns_and_servers_exit_with_the_agent(procs: 
     records = _metrics(tmp_path)
     assert {r["worker"] for r in records} == {0, 1}  # episodes from both servers, counted together
     assert [r["episode"] for r in records] == list(range(1, len(records) + 1))
-    assert records[-1]["timestep"] >= 12000
+    assert _timestep(tmp_path) >= 10000
     first = float(np.mean([r["return"] for r in records[:20]]))
     last = float(np.mean([r["return"] for r in records[-20:]]))
+    print(f"distributed PPO: {len(records)} episodes, mean return first 20 {first:.1f}, last 20 {last:.1f}")
     assert last > 1.5 * first and last > 50, (first, last)
 
 
@@ -211,6 +212,6 @@ def test_env_server_killed_and_restarted_mid_run_and_the_run_finishes(procs: Pro
     agent_log = procs.log("agent", 0)
     assert f"env server 127.0.0.1:{ports[1]} lost" in agent_log
     assert f"env server 127.0.0.1:{ports[1]} is back" in agent_log
-    assert _metrics(tmp_path)[-1]["timestep"] >= 3000
+    assert _timestep(tmp_path) >= 3000
     # The new server process served the rest of the run from a fresh episode.
     assert "agent connected" in procs.log("env-server", 1).split("starting")[-1]
