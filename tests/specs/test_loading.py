@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from rlcloud.errors import SpecError
-from rlcloud.specs import ClusterSpec, ExperimentSpec, Frequency
+from rlcloud.specs import ClusterSpec, ExperimentSpec, Frequency, GpuType
 from rlcloud.specs.loading import load_spec, parse_data_text
 from tests.specs.conftest import minimal_experiment, spec_error
 
@@ -122,6 +122,20 @@ def test_cluster_kind_explicit_or_inferred(tmp_path: Path, kind: str | None) -> 
     assert isinstance(load_spec(write(tmp_path / "c.yaml", data)), ClusterSpec)
 
 
+@pytest.mark.parametrize("key", ["project", "labels", "ttl", "fallback_zones", "gpu_type", "machine_type"])
+def test_any_cluster_only_key_makes_a_cluster(tmp_path: Path, key: str) -> None:
+    values = {
+        "project": "my-rl-project",
+        "labels": {"team": "rl"},
+        "ttl": "6h",
+        "fallback_zones": ["us-central1-b"],
+        "gpu_type": "nvidia-l4",
+        "machine_type": "n1-standard-4",
+    }
+    spec = load_spec(write(tmp_path / "c.yaml", {"name": "c", key: values[key]}))
+    assert isinstance(spec, ClusterSpec)
+
+
 def test_unknown_kind(tmp_path: Path) -> None:
     error = spec_error(lambda: load_spec(write(tmp_path / "x.yaml", {"kind": "Job", "name": "x"})))
     assert error.fields == ["kind"]
@@ -186,6 +200,20 @@ def test_override_into_inline_cluster(tmp_path: Path) -> None:
     spec = ExperimentSpec.from_file(path, **{"cluster.num_nodes": 3, "cluster.spot": True})
     assert isinstance(spec.cluster, ClusterSpec)
     assert (spec.cluster.num_nodes, spec.cluster.spot, spec.cluster.gpu_type) == (3, True, "nvidia-tesla-t4")
+
+
+def test_dotted_override_into_a_referenced_cluster_file(tmp_path: Path) -> None:
+    write(tmp_path / "t4.yaml", {"kind": "Cluster", "name": "t4", "gpu_type": "nvidia-tesla-t4"})
+    path = write(tmp_path / "e.yaml", minimal_experiment(cluster="t4.yaml"))
+    spec = ExperimentSpec.from_file(path, **{"cluster.num_nodes": 4})
+    assert spec.cluster == ClusterSpec(name="t4", gpu_type=GpuType.T4, num_nodes=4)
+
+
+def test_inline_cluster_may_keep_its_kind_line() -> None:
+    cluster = ClusterSpec(name="inline", num_nodes=2)
+    inline = yaml.safe_load(cluster.to_yaml())
+    assert inline["kind"] == "Cluster"
+    assert ExperimentSpec.from_dict(minimal_experiment(cluster=inline)).cluster == cluster
 
 
 def test_cluster_overrides(tmp_path: Path) -> None:

@@ -54,6 +54,10 @@ _CLUSTER_KEYS = {
     "location",
     "spot",
     "autoscaling",
+    "project",
+    "labels",
+    "ttl",
+    "fallback_zones",
 }
 
 
@@ -381,6 +385,9 @@ def experiment_from_dict(
         except SpecError as exc:
             problems += [SpecProblem(kind, p.message, p.value, source) for p in exc.problems]
             unresolved.add(kind)
+    if isinstance(raw.get("cluster"), dict) and str(raw["cluster"].get("kind", "")).lower() == "cluster":
+        # an inline copy of a cluster file (or of ClusterSpec.to_yaml()) keeps its kind line
+        raw["cluster"] = {k: v for k, v in raw["cluster"].items() if k != "kind"}
     converters = {
         "environment": legacy.convert_legacy_environment,
         "agent": legacy.convert_legacy_agent,
