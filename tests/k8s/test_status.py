@@ -1,0 +1,179 @@
+"""status(): why a role is Pending, in one line, from pod conditions, container states and events."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+from rlcloud.errors import AuthError, NotFoundError, SpecError
+from rlcloud.k8s.backend import KubernetesBackend
+from rlcloud.k8s.client import api_client_from_kubeconfig
+from tests.fakes.kube_apiserver import FakeKubeApiServer
+from tests.fakes.kubelet import FakeKubelet
+from tests.k8s.conftest import make_spec
+from tests.k8s.test_backend import FAST_RETRY, standin
+from tests.k8s.test_kubelet import eventually
+
+
+@pytest.fixture
+def backend(api_client: client.ApiClient) -> KubernetesBackend:
+    return KubernetesBackend(
+        api_client, namespace="rl", image="rlcloud:test", gpu_type="nvidia-tesla-t4", retry=FAST_RETRY
+    )
+
+
+def learner_pod(apiserver: FakeKubeApiServer) -> dict[str, Any]:
+    return eventually(lambda: apiserver.list_objects("Pod", "rl", "rlcloud.io/role=single"), what="pod")[0]
+
+
+def test_insufficient_gpu_with_autoscaler(
+    apiserver: FakeKubeApiServer, backend: KubernetesBackend, tmp_path: Path
+) -> None:
+    message = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are available."
+
+    def no_gpu(pod: dict[str, Any]) -> str | None:
+        limits = pod["spec"]["containers"][0].get("resources", {}).get("limits", {})
+        return message if "nvidia.com/gpu" in limits else None
+
+    backend.start(make_spec(), str(tmp_path / "results"))
+    with FakeKubelet(apiserver, tmp_path / "pods", unschedulable=no_gpu, argv_rewrite=standin):
+        pod = learner_pod(apiserver)
+        eventually(lambda: apiserver.get_object("Pod", pod["metadata"]["name"], "rl")["status"].get("conditions"))
+        apiserver.record_event(
+            "rl", pod, "TriggeredScaleUp", "pod triggered scale-up: [{gpu-pool 0->1 (max: 2)}]", "Normal"
+        )
+        status = backend.status("cartpole")
+    assert status.state == "pending"
+    (role,) = status.roles
+    assert role.state == "pending"
+    assert role.reason is not None and role.reason.startswith("waiting for a GPU: no node has a free nvidia.com/gpu")
+    assert role.reason.endswith("the cluster autoscaler is adding a node")
+    assert "\n" not in role.reason and len(role.reason) <= 240
+    assert status.message == f"single-0: {role.reason}"
+
+
+def test_untolerated_taint(apiserver: FakeKubeApiServer, backend: KubernetesBackend, tmp_path: Path) -> None:
+    taint = "0/2 nodes are available: 2 node(s) had untolerated taint {dedicated: infra}."
+    backend.start(make_spec(), str(tmp_path / "results"))
+    with FakeKubelet(apiserver, tmp_path / "pods", unschedulable=lambda pod: taint):
+        learner_pod(apiserver)
+        reason = eventually(lambda: backend.status("cartpole").roles[0].reason, what="a reason")
+        while "taint" not in reason:
+            reason = backend.status("cartpole").roles[0].reason
+    assert reason.startswith("no node tolerates the pod: untolerated taint")
+
+
+def test_image_pull_error(apiserver: FakeKubeApiServer, backend: KubernetesBackend, tmp_path: Path) -> None:
+    backend.start(make_spec(), str(tmp_path / "results"))
+    # no kubelet: play the pod as a kubelet that cannot pull the image would report it
+    job = apiserver.get_object("Job", "cartpole-single", "rl")
+    pod = apiserver.create_object(
+        "Pod",
+        {
+            "metadata": {
+                "name": "cartpole-single-abcde",
+                "labels": job["spec"]["template"]["metadata"]["labels"],
+                "ownerReferences": [
+                    {"apiVersion": "batch/v1", "kind": "Job", "name": "x", "uid": job["metadata"]["uid"]}
+                ],
+            },
+            "spec": {**job["spec"]["template"]["spec"], "nodeName": "n1"},
+        },
+        "rl",
+    )
+    apiserver.update_status(
+        "Pod",
+        pod["metadata"]["name"],
+        "rl",
+        {
+            "phase": "Pending",
+            "containerStatuses": [
+                {
+                    "name": "runner",
+                    "ready": False,
+                    "restartCount": 0,
+                    "image": "rlcloud:test",
+                    "imageID": "",
+                    "state": {
+                        "waiting": {"reason": "ImagePullBackOff", "message": 'Back-off pulling image "rlcloud:test"'}
+                    },
+                }
+            ],
+        },
+    )
+    (role,) = backend.status("cartpole").roles
+    assert role.reason == 'cannot pull image rlcloud:test (ImagePullBackOff): Back-off pulling image "rlcloud:test"'
+
+
+def test_quota_refuses_pod_creation(apiserver: FakeKubeApiServer, backend: KubernetesBackend, tmp_path: Path) -> None:
+    backend.start(make_spec(), str(tmp_path / "results"))
+    job = apiserver.get_object("Job", "cartpole-single", "rl")
+    apiserver.record_event(
+        "rl",
+        job,
+        "FailedCreate",
+        'Error creating: pods "cartpole-single-x" is forbidden: exceeded quota: gpu-quota, requested: '
+        "requests.nvidia.com/gpu=1, used: requests.nvidia.com/gpu=4, limited: requests.nvidia.com/gpu=4",
+    )
+    status = backend.status("cartpole")
+    assert status.roles[0].state == "pending"
+    assert status.roles[0].reason is not None and status.roles[0].reason.startswith("quota exceeded: Error creating")
+
+
+def test_unknown_experiment_lists_the_known_ones(backend: KubernetesBackend, tmp_path: Path) -> None:
+    backend.start(make_spec(name="known"), str(tmp_path))
+    with pytest.raises(NotFoundError, match="experiments there: known"):
+        backend.status("unknown")
+    with pytest.raises(NotFoundError):
+        list(backend.logs("unknown"))
+
+
+# ------------------------------------------------------------------------------------ kubeconfig client
+
+
+def write_kubeconfig(path: Path, server: str, token: str = "t0k3n") -> Path:
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "fake", "cluster": {"server": server}}],
+                "users": [{"name": "me", "user": {"token": token}}],
+                "contexts": [
+                    {"name": "one", "context": {"cluster": "fake", "user": "me"}},
+                    {"name": "two", "context": {"cluster": "fake", "user": "me", "namespace": "x"}},
+                ],
+                "current-context": "one",
+            }
+        )
+    )
+    return path
+
+
+def test_api_client_from_kubeconfig_leaves_global_default_alone(tmp_path: Path) -> None:
+    before = client.Configuration.get_default_copy().host
+    with FakeKubeApiServer(token_validator=lambda t: t == "t0k3n") as server:
+        kubeconfig = write_kubeconfig(tmp_path / "config", server.url)
+        api = api_client_from_kubeconfig(kubeconfig, context="two")
+        try:
+            assert client.CoreV1Api(api).read_namespace("default").metadata.name == "default"
+        finally:
+            api.close()
+    assert client.Configuration.get_default_copy().host == before
+
+
+def test_api_client_errors(tmp_path: Path) -> None:
+    with pytest.raises(NotFoundError, match="no kubeconfig"):
+        api_client_from_kubeconfig(tmp_path / "missing")
+    kubeconfig = write_kubeconfig(tmp_path / "config", "http://127.0.0.1:9")
+    with pytest.raises(SpecError) as err:
+        api_client_from_kubeconfig(kubeconfig, context="three")
+    assert err.value.fields == ["context"] and "one, two" in str(err.value)
+    broken = tmp_path / "broken"
+    broken.write_text("apiVersion: v1\nkind: Config\ncontexts: []\nclusters: []\nusers: []\n")
+    with pytest.raises(AuthError):
+        api_client_from_kubeconfig(broken)
