@@ -484,3 +484,23 @@ def test_a_broken_cluster_rlcloud_did_not_make_is_never_deleted(
     with pytest.raises(ConflictError, match="not made by rlcloud"):
         make_cluster().create()
     assert fake.cluster_names() == ["rl"] and fake.requests_of("DeleteCluster") == []
+
+
+def test_get_a_cluster_with_an_accelerator_rlcloud_does_not_model(
+    fake: FakeClusterManager, container_client: Any
+) -> None:
+    pool = container_v1.NodePool(
+        name="gpu-pool",
+        initial_node_count=1,
+        config=container_v1.NodeConfig(
+            machine_type="a4-highgpu-8g",
+            accelerators=[container_v1.AcceleratorConfig(accelerator_count=8, accelerator_type="nvidia-b200")],
+        ),
+    )
+    container_client.create_cluster(
+        parent=f"projects/{PROJECT}/locations/us-central1-b",
+        cluster=container_v1.Cluster(name="b200", node_pools=[pool]),
+    )
+    found = GkeCluster.get("b200", project=PROJECT, container_client=container_client, credentials=NoCredentials())
+    assert (found.spec.name, found.location, found.spec.gpu_type) == ("b200", "us-central1-b", None)
+    assert found.info().gpu_type == "nvidia-b200" and found.info().gpus_per_node == 8

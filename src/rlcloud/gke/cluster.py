@@ -289,8 +289,14 @@ class GkeCluster:
             where = f" in {location}" if location else ""
             raise NotFoundError(f"no GKE cluster named {name!r}{where} in project {probe.project}")
         info = ClusterInfo.from_cluster(found, probe.project)
+        try:
+            spec = info.to_spec()
+        except ValueError:
+            # Made outside rlcloud with something ClusterSpec does not model (an accelerator type newer than
+            # GpuType, say): name and location are all that is needed to use or delete it.
+            spec = ClusterSpec(name=info.name, location=info.location, project=info.project)
         cluster = cls(
-            info.to_spec(),
+            spec,
             project=probe.project,
             credentials=probe._credentials,
             container_client=probe._client,
