@@ -57,8 +57,12 @@ __all__ = ["DEFAULT_GRACE_PERIOD", "LocalBackend", "main"]
 
 logger = logging.getLogger(__name__)
 
-#: Seconds between SIGTERM and SIGKILL in stop(): the runner needs up to 10 s to checkpoint.
-DEFAULT_GRACE_PERIOD = 15.0
+#: Seconds a supervisor gives its runner between SIGTERM and SIGKILL: the runner needs up to 10 s to
+#: checkpoint and exit.
+CHILD_GRACE_PERIOD = 12.0
+#: Seconds stop() waits after SIGTERM before it kills a role's whole process group, supervisor included
+#: (only when the supervisor itself is stuck: it kills its runner after CHILD_GRACE_PERIOD).
+DEFAULT_GRACE_PERIOD = 20.0
 #: How long an env server waits for an agent that never (re)connects before it exits by itself.
 LOCAL_IDLE_TIMEOUT = 300.0
 STATE_DIR = ".rlcloud-local"
@@ -435,7 +439,11 @@ class LocalBackend(ExperimentBackend):
             return "pending", None
         failed = [r for r in roles if r.state == "failed"]
         if failed:
-            first = min(failed, key=lambda r: exp.exit_file(r.label).stat().st_mtime if r.exit_code is not None else 0)
+            # The role that failed first caused the rest (the others were stopped because of it).
+            first = min(
+                failed,
+                key=lambda r: exp.exit_file(r.label).stat().st_mtime if r.exit_code is not None else float("inf"),
+            )
             tail = _tail(exp.log_file(first.label), 15)
             return "failed", f"{first.label} failed ({first.reason}); last lines of its log:\n{tail}"
         running = [r for r in roles if r.state == "running"]
@@ -449,11 +457,14 @@ class LocalBackend(ExperimentBackend):
         return "running", None
 
     def wait(self, name: str, timeout: float | None = None) -> ExperimentStatus:
-        """Block until the experiment finishes; rlcloud.errors.TimeoutError after ``timeout`` seconds."""
+        """Block until the experiment finishes and all its processes have ended; rlcloud.errors.TimeoutError
+        after ``timeout`` seconds (the experiment keeps running)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             status = self.status(name)
-            if status.finished or status.state == "paused":
+            # Finished, and nothing left running: after a failure the supervisors are still stopping
+            # the other roles for a moment, and a caller may want to start again right away.
+            if (status.finished or status.state == "paused") and not self._any_process_alive(name):
                 return status
             if deadline is not None and time.monotonic() >= deadline:
                 raise RLTimeoutError(
@@ -461,6 +472,12 @@ class LocalBackend(ExperimentBackend):
                     f"(timestep {status.progress.get('timestep', 0)}); it keeps running: wait again or stop it"
                 )
             time.sleep(_POLL_S if deadline is None else max(0.0, min(_POLL_S, deadline - time.monotonic())))
+
+    def _any_process_alive(self, name: str) -> bool:
+        """Whether a supervisor of the experiment still runs (it may be stopping the other roles)."""
+        self._reap()
+        exp = self._experiment(name)
+        return any(_alive(r.pid, r.starttime) for r in exp.roles())
 
     def logs(self, name: str, follow: bool = False) -> Iterator[str]:
         """All roles' log lines as ``"role-index | line"``; with ``follow``, until every role has ended."""
@@ -573,14 +590,27 @@ def _supervise(workdir: Path, label: str, command: list[str]) -> int:
     """Run ``command``, record its exit code, and apply the lifecycle rules (module docstring)."""
     exp = _Experiment(workdir)
     child = subprocess.Popen(command, stdin=subprocess.DEVNULL)
+    kill_at: list[float] = []
 
     def forward(signum: int, _frame: Any) -> None:
         with contextlib.suppress(ProcessLookupError):
             child.send_signal(signum)
+        if not kill_at:
+            kill_at.append(time.monotonic() + CHILD_GRACE_PERIOD)
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, forward)
-    code = child.wait()
+    while True:
+        try:
+            code = child.wait(timeout=_POLL_S)
+            break
+        except subprocess.TimeoutExpired:
+            # A runner that ignores SIGTERM too long (stuck in a wait) is killed here, not with its
+            # supervisor, so that its exit code (137) is still recorded.
+            if kill_at and time.monotonic() >= kill_at[0]:
+                print(f"----- {label} did not stop within {CHILD_GRACE_PERIOD:g} s of SIGTERM: killing it", flush=True)
+                with contextlib.suppress(ProcessLookupError):
+                    child.kill()
     if code < 0:
         code = 128 - code  # killed by a signal: the shell's convention (SIGKILL -> 137)
     _atomic_write(exp.exit_file(label), f"{code}\n")

@@ -1,0 +1,192 @@
+"""The local backend with real runner processes: start, status, wait, logs, stop, failures, attach."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rlcloud.backends.local import STATE_DIR, LocalBackend
+from rlcloud.errors import NotFoundError, RLCloudError
+from rlcloud.errors import TimeoutError as RLTimeoutError
+from rlcloud.specs import ExperimentSpec
+
+CARTPOLE = {"type": "gym", "level": "CartPole-v1"}
+
+
+def _spec(name: str, **overrides: object) -> ExperimentSpec:
+    data: dict[str, object] = {
+        "name": name,
+        "environment": CARTPOLE,
+        "agent": {"type": "ppo", "batch_size": 10, "learning_rate": 1e-3},
+        "network": "auto",
+        "total_timesteps": 1500,
+        "seed": 1,
+        **overrides,
+    }
+    return ExperimentSpec.from_dict(data)
+
+
+@pytest.fixture
+def backend(tmp_path: Path) -> Iterator[LocalBackend]:
+    b = LocalBackend(str(tmp_path / "results"), grace_period=20)
+    yield b
+    for name in b.list():  # never leave processes behind, whatever the test did
+        b.stop(name)
+
+
+def _pids(root: Path, name: str) -> list[int]:
+    state = json.loads((root / name / STATE_DIR / "state.json").read_text())
+    return [r["pid"] for r in state["roles"]]
+
+
+def _wait_for(predicate: object, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+@pytest.mark.training
+def test_distributed_run_start_status_wait_logs_and_attach(backend: LocalBackend, tmp_path: Path) -> None:
+    root = tmp_path / "results"
+    spec = _spec("local-dist", run_mode="distributed", num_workers=2)
+    started = time.monotonic()
+    backend.start(spec, str(root))
+    assert time.monotonic() - started < 10  # returns at once, training goes on in the background
+    pids = _pids(root, "local-dist")
+    backend.start(spec, str(root))  # already running: nothing started twice
+    assert _pids(root, "local-dist") == pids
+
+    status = backend.status("local-dist")
+    assert status.state == "running" and status.backend == "local"
+    assert sorted(r.label for r in status.roles) == ["agent-0", "env-server-0", "env-server-1"]
+
+    # Another process (a fresh backend object) sees the same experiment through the files.
+    other = LocalBackend(str(root))
+    assert other.list() == ["local-dist"]
+    attached_spec, attached_root = other.attach("local-dist")
+    assert attached_spec == spec and attached_root == str(root)
+
+    final = other.wait("local-dist", timeout=400)
+    assert final.state == "succeeded", final.message
+    assert {r.label: (r.state, r.exit_code) for r in final.roles} == {
+        "agent-0": ("succeeded", 0),
+        "env-server-0": ("succeeded", 0),  # the agent finished the run: the servers exit by themselves
+        "env-server-1": ("succeeded", 0),
+    }
+    assert final.progress["state"] == "succeeded" and final.progress["timestep"] >= 1500
+    assert (root / "local-dist" / "spec.yaml").exists()
+    assert (root / "local-dist" / "checkpoints" / "LATEST").exists()
+
+    lines = list(other.logs("local-dist", follow=True))  # everything ended: follow returns
+    labels = {line.split(" | ", 1)[0] for line in lines}
+    assert labels == {"agent-0", "env-server-0", "env-server-1"}
+    assert any(line.startswith("agent-0 | ") and "succeeded" in line for line in lines)
+    assert any(line.startswith("env-server-1 | ") and "agent finished the run" in line for line in lines)
+    for label in labels:
+        assert (root / "local-dist" / "logs" / f"{label}.log").exists()
+
+    backend.stop("local-dist")  # finished already: stop is a no-op
+    assert backend.status("local-dist").state == "succeeded"
+
+
+@pytest.mark.training
+def test_stop_checkpoints_is_idempotent_and_start_resumes(backend: LocalBackend, tmp_path: Path) -> None:
+    root = tmp_path / "results"
+    spec = _spec("local-stop", total_timesteps=10_000_000)
+    backend.start(spec, str(root))
+    progress = root / "local-stop" / "progress.json"
+    _wait_for(lambda: progress.exists() and json.loads(progress.read_text())["timestep"] > 0, 300, "training")
+    with pytest.raises(RLTimeoutError, match="still running"):
+        backend.wait("local-stop", timeout=0.5)
+
+    follower = backend.logs("local-stop", follow=True)
+    assert next(follower).startswith("single-0 | ")
+
+    backend.stop("local-stop")
+    status = backend.status("local-stop")
+    assert status.state == "stopped"
+    assert status.roles[0].exit_code == 143  # SIGTERM: checkpoint, then exit
+    checkpoint = (root / "local-stop" / "checkpoints" / "LATEST").read_text().strip()
+    assert checkpoint and status.progress["checkpoint"] == checkpoint
+    assert not any(_alive(pid) for pid in _pids(root, "local-stop"))
+    backend.stop("local-stop")  # idempotent
+    rest = list(follower)  # following ends once every process has ended
+    assert any("exited with code 143" in line for line in rest)
+
+    stopped_at = json.loads((root / "local-stop" / "checkpoints" / checkpoint / "state.json").read_text())
+    backend.start(spec, str(root))  # a finished experiment with a checkpoint resumes
+    log = root / "local-stop" / "logs" / "single-0.log"
+    _wait_for(lambda: "resumed from checkpoint" in log.read_text(), 300, "the resume")
+    assert f"timestep {stopped_at['timestep']}" in log.read_text().split("resumed from checkpoint")[-1]
+    backend.stop("local-stop")
+    assert backend.status("local-stop").state == "stopped"
+
+
+def test_a_failing_role_fails_the_experiment_stops_the_others_and_shows_its_log(
+    backend: LocalBackend, tmp_path: Path
+) -> None:
+    root = tmp_path / "results"
+    bad = {**CARTPOLE, "no_such_option": 3}
+    spec = _spec("local-bad", run_mode="distributed", num_workers=2, environment=bad)
+    backend.start(spec, str(root))
+    status = backend.wait("local-bad", timeout=180)
+    assert status.state == "failed"
+    assert status.message is not None and "no_such_option" in status.message
+    assert status.message.startswith("env-server-")
+    failed = [r for r in status.roles if r.state == "failed"]
+    assert failed and all(r.exit_code is not None for r in status.roles)
+    assert any(r.exit_code == 3 and "no_such_option" in (r.reason or "") for r in failed)
+    # The agent was stopped with the experiment rather than waiting for its servers forever.
+    assert not any(_alive(pid) for pid in _pids(root, "local-bad"))
+
+
+def test_unknown_experiments_are_not_found(backend: LocalBackend) -> None:
+    with pytest.raises(NotFoundError, match="no local experiment named 'nope'"):
+        backend.status("nope")
+    with pytest.raises(RLCloudError):
+        backend.stop("nope")
+    assert backend.list() == []
+
+
+def test_a_supervisor_killed_with_sigkill_reads_as_failed(backend: LocalBackend, tmp_path: Path) -> None:
+    root = tmp_path / "results"
+    spec = _spec("local-vanish", run_mode="distributed", num_workers=1)
+    backend.start(spec, str(root))
+    state = json.loads((root / "local-vanish" / STATE_DIR / "state.json").read_text())
+    server = next(r for r in state["roles"] if r["role"] == "env-server")
+    os.killpg(server["pid"], 9)  # the whole role, supervisor included: nobody records an exit code
+    _wait_for(lambda: backend.status("local-vanish").state == "failed", 60, "the failure")
+    status = backend.status("local-vanish")
+    role = next(r for r in status.roles if r.role == "env-server")
+    assert role.state == "failed" and "vanished" in (role.reason or "")
+    backend.stop("local-vanish")
+    assert not any(_alive(pid) for pid in _pids(root, "local-vanish"))
+
+
+def test_supervisor_command_line_runs_a_command_and_records_its_exit_code(tmp_path: Path) -> None:
+    (tmp_path / STATE_DIR).mkdir()
+    code = subprocess.call(
+        [sys.executable, "-m", "rlcloud.backends.local", "supervise", "--workdir", str(tmp_path),
+         "--label", "env-server-0", "--", sys.executable, "-c", "raise SystemExit(7)"],
+    )  # fmt: skip
+    assert code == 7
+    assert (tmp_path / STATE_DIR / "env-server-0.exit").read_text() == "7\n"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
