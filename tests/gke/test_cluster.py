@@ -504,3 +504,13 @@ def test_get_a_cluster_with_an_accelerator_rlcloud_does_not_model(
     found = GkeCluster.get("b200", project=PROJECT, container_client=container_client, credentials=NoCredentials())
     assert (found.spec.name, found.location, found.spec.gpu_type) == ("b200", "us-central1-b", None)
     assert found.info().gpu_type == "nvidia-b200" and found.info().gpus_per_node == 8
+
+
+def test_transient_errors_on_mutations_are_retried(fake: FakeClusterManager, make_cluster: MakeCluster) -> None:
+    fake.fail_next("CreateCluster", grpc.StatusCode.UNAVAILABLE, "The service is currently unavailable.", times=2)
+    fake.fail_next("DeleteCluster", grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline exceeded.")
+    cluster = make_cluster()
+    assert cluster.create().status == "RUNNING"
+    assert len(fake.requests_of("CreateCluster")) == 3
+    cluster.delete()
+    assert fake.cluster_names() == [] and len(fake.requests_of("DeleteCluster")) == 2

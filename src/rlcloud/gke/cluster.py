@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from google.cloud import container_v1
 
-from rlcloud.errors import CapacityError, ConflictError, NotFoundError, RLCloudError
+from rlcloud.errors import BackendError, CapacityError, ConflictError, NotFoundError, RLCloudError
 from rlcloud.gke.builders import (
     EXPERIMENT_LABEL,
     EXPIRY_LABEL,
@@ -421,13 +421,28 @@ class GkeCluster:
         time.sleep(min(seconds, remaining))
 
     def _mutate(self, call: Callable[[], _T], deadline: float, progress: ProgressCallback | None, action: str) -> _T:
-        """Send one mutation, waiting out CLUSTER_ALREADY_HAS_OPERATION until ``deadline``."""
+        """Send one mutation, waiting out CLUSTER_ALREADY_HAS_OPERATION until ``deadline``.
+
+        Transient failures (UNAVAILABLE, DEADLINE_EXCEEDED: the request may or may not have landed) are
+        retried with backoff: the Container API's mutations have no default retry, and a repeat is safe
+        here because a duplicate create answers ALREADY_EXISTS and a duplicate delete NOT_FOUND, which
+        the callers treat as success.
+        """
+        from google.api_core import exceptions as gexc
+
+        pause = self.poll_interval
         while True:
             try:
                 with api_errors(project=self.project, action=action):
                     return call()
             except ClusterBusyError as busy:
                 self._wait_for_others(busy, deadline, progress)
+            except BackendError as exc:
+                if not isinstance(exc.__cause__, gexc.ServiceUnavailable | gexc.DeadlineExceeded):
+                    raise
+                log.warning("%s: transient error (%s), retrying", action, type(exc.__cause__).__name__)
+                self._sleep_until(deadline, pause)
+                pause = min(pause * 2, self.max_poll_interval)
 
     # ------------------------------------------------------------------ create
 
@@ -647,12 +662,17 @@ class GkeCluster:
                     pool_locations=pool_locations,
                     gpu_driver_version=self.gpu_driver_version,
                 )
-                operation = self._mutate(
-                    lambda request=request: self.client.create_node_pool(request=request),  # type: ignore[misc]
-                    deadline,
-                    progress,
-                    f"create {action}",
-                )
+                try:
+                    operation = self._mutate(
+                        lambda request=request: self.client.create_node_pool(request=request),  # type: ignore[misc]
+                        deadline,
+                        progress,
+                        f"create {action}",
+                    )
+                except ConflictError as exc:
+                    if isinstance(exc, ClusterBusyError):
+                        raise
+                    return False  # ALREADY_EXISTS: an earlier (retried) request landed; re-read the cluster
                 if not wait:
                     return True
                 finished = self._wait(operation, deadline, progress, f"create {action}")
