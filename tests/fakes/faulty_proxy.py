@@ -11,6 +11,8 @@ Faults (chosen per request with ``random.Random(seed)``):
   half of the body, and drop the connection.
 
 ``deny(method, path)`` returning True answers 403 the way GCS does for a missing IAM permission.
+``rule(method, path, query)``, when set, picks the fault of a request itself (a fault name or None),
+before the random draw: a test can target one request, e.g. the conditional write of a pointer.
 ``hold(predicate)`` parks matching requests before they are forwarded until ``release()``: a test can
 stop a client between two requests (e.g. kill an uploader halfway) deterministically; ``held`` is set
 when the first one arrives. Released requests are dropped, not forwarded.
@@ -106,6 +108,7 @@ class FaultyProxy:
         self._thread: threading.Thread | None = None
         self.url = ""
         self._hold: Callable[[str, str, str], bool] | None = None
+        self.rule: Callable[[str, str, str], str | None] | None = None
         self.held = threading.Event()
         self._release = threading.Event()
 
@@ -129,7 +132,7 @@ class FaultyProxy:
         class Handler(_Handler):
             owner = proxy
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = _QuietServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, name="faulty-proxy", daemon=True)
@@ -190,6 +193,16 @@ class FaultyProxy:
     def _record(self, rec: RequestRecord) -> None:
         with self._lock:
             self.records.append(rec)
+
+
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: object, client_address: object) -> None:
+        # Clients dropping connections (their own retries, the resets we inject) are expected here.
+        import sys
+
+        exc = sys.exc_info()[1]
+        if not isinstance(exc, ConnectionError | TimeoutError):
+            super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -298,7 +311,8 @@ class _Handler(BaseHTTPRequestHandler):
             owner._release.wait(120)
             self._reset()
             return
-        fault = owner._pick_fault()
+        fault = owner.rule(self.command, split.path, split.query) if owner.rule is not None else None
+        fault = fault or owner._pick_fault()
         if fault == "503":
             owner._record(RequestRecord(self.command, split.path, split.query, fault, 503))
             self._error(503, "Service Unavailable (injected)", "backendError")
