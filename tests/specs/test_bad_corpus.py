@@ -68,6 +68,7 @@ EXPECTED: dict[str, str] = {
     "exp-resources-unknown-role.yaml": "resources.trainer",
     "exp-results-bad-bucket.yaml": "results",
     "exp-unknown-field.yaml": "num_worker",
+    "exp-capitalised-key.yaml": "resources.Learner",
     "exp-cluster-k80-inline.yaml": "cluster.gpu_type",
     "exp-cluster-file-k80.json": "cluster.gpu_type",
     "exp-cluster-missing-file.yaml": "cluster",

@@ -376,3 +376,19 @@ def test_spec_is_frozen_and_replace_validates() -> None:
     assert spec.replace(episodes=5).episodes == 5
     assert spec.replace(**{"resources.learner.cpu": "2"}).resources.learner.cpu == "2"
     assert spec_error(lambda: spec.replace(num_parameter_servers=2)).fields == ["num_parameter_servers"]
+
+
+@pytest.mark.parametrize(
+    ("changes", "at", "says"),
+    [
+        ({"Seed": 3}, "Seed", "did you mean 'seed'?"),
+        ({"resources": {"Learner": {"cpu": "2"}}}, "resources.Learner", "valid fields here: env_server, learner"),
+        ({"cluster": {"name": "c", "GPU": 1}}, "cluster.GPU", "valid fields here: autoscaling,"),
+        ({"cluster": {"name": "c", "labels": {"Team": 5}}}, "cluster.labels.Team", "valid string"),
+        ({"evaluation": {"Every": "5e"}}, "evaluation.Every", "did you mean 'every'?"),
+    ],
+)
+def test_capitalised_keys_keep_their_place_in_the_path(changes: dict[str, Any], at: str, says: str) -> None:
+    error = spec_error(lambda: experiment(**changes))
+    assert at in error.fields
+    assert says in str(error)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import difflib
 import json
 import re
+import types
+import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -172,47 +174,52 @@ _TYPE_ERRORS = {
 }
 
 
-def _loc_to_path(loc: tuple[Any, ...], model_fields: set[str]) -> str:
+def _loc_to_path(loc: tuple[Any, ...], model: type[BaseModel]) -> str:
+    """The dotted field path of a pydantic error location, without union branch tags.
+
+    Walks the models along the location: after a field whose type is a union of several types, pydantic
+    inserts the branch's tag ("ClusterSpec", "str", "dict[str,any]", ...), which is not a key the user
+    wrote. Everything else, capitalised unknown keys such as ``Name`` included, is part of the path.
+    """
     path = ""
+    current: type[BaseModel] | None = model
+    branches: list[type[BaseModel]] = []
+    expect_tag = False
     for part in loc:
+        if expect_tag and isinstance(part, str):
+            expect_tag = False
+            current = next((m for m in branches if m.__name__ == part), None)
+            continue
+        expect_tag = False
         if isinstance(part, int):
             path += f"[{part}]"
-        elif (
-            isinstance(part, str)
-            and (
-                part[:1].isupper()
-                or "[" in part
-                or part
-                in (
-                    "str",
-                    "int",
-                    "float",
-                    "bool",
-                    "list",
-                    "dict",
-                    "function-plain",
-                    "function-after",
-                    "function-before",
-                )
-            )
-            and part not in model_fields
-        ):
-            continue  # a union branch tag such as "ClusterSpec" or "dict[str,any]", not a field
-        else:
-            path += ("." if path else "") + str(part)
+            current = None
+            continue
+        path += ("." if path else "") + str(part)
+        if current is None or part not in current.model_fields:
+            current = None  # a mapping's key, or an unknown field
+            continue
+        annotation = current.model_fields[part].annotation
+        branches = _submodels(annotation)
+        types_ = [a for a in typing.get_args(annotation) if a is not type(None)] if _is_union(annotation) else []
+        expect_tag = len(types_) > 1
+        current = None if expect_tag or not branches else branches[0]
     return path
+
+
+def _is_union(annotation: Any) -> bool:
+    return typing.get_origin(annotation) in (typing.Union, types.UnionType)
 
 
 def validation_to_spec_error(exc: ValidationError, *, model: type[BaseModel], source: str | None = None) -> SpecError:
     """Translate pydantic's ValidationError into a SpecError listing every problem with its field path."""
-    fields = _all_field_names(model)
     grouped: dict[str, list[dict[str, Any]]] = {}
     for error in exc.errors(include_url=False):
         err: dict[str, Any] = dict(error)
         loc = tuple(err["loc"])
         if err["type"].startswith("at:"):
             loc = (*loc, *err["type"][3:].split("."))
-        path = _loc_to_path(loc, fields)
+        path = _loc_to_path(loc, model)
         grouped.setdefault(path, []).append(err)
 
     problems: list[SpecProblem] = []
@@ -268,15 +275,6 @@ def _message(err: dict[str, Any], model: type[BaseModel], path: str) -> str:
         return f"unknown field; {hint}valid fields here: {', '.join(valid)}"
     msg = err["msg"]
     return msg.removeprefix("Value error, ")
-
-
-def _all_field_names(model: type[BaseModel]) -> set[str]:
-    names: set[str] = set()
-    for name, info in model.model_fields.items():
-        names.add(name)
-        for sub in _submodels(info.annotation):
-            names |= _all_field_names(sub)
-    return names
 
 
 def _submodels(annotation: Any) -> list[type[BaseModel]]:
