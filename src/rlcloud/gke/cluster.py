@@ -476,6 +476,13 @@ class GkeCluster:
                 self._delete_after_failure(progress)
             raise
 
+    def wait(self, timeout: float = 1800.0, progress: ProgressCallback | None = None) -> ClusterInfo:
+        """Wait until the cluster (e.g. after ``create(wait=False)``) is running with all its pools.
+
+        The same as ``create(wait=True)``: it attaches to whatever is in flight and finishes the job.
+        """
+        return self.create(wait=True, progress=progress, timeout=timeout)
+
     def _delete_after_failure(self, progress: ProgressCallback | None) -> None:
         try:
             self.delete(wait=True, progress=progress)
