@@ -334,3 +334,13 @@ def test_spec_is_frozen() -> None:
     spec = cluster()
     with pytest.raises(ValidationError):
         spec.num_nodes = 3  # type: ignore[misc]
+
+
+def test_explicit_zero_gpus_is_not_turned_into_one() -> None:
+    # tensorforce-client CPU clusters kept a gpu_type next to gpus_per_node: 0; the loader drops it, loudly
+    with pytest.warns(LegacySpecWarning, match="gpu_type 'nvidia-tesla-k80' was dropped: gpus_per_node is 0"):
+        spec = cluster(gpus_per_node=0, gpu_type="nvidia-tesla-k80")
+    assert (spec.gpus_per_node, spec.gpu_type) == (0, None)
+    # the model itself refuses the contradiction instead of quietly buying a GPU
+    with pytest.raises(ValidationError, match="gpus_per_node is 0 but gpu_type is nvidia-tesla-t4"):
+        ClusterSpec(name="gpu", gpus_per_node=0, gpu_type=GpuType.T4)

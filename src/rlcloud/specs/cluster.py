@@ -146,8 +146,9 @@ class ClusterSpec(StrictModel):
     @model_validator(mode="before")
     @classmethod
     def _defaults(cls, data: Any) -> Any:
-        # gpu_type alone means one GPU per node: the common case should not need two settings.
-        if isinstance(data, dict) and data.get("gpu_type") and not data.get("gpus_per_node"):
+        # gpu_type alone means one GPU per node: the common case should not need two settings. An explicit
+        # gpus_per_node: 0 stays 0 (and contradicts gpu_type, which _consistency reports).
+        if isinstance(data, dict) and data.get("gpu_type") and data.get("gpus_per_node") is None:
             data = {**data, "gpus_per_node": 1}
         return data
 
@@ -243,6 +244,13 @@ class ClusterSpec(StrictModel):
                 "at:gpu_type",
                 "gpus_per_node={n} needs a gpu_type, one of: {valid}",
                 {"n": self.gpus_per_node, "valid": valid},
+            )
+        if self.gpus_per_node == 0 and self.gpu_type is not None:
+            raise PydanticCustomError(
+                "at:gpus_per_node",
+                "gpus_per_node is 0 but gpu_type is {gpu}: set gpus_per_node to 1 or more, or remove gpu_type "
+                "for a CPU-only cluster",
+                {"gpu": self.gpu_type.value},
             )
         if self.autoscaling and not (self.autoscaling.min_nodes <= self.num_nodes <= self.autoscaling.max_nodes):
             raise PydanticCustomError(

@@ -158,6 +158,9 @@ def convert_legacy_cluster(data: dict[str, Any]) -> dict[str, Any]:
         out["name"] = _hyphenate(out["name"], "cluster name")
     if "gpu_type" in out and out["gpu_type"] is None:
         out.pop("gpu_type")
+    elif out.get("gpu_type") and out.get("gpus_per_node") == 0:
+        # tensorforce-client ignored gpu_type on clusters without GPUs
+        _warn(f"cluster gpu_type {out.pop('gpu_type')!r} was dropped: gpus_per_node is 0 (a CPU-only cluster)")
     return out
 
 
