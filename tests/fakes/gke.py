@@ -107,8 +107,9 @@ class FakeClusterManager:
     """A stateful ClusterManager served over gRPC on 127.0.0.1 (use as a context manager).
 
     ``polls_to_done``: GetOperation calls an operation takes to reach DONE (the first poll after
-    creation reports RUNNING). ``endpoint``/``ca_certificate`` (base64 PEM, as GKE reports it) are what
-    clusters report once RUNNING; :meth:`set_master` changes them later.
+    creation reports RUNNING); 0 makes every operation DONE in the response to the mutation itself.
+    ``endpoint``/``ca_certificate`` (base64 PEM, as GKE reports it) are what clusters report once
+    RUNNING; :meth:`set_master` changes them later.
     ``reject_delete_during_operation``: DeleteCluster while another operation runs on the cluster is
     refused with CLUSTER_ALREADY_HAS_OPERATION (the safe assumption for clients).
     """
@@ -286,7 +287,10 @@ class FakeClusterManager:
                 self.requests.append((method, type(request).deserialize(type(request).serialize(request))))
                 try:
                     self._maybe_inject(method)
-                    return fn(request)
+                    response = fn(request)
+                    if isinstance(response, Op) and self.polls_to_done <= 0:
+                        self._advance(response.name)  # instant operations
+                    return response
                 except _Abort as exc:
                     error = _abort_status(exc)
             context.abort_with_status(error)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import builtins
 import datetime as _dt
 import logging
+import os
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -55,6 +56,7 @@ PoolStatus = container_v1.NodePool.Status
 OpStatus = container_v1.Operation.Status
 OpType = container_v1.Operation.Type
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+EMULATOR_ENV = "RLCLOUD_GKE_EMULATOR_HOST"
 # A RECONCILING cluster serves its API and is handled like a running one (its pools are checked one by one).
 _BUSY_STATES = {ClusterStatus.PROVISIONING, ClusterStatus.STOPPING}
 # Cleanup after a failed create gets at least this long, even when the create used up its own timeout.
@@ -251,9 +253,21 @@ class GkeCluster:
 
     @property
     def client(self) -> Any:
-        """The ClusterManagerClient in use."""
+        """The ClusterManagerClient in use (built on first use when none was given).
+
+        With ``RLCLOUD_GKE_EMULATOR_HOST=host:port`` set (like ``STORAGE_EMULATOR_HOST`` for Cloud Storage)
+        it talks plain gRPC to a local ClusterManager fake instead of Google, and needs no credentials.
+        """
         if self._client is None:
-            self._client = container_v1.ClusterManagerClient(credentials=self.credentials)
+            emulator = os.environ.get(EMULATOR_ENV)
+            if emulator:
+                import grpc
+                from google.cloud.container_v1.services.cluster_manager.transports import ClusterManagerGrpcTransport
+
+                transport = ClusterManagerGrpcTransport(channel=grpc.insecure_channel(emulator))
+                self._client = container_v1.ClusterManagerClient(transport=transport)
+            else:
+                self._client = container_v1.ClusterManagerClient(credentials=self.credentials)
         return self._client
 
     @property
@@ -786,8 +800,6 @@ class GkeCluster:
 
         kubectl authenticates with gke-gcloud-auth-plugin; the file holds no token.
         """
-        import os
-
         from rlcloud.gke.kube import write_kubeconfig
 
         cluster = self._running_cluster()

@@ -1,0 +1,85 @@
+"""`rlcloud cluster create|list|delete|reap` end to end against the ClusterManager fake.
+
+RLCLOUD_GKE_EMULATOR_HOST points GkeCluster's default client at the fake (like STORAGE_EMULATOR_HOST);
+operations finish instantly there, so the CLI's default polling never sleeps.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rlcloud.cli import main
+from rlcloud.gke.cluster import EMULATOR_ENV
+from tests.fakes.gke import FakeClusterManager
+
+PROJECT = "cli-test-project"
+BUNDLED = Path(__file__).resolve().parents[2] / "src" / "rlcloud" / "configs" / "clusters"
+
+
+@pytest.fixture
+def emulated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeClusterManager]:
+    monkeypatch.chdir(tmp_path)  # no rlcloud.yaml above: flags only
+    with FakeClusterManager(polls_to_done=0) as fake:
+        monkeypatch.setenv(EMULATOR_ENV, fake.address)
+        yield fake
+
+
+def test_create_list_delete(emulated: FakeClusterManager, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["cluster", "create", "-f", str(BUNDLED / "t4.yaml"), "-n", "cli-t4", "--project", PROJECT, "--yes"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "Estimated cost" in out and "estimate" in out
+    (request,) = emulated.requests_of("CreateCluster")
+    assert request.parent == f"projects/{PROJECT}/locations/us-central1-a"
+    assert request.cluster.name == "cli-t4"
+
+    assert main(["cluster", "list", "--project", PROJECT, "-o", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["name"], r["gpu_type"], r["status"]) for r in rows] == [("cli-t4", "nvidia-tesla-t4", "RUNNING")]
+    assert rows[0]["expiry"] is not None and rows[0]["managed"]
+
+    assert main(["cluster", "delete", "-c", "cli-t4", "--project", PROJECT, "--yes"]) == 0
+    assert emulated.cluster_names() == []
+
+
+def test_create_refuses_without_a_terminal_or_yes(emulated: FakeClusterManager) -> None:
+    code = main(["cluster", "create", "-f", str(BUNDLED / "t4.yaml"), "--project", PROJECT])
+    assert code != 0
+    assert emulated.requests_of("CreateCluster") == []
+
+
+def test_preflight_error_exits_2_before_any_request(
+    emulated: FakeClusterManager, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        ["cluster", "create", "-f", str(BUNDLED / "t4.yaml"), "--machine-type", "e2-standard-8", "--project", PROJECT]
+    )
+    assert code == 2
+    assert "machine_type" in capsys.readouterr().err
+    assert emulated.requests == []
+
+
+def test_quota_error_exits_1_with_the_quota_named(
+    emulated: FakeClusterManager, capsys: pytest.CaptureFixture[str]
+) -> None:
+    emulated.fail_next_with_quota()
+    code = main(["cluster", "create", "-f", str(BUNDLED / "t4.yaml"), "--project", PROJECT, "--yes"])
+    assert code == 1
+    assert "GPUS_ALL_REGIONS" in capsys.readouterr().err
+
+
+def test_reap(emulated: FakeClusterManager, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["cluster", "create", "-f", str(BUNDLED / "cpu.yaml"), "-n", "old", "--project", PROJECT, "--yes"]) == 0
+    assert (
+        main(["cluster", "create", "-f", str(BUNDLED / "t4.yaml"), "-n", "young", "--project", PROJECT, "--yes"]) == 0
+    )
+    emulated.clusters[(PROJECT, "us-central1-a", "old")].resource_labels["expiry"] = "1000"
+    capsys.readouterr()
+    assert main(["cluster", "reap", "--project", PROJECT, "--dry-run"]) == 0
+    assert "old" in capsys.readouterr().out and sorted(emulated.cluster_names()) == ["old", "young"]
+    assert main(["cluster", "reap", "--project", PROJECT, "--yes"]) == 0
+    assert emulated.cluster_names() == ["young"]
