@@ -153,20 +153,23 @@ def test_bad_spec_names_its_field(name: str) -> None:
 
 # ------------------------------------------------------------------------------------------------- CLI
 # Every file goes through the CLI's own entry point in-process (exit code, output), and through real
-# `python -m rlcloud` subprocesses: one run with the whole corpus (an escaping exception would show a traceback
-# and cut the report short) and one run per file for the unreadable and unparsable ones. A subprocess per
-# file for all ~70 would cost most of a minute on a small machine; startup is ~0.6 s each.
+# `python -m rlcloud` subprocesses: one run with the whole corpus (an escaping exception would show a
+# traceback and cut the report short), and one run per file for a file of each kind that fails before the
+# models see it. A subprocess per file for all ~70 would cost most of a minute on a small machine.
 
 cli_missing = pytest.mark.skipif(importlib.util.find_spec("rlcloud.cli") is None, reason="rlcloud.cli not there yet")
 
-FILE_LEVEL = sorted(
-    [
-        *(name for name, field in EXPECTED.items() if field in ("", "kind")),
-        "exp-agent-missing-file.json",
-        "exp-cluster-file-k80.json",
-        "legacy-k80-cluster.json",
-    ]
-)
+# one of each way a file can fail before the models see it, plus reference and legacy failures
+FILE_LEVEL = [
+    "binary.yaml",
+    "directory.yaml",
+    "broken-yaml.yaml",
+    "broken-json.json",
+    "empty.yaml",
+    "kind-unknown.yaml",
+    "exp-agent-missing-file.json",
+    "legacy-exploration-text.json",
+]
 
 
 def relative(name: str) -> str:
