@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import io
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -32,9 +34,7 @@ def plot_returns(
     Returns the matplotlib Figure; writes a PNG to ``path`` when given. Works headless (Agg).
     """
     # A bare Figure (no pyplot) needs no GUI backend and leaves no global state behind.
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(8, 4.5), dpi=100)
+    fig = _figure_class()(figsize=(8, 4.5), dpi=100)
     ax = fig.add_subplot(1, 1, 1)
     steps = [r["timestep"] for r in records]
     returns = [float(r["return"]) for r in records]
@@ -58,3 +58,18 @@ def plot_returns(
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(str(path))
     return fig
+
+
+@functools.cache
+def _figure_class() -> Any:
+    """matplotlib's Figure plus ``_repr_png_``: without pyplot, IPython's inline backend is never set up, so a
+    bare Figure returned to a notebook would show as "<Figure size 800x450>" instead of the plot."""
+    from matplotlib.figure import Figure
+
+    class ReturnsFigure(Figure):
+        def _repr_png_(self) -> bytes:
+            buffer = io.BytesIO()
+            self.savefig(buffer, format="png")
+            return buffer.getvalue()
+
+    return ReturnsFigure
