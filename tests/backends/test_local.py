@@ -35,7 +35,7 @@ def _spec(name: str, **overrides: object) -> ExperimentSpec:
 
 @pytest.fixture
 def backend(tmp_path: Path) -> Iterator[LocalBackend]:
-    b = LocalBackend(str(tmp_path / "results"), grace_period=20)
+    b = LocalBackend(str(tmp_path / "results"), grace_period=40)
     yield b
     for name in b.list():  # never leave processes behind, whatever the test did
         b.stop(name)
@@ -103,7 +103,7 @@ def test_stop_checkpoints_is_idempotent_and_start_resumes(backend: LocalBackend,
     spec = _spec("local-stop", total_timesteps=10_000_000)
     backend.start(spec, str(root))
     progress = root / "local-stop" / "progress.json"
-    _wait_for(lambda: progress.exists() and json.loads(progress.read_text())["timestep"] > 0, 300, "training")
+    _wait_for(lambda: progress.exists() and json.loads(progress.read_text())["timestep"] > 300, 300, "training")
     with pytest.raises(RLTimeoutError, match="still running"):
         backend.wait("local-stop", timeout=0.5)
 

@@ -57,12 +57,13 @@ __all__ = ["DEFAULT_GRACE_PERIOD", "LocalBackend", "main"]
 
 logger = logging.getLogger(__name__)
 
-#: Seconds a supervisor gives its runner between SIGTERM and SIGKILL: the runner needs up to 10 s to
-#: checkpoint and exit.
-CHILD_GRACE_PERIOD = 12.0
-#: Seconds stop() waits after SIGTERM before it kills a role's whole process group, supervisor included
-#: (only when the supervisor itself is stuck: it kills its runner after CHILD_GRACE_PERIOD).
-DEFAULT_GRACE_PERIOD = 20.0
+#: Seconds a supervisor gives its runner between SIGTERM and SIGKILL. The runner checkpoints and exits
+#: within 10 s on an idle machine; a busy one (first save traced by TensorFlow) can take longer, and
+#: locally there is no spot-VM deadline to meet.
+DEFAULT_GRACE_PERIOD = 30.0
+#: Extra seconds stop() waits before it kills a role's whole process group, supervisor included (only
+#: when the supervisor itself is stuck: it kills its runner after the grace period).
+_GROUP_KILL_MARGIN = 10.0
 #: How long an env server waits for an agent that never (re)connects before it exits by itself.
 LOCAL_IDLE_TIMEOUT = 300.0
 STATE_DIR = ".rlcloud-local"
@@ -192,24 +193,27 @@ class _Experiment:
     def role_alive(self, role: _RoleInfo) -> bool:
         return self.exit_code(role.label) is None and _alive(role.pid, role.starttime)
 
-    def stop_roles(self, roles: Sequence[_RoleInfo], grace_period: float) -> None:
-        """SIGTERM each supervisor (it forwards to its runner), SIGKILL the groups still alive after
-        ``grace_period``. Returns when every role has ended."""
+    def stop_roles(self, roles: Sequence[_RoleInfo], grace_period: float, *, reap: bool = True) -> None:
+        """SIGTERM each supervisor (it forwards to its runner and kills it after ``grace_period``);
+        SIGKILL the groups still alive a little later. Returns when every role has ended."""
         for role in roles:
             if self.role_alive(role):
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(role.pid, signal.SIGTERM)
-        deadline = time.monotonic() + grace_period
+        deadline = time.monotonic() + grace_period + _GROUP_KILL_MARGIN
+        # role_alive, not the supervisor's pid: a supervisor may itself be busy stopping the others.
         while time.monotonic() < deadline and any(self.role_alive(r) for r in roles):
             time.sleep(_POLL_S)
         for role in roles:
-            if _alive(role.pid, role.starttime):
+            if self.role_alive(role):
                 logger.warning("%s did not stop within %g s; killing it", role.label, grace_period)
                 _signal_group(role.pid, signal.SIGKILL)
-        for role in roles:
-            end = time.monotonic() + 5
-            while _alive(role.pid, role.starttime) and time.monotonic() < end:
-                time.sleep(0.05)
+        if not reap:
+            return
+        # Each supervisor exits right after recording its runner's exit code; give them that moment.
+        end = time.monotonic() + 5
+        while any(_alive(r.pid, r.starttime) for r in roles) and time.monotonic() < end:
+            time.sleep(0.05)
 
 
 # -------------------------------------------------------------------------------------------- backend
@@ -373,8 +377,8 @@ class LocalBackend(ExperimentBackend):
             "--spec", str(spec_path), "--workdir", str(exp.workdir),
         ]  # fmt: skip
         command = [
-            self.python, "-m", "rlcloud.backends.local", "supervise",
-            "--workdir", str(exp.workdir), "--label", label, "--", *runner,
+            self.python, "-m", "rlcloud.backends.local", "supervise", "--workdir", str(exp.workdir),
+            "--label", label, "--grace", str(self.grace_period), "--", *runner,
         ]  # fmt: skip
         with open(log_path, "ab") as log:
             log.write(f"----- {time.strftime('%Y-%m-%d %H:%M:%S')} starting {label}\n".encode())
@@ -586,7 +590,7 @@ def _last_line(path: Path) -> str:
 # ------------------------------------------------------------------------------------------ supervisor
 
 
-def _supervise(workdir: Path, label: str, command: list[str]) -> int:
+def _supervise(workdir: Path, label: str, command: list[str], grace_period: float = DEFAULT_GRACE_PERIOD) -> int:
     """Run ``command``, record its exit code, and apply the lifecycle rules (module docstring)."""
     exp = _Experiment(workdir)
     child = subprocess.Popen(command, stdin=subprocess.DEVNULL)
@@ -596,7 +600,7 @@ def _supervise(workdir: Path, label: str, command: list[str]) -> int:
         with contextlib.suppress(ProcessLookupError):
             child.send_signal(signum)
         if not kill_at:
-            kill_at.append(time.monotonic() + CHILD_GRACE_PERIOD)
+            kill_at.append(time.monotonic() + grace_period)
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, forward)
@@ -608,7 +612,7 @@ def _supervise(workdir: Path, label: str, command: list[str]) -> int:
             # A runner that ignores SIGTERM too long (stuck in a wait) is killed here, not with its
             # supervisor, so that its exit code (137) is still recorded.
             if kill_at and time.monotonic() >= kill_at[0]:
-                print(f"----- {label} did not stop within {CHILD_GRACE_PERIOD:g} s of SIGTERM: killing it", flush=True)
+                print(f"----- {label} did not stop within {grace_period:g} s of SIGTERM: killing it", flush=True)
                 with contextlib.suppress(ProcessLookupError):
                     child.kill()
     if code < 0:
@@ -633,7 +637,7 @@ def _supervise(workdir: Path, label: str, command: list[str]) -> int:
             time.sleep(_POLL_S)
     else:
         return code  # an env server that ended normally: the agent decides the rest
-    exp.stop_roles([r for r in others if exp.role_alive(r)], DEFAULT_GRACE_PERIOD)
+    exp.stop_roles([r for r in others if exp.role_alive(r)], grace_period, reap=False)
     return code
 
 
@@ -644,12 +648,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     sup = sub.add_parser("supervise", help="run one role and record its exit code (used by LocalBackend)")
     sup.add_argument("--workdir", required=True)
     sup.add_argument("--label", required=True)
+    sup.add_argument("--grace", type=float, default=DEFAULT_GRACE_PERIOD, help="seconds from SIGTERM to SIGKILL")
     sup.add_argument("runner", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.runner[1:] if args.runner[:1] == ["--"] else args.runner
     if not command:
         raise WorkloadError("supervise needs a command after --")
-    return _supervise(Path(args.workdir), args.label, command)
+    return _supervise(Path(args.workdir), args.label, command, args.grace)
 
 
 if __name__ == "__main__":
