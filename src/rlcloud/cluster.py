@@ -10,6 +10,7 @@ one (an experiment spec's own ``cluster``) is deleted when its experiment ends, 
 
 from __future__ import annotations
 
+import html
 import logging
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -38,6 +39,7 @@ class Cluster:
         self._backend: ExperimentBackend | None = None
         self._gke: Any = None  # rlcloud.gke.GkeCluster, for kind "gke"
         self.dedicated: bool = bool(options.get("dedicated", False))
+        self._last_info: Any = None  # the latest ClusterInfo seen (create/info), shown by _repr_html_
 
     # ------------------------------------------------------------------------------------ constructors
 
@@ -155,15 +157,60 @@ class Cluster:
     def __repr__(self) -> str:
         return f"Cluster({self.describe()}{', dedicated' if self.dedicated else ''})"
 
+    def _repr_html_(self) -> str:
+        """A compact table for notebooks: kind, name, machines, GPUs and, once seen, the cluster's state.
+
+        Makes no API call: the state is the one the latest create() or info() saw.
+        """
+        rows: list[tuple[str, str]] = [("kind", self.kind)]
+        spec = self.spec
+        if self.kind == "gke" and spec is not None:
+            info = self._last_info
+            machine = info.machine_type if info is not None else spec.effective_machine_type
+            gpu_type = info.gpu_type if info is not None else (spec.gpu_type.value if spec.gpu_type else None)
+            gpus = info.gpus_per_node if info is not None else spec.gpus_per_node
+            nodes = f"{spec.autoscaling.min_nodes}-{spec.autoscaling.max_nodes}" if spec.autoscaling else spec.num_nodes
+            rows += [
+                ("name", spec.name),
+                ("project", str(self._options.get("project") or spec.project or "(default)")),
+                ("location", spec.location),
+                ("machine type", f"{machine}{' (spot)' if spec.spot else ''}"),
+                ("nodes", f"{info.num_nodes} now ({nodes})" if info is not None else str(nodes)),
+                ("GPUs", f"{gpus} x {gpu_type} per node" if gpus and gpu_type else "none"),
+                ("state", info.status if info is not None else "unknown (call create() or info())"),
+            ]
+            if spec.ttl is not None:
+                rows.append(("ttl", str(spec.ttl)))
+            if self.dedicated:
+                rows.append(("dedicated", "yes: deleted when its experiment ends"))
+        elif self.kind == "kubernetes":
+            rows += [
+                ("context", str(self._options.get("context") or "(current)")),
+                ("namespace", str(self._options.get("namespace", DEFAULT_NAMESPACE))),
+            ]
+            if self._options.get("gpu_type"):
+                rows.append(("GPUs", str(self._options["gpu_type"])))
+        else:
+            rows.append(("runs", "background processes on this machine"))
+        body = "".join(
+            f"<tr><th style='text-align:left;padding-right:1em'>{html.escape(key)}</th>"
+            f"<td style='text-align:left'>{html.escape(str(value))}</td></tr>"
+            for key, value in rows
+        )
+        return f"<table class='rlcloud-cluster'>{body}</table>"
+
     def _gke_cluster(self) -> Any:
         if self.kind != "gke":
             raise SpecError([SpecProblem("cluster", f"{self.describe()} is not a GKE cluster")])
         if self._gke is None:
-            from rlcloud.config import load_project_config
+            from rlcloud.config import google_credentials, load_project_config
             from rlcloud.gke import GkeCluster
 
+            config = load_project_config()
             project = self._options.get("project") or (self.spec.project if self.spec else None)
-            project = project or load_project_config().project
+            project = project or config.project
+            if self._options.get("credentials") is None:
+                self._options["credentials"] = google_credentials(config)
             if self.spec is None:
                 raise SpecError([SpecProblem("cluster", "a GKE cluster needs a ClusterSpec")])
             self._gke = GkeCluster(
@@ -183,7 +230,9 @@ class Cluster:
         Safe to run again after an interrupt: it attaches to the in-flight operation or the existing
         cluster instead of failing or duplicating.
         """
-        return self._gke_cluster().create(wait=wait, progress=progress, delete_on_failure=self.dedicated)
+        info = self._gke_cluster().create(wait=wait, progress=progress, delete_on_failure=self.dedicated)
+        self._last_info = info
+        return info
 
     def delete(self, wait: bool = True, progress: Any = None) -> None:
         """Delete the GKE cluster. Idempotent: a cluster that is already gone is fine."""
@@ -191,7 +240,8 @@ class Cluster:
 
     def info(self) -> Any:
         """The GKE cluster's observed state (ClusterInfo)."""
-        return self._gke_cluster().info()
+        self._last_info = self._gke_cluster().info()
+        return self._last_info
 
     def kube_client(self) -> Any:
         """A kubernetes ApiClient for this cluster (never the global default configuration)."""

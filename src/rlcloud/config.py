@@ -87,3 +87,19 @@ def load_project_config(start: str | Path | None = None) -> ProjectConfig:
         return ProjectConfig()
     data = read_data_file(path) or {}
     return build_model(ProjectConfig, data, source=str(path))
+
+
+def google_credentials(config: ProjectConfig | None = None) -> object | None:
+    """Credentials from the project config's key file (cloud-platform scope), or None to use ADC.
+
+    google.auth is imported here, on use only.
+    """
+    config = config or load_project_config()
+    if not config.credentials:
+        return None
+    import google.auth
+
+    credentials, _ = google.auth.load_credentials_from_file(
+        str(Path(config.credentials).expanduser()), scopes=["https://www.googleapis.com/auth/cloud-platform"]
+    )
+    return credentials

@@ -57,6 +57,14 @@ def operation_bar(description: str) -> Iterator[Any]:
         yield update
 
 
+def _gke_options(args: argparse.Namespace) -> dict[str, Any]:
+    """project and credentials: the flags, else the project config (rlcloud.yaml), else ADC."""
+    from rlcloud.config import google_credentials, load_project_config
+
+    config = load_project_config()
+    return {"project": args.project or config.project, "credentials": google_credentials(config)}
+
+
 def _spec_from_args(args: argparse.Namespace, sets: dict[str, Any]) -> Any:
     from rlcloud.specs import ClusterSpec
 
@@ -91,7 +99,7 @@ def cluster_create(args: argparse.Namespace, sets: dict[str, Any]) -> int:
     if not _confirm("Create this cluster?", args.yes):
         console.print("nothing created")
         return 1
-    cluster = GkeCluster(spec, project=args.project)
+    cluster = GkeCluster(spec, **_gke_options(args))
     with operation_bar(f"create {spec.name}") as progress:
         info = cluster.create(wait=not args.no_wait, progress=progress)
     console.print(f"{info.name}: {info.status} in {info.location} (project {info.project})")
@@ -126,7 +134,8 @@ def info_row(info: ClusterInfo, now: float) -> dict[str, Any]:
 
 def cluster_list(args: argparse.Namespace) -> int:
     """`rlcloud cluster list`: name, location, machine type, nodes, GPUs per node, status, age, expiry."""
-    infos = GkeCluster.list(args.project, all_clusters=args.all)
+    options = _gke_options(args)
+    infos = GkeCluster.list(options["project"], credentials=options["credentials"], all_clusters=args.all)
     now = time.time()
     rows = [info_row(i, now) for i in infos]
     if args.output == "json":
@@ -150,10 +159,14 @@ def cluster_list(args: argparse.Namespace) -> int:
 def cluster_delete(args: argparse.Namespace) -> int:
     """`rlcloud cluster delete -c NAME | --all`: list what will be deleted, ask, delete (idempotent)."""
     console = _console()
+    options = _gke_options(args)
     if args.all:
-        targets = [(i.name, i.location, i.project) for i in GkeCluster.list(args.project)]
+        targets = [
+            (i.name, i.location, i.project)
+            for i in GkeCluster.list(options["project"], credentials=options["credentials"])
+        ]
     else:
-        found = GkeCluster.get(args.cluster, project=args.project, location=args.location)
+        found = GkeCluster.get(args.cluster, location=args.location, **options)
         targets = [(found.name, found.location, found.project)]
     if not targets:
         console.print("no rlcloud clusters to delete")
@@ -166,7 +179,9 @@ def cluster_delete(args: argparse.Namespace) -> int:
     from rlcloud.specs import ClusterSpec
 
     for name, location, project in targets:
-        cluster = GkeCluster(ClusterSpec(name=name, location=location), project=project)
+        cluster = GkeCluster(
+            ClusterSpec(name=name, location=location), project=project, credentials=options["credentials"]
+        )
         with operation_bar(f"delete {name}") as progress:
             cluster.delete(wait=not args.no_wait, progress=progress)
         console.print(f"deleted {name}")
@@ -176,7 +191,8 @@ def cluster_delete(args: argparse.Namespace) -> int:
 def cluster_reap(args: argparse.Namespace) -> int:
     """`rlcloud cluster reap`: delete rlcloud clusters past their expiry label (after listing them)."""
     console = _console()
-    expired = reap(args.project, dry_run=True)
+    options = _gke_options(args)
+    expired = reap(options["project"], credentials=options["credentials"], dry_run=True)
     if not expired:
         console.print("no expired rlcloud clusters")
         return 0
@@ -185,6 +201,6 @@ def cluster_reap(args: argparse.Namespace) -> int:
     if args.dry_run or not _confirm(f"Delete {len(expired)} expired cluster(s)?", args.yes):
         console.print("nothing deleted")
         return 0
-    deleted = reap(args.project)
+    deleted = reap(options["project"], credentials=options["credentials"])
     console.print(f"deleted {len(deleted)} cluster(s): {', '.join(i.name for i in deleted)}")
     return 0
