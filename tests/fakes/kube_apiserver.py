@@ -531,9 +531,16 @@ class _Store:
         ]
 
     def _delete_dependents(self, uid: str) -> None:
-        for key in self._dependents(uid):
+        # one pass to index owners -> dependents, so a Job with 1000 pods is not 1000 scans
+        owned: dict[str, list[tuple[ResourceType, str, str]]] = {}
+        for key, obj in self.objects.items():
+            for ref in obj["metadata"].get("ownerReferences") or []:
+                owned.setdefault(ref.get("uid", ""), []).append(key)
+        pending = list(owned.get(uid, []))
+        while pending:
+            key = pending.pop()
             if key in self.objects:
-                self._delete_dependents(self.objects[key]["metadata"]["uid"])
+                pending.extend(owned.get(self.objects[key]["metadata"]["uid"], []))
                 self._remove(key)
 
     def _orphan_dependents(self, uid: str) -> None:

@@ -67,22 +67,50 @@ _ROLE_ORDER = {"single": 0, "multi": 0, "agent": 0, ENV_SERVER_ROLE: 1}
 _MAX_REASON = 240
 
 
+JSON = dict[str, Any]
+
+
 @dataclass
 class _Observed:
-    """One read of an experiment's Jobs and Pods."""
+    """One read of an experiment's Jobs and Pods, as plain JSON (the API's own field names).
 
-    jobs: dict[str, Any]  # role -> V1Job
-    pods: list[Any]  # V1Pod
+    Observed state is read raw, not through the client's pydantic models: deserialising 1000 pods
+    into V1Pod objects costs ~2 s of CPU on every status() poll, json.loads a tenth of that.
+    """
+
+    jobs: dict[str, JSON]  # role -> Job
+    pods: list[JSON]
 
 
-def _condition(job: Any, kind: str) -> Any | None:
-    for cond in (job.status.conditions if job.status else None) or []:
-        if cond.type == kind and cond.status == "True":
-            return cond
+def _get(obj: Any, *path: str) -> Any:
+    """obj[path[0]][path[1]]..., or None as soon as a level is missing."""
+    for key in path:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def _name(obj: JSON) -> str:
+    return str(_get(obj, "metadata", "name") or "")
+
+
+def _labels(obj: JSON) -> dict[str, str]:
+    return _get(obj, "metadata", "labels") or {}
+
+
+def _phase(pod: JSON) -> str:
+    return str(_get(pod, "status", "phase") or "Pending")
+
+
+def _condition(job: JSON, kind: str) -> JSON | None:
+    for cond in _get(job, "status", "conditions") or []:
+        if cond.get("type") == kind and cond.get("status") == "True":
+            return dict(cond)
     return None
 
 
-def _job_finished(job: Any) -> str | None:
+def _job_finished(job: JSON) -> str | None:
     """ "succeeded"/"failed" once the Job controller has decided, else None."""
     if _condition(job, "Complete") or _condition(job, "SuccessCriteriaMet"):
         return "succeeded"
@@ -91,8 +119,12 @@ def _job_finished(job: Any) -> str | None:
     return None
 
 
-def _pod_index(pod: Any) -> int:
-    value = (pod.metadata.annotations or {}).get(JOB_COMPLETION_INDEX_ANNOTATION) or (pod.metadata.labels or {}).get(
+def _suspended(job: JSON) -> bool:
+    return bool(_get(job, "spec", "suspend"))
+
+
+def _pod_index(pod: JSON) -> int:
+    value = (_get(pod, "metadata", "annotations") or {}).get(JOB_COMPLETION_INDEX_ANNOTATION) or _labels(pod).get(
         JOB_COMPLETION_INDEX_ANNOTATION
     )
     try:
@@ -101,25 +133,25 @@ def _pod_index(pod: Any) -> int:
         return 0
 
 
-def _pod_sort_key(pod: Any) -> tuple[bool, bool, str, str]:
+def _pod_sort_key(pod: JSON) -> tuple[bool, bool, str, str]:
     # the live pod of an index wins over its failed predecessors, a succeeded one (the last there will
     # be) too; then the newest (timestamps have one-second resolution, so this alone cannot decide)
-    phase = pod.status.phase if pod.status else "Pending"
-    created = pod.metadata.creation_timestamp
-    return (
-        phase not in ("Succeeded", "Failed"),
-        phase == "Succeeded",
-        created.isoformat() if created else "",
-        pod.metadata.name,
-    )
+    phase = _phase(pod)
+    created = str(_get(pod, "metadata", "creationTimestamp") or "")
+    return phase not in ("Succeeded", "Failed"), phase == "Succeeded", created, _name(pod)
 
 
-def _exit_code(pod: Any) -> int | None:
-    for cs in (pod.status.container_statuses if pod.status else None) or []:
-        if cs.state and cs.state.terminated:
-            return int(cs.state.terminated.exit_code)
-        if cs.last_state and cs.last_state.terminated:
-            return int(cs.last_state.terminated.exit_code)
+def _live(pod: JSON) -> bool:
+    """Still running or about to: not finished (a pod being deleted counts until it is gone)."""
+    return _phase(pod) in ("Pending", "Running")
+
+
+def _exit_code(pod: JSON) -> int | None:
+    for cs in _get(pod, "status", "containerStatuses") or []:
+        for state in ("state", "lastState"):
+            terminated = _get(cs, state, "terminated")
+            if terminated and terminated.get("exitCode") is not None:
+                return int(terminated["exitCode"])
     return None
 
 
@@ -140,49 +172,51 @@ def _classify_unschedulable(message: str) -> str:
     return f"unschedulable: {message}"
 
 
-def why_pending(pod: Any | None, events: list[Any]) -> str:
+def why_pending(pod: JSON | None, events: list[JSON]) -> str:
     """One line saying why a pod (or, with ``pod=None``, a Job's missing pod) is still Pending.
 
-    Reads the container's waiting state (image pull errors, config errors), the PodScheduled
-    condition (insufficient GPU/CPU, untolerated taints, node selectors) and Events (the cluster
-    autoscaler scaling up, quota refusing pod creation on the Job).
+    ``pod`` and ``events`` are API JSON objects. Reads the container's waiting state (image pull
+    errors, config errors), the PodScheduled condition (insufficient GPU/CPU, untolerated taints,
+    node selectors) and Events (the cluster autoscaler scaling up, quota refusing pod creation).
     """
     for event in events:  # Job-level: the controller could not even create the pod
-        if event.reason == "FailedCreate" and "exceeded quota" in (event.message or ""):
-            return _one_line(f"quota exceeded: {event.message}")
+        if event.get("reason") == "FailedCreate" and "exceeded quota" in (event.get("message") or ""):
+            return _one_line(f"quota exceeded: {event.get('message')}")
     if pod is None:
         for event in events:
-            if event.reason == "FailedCreate":
-                return _one_line(f"cannot create the pod: {event.message}")
+            if event.get("reason") == "FailedCreate":
+                return _one_line(f"cannot create the pod: {event.get('message')}")
         return "waiting for the Job controller to create the pod"
-    image = pod.spec.containers[0].image if pod.spec and pod.spec.containers else "?"
-    for cs in (pod.status.container_statuses if pod.status else None) or []:
-        waiting = cs.state.waiting if cs.state else None
-        if waiting and waiting.reason in ("ImagePullBackOff", "ErrImagePull", "InvalidImageName"):
-            return _one_line(f"cannot pull image {image} ({waiting.reason}): {waiting.message or ''}")
-        if waiting and waiting.reason in ("CreateContainerConfigError", "CreateContainerError"):
-            return _one_line(f"cannot start the container ({waiting.reason}): {waiting.message or ''}")
-    scale_up = any(e.reason == "TriggeredScaleUp" for e in events)
-    no_scale_up = next((e for e in events if e.reason == "NotTriggerScaleUp"), None)
+    containers = _get(pod, "spec", "containers") or [{}]
+    image = containers[0].get("image", "?")
+    for cs in _get(pod, "status", "containerStatuses") or []:
+        waiting = _get(cs, "state", "waiting") or {}
+        reason = waiting.get("reason")
+        if reason in ("ImagePullBackOff", "ErrImagePull", "InvalidImageName"):
+            return _one_line(f"cannot pull image {image} ({reason}): {waiting.get('message') or ''}")
+        if reason in ("CreateContainerConfigError", "CreateContainerError"):
+            return _one_line(f"cannot start the container ({reason}): {waiting.get('message') or ''}")
+    scale_up = any(e.get("reason") == "TriggeredScaleUp" for e in events)
+    no_scale_up = next((e for e in events if e.get("reason") == "NotTriggerScaleUp"), None)
     message = None
-    for cond in (pod.status.conditions if pod.status else None) or []:
-        if cond.type == "PodScheduled" and cond.status == "False":
-            message = cond.message or cond.reason or "not scheduled yet"
+    for cond in _get(pod, "status", "conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            message = cond.get("message") or cond.get("reason") or "not scheduled yet"
     if message is None:
-        failed = [e for e in events if e.reason == "FailedScheduling"]
+        failed = [e for e in events if e.get("reason") == "FailedScheduling"]
         if failed:
-            message = failed[-1].message
+            message = failed[-1].get("message") or "FailedScheduling"
     if message is not None:
         line = _classify_unschedulable(message)
         if scale_up:
             line += "; the cluster autoscaler is adding a node"
         elif no_scale_up is not None:
-            line += f"; the autoscaler cannot help: {no_scale_up.message}"
+            line += f"; the autoscaler cannot help: {no_scale_up.get('message')}"
         return _one_line(line)
     for event in events:
-        if event.reason in ("FailedMount", "FailedAttachVolume"):
-            return _one_line(f"cannot mount a volume: {event.message}")
-    if pod.spec and pod.spec.node_name:
+        if event.get("reason") in ("FailedMount", "FailedAttachVolume"):
+            return _one_line(f"cannot mount a volume: {event.get('message')}")
+    if _get(pod, "spec", "nodeName"):
         return "starting: pulling the image or mounting volumes"
     return "waiting to be scheduled"
 
@@ -312,16 +346,18 @@ class KubernetesBackend(ExperimentBackend):
 
     def _observe(self, name: str) -> _Observed:
         selector = experiment_selector(name)
-        jobs = self.applier.checked(
+        jobs = self.applier.list_raw(
             f"list Jobs of {name}", self._batch.list_namespaced_job, self.namespace, label_selector=selector
-        ).items
-        pods = self.applier.checked(
-            f"list Pods of {name}", self._core.list_namespaced_pod, self.namespace, label_selector=selector
-        ).items
-        by_role = {(j.metadata.labels or {}).get(LABEL_ROLE, ""): j for j in jobs if j.metadata}
-        return _Observed(jobs=by_role, pods=pods)
+        )
+        pods = self._list_pods(name, selector)
+        return _Observed(jobs={_labels(j).get(LABEL_ROLE, ""): j for j in jobs}, pods=pods)
 
-    def _learner(self, observed: _Observed) -> tuple[str, Any] | None:
+    def _list_pods(self, name: str, selector: str) -> builtins.list[JSON]:
+        return self.applier.list_raw(
+            f"list Pods of {name}", self._core.list_namespaced_pod, self.namespace, label_selector=selector
+        )
+
+    def _learner(self, observed: _Observed) -> tuple[str, JSON] | None:
         for role in _LEARNER_ROLES:
             if role in observed.jobs:
                 return role, observed.jobs[role]
@@ -422,17 +458,13 @@ class KubernetesBackend(ExperimentBackend):
                 if not self._started(pod):
                     continue
                 prefix = self._prefix(pod)
+                what = f"read the log of pod {_name(pod)}"
                 try:
-                    text = self.applier.call(
-                        f"read the log of pod {pod.metadata.name}",
-                        self._core.read_namespaced_pod_log,
-                        pod.metadata.name,
-                        self.namespace,
-                    )
+                    text = self.applier.call(what, self._core.read_namespaced_pod_log, _name(pod), self.namespace)
                 except k8s.ApiException as exc:
                     if exc.status in (400, 404):  # not started after all, or gone meanwhile
                         continue
-                    raise translate(exc, f"read the log of pod {pod.metadata.name}") from exc
+                    raise translate(exc, what) from exc
                 for line in str(text).splitlines():
                     yield f"{prefix} | {line}"
             return
@@ -451,7 +483,7 @@ class KubernetesBackend(ExperimentBackend):
             return
         store = self._store(name)
         before = self._latest_checkpoint(store)
-        self._set_suspend(job.metadata.name, True)
+        self._set_suspend(_name(job), True)
         deadline = time.monotonic() + self.pause_timeout
         self._wait_pods_gone(name, role, deadline)
         after = self._latest_checkpoint(store)
@@ -466,7 +498,7 @@ class KubernetesBackend(ExperimentBackend):
             )
         env_job = observed.jobs.get(ENV_SERVER_ROLE)
         if env_job is not None:
-            self._set_suspend(env_job.metadata.name, True)
+            self._set_suspend(_name(env_job), True)
             self._wait_pods_gone(name, ENV_SERVER_ROLE, time.monotonic() + self.pause_timeout)
 
     def resume(self, name: str) -> None:
@@ -476,8 +508,8 @@ class KubernetesBackend(ExperimentBackend):
             raise NotFoundError(self._unknown(name))
         for role in (ENV_SERVER_ROLE, *_LEARNER_ROLES):
             job = observed.jobs.get(role)
-            if job is not None and job.spec.suspend:
-                self._set_suspend(job.metadata.name, False)
+            if job is not None and _suspended(job):
+                self._set_suspend(_name(job), False)
 
     def stop(self, name: str) -> None:
         """Delete every object of the experiment (Jobs with foreground propagation, so the learner
@@ -554,72 +586,64 @@ class KubernetesBackend(ExperimentBackend):
     def _wait_pods_gone(self, name: str, role: str | None, deadline: float) -> None:
         selector = experiment_selector(name) + (f",{LABEL_ROLE}={role}" if role else "")
         while True:
-            pods = self.applier.checked(
-                f"list Pods of {name}", self._core.list_namespaced_pod, self.namespace, label_selector=selector
-            ).items
-            live = [p for p in pods if (p.status.phase if p.status else "Pending") in ("Pending", "Running")]
+            live = [p for p in self._list_pods(name, selector) if _live(p)]
             if not live:
                 return
             if time.monotonic() >= deadline:
                 raise RLTimeoutError(
                     f"{len(live)} pod(s) of {name} still running after the wait: "
-                    + ", ".join(str(p.metadata.name) for p in live[:5] if p.metadata)
+                    + ", ".join(_name(p) for p in live[:5])
                 )
             time.sleep(self.poll_interval)
 
     @staticmethod
     def _anything_pending(observed: _Observed) -> bool:
-        if any((p.status.phase if p.status else "Pending") == "Pending" for p in observed.pods):
+        if any(_phase(p) == "Pending" for p in observed.pods):
             return True
         # a Job that wants pods but has none (quota, admission): its events say why
         return any(
-            not _job_finished(job) and not job.spec.suspend and not job.status.active for job in observed.jobs.values()
+            not _job_finished(job) and not _suspended(job) and not _get(job, "status", "active")
+            for job in observed.jobs.values()
         )
 
-    def _events(self, observed: _Observed) -> dict[str, builtins.list[Any]]:
+    def _events(self, observed: _Observed) -> dict[str, builtins.list[JSON]]:
         """Events of the experiment's Pods and Jobs, by object name (one list call)."""
-        names = {p.metadata.name for p in observed.pods} | {j.metadata.name for j in observed.jobs.values()}
+        names = {_name(p) for p in observed.pods} | {_name(j) for j in observed.jobs.values()}
         try:
-            items = self.applier.call("list events", self._core.list_namespaced_event, self.namespace).items
-        except Exception as exc:  # events are a nicety: a status without them is still a status
-            logger.debug("cannot list events: %s", type(exc).__name__)
+            items = self.applier.list_raw("list events", self._core.list_namespaced_event, self.namespace)
+        except RLCloudError as exc:  # events are a nicety: a status without them is still a status
+            logger.debug("cannot list events: %s", exc)
             return {}
-        out: dict[str, builtins.list[Any]] = {}
+        out: dict[str, builtins.list[JSON]] = {}
         for event in items:
-            involved = event.involved_object.name if event.involved_object else None
+            involved = _get(event, "involvedObject", "name")
             if involved is not None and involved in names:
                 out.setdefault(involved, []).append(event)
         return out
 
     def _role_statuses(
-        self, role: str, job: Any, pods: builtins.list[Any], events: dict[str, builtins.list[Any]]
+        self, role: str, job: JSON, pods: builtins.list[JSON], events: dict[str, builtins.list[JSON]]
     ) -> builtins.list[RoleStatus]:
-        job_name = job.metadata.name
+        job_name = _name(job)
         job_pods = [
-            p
-            for p in pods
-            if job_name
-            in (
-                (p.metadata.labels or {}).get("batch.kubernetes.io/job-name"),
-                (p.metadata.labels or {}).get("job-name"),
-            )
+            p for p in pods if job_name in (_labels(p).get("batch.kubernetes.io/job-name"), _labels(p).get("job-name"))
         ]
-        count = job.spec.completions or 1
-        by_index: dict[int, list[Any]] = {}
+        count = int(_get(job, "spec", "completions") or 1)
+        by_index: dict[int, builtins.list[JSON]] = {}
         for pod in job_pods:
             by_index.setdefault(_pod_index(pod), []).append(pod)
         finished = _job_finished(job)
         failed_cond = _condition(job, "Failed") or _condition(job, "FailureTarget")
-        completed = _parse_indexes(job.status.completed_indexes if job.status else None)
-        job_events = events.get(job.metadata.name, [])
+        completed = _parse_indexes(_get(job, "status", "completedIndexes"))
+        job_events = events.get(job_name, [])
         out = []
         for index in range(count):
             candidates = sorted(by_index.get(index, []), key=_pod_sort_key)
             current = candidates[-1] if candidates else None
-            phase = current.status.phase if current is not None and current.status else None
-            restarts = sum(1 for p in candidates if p is not current and p.status and p.status.phase == "Failed")
+            phase = _phase(current) if current is not None else None
+            restarts = sum(1 for p in candidates if p is not current and _phase(p) == "Failed")
             for p in candidates:
-                restarts += sum(cs.restart_count or 0 for cs in (p.status.container_statuses or [])) if p.status else 0
+                restarts += sum(int(cs.get("restartCount") or 0) for cs in _get(p, "status", "containerStatuses") or [])
             exit_code = _exit_code(current) if current is not None else None
             reason: str | None = None
             state: RoleState
@@ -628,16 +652,18 @@ class KubernetesBackend(ExperimentBackend):
             elif finished == "failed":
                 state = "failed"
                 reason = (
-                    _one_line(failed_cond.message or failed_cond.reason or "the Job failed") if failed_cond else None
+                    _one_line(failed_cond.get("message") or failed_cond.get("reason") or "the Job failed")
+                    if failed_cond
+                    else None
                 )
-            elif job.spec.suspend:
+            elif _suspended(job):
                 state = "suspended"
             elif current is None:
                 state = "pending"
                 reason = why_pending(None, job_events)
             elif phase == "Pending":
                 state = "pending"
-                reason = why_pending(current, events.get(current.metadata.name, []) + job_events)
+                reason = why_pending(current, events.get(_name(current), []) + job_events)
             elif phase == "Running":
                 state = "running"
             elif phase == "Failed":
@@ -667,7 +693,7 @@ class KubernetesBackend(ExperimentBackend):
             return "succeeded", None
         if finished == "failed":
             return "failed", learner_status.reason if learner_status else None
-        if job.spec.suspend:
+        if _suspended(job):
             return "paused", None
         if learner_status is not None and learner_status.state == "running":
             pending = next((r for r in roles if r.state == "pending" and r.reason), None)
@@ -678,24 +704,22 @@ class KubernetesBackend(ExperimentBackend):
     # -- logs ----------------------------------------------------------------------------------------
 
     @staticmethod
-    def _started(pod: Any) -> bool:
-        phase = pod.status.phase if pod.status else "Pending"
-        if phase != "Pending":
+    def _started(pod: JSON) -> bool:
+        if _phase(pod) != "Pending":
             return True
         return any(
-            cs.state and (cs.state.running or cs.state.terminated) for cs in (pod.status.container_statuses or [])
+            _get(cs, "state", "running") or _get(cs, "state", "terminated")
+            for cs in _get(pod, "status", "containerStatuses") or []
         )
 
     @staticmethod
-    def _prefix(pod: Any) -> str:
-        role = (pod.metadata.labels or {}).get(LABEL_ROLE, "pod")
-        return f"{role}-{_pod_index(pod)}"
+    def _prefix(pod: JSON) -> str:
+        return f"{_labels(pod).get(LABEL_ROLE, 'pod')}-{_pod_index(pod)}"
 
     @staticmethod
-    def _pod_order(pod: Any) -> tuple[int, int, str]:
-        role = (pod.metadata.labels or {}).get(LABEL_ROLE, "")
-        created = pod.metadata.creation_timestamp
-        return _ROLE_ORDER.get(role, 2), _pod_index(pod), created.isoformat() if created else ""
+    def _pod_order(pod: JSON) -> tuple[int, int, str]:
+        created = str(_get(pod, "metadata", "creationTimestamp") or "")
+        return _ROLE_ORDER.get(_labels(pod).get(LABEL_ROLE, ""), 2), _pod_index(pod), created
 
     def _stored_logs(self, name: str) -> Iterator[str]:
         store = self._store(name)
@@ -744,7 +768,7 @@ class KubernetesBackend(ExperimentBackend):
         try:
             while True:
                 for pod in sorted(observed.pods, key=self._pod_order):
-                    pod_name = pod.metadata.name
+                    pod_name = _name(pod)
                     if pod_name in followed or not self._started(pod):
                         continue
                     with lock:
@@ -764,7 +788,7 @@ class KubernetesBackend(ExperimentBackend):
                             active.discard(prefix)
                     else:
                         yield f"{prefix} | {line}"
-                ended = all(_job_finished(j) or j.spec.suspend for j in observed.jobs.values())
+                ended = all(_job_finished(j) or _suspended(j) for j in observed.jobs.values())
                 with lock:
                     idle = not active
                 if ended and idle and lines.empty():
