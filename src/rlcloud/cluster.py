@@ -284,6 +284,8 @@ class Cluster:
                     namespace=self._options.get("namespace", DEFAULT_NAMESPACE),
                     image=self._options.get("image") or default_image,
                     gpu_type=gpu_type,
+                    gcp_service_account=config.gcp_service_account,
+                    credentials_secret=config.credentials_secret,
                 )
         return self._backend
 

@@ -33,6 +33,14 @@ class ProjectConfig(StrictModel):
     credentials: str | None = Field(
         None, description="Path to a service-account key file (checked by `rlcloud init`, never copied)."
     )
+    gcp_service_account: str | None = Field(
+        None,
+        description="Google service account the pods act as through Workload Identity (preferred for results "
+        "in GCS), e.g. rlcloud-runner@my-project.iam.gserviceaccount.com.",
+    )
+    credentials_secret: str | None = Field(
+        None, description="Instead of Workload Identity: a Kubernetes Secret holding a key file, mounted read-only."
+    )
 
     @field_validator("credentials")
     @classmethod
