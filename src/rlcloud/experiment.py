@@ -293,29 +293,85 @@ class Experiment:
 
     # ---------------------------------------------------------------------------------------- notebooks
 
-    def _repr_html_(self) -> str:
+    def _observed_status(self) -> ExperimentStatus | None:
+        """The status if it can be read cheaply, else None: never start a backend (or a network call to a
+        cluster) just to draw a notebook cell. Local experiments are read from disk; cluster ones only once
+        started or attached."""
+        if self._backend is None and self._cluster is not None and self._cluster.kind != "local":
+            return None
         try:
-            status = self.status()
-            state: str = status.state
-            prog = status.progress
-        except Exception:  # not started, or the backend is unreachable: show the spec only
-            state, prog = "not started", {}
-        rows = [
-            ("name", self.name),
-            ("run mode", f"{self.spec.run_mode} ({self.spec.num_workers} worker(s))"),
-            ("environment", self.spec.environment.get("level") or self.spec.environment.get("type")),
-            ("agent", self.spec.agent.get("type")),
-            ("state", state),
-            ("timesteps", prog.get("timestep", "-")),
-            ("episodes", prog.get("episode", "-")),
-            ("mean return", _fmt(prog.get("mean_return"))),
-            ("results", self.location),
-        ]
-        body = "".join(
-            f"<tr><th style='text-align:left'>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>"
-            for k, v in rows
+            return self.status()
+        except Exception:  # not started yet, or the backend is unreachable: show the spec only
+            return None
+
+    def _repr_html_(self) -> str:
+        """A compact table for notebooks: the spec, where it runs, its state and the learner's progress."""
+        spec = self.spec
+        status = self._observed_status()
+        prog = status.progress if status else {}
+        stop_unit, stop_total = (
+            ("timestep", spec.total_timesteps) if spec.total_timesteps else ("episode", spec.episodes)
         )
-        return f"<table>{body}</table>"
+        env = spec.environment.get("level") or spec.environment.get("type") or spec.environment.get("class")
+        rows: list[tuple[str, str]] = [
+            ("experiment", html.escape(self.name)),
+            ("spec", html.escape(f"{spec.agent.get('type')} on {env}")),
+            ("run mode", html.escape(f"{spec.run_mode}, {spec.num_workers} worker(s)")),
+            ("runs on", html.escape(self._cluster.describe() if self._cluster else "local")),
+        ]
+        if status is None:
+            rows.append(("state", "not started"))
+        else:
+            state = html.escape(status.state)
+            color = _STATE_COLORS.get(status.state, "#666")
+            rows.append(("state", f"<b style='color:{color}'>{state}</b>"))
+            roles = _roles_summary(status)
+            if roles:
+                rows.append(("roles", html.escape(roles)))
+            if status.message:
+                rows.append(("message", html.escape(status.message)))
+        done = prog.get(stop_unit)
+        if stop_total:
+            done_text = f"{done:,}" if isinstance(done, int) else "-"
+            cell = html.escape(f"{done_text} / {stop_total:,} {stop_unit}s")
+            if isinstance(done, int | float):
+                cell = f"<progress value='{min(done, stop_total)}' max='{stop_total}'></progress> {cell}"
+            rows.append(("progress", cell))
+        if prog:
+            other = "episode" if stop_unit == "timestep" else "timestep"
+            if isinstance(prog.get(other), int):
+                rows.append((f"{other}s", f"{prog[other]:,}"))
+            rows.append(("mean return", _fmt(prog.get("mean_return"))))
+            rows.append(("steps/s", _fmt(prog.get("steps_per_second"))))
+        rows.append(("results", html.escape(self.location)))
+        body = "".join(
+            f"<tr><th style='text-align:left;padding-right:1em'>{key}</th><td style='text-align:left'>{value}</td></tr>"
+            for key, value in rows
+        )
+        return f"<table class='rlcloud-experiment'>{body}</table>"
+
+
+_STATE_COLORS = {
+    "running": "#1a73e8",
+    "succeeded": "#188038",
+    "failed": "#d93025",
+    "pending": "#e37400",
+    "paused": "#e37400",
+    "stopped": "#666",
+}
+
+
+def _roles_summary(status: ExperimentStatus) -> str:
+    """ "agent: running; env-server: 3 running, 1 pending": one line however many workers there are."""
+    by_role: dict[str, dict[str, int]] = {}
+    for instance in status.roles:
+        states = by_role.setdefault(instance.role, {})
+        states[instance.state] = states.get(instance.state, 0) + 1
+    parts = []
+    for role, states in by_role.items():
+        counts = ", ".join(state if n == 1 and len(states) == 1 else f"{n} {state}" for state, n in states.items())
+        parts.append(f"{role}: {counts}")
+    return "; ".join(parts)
 
 
 def _fmt(value: Any) -> str:
