@@ -85,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{summary['first_mean']:.1f} (first 20) -> {summary['last_mean']:.1f} (last 20)"
     )
     exp.plot(args.plot)
-    print(f"plot saved to {args.plot}; TensorBoard: rlcloud tensorboard {exp.name}")
+    results = f" --results {args.results}" if args.results else ""
+    print(f"plot saved to {args.plot}; TensorBoard: rlcloud tensorboard {exp.name}{results}")
     if status.state != "succeeded":
         for line in list(exp.logs())[-20:]:
             print(line, file=sys.stderr)
