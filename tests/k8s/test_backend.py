@@ -247,3 +247,23 @@ def test_wait_times_out(backend: KubernetesBackend, results: str) -> None:
     backend.start(make_spec(), results)  # no kubelet: stays pending
     with pytest.raises(RLTimeoutError, match="still pending"):
         backend.wait("cartpole", timeout=0.3)
+
+
+def test_install_credentials_mounts_the_key_and_never_shows_it(
+    apiserver: FakeKubeApiServer, backend: KubernetesBackend, results: str, tmp_path: Path
+) -> None:
+    key = '{"type": "service_account", "private_key": "-----BEGIN PRIVATE KEY-----TOPSECRET"}'
+    assert backend.install_credentials(key) == "rlcloud-gcp-key"
+    backend.install_credentials(key.replace("TOPSECRET", "ROTATED"))  # replaced, not duplicated
+    backend.start(make_spec(), results)
+    with kubelet_for(apiserver, tmp_path, STANDIN_EPISODES="1") as kubelet:
+        status = backend.wait("cartpole", timeout=30)
+        (pod,) = apiserver.list_objects("Pod", "rl")
+        mounted = kubelet.workdir / "rl" / pod["metadata"]["name"] / "volumes" / "gcp-credentials" / "key.json"
+        assert "ROTATED" in mounted.read_text() and oct(mounted.stat().st_mode & 0o777) == "0o400"
+    assert status.state == "succeeded"
+    for kind in ("Job", "ConfigMap", "Pod"):
+        assert "PRIVATE KEY" not in repr(apiserver.list_objects(kind, "rl")), kind
+    env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+    assert env["GOOGLE_APPLICATION_CREDENTIALS"] == "/var/run/secrets/rlcloud/gcp/key.json"
+    assert "PRIVATE KEY" not in "\n".join(backend.logs("cartpole"))

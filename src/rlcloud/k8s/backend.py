@@ -321,6 +321,25 @@ class KubernetesBackend(ExperimentBackend):
             self.applier.create(obj, compare=False)
         self._namespace_ready = True
 
+    def install_credentials(self, key_json: bytes | str, *, name: str = "rlcloud-gcp-key") -> str:
+        """Store a Google service-account key file in a Secret of the namespace (created or replaced) and
+        make the pods of experiments started from now on mount it (``GOOGLE_APPLICATION_CREDENTIALS``
+        holds the file's path, never the key). For clusters without Workload Identity. Returns the
+        Secret's name. The key is never logged."""
+        from rlcloud.k8s.builders import build_credentials_secret
+
+        self.ensure_namespace()
+        secret = build_credentials_secret(self.namespace, key_json, name=name)
+        what = f"store credentials in Secret {name}"
+        try:
+            self.applier.call(what, self._core.create_namespaced_secret, self.namespace, secret)
+        except k8s.ApiException as exc:
+            if exc.status != 409:
+                raise translate(exc, what) from None  # the request body holds the key: no chained context
+            self.applier.checked(what, self._core.replace_namespaced_secret, name, self.namespace, secret)
+        self.credentials_secret = name
+        return name
+
     def _store(self, name: str) -> Store | None:
         root = self._results_root(name)
         if not root:
