@@ -31,6 +31,8 @@ EXPECTED: dict[str, str] = {
     "broken-json.json": "",
     "not-a-mapping.yaml": "",
     "empty.yaml": "",
+    "duplicate-key.yaml": "",
+    "duplicate-key.json": "",
     "kind-unknown.yaml": "kind",
     "kind-not-inferable.yaml": "kind",
     # experiments
@@ -106,6 +108,8 @@ MESSAGE_HINTS: dict[str, str] = {
     "broken-indentation.yaml": "line 3",
     "broken-json.json": "line 5",
     "binary.yaml": "cannot read",
+    "duplicate-key.yaml": "line 8, column 1: duplicate key 'episodes'",
+    "duplicate-key.json": "duplicate key 'num_nodes'",
     "directory.yaml": "Is a directory",
     "exp-env-missing-file.yaml": "no-such-env.yaml",
     "exp-agent-missing-file.json": "no-such-agent.json",

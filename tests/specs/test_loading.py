@@ -352,6 +352,20 @@ def test_from_yaml_text_overrides_and_errors(tmp_path: Path) -> None:
     ]
 
 
+def test_duplicate_keys_are_refused_with_the_line(tmp_path: Path) -> None:
+    text = "name: x\nagent:\n  type: ppo\n  batch_size: 5\n  batch_size: 10\n"
+    error = spec_error(lambda: parse_data_text(text, source="dup.yaml"))
+    assert "line 5, column 3: duplicate key 'batch_size'" in str(error)
+    path = tmp_path / "dup.json"
+    path.write_text('{"kind": "Cluster", "name": "a", "name": "b"}')
+    assert "duplicate key 'name'" in str(spec_error(lambda: load_spec(path)))
+
+
+def test_yaml_merge_keys_may_override() -> None:
+    text = "base: &b {type: ppo, batch_size: 5}\nagent:\n  <<: *b\n  batch_size: 10\n"
+    assert parse_data_text(text)["agent"] == {"type": "ppo", "batch_size": 10}
+
+
 def test_parse_data_text_keeps_ordinary_yaml() -> None:
     assert parse_data_text("a: 1\nb: 1.5\nc: yes\nd: '1e3'\ne: 10s\n") == {
         "a": 1,

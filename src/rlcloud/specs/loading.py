@@ -67,11 +67,26 @@ _CLUSTER_KEYS = {
 
 
 class _SpecLoader(yaml.SafeLoader):
-    """SafeLoader that also reads YAML 1.2 / JSON floats without a dot ("1e-3", "1e6") as numbers.
+    """SafeLoader that reads YAML 1.2 / JSON floats without a dot ("1e-3", "1e6") as numbers, and refuses
+    duplicate keys.
 
     PyYAML follows YAML 1.1, where ``learning_rate: 1e-3`` is the *string* "1e-3"; tensorforce-client's
-    JSON files and most users write floats that way.
+    JSON files and most users write floats that way. PyYAML also lets a repeated key silently replace the
+    first one, which hides the setting a user thinks is in force.
     """
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # "<<: *base": explicit keys may override merged ones
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, str | int | float | bool) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (each setting may appear once)", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 _SpecLoader.add_implicit_resolver(
@@ -97,10 +112,25 @@ def read_data_file(path: str | Path, *, field: str = "") -> Any:
     return parse_data_text(text, source=source, field=field)
 
 
+class _DuplicateKeyError(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKeyError(f"duplicate key {key!r} (each setting may appear once)")
+        out[key] = value
+    return out
+
+
 def parse_json_text(text: str, *, source: str = "<string>", field: str = "") -> Any:
     """Parse JSON text; a syntax error names the line and column."""
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_unique_keys)
+    except _DuplicateKeyError as exc:
+        raise SpecError([SpecProblem(field, str(exc), source=source)], source=source) from None
     except json.JSONDecodeError as exc:
         message = f"line {exc.lineno}, column {exc.colno}: invalid JSON: {exc.msg}"
         raise SpecError([SpecProblem(field, message, source=source)], source=source) from None
