@@ -31,7 +31,13 @@ def standin(argv: list[str]) -> list[str]:
 
 def make_backend(api_client: client.ApiClient, namespace: str = "rl") -> KubernetesBackend:
     return KubernetesBackend(
-        api_client, namespace=namespace, image="rlcloud:test", retry=FAST_RETRY, poll_interval=0.1, stop_timeout=20
+        api_client,
+        namespace=namespace,
+        image="rlcloud:test",
+        retry=FAST_RETRY,
+        poll_interval=0.1,
+        stop_timeout=20,
+        local_results=True,
     )
 
 
@@ -267,3 +273,13 @@ def test_install_credentials_mounts_the_key_and_never_shows_it(
     env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
     assert env["GOOGLE_APPLICATION_CREDENTIALS"] == "/var/run/secrets/rlcloud/gcp/key.json"
     assert "PRIVATE KEY" not in "\n".join(backend.logs("cartpole"))
+
+
+def test_local_results_directory_is_refused_on_a_cluster(
+    apiserver: FakeKubeApiServer, api_client: client.ApiClient
+) -> None:
+    backend = KubernetesBackend(api_client, namespace="rl", retry=FAST_RETRY)
+    with pytest.raises(SpecError) as err:
+        backend.start(make_spec(), "./rlcloud-results")
+    assert err.value.fields == ["results"] and "gs://" in str(err.value)
+    assert apiserver.request_count("POST") == 0

@@ -22,7 +22,12 @@ from tests.k8s.test_kubelet import eventually
 @pytest.fixture
 def backend(api_client: client.ApiClient) -> KubernetesBackend:
     return KubernetesBackend(
-        api_client, namespace="rl", image="rlcloud:test", gpu_type="nvidia-tesla-t4", retry=FAST_RETRY
+        api_client,
+        namespace="rl",
+        image="rlcloud:test",
+        gpu_type="nvidia-tesla-t4",
+        retry=FAST_RETRY,
+        local_results=True,
     )
 
 

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from kubernetes import client as k8s
 
 from rlcloud.backend import ExperimentBackend, ExperimentState, ExperimentStatus, RoleState, RoleStatus
-from rlcloud.errors import NotFoundError, RLCloudError
+from rlcloud.errors import NotFoundError, RLCloudError, SpecError, SpecProblem
 from rlcloud.errors import TimeoutError as RLTimeoutError
 from rlcloud.k8s.applier import Applier, RetryPolicy, translate
 from rlcloud.k8s.builders import (
@@ -231,7 +231,9 @@ class KubernetesBackend(ExperimentBackend):
     ``gcp_service_account`` annotates it for Workload Identity. ``credentials_secret``: a Secret holding
     a key file (``key.json``), mounted read-only when Workload Identity is not available.
     ``store_opener``: opens a results location (default ``rlcloud.storage.open_store``), used for
-    progress, pause checkpoints and logs of pods that are gone.
+    progress, pause checkpoints and logs of pods that are gone. Results must be ``gs://`` (a pod cannot
+    write to this machine's directories) unless ``local_results`` (tests whose "pods" are local
+    processes, or a path every node mounts).
     """
 
     kind = "kubernetes"
@@ -252,6 +254,7 @@ class KubernetesBackend(ExperimentBackend):
         poll_interval: float = 2.0,
         pause_timeout: float = LEARNER_GRACE_SECONDS + 120.0,
         stop_timeout: float = LEARNER_GRACE_SECONDS + 60.0,
+        local_results: bool = False,
     ) -> None:
         if api_client is None:
             from rlcloud.k8s.client import api_client_from_kubeconfig
@@ -267,6 +270,7 @@ class KubernetesBackend(ExperimentBackend):
         self.poll_interval = poll_interval
         self.pause_timeout = pause_timeout
         self.stop_timeout = stop_timeout
+        self.local_results = local_results
         self.applier = Applier(api_client, retry)
         self._kubernetes_version = kubernetes_version
         self._namespace_ready = False
@@ -395,6 +399,17 @@ class KubernetesBackend(ExperimentBackend):
     def start(self, spec: ExperimentSpec, results: str) -> None:
         """Create the experiment's objects (idempotent: existing identical objects are kept; a paused
         experiment is resumed; objects that differ raise ConflictError). Returns without waiting."""
+        if not results.startswith("gs://") and not self.local_results:
+            raise SpecError(
+                [
+                    SpecProblem(
+                        "results",
+                        "an experiment on Kubernetes needs a gs://BUCKET[/PREFIX] results location: its pods "
+                        "cannot write to a directory of this machine",
+                        results,
+                    )
+                ]
+            )
         self.ensure_namespace()
         objs = build_workloads(
             spec,
