@@ -122,12 +122,14 @@ def test_stop_checkpoints_is_idempotent_and_start_resumes(backend: LocalBackend,
     assert any("exited with code 143" in line for line in rest)
 
     stopped_at = json.loads((root / "local-stop" / "checkpoints" / checkpoint / "state.json").read_text())
-    backend.start(spec, str(root))  # a finished experiment with a checkpoint resumes
+    backend.resume("local-stop")  # = start() again: a finished experiment with a checkpoint resumes
     log = root / "local-stop" / "logs" / "single-0.log"
     _wait_for(lambda: "resumed from checkpoint" in log.read_text(), 300, "the resume")
     assert f"timestep {stopped_at['timestep']}" in log.read_text().split("resumed from checkpoint")[-1]
-    backend.stop("local-stop")
-    assert backend.status("local-stop").state == "stopped"
+    backend.pause("local-stop")
+    paused = backend.status("local-stop")
+    assert paused.state == "paused" and paused.roles[0].state == "suspended"
+    assert backend.wait("local-stop", timeout=5).state == "paused"
 
 
 def test_a_failing_role_fails_the_experiment_stops_the_others_and_shows_its_log(
