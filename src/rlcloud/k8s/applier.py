@@ -2,10 +2,15 @@
 
 - :func:`translate` is the one place where ``kubernetes`` ``ApiException`` and transport errors become
   the RLCloudError tree (``raise ... from exc``).
-- :class:`Applier` wraps one ``ApiClient``: :meth:`Applier.call` retries transient failures (429,
-  5xx, connection errors) with exponential backoff; :meth:`Applier.create` treats 409 AlreadyExists as
-  "read it back and compare the config-hash annotation" (same: fine; different: ConflictError), so a
-  create retried after a lost response never duplicates anything (names are fixed, never generated).
+- :class:`Applier` wraps one ``ApiClient``. Requests go through the client's own request layer
+  (``ApiClient.param_serialize`` + ``call_api``: its configuration, TLS, bearer-token refresh hook and
+  connection pool), but not through the generated ``CoreV1Api``/``BatchV1Api`` wrappers: building
+  ``CoreV1Api`` alone costs ~5 s of CPU (hundreds of pydantic-validated methods) in every process, and
+  their model deserialisation ~2 ms per pod. Responses are read as plain JSON.
+- :meth:`Applier.call` retries transient failures (429, 5xx, connection errors) with exponential
+  backoff; :meth:`Applier.create` treats 409 AlreadyExists as "read it back and compare the
+  config-hash annotation" (same: fine; different: ConflictError), so a create retried after a lost
+  response never duplicates anything (names are fixed, never generated).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from kubernetes import client as k8s
 from urllib3.exceptions import HTTPError as Urllib3Error
@@ -32,12 +38,38 @@ from rlcloud.errors import (
 )
 from rlcloud.k8s.builders import ANNOTATION_CONFIG_HASH
 
-__all__ = ["Applier", "RetryPolicy", "api_message", "translate"]
+__all__ = ["Applier", "RetryPolicy", "api_message", "path_for", "translate"]
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
+JSON = dict[str, Any]
 
 _TRANSIENT = {429, 500, 502, 503, 504}
+
+#: kind -> (API prefix, plural, namespaced)
+_KINDS: dict[str, tuple[str, str, bool]] = {
+    "Namespace": ("/api/v1", "namespaces", False),
+    "ServiceAccount": ("/api/v1", "serviceaccounts", True),
+    "Secret": ("/api/v1", "secrets", True),
+    "ConfigMap": ("/api/v1", "configmaps", True),
+    "Service": ("/api/v1", "services", True),
+    "Pod": ("/api/v1", "pods", True),
+    "Event": ("/api/v1", "events", True),
+    "Job": ("/apis/batch/v1", "jobs", True),
+    "Role": ("/apis/rbac.authorization.k8s.io/v1", "roles", True),
+    "RoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "rolebindings", True),
+}
+
+
+def path_for(kind: str, namespace: str | None = None, name: str | None = None, sub: str | None = None) -> str:
+    """The REST path of a collection (``name=None``), an object, or an object's subresource."""
+    prefix, plural, namespaced = _KINDS[kind]
+    path = prefix + (f"/namespaces/{quote(namespace or '', safe='')}" if namespaced else "") + f"/{plural}"
+    if name is not None:
+        path += f"/{quote(name, safe='')}"
+        if sub:
+            path += f"/{sub}"
+    return path
 
 
 def api_message(exc: k8s.ApiException) -> str:
@@ -78,7 +110,8 @@ def translate(exc: BaseException, what: str) -> RLCloudError:
             return ConflictError(message)
         if status == 422:
             return SpecError([SpecProblem(field=what, message=f"the API server rejected it: {api_message(exc)}")])
-        return BackendError(f"{message} (HTTP {status}{', ' + _status_reason(exc) if _status_reason(exc) else ''})")
+        reason = _status_reason(exc)
+        return BackendError(f"{message} (HTTP {status}{', ' + reason if reason else ''})")
     if isinstance(exc, Urllib3Error | OSError):
         return BackendError(f"{what}: cannot reach the Kubernetes API server: {exc}")
     return BackendError(f"{what}: {exc!r}")
@@ -99,67 +132,17 @@ class RetryPolicy:
     maximum: float = 5.0
 
 
-@dataclass(frozen=True)
-class _KindApi:
-    create: Callable[..., Any]
-    read: Callable[..., Any]
-    delete: Callable[..., Any]
-    namespaced: bool = True
-
-
 class Applier:
-    """Creates, reads and deletes rlcloud's objects over one shared ``ApiClient``."""
+    """Creates, reads, lists, patches and deletes rlcloud's objects over one shared ``ApiClient``."""
 
     def __init__(self, api_client: k8s.ApiClient, retry: RetryPolicy | None = None) -> None:
         self.api_client = api_client
         self.retry = retry or RetryPolicy()
-        self.core = k8s.CoreV1Api(api_client)
-        self.batch = k8s.BatchV1Api(api_client)
-        self.rbac = k8s.RbacAuthorizationV1Api(api_client)
-        self._kinds: dict[str, _KindApi] = {
-            "Namespace": _KindApi(
-                self.core.create_namespace, self.core.read_namespace, self.core.delete_namespace, namespaced=False
-            ),
-            "ServiceAccount": _KindApi(
-                self.core.create_namespaced_service_account,
-                self.core.read_namespaced_service_account,
-                self.core.delete_namespaced_service_account,
-            ),
-            "Secret": _KindApi(
-                self.core.create_namespaced_secret,
-                self.core.read_namespaced_secret,
-                self.core.delete_namespaced_secret,
-            ),
-            "ConfigMap": _KindApi(
-                self.core.create_namespaced_config_map,
-                self.core.read_namespaced_config_map,
-                self.core.delete_namespaced_config_map,
-            ),
-            "Service": _KindApi(
-                self.core.create_namespaced_service,
-                self.core.read_namespaced_service,
-                self.core.delete_namespaced_service,
-            ),
-            "Job": _KindApi(
-                self.batch.create_namespaced_job, self.batch.read_namespaced_job, self.batch.delete_namespaced_job
-            ),
-            "Role": _KindApi(
-                self.rbac.create_namespaced_role, self.rbac.read_namespaced_role, self.rbac.delete_namespaced_role
-            ),
-            "RoleBinding": _KindApi(
-                self.rbac.create_namespaced_role_binding,
-                self.rbac.read_namespaced_role_binding,
-                self.rbac.delete_namespaced_role_binding,
-            ),
-        }
 
     # -- plumbing ----------------------------------------------------------------------------------
 
     def call(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """``fn(*args, **kwargs)`` with retries on transient errors; other errors raise at once, raw.
-
-        Callers that want RLCloudErrors wrap this in :func:`translate` (or use the helpers below).
-        """
+        """``fn(*args, **kwargs)`` with retries on transient errors; other errors raise at once, raw."""
         delay = self.retry.initial
         for attempt in range(1, self.retry.attempts + 1):
             try:
@@ -172,52 +155,76 @@ class Applier:
                 delay = min(delay * 2, self.retry.maximum)
         raise AssertionError("unreachable")
 
-    def list_raw(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
-        """The ``items`` of a list call as plain JSON, skipping the client's model deserialisation
-        (which dominates the cost of listing hundreds of pods). Retried and translated like :meth:`checked`."""
+    def send(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: dict[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        accept: str = "application/json",
+        timeout: float | tuple[float, float] | None = None,
+    ) -> Any:
+        """One request through the client's request layer; the unread response (``.response`` is the
+        urllib3 response, for streaming). Non-2xx raises ``ApiException``. No retry here."""
+        headers = {"Accept": accept}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        params = self.api_client.param_serialize(
+            method=method,
+            resource_path=path,
+            query_params=[(k, v) for k, v in (query or {}).items() if v is not None],
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        resp = self.api_client.call_api(*params, _request_timeout=timeout)
+        if not 200 <= resp.status <= 299:
+            resp.read()
+            raise k8s.ApiException(http_resp=resp)
+        return resp
 
-        def fetch() -> Any:
-            resp = fn(*args, _preload_content=False, **kwargs)
-            try:
-                return json.loads(resp.data)
-            finally:
-                resp.release_conn()
+    def request_json(self, what: str, method: str, path: str, **kwargs: Any) -> Any:
+        """:meth:`send` with retries, the body parsed as JSON. Raises ``ApiException`` (untranslated)."""
 
+        def once() -> Any:
+            resp = self.send(method, path, **kwargs)
+            data = resp.read()
+            return json.loads(data) if data else {}
+
+        return self.call(what, once)
+
+    def checked_json(self, what: str, method: str, path: str, **kwargs: Any) -> Any:
+        """:meth:`request_json` with every failure translated into the RLCloudError tree."""
         try:
-            body = self.call(what, fetch)
-        except Exception as exc:
-            raise translate(exc, what) from exc
-        return list(body.get("items") or [])
-
-    def checked(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """:meth:`call`, with every failure translated into the RLCloudError tree."""
-        try:
-            return self.call(what, fn, *args, **kwargs)
+            return self.request_json(what, method, path, **kwargs)
         except Exception as exc:
             raise translate(exc, what) from exc
 
     # -- verbs -------------------------------------------------------------------------------------
 
-    def create(self, obj: Any, *, compare: bool = True) -> Any:
-        """Create ``obj``; if it exists, read it back: the same config hash (or ``compare=False``) is fine
-        and returns the existing object, a different one raises :class:`ConflictError`."""
+    def create(self, obj: Any, *, compare: bool = True) -> JSON:
+        """Create ``obj`` (a kubernetes model object); if it exists, read it back: the same config hash
+        (or ``compare=False``) is fine and returns the existing object, a different one raises
+        :class:`ConflictError`. Returns the object as JSON."""
         kind = obj.kind
-        api = self._kinds[kind]
         name = obj.metadata.name
         namespace = obj.metadata.namespace
-        what = f"create {kind} {name}" + (f" in namespace {namespace}" if api.namespaced else "")
-        args = (namespace, obj) if api.namespaced else (obj,)
+        namespaced = _KINDS[kind][2]
+        what = f"create {kind} {name}" + (f" in namespace {namespace}" if namespaced else "")
+        path = path_for(kind, namespace)
         try:
-            return self.call(what, api.create, *args)
+            return dict(self.request_json(what, "POST", path, body=obj))
         except k8s.ApiException as exc:
             if exc.status != 409:
                 raise translate(exc, what) from exc
         existing = self.read(kind, name, namespace)
         if existing is None:  # deleted between our create and read: try once more
-            return self.checked(what, api.create, *args)
+            return dict(self.checked_json(what, "POST", path, body=obj))
         if compare:
             wanted = (obj.metadata.annotations or {}).get(ANNOTATION_CONFIG_HASH)
-            have = (existing.metadata.annotations or {}).get(ANNOTATION_CONFIG_HASH)
+            have = ((existing.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_CONFIG_HASH)
             if wanted != have:
                 raise ConflictError(
                     f"{kind} {name} in namespace {namespace} already exists with a different configuration "
@@ -226,29 +233,80 @@ class Applier:
                 )
         return existing
 
-    def read(self, kind: str, name: str, namespace: str | None = None) -> Any | None:
-        """The object, or None when it does not exist."""
-        api = self._kinds[kind]
+    def read(self, kind: str, name: str, namespace: str | None = None) -> JSON | None:
+        """The object as JSON, or None when it does not exist."""
         what = f"read {kind} {name}"
         try:
-            return self.call(what, api.read, *((name, namespace) if api.namespaced else (name,)))
+            return dict(self.request_json(what, "GET", path_for(kind, namespace, name)))
         except k8s.ApiException as exc:
             if exc.status == 404:
                 return None
             raise translate(exc, what) from exc
 
+    def replace(self, obj: Any) -> JSON:
+        """Replace an existing object with ``obj`` (no resourceVersion: last writer wins)."""
+        kind, name, namespace = obj.kind, obj.metadata.name, obj.metadata.namespace
+        return dict(self.checked_json(f"replace {kind} {name}", "PUT", path_for(kind, namespace, name), body=obj))
+
+    def list_items(
+        self, kind: str, namespace: str | None, *, label_selector: str | None = None, what: str | None = None
+    ) -> list[JSON]:
+        """The ``items`` of a list call, as JSON."""
+        body = self.checked_json(
+            what or f"list {kind}s", "GET", path_for(kind, namespace), query={"labelSelector": label_selector}
+        )
+        return list(body.get("items") or [])
+
+    def patch(self, kind: str, name: str, namespace: str | None, patch: JSON, *, what: str | None = None) -> JSON:
+        """JSON-merge-patch an object."""
+        return dict(
+            self.checked_json(
+                what or f"patch {kind} {name}",
+                "PATCH",
+                path_for(kind, namespace, name),
+                body=patch,
+                content_type="application/merge-patch+json",
+            )
+        )
+
     def delete(self, kind: str, name: str, namespace: str | None = None, propagation: str = "Foreground") -> bool:
         """Delete one object (dependents with ``propagation``); False when it was already gone."""
-        api = self._kinds[kind]
         what = f"delete {kind} {name}"
-        args = (name, namespace) if api.namespaced else (name,)
         try:
-            self.call(what, api.delete, *args, propagation_policy=propagation)
+            self.request_json(what, "DELETE", path_for(kind, namespace, name), query={"propagationPolicy": propagation})
             return True
         except k8s.ApiException as exc:
             if exc.status == 404:
                 return False
             raise translate(exc, what) from exc
+
+    def delete_collection(
+        self, kind: str, namespace: str, *, label_selector: str, propagation: str | None = None
+    ) -> None:
+        """Delete every object of ``kind`` matching the selector (nothing matching is fine)."""
+        self.checked_json(
+            f"delete the {kind}s matching {label_selector}",
+            "DELETE",
+            path_for(kind, namespace),
+            query={"labelSelector": label_selector, "propagationPolicy": propagation},
+        )
+
+    def version(self) -> JSON:
+        """The server's /version document."""
+        return dict(self.checked_json("read the server version", "GET", "/version"))
+
+    def pod_log(self, name: str, namespace: str) -> str:
+        """A pod's log so far. Raises ``ApiException`` (400 while the container waits to start, 404)."""
+
+        def once() -> str:
+            resp = self.send("GET", path_for("Pod", namespace, name, "log"), accept="text/plain")
+            return bytes(resp.read()).decode("utf-8", errors="replace")
+
+        return self.call(f"read the log of pod {name}", once)
+
+    def follow_log(self, name: str, namespace: str) -> Any:
+        """A streaming response of a pod's log (``.response.stream()``); the caller closes it."""
+        return self.send("GET", path_for("Pod", namespace, name, "log"), query={"follow": "true"}, accept="text/plain")
 
 
 def _brief(exc: BaseException) -> str:

@@ -34,7 +34,7 @@ from kubernetes import client as k8s
 from rlcloud.backend import ExperimentBackend, ExperimentState, ExperimentStatus, RoleState, RoleStatus
 from rlcloud.errors import NotFoundError, RLCloudError, SpecError, SpecProblem
 from rlcloud.errors import TimeoutError as RLTimeoutError
-from rlcloud.k8s.applier import Applier, RetryPolicy, translate
+from rlcloud.k8s.applier import Applier, RetryPolicy, path_for, translate
 from rlcloud.k8s.builders import (
     CONFIG_KEY_RESULTS,
     CONFIG_KEY_SPEC,
@@ -279,23 +279,15 @@ class KubernetesBackend(ExperimentBackend):
 
     # ------------------------------------------------------------------------------------ helpers
 
-    @property
-    def _core(self) -> k8s.CoreV1Api:
-        return self.applier.core
-
-    @property
-    def _batch(self) -> k8s.BatchV1Api:
-        return self.applier.batch
-
     def kubernetes_version(self) -> str:
         """The cluster's MAJOR.MINOR (asked once; "1.29" when the server will not say)."""
         if self._kubernetes_version is None:
             try:
-                info = self.applier.call("read the server version", k8s.VersionApi(self.api_client).get_code)
-                minor = "".join(ch for ch in str(info.minor) if ch.isdigit())
-                self._kubernetes_version = f"{int(info.major)}.{int(minor)}"
-            except Exception as exc:  # old/odd servers: fall back to the oldest version we support
-                logger.debug("cannot read the server version (%s); assuming 1.29", type(exc).__name__)
+                info = self.applier.version()
+                minor = "".join(ch for ch in str(info.get("minor")) if ch.isdigit())
+                self._kubernetes_version = f"{int(info.get('major', 1))}.{int(minor)}"
+            except (RLCloudError, ValueError) as exc:  # odd servers: assume the oldest version we support
+                logger.debug("cannot read the server version (%s); assuming 1.29", exc)
                 self._kubernetes_version = "1.29"
         return self._kubernetes_version
 
@@ -312,14 +304,14 @@ class KubernetesBackend(ExperimentBackend):
             sa = self.applier.read("ServiceAccount", self.service_account, self.namespace)
             todo = [] if sa is not None else objs[1:]
             wanted = self.gcp_service_account
-            have = ((sa.metadata.annotations or {}) if sa is not None else {}).get(WORKLOAD_IDENTITY_ANNOTATION)
+            have = (_get(sa, "metadata", "annotations") or {}).get(WORKLOAD_IDENTITY_ANNOTATION)
             if sa is not None and wanted and have != wanted:
-                self.applier.checked(
-                    f"annotate ServiceAccount {self.service_account}",
-                    self._core.patch_namespaced_service_account,
+                self.applier.patch(
+                    "ServiceAccount",
                     self.service_account,
                     self.namespace,
                     {"metadata": {"annotations": {WORKLOAD_IDENTITY_ANNOTATION: wanted}}},
+                    what=f"annotate ServiceAccount {self.service_account}",
                 )
         for obj in todo:
             self.applier.create(obj, compare=False)
@@ -336,11 +328,14 @@ class KubernetesBackend(ExperimentBackend):
         secret = build_credentials_secret(self.namespace, key_json, name=name)
         what = f"store credentials in Secret {name}"
         try:
-            self.applier.call(what, self._core.create_namespaced_secret, self.namespace, secret)
+            self.applier.request_json(what, "POST", path_for("Secret", self.namespace), body=secret)
         except k8s.ApiException as exc:
             if exc.status != 409:
                 raise translate(exc, what) from None  # the request body holds the key: no chained context
-            self.applier.checked(what, self._core.replace_namespaced_secret, name, self.namespace, secret)
+            try:
+                self.applier.request_json(what, "PUT", path_for("Secret", self.namespace, name), body=secret)
+            except Exception as exc2:
+                raise translate(exc2, what) from None
         self.credentials_secret = name
         return name
 
@@ -364,21 +359,17 @@ class KubernetesBackend(ExperimentBackend):
             cm = self.applier.read("ConfigMap", config_map_name(name), self.namespace)
             if cm is None:
                 return None
-            self._results[name] = (cm.data or {}).get(CONFIG_KEY_RESULTS, "")
+            self._results[name] = (cm.get("data") or {}).get(CONFIG_KEY_RESULTS, "")
         return self._results[name] or None
 
     def _observe(self, name: str) -> _Observed:
         selector = experiment_selector(name)
-        jobs = self.applier.list_raw(
-            f"list Jobs of {name}", self._batch.list_namespaced_job, self.namespace, label_selector=selector
-        )
+        jobs = self.applier.list_items("Job", self.namespace, label_selector=selector, what=f"list Jobs of {name}")
         pods = self._list_pods(name, selector)
         return _Observed(jobs={_labels(j).get(LABEL_ROLE, ""): j for j in jobs}, pods=pods)
 
     def _list_pods(self, name: str, selector: str) -> builtins.list[JSON]:
-        return self.applier.list_raw(
-            f"list Pods of {name}", self._core.list_namespaced_pod, self.namespace, label_selector=selector
-        )
+        return self.applier.list_items("Pod", self.namespace, label_selector=selector, what=f"list Pods of {name}")
 
     def _learner(self, observed: _Observed) -> tuple[str, JSON] | None:
         for role in _LEARNER_ROLES:
@@ -424,7 +415,7 @@ class KubernetesBackend(ExperimentBackend):
         suspended: list[str] = []
         for obj in objs:
             existing = self.applier.create(obj)
-            if obj.kind == "Job" and existing.spec and existing.spec.suspend:
+            if obj.kind == "Job" and _suspended(existing):
                 suspended.append(obj.metadata.name)
         for job_name in suspended:  # env servers come first in objs, so they resume first
             self._set_suspend(job_name, False)
@@ -494,7 +485,7 @@ class KubernetesBackend(ExperimentBackend):
                 prefix = self._prefix(pod)
                 what = f"read the log of pod {_name(pod)}"
                 try:
-                    text = self.applier.call(what, self._core.read_namespaced_pod_log, _name(pod), self.namespace)
+                    text = self.applier.pod_log(_name(pod), self.namespace)
                 except k8s.ApiException as exc:
                     if exc.status in (400, 404):  # not started after all, or gone meanwhile
                         continue
@@ -550,38 +541,22 @@ class KubernetesBackend(ExperimentBackend):
         checkpoints on SIGTERM; the Service and the spec ConfigMap) and wait until its pods are gone.
         Idempotent: stopping a stopped or unknown experiment does nothing."""
         selector = experiment_selector(name)
-        ns = self.namespace
-        self.applier.checked(
-            f"delete the Jobs of {name}",
-            self._batch.delete_collection_namespaced_job,
-            ns,
-            label_selector=selector,
-            propagation_policy="Foreground",
-        )
-        self.applier.checked(
-            f"delete the Services of {name}",
-            self._core.delete_collection_namespaced_service,
-            ns,
-            label_selector=selector,
-        )
-        self.applier.checked(
-            f"delete the ConfigMaps of {name}",
-            self._core.delete_collection_namespaced_config_map,
-            ns,
-            label_selector=selector,
-        )
+        # Jobs first and in the foreground: their pods get SIGTERM and the learner checkpoints
+        self.applier.delete_collection("Job", self.namespace, label_selector=selector, propagation="Foreground")
+        self.applier.delete_collection("Service", self.namespace, label_selector=selector)
+        self.applier.delete_collection("ConfigMap", self.namespace, label_selector=selector)
         self._results.pop(name, None)
         self._wait_pods_gone(name, None, time.monotonic() + self.stop_timeout)
 
     def list(self) -> list[str]:
         """Names of the experiments in the namespace (from their spec ConfigMaps)."""
-        cms = self.applier.checked(
-            "list experiments",
-            self._core.list_namespaced_config_map,
+        cms = self.applier.list_items(
+            "ConfigMap",
             self.namespace,
             label_selector=f"{experiment_selector()},{LABEL_ROLE}={CONFIG_ROLE}",
-        ).items
-        return sorted({(cm.metadata.labels or {}).get(LABEL_EXPERIMENT, "") for cm in cms if cm.metadata} - {""})
+            what="list experiments",
+        )
+        return sorted({_labels(cm).get(LABEL_EXPERIMENT, "") for cm in cms} - {""})
 
     def attach(self, name: str) -> tuple[ExperimentSpec, str]:
         """The spec and results root of an experiment, rebuilt from its ConfigMap."""
@@ -590,7 +565,7 @@ class KubernetesBackend(ExperimentBackend):
             raise NotFoundError(self._unknown(name))
         from rlcloud.specs import ExperimentSpec
 
-        data = cm.data or {}
+        data = cm.get("data") or {}
         if CONFIG_KEY_SPEC not in data:
             raise NotFoundError(f"ConfigMap {config_map_name(name)} holds no {CONFIG_KEY_SPEC}: not an rlcloud spec")
         spec = ExperimentSpec.from_yaml_text(data[CONFIG_KEY_SPEC])
@@ -609,12 +584,12 @@ class KubernetesBackend(ExperimentBackend):
         return f"no experiment {name!r} in namespace {self.namespace}{hint}"
 
     def _set_suspend(self, job_name: str, suspend: bool) -> None:
-        self.applier.checked(
-            f"{'suspend' if suspend else 'resume'} Job {job_name}",
-            self._batch.patch_namespaced_job,
+        self.applier.patch(
+            "Job",
             job_name,
             self.namespace,
             {"spec": {"suspend": suspend}},
+            what=f"{'suspend' if suspend else 'resume'} Job {job_name}",
         )
 
     def _wait_pods_gone(self, name: str, role: str | None, deadline: float) -> None:
@@ -644,7 +619,7 @@ class KubernetesBackend(ExperimentBackend):
         """Events of the experiment's Pods and Jobs, by object name (one list call)."""
         names = {_name(p) for p in observed.pods} | {_name(j) for j in observed.jobs.values()}
         try:
-            items = self.applier.list_raw("list events", self._core.list_namespaced_event, self.namespace)
+            items = self.applier.list_items("Event", self.namespace, what="list events")
         except RLCloudError as exc:  # events are a nicety: a status without them is still a status
             logger.debug("cannot list events: %s", exc)
             return {}
@@ -776,9 +751,7 @@ class KubernetesBackend(ExperimentBackend):
         def follow(pod_name: str, prefix: str) -> None:
             buffer = b""
             try:
-                resp: Any = self._core.read_namespaced_pod_log(
-                    pod_name, self.namespace, follow=True, _preload_content=False
-                )
+                resp = self.applier.follow_log(pod_name, self.namespace).response
                 with lock:
                     responses.append(resp)
                 for chunk in resp.stream(amt=None, decode_content=False):
