@@ -319,7 +319,8 @@ class LocalBackend(ExperimentBackend):
 
         state: dict[str, Any] = {
             "name": name,
-            "results": results,
+            # Absolute, so that attach() from another working directory finds the same place.
+            "results": results if results.startswith("gs://") else str(Path(results).expanduser().resolve()),
             "workdir": str(workdir),
             "run_mode": str(spec.run_mode),
             "started": time.time(),
