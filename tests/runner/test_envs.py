@@ -137,7 +137,7 @@ def test_tensorforce_style_class(user_module: str) -> None:
 
 
 def test_bad_dotted_paths_are_spec_errors(user_module: str) -> None:
-    with pytest.raises(SpecError, match="environment.type: cannot import module 'nowhere'"):
+    with pytest.raises(SpecError, match=r"environment\.type: cannot import module 'nowhere'"):
         make_env({"type": "nowhere:Env"})
     with pytest.raises(SpecError, match="has no class 'Missing'"):
         make_env({"class": f"{user_module}.Missing"})
@@ -173,7 +173,7 @@ def test_unknown_agent_and_environment_types() -> None:
     assert "did you mean 'ppo'" in str(info.value)
     with pytest.raises(SpecError, match=r"environment.type: unknown environment type.*valid: ale"):
         validate_experiment(_spec(environment={"type": "atari"}))
-    with pytest.raises(SpecError, match="agent.states: is set by the runner"):
+    with pytest.raises(SpecError, match=r"agent\.states: is set by the runner"):
         validate_experiment(_spec(agent={"type": "ppo", "states": {}}))
 
 

@@ -213,9 +213,11 @@ def import_tensorforce() -> Any:
         _pre_import_patches(tf)
         try:
             with warnings.catch_warnings():
-                # Tensorforce's docstrings hold invalid escape sequences ("\e"): a SyntaxWarning when its
-                # bytecode is compiled, which a warnings-as-errors setting would turn into a SyntaxError.
+                # Tensorforce's docstrings hold invalid escape sequences ("\e"): a DeprecationWarning
+                # (SyntaxWarning from Python 3.12) when its bytecode is compiled, which a warnings-as-errors
+                # setting turns into a SyntaxError. Its bytecode may not be cached, so on every import.
                 warnings.simplefilter("ignore", SyntaxWarning)
+                warnings.simplefilter("ignore", DeprecationWarning)
                 tensorforce = importlib.import_module("tensorforce")
         except (ImportError, AttributeError) as exc:
             raise CompatError(f"tensorforce could not be imported on TensorFlow {tf.__version__}: {exc}") from exc

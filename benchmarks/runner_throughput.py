@@ -1,0 +1,272 @@
+"""Env-steps per second of CartPole-v1 PPO training: plain Tensorforce vs. rlcloud's runner modes.
+
+Prints one line per configuration and its ratio to rlcloud single mode:
+
+* the raw environment (gymnasium, and through rlcloud's adapter), no agent;
+* plain ``tensorforce.Runner``: one environment, and ``num_parallel`` 8/16 (batch_agent_calls=True);
+* rlcloud single; multi-threaded (batched) with 4/8/16/32 workers;
+* distributed with 2 and 4 local env-server processes (``python -m rlcloud.runner --role env-server``).
+
+Every training configuration uses the same agent (PPO, batch_size 10 episodes, lr 1e-3, seed 1) and
+runs ``--timesteps`` env steps after the agent is built; agent construction and TensorFlow tracing of
+the first calls are excluded by a short warm-up. Usage::
+
+    uv run --frozen python benchmarks/runner_throughput.py [--timesteps 20000] [--only single,multi]
+
+Figures depend on the machine and on what else runs on it; the goals (issue 3) are rlcloud single >=
+0.95x plain Tensorforce single and the best multi-threaded >= 5x single on a 2-core machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+CARTPOLE = {"type": "gym", "level": "CartPole-v1"}
+AGENT = {"type": "ppo", "batch_size": 10, "learning_rate": 1e-3}
+SEED = 1
+WARMUP = 1000
+
+
+def raw_env_rate(steps: int = 100_000) -> tuple[float, float]:
+    """Steps/s of gymnasium's CartPole alone, and through rlcloud's adapter (random actions)."""
+    import gymnasium
+
+    from rlcloud.runner.envs import make_env
+
+    env = gymnasium.make("CartPole-v1")
+    env.reset(seed=0)
+    actions = np.random.default_rng(0).integers(0, 2, size=steps)
+    start = time.perf_counter()
+    for a in actions:
+        _s, _r, terminated, truncated, _i = env.step(int(a))
+        if terminated or truncated:
+            env.reset()
+    gym_rate = steps / (time.perf_counter() - start)
+    adapter = make_env(CARTPOLE)
+    adapter.reset(seed=0)
+    start = time.perf_counter()
+    for a in actions:
+        if adapter.step(a)[2]:
+            adapter.reset()
+    return gym_rate, steps / (time.perf_counter() - start)
+
+
+def _agent_kwargs(num_parallel: int) -> dict[str, Any]:
+    from rlcloud.runner.envs import make_env
+
+    env = make_env(CARTPOLE)
+    kwargs = dict(AGENT)
+    kwargs["agent"] = kwargs.pop("type")
+    kwargs.update(
+        states=env.states_spec,
+        actions=env.actions_spec,
+        max_episode_timesteps=env.max_episode_timesteps,
+        parallel_interactions=num_parallel,
+        config=dict(seed=SEED),
+    )
+    return kwargs
+
+
+def tensorforce_runner_rate(num_parallel: int, timesteps: int) -> float:
+    """Steps/s of plain ``tensorforce.Runner`` over gymnasium CartPole (Tensorforce-style wrapper)."""
+    from rlcloud.runner.compat import import_tensorforce
+
+    tensorforce = import_tensorforce()
+    from rlcloud.runner.envs import make_env
+
+    class CartPole(tensorforce.Environment):  # type: ignore[misc,name-defined]
+        """Gymnasium CartPole as a plain Tensorforce environment (what a Tensorforce user would write)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.env = make_env(CARTPOLE)
+
+        def states(self) -> dict[str, Any]:
+            return self.env.states_spec
+
+        def actions(self) -> dict[str, Any]:
+            return self.env.actions_spec
+
+        def max_episode_timesteps(self) -> int | None:
+            return self.env.max_episode_timesteps
+
+        def reset(self) -> Any:
+            return self.env.reset()
+
+        def execute(self, actions: Any) -> tuple[Any, int, float]:
+            state, reward, terminal = self.env.step(actions)
+            return state, terminal, reward
+
+    agent = tensorforce.Agent.create(**_agent_kwargs(num_parallel))
+    envs = [tensorforce.Environment.create(environment=CartPole) for _ in range(num_parallel)]
+    if num_parallel == 1:
+        runner = tensorforce.Runner(agent=agent, environment=envs[0])
+    else:
+        runner = tensorforce.Runner(agent=agent, environments=envs, num_parallel=num_parallel)
+    runner.run(num_timesteps=WARMUP, use_tqdm=False, batch_agent_calls=num_parallel > 1)
+    start = time.perf_counter()
+    runner.run(num_timesteps=timesteps, use_tqdm=False, batch_agent_calls=num_parallel > 1)  # counts anew
+    rate = timesteps / (time.perf_counter() - start)
+    runner.close()
+    agent.close()
+    return rate
+
+
+def rlcloud_rate(run_mode: str, workers: int, timesteps: int, vector_env: Any = None) -> float:
+    """Steps/s of rlcloud's training loop (metrics, progress and counters included)."""
+    from rlcloud.runner.loop import Trainer
+    from rlcloud.specs import ExperimentSpec
+
+    spec = ExperimentSpec(
+        name="bench",
+        environment=CARTPOLE,
+        agent=AGENT,
+        seed=SEED,
+        run_mode=run_mode,
+        num_workers=workers,
+        execution="batched",
+        total_timesteps=WARMUP + timesteps,
+    )
+    workdir = Path(tempfile.mkdtemp(prefix="rlcloud-bench-"))
+    try:
+        trainer = Trainer(spec, workdir, vector_env=vector_env)
+        trainer.setup()
+        # The first WARMUP steps (TensorFlow traces the act/observe/update functions) are not measured.
+        marks: list[tuple[float, int]] = []
+
+        class Mark:
+            def on_tick(self) -> None:
+                marks.append((time.perf_counter(), trainer.counters["timestep"]))
+
+        trainer.hooks = Mark()
+        start = time.perf_counter()
+        result = trainer.run()
+        end = time.perf_counter()
+        # Measure from the first tick after the warm-up to the end.
+        after = [(t, s) for t, s in marks if s >= WARMUP] or [(start, 0)]
+        t0, s0 = after[0]
+        return (result.timesteps - s0) / (end - t0)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def local_env_servers(count: int) -> Iterator[list[str]]:
+    """Start ``count`` env-server processes on 127.0.0.1 (the distributed mode's env side)."""
+    from rlcloud.specs import ExperimentSpec
+
+    spec = ExperimentSpec(
+        name="bench", environment=CARTPOLE, agent=AGENT, seed=SEED, run_mode="distributed", num_workers=count,
+        total_timesteps=1,
+    )  # fmt: skip
+    workdir = Path(tempfile.mkdtemp(prefix="rlcloud-bench-servers-"))
+    (workdir / "spec.yaml").write_text(spec.to_yaml())
+    procs, addresses = [], []
+    try:
+        for index in range(count):
+            port = _free_port()
+            env = {**os.environ, "RLCLOUD_PORT": str(port), "RLCLOUD_BIND_HOST": "127.0.0.1"}
+            command = [sys.executable, "-m", "rlcloud.runner", "--role", "env-server", "--index", str(index)]
+            command += ["--spec", str(workdir / "spec.yaml"), "--workdir", str(workdir)]
+            procs.append(subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            addresses.append(f"127.0.0.1:{port}")
+        yield addresses
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=10)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def distributed_rate(servers: int, timesteps: int) -> float:
+    """Steps/s of the distributed mode: the agent here, ``servers`` local env-server processes."""
+    from rlcloud.runner.remote import RemoteVectorEnv
+
+    with local_env_servers(servers) as addresses:
+        venv = RemoteVectorEnv(addresses, connect_timeout=60)
+        return rlcloud_rate("distributed", servers, timesteps, vector_env=venv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmarks and print the figures."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--timesteps", type=int, default=20_000, help="measured env steps per configuration")
+    parser.add_argument(
+        "--only",
+        default="raw,tensorforce,single,multi,distributed",
+        help="comma-separated groups: raw, tensorforce, single, multi, distributed",
+    )
+    args = parser.parse_args(argv)
+    groups = set(args.only.split(","))
+    logging.basicConfig(level=logging.WARNING)
+    logging.getLogger().addFilter(lambda record: "bound specified" not in str(record.msg))
+    print(f"CartPole-v1 PPO (batch_size 10), {args.timesteps} measured steps each, {os.cpu_count()} CPUs")
+
+    rows: list[tuple[str, float]] = []
+
+    def measure(label: str, fn: Callable[[], float]) -> None:
+        try:
+            rate = fn()
+        except Exception as exc:  # one broken configuration should not hide the others
+            print(f"{label:<44} failed: {type(exc).__name__}: {exc}", flush=True)
+            return
+        rows.append((label, rate))
+        print(f"{label:<44} {rate:9.0f} steps/s", flush=True)
+
+    if "raw" in groups:
+        gym_rate, adapter_rate = raw_env_rate()
+        print(f"{'raw env: gymnasium CartPole-v1':<44} {gym_rate:9.0f} steps/s")
+        print(f"{'raw env: through rlcloud adapter':<44} {adapter_rate:9.0f} steps/s")
+    if "tensorforce" in groups:
+        measure("tensorforce Runner, 1 env", lambda: tensorforce_runner_rate(1, args.timesteps))
+        for n in (8, 16):
+            measure(f"tensorforce Runner, num_parallel={n}", lambda n=n: tensorforce_runner_rate(n, args.timesteps))
+    if "single" in groups:
+        measure("rlcloud single", lambda: rlcloud_rate("single", 1, args.timesteps))
+    if "multi" in groups:
+        for n in (4, 8, 16, 32):
+            measure(
+                f"rlcloud multi-threaded, {n} workers", lambda n=n: rlcloud_rate("multi-threaded", n, args.timesteps)
+            )
+    if "distributed" in groups:
+        for n in (2, 4):
+            measure(f"rlcloud distributed, {n} local env servers", lambda n=n: distributed_rate(n, args.timesteps))
+
+    single = dict(rows).get("rlcloud single")
+    tf_single = dict(rows).get("tensorforce Runner, 1 env")
+    if single:
+        print("\nratios to rlcloud single:")
+        for label, rate in rows:
+            print(f"  {label:<42} {rate / single:6.2f}x")
+    if single and tf_single:
+        print(f"\nrlcloud single / tensorforce Runner single: {single / tf_single:.2f}x (goal >= 0.95x)")
+    multi = [rate for label, rate in rows if "multi-threaded" in label]
+    if single and multi:
+        print(f"best multi-threaded / rlcloud single: {max(multi) / single:.2f}x (goal >= 5x)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

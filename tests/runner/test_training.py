@@ -1,0 +1,246 @@
+"""Real Tensorforce training through the runner: learning, reproducibility, checkpoints, resume, signals.
+
+Budgets are small (CartPole PPO, seconds of training each); TensorFlow is imported once per test process,
+and the tests that need a real process (kill -9, SIGTERM, exit codes) start ``python -m rlcloud.runner``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from rlcloud.runner.loop import Trainer, latest_checkpoint, read_jsonl
+from rlcloud.specs import ExperimentSpec
+
+CARTPOLE = {"type": "gym", "level": "CartPole-v1"}
+PPO = {"type": "ppo", "batch_size": 10, "learning_rate": 1e-3}
+FIXED_STATES = np.random.default_rng(42).normal(0.0, 0.3, size=(64, 4)).astype(np.float32)
+
+
+def make_spec(**overrides: Any) -> ExperimentSpec:
+    fields: dict[str, Any] = dict(name="cartpole", environment=CARTPOLE, agent=PPO, seed=7, total_timesteps=2000)
+    fields.update(overrides)
+    return ExperimentSpec(**fields)
+
+
+def greedy_actions(agent: Any) -> np.ndarray:
+    return np.asarray(agent.act(states=FIXED_STATES, independent=True, deterministic=True))
+
+
+def weights(agent: Any) -> list[np.ndarray]:
+    return [v.numpy() for v in agent.model.trainable_variables]
+
+
+def returns(workdir: Path, name: str = "metrics.jsonl") -> list[float]:
+    return [r["return"] for r in read_jsonl(workdir / name)]
+
+
+def run_runner(spec: ExperimentSpec, workdir: Path, role: str = "single", **popen: Any) -> subprocess.Popen[str]:
+    spec_path = workdir.parent / f"{workdir.name}-spec.yaml"
+    spec_path.write_text(spec.to_yaml())
+    command = [sys.executable, "-m", "rlcloud.runner", "--role", role, "--index", "0"]
+    command += ["--spec", str(spec_path), "--workdir", str(workdir)]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
+
+
+def wait_for(predicate: Any, proc: subprocess.Popen[str], timeout: float = 240.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if proc.poll() is not None:
+            raise AssertionError(
+                f"runner exited early ({proc.returncode}):\n{proc.stdout.read() if proc.stdout else ''}"
+            )
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError("timed out waiting for the runner")
+        time.sleep(0.1)
+
+
+def checkpoint_state(workdir: Path) -> dict[str, Any] | None:
+    name = latest_checkpoint(workdir)
+    if name is None:
+        return None
+    return json.loads((workdir / "checkpoints" / name / "state.json").read_text())
+
+
+@pytest.mark.training
+def test_single_mode_learns(tmp_path: Path) -> None:
+    spec = make_spec(total_timesteps=6000, summary_frequency="5s", saver_frequency="2000t")
+    result = Trainer(spec, tmp_path).run()
+    assert result.state == "succeeded" and result.timesteps == 6000
+    got = returns(tmp_path)
+    assert np.mean(got[-10:]) > 2 * np.mean(got[:10]), (got[:10], got[-10:])
+    records = read_jsonl(tmp_path / "metrics.jsonl")
+    assert [r["episode"] for r in records] == list(range(1, len(records) + 1))
+    assert {r["worker"] for r in records} == {0}
+    assert sum(r["length"] for r in records) <= 6000 and records[-1]["timestep"] <= 6000
+    progress = json.loads((tmp_path / "progress.json").read_text())
+    assert progress["state"] == "succeeded" and progress["timestep"] == 6000
+    assert progress["checkpoint"] == "ckpt-000000006000" == latest_checkpoint(tmp_path)
+    assert any((tmp_path / "summaries").rglob("events.out.tfevents.*"))
+
+
+@pytest.mark.training
+def test_multi_threaded_learns_with_evaluation(tmp_path: Path) -> None:
+    spec = make_spec(
+        run_mode="multi-threaded",
+        num_workers=8,
+        execution="batched",
+        total_timesteps=24000,
+        evaluation={"every": "8000t", "episodes": 2},
+    )
+    result = Trainer(spec, tmp_path).run()
+    assert result.state == "succeeded" and result.timesteps == 24000
+    got = returns(tmp_path)
+    assert np.mean(got[-20:]) > 2 * np.mean(got[:20]), (got[:20], got[-20:])
+    records = read_jsonl(tmp_path / "metrics.jsonl")
+    assert {r["worker"] for r in records} == set(range(8))
+    evaluations = read_jsonl(tmp_path / "evaluation.jsonl")
+    assert [e["at_timestep"] for e in evaluations] == [8000, 8000, 16000, 16000]
+    assert all(e["worker"] == -1 and e["length"] >= 1 for e in evaluations)
+
+
+@pytest.mark.training
+def test_single_mode_is_reproducible(tmp_path: Path) -> None:
+    spec = make_spec(total_timesteps=1500)
+    runs = []
+    for name in ("a", "b"):
+        Trainer(spec, tmp_path / name).run()
+        runs.append(
+            [{k: v for k, v in r.items() if k != "time"} for r in read_jsonl(tmp_path / name / "metrics.jsonl")]
+        )
+    assert runs[0] == runs[1] and len(runs[0]) > 20
+
+
+class CaptureOnCheckpoint:
+    """A hook that records the live agent's greedy actions and weights at each checkpoint."""
+
+    def __init__(self) -> None:
+        self.trainer: Trainer | None = None
+        self.captured: dict[str, tuple[np.ndarray, list[np.ndarray]]] = {}
+
+    def on_checkpoint(self, name: str) -> None:
+        assert self.trainer is not None
+        self.captured[name] = (greedy_actions(self.trainer.agent), weights(self.trainer.agent))
+
+
+@pytest.mark.training
+def test_resume_restores_weights_and_continues_counters(tmp_path: Path) -> None:
+    hook = CaptureOnCheckpoint()
+    first = Trainer(make_spec(total_timesteps=1500), tmp_path, hooks=hook)
+    hook.trainer = first
+    result = first.run()
+    assert result.checkpoint == "ckpt-000000001500"
+    before_actions, before_weights = hook.captured["ckpt-000000001500"]
+    episodes = result.episodes
+
+    second = Trainer(make_spec(total_timesteps=2500), tmp_path)
+    second.setup()
+    assert second.counters["timestep"] == 1500 and second.counters["episode"] == episodes
+    np.testing.assert_array_equal(greedy_actions(second.agent), before_actions)
+    for a, b in zip(weights(second.agent), before_weights, strict=True):
+        np.testing.assert_array_equal(a, b)
+    result = second.run()
+    assert result.timesteps == 2500 and result.episodes > episodes
+    records = read_jsonl(tmp_path / "metrics.jsonl")
+    assert [r["episode"] for r in records] == list(range(1, len(records) + 1))
+    resumed = [r for r in records if r["episode"] > episodes]
+    assert resumed and resumed[0]["timestep"] > 1500
+    assert resumed[0]["time"] >= records[episodes - 1]["time"]  # time keeps counting from the first run
+
+
+@pytest.mark.training
+def test_kill_9_mid_run_then_resume(tmp_path: Path) -> None:
+    spec = make_spec(total_timesteps=4000, saver_frequency="500t")
+    proc = run_runner(spec, tmp_path)
+    try:
+        wait_for(lambda: (checkpoint_state(tmp_path) or {}).get("timestep", 0) >= 1000, proc)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        if proc.stdout:
+            proc.stdout.close()
+    assert proc.returncode == -signal.SIGKILL
+    state = checkpoint_state(tmp_path)
+    assert state is not None
+    # What the killed process saved, read back by Tensorforce's own loader (agent.json + TF checkpoint).
+    from rlcloud.runner.compat import import_tensorforce
+
+    tensorforce = import_tensorforce()
+    saved = tensorforce.Agent.load(directory=str(tmp_path / "checkpoints" / state["name"]), filename="agent")
+    saved_actions, saved_weights = greedy_actions(saved), weights(saved)
+    saved.close()
+
+    trainer = Trainer(spec, tmp_path)
+    trainer.setup()
+    assert trainer.counters["timestep"] == state["timestep"] and trainer.counters["episode"] == state["episode"]
+    np.testing.assert_array_equal(greedy_actions(trainer.agent), saved_actions)
+    for a, b in zip(weights(trainer.agent), saved_weights, strict=True):
+        np.testing.assert_array_equal(a, b)
+    result = trainer.run()
+    assert result.state == "succeeded" and result.timesteps == 4000
+    records = read_jsonl(tmp_path / "metrics.jsonl")
+    # Episodes the killed process logged after its last checkpoint were dropped and redone: no duplicates.
+    assert [r["episode"] for r in records] == list(range(1, len(records) + 1))
+    assert not list((tmp_path / "checkpoints").glob(".tmp-*"))
+    assert len([p for p in (tmp_path / "checkpoints").iterdir() if p.is_dir()]) <= 3
+
+
+@pytest.mark.training
+def test_sigterm_checkpoints_and_exits_143(tmp_path: Path) -> None:
+    spec = make_spec(total_timesteps=10_000_000)
+    proc = run_runner(spec, tmp_path)
+
+    def training() -> bool:
+        try:
+            return json.loads((tmp_path / "progress.json").read_text())["timestep"] >= 300
+        except (FileNotFoundError, json.JSONDecodeError):
+            return False
+
+    wait_for(training, proc)
+    proc.send_signal(signal.SIGTERM)
+    output, _ = proc.communicate(timeout=10)  # the contract: a checkpoint and exit within 10 s
+    assert proc.returncode == 143, output
+    state = checkpoint_state(tmp_path)
+    assert state is not None and state["timestep"] >= 300
+    progress = json.loads((tmp_path / "progress.json").read_text())
+    assert progress["state"] == "stopped" and progress["checkpoint"] == state["name"]
+    assert "single-0 INFO" in output and "received SIGTERM" in output
+
+
+def test_spec_errors_exit_2_before_tensorflow(tmp_path: Path) -> None:
+    spec = make_spec(environment={"type": "gym", "level": "CartPole-v9"})
+    proc = run_runner(spec, tmp_path / "bad-id")
+    output, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 2, output
+    assert "environment.level: unknown gymnasium id; did you mean 'CartPole-v1'" in output
+    proc = run_runner(make_spec(), tmp_path / "wrong-role", role="multi")
+    output, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 2 and "role multi serves run_mode multi-threaded" in output
+
+
+def test_environment_construction_error_exits_3(tmp_path: Path) -> None:
+    (tmp_path / "badenv.py").write_text(
+        textwrap.dedent(
+            """
+            class Env:
+                def __init__(self):
+                    raise RuntimeError("no simulator licence")
+            """
+        )
+    )
+    spec = make_spec(environment={"type": "badenv:Env"})
+    proc = run_runner(spec, tmp_path / "work", env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    output, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 3, output
+    assert "no simulator licence" in output
