@@ -266,6 +266,16 @@ def test_modern_agents_pass_untouched() -> None:
             "no certain 0.6 equivalent",
         ),
         ({"type": "vpg", "baseline": {"type": "mlp", "sizes": "big"}}, {"type": "vpg"}, "integer sizes"),
+        (
+            {"type": "ppo", "update_mode": {"unit": "timesteps", "batch_size": 1000, "frequency": 1000}},
+            {"type": "ppo"},
+            "counts batch_size in episodes, not timesteps",
+        ),
+        (
+            {"type": "dqn", "update_mode": {"unit": "timesteps", "batch_size": 32, "frequency": 4}},
+            {"type": "dqn", "batch_size": 32, "update_frequency": 4},
+            "counted in timesteps",
+        ),
     ],
 )
 def test_agent_mappings(agent: dict[str, Any], expected: dict[str, Any], says: str) -> None:

@@ -231,13 +231,20 @@ def convert_legacy_agent(agent: dict[str, Any]) -> dict[str, Any]:
         )
     if isinstance(out.get("update_mode"), dict):
         mode = out.pop("update_mode")
-        if "batch_size" in mode:
-            out.setdefault("batch_size", mode["batch_size"])
-        if "frequency" in mode:
-            out.setdefault("update_frequency", mode["frequency"])
-        _warn(
-            f"agent.update_mode {mode} became batch_size/update_frequency (counted in {mode.get('unit', 'timesteps')})"
-        )
+        unit = mode.get("unit")
+        unit_06 = _BATCH_UNITS_06.get(str(out.get("type")))
+        if unit in ("timesteps", "episodes") and unit_06 is not None and unit != unit_06:
+            # e.g. a PPO batch of 1000 timesteps is not a batch of 1000 episodes: no certain mapping
+            _warn(
+                f"agent.update_mode {mode} was dropped: Tensorforce 0.6's {out.get('type')} counts batch_size "
+                f"in {unit_06}, not {unit}; set agent.batch_size and agent.update_frequency in {unit_06}"
+            )
+        else:
+            if "batch_size" in mode:
+                out.setdefault("batch_size", mode["batch_size"])
+            if "frequency" in mode:
+                out.setdefault("update_frequency", mode["frequency"])
+            _warn(f"agent.update_mode {mode} became batch_size/update_frequency (counted in {unit or unit_06})")
     if isinstance(out.get("memory"), dict):
         memory = out.pop("memory")
         if memory.get("type") == "replay" and "capacity" in memory:
@@ -306,6 +313,20 @@ def convert_legacy_agent(agent: dict[str, Any]) -> dict[str, Any]:
             _warn(f"agent.{key} was dropped: {reason}; it was {value!r}")
     return out
 
+
+# The unit of batch_size/update_frequency in each Tensorforce 0.6 agent (its docs: "batch_size ... episodes"
+# for the policy-gradient agents, timesteps for the memory-based ones).
+_BATCH_UNITS_06: dict[str, str] = {
+    "ppo": "episodes",
+    "vpg": "episodes",
+    "trpo": "episodes",
+    "a2c": "timesteps",
+    "ac": "timesteps",
+    "dpg": "timesteps",
+    "dqn": "timesteps",
+    "double_dqn": "timesteps",
+    "dueling_dqn": "timesteps",
+}
 
 # Keys whose 0.6 meaning is unchanged for a given agent type, kept as they are. (gae_lambda is no 0.6 argument
 # of any agent: 0.6 agents refuse it, so it is dropped with a warning.)
