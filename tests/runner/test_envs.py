@@ -202,3 +202,9 @@ def test_validation_works_on_experiment_specs() -> None:
     )
     with pytest.raises(SpecError, match="CartPole-v1"):
         validate_experiment(spec)
+
+
+def test_deterministic_training_is_refused_up_front() -> None:
+    with pytest.raises(SpecError) as info:
+        validate_experiment(_spec(deterministic=True))
+    assert info.value.fields == ["deterministic"] and "evaluation" in str(info.value)

@@ -36,6 +36,7 @@ import numpy as np
 from rlcloud.errors import SpecError, SpecProblem
 
 __all__ = [
+    "DETERMINISTIC_PROBLEM",
     "GYM_TYPES",
     "TENSORFORCE_AGENT_TYPES",
     "TENSORFORCE_ENVIRONMENT_TYPES",
@@ -78,6 +79,14 @@ TENSORFORCE_LAYER_TYPES = frozenset(
     }
 )  # fmt: skip
 TENSORFORCE_NETWORK_TYPES = frozenset({"auto", "custom", "default", "keras", "layered"})
+
+#: Tensorforce 0.6.5 applies ``deterministic`` only to independent (non-learning) act() calls.
+DETERMINISTIC_PROBLEM = SpecProblem(
+    "deterministic",
+    "Tensorforce 0.6.5 acts deterministically only in independent (non-learning) mode; use 'evaluation' "
+    "for deterministic episodes, or set deterministic: false",
+    True,
+)
 
 _DOTTED = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*([:.][A-Za-z_]\w*)$")
 
@@ -523,6 +532,8 @@ def validate_experiment(spec: Any, *, import_user_classes: bool = False) -> None
     _validate_environment(_get(spec, "environment"), problems, import_user_classes)
     _validate_agent(_get(spec, "agent"), problems)
     _validate_network(_get(spec, "network", "auto"), "network", problems)
+    if _get(spec, "deterministic", False):
+        problems.append(DETERMINISTIC_PROBLEM)
     if problems:
         raise SpecError(problems)
 

@@ -39,7 +39,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from rlcloud.errors import SpecError, SpecProblem
-from rlcloud.runner.envs import EnvAdapter
+from rlcloud.runner.envs import DETERMINISTIC_PROBLEM, EnvAdapter
 from rlcloud.runner.vector import EnvFactory, VectorEnv, make_vector_env
 
 __all__ = [
@@ -264,16 +264,7 @@ class Trainer:
         self._rate: deque[tuple[float, int]] = deque(maxlen=64)
         self._summary_writer: Any = None
         if _get(spec, "deterministic", False):
-            raise SpecError(
-                [
-                    SpecProblem(
-                        "deterministic",
-                        "Tensorforce 0.6.5 acts deterministically only in independent (non-learning) mode; "
-                        "use 'evaluation' for deterministic episodes, or set deterministic: false",
-                        True,
-                    )
-                ]
-            )
+            raise SpecError([DETERMINISTIC_PROBLEM])
 
     # -- control
     def request_stop(self, reason: str = "stop requested") -> None:
