@@ -13,7 +13,8 @@ Exit codes: 0 done; 2 spec error (do not retry); 3 environment/agent constructio
 anything else is a crash (retry ok).
 
 If ``RLCLOUD_RESULTS`` names a results location other than the work directory, the results syncer
-(``rlcloud.runner.sync.make_hooks(results, workdir)``, when that module exists) receives the loop's hooks.
+(:func:`rlcloud.storage.sync.make_hooks`) restores the latest stored checkpoint into the work directory
+and receives the loop's hooks (``on_tick``, ``on_checkpoint``, ``on_finish``).
 """
 
 from __future__ import annotations
@@ -102,12 +103,10 @@ def _make_hooks(workdir: Path) -> Any:
         return None
     if not results.startswith("gs://") and Path(results).resolve() == workdir.resolve():
         return None
-    try:
-        sync = importlib.import_module("rlcloud.runner.sync")
-    except ModuleNotFoundError:
-        logger.warning("RLCLOUD_RESULTS is set but no results syncer is installed; results stay in %s", workdir)
-        return None
-    return sync.make_hooks(results, workdir)
+    # Restores the latest stored checkpoint into an empty workdir, then syncs the workdir as it changes.
+    from rlcloud.storage.sync import make_hooks
+
+    return make_hooks(results, workdir)
 
 
 def _install_signals(on_signal: Callable[[int], None]) -> Callable[[], None]:
@@ -144,12 +143,18 @@ def _train_role(args: argparse.Namespace, spec: Any, workdir: Path) -> int:
     try:
         try:
             validate_experiment(spec, import_user_classes=True)
+        except SpecError as exc:
+            logger.error("invalid spec: %s", exc)
+            return EXIT_SPEC
+        # Storage trouble is worth a retry (exit 1 from main), unlike a bad environment (exit 3).
+        hooks = _make_hooks(workdir)
+        try:
             vector_env = None
             if args.role == "agent":
                 from rlcloud.runner.remote import RemoteVectorEnv
 
                 vector_env = RemoteVectorEnv.from_environ()
-            trainer = Trainer(spec, workdir, vector_env=vector_env, hooks=_make_hooks(workdir))
+            trainer = Trainer(spec, workdir, vector_env=vector_env, hooks=hooks)
             trainer_box.append(trainer)
             if received:
                 trainer.request_stop("signal before start")
@@ -210,7 +215,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 logger.error("invalid spec: %s", exc)
                 return EXIT_SPEC
             envserver = importlib.import_module("rlcloud.runner.envserver")
-            return int(envserver.run_env_server(spec, index=args.index, workdir=workdir))
+            try:
+                return int(envserver.run_env_server(spec, index=args.index, workdir=workdir))
+            except SpecError as exc:
+                logger.error("invalid spec: %s", exc)
+                return EXIT_SPEC
         return _train_role(args, spec, workdir)
     except Exception:
         logger.exception("%s-%d crashed", args.role, args.index)
