@@ -2,8 +2,9 @@
 
 Tree: N small files (default 500 x 16 KiB) + M large ones (default 2 x 64 MiB), random bytes.
 
-- naive:   a sequential loop of ``blob.upload_from_filename`` (one client, defaults);
-- rlcloud: ``Syncer(tree, GcsStore(...)).sync()`` (one listing, transfer_manager threads);
+- naive:   a sequential loop of ``blob.upload_from_filename`` (one ``storage.Client()``, defaults);
+- rlcloud: ``Syncer(tree, open_store("gs://...")).sync()`` (one listing, transfer_manager threads);
+  both clients come from ``STORAGE_EMULATOR_HOST``, as in a pod;
 - cp -r:   the same tree copied on local disk (the physical limit of this machine);
 - re-sync: a second sync with nothing changed, through a counting proxy: listing calls, uploads,
   requests in all (goal: 1 listing, 0 uploads), for the same Syncer (warm CRC cache) and a new one
@@ -29,10 +30,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tests.fakes
 
-from rlcloud.storage import Syncer  # noqa: E402
-from rlcloud.storage.gcs import GcsStore  # noqa: E402
-from tests.fakes.faulty_proxy import FaultyProxy  # noqa: E402
-from tests.fakes.gcs import FakeGcsServer  # noqa: E402
+from tests.fakes.faulty_proxy import FaultyProxy
+from tests.fakes.gcs import FakeGcsServer
+
+from rlcloud.storage import Syncer, open_store
+from rlcloud.storage.gcs import GcsStore
 
 
 def make_tree(root: Path, small: int, small_kib: int, large: int, large_mib: int) -> int:
@@ -80,7 +82,10 @@ def main() -> None:
         )
 
         with FakeGcsServer() as server:
-            client = server.client()
+            os.environ["STORAGE_EMULATOR_HOST"] = server.url
+            from google.cloud import storage
+
+            client = storage.Client()
             times: dict[str, list[float]] = {"naive": [], "rlcloud": [], "cp": []}
             last_syncer: Syncer | None = None
             last_bucket = ""
@@ -95,7 +100,7 @@ def main() -> None:
                 times["naive"].append(timed(naive))
 
                 bucket = server.create_bucket()
-                store = GcsStore(bucket, "exp", client=client, max_workers=args.workers)
+                store = open_store(f"gs://{bucket}/exp", max_workers=args.workers)
                 syncer = Syncer(tree, store)
                 report = None
 

@@ -226,22 +226,46 @@ class GcsStore(Store):
         sizes = [_size(p) for p, _ in pairs]
         total, done = sum(sizes), 0
         pending = list(range(len(pairs)))
-        # Batches give progress while the pool stays full; a batch is a few rounds of workers.
+        # Small files go in batches (progress between them, the pool stays full); large ones go in a
+        # call of their own, alongside, so that a batch never waits for a large file to finish.
         batch_len = self.max_workers * 4
         attempt = 0
+
+        def upload(batch: builtins.list[int], workers: int) -> builtins.list[tuple[int, Any, Any]]:
+            blobs = [self.bucket.blob(self._key(pairs[i][1])) for i in batch]
+            outcome = tm.upload_many(
+                [(str(pairs[i][0]), b) for i, b in zip(batch, blobs, strict=True)],
+                upload_kwargs={"retry": self.retry, "checksum": "auto"},
+                worker_type=tm.THREAD,
+                max_workers=workers,
+                raise_exception=False,
+            )
+            return list(zip(batch, blobs, outcome, strict=True))
+
         while pending:
             failed: builtins.list[tuple[int, BaseException]] = []
-            for lo in range(0, len(pending), batch_len):
-                batch = pending[lo : lo + batch_len]
-                blobs = [self.bucket.blob(self._key(pairs[i][1])) for i in batch]
-                outcome = tm.upload_many(
-                    [(str(pairs[i][0]), b) for i, b in zip(batch, blobs, strict=True)],
-                    upload_kwargs={"retry": self.retry, "checksum": "auto"},
-                    worker_type=tm.THREAD,
-                    max_workers=self.max_workers,
-                    raise_exception=False,
+            large = [i for i in pending if sizes[i] >= self.large_file_bytes]
+            small = [i for i in pending if sizes[i] < self.large_file_bytes]
+            large_done: builtins.list[tuple[int, Any, Any]] = []
+            large_thread = None
+            if large:
+                large_thread = threading.Thread(
+                    target=lambda batch, out: out.extend(upload(batch, min(len(batch), self.max_workers))),
+                    args=(large, large_done),
+                    name="rlcloud-upload-large",
+                    daemon=True,
                 )
-                for i, blob, res in zip(batch, blobs, outcome, strict=True):
+                large_thread.start()
+            rounds = [small[lo : lo + batch_len] for lo in range(0, len(small), batch_len)]
+            for k in range(len(rounds) + 1):
+                if k < len(rounds):
+                    finished = upload(rounds[k], self.max_workers)
+                elif large_thread is not None:
+                    large_thread.join()
+                    finished = large_done
+                else:
+                    break
+                for i, blob, res in finished:
                     if isinstance(res, BaseException):
                         failed.append((i, res))
                         continue
@@ -249,6 +273,8 @@ class GcsStore(Store):
                     done += sizes[i]
                 if progress:
                     progress(done, total)
+            if large and len(large_done) != len(large):  # the thread died: an unexpected error
+                raise StorageError(f"uploading {len(large)} large files to {self.url} failed unexpectedly")
             pending = [i for i, _ in failed]
             if failed:
                 attempt += 1
@@ -390,19 +416,30 @@ def _build_client(credentials: Any, project: str | None, max_workers: int, url: 
             f"GOOGLE_APPLICATION_CREDENTIALS to a service-account key file, or pass credentials=; the "
             f"account needs {ROLE_NEEDED} on the bucket"
         ) from exc
-    _size_pool(client, max_workers)
+    _tune_session(client, max_workers)
     return client
 
 
-def _size_pool(client: Any, max_workers: int) -> None:
-    # requests keeps 10 connections per host by default; more workers than that would open and drop a
-    # connection per request ("Connection pool is full"), which costs a TCP (and TLS) handshake each.
+def _tune_session(client: Any, max_workers: int) -> None:
+    """Size the connection pool for ``max_workers`` and read proxy settings once, not per request."""
     import requests.adapters
+    import requests.utils
 
     session = client._http  # the client's AuthorizedSession; built lazily by the property
+    # requests keeps 10 connections per host by default; more workers than that would open and drop a
+    # connection per request ("Connection pool is full"), a TCP (and TLS) handshake each time.
     adapter = requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=max(10, 2 * max_workers))
     session.mount("https://", adapter)
     session.mount("http://", adapter)
+    # With trust_env, requests scans the whole environment for proxy variables on every request
+    # (~0.3 ms of CPU each, a third of a small upload's client time). The endpoint is fixed, so resolve
+    # the proxy (and a custom CA bundle) once and turn the per-request scan off.
+    endpoint = client._connection.API_BASE_URL
+    session.proxies.update(requests.utils.get_environ_proxies(endpoint))
+    bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
+    if bundle and session.verify is True:
+        session.verify = bundle
+    session.trust_env = False
 
 
 def _translate(exc: BaseException, store: GcsStore, what: str, name: str | None) -> RLCloudError:
