@@ -298,7 +298,12 @@ def cmd_tensorboard(args: argparse.Namespace) -> int:
 
     exp = _experiment(args)
 
-    logdir = sync_tensorboard(exp._store(), Path(args.dest or Path("rlcloud-results") / exp.name / "summaries"))
+    if args.dest is None and not exp.location.startswith("gs://"):
+        # a local experiment's event files are already on this disk: copying them into its own
+        # directory would nest a second copy (summaries/summaries) that TensorBoard shows twice
+        logdir = Path(exp.location) / "summaries"
+    else:
+        logdir = sync_tensorboard(exp._store(), Path(args.dest or Path("rlcloud-results") / exp.name))
     import shutil
     import subprocess
 
@@ -539,7 +544,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         "rlcloud tensorboard cartpole-ppo",
     )
     p.add_argument("name", metavar="NAME")
-    p.add_argument("--dest", help="local logdir (default ./rlcloud-results/NAME/summaries)")
+    p.add_argument("--dest", help="download directory; the logdir is its summaries/ (default ./rlcloud-results/NAME)")
     p.add_argument("--port", type=int, default=6006)
     p.add_argument("--print-only", action="store_true", help="only sync and print the logdir")
     _experiment_target_flags(p)
