@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -191,27 +191,45 @@ def test_distributed_cartpole_ppo_learns_and_servers_exit_with_the_agent(procs: 
     assert last > 1.5 * first and last > 50, (first, last)
 
 
-@pytest.mark.training
-def test_env_server_killed_and_restarted_mid_run_and_the_run_finishes(procs: Procs, tmp_path: Path) -> None:
-    spec = _write_spec(tmp_path, total_timesteps=3000)
-    ports = _free_ports(2)
-    procs.env_server(0, spec, ports[0])
-    victim = procs.env_server(1, spec, ports[1])
-    agent = procs.start("agent", 0, spec, RLCLOUD_ENV_SERVERS=",".join(f"127.0.0.1:{p}" for p in ports))
+def _wait_until(condition: Callable[[], bool], agent: subprocess.Popen[bytes], procs: Procs, what: str) -> None:
     deadline = time.monotonic() + 300
-    while _timestep(tmp_path) < 400:
+    while not condition():
         assert agent.poll() is None, procs.log("agent", 0)[-3000:]
-        assert time.monotonic() < deadline, "training did not start"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.2)
+
+
+@pytest.mark.training
+def test_env_server_and_agent_killed_and_restarted_mid_run_and_the_run_finishes(procs: Procs, tmp_path: Path) -> None:
+    spec = _write_spec(tmp_path, total_timesteps=4000, saver_frequency="500t")
+    ports = _free_ports(2)
+    servers_env = {"RLCLOUD_ENV_SERVERS": ",".join(f"127.0.0.1:{p}" for p in ports)}
+    survivor = procs.env_server(0, spec, ports[0])
+    victim = procs.env_server(1, spec, ports[1])
+    agent = procs.start("agent", 0, spec, **servers_env)
+    _wait_until(lambda: _timestep(tmp_path) >= 400, agent, procs, "training")
+
+    # An env server dies (kill -9) and comes back on the same address: the agent reconnects.
     victim.send_signal(signal.SIGKILL)
     victim.wait(timeout=10)
     time.sleep(1.0)  # the agent notices and waits for it
     reborn = procs.env_server(1, spec, ports[1])
-    assert agent.wait(timeout=300) == 0, procs.log("agent", 0)[-3000:]
-    assert reborn.wait(timeout=30) == 0
-    agent_log = procs.log("agent", 0)
-    assert f"env server 127.0.0.1:{ports[1]} lost" in agent_log
-    assert f"env server 127.0.0.1:{ports[1]} is back" in agent_log
-    assert _timestep(tmp_path) >= 3000
-    # The new server process served the rest of the run from a fresh episode.
-    assert "agent connected" in procs.log("env-server", 1).split("starting")[-1]
+    back = f"env server 127.0.0.1:{ports[1]} is back"
+    _wait_until(lambda: back in procs.log("agent", 0), agent, procs, "the reconnect")
+    assert f"env server 127.0.0.1:{ports[1]} lost" in procs.log("agent", 0)
+    server_log = procs.log("env-server", 1)
+    assert server_log.count("listening on port") == 2
+    assert "agent connected" in server_log.split("listening on port")[-1]  # the new process serves
+
+    # Then the agent dies (kill -9, like a preempted pod) and is restarted: both servers serve the new
+    # agent, which resumes from its checkpoint and finishes the run.
+    _wait_until(lambda: (tmp_path / "work" / "checkpoints" / "LATEST").exists(), agent, procs, "a checkpoint")
+    agent.send_signal(signal.SIGKILL)
+    agent.wait(timeout=10)
+    assert survivor.poll() is None and reborn.poll() is None
+    second = procs.start("agent", 0, spec, **servers_env)
+    assert second.wait(timeout=300) == 0, procs.log("agent", 0)[-3000:]
+    assert survivor.wait(timeout=30) == 0 and reborn.wait(timeout=30) == 0
+    assert "resumed from checkpoint" in procs.log("agent", 0)
+    assert "dropping the previous connection" not in procs.log("env-server", 0)  # the old one was closed
+    assert _timestep(tmp_path) >= 4000
