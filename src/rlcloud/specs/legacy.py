@@ -356,6 +356,10 @@ _RENAMED_IN_06: dict[str, dict[str, str]] = {
     "ac": {"critic_network": "critic", **_TERMINAL},
     "dpg": {"critic_network": "critic", **_TERMINAL},
     "dqn": dict(_TERMINAL),
+    # the same argument, renamed the same way, in the agents whose deprecation checks 0.6 left out
+    "double_dqn": dict(_TERMINAL),
+    "dueling_dqn": dict(_TERMINAL),
+    "a2c": dict(_TERMINAL),
 }
 
 
