@@ -4,6 +4,7 @@ runner so the lifecycle is real but fast."""
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -283,3 +284,35 @@ def test_local_results_directory_is_refused_on_a_cluster(
         backend.start(make_spec(), "./rlcloud-results")
     assert err.value.fields == ["results"] and "gs://" in str(err.value)
     assert apiserver.request_count("POST") == 0
+
+
+def test_rbac_refused_is_not_fatal(
+    apiserver: FakeKubeApiServer, backend: KubernetesBackend, results: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    apiserver.inject_fault(
+        "POST", r"/roles$", status=403, reason="Forbidden", message="attempt to grant extra privileges"
+    )
+    with caplog.at_level("WARNING", logger="rlcloud.k8s.backend"):
+        backend.start(make_spec(), results)
+    assert "could not create Role rlcloud-runner" in caplog.text
+    assert apiserver.get_object("ServiceAccount", "rlcloud-runner", "rl") is not None
+    assert ("Job", "cartpole-single") in objects(apiserver)
+
+
+def test_start_waits_for_a_previous_incarnation_being_deleted(
+    apiserver: FakeKubeApiServer, backend: KubernetesBackend, results: str
+) -> None:
+    backend.start(make_spec(), results)
+    backend.stop("cartpole")
+    backend.start(make_spec(), results)  # after a stop: everything again
+    # a foreground deletion still in progress: the old Job is marked, not gone yet
+    apiserver.patch_object("Job", "cartpole-single", "rl", {"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}})
+    old_uid = apiserver.get_object("Job", "cartpole-single", "rl")["metadata"]["uid"]
+    timer = threading.Timer(0.3, apiserver.delete_object, args=("Job", "cartpole-single", "rl"))
+    timer.start()
+    try:
+        backend.start(make_spec(), results)
+    finally:
+        timer.join()
+    job = apiserver.get_object("Job", "cartpole-single", "rl")
+    assert job is not None and job["metadata"]["uid"] != old_uid and "deletionTimestamp" not in job["metadata"]

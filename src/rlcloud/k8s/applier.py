@@ -135,9 +135,13 @@ class RetryPolicy:
 class Applier:
     """Creates, reads, lists, patches and deletes rlcloud's objects over one shared ``ApiClient``."""
 
-    def __init__(self, api_client: k8s.ApiClient, retry: RetryPolicy | None = None) -> None:
+    def __init__(
+        self, api_client: k8s.ApiClient, retry: RetryPolicy | None = None, terminating_wait: float = 120.0
+    ) -> None:
         self.api_client = api_client
         self.retry = retry or RetryPolicy()
+        #: how long create() waits for a same-named object that is being deleted to disappear
+        self.terminating_wait = terminating_wait
 
     # -- plumbing ----------------------------------------------------------------------------------
 
@@ -220,6 +224,13 @@ class Applier:
             if exc.status != 409:
                 raise translate(exc, what) from exc
         existing = self.read(kind, name, namespace)
+        deadline = time.monotonic() + self.terminating_wait
+        while existing is not None and (existing.get("metadata") or {}).get("deletionTimestamp"):
+            # left over from a stop() whose foreground deletion is still finishing: wait until it is gone
+            if time.monotonic() > deadline:
+                raise ConflictError(f"{kind} {name} in namespace {namespace} is still being deleted; try again")
+            time.sleep(min(1.0, self.retry.maximum))
+            existing = self.read(kind, name, namespace)
         if existing is None:  # deleted between our create and read: try once more
             return dict(self.checked_json(what, "POST", path, body=obj))
         if compare:
