@@ -57,9 +57,9 @@ def _wait_for(predicate: object, timeout: float, what: str) -> None:
 def test_distributed_run_start_status_wait_logs_and_attach(backend: LocalBackend, tmp_path: Path) -> None:
     root = tmp_path / "results"
     spec = _spec("local-dist", run_mode="distributed", num_workers=2)
-    started = time.monotonic()
     backend.start(spec, str(root))
-    assert time.monotonic() - started < 10  # returns at once, training goes on in the background
+    # start() returned while the runners are still starting: training goes on in the background.
+    assert not (root / "local-dist" / "progress.json").exists()
     pids = _pids(root, "local-dist")
     backend.start(spec, str(root))  # already running: nothing started twice
     assert _pids(root, "local-dist") == pids

@@ -276,3 +276,10 @@ def test_env_server_refuses_steps_before_reset_and_unknown_requests() -> None:
         assert srv.thread.is_alive()
     finally:
         srv.stop()
+
+
+def test_a_stop_request_ends_the_wait_for_servers_at_once() -> None:
+    missing = _free_port()
+    # Interrupted, not "not reachable after 600 s": the wait ended on the stop request.
+    with pytest.raises(WorkloadError, match=r"^interrupted while waiting for env servers 127\.0\.0\.1:"):
+        RemoteVectorEnv([_address(missing)], connect_timeout=600, should_stop=lambda: True)

@@ -357,6 +357,8 @@ class RemoteVectorEnv:
     ``watch_signals`` (the agent role) chains a SIGTERM/SIGINT handler in front of the runner's: a
     signal ends any wait for a server at once (the loop then checkpoints and stops), and tells
     :meth:`close` to leave the servers waiting for the restarted agent instead of finishing them.
+    ``should_stop`` is polled during those waits too (e.g. the runner's "a signal came before this
+    object existed"); when it returns true it counts as such a signal.
     """
 
     def __init__(
@@ -366,6 +368,7 @@ class RemoteVectorEnv:
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         step_timeout: float = DEFAULT_STEP_TIMEOUT,
         watch_signals: bool = False,
+        should_stop: Callable[[], bool] | None = None,
     ) -> None:
         addresses = [s if isinstance(s, ServerAddress) else parse_env_servers(s)[0] for s in servers]
         if not addresses:
@@ -377,6 +380,7 @@ class RemoteVectorEnv:
         self.reconnects = 0
         self._closed = False
         self._interrupted = threading.Event()
+        self._should_stop = should_stop
         self._last_states: list[Any] = [None] * len(self._servers)
         self._restore_signals: Callable[[], None] = self._watch_signals() if watch_signals else (lambda: None)
         try:
@@ -397,14 +401,22 @@ class RemoteVectorEnv:
             raise
 
     @classmethod
-    def from_environ(cls, environ: Mapping[str, str] | None = None) -> RemoteVectorEnv:
+    def from_environ(
+        cls, environ: Mapping[str, str] | None = None, *, should_stop: Callable[[], bool] | None = None
+    ) -> RemoteVectorEnv:
         """Build from ``RLCLOUD_ENV_SERVERS``, ``RLCLOUD_HOST_MAP``, ``RLCLOUD_CONNECT_TIMEOUT`` and
         ``RLCLOUD_STEP_TIMEOUT`` (the agent role in distributed mode)."""
         env = os.environ if environ is None else environ
         servers = parse_env_servers(env.get("RLCLOUD_ENV_SERVERS"), env.get("RLCLOUD_HOST_MAP"))
         connect_timeout = env_seconds(env, "RLCLOUD_CONNECT_TIMEOUT", DEFAULT_CONNECT_TIMEOUT)
         step_timeout = env_seconds(env, "RLCLOUD_STEP_TIMEOUT", DEFAULT_STEP_TIMEOUT)
-        return cls(servers, connect_timeout=connect_timeout, step_timeout=step_timeout, watch_signals=True)
+        return cls(
+            servers,
+            connect_timeout=connect_timeout,
+            step_timeout=step_timeout,
+            watch_signals=True,
+            should_stop=should_stop,
+        )
 
     # -- properties the loop reads
 
@@ -419,6 +431,11 @@ class RemoteVectorEnv:
         return [s.address for s in self._servers]
 
     # -- signals
+
+    def _stopping(self) -> bool:
+        if not self._interrupted.is_set() and self._should_stop is not None and self._should_stop():
+            self._interrupted.set()
+        return self._interrupted.is_set()
 
     def interrupt(self) -> None:
         """End any wait for a server now, and make :meth:`close` leave the servers waiting (thread-safe)."""
@@ -464,7 +481,7 @@ class RemoteVectorEnv:
             pending = [s for s in pending if not s.try_connect(self.step_timeout)]
             if not pending:
                 break
-            if self._interrupted.is_set():
+            if self._stopping():
                 raise WorkloadError(
                     "interrupted while waiting for env servers " + ", ".join(str(s.address) for s in pending)
                 )
@@ -477,7 +494,7 @@ class RemoteVectorEnv:
                     names,
                 )
             self._interrupted.wait(min(delay, max(0.0, deadline - time.monotonic())))
-            delay = min(delay * 2, 1.0)
+            delay = min(delay * 2, 0.5)
 
     def _check_same_spec(self, server: _Server) -> None:
         spec = server.spec or {}
@@ -515,7 +532,7 @@ class RemoteVectorEnv:
                     ) from exc
                 continue
             except WorkloadError:
-                if self._interrupted.is_set() and self._last_states[server.index] is not None:
+                if self._stopping() and self._last_states[server.index] is not None:
                     logger.info("stopping while env server %s is away", server.address)
                     return self._last_states[server.index]
                 raise
@@ -600,7 +617,7 @@ class RemoteVectorEnv:
             return
         self._closed = True
         if finished is None:
-            finished = not self._interrupted.is_set() and sys.exc_info()[0] is None
+            finished = not self._stopping() and sys.exc_info()[0] is None
         self._restore_signals()
         for server in self._servers:
             if server.sock is None:
@@ -621,7 +638,7 @@ class RemoteVectorEnv:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.close(finished=exc[0] is None and not self._interrupted.is_set())
+        self.close(finished=exc[0] is None and not self._stopping())
 
 
 def _stack(items: list[Any]) -> Any:
