@@ -70,11 +70,12 @@ def _parse_sets(items: Sequence[str] | None) -> dict[str, Any]:
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
             raise SpecError([SpecProblem("--set", "expected KEY=VALUE, e.g. --set num_workers=8", item)])
-        import yaml
+        from rlcloud.specs.loading import parse_data_text
 
         try:
-            out[key.strip()] = yaml.safe_load(raw) if raw.strip() else None
-        except yaml.YAMLError:
+            # the spec files' own YAML reading, so "1e-3" is a float here as it is in a file
+            out[key.strip()] = parse_data_text(raw, field=f"--set {key.strip()}") if raw.strip() else None
+        except SpecError:
             out[key.strip()] = raw
     return out
 
