@@ -272,7 +272,7 @@ def test_env_server_refuses_steps_before_reset_and_unknown_requests() -> None:
         with socket.create_connection(("127.0.0.1", srv.port), timeout=5) as sock:
             send_message(sock, {"type": "hello", "protocol": 99})
             header, _ = recv_message(sock)
-            assert header["type"] == "error" and "protocol 99 not supported" in header["message"]
+            assert header["type"] == "error" and "with protocol 99" in header["message"]
         assert srv.thread.is_alive()
     finally:
         srv.stop()
@@ -283,3 +283,20 @@ def test_a_stop_request_ends_the_wait_for_servers_at_once() -> None:
     # Interrupted, not "not reachable after 600 s": the wait ended on the stop request.
     with pytest.raises(WorkloadError, match=r"^interrupted while waiting for env servers 127\.0\.0\.1:"):
         RemoteVectorEnv([_address(missing)], connect_timeout=600, should_stop=lambda: True)
+
+
+def test_connections_without_a_hello_do_not_disturb_the_agent(servers: list[ThreadedServer]) -> None:
+    addresses = [_address(s.port) for s in servers]
+    venv = RemoteVectorEnv(addresses, connect_timeout=10)
+    try:
+        venv.reset()
+        # A TCP readiness probe connects and hangs up; another client connects and says nothing.
+        socket.create_connection(("127.0.0.1", servers[0].port), timeout=5).close()
+        with socket.create_connection(("127.0.0.1", servers[0].port), timeout=5):
+            for _ in range(5):
+                _, rewards, _ = venv.step(np.array([0, 1]))
+                assert rewards.tolist() == [1.0, 1.0]
+        assert venv.reconnects == 0
+        assert [s.server.connections for s in servers] == [1, 1]
+    finally:
+        venv.close()

@@ -7,9 +7,10 @@ builds the experiment's environment with the runner's adapter and serves it with
 Lifecycle, so that no env server runs forever:
 
 - It listens from the start and waits for the agent (which may start later, or restart).
-- One agent at a time. A new connection replaces the current one (the agent restarted: its old
-  connection may not even have been closed by a dead host); the episode in progress is abandoned and
-  the new agent resets the environment before stepping it.
+- One agent at a time. A new agent (a connection that says a valid hello) replaces the current one
+  (the agent restarted: its old connection may not even have been closed by a dead host); the episode
+  in progress is abandoned and the new agent resets the environment before stepping it. A connection
+  that never says hello (a TCP readiness probe, a port scan) is closed and disturbs nothing.
 - It exits 0 when the agent says the run is finished, and also 0 when no agent has been connected for
   ``idle_timeout`` seconds (the agent is gone for good). SIGTERM/SIGINT end it within about a second
   with exit code 143 (nothing to checkpoint on this side).
@@ -68,6 +69,8 @@ EXIT_TERMINATED = 143
 # Reading the rest of a message that has started arriving should never take long; a peer that stalls
 # mid-message is treated as gone.
 _MESSAGE_TIMEOUT = 60.0
+# A new connection has this long to say hello before it is closed (probes send nothing and hang up).
+_HELLO_TIMEOUT = 10.0
 _POLL = 0.5  # how often the loop looks at the stop flag
 
 
@@ -112,6 +115,7 @@ class EnvServer:
         self.port: int = self._listener.getsockname()[1]
         self._stop = threading.Event()
         self._conn: socket.socket | None = None
+        self._pending: set[socket.socket] = set()  # accepted, hello not read yet
         self._needs_reset = True
         self._idle_since = time.monotonic()
         # Counters for the periodic log line; the agent keeps the real ones.
@@ -144,6 +148,8 @@ class EnvServer:
                 for key, _ in selector.select(timeout=_POLL):
                     if key.data == "listener":
                         self._accept(selector)
+                    elif key.data == "pending":
+                        self._greet(selector, key.fileobj)  # type: ignore[arg-type]
                     elif self._handle(selector):
                         logger.info("%s: the agent finished the run; exiting", self.name)
                         return EXIT_FINISHED
@@ -154,6 +160,8 @@ class EnvServer:
             return EXIT_TERMINATED
         finally:
             self._drop(selector)
+            for sock in list(self._pending):
+                self._discard(selector, sock)
             selector.close()
             self._listener.close()
             self._report()
@@ -173,21 +181,77 @@ class EnvServer:
 
     def _accept(self, selector: selectors.BaseSelector) -> None:
         try:
-            conn, peer = self._listener.accept()
+            conn, _peer = self._listener.accept()
         except BlockingIOError:
             return
-        if self._conn is not None:
-            logger.warning("%s: a new agent connected from %s; dropping the previous connection", self.name, peer[0])
-            self._drop(selector)
-        else:
-            logger.info("%s: agent connected from %s", self.name, peer[0])
         conn.setblocking(True)
-        conn.settimeout(_MESSAGE_TIMEOUT)
+        conn.settimeout(_HELLO_TIMEOUT)
         configure_socket(conn)
-        self._conn = conn
-        self._needs_reset = True
-        self.connections += 1
-        selector.register(conn, selectors.EVENT_READ, "agent")
+        self._pending.add(conn)
+        selector.register(conn, selectors.EVENT_READ, "pending")
+
+    def _discard(self, selector: selectors.BaseSelector, sock: socket.socket) -> None:
+        self._pending.discard(sock)
+        with contextlib.suppress(KeyError, ValueError):
+            selector.unregister(sock)
+        with contextlib.suppress(OSError):
+            sock.close()
+
+    def _greet(self, selector: selectors.BaseSelector, sock: socket.socket) -> None:
+        """Read a new connection's hello: an agent replaces the current one; anything else is closed."""
+        try:
+            header, _ = recv_message(sock)
+        except (OSError, ProtocolError) as exc:
+            logger.debug("%s: a connection closed without a hello (%s)", self.name, exc or type(exc).__name__)
+            self._discard(selector, sock)
+            return
+        try:
+            if header["type"] != "hello" or header.get("protocol") != PROTOCOL_VERSION:
+                send_message(
+                    sock,
+                    {
+                        "type": "error",
+                        "message": (
+                            f"expected hello with protocol {PROTOCOL_VERSION}, got {header['type']!r} "
+                            f"with protocol {header.get('protocol')!r}: run the same rlcloud version on both"
+                        ),
+                    },
+                )
+                self._discard(selector, sock)
+                return
+            peer = sock.getpeername()[0]
+            if self._conn is not None:
+                logger.warning("%s: a new agent connected from %s; dropping the previous connection", self.name, peer)
+                self._drop(selector)
+            else:
+                logger.info("%s: agent connected from %s", self.name, peer)
+            self._pending.discard(sock)
+            selector.modify(sock, selectors.EVENT_READ, "agent")
+            sock.settimeout(_MESSAGE_TIMEOUT)
+            self._conn = sock
+            self._needs_reset = True
+            self.connections += 1
+            self._send_spec(sock)
+        except OSError as exc:
+            logger.warning("%s: a new agent went away during its hello (%s)", self.name, exc or type(exc).__name__)
+            if sock is self._conn:
+                self._drop(selector)
+            else:
+                self._discard(selector, sock)
+
+    def _send_spec(self, sock: socket.socket) -> None:
+        env = self.environment
+        send_message(
+            sock,
+            {
+                "type": "spec",
+                "protocol": PROTOCOL_VERSION,
+                "states_spec": encode_spec(env.states_spec),
+                "actions_spec": encode_spec(env.actions_spec),
+                "max_episode_timesteps": _optional_int(env.max_episode_timesteps),
+                "name": self.name,
+            },
+        )
 
     def _drop(self, selector: selectors.BaseSelector) -> None:
         if self._conn is None:
@@ -216,32 +280,8 @@ class EnvServer:
             return False
         kind = header["type"]
         try:
-            if kind == "hello":
-                if header.get("protocol") != PROTOCOL_VERSION:
-                    send_message(
-                        conn,
-                        {
-                            "type": "error",
-                            "message": (
-                                f"protocol {header.get('protocol')!r} not supported; "
-                                f"this server speaks {PROTOCOL_VERSION}"
-                            ),
-                        },
-                    )
-                    self._drop(selector)
-                    return False
-                env = self.environment
-                send_message(
-                    conn,
-                    {
-                        "type": "spec",
-                        "protocol": PROTOCOL_VERSION,
-                        "states_spec": encode_spec(env.states_spec),
-                        "actions_spec": encode_spec(env.actions_spec),
-                        "max_episode_timesteps": _optional_int(env.max_episode_timesteps),
-                        "name": self.name,
-                    },
-                )
+            if kind == "hello":  # the same agent again on its connection: the spec, nothing else
+                self._send_spec(conn)
             elif kind == "reset":
                 states = self.environment.reset(seed=self._seed)
                 self._seed = None
