@@ -5,8 +5,6 @@ Tree: N small files (default 500 x 16 KiB) + M large ones (default 2 x 64 MiB), 
 - naive:   a sequential loop of ``blob.upload_from_filename`` (one ``storage.Client()``, defaults);
 - rlcloud: ``Syncer(tree, open_store("gs://...")).sync()`` (one listing, transfer_manager threads);
   both clients come from ``STORAGE_EMULATOR_HOST``, as in a pod;
-- rlcloud, processes: the same with ``open_store(..., processes=P)`` (small files spread over P spawned
-  worker processes; the pool's start-up is included in the time);
 - cp -r:   the same tree copied on local disk (the physical limit of this machine);
 - re-sync: a second sync with nothing changed, through a counting proxy: listing calls, uploads,
   requests in all (goal: 1 listing, 0 uploads), for the same Syncer (warm CRC cache) and a new one
@@ -70,7 +68,6 @@ def main() -> None:
     parser.add_argument("--large-mib", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--workers", type=int, default=8)
-    parser.add_argument("--processes", type=int, default=min(8, os.cpu_count() or 1))
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="rlcloud-bench-"))
@@ -89,7 +86,7 @@ def main() -> None:
             from google.cloud import storage
 
             client = storage.Client()
-            times: dict[str, list[float]] = {"naive": [], "rlcloud": [], "processes": [], "cp": []}
+            times: dict[str, list[float]] = {"naive": [], "rlcloud": [], "cp": []}
             last_syncer: Syncer | None = None
             last_bucket = ""
             for r in range(args.repeats):
@@ -115,12 +112,6 @@ def main() -> None:
                 assert report is not None and len(report.uploaded) == len(files), report
                 last_syncer, last_bucket = syncer, bucket
 
-                with open_store(
-                    f"gs://{server.create_bucket()}/exp", max_workers=args.workers, processes=args.processes
-                ) as pstore:
-                    psyncer = Syncer(tree, pstore)
-                    times["processes"].append(timed(psyncer.sync))
-
                 dst = work / f"cp-{r}"
                 times["cp"].append(timed(lambda dst=dst: subprocess.run(["cp", "-r", str(tree), str(dst)], check=True)))
                 shutil.rmtree(dst)
@@ -130,15 +121,11 @@ def main() -> None:
             for key, label in (
                 ("naive", "naive upload loop"),
                 ("rlcloud", "rlcloud Syncer.sync()"),
-                ("processes", f"  ... with {args.processes} processes"),
                 ("cp", "cp -r (local disk)"),
             ):
                 runs = ", ".join(f"{t:.2f}" for t in times[key])
                 print(f"{label:<28}{med[key]:>9.2f}{mb / med[key]:>9.1f}   [{runs}]")
-            print(
-                f"speed-up of rlcloud over the naive loop: {med['naive'] / med['rlcloud']:.2f}x with threads, "
-                f"{med['naive'] / med['processes']:.2f}x with {args.processes} processes (goal >= 5x)"
-            )
+            print(f"speed-up of rlcloud over the naive loop: {med['naive'] / med['rlcloud']:.2f}x (goal >= 5x)")
             print(f"rlcloud time / cp -r time: {med['rlcloud'] / med['cp']:.1f}x")
 
             # no-change re-syncs, counted at a proxy in front of the same server

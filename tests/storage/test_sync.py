@@ -287,25 +287,3 @@ def test_uploader_killed_halfway_never_publishes_a_partial_checkpoint(
     assert sorted(report.uploaded) == sorted(set(new_files) - set(partial)) or set(report.uploaded) <= set(new_files)
     assert {o.name for o in gcs_store.list(f"checkpoints/{new}/")} == set(new_files)
 
-
-def test_upload_in_worker_processes(faulty_proxy: Any, gcs_store_via: Any, gcs_bucket: str, tmp_path: Path) -> None:
-    """With ``processes``, many small files go through spawned workers; same objects, same checks."""
-    from rlcloud.storage.gcs import PROCESS_MIN_FILES
-
-    local = tmp_path / "work"
-    files = {f"summaries/e{i:03d}": os.urandom(100 + i) for i in range(PROCESS_MIN_FILES + 6)}
-    for rel, data in files.items():
-        (local / rel).parent.mkdir(parents=True, exist_ok=True)
-        (local / rel).write_bytes(data)
-    proxy = faulty_proxy()
-    store = gcs_store_via(proxy, gcs_bucket, processes=2)
-    seen: list[tuple[int, int]] = []
-    try:
-        stored = store.upload_files([(local / rel, rel) for rel in files], progress=lambda d, t: seen.append((d, t)))
-        assert store.processes == 2  # the workers did the job (no fallback to threads)
-    finally:
-        store.close()
-    assert [o.name for o in stored] == list(files)
-    assert proxy.uploads == len(files)
-    assert seen[-1] == (sum(map(len, files.values())),) * 2
-    assert stored_tree(store) == files

@@ -240,7 +240,6 @@ def open_store(
     credentials: Any = None,
     project: str | None = None,
     max_workers: int = 8,
-    processes: int = 0,
 ) -> Store:
     """Open a results location: ``gs://bucket/prefix``, ``file:///dir`` or a plain directory path.
 
@@ -248,8 +247,7 @@ def open_store(
     one is built from ``credentials`` (default: ``google.auth.default()``), or anonymously when
     ``STORAGE_EMULATOR_HOST`` is set. No network call is made here: a missing bucket or a denied
     permission surfaces on first use as :class:`~rlcloud.errors.NotFoundError` /
-    :class:`~rlcloud.errors.AuthError` naming the location. ``max_workers`` bounds concurrent transfers;
-    ``processes`` > 0 lets a GCS store spread large uploads of small files over worker processes.
+    :class:`~rlcloud.errors.AuthError` naming the location. ``max_workers`` bounds concurrent transfers.
     A directory store creates its directory on first write.
     """
     text = os.fspath(url)
@@ -262,13 +260,7 @@ def open_store(
         from rlcloud.storage.gcs import GcsStore  # google.cloud only when a gs:// URL is used
 
         return GcsStore(
-            bucket,
-            prefix,
-            client=client,
-            credentials=credentials,
-            project=project,
-            max_workers=max_workers,
-            processes=processes,
+            bucket, prefix, client=client, credentials=credentials, project=project, max_workers=max_workers
         )
     if "://" in text and not text.startswith("file://"):
         scheme = text.split("://", 1)[0]

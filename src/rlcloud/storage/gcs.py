@@ -18,15 +18,13 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-import itertools
-import logging
 import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
 from rlcloud.errors import AuthError, NotFoundError, RLCloudError, StorageError
 from rlcloud.storage.base import (
@@ -39,13 +37,9 @@ from rlcloud.storage.base import (
     crc32c_of_file,
 )
 
-__all__ = ["PROCESS_MIN_FILES", "ROLE_NEEDED", "GcsStore"]
-
-logger = logging.getLogger(__name__)
+__all__ = ["ROLE_NEEDED", "GcsStore"]
 
 ROLE_NEEDED = "roles/storage.objectAdmin"
-#: Below this many small files, worker processes cost more to feed than they save.
-PROCESS_MIN_FILES = 64
 _LIST_FIELDS = "items(name,size,crc32c,generation,updated),nextPageToken"
 _T = TypeVar("_T")
 
@@ -57,11 +51,6 @@ class GcsStore(Store):
     ``credentials`` (default: ``google.auth.default()``; anonymous when ``STORAGE_EMULATOR_HOST`` is set).
     ``retry_initial_s`` / ``retry_timeout_s`` tune the client library's exponential back-off (tests use
     short ones). Files of at least ``large_file_bytes`` are downloaded as concurrent ranged reads.
-
-    ``processes`` > 0 spreads uploads of many small files (at least ``PROCESS_MIN_FILES``) over that
-    many worker processes (started with ``spawn``, kept until :meth:`close`), each with its own client
-    and threads: the client library spends ~1 ms of CPU per request under the GIL, which caps one
-    process at several hundred small uploads per second. Off by default: it pays only with free cores.
     """
 
     def __init__(
@@ -76,7 +65,6 @@ class GcsStore(Store):
         retry_initial_s: float = 1.0,
         retry_timeout_s: float = 120.0,
         large_file_bytes: int = 32 << 20,
-        processes: int = 0,
     ) -> None:
         self.bucket_name = bucket
         self.prefix = prefix.strip("/")
@@ -85,8 +73,6 @@ class GcsStore(Store):
         self.retry_initial_s = retry_initial_s
         self.retry_timeout_s = retry_timeout_s
         self.large_file_bytes = large_file_bytes
-        self.processes = max(0, processes)
-        self._pool: Any = None
         self._client = client
         self._owns_client = client is None
         self._credentials = credentials
@@ -151,9 +137,6 @@ class GcsStore(Store):
     def close(self) -> None:
         """Close the HTTP session of a client this store built (not of one passed in)."""
         with self._lock:
-            if self._pool is not None:
-                self._pool.shutdown(wait=True, cancel_futures=True)
-                self._pool = None
             if self._owns_client and self._client is not None:
                 self._client.close()
                 self._client = None
@@ -172,7 +155,6 @@ class GcsStore(Store):
             retry_initial_s=self.retry_initial_s,
             retry_timeout_s=self.retry_timeout_s,
             large_file_bytes=self.large_file_bytes,
-            processes=self.processes,
         )
         return other
 
@@ -249,7 +231,7 @@ class GcsStore(Store):
         batch_len = self.max_workers * 4
         attempt = 0
 
-        def upload(batch: builtins.list[int], workers: int) -> builtins.list[_Outcome]:
+        def upload(batch: builtins.list[int], workers: int) -> builtins.list[tuple[int, Any, Any]]:
             blobs = [self.bucket.blob(self._key(pairs[i][1])) for i in batch]
             outcome = tm.upload_many(
                 [(str(pairs[i][0]), b) for i, b in zip(batch, blobs, strict=True)],
@@ -258,16 +240,13 @@ class GcsStore(Store):
                 max_workers=workers,
                 raise_exception=False,
             )
-            return [
-                (i, None, res) if isinstance(res, BaseException) else (i, self._info(blob), None)
-                for i, blob, res in zip(batch, blobs, outcome, strict=True)
-            ]
+            return list(zip(batch, blobs, outcome, strict=True))
 
         while pending:
             failed: builtins.list[tuple[int, BaseException]] = []
             large = [i for i in pending if sizes[i] >= self.large_file_bytes]
             small = [i for i in pending if sizes[i] < self.large_file_bytes]
-            large_done: builtins.list[_Outcome] = []
+            large_done: builtins.list[tuple[int, Any, Any]] = []
             large_thread = None
             if large:
                 large_thread = threading.Thread(
@@ -277,19 +256,20 @@ class GcsStore(Store):
                     daemon=True,
                 )
                 large_thread.start()
-            if self.processes and len(small) >= PROCESS_MIN_FILES:
-                rounds_done: Iterator[builtins.list[_Outcome]] = self._upload_in_processes(pairs, small)
-            else:
-                rounds = [small[lo : lo + batch_len] for lo in range(0, len(small), batch_len)]
-                rounds_done = (upload(r, self.max_workers) for r in rounds)
-            for finished in itertools.chain(rounds_done, [large_done]):
-                if finished is large_done and large_thread is not None:
+            rounds = [small[lo : lo + batch_len] for lo in range(0, len(small), batch_len)]
+            for k in range(len(rounds) + 1):
+                if k < len(rounds):
+                    finished = upload(rounds[k], self.max_workers)
+                elif large_thread is not None:
                     large_thread.join()
-                for i, info, exc in finished:
-                    if exc is not None or info is None:
-                        failed.append((i, exc or StorageError("no result")))
+                    finished = large_done
+                else:
+                    break
+                for i, blob, res in finished:
+                    if isinstance(res, BaseException):
+                        failed.append((i, res))
                         continue
-                    results[i] = info
+                    results[i] = self._info(blob)
                     done += sizes[i]
                 if progress:
                     progress(done, total)
@@ -308,51 +288,6 @@ class GcsStore(Store):
                     raise err from exc
                 time.sleep(self.retry_initial_s * attempt)
         return [r for r in results if r is not None]
-
-    def _upload_in_processes(
-        self, pairs: Sequence[tuple[Path, str]], indexes: builtins.list[int]
-    ) -> Iterator[builtins.list[_Outcome]]:
-        """Upload ``pairs[i]`` for ``i`` in ``indexes`` in worker processes; yields outcomes per shard."""
-        import concurrent.futures
-        import multiprocessing
-
-        client = self.client
-        endpoint = client._connection.API_BASE_URL
-        if endpoint == _DEFAULT_ENDPOINT or os.environ.get("STORAGE_EMULATOR_HOST"):
-            endpoint = None  # the worker's client finds it as this one did
-        with self._lock:
-            if self._pool is None:
-                # spawn, not fork: the runner process holds TensorFlow's threads, and forking a
-                # multi-threaded process can deadlock the child.
-                self._pool = concurrent.futures.ProcessPoolExecutor(
-                    max_workers=self.processes, mp_context=multiprocessing.get_context("spawn")
-                )
-            pool = self._pool
-        shards = max(1, min(len(indexes), self.processes * 4))
-        futures: dict[concurrent.futures.Future[Any], builtins.list[int]] = {}
-        for k in range(shards):
-            items = [(i, str(pairs[i][0]), self._key(pairs[i][1])) for i in indexes[k::shards]]
-            job = _UploadJob(
-                client.project, client._credentials, endpoint, self.bucket_name, self.retry_initial_s,
-                self.retry_timeout_s, self.max_workers, items,
-            )  # fmt: skip
-            futures[pool.submit(_process_upload, job)] = [i for i, _, _ in items]
-        for future in concurrent.futures.as_completed(futures):
-            try:
-                done = future.result()
-            except Exception as exc:  # the pool itself failed (credentials that do not pickle, a crash)
-                logger.warning("upload worker processes failed (%s); using threads from now on", exc)
-                self.processes = 0
-                failure = _WorkerFailure(type(exc).__name__, str(exc), None, True)
-                yield [(i, None, failure) for i in futures[future]]
-                continue
-            yield [
-                (i, None, _worker_error(err)) if err else (i, self._info_from(props), None) for i, props, err in done
-            ]
-
-    def _info_from(self, props: tuple[str, int, str, int, float | None]) -> ObjectInfo:
-        key, size, crc, generation, updated = props
-        return ObjectInfo(name=self._name(key), size=size, crc32c=crc, generation=generation, updated=updated)
 
     def download_files(self, items: Sequence[tuple[ObjectInfo, Path]], *, progress: Progress | None = None) -> None:
         """Download objects concurrently (ranged reads for large ones), each to a temporary file that is
@@ -463,76 +398,6 @@ class GcsStore(Store):
 
 # -- helpers -------------------------------------------------------------------------------------
 
-_DEFAULT_ENDPOINT = "https://storage.googleapis.com"
-#: (index, what was stored, or the error)
-_Outcome = tuple[int, ObjectInfo | None, BaseException | None]
-
-
-class _UploadJob(NamedTuple):
-    project: str | None
-    credentials: Any
-    endpoint: str | None
-    bucket: str
-    retry_initial_s: float
-    retry_timeout_s: float
-    threads: int
-    items: builtins.list[tuple[int, str, str]]  # (index, local path, object key)
-
-
-class _WorkerFailure(Exception):
-    """An upload error from a worker process, carried as plain data (Google errors do not pickle)."""
-
-    def __init__(self, kind: str, message: str, code: int | None, transient: bool) -> None:
-        super().__init__(f"{kind}: {message}")
-        self.kind, self.message, self.code, self.transient = kind, message, code, transient
-
-
-_worker_clients: dict[tuple[str | None, str | None], Any] = {}
-
-
-def _process_upload(job: _UploadJob) -> builtins.list[tuple[int, Any, Any]]:
-    """Runs in a worker process: upload ``job.items`` with threads; results as plain tuples."""
-    from google.cloud import storage
-    from google.cloud.storage import transfer_manager as tm
-    from google.cloud.storage.retry import DEFAULT_RETRY
-
-    client = _worker_clients.get((job.project, job.endpoint))
-    if client is None:
-        options = {"api_endpoint": job.endpoint} if job.endpoint else None
-        client = storage.Client(project=job.project, credentials=job.credentials, client_options=options)
-        _tune_session(client, job.threads)
-        _worker_clients[(job.project, job.endpoint)] = client
-    retry = DEFAULT_RETRY.with_delay(
-        initial=job.retry_initial_s, maximum=max(job.retry_initial_s, 32 * job.retry_initial_s)
-    ).with_timeout(job.retry_timeout_s)
-    bucket = client.bucket(job.bucket)
-    blobs = [bucket.blob(key) for _, _, key in job.items]
-    outcome = tm.upload_many(
-        [(path, blob) for (_, path, _), blob in zip(job.items, blobs, strict=True)],
-        upload_kwargs={"retry": retry, "checksum": "auto"},
-        worker_type=tm.THREAD,
-        max_workers=job.threads,
-        raise_exception=False,
-    )
-    out: builtins.list[tuple[int, Any, Any]] = []
-    for (i, _, _), blob, res in zip(job.items, blobs, outcome, strict=True):
-        if isinstance(res, BaseException):
-            code = getattr(res, "code", None) or getattr(getattr(res, "response", None), "status_code", None)
-            error = (type(res).__name__, _message(res), code if isinstance(code, int) else None, _transient(res))
-            out.append((i, None, error))
-        else:
-            updated = blob.updated.timestamp() if blob.updated else None
-            props = (blob.name, int(blob.size or 0), blob.crc32c or "", int(blob.generation or 0), updated)
-            out.append((i, props, None))
-    return out
-
-
-def _worker_error(err: tuple[str, str, int | None, bool]) -> BaseException:
-    kind, message, code, transient = err
-    if kind == "FileNotFoundError":
-        return FileNotFoundError(message)
-    return _WorkerFailure(kind, message, code, transient)
-
 
 def _build_client(credentials: Any, project: str | None, max_workers: int, url: str) -> Any:
     """A storage client with a connection pool sized for ``max_workers`` concurrent transfers."""
@@ -586,13 +451,6 @@ def _translate(exc: BaseException, store: GcsStore, what: str, name: str | None)
     bucket_url = f"gs://{store.bucket_name}"
     if isinstance(exc, RLCloudError):
         return exc
-    if isinstance(exc, _WorkerFailure) and exc.code in (401, 403):
-        return AuthError(
-            f"permission denied {what}: the credentials' account needs {ROLE_NEEDED} on bucket {bucket_url} "
-            f"(location {store.url}); server said: {exc.message}"
-        )
-    if isinstance(exc, _WorkerFailure) and exc.code == 404:
-        return NotFoundError(f"bucket {bucket_url} does not exist (location {store.url})")
     if isinstance(exc, gexc.PreconditionFailed):
         return PreconditionFailedError(
             f"{what}: the object changed (generation precondition failed)", name=name or "", expected=-1
@@ -633,8 +491,6 @@ def _message(exc: BaseException) -> str:
 
 
 def _transient(exc: BaseException) -> bool:
-    if isinstance(exc, _WorkerFailure):
-        return exc.transient
     from google.cloud.storage.exceptions import DataCorruption
     from google.cloud.storage.retry import _should_retry
 
