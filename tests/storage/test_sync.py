@@ -287,3 +287,12 @@ def test_uploader_killed_halfway_never_publishes_a_partial_checkpoint(
     assert sorted(report.uploaded) == sorted(set(new_files) - set(partial)) or set(report.uploaded) <= set(new_files)
     assert {o.name for o in gcs_store.list(f"checkpoints/{new}/")} == set(new_files)
 
+
+
+def test_include_limits_what_is_synced(target: tuple[Any, Any], tmp_path: Path) -> None:
+    store, _ = target
+    local = tmp_path / "env-server"
+    write_tree(local)
+    report = Syncer(local, store, include=["logs/*"]).sync()
+    assert report.uploaded == ["logs/single-0.log"] and report.published is None
+    assert [o.name for o in store.list()] == ["logs/single-0.log"]

@@ -98,8 +98,9 @@ def read_latest(store: Store) -> tuple[str, int] | None:
 class Syncer:
     """Mirror ``local_dir`` to ``store`` incrementally; see the module docstring.
 
-    ``exclude``: extra glob patterns (matched against the relative path and the file name) to skip.
-    ``max_attempts`` bounds how often one sync retries files whose upload failed transiently.
+    ``include``: when given, only files matching one of these globs are synced (e.g. ``["logs/*"]`` for
+    an environment server that ships only its log); ``exclude``: globs to skip. Both are matched against
+    the relative path and the file name.
     """
 
     def __init__(
@@ -107,11 +108,13 @@ class Syncer:
         local_dir: str | os.PathLike[str],
         store: Store,
         *,
+        include: Sequence[str] = (),
         exclude: Sequence[str] = (),
         prune_checkpoints: bool = True,
     ) -> None:
         self.local_dir = Path(local_dir)
         self.store = store
+        self.include = tuple(include)
         self.exclude = tuple(exclude)
         self.prune_checkpoints = prune_checkpoints
         self._lock = threading.Lock()
@@ -135,6 +138,10 @@ class Syncer:
     def _skipped(self, rel: str) -> bool:
         parts = rel.split("/")
         if any(p.startswith(".") for p in parts):
+            return True
+        if self.include and not any(
+            fnmatch.fnmatch(rel, pat) or fnmatch.fnmatch(parts[-1], pat) for pat in self.include
+        ):
             return True
         return any(fnmatch.fnmatch(rel, pat) or fnmatch.fnmatch(parts[-1], pat) for pat in self.exclude)
 
@@ -478,8 +485,10 @@ class SyncHook:
         self.syncer.request_sync()
 
     def on_finish(self, state: str) -> None:
-        """Training ended: stop the thread and sync everything once more."""
+        """Training ended: stop the thread and sync everything once more (and again at exit, for the
+        last log lines written after this)."""
         self.syncer.stop(final_sync=True)
+        self.syncer._arm_exit_hook()
 
     def close(self) -> None:
         """Same as a finish without a state: stop and sync (idempotent)."""
@@ -522,16 +531,28 @@ def restore_latest(store: Store, local_dir: str | os.PathLike[str], *, progress:
     return name
 
 
-def make_hooks(results: str, workdir: str | os.PathLike[str], *, interval_s: float | None = None) -> SyncHook:
+def make_hooks(
+    results: str,
+    workdir: str | os.PathLike[str],
+    *,
+    log_name: str | None = None,
+    interval_s: float | None = None,
+) -> SyncHook:
     """What runner/main.py gives the training loop when ``RLCLOUD_RESULTS`` is set.
 
-    Opens the store at ``results`` (the experiment's location), restores the latest checkpoint into an
-    empty ``workdir``, and starts a background syncer (every ``RLCLOUD_SYNC_INTERVAL`` seconds,
-    default 30).
+    Opens the store at ``results`` (the experiment's location), restores the latest checkpoint, the
+    records and the logs into an empty ``workdir``, then (with ``log_name``, e.g. ``"single-0"``) copies
+    this process's stdout/stderr into ``logs/<log_name>.log`` (after the restore, so a restarted
+    runner appends to its predecessor's log), and starts a background syncer (every
+    ``RLCLOUD_SYNC_INTERVAL`` seconds, default 30).
     """
     store = open_store(results)
     Path(workdir).mkdir(parents=True, exist_ok=True)
     restore_latest(store, workdir)
+    if log_name:
+        from rlcloud.storage.logs import tee_output
+
+        tee_output(Path(workdir) / "logs" / f"{log_name}.log")
     if interval_s is None:
         interval_s = float(os.environ.get("RLCLOUD_SYNC_INTERVAL", "30"))
     return SyncHook(Syncer(workdir, store), interval_s=interval_s).start()
