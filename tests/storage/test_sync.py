@@ -288,7 +288,6 @@ def test_uploader_killed_halfway_never_publishes_a_partial_checkpoint(
     assert {o.name for o in gcs_store.list(f"checkpoints/{new}/")} == set(new_files)
 
 
-
 def test_include_limits_what_is_synced(target: tuple[Any, Any], tmp_path: Path) -> None:
     store, _ = target
     local = tmp_path / "env-server"
