@@ -142,6 +142,8 @@ class FakeKubelet:
         self._thread: threading.Thread | None = None
         #: (namespace, pod name, exit code) of every container that ended, in order
         self.exits: list[tuple[str, str, int]] = []
+        #: (namespace, pod name) of every container started, in order
+        self.started: list[tuple[str, str]] = []
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -551,6 +553,7 @@ class FakeKubelet:
         c.reader = threading.Thread(target=self._pump, args=(c, log_file), name=f"log-{name}", daemon=True)
         with self._lock:
             self._containers[(ns, name)] = c
+            self.started.append((ns, name))
         c.reader.start()
         now = _now()
         self.apiserver.update_status(
@@ -662,6 +665,10 @@ class FakeKubelet:
         if c.reader is not None:
             c.reader.join(timeout=5)
         if c.deleted:
+            code = c.process.returncode
+            with self._lock:
+                if not any(ns == c.namespace and pod == c.pod for ns, pod, _ in self.exits):
+                    self.exits.append((c.namespace, c.pod, code if code >= 0 else 128 - code))
             self.apiserver.delete_object("Pod", c.pod, c.namespace, force=True)
         with self._lock:
             if self._containers.get((c.namespace, c.pod)) is c and c.deleted:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,22 +19,6 @@ from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.fakes.kubelet import FakeKubelet
 from tests.k8s.conftest import make_spec
 from tests.k8s.test_backend import FAST_RETRY
-
-# runner/main.py looks for ``rlcloud.runner.sync.make_hooks``; until that module exists, the "image"
-# points it at the storage one (the wiring the runner will have), as tests/storage does.
-LAUNCH = """
-import importlib.util, sys
-if importlib.util.find_spec("rlcloud.runner.sync") is None:
-    import rlcloud.storage.sync
-    sys.modules["rlcloud.runner.sync"] = rlcloud.storage.sync
-from rlcloud.runner.main import main
-sys.exit(main(sys.argv[1:]))
-"""
-
-
-def image(argv: list[str]) -> list[str]:
-    assert argv[:3] == ["python", "-m", "rlcloud.runner"], argv
-    return [sys.executable, "-c", LAUNCH, *argv[3:]]
 
 
 @pytest.fixture
@@ -73,7 +56,7 @@ def test_distributed_cartpole_trains_through_kubernetes_and_survives_a_killed_en
     backend = KubernetesBackend(api_client, namespace="rl", image="rlcloud:test", retry=FAST_RETRY, poll_interval=0.5)
     backend.start(spec, root)
     env = {**gcs.env, "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
-    with FakeKubelet(apiserver, tmp_path / "pods", extra_env=env, max_grace=60, argv_rewrite=image) as kubelet:
+    with FakeKubelet(apiserver, tmp_path / "pods", extra_env=env, max_grace=60) as kubelet:
         deadline = time.monotonic() + 400
         while _timestep(tmp_path) < 400:  # read in the agent pod's workdir: it is there first
             status = backend.status("dist-k8s")
@@ -85,12 +68,11 @@ def test_distributed_cartpole_trains_through_kubernetes_and_survives_a_killed_en
         final = backend.wait("dist-k8s", timeout=400)
         logs = list(backend.logs("dist-k8s"))
     assert final.state == "succeeded", (final, logs[-40:])
-    env_roles = {r.index: r for r in final.roles if r.role == "env-server"}
-    assert env_roles[1].restarts == 1 and env_roles[1].state == "succeeded"
-    assert env_roles[0].restarts == 0
-    # the Job brought index 1 back under the same DNS name, and the agent reconnected to it
-    pods_1 = apiserver.list_objects("Pod", "rl", "batch.kubernetes.io/job-completion-index=1")
-    assert len(pods_1) == 2 and {p["spec"]["hostname"] for p in pods_1} == {"dist-k8s-env-1"}
+    # the Job brought index 1 back under the same DNS name (a new pod), and the agent reconnected to it
+    assert (("rl", victim, 137)) in kubelet.exits
+    index_1 = [pod for _, pod in kubelet.started if pod.startswith("dist-k8s-env-1-")]
+    assert len(index_1) == 2 and index_1[0] == victim
+    assert {r.state for r in final.roles} == {"succeeded"}
     agent_log = "\n".join(line for line in logs if line.startswith("agent-0 | "))
     assert "env server dist-k8s-env-1.dist-k8s-env:5000 (127.0.0.1:" in agent_log, agent_log[-3000:]
     assert re.search(r"dist-k8s-env-1\.dist-k8s-env:5000 \(127\.0\.0\.1:\d+\) lost", agent_log)
@@ -103,3 +85,36 @@ def test_distributed_cartpole_trains_through_kubernetes_and_survives_a_killed_en
     records = read_metrics(store)
     assert {r["worker"] for r in records} == {0, 1}
     print(f"k8s distributed PPO: {len(records)} episodes, {progress['timestep']} timesteps")
+
+
+@pytest.mark.training
+def test_pause_checkpoints_to_gcs_and_resume_continues_with_the_real_runner(
+    apiserver: FakeKubeApiServer, api_client: client.ApiClient, gcs: FakeGcsServer, tmp_path: Path
+) -> None:
+    bucket = gcs.create_bucket()
+    root = f"gs://{bucket}/runs"
+    spec = make_spec(name="pausable", episodes=None, total_timesteps=2500, seed=2)
+    backend = KubernetesBackend(api_client, namespace="rl", image="rlcloud:test", retry=FAST_RETRY, poll_interval=0.5)
+    backend.start(spec, root)
+    env = {**gcs.env, "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2", "RLCLOUD_SYNC_INTERVAL": "1"}
+    store = open_store(f"{root}/pausable")
+    with FakeKubelet(apiserver, tmp_path / "pods", extra_env=env, max_grace=120) as kubelet:
+        deadline = time.monotonic() + 300
+        while backend.status("pausable").progress.get("timestep", 0) < 300:
+            assert time.monotonic() < deadline, backend.status("pausable")
+            time.sleep(0.5)
+        backend.pause("pausable")
+        # the SIGTERM checkpoint is in the store before pause() returns, and nothing runs any more
+        latest = store.read_text("checkpoints/LATEST").strip()
+        assert latest and store.exists(f"checkpoints/{latest}/state.json")
+        paused = backend.status("pausable")
+        assert paused.state == "paused" and not kubelet.running()
+        assert [code for _, _, code in kubelet.exits] == [143]
+        backend.resume("pausable")
+        final = backend.wait("pausable", timeout=300)
+        logs = list(backend.logs("pausable"))
+    assert final.state == "succeeded", logs[-30:]
+    assert final.roles[0].restarts == 0  # suspension is not a failure
+    assert any(f"resumed from checkpoint {latest}" in line for line in logs), logs[-30:]
+    progress = json.loads(store.read_text("progress.json"))
+    assert progress["state"] == "succeeded" and progress["timestep"] >= 2500

@@ -275,6 +275,7 @@ class KubernetesBackend(ExperimentBackend):
         self._kubernetes_version = kubernetes_version
         self._namespace_ready = False
         self._results: dict[str, str] = {}
+        self._stores: dict[str, Store] = {}
         self._store_opener = store_opener
 
     # ------------------------------------------------------------------------------------ helpers
@@ -347,6 +348,9 @@ class KubernetesBackend(ExperimentBackend):
         return name
 
     def _store(self, name: str) -> Store | None:
+        """The experiment's results store (opened once per experiment: a GCS client is not cheap)."""
+        if name in self._stores:
+            return self._stores[name]
         root = self._results_root(name)
         if not root:
             return None
@@ -356,10 +360,12 @@ class KubernetesBackend(ExperimentBackend):
 
             opener = open_store
         try:
-            return opener(results_location(root, name))
+            store = opener(results_location(root, name))
         except RLCloudError as exc:
             logger.debug("results store for %s unavailable: %s", name, exc)
             return None
+        self._stores[name] = store
+        return store
 
     def _results_root(self, name: str) -> str | None:
         if name not in self._results:
@@ -436,6 +442,8 @@ class KubernetesBackend(ExperimentBackend):
                 )
         for job_name in suspended:  # env servers come first in objs, so they resume first
             self._set_suspend(job_name, False)
+        if self._results.get(spec.name) != results:
+            self._stores.pop(spec.name, None)
         self._results[spec.name] = results
         logger.info("started %s in namespace %s (%d objects)", spec.name, self.namespace, len(objs))
 
@@ -563,6 +571,7 @@ class KubernetesBackend(ExperimentBackend):
         self.applier.delete_collection("Service", self.namespace, label_selector=selector)
         self.applier.delete_collection("ConfigMap", self.namespace, label_selector=selector)
         self._results.pop(name, None)
+        self._stores.pop(name, None)
         self._wait_pods_gone(name, None, time.monotonic() + self.stop_timeout)
 
     def list(self) -> list[str]:
