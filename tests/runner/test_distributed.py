@@ -172,7 +172,7 @@ def test_a_signal_leaves_the_servers_waiting_for_the_restarted_agent() -> None:
 
 @pytest.mark.training
 def test_distributed_cartpole_ppo_learns_and_servers_exit_with_the_agent(procs: Procs, tmp_path: Path) -> None:
-    spec = _write_spec(tmp_path, total_timesteps=10000)
+    spec = _write_spec(tmp_path, total_timesteps=8000)
     ports = _free_ports(2)
     servers = [procs.env_server(i, spec, port) for i, port in enumerate(ports)]
     agent = procs.start("agent", 0, spec, RLCLOUD_ENV_SERVERS=",".join(f"127.0.0.1:{p}" for p in ports))
@@ -184,7 +184,7 @@ def test_distributed_cartpole_ppo_learns_and_servers_exit_with_the_agent(procs: 
     records = _metrics(tmp_path)
     assert {r["worker"] for r in records} == {0, 1}  # episodes from both servers, counted together
     assert [r["episode"] for r in records] == list(range(1, len(records) + 1))
-    assert _timestep(tmp_path) >= 10000
+    assert _timestep(tmp_path) >= 8000
     first = float(np.mean([r["return"] for r in records[:20]]))
     last = float(np.mean([r["return"] for r in records[-20:]]))
     print(f"distributed PPO: {len(records)} episodes, mean return first 20 {first:.1f}, last 20 {last:.1f}")
@@ -201,7 +201,7 @@ def _wait_until(condition: Callable[[], bool], agent: subprocess.Popen[bytes], p
 
 @pytest.mark.training
 def test_env_server_and_agent_killed_and_restarted_mid_run_and_the_run_finishes(procs: Procs, tmp_path: Path) -> None:
-    spec = _write_spec(tmp_path, total_timesteps=4000, saver_frequency="500t")
+    spec = _write_spec(tmp_path, total_timesteps=3000, saver_frequency="500t")
     ports = _free_ports(2)
     servers_env = {"RLCLOUD_ENV_SERVERS": ",".join(f"127.0.0.1:{p}" for p in ports)}
     survivor = procs.env_server(0, spec, ports[0])
@@ -232,4 +232,4 @@ def test_env_server_and_agent_killed_and_restarted_mid_run_and_the_run_finishes(
     assert survivor.wait(timeout=30) == 0 and reborn.wait(timeout=30) == 0
     assert "resumed from checkpoint" in procs.log("agent", 0)
     assert "dropping the previous connection" not in procs.log("env-server", 0)  # the old one was closed
-    assert _timestep(tmp_path) >= 4000
+    assert _timestep(tmp_path) >= 3000
