@@ -155,13 +155,15 @@ def recv_message(sock: socket.socket) -> tuple[dict[str, Any], dict[str, Any]]:
     head_len, payload_len = _PREFIX.unpack(_recv_exact(sock, _PREFIX.size))
     if head_len > _MAX_HEADER or payload_len > _MAX_PAYLOAD:
         raise ProtocolError(f"message too large (header {head_len} B, payload {payload_len} B)")
+    # Header and payload in one read: one system call per message on the hot path (a step).
+    body = memoryview(_recv_exact(sock, head_len + payload_len))
     try:
-        header = json.loads(bytes(_recv_exact(sock, head_len)))
+        header = json.loads(bytes(body[:head_len]))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ProtocolError(f"message header is not JSON: {exc}") from exc
     if not isinstance(header, dict) or not isinstance(header.get("type"), str):
         raise ProtocolError("message header must be a JSON object with a string 'type'")
-    payload = _recv_exact(sock, payload_len) if payload_len else bytearray()
+    payload = body[head_len:]
     values: dict[str, Any] = {}
     offset = 0
     try:
