@@ -22,6 +22,7 @@ import os
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -89,6 +90,9 @@ class GcsStore(Store):
         with self._lock:
             if self._client is None:
                 self._client = _build_client(self._credentials, self._project, self.max_workers, self.url)
+                # A store dropped without close() still closes its connections (no socket left to the
+                # garbage collector, which would report it as a ResourceWarning).
+                weakref.finalize(self, self._client.close)
             return self._client
 
     @property
