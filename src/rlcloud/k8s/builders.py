@@ -8,6 +8,9 @@ What :func:`build_workloads` returns, per run mode (the same number of objects f
                     Indexed Job <name>-env (num_workers env-server pods <name>-env-<i>.<name>-env),
                     Job <name>-agent (the learner, dialling every env server)
 
+With ``gpu_type`` the learner requests GPUs on nodes of that type (toleration + node selector); env
+servers request none but tolerate the GPU nodes' taint, so they may use those nodes' spare CPUs.
+
 Every pod runs ``python -m rlcloud.runner --role R --index I --spec /etc/rlcloud/spec.yaml --workdir
 /var/lib/rlcloud/work`` as an argv list: no shell, and nothing user-controlled in the arguments. The
 env-server index comes from the Job's completion-index annotation through the downward API and
@@ -336,6 +339,7 @@ def _pod_spec(
     gpus: int,
     ports: list[k8s.V1ContainerPort] | None = None,
     subdomain: str | None = None,
+    tolerate_gpu_nodes: bool = False,
 ) -> k8s.V1PodSpec:
     mounts = [
         k8s.V1VolumeMount(name="spec", mount_path=SPEC_DIR, read_only=True),
@@ -374,10 +378,10 @@ def _pod_spec(
     )
     tolerations = None
     node_selector = None
-    if gpus:
+    if gpus or tolerate_gpu_nodes:
         tolerations = [k8s.V1Toleration(key=GPU_RESOURCE, operator="Equal", value="present", effect="NoSchedule")]
-        if gpu_type:
-            node_selector = {GKE_ACCELERATOR_LABEL: gpu_type}
+    if gpus and gpu_type:
+        node_selector = {GKE_ACCELERATOR_LABEL: gpu_type}
     return k8s.V1PodSpec(
         restart_policy="Never",
         containers=[container],
@@ -566,6 +570,9 @@ def build_workloads(
         grace=ENV_SERVER_GRACE_SECONDS,
         gpu_type=None,
         gpus=0,
+        # no GPU, but allowed onto the GPU nodes' spare CPUs: on a GKE GPU cluster the only other
+        # nodes are a small system pool, which 100 env servers would not fit
+        tolerate_gpu_nodes=gpu_type is not None,
         ports=[k8s.V1ContainerPort(name="env", container_port=ENV_SERVER_PORT)],
         subdomain=env_name,
         **common,  # type: ignore[arg-type]
