@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -181,6 +182,34 @@ def test_supervisor_command_line_runs_a_command_and_records_its_exit_code(tmp_pa
     )  # fmt: skip
     assert code == 7
     assert (tmp_path / STATE_DIR / "env-server-0.exit").read_text() == "7\n"
+
+
+def test_supervisor_kills_a_runner_that_ignores_sigterm_and_records_137(tmp_path: Path) -> None:
+    (tmp_path / STATE_DIR).mkdir()
+    stubborn = (
+        "import signal, subprocess, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)']); "
+        "print('ready', flush=True); time.sleep(120)"
+    )
+    supervisor = subprocess.Popen(
+        [sys.executable, "-m", "rlcloud.backends.local", "supervise", "--workdir", str(tmp_path),
+         "--label", "single-0", "--grace", "1", "--", sys.executable, "-c", stubborn],
+        stdout=subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+    assert supervisor.stdout is not None and supervisor.stdout.readline() == b"ready\n"
+    supervisor.send_signal(signal.SIGTERM)
+    assert supervisor.wait(timeout=60) == -signal.SIGKILL  # it took its whole process group down
+    assert (tmp_path / STATE_DIR / "single-0.exit").read_text() == "137\n"
+    supervisor.stdout.close()
+    _wait_for(lambda: not _group_alive(supervisor.pid), 30, "the runner's own child to be killed too")
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def _alive(pid: int) -> bool:

@@ -610,10 +610,13 @@ def _supervise(workdir: Path, label: str, command: list[str], grace_period: floa
             code = child.wait(timeout=_POLL_S)
             break
         except subprocess.TimeoutExpired:
-            # A runner that ignores SIGTERM too long (stuck in a wait) is killed here, not with its
-            # supervisor, so that its exit code (137) is still recorded.
+            # A runner that ignores SIGTERM too long (stuck in a wait) is killed here, with everything
+            # it started (its process group is ours), after its exit code (137) has been recorded.
             if kill_at and time.monotonic() >= kill_at[0]:
+                _atomic_write(exp.exit_file(label), "137\n")
                 print(f"----- {label} did not stop within {grace_period:g} s of SIGTERM: killing it", flush=True)
+                if os.getpgrp() == os.getpid():  # our own session, as LocalBackend starts us
+                    os.killpg(os.getpgrp(), signal.SIGKILL)
                 with contextlib.suppress(ProcessLookupError):
                     child.kill()
     if code < 0:
