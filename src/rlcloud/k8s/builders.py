@@ -67,6 +67,7 @@ __all__ = [
     "labels_for",
     "learner_role",
     "results_location",
+    "to_dict",
 ]
 
 DEFAULT_IMAGE = "ghcr.io/rlcloud/rlcloud:0.1.0"
@@ -160,13 +161,24 @@ def experiment_selector(experiment: str | None = None) -> str:
     return f"{selector},{LABEL_EXPERIMENT}={experiment}" if experiment else selector
 
 
+_SERIALIZER: k8s.ApiClient | None = None
+
+
+def to_dict(obj: Any) -> Any:
+    """A kubernetes model object as the JSON the API server receives (camelCase keys, no None values)."""
+    global _SERIALIZER
+    if _SERIALIZER is None:  # one, reused: an ApiClient builds a connection pool
+        _SERIALIZER = k8s.ApiClient()
+    return _SERIALIZER.sanitize_for_serialization(obj)
+
+
 def config_hash(obj: Any) -> str:
     """A short, stable hash of what rlcloud asks for (the object without the hash annotation itself).
 
     Server-side defaults never enter it, so it tells "the same experiment" from "a different one" when a
     create answers 409. Jobs' ``suspend`` is left out: a paused experiment is still the same one.
     """
-    data = k8s.ApiClient().sanitize_for_serialization(obj)
+    data = to_dict(obj)
     meta = data.get("metadata", {})
     annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k != ANNOTATION_CONFIG_HASH}
     data = {**data, "metadata": {**meta, "annotations": annotations}}
