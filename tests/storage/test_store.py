@@ -178,3 +178,21 @@ def test_missing_credentials_is_auth_error(monkeypatch: pytest.MonkeyPatch, tmp_
     store = open_store("gs://some-bucket/exp")
     with pytest.raises(AuthError, match="gs://some-bucket/exp"):
         store.list()
+
+
+def test_only_one_of_racing_conditional_writes_wins(store: Any) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    first = store.write_text("checkpoints/LATEST", "ckpt-0", if_generation_match=0)
+
+    def attempt(i: int) -> bool:
+        try:
+            store.write_text("checkpoints/LATEST", f"ckpt-{i}", if_generation_match=first.generation)
+        except PreconditionFailedError:
+            return False
+        return True
+
+    with ThreadPoolExecutor(8) as pool:
+        wins = [i for i, won in zip(range(1, 9), pool.map(attempt, range(1, 9)), strict=True) if won]
+    assert len(wins) == 1
+    assert store.read_text("checkpoints/LATEST") == f"ckpt-{wins[0]}"

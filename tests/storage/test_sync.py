@@ -295,3 +295,56 @@ def test_include_limits_what_is_synced(target: tuple[Any, Any], tmp_path: Path) 
     report = Syncer(local, store, include=["logs/*"]).sync()
     assert report.uploaded == ["logs/single-0.log"] and report.published is None
     assert [o.name for o in store.list()] == ["logs/single-0.log"]
+
+
+def test_another_writer_moving_latest_is_a_conflict(
+    faulty_proxy: Any, gcs_store_via: Any, gcs_store: Any, gcs_bucket: str, tmp_path: Path
+) -> None:
+    from rlcloud.storage import PreconditionFailedError
+
+    local = tmp_path / "work"
+    write_tree(local)
+    proxy = faulty_proxy()
+    syncer = Syncer(local, gcs_store_via(proxy, gcs_bucket))
+    syncer.sync()
+    for rel, data in checkpoint_files("ckpt-000000000200", 2).items():
+        (local / rel).parent.mkdir(parents=True, exist_ok=True)
+        (local / rel).write_bytes(data)
+    (local / LATEST).write_text("ckpt-000000000200\n")
+
+    def second_runner_writes_first(method: str, path: str, query: str) -> None:
+        # just before our conditional write reaches the server, another writer moves LATEST
+        if method == "POST" and "ifGenerationMatch" in query:
+            proxy.rule = None
+            gcs_store.write_text(LATEST, "ckpt-from-elsewhere")
+
+    proxy.rule = second_runner_writes_first  # type: ignore[assignment]
+    with pytest.raises(PreconditionFailedError, match="another writer"):
+        syncer.sync()
+    assert read_latest(gcs_store)[0] == "ckpt-from-elsewhere"  # type: ignore[index]
+
+
+def test_background_sync_survives_a_failing_store(
+    faulty_proxy: Any, gcs_store_via: Any, gcs_bucket: str, tmp_path: Path
+) -> None:
+    from rlcloud.errors import AuthError
+
+    local = tmp_path / "work"
+    local.mkdir()
+    (local / "metrics.jsonl").write_text('{"episode": 1}\n')
+    denied = {"on": True}
+    proxy = faulty_proxy(deny=lambda method, path: denied["on"])
+    store = gcs_store_via(proxy, gcs_bucket)
+    syncer = Syncer(local, store).start(interval_s=0.05)
+    try:
+        deadline = time.monotonic() + 30
+        while syncer.last_error is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert isinstance(syncer.last_error, AuthError)
+        assert syncer.running  # a failed sync does not end the thread
+        denied["on"] = False
+        while not store.exists("metrics.jsonl") and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert store.read_text("metrics.jsonl") == '{"episode": 1}\n'
+    finally:
+        syncer.stop(final_sync=False)
