@@ -296,6 +296,11 @@ class Cluster:
         """
         if self.kind != "gke":
             return
+        if self.dedicated:
+            # the experiment label marks the cluster as this experiment's (attach, stop and reap read it)
+            self._options.setdefault("experiment", experiment.name)
+            if self._gke is not None and self._gke.experiment is None:
+                self._gke.experiment = experiment.name
         # a dedicated cluster is created with delete_on_failure: an error or Ctrl-C mid-create deletes it
         self.create(wait=True)
 
