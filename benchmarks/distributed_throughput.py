@@ -108,22 +108,33 @@ def _train_rate(spec: object, workdir: Path, vector_env: object = None) -> float
     return (result.timesteps - start_steps) / (time.perf_counter() - started)
 
 
+def _finish(ports: list[int]) -> None:
+    from rlcloud.runner.remote import RemoteVectorEnv, ServerAddress
+
+    RemoteVectorEnv([ServerAddress(f"127.0.0.1:{p}", "127.0.0.1", p) for p in ports], connect_timeout=60).close(
+        finished=True
+    )
+
+
 def main() -> None:
     """Print the figures (see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--timesteps", type=int, default=6000, help="training timesteps per measurement")
     parser.add_argument("--servers", type=int, nargs="+", default=[2, 4])
+    parser.add_argument("--raw-only", action="store_true", help="only the protocol's rate (no TensorFlow)")
     args = parser.parse_args()
 
     from rlcloud.runner.compat import import_tensorforce
     from rlcloud.runner.remote import RemoteVectorEnv, ServerAddress
 
-    import_tensorforce()
     print(f"CartPole-v1 PPO, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        single = _train_rate(_spec("single", 1, args.timesteps), root / "single")
-        print(f"{'rlcloud single (reference)':36s} train {single:8.0f} steps/s")
+        single = 0.0
+        if not args.raw_only:
+            import_tensorforce()
+            single = _train_rate(_spec("single", 1, args.timesteps), root / "single")
+            print(f"{'rlcloud single (reference)':36s} train {single:8.0f} steps/s")
         for n in args.servers:
             spec = _spec("distributed", n, args.timesteps)
             spec_path = root / f"spec-{n}.yaml"
@@ -131,6 +142,10 @@ def main() -> None:
             procs, ports = _start_servers(n, spec_path, root / f"work-{n}")
             try:
                 raw = _raw_rate(ports, 20000)
+                if args.raw_only:
+                    print(f"{f'{n} local env servers':36s} raw protocol {raw:8.0f} steps/s (random actions)")
+                    _finish(ports)
+                    continue
                 venv = RemoteVectorEnv(
                     [ServerAddress(f"127.0.0.1:{p}", "127.0.0.1", p) for p in ports], connect_timeout=60
                 )
