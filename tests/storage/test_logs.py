@@ -69,3 +69,25 @@ def test_make_hooks_continues_the_stored_log(fake_gcs: Any, gcs_bucket: str, tmp
     stored = store.blob("exp/logs/single-0.log").download_as_text()
     assert stored.startswith("runner 1 was here\nrunner 2 starts\n")
     assert "goodbye" in stored  # shipped by the sync at exit
+
+
+def test_ship_logs_syncs_only_this_role_log(fake_gcs: Any, gcs_bucket: str, tmp_path: Path) -> None:
+    store = fake_gcs.client().bucket(gcs_bucket)
+    store.blob("exp/logs/env-server-1.log").upload_from_string("server 1, first life\n")
+    store.blob("exp/metrics.jsonl").upload_from_string("the learner's\n")
+    workdir = tmp_path / "env-1"
+    done = run(
+        f"""
+        from pathlib import Path
+        from rlcloud.storage.sync import ship_logs
+        ship_logs("gs://{gcs_bucket}/exp", {str(workdir)!r}, "env-server-1", interval_s=3600)
+        Path({str(workdir)!r}, "metrics.jsonl").write_text("not mine to ship")
+        print("server 1, second life", flush=True)
+        """,
+        env=fake_gcs.env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert store.blob("exp/logs/env-server-1.log").download_as_text() == (
+        "server 1, first life\nserver 1, second life\n"
+    )
+    assert store.blob("exp/metrics.jsonl").download_as_text() == "the learner's\n"

@@ -17,20 +17,9 @@ import pytest
 from rlcloud.storage.gcs import GcsStore
 from rlcloud.storage.sync import read_latest
 
-# runner/main.py looks for ``rlcloud.runner.sync.make_hooks``; until that module exists, point it at
-# the storage one (the same wiring the runner will have).
-LAUNCH = """
-import importlib.util, sys
-if importlib.util.find_spec("rlcloud.runner.sync") is None:
-    import rlcloud.storage.sync
-    sys.modules["rlcloud.runner.sync"] = rlcloud.storage.sync
-from rlcloud.runner.main import main
-sys.exit(main(sys.argv[1:]))
-"""
-
 
 def start_runner(spec_path: Path, workdir: Path, env: dict[str, str]) -> subprocess.Popen[str]:
-    command = [sys.executable, "-c", LAUNCH, "--role", "single", "--index", "0"]
+    command = [sys.executable, "-m", "rlcloud.runner", "--role", "single", "--index", "0"]
     command += ["--spec", str(spec_path), "--workdir", str(workdir)]
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
 

@@ -13,7 +13,10 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-__all__ = ["tee_output"]
+__all__ = ["drain_output", "tee_output"]
+
+# Read end of each active tee's pipe -> [bytes read, bytes written to the log], for drain_output().
+_active: dict[int, list[int]] = {}
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -23,7 +26,7 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def _pump(read_fd: int, out_fd: int, log: object, lock: threading.Lock) -> None:
+def _pump(read_fd: int, out_fd: int, log: object, lock: threading.Lock, counts: list[int]) -> None:
     # Never stop reading: a writer blocked on a full pipe would hang the whole process.
     while True:
         try:
@@ -32,11 +35,43 @@ def _pump(read_fd: int, out_fd: int, log: object, lock: threading.Lock) -> None:
             break
         if not chunk:
             break
+        counts[0] += len(chunk)
         with contextlib.suppress(OSError):
             _write_all(out_fd, chunk)
         with lock, contextlib.suppress(OSError, ValueError):
             log.write(chunk)  # type: ignore[attr-defined]
+        counts[1] += len(chunk)
+    _active.pop(read_fd, None)
     os.close(read_fd)
+
+
+def drain_output(timeout: float = 1.0) -> None:
+    """Wait (up to ``timeout``) until what was written so far is in the tee'd log files.
+
+    The copy runs in background threads; a sync that should include the latest lines (the last one, at
+    exit) calls this first.
+    """
+    import fcntl
+    import termios
+    import time
+
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    deadline = time.monotonic() + timeout
+    for read_fd, counts in list(_active.items()):
+        pending = bytearray(4)
+        quiet = 0
+        while time.monotonic() < deadline and quiet < 2:
+            try:
+                fcntl.ioctl(read_fd, termios.FIONREAD, pending)
+            except OSError:
+                break
+            # Nothing left in the pipe and what the pump read is in the file, seen twice in a row: the
+            # second look covers a chunk the pump had just read but not yet counted.
+            drained = int.from_bytes(pending, sys.byteorder) == 0 and counts[0] == counts[1]
+            quiet = quiet + 1 if drained else 0
+            time.sleep(0.005)
 
 
 def tee_output(path: str | os.PathLike[str], *, fds: Sequence[int] = (1, 2)) -> Callable[[], None]:
@@ -60,8 +95,10 @@ def tee_output(path: str | os.PathLike[str], *, fds: Sequence[int] = (1, 2)) -> 
         saved[fd] = os.dup(fd)
         os.dup2(write_fd, fd)
         os.close(write_fd)
+        counts = [0, 0]
+        _active[read_fd] = counts
         pump = threading.Thread(
-            target=_pump, args=(read_fd, saved[fd], log, lock), name=f"rlcloud-tee-{fd}", daemon=True
+            target=_pump, args=(read_fd, saved[fd], log, lock, counts), name=f"rlcloud-tee-{fd}", daemon=True
         )
         pump.start()
         pumps.append(pump)

@@ -48,6 +48,7 @@ __all__ = [
     "make_hooks",
     "read_latest",
     "restore_latest",
+    "ship_logs",
 ]
 
 logger = logging.getLogger(__name__)
@@ -197,6 +198,10 @@ class Syncer:
     def _sync(self) -> SyncReport:
         started = time.monotonic()
         report = SyncReport()
+        from rlcloud.storage import logs
+
+        if logs._active:  # this process tees its output into the workdir: include the latest lines
+            logs.drain_output(timeout=0.5)
         # LATEST is read before the scan: its directory is complete by then (the runner writes the
         # directory first), so the scan sees all of that checkpoint's files.
         latest_local = self._local_latest()
@@ -556,3 +561,28 @@ def make_hooks(
     if interval_s is None:
         interval_s = float(os.environ.get("RLCLOUD_SYNC_INTERVAL", "30"))
     return SyncHook(Syncer(workdir, store), interval_s=interval_s).start()
+
+
+def ship_logs(
+    results: str,
+    workdir: str | os.PathLike[str],
+    log_name: str,
+    *,
+    interval_s: float | None = None,
+) -> Syncer:
+    """For a role that writes no results of its own (an environment server): copy this process's
+    stdout/stderr into ``logs/<log_name>.log`` and sync only ``logs/`` to ``results``, every
+    ``RLCLOUD_SYNC_INTERVAL`` seconds and once more at exit. Returns the running :class:`Syncer`.
+    """
+    from rlcloud.storage.logs import tee_output
+
+    store = open_store(results)
+    log = Path(workdir) / "logs" / f"{log_name}.log"
+    if not log.exists():
+        # continue the log of this role's previous process, if one was stored
+        with contextlib.suppress(NotFoundError):
+            store.download_file(f"logs/{log_name}.log", log)
+    tee_output(log)
+    if interval_s is None:
+        interval_s = float(os.environ.get("RLCLOUD_SYNC_INTERVAL", "30"))
+    return Syncer(workdir, store, include=[f"logs/{log_name}.log"], prune_checkpoints=False).start(interval_s)
