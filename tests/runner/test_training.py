@@ -128,6 +128,10 @@ class CaptureOnCheckpoint:
     def __init__(self) -> None:
         self.trainer: Trainer | None = None
         self.captured: dict[str, tuple[np.ndarray, list[np.ndarray]]] = {}
+        self.finished: list[str] = []
+
+    def on_finish(self, state: str) -> None:
+        self.finished.append(state)
 
     def on_checkpoint(self, name: str) -> None:
         assert self.trainer is not None
@@ -140,7 +144,7 @@ def test_resume_restores_weights_and_continues_counters(tmp_path: Path) -> None:
     first = Trainer(make_spec(total_timesteps=1500), tmp_path, hooks=hook)
     hook.trainer = first
     result = first.run()
-    assert result.checkpoint == "ckpt-000000001500"
+    assert result.checkpoint == "ckpt-000000001500" and hook.finished == ["succeeded"]
     before_actions, before_weights = hook.captured["ckpt-000000001500"]
     episodes = result.episodes
 
@@ -244,3 +248,18 @@ def test_environment_construction_error_exits_3(tmp_path: Path) -> None:
     output, _ = proc.communicate(timeout=120)
     assert proc.returncode == 3, output
     assert "no simulator licence" in output
+
+
+def test_latest_checkpoint_ignores_incomplete_saves(tmp_path: Path) -> None:
+    root = tmp_path / "checkpoints"
+    (root / "ckpt-000000000100").mkdir(parents=True)
+    (root / "ckpt-000000000100" / "state.json").write_text('{"timestep": 100}')
+    # A crash mid-save: the new directory is still a hidden temporary, LATEST still names the old one.
+    (root / ".tmp-ckpt-000000000200-999").mkdir()
+    (root / "LATEST").write_text("ckpt-000000000100\n")
+    assert latest_checkpoint(tmp_path) == "ckpt-000000000100"
+    # A LATEST that names a directory without its state.json (written last) is not trusted.
+    (root / "ckpt-000000000300").mkdir()
+    (root / "LATEST").write_text("ckpt-000000000300\n")
+    assert latest_checkpoint(tmp_path) is None
+    assert latest_checkpoint(tmp_path / "nowhere") is None
