@@ -263,3 +263,13 @@ def test_latest_checkpoint_ignores_incomplete_saves(tmp_path: Path) -> None:
     (root / "LATEST").write_text("ckpt-000000000300\n")
     assert latest_checkpoint(tmp_path) is None
     assert latest_checkpoint(tmp_path / "nowhere") is None
+
+
+def test_sigterm_while_starting_exits_143_at_once(tmp_path: Path) -> None:
+    proc = run_runner(make_spec(), tmp_path)
+    wait_for(lambda: (tmp_path / "checkpoints").exists(), proc, timeout=120)  # set up, TensorFlow loading
+    proc.send_signal(signal.SIGTERM)
+    output, _ = proc.communicate(timeout=10)
+    assert proc.returncode == 143, output
+    assert "while starting: stopping without a checkpoint" in output
+    assert latest_checkpoint(tmp_path) is None

@@ -263,6 +263,8 @@ class Trainer:
         self._returns: deque[float] = deque(maxlen=MEAN_WINDOW)
         self._rate: deque[tuple[float, int]] = deque(maxlen=64)
         self._summary_writer: Any = None
+        #: True once the training loop runs (a stop request is then honoured with a checkpoint).
+        self.running = False
         if _get(spec, "deterministic", False):
             raise SpecError([DETERMINISTIC_PROBLEM])
 
@@ -358,6 +360,7 @@ class Trainer:
 
     def _loop(self) -> str:
         assert self._venv is not None and self.agent is not None
+        self.running = True
         venv, agent, c = self._venv, self.agent, self._counters
         spec = self.spec
         n = venv.num_envs

@@ -127,63 +127,78 @@ def _install_signals(on_signal: Callable[[int], None]) -> Callable[[], None]:
 
 
 def _train_role(args: argparse.Namespace, spec: Any, workdir: Path) -> int:
-    from rlcloud.runner.envs import validate_experiment
-    from rlcloud.runner.loop import Trainer
-
     received: list[int] = []
     trainer_box: list[Any] = []
 
     def on_signal(signum: int) -> None:
         received.append(signum)
-        logger.info("received %s: checkpointing and stopping", signal.Signals(signum).name)
-        if trainer_box:
-            trainer_box[0].request_stop(f"signal {signal.Signals(signum).name}")
+        name = signal.Signals(signum).name
+        if trainer_box and trainer_box[0].running:
+            logger.info("received %s: checkpointing and stopping", name)
+            trainer_box[0].request_stop(f"signal {name}")
+        elif len(received) == 1:
+            # Still starting (importing TensorFlow takes ~10 s): nothing new to checkpoint, leave now so
+            # that the 10 s a pod gets after SIGTERM are enough.
+            logger.info("received %s while starting: stopping without a checkpoint", name)
+            raise _StopDuringStartup(signum)
 
     restore = _install_signals(on_signal)
     try:
-        try:
-            validate_experiment(spec, import_user_classes=True)
-        except SpecError as exc:
-            logger.error("invalid spec: %s", exc)
-            return EXIT_SPEC
-        # Storage trouble is worth a retry (exit 1 from main), unlike a bad environment (exit 3).
-        hooks = _make_hooks(workdir)
-        try:
-            vector_env = None
-            if args.role == "agent":
-                from rlcloud.runner.remote import RemoteVectorEnv
-
-                vector_env = RemoteVectorEnv.from_environ()
-            trainer = Trainer(spec, workdir, vector_env=vector_env, hooks=hooks)
-            trainer_box.append(trainer)
-            if received:
-                trainer.request_stop("signal before start")
-            trainer.setup()
-        except SpecError as exc:
-            logger.error("invalid spec: %s", exc)
-            return EXIT_SPEC
-        except Exception as exc:
-            if received:
-                logger.info("stopped during start-up")
-                return EXIT_TERMINATED if received[0] == signal.SIGTERM else EXIT_INTERRUPTED
-            logger.exception("could not build the environment or the agent: %s", exc)
-            return EXIT_CONSTRUCTION
-        result = trainer.run()
-        logger.info(
-            "%s: %d episodes, %d timesteps in %.0f s, mean return %s, checkpoint %s (%s)",
-            result.state,
-            result.episodes,
-            result.timesteps,
-            result.elapsed,
-            "-" if result.mean_return is None else f"{result.mean_return:.1f}",
-            result.checkpoint,
-            result.stop_reason,
-        )
-        if result.state == "stopped":
-            return EXIT_TERMINATED if received and received[0] == signal.SIGTERM else EXIT_INTERRUPTED
-        return EXIT_OK
+        return _train(args, spec, workdir, received, trainer_box)
+    except _StopDuringStartup as stop:
+        return EXIT_TERMINATED if stop.signum == signal.SIGTERM else EXIT_INTERRUPTED
     finally:
         restore()
+
+
+class _StopDuringStartup(BaseException):
+    """Raised by the signal handler before the training loop runs (BaseException: nothing swallows it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _train(args: argparse.Namespace, spec: Any, workdir: Path, received: list[int], trainer_box: list[Any]) -> int:
+    from rlcloud.runner.envs import validate_experiment
+    from rlcloud.runner.loop import Trainer
+
+    try:
+        validate_experiment(spec, import_user_classes=True)
+    except SpecError as exc:
+        logger.error("invalid spec: %s", exc)
+        return EXIT_SPEC
+    # Storage trouble is worth a retry (exit 1 from main), unlike a bad environment (exit 3).
+    hooks = _make_hooks(workdir)
+    try:
+        vector_env = None
+        if args.role == "agent":
+            from rlcloud.runner.remote import RemoteVectorEnv
+
+            vector_env = RemoteVectorEnv.from_environ()
+        trainer = Trainer(spec, workdir, vector_env=vector_env, hooks=hooks)
+        trainer_box.append(trainer)
+        trainer.setup()
+    except SpecError as exc:
+        logger.error("invalid spec: %s", exc)
+        return EXIT_SPEC
+    except Exception as exc:
+        logger.exception("could not build the environment or the agent: %s", exc)
+        return EXIT_CONSTRUCTION
+    result = trainer.run()
+    logger.info(
+        "%s: %d episodes, %d timesteps in %.0f s, mean return %s, checkpoint %s (%s)",
+        result.state,
+        result.episodes,
+        result.timesteps,
+        result.elapsed,
+        "-" if result.mean_return is None else f"{result.mean_return:.1f}",
+        result.checkpoint,
+        result.stop_reason,
+    )
+    if result.state == "stopped":
+        return EXIT_TERMINATED if received and received[0] == signal.SIGTERM else EXIT_INTERRUPTED
+    return EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:

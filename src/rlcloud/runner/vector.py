@@ -22,6 +22,7 @@ import contextlib
 import logging
 import multiprocessing as mp
 import os
+import signal
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -241,6 +242,10 @@ class BatchedVectorEnv:
 
 def _worker_main(conn: Any, factory: EnvFactory, num_envs: int, seed: int | None, first_row: int) -> None:
     """Body of one worker process: owns ``num_envs`` rows and answers reset/step/close over ``conn``."""
+    # The parent decides when to stop (it checkpoints first): a SIGTERM/Ctrl-C sent to the whole process
+    # group must not kill the environments under it. A dead parent closes the pipe, which ends us.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         venv = BatchedVectorEnv([factory() for _ in range(num_envs)], seed=seed, first_row=first_row)
         conn.send(("ready", (venv.states_spec, venv.actions_spec, venv.max_episode_timesteps)))
