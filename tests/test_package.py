@@ -55,7 +55,10 @@ def test_using_specs_and_facades_imports_nothing_heavy() -> None:
 
 
 def test_cli_help_imports_nothing_heavy() -> None:
-    modules = _imported_modules("import sys; from rlcloud.cli import main; sys.argv=['rlcloud', '--help']\ntry:\n main()\nexcept SystemExit: pass")
+    modules = _imported_modules(
+        "import sys; from rlcloud.cli import main; sys.argv=['rlcloud', '--help']\n"
+        "try:\n main()\nexcept SystemExit: pass"
+    )
     assert "rlcloud.cli" in modules
     assert _heavy(modules) == []
     # the CLI parser is built without pydantic: --help needs no model construction
