@@ -14,8 +14,9 @@
 
 :meth:`Syncer.start` runs it every N seconds in a thread (and once more at :meth:`Syncer.stop` and at
 interpreter exit); :class:`SyncHook` adapts it to the runner loop's hooks, :func:`make_hooks` builds
-that from ``RLCLOUD_RESULTS``. :func:`restore_latest` brings the latest complete checkpoint (and the
-metrics, progress and logs) into an empty local directory so that a restarted runner continues.
+that from ``RLCLOUD_RESULTS`` (and tees the process's output into ``logs/``), :func:`ship_logs` does the
+same for a role that only has a log to ship. :func:`restore_latest` brings the latest complete checkpoint
+(and the metrics, progress and logs) into an empty local directory so that a restarted runner continues.
 """
 
 from __future__ import annotations
