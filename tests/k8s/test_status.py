@@ -66,9 +66,9 @@ def test_untolerated_taint(apiserver: FakeKubeApiServer, backend: KubernetesBack
     backend.start(make_spec(), str(tmp_path / "results"))
     with FakeKubelet(apiserver, tmp_path / "pods", unschedulable=lambda pod: taint):
         learner_pod(apiserver)
-        reason = eventually(lambda: backend.status("cartpole").roles[0].reason, what="a reason")
-        while "taint" not in reason:
-            reason = backend.status("cartpole").roles[0].reason
+        reason = eventually(
+            lambda: (r := backend.status("cartpole").roles[0].reason) and "taint" in r and r, what="the taint reason"
+        )
     assert reason.startswith("no node tolerates the pod: untolerated taint")
 
 
