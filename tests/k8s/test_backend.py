@@ -239,7 +239,7 @@ def test_preemption_does_not_spend_the_budget(
     apiserver: FakeKubeApiServer, backend: KubernetesBackend, tmp_path: Path, results: str
 ) -> None:
     backend.start(make_spec(), results)
-    with kubelet_for(apiserver, tmp_path, STANDIN_EPISODES="30", STANDIN_DELAY="0.05") as kubelet:
+    with kubelet_for(apiserver, tmp_path, STANDIN_EPISODES="80", STANDIN_DELAY="0.05") as kubelet:
         for _ in range(6):  # more preemptions than backoffLimit (4)
             (pod,) = eventually(kubelet.running, what="pod running")
             log = kubelet.workdir / "rl" / pod / "container.log"
