@@ -433,7 +433,7 @@ class Trainer:
                         self._evaluate(int(_get(evaluation, "episodes", 10)))
                         while c.next_evaluation <= position:
                             c.next_evaluation += eval_every[0]
-                if summary is not None and self._due(summary, last_summary[0], now, None, last_summary[1]):
+                if summary is not None and (done or self._due(summary, last_summary[0], now, None, last_summary[1])):
                     self._summarize(now, last_summary)
                     last_summary = (now, c.timestep)
                 if done:
