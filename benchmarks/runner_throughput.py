@@ -11,7 +11,7 @@ Every training configuration uses the same agent (PPO, batch_size 10 episodes, l
 runs ``--timesteps`` env steps after the agent is built; agent construction and TensorFlow tracing of
 the first calls are excluded by a short warm-up. Usage::
 
-    uv run --frozen python benchmarks/runner_throughput.py [--timesteps 20000] [--only single,multi]
+    uv run --frozen python benchmarks/runner_throughput.py [--timesteps 20000] [--repeat 2] [--only single,multi]
 
 Figures depend on the machine and on what else runs on it; the goals (issue 3) are rlcloud single >=
 0.95x plain Tensorforce single and the best multi-threaded >= 5x single on a 2-core machine.
@@ -209,10 +209,28 @@ def distributed_rate(servers: int, timesteps: int) -> float:
         return rlcloud_rate("distributed", servers, timesteps, vector_env=venv)
 
 
+def _measure_round(groups: set[str], timesteps: int, measure: Callable[[str, Callable[[], float]], None]) -> None:
+    if "tensorforce" in groups:
+        measure("tensorforce Runner, 1 env", lambda: tensorforce_runner_rate(1, timesteps))
+        for n in (8, 16):
+            measure(f"tensorforce Runner, num_parallel={n}", lambda n=n: tensorforce_runner_rate(n, timesteps))
+    if "single" in groups:
+        measure("rlcloud single", lambda: rlcloud_rate("single", 1, timesteps))
+    if "multi" in groups:
+        for n in (4, 8, 16, 32):
+            measure(f"rlcloud multi-threaded, {n} workers", lambda n=n: rlcloud_rate("multi-threaded", n, timesteps))
+    if "distributed" in groups:
+        for n in (2, 4):
+            measure(f"rlcloud distributed, {n} local env servers", lambda n=n: distributed_rate(n, timesteps))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmarks and print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--timesteps", type=int, default=20_000, help="measured env steps per configuration")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="measure each configuration N times (rounds) and keep the best"
+    )
     parser.add_argument(
         "--only",
         default="raw,tensorforce,single,multi,distributed",
@@ -224,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger().addFilter(lambda record: "bound specified" not in str(record.msg))
     print(f"CartPole-v1 PPO (batch_size 10), {args.timesteps} measured steps each, {os.cpu_count()} CPUs")
 
-    rows: list[tuple[str, float]] = []
+    best: dict[str, float] = {}
 
     def measure(label: str, fn: Callable[[], float]) -> None:
         try:
@@ -232,28 +250,25 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:  # one broken configuration should not hide the others
             print(f"{label:<44} failed: {type(exc).__name__}: {exc}", flush=True)
             return
-        rows.append((label, rate))
+        best[label] = max(rate, best.get(label, 0.0))
         print(f"{label:<44} {rate:9.0f} steps/s", flush=True)
 
     if "raw" in groups:
         gym_rate, adapter_rate = raw_env_rate()
         print(f"{'raw env: gymnasium CartPole-v1':<44} {gym_rate:9.0f} steps/s")
         print(f"{'raw env: through rlcloud adapter':<44} {adapter_rate:9.0f} steps/s")
-    if "tensorforce" in groups:
-        measure("tensorforce Runner, 1 env", lambda: tensorforce_runner_rate(1, args.timesteps))
-        for n in (8, 16):
-            measure(f"tensorforce Runner, num_parallel={n}", lambda n=n: tensorforce_runner_rate(n, args.timesteps))
-    if "single" in groups:
-        measure("rlcloud single", lambda: rlcloud_rate("single", 1, args.timesteps))
-    if "multi" in groups:
-        for n in (4, 8, 16, 32):
-            measure(
-                f"rlcloud multi-threaded, {n} workers", lambda n=n: rlcloud_rate("multi-threaded", n, args.timesteps)
-            )
-    if "distributed" in groups:
-        for n in (2, 4):
-            measure(f"rlcloud distributed, {n} local env servers", lambda n=n: distributed_rate(n, args.timesteps))
+    # Rounds interleave the configurations, so that a burst of load from elsewhere on the machine does not
+    # hit all measurements of one configuration; the best of the rounds is reported.
+    for round_ in range(args.repeat):
+        if args.repeat > 1:
+            print(f"-- round {round_ + 1} of {args.repeat}", flush=True)
+        _measure_round(groups, args.timesteps, measure)
+    rows = list(best.items())
 
+    if args.repeat > 1:
+        print("\nbest of the rounds:")
+        for label, rate in rows:
+            print(f"{label:<44} {rate:9.0f} steps/s")
     single = dict(rows).get("rlcloud single")
     tf_single = dict(rows).get("tensorforce Runner, 1 env")
     if single:
