@@ -49,6 +49,7 @@ __all__ = [
     "Trainer",
     "atomic_write_text",
     "build_agent_kwargs",
+    "build_vector_env",
     "latest_checkpoint",
     "read_jsonl",
     "train",

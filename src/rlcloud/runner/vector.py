@@ -38,6 +38,7 @@ __all__ = [
     "PROCESS_THRESHOLD_S",
     "BatchedVectorEnv",
     "EnvFactory",
+    "ExecutionChoice",
     "ProcessVectorEnv",
     "VectorEnv",
     "choose_execution",
