@@ -317,9 +317,12 @@ class _Server:
             return False
         try:
             configure_socket(sock)
-            sock.settimeout(timeout)
+            # A server answers hello at once (its environment is built before it listens); a short
+            # timeout keeps one silent listener from holding up the wait for the others, or a stop.
+            sock.settimeout(min(timeout, 10.0))
             send_message(sock, {"type": "hello", "protocol": PROTOCOL_VERSION})
             header, _ = recv_message(sock)
+            sock.settimeout(timeout)
         except (OSError, ProtocolError):
             # Listening but not answering (e.g. still building its environment): try again later.
             sock.close()
