@@ -64,6 +64,8 @@ def _send(entry: str, message: bytes, timeout: float = 30.0) -> None:
         except OSError:
             if time.monotonic() > deadline:
                 raise
+            if terminated:
+                return
             time.sleep(0.05)
 
 

@@ -316,3 +316,27 @@ def test_start_waits_for_a_previous_incarnation_being_deleted(
         timer.join()
     job = apiserver.get_object("Job", "cartpole-single", "rl")
     assert job is not None and job["metadata"]["uid"] != old_uid and "deletionTimestamp" not in job["metadata"]
+
+
+def test_env_server_out_of_retries_is_failed_while_the_agent_runs(
+    apiserver: FakeKubeApiServer, backend: KubernetesBackend, tmp_path: Path, results: str
+) -> None:
+    backend.start(make_spec("distributed", 2), results)
+    with kubelet_for(apiserver, tmp_path, STANDIN_EPISODES="400", STANDIN_DELAY="0.1") as kubelet:
+        for _ in range(4):  # backoffLimitPerIndex is 3: the 4th failure is the last
+            pod = eventually(
+                lambda: next((p for p in kubelet.running() if p.startswith("cartpole-env-1-")), None), what="env 1"
+            )
+            kubelet.kill(pod)
+            eventually(lambda p=pod: p not in kubelet.running(), what="killed")
+
+        def env_1_failed() -> bool:
+            roles = {(r.role, r.index): r for r in backend.status("cartpole").roles}
+            return roles[("env-server", 1)].state == "failed"
+
+        eventually(env_1_failed, what="index 1 failed")
+        status = backend.status("cartpole")
+        backend.stop("cartpole")
+    env_1 = next(r for r in status.roles if r.role == "env-server" and r.index == 1)
+    assert env_1.exit_code == 137 and env_1.restarts == 3 and "not retried again" in (env_1.reason or "")
+    assert status.state == "running"  # the agent goes on with the other env server

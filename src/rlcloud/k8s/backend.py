@@ -670,6 +670,7 @@ class KubernetesBackend(ExperimentBackend):
         finished = _job_finished(job)
         failed_cond = _condition(job, "Failed") or _condition(job, "FailureTarget")
         completed = _parse_indexes(_get(job, "status", "completedIndexes"))
+        failed_indexes = _parse_indexes(_get(job, "status", "failedIndexes"))
         job_events = events.get(job_name, [])
         out = []
         for index in range(count):
@@ -691,6 +692,9 @@ class KubernetesBackend(ExperimentBackend):
                     if failed_cond
                     else None
                 )
+            elif index in failed_indexes:  # out of backoffLimitPerIndex: not replaced again
+                state = "failed"
+                reason = f"failed {restarts + 1} times (last exit code {exit_code}); not retried again"
             elif _suspended(job):
                 state = "suspended"
             elif current is None:
