@@ -179,6 +179,10 @@ def test_secret_key_is_mounted_never_in_env_or_configmap() -> None:
         assert mount["readOnly"] is True and mount["mountPath"] == "/var/run/secrets/rlcloud/gcp"
         volume = next(v for v in job["spec"]["template"]["spec"]["volumes"] if v["name"] == "gcp-credentials")
         assert volume["secret"] == {"secretName": "k", "defaultMode": 0o400}
+        # the non-root runner reads it through its group (fsGroup), nobody else can
+        pod_security = job["spec"]["template"]["spec"]["securityContext"]
+        assert pod_security["runAsNonRoot"] is True and pod_security["fsGroup"] == pod_security["runAsUser"] == 10001
+        assert container(job)["securityContext"]["allowPrivilegeEscalation"] is False
 
 
 def test_labels_on_everything() -> None:

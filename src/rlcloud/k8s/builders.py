@@ -88,6 +88,8 @@ WORKDIR = f"{WORKDIR_MOUNT}/work"
 CREDENTIALS_DIR = "/var/run/secrets/rlcloud/gcp"
 CREDENTIALS_KEY = "key.json"
 ENV_SERVER_PORT = 5000
+#: the runner images' numeric user (images/*/Dockerfile: USER 10001:10001)
+RUNNER_UID = 10001
 RUNNER_SERVICE_ACCOUNT = "rlcloud-runner"
 GKE_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -387,6 +389,9 @@ def _pod_spec(
         ports=ports,
         resources=resources,
         volume_mounts=mounts,
+        security_context=k8s.V1SecurityContext(
+            allow_privilege_escalation=False, capabilities=k8s.V1Capabilities(drop=["ALL"])
+        ),
     )
     tolerations = None
     node_selector = None
@@ -403,6 +408,11 @@ def _pod_spec(
         # one env var per Service in the namespace would be injected otherwise; none is needed
         enable_service_links=False,
         termination_grace_period_seconds=grace,
+        # non-root, and fsGroup so that this user can read the mounted key file (0400 would otherwise
+        # leave it readable by root only)
+        security_context=k8s.V1PodSecurityContext(
+            run_as_non_root=True, run_as_user=RUNNER_UID, run_as_group=RUNNER_UID, fs_group=RUNNER_UID
+        ),
         tolerations=tolerations,
         node_selector=node_selector,
         subdomain=subdomain,
