@@ -182,3 +182,43 @@ def test_api_client_errors(tmp_path: Path) -> None:
     broken.write_text("apiVersion: v1\nkind: Config\ncontexts: []\nclusters: []\nusers: []\n")
     with pytest.raises(AuthError):
         api_client_from_kubeconfig(broken)
+
+
+def test_backend_over_tls_with_a_refreshing_bearer_token(tmp_path: Path) -> None:
+    """The backend's requests carry the client's auth: TLS to a private CA, a token from the refresh hook
+    (what GKE's kube client sets up), a new token once the old one expires."""
+    import ssl
+
+    import trustme
+
+    ca = trustme.CA()
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(server_ctx)
+    valid = {"token-1"}
+    issued: list[str] = []
+
+    def refresh(configuration: client.Configuration) -> None:
+        token = sorted(valid)[-1]
+        issued.append(token)
+        configuration.api_key["BearerToken"] = token
+
+    with (
+        FakeKubeApiServer(tls=server_ctx, token_validator=lambda t: t in valid) as server,
+        ca.cert_pem.tempfile() as ca_file,
+    ):
+        config = client.Configuration(host=server.url)
+        config.ssl_ca_cert = ca_file
+        config.api_key = {"BearerToken": ""}
+        config.api_key_prefix = {"BearerToken": "Bearer"}
+        config.refresh_api_key_hook = refresh
+        api = client.ApiClient(config)
+        try:
+            backend = KubernetesBackend(api, namespace="rl", retry=FAST_RETRY)
+            backend.start(make_spec(), "gs://bucket/runs")
+            valid.clear()
+            valid.add("token-2")  # the first token expired
+            assert KubernetesBackend(api, namespace="rl", retry=FAST_RETRY).list() == ["cartpole"]
+        finally:
+            api.close()
+    assert issued[0] == "token-1" and issued[-1] == "token-2"
+    assert not any(r.method == "POST" and r.path.endswith("/jobs") for r in server.requests[-3:])
