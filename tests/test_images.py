@@ -395,6 +395,20 @@ def test_final_stage_runs_as_a_numeric_non_root_user(variant: str) -> None:
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
+def test_pods_run_as_the_images_user(variant: str) -> None:
+    from rlcloud.k8s.builders import build_workloads
+
+    uid, _, gid = load(variant).final.last("USER").args.partition(":")  # type: ignore[union-attr]
+    spec = ExperimentSpec.from_file(ROOT / "examples" / "cartpole_ppo.yaml")
+    jobs = [o for o in build_workloads(spec, namespace="rlcloud", image="r/x:1") if getattr(o, "kind", "") == "Job"]
+    for job in jobs:
+        context = job.spec.template.spec.security_context
+        # the mounted key file is 0400 and owned by fsGroup: a pod UID other than the image's cannot read it
+        assert (str(context.run_as_user), str(context.run_as_group)) == (uid, gid or uid)
+        assert str(context.fs_group) == (gid or uid)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
 def test_every_base_image_is_pinned(variant: str) -> None:
     parsed = load(variant)
     aliases = {s.alias for s in parsed.stages if s.alias}
