@@ -340,3 +340,19 @@ def test_env_server_out_of_retries_is_failed_while_the_agent_runs(
     env_1 = next(r for r in status.roles if r.role == "env-server" and r.index == 1)
     assert env_1.exit_code == 137 and env_1.restarts == 3 and "not retried again" in (env_1.reason or "")
     assert status.state == "running"  # the agent goes on with the other env server
+
+
+def test_a_failed_agent_releases_its_env_servers(
+    apiserver: FakeKubeApiServer, backend: KubernetesBackend, tmp_path: Path, results: str
+) -> None:
+    backend.start(make_spec("distributed", 2), results)
+    # the agent crashes with no retry left; its env servers would wait for it for an hour
+    apiserver.patch_object("Job", "cartpole-agent", "rl", {"spec": {"backoffLimit": 0}})
+    with kubelet_for(apiserver, tmp_path, STANDIN_EPISODES="500", STANDIN_DELAY="0.1") as kubelet:
+        eventually(lambda: len(kubelet.running("rlcloud.io/role=env-server")) == 2, what="env servers up")
+        (agent,) = kubelet.running("rlcloud.io/role=agent")
+        kubelet.kill(agent)
+        status = backend.wait("cartpole", timeout=30)
+        assert status.state == "failed"
+        eventually(lambda: not kubelet.running(), what="env servers stopped")
+    assert apiserver.get_object("Job", "cartpole-env", "rl")["spec"]["suspend"] is True

@@ -103,6 +103,9 @@ def test_distributed_layout_dns_and_index() -> None:
     index_source = env_of(env_job)["RLCLOUD_INDEX"]
     assert "job-completion-index" in index_source["fieldRef"]["fieldPath"]
     assert env_of(env_job)["RLCLOUD_PORT"] == "5000"
+    # pods may start many minutes apart on a cluster (GPU node + driver): patient timeouts
+    assert int(env_of(env_job)["RLCLOUD_IDLE_TIMEOUT"]) >= 1800
+    assert int(env_of(agent_job)["RLCLOUD_CONNECT_TIMEOUT"]) >= 900
     assert container(env_job)["ports"][0]["containerPort"] == 5000
 
 

@@ -49,6 +49,7 @@ from rlcloud.k8s.builders import (
     build_namespace_objects,
     build_workloads,
     config_map_name,
+    env_server_name,
     experiment_selector,
     results_location,
 )
@@ -482,6 +483,7 @@ class KubernetesBackend(ExperimentBackend):
                 logger.info("%s: %s%s", name, status.state, f" ({status.message})" if status.message else "")
                 last = now
             if status.finished:
+                self._release_env_servers(name, status)
                 return status
             if deadline is not None and time.monotonic() >= deadline:
                 raise RLTimeoutError(
@@ -492,6 +494,16 @@ class KubernetesBackend(ExperimentBackend):
             if deadline is not None:
                 pause = max(0.0, min(pause, deadline - time.monotonic()))
             time.sleep(pause)
+
+    def _release_env_servers(self, name: str, status: ExperimentStatus) -> None:
+        """The learner failed for good: its env servers would wait (up to their idle timeout) for an
+        agent that never comes; suspend their Job so that no pod is left running."""
+        if status.state != "failed":
+            return
+        env = [r for r in status.roles if r.role == ENV_SERVER_ROLE]
+        if any(r.state in ("pending", "running") for r in env):
+            logger.info("%s failed: stopping its env servers", name)
+            self._set_suspend(env_server_name(name), True)
 
     def logs(self, name: str, follow: bool = False) -> Iterator[str]:
         """Every role's log lines as ``role-index | line``. With ``follow``, pods still Pending are waited

@@ -102,6 +102,11 @@ ENV_SERVER_BACKOFF_PER_INDEX = 3
 LEARNER_GRACE_SECONDS = 120  # SIGTERM -> the runner writes a checkpoint, then exits 143
 ENV_SERVER_GRACE_SECONDS = 10
 SPEC_ERROR_EXIT_CODES = [2, 3]
+# On a cluster the agent and the env servers may start many minutes apart: a GPU node is created and
+# gets its driver (up to ~15 min), CPU nodes are added by the autoscaler. The runner's defaults (agent
+# waits 300 s for its env servers; they wait 900 s for an agent) suit processes on one machine.
+CONNECT_TIMEOUT_SECONDS = 1800
+IDLE_TIMEOUT_SECONDS = 3600
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _LEARNER_ROLES = {"single": "single", "multi-threaded": "multi", "distributed": "agent"}
@@ -537,6 +542,7 @@ def build_workloads(
         learner_env.append(
             k8s.V1EnvVar(name="RLCLOUD_ENV_SERVERS", value=",".join(env_server_hosts(name, spec.num_workers)))
         )
+        learner_env.append(k8s.V1EnvVar(name="RLCLOUD_CONNECT_TIMEOUT", value=str(CONNECT_TIMEOUT_SECONDS)))
     learner_pod = _pod_spec(
         role=role,
         index_arg="0",
@@ -587,6 +593,7 @@ def build_workloads(
                 ),
             ),
             k8s.V1EnvVar(name="RLCLOUD_PORT", value=str(ENV_SERVER_PORT)),
+            k8s.V1EnvVar(name="RLCLOUD_IDLE_TIMEOUT", value=str(IDLE_TIMEOUT_SECONDS)),
         ],
         resources=_resources(spec.resources.env_server, 0),
         grace=ENV_SERVER_GRACE_SECONDS,
