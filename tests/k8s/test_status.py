@@ -10,7 +10,7 @@ import yaml
 from kubernetes import client
 
 from rlcloud.errors import AuthError, NotFoundError, SpecError
-from rlcloud.k8s.backend import KubernetesBackend
+from rlcloud.k8s.backend import KubernetesBackend, why_pending
 from rlcloud.k8s.client import api_client_from_kubeconfig
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.fakes.kubelet import FakeKubelet
@@ -221,3 +221,66 @@ def test_backend_over_tls_with_a_refreshing_bearer_token(tmp_path: Path) -> None
         finally:
             api.close()
     assert issued[0] == "token-1" and issued[-1] == "token-2"
+
+
+def _pod(conditions: list[dict[str, Any]] | None = None, waiting: dict[str, str] | None = None, node: str = "") -> Any:
+    status: dict[str, Any] = {"phase": "Pending", "conditions": conditions or []}
+    if waiting:
+        status["containerStatuses"] = [{"name": "runner", "state": {"waiting": waiting}}]
+    return {"metadata": {"name": "p"}, "spec": {"containers": [{"image": "img:1"}], "nodeName": node}, "status": status}
+
+
+def _event(reason: str, message: str) -> dict[str, Any]:
+    return {"reason": reason, "message": message}
+
+
+@pytest.mark.parametrize(
+    ("pod", "events", "expected"),
+    [
+        (
+            _pod(
+                [{"type": "PodScheduled", "status": "False", "message": "0/2 nodes are available: 2 Insufficient cpu."}]
+            ),
+            [_event("NotTriggerScaleUp", "pod didn't trigger scale-up: 1 max node group size reached")],
+            "not enough CPU or memory on any node (0/2 nodes are available: 2 Insufficient cpu.); the autoscaler "
+            "cannot help: pod didn't trigger scale-up: 1 max node group size reached",
+        ),
+        (
+            _pod(),
+            [
+                _event(
+                    "FailedScheduling", "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."
+                )
+            ],
+            "no node matches the pod's node selector, e.g. the GPU type (0/3 nodes are available: 3 node(s) didn't "
+            "match Pod's node affinity/selector.)",
+        ),
+        (
+            _pod(waiting={"reason": "ErrImagePull", "message": "not found"}),
+            [],
+            "cannot pull image img:1 (ErrImagePull): not found",
+        ),
+        (
+            _pod(waiting={"reason": "CreateContainerConfigError", "message": 'secret "k" not found'}),
+            [],
+            'cannot start the container (CreateContainerConfigError): secret "k" not found',
+        ),
+        (
+            _pod(node="n1"),
+            [_event("FailedMount", "MountVolume.SetUp failed")],
+            "cannot mount a volume: MountVolume.SetUp failed",
+        ),
+        (_pod(node="n1"), [], "starting: pulling the image or mounting volumes"),
+        (_pod(), [], "waiting to be scheduled"),
+        (None, [_event("FailedCreate", "admission webhook denied")], "cannot create the pod: admission webhook denied"),
+        (None, [], "waiting for the Job controller to create the pod"),
+    ],
+)
+def test_why_pending_lines(pod: Any, events: list[dict[str, Any]], expected: str) -> None:
+    assert why_pending(pod, events) == expected
+
+
+def test_why_pending_is_one_bounded_line() -> None:
+    message = "0/500 nodes are available:\n" + "x " * 500
+    line = why_pending(_pod([{"type": "PodScheduled", "status": "False", "message": message}]), [])
+    assert "\n" not in line and len(line) <= 240 and line.endswith("...")
