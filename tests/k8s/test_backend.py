@@ -145,6 +145,8 @@ def test_single_runs_to_success_with_status_logs_attach_list(
     backend.start(spec, results)
     status = backend.wait("cartpole", timeout=30)
     assert status.state == "succeeded"
+    # wait() blocks on a watch of the Jobs between status reads instead of polling
+    assert any(r.query.get("watch") == ["true"] and r.path.endswith("/jobs") for r in apiserver.requests)
     assert [(r.role, r.index, r.state, r.exit_code) for r in status.roles] == [("single", 0, "succeeded", 0)]
     assert status.progress["state"] == "succeeded" and status.progress["episode"] == 3
     lines = list(backend.logs("cartpole"))
@@ -350,7 +352,7 @@ def test_a_failed_agent_releases_its_env_servers(
     apiserver.patch_object("Job", "cartpole-agent", "rl", {"spec": {"backoffLimit": 0}})
     with kubelet_for(apiserver, tmp_path, STANDIN_EPISODES="500", STANDIN_DELAY="0.1") as kubelet:
         eventually(lambda: len(kubelet.running("rlcloud.io/role=env-server")) == 2, what="env servers up")
-        (agent,) = kubelet.running("rlcloud.io/role=agent")
+        (agent,) = eventually(lambda: kubelet.running("rlcloud.io/role=agent"), what="agent up")
         kubelet.kill(agent)
         status = backend.wait("cartpole", timeout=30)
         assert status.state == "failed"

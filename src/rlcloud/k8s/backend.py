@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kubernetes import client as k8s
+from urllib3.exceptions import HTTPError as Urllib3Error
 
 from rlcloud.backend import ExperimentBackend, ExperimentState, ExperimentStatus, RoleState, RoleStatus
 from rlcloud.errors import AuthError, NotFoundError, RLCloudError, SpecError, SpecProblem
@@ -269,6 +270,8 @@ class KubernetesBackend(ExperimentBackend):
         self.gcp_service_account = gcp_service_account
         self.credentials_secret = credentials_secret
         self.poll_interval = poll_interval
+        #: wait() watches the Jobs for this long before it reads the whole status again
+        self.watch_window = max(poll_interval, 10.0)
         self.pause_timeout = pause_timeout
         self.stop_timeout = stop_timeout
         self.local_results = local_results
@@ -473,7 +476,8 @@ class KubernetesBackend(ExperimentBackend):
         )
 
     def wait(self, name: str, timeout: float | None = None) -> ExperimentStatus:
-        """Poll status() until the experiment finishes; rlcloud TimeoutError after ``timeout`` seconds."""
+        """Block until the experiment finishes (watching its Jobs, re-reading the status at least every
+        ``watch_window`` seconds and logging changes); rlcloud TimeoutError after ``timeout`` seconds."""
         deadline = None if timeout is None else time.monotonic() + timeout
         last: tuple[str, str | None] | None = None
         while True:
@@ -490,10 +494,47 @@ class KubernetesBackend(ExperimentBackend):
                     f"experiment {name} still {status.state} after {timeout:.0f}s"
                     + (f": {status.message}" if status.message else "")
                 )
-            pause = self.poll_interval
+            window = self.watch_window
             if deadline is not None:
-                pause = max(0.0, min(pause, deadline - time.monotonic()))
-            time.sleep(pause)
+                window = max(0.0, min(window, deadline - time.monotonic()))
+            self._wait_for_job_change(name, window)
+
+    def _wait_for_job_change(self, name: str, window: float) -> None:
+        """Block until one of the experiment's Jobs changes (a watch) or ``window`` seconds pass.
+
+        A finished Job is noticed at once; the status (and the pending reasons logged by wait()) is
+        re-read at least every ``window`` seconds. Falls back to sleeping when the watch fails.
+        """
+        if window < 1:
+            time.sleep(window)
+            return
+        selector = experiment_selector(name)
+        path = path_for("Job", self.namespace)
+        started = time.monotonic()
+        try:
+            listed = self.applier.request_json("list Jobs", "GET", path, query={"labelSelector": selector})
+            version = str(listed["metadata"]["resourceVersion"])
+            resp = self.applier.send(
+                "GET",
+                path,
+                query={
+                    "labelSelector": selector,
+                    "watch": "true",
+                    "resourceVersion": version,
+                    "timeoutSeconds": str(int(window)),
+                },
+                timeout=(10.0, window + 10.0),
+            ).response
+            try:
+                for chunk in resp.stream(amt=None, decode_content=False):
+                    if chunk.strip():  # any event (ERROR 410 too): read the status again
+                        return
+            finally:
+                resp.release_conn()
+                resp.close()
+        except (k8s.ApiException, Urllib3Error, OSError, ValueError, KeyError, TypeError) as exc:
+            logger.debug("watching the Jobs of %s failed (%s); polling", name, type(exc).__name__)
+            time.sleep(max(0.0, min(self.poll_interval, window - (time.monotonic() - started))))
 
     def _release_env_servers(self, name: str, status: ExperimentStatus) -> None:
         """The learner failed for good: its env servers would wait (up to their idle timeout) for an
