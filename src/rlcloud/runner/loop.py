@@ -16,8 +16,10 @@ What the loop writes into the work directory (docs/contracts.md, "Results layout
 Resume: a work directory whose ``checkpoints/LATEST`` names a checkpoint restores the agent and continues
 the counters; records written after that checkpoint are dropped so that episode numbers stay unique.
 
-Stop: ``episodes`` / ``total_timesteps`` (all rows together), or :meth:`Trainer.request_stop` (the signal
-handlers in runner/main.py call it): a checkpoint is written and :meth:`Trainer.run` returns.
+Stop: ``episodes`` / ``total_timesteps`` (all rows together; every vector step adds ``num_envs``
+timesteps, so a run may end up to ``num_envs - 1`` past ``total_timesteps``), or
+:meth:`Trainer.request_stop` (the signal handlers in runner/main.py call it): a checkpoint is written and
+:meth:`Trainer.run` returns.
 """
 
 from __future__ import annotations
