@@ -37,7 +37,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--results", required=True, help="results root in Cloud Storage: gs://BUCKET[/PREFIX]")
     parser.add_argument("--location", help="zone to create the cluster in (default: the cluster spec's, us-central1-a)")
     parser.add_argument("--workers", type=int, default=4, help="environment-server pods (default 4)")
-    parser.add_argument("--timesteps", type=int, help="stop after this many timesteps (default: the spec's, 2M)")
+    parser.add_argument("--timesteps", type=int, help="stop after this many timesteps (default: the spec's, 5M)")
+    parser.add_argument(
+        "--env-server-cpu",
+        default="500m",
+        help="CPU per environment server (default 500m: four fit the cluster's 4-vCPU CPU node)",
+    )
     parser.add_argument("--dest", default=None, help="download directory (default ./rlcloud-results/NAME)")
     parser.add_argument("--keep-cluster", action="store_true", help="do not delete the cluster at the end")
     args = parser.parse_args(argv)
@@ -62,7 +67,10 @@ def make_experiment(args: argparse.Namespace) -> Any:
     """The Space Invaders experiment with the command line's overrides."""
     from rlcloud import Experiment, ExperimentSpec
 
-    overrides: dict[str, Any] = {"num_workers": args.workers}
+    # GKE keeps pods without a GPU request off the tainted GPU nodes, so the env servers share the T4
+    # cluster's one e2-standard-4 CPU node with the system pods: the spec's 1 CPU each would leave some
+    # of them Pending (and the learner waiting for them). An Atari env server needs far less than a core.
+    overrides: dict[str, Any] = {"num_workers": args.workers, "resources.env_server.cpu": args.env_server_cpu}
     if args.timesteps:
         overrides["total_timesteps"] = args.timesteps
     return Experiment(ExperimentSpec.from_file(SPEC_FILE, **overrides), results=args.results)

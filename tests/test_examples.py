@@ -74,17 +74,21 @@ def test_gke_gpu_builds_its_cluster_without_calling_google() -> None:
         import gke_gpu
     finally:
         sys.path.remove(str(EXAMPLES))
-    args = gke_gpu.parse_args(["--project", "my-project", "--results", "gs://b/rl", "--location", "us-central1-b"])
+    args = gke_gpu.parse_args(
+        ["--project", "my-project", "--results", "gs://my-bucket/rl", "--location", "us-central1-b"]
+    )
     cluster = gke_gpu.make_cluster(args)
     assert cluster.kind == "gke"
     assert cluster.spec.gpu_type.value == "nvidia-tesla-t4"
     assert cluster.spec.location == "us-central1-b"
     if gke_gpu.SPEC_FILE.exists():  # examples/space_invaders_dqn.yaml is maintained with the runner
         exp = gke_gpu.make_experiment(
-            gke_gpu.parse_args(["--project", "p", "--results", "gs://b/rl", "--workers", "2"])
+            gke_gpu.parse_args(["--project", "p", "--results", "gs://my-bucket/rl", "--workers", "2"])
         )
         assert (exp.spec.run_mode, exp.spec.num_workers) == ("distributed", 2)
-        assert exp.location == f"gs://b/rl/{exp.name}"
+        # the env servers must fit the T4 cluster's CPU node beside the system pods
+        assert exp.spec.resources.env_server.cpu == "500m"
+        assert exp.location == f"gs://my-bucket/rl/{exp.name}"
 
 
 # --------------------------------------------------------------------------------------------- notebook
