@@ -44,7 +44,7 @@ def make_experiment(args: argparse.Namespace) -> Experiment:
     """The example spec with the command line's overrides (keyword arguments replace file settings)."""
     overrides: dict[str, Any] = {
         "name": args.name,
-        # the file trains for 200k timesteps; stop on episodes instead, and skip the (long) evaluation
+        # the file trains for 72k timesteps; stop on episodes instead, and skip the periodic evaluation
         "total_timesteps": None,
         "episodes": args.episodes,
         "evaluation": None,

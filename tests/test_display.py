@@ -79,7 +79,7 @@ def _distributed_status(**changes: Any) -> ExperimentStatus:
 
 
 def test_experiment_not_started_shows_the_spec(tmp_path: Path) -> None:
-    exp = Experiment(ExperimentSpec.from_file(SPEC), results=str(tmp_path))
+    exp = Experiment(ExperimentSpec.from_file(SPEC, total_timesteps=200_000), results=str(tmp_path))
     page = exp._repr_html_()
     assert "<table class='rlcloud-experiment'>" in page
     assert "cartpole-ppo" in page
@@ -93,7 +93,7 @@ def test_experiment_not_started_shows_the_spec(tmp_path: Path) -> None:
 
 def test_experiment_running_on_a_cluster_shows_progress_and_roles(tmp_path: Path) -> None:
     backend = ScriptedBackend(_distributed_status())
-    spec = ExperimentSpec.from_file(SPEC, run_mode="distributed", num_workers=4)
+    spec = ExperimentSpec.from_file(SPEC, run_mode="distributed", num_workers=4, total_timesteps=200_000)
     exp = Experiment(spec, results=str(tmp_path)).start(cluster=ScriptedCluster(backend), validate=False)
     assert backend.started == ["cartpole-ppo"]
     page = exp._repr_html_()
