@@ -9,7 +9,8 @@ Prints one line per configuration and its ratio to rlcloud single mode:
 
 Every training configuration uses the same agent (PPO, batch_size 10 episodes, lr 1e-3, seed 1) and
 runs ``--timesteps`` env steps after the agent is built; agent construction and TensorFlow tracing of
-the first calls are excluded by a short warm-up. Usage::
+the first calls are excluded by a short warm-up. Each configuration runs in a fresh interpreter (agents
+built earlier in a process slow down later ones). Usage::
 
     uv run --frozen python benchmarks/runner_throughput.py [--timesteps 20000] [--repeat 2] [--only single,multi]
 
@@ -213,20 +214,39 @@ def distributed_rate(servers: int, timesteps: int) -> float:
         return rlcloud_rate("distributed", servers, timesteps, vector_env=venv)
 
 
+#: Every measured configuration: label -> function(timesteps) returning steps/s.
+CONFIGS: dict[str, tuple[str, Callable[[int], float]]] = {
+    "tensorforce Runner, 1 env": ("tensorforce", lambda t: tensorforce_runner_rate(1, t)),
+    **{
+        f"tensorforce Runner, num_parallel={n}": ("tensorforce-parallel", lambda t, n=n: tensorforce_runner_rate(n, t))
+        for n in (8, 16)
+    },
+    "rlcloud single": ("single", lambda t: rlcloud_rate("single", 1, t)),
+    **{
+        f"rlcloud multi-threaded, {n} workers": ("multi", lambda t, n=n: rlcloud_rate("multi-threaded", n, t))
+        for n in (4, 8, 16, 32)
+    },
+    **{
+        f"rlcloud distributed, {n} local env servers": ("distributed", lambda t, n=n: distributed_rate(n, t))
+        for n in (2, 4)
+    },
+}
+
+
+def _measure_in_subprocess(label: str, timesteps: int) -> float:
+    """One configuration in a fresh interpreter: agents built earlier in a process slow later ones down."""
+    command = [sys.executable, __file__, "--one", label, "--timesteps", str(timesteps)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=3600)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        raise RuntimeError(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}")
+    return float(lines[-1])
+
+
 def _measure_round(groups: set[str], timesteps: int, measure: Callable[[str, Callable[[], float]], None]) -> None:
-    if "tensorforce" in groups:
-        measure("tensorforce Runner, 1 env", lambda: tensorforce_runner_rate(1, timesteps))
-    if "tensorforce-parallel" in groups:
-        for n in (8, 16):
-            measure(f"tensorforce Runner, num_parallel={n}", lambda n=n: tensorforce_runner_rate(n, timesteps))
-    if "single" in groups:
-        measure("rlcloud single", lambda: rlcloud_rate("single", 1, timesteps))
-    if "multi" in groups:
-        for n in (4, 8, 16, 32):
-            measure(f"rlcloud multi-threaded, {n} workers", lambda n=n: rlcloud_rate("multi-threaded", n, timesteps))
-    if "distributed" in groups:
-        for n in (2, 4):
-            measure(f"rlcloud distributed, {n} local env servers", lambda n=n: distributed_rate(n, timesteps))
+    for label, (group, _fn) in CONFIGS.items():
+        if group in groups:
+            measure(label, lambda label=label: _measure_in_subprocess(label, timesteps))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -241,10 +261,14 @@ def main(argv: list[str] | None = None) -> int:
         default="raw,tensorforce,tensorforce-parallel,single,multi,distributed",
         help="comma-separated groups: raw, tensorforce, tensorforce-parallel, single, multi, distributed",
     )
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: measure one configuration, print it
     args = parser.parse_args(argv)
     groups = set(args.only.split(","))
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger().addFilter(lambda record: "bound specified" not in str(record.msg))
+    if args.one:
+        print(CONFIGS[args.one][1](args.timesteps))
+        return 0
     print(f"CartPole-v1 PPO (batch_size 10), {args.timesteps} measured steps each, {os.cpu_count()} CPUs")
 
     best: dict[str, float] = {}
