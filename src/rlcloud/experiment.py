@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlcloud.errors import NotFoundError, SpecError, SpecProblem
 from rlcloud.errors import TimeoutError as RLTimeoutError
 
 if TYPE_CHECKING:
@@ -72,10 +71,13 @@ class Experiment:
         elif overrides:
             spec = spec.replace(**overrides)
         self.spec: ExperimentSpec = spec
-        self.results: str = results_root(spec.results, results)
-        self._validate_results()
         self._cluster: Cluster | None = cluster
         self._backend: ExperimentBackend | None = None
+        self.results: str = results_root(spec.results, results)
+        if self.results.startswith("gs:"):
+            from rlcloud.storage.base import parse_gs_url
+
+            parse_gs_url(self.results)  # a SpecError naming the URL and the valid form
 
     # ------------------------------------------------------------------------------------------ basics
 
@@ -93,13 +95,6 @@ class Experiment:
     def cluster(self) -> Cluster | None:
         """The cluster it runs on, or None for this machine."""
         return self._cluster
-
-    def _validate_results(self) -> None:
-        if self.results.startswith("gs:"):
-            from rlcloud.specs.experiment import GS_URL_RE
-
-            if not GS_URL_RE.match(self.results):
-                raise SpecError([SpecProblem("results", "use gs://BUCKET or gs://BUCKET/PREFIX", self.results)])
 
     @property
     def backend(self) -> ExperimentBackend:
@@ -276,10 +271,7 @@ class Experiment:
 
         target = cluster or Cluster.local(results=results)
         backend = target.backend()
-        try:
-            spec, root = backend.attach(name)
-        except NotFoundError:
-            raise
+        spec, root = backend.attach(name)  # NotFoundError when the backend does not know the name
         exp = cls(spec, results=root, cluster=target)
         exp._backend = backend
         return exp
