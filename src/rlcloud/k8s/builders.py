@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from kubernetes import client as k8s
 
+from rlcloud.config import DEFAULT_IMAGE  # one default image for the whole package (docs/images.md)
 from rlcloud.errors import SpecError, SpecProblem
 
 if TYPE_CHECKING:
@@ -70,7 +71,6 @@ __all__ = [
     "to_dict",
 ]
 
-DEFAULT_IMAGE = "ghcr.io/rlcloud/rlcloud:0.1.0"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGED_BY = "rlcloud"
 LABEL_EXPERIMENT = "rlcloud.io/experiment"
