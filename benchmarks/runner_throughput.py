@@ -16,6 +16,12 @@ built earlier in a process slow down later ones). Usage::
 
 Figures depend on the machine and on what else runs on it; the goals (issue 3) are rlcloud single >=
 0.95x plain Tensorforce single and the best multi-threaded >= 5x single on a 2-core machine.
+
+Measured 2026-11-22 on the 2-core development VM (shared with other jobs; single runs varied by up to
++-40 % between rounds), ``--timesteps 10000 --repeat 2``, best of the two rounds, steps/s:
+raw env 45.7k (gymnasium) / 33.6k (rlcloud adapter); tensorforce Runner 1 env 390, num_parallel=8 2326,
+num_parallel=16 4037; rlcloud single 405 (1.04x Tensorforce's Runner); multi-threaded 4: 1072,
+8: 2375, 16: 4620, 32: 6457 (15.9x single); distributed 2 local env servers 505, 4: 870.
 """
 
 from __future__ import annotations
