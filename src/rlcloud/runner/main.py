@@ -25,6 +25,7 @@ import importlib
 import logging
 import os
 import signal
+import stat
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -97,16 +98,39 @@ def _load_spec(path: str) -> Any:
     return ExperimentSpec.from_file(path)
 
 
-def _make_hooks(workdir: Path) -> Any:
+def _results_elsewhere(workdir: Path) -> str | None:
+    """RLCLOUD_RESULTS when it is not the workdir itself (then the workdir is synced to it), else None."""
     results = os.environ.get("RLCLOUD_RESULTS")
     if not results:
         return None
     if not results.startswith("gs://") and Path(results).resolve() == workdir.resolve():
         return None
+    return results
+
+
+def _log_name(args: argparse.Namespace) -> str | None:
+    """The name this role's output is shipped under (logs/<name>.log), or None when it need not be.
+
+    In a pod stdout is a pipe that vanishes with the pod, so the runner copies it into the results. A
+    local process's stdout already is a file (the local backend's logs/<role>-<index>.log in the workdir,
+    which the syncer uploads): copying it again would write every line twice.
+    """
+    try:
+        if stat.S_ISREG(os.fstat(1).st_mode):
+            return None
+    except OSError:
+        return None
+    return f"{args.role}-{args.index}"
+
+
+def _make_hooks(workdir: Path, log_name: str | None) -> Any:
+    results = _results_elsewhere(workdir)
+    if results is None:
+        return None
     # Restores the latest stored checkpoint into an empty workdir, then syncs the workdir as it changes.
     from rlcloud.storage.sync import make_hooks
 
-    return make_hooks(results, workdir)
+    return make_hooks(results, workdir, log_name=log_name)
 
 
 def _install_signals(on_signal: Callable[[int], None]) -> Callable[[], None]:
@@ -169,7 +193,7 @@ def _train(args: argparse.Namespace, spec: Any, workdir: Path, received: list[in
         logger.error("invalid spec: %s", exc)
         return EXIT_SPEC
     # Storage trouble is worth a retry (exit 1 from main), unlike a bad environment (exit 3).
-    hooks = _make_hooks(workdir)
+    hooks = _make_hooks(workdir, _log_name(args))
     try:
         vector_env = None
         if args.role == "agent":
@@ -230,11 +254,23 @@ def main(argv: Sequence[str] | None = None) -> int:
                 logger.error("invalid spec: %s", exc)
                 return EXIT_SPEC
             envserver = importlib.import_module("rlcloud.runner.envserver")
+            results, log_name = _results_elsewhere(workdir), _log_name(args)
+            shipper = None
+            if results is not None and log_name is not None:
+                from rlcloud.storage.sync import ship_logs
+
+                shipper = ship_logs(results, workdir, log_name)  # env-server logs outlive the pod
             try:
                 return int(envserver.run_env_server(spec, index=args.index, workdir=workdir))
             except SpecError as exc:
                 logger.error("invalid spec: %s", exc)
                 return EXIT_SPEC
+            finally:
+                if shipper is not None:
+                    try:
+                        shipper.stop()
+                    except Exception as exc:  # the run's outcome matters more than its last log lines
+                        logger.warning("could not ship the last log lines: %s", exc)
         return _train_role(args, spec, workdir)
     except Exception:
         logger.exception("%s-%d crashed", args.role, args.index)
