@@ -6,8 +6,9 @@ Pure data: nothing here touches the network, the cloud libraries or the file sys
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, GetCoreSchemaHandler
 from pydantic_core import PydanticCustomError, core_schema
@@ -48,6 +49,23 @@ def check_dns_label(value: str, *, what: str = "name") -> str:
             f"and ending with a letter or digit (e.g. {hint!r})",
         )
     return value
+
+
+def _parsed_value_schema(parse: Callable[[Any], Any], error_type: str) -> core_schema.CoreSchema:
+    """A pydantic schema for a value type read by ``parse`` (a string or a number in files) and written back
+    as its string form; parse's ValueError becomes a validation error with its message."""
+
+    def validate(raw: Any) -> Any:
+        try:
+            return parse(raw)
+        except ValueError as exc:
+            raise PydanticCustomError(error_type, str(exc)) from None
+
+    return core_schema.no_info_plain_validator_function(
+        validate,
+        serialization=core_schema.plain_serializer_function_ser_schema(str),
+        json_schema_input_schema=core_schema.union_schema([core_schema.str_schema(), core_schema.int_schema()]),
+    )
 
 
 _FREQ_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$")
@@ -106,17 +124,7 @@ class Frequency:
 
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
-        def validate(raw: Any) -> Frequency:
-            try:
-                return cls.parse(raw)
-            except ValueError as exc:
-                raise PydanticCustomError("frequency", str(exc)) from None
-
-        return core_schema.no_info_plain_validator_function(
-            validate,
-            serialization=core_schema.plain_serializer_function_ser_schema(str),
-            json_schema_input_schema=core_schema.union_schema([core_schema.str_schema(), core_schema.int_schema()]),
-        )
+        return _parsed_value_schema(cls.parse, "frequency")
 
 
 _DURATION_RE = re.compile(r"^\s*(\d+)\s*([smhd])\s*$")
@@ -150,21 +158,9 @@ class Duration:
 
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
-        def validate(raw: Any) -> Duration:
-            try:
-                return cls.parse(raw)
-            except ValueError as exc:
-                raise PydanticCustomError("duration", str(exc)) from None
-
-        return core_schema.no_info_plain_validator_function(
-            validate,
-            serialization=core_schema.plain_serializer_function_ser_schema(str),
-            json_schema_input_schema=core_schema.union_schema([core_schema.str_schema(), core_schema.int_schema()]),
-        )
+        return _parsed_value_schema(cls.parse, "duration")
 
 
 # Kubernetes resource quantities ("500m", "2", "4Gi", "1.5G"); a looser check than the apiserver's,
 # which catches typos such as "4GB" before anything is submitted.
 QUANTITY_RE = re.compile(r"^([0-9]+(\.[0-9]+)?)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
-
-NonEmptyStr = Annotated[str, "non-empty"]
