@@ -264,6 +264,13 @@ class EnvServer:
         self._idle_since = time.monotonic()
         self._episode_return = 0.0
 
+    def _connection_lost(self, selector: selectors.BaseSelector, exc: BaseException) -> None:
+        """The agent's connection broke: drop it and keep serving, the agent reconnects after a restart."""
+        logger.warning(
+            "%s: agent connection lost (%s); waiting for it to reconnect", self.name, exc or type(exc).__name__
+        )
+        self._drop(selector)
+
     def _handle(self, selector: selectors.BaseSelector) -> bool:
         """Answer one request. True when the agent said the run is finished."""
         conn = self._conn
@@ -271,12 +278,7 @@ class EnvServer:
         try:
             header, values = recv_message(conn)
         except (OSError, ProtocolError) as exc:
-            logger.warning(
-                "%s: agent connection lost (%s); waiting for it to reconnect",
-                self.name,
-                exc or type(exc).__name__,
-            )
-            self._drop(selector)
+            self._connection_lost(selector, exc)
             return False
         kind = header["type"]
         try:
@@ -317,12 +319,7 @@ class EnvServer:
             else:
                 raise ProtocolError(f"unknown request type {kind!r}")
         except (OSError, ProtocolError) as exc:
-            logger.warning(
-                "%s: agent connection lost (%s); waiting for it to reconnect",
-                self.name,
-                exc or type(exc).__name__,
-            )
-            self._drop(selector)
+            self._connection_lost(selector, exc)
         except Exception as exc:
             # The environment itself failed: tell the agent (its error names this server) and crash, so
             # the process exit code says so too.
