@@ -1,14 +1,22 @@
-"""Upload throughput of rlcloud's results sync against fake-gcs-server, with two baselines.
+"""Upload throughput of rlcloud's results sync against fake-gcs-server, with baselines and a floor.
 
 Tree: N small files (default 500 x 16 KiB) + M large ones (default 2 x 64 MiB), random bytes.
 
 - naive:   a sequential loop of ``blob.upload_from_filename`` (one ``storage.Client()``, defaults);
 - rlcloud: ``Syncer(tree, open_store("gs://...")).sync()`` (one listing, transfer_manager threads);
   both clients come from ``STORAGE_EMULATOR_HOST``, as in a pod;
+- floor:   the same uploads by curl (``--parallel``, no Python at all): what the server can ingest on
+  this machine, so ``naive / floor`` is the best speed-up any client could show here;
 - cp -r:   the same tree copied on local disk (the physical limit of this machine);
 - re-sync: a second sync with nothing changed, through a counting proxy: listing calls, uploads,
   requests in all (goal: 1 listing, 0 uploads), for the same Syncer (warm CRC cache) and a new one
   (a restarted runner, which hashes every file once).
+
+Each case also reports the CPU seconds it cost the client process and the server process: on loopback
+the server answers in about a millisecond, so the work is CPU-bound and a machine with few cores caps
+what concurrency can gain. ``--latency-ms`` (default 20) repeats naive, rlcloud and floor through a proxy
+(in a process of its own) that holds each request that long, like the round trip from a GKE pod to
+Cloud Storage: the regime the sync runs in for real. ``--latency-ms 0`` skips it.
 
 Each timed case runs ``--repeats`` times into a fresh bucket; the median is printed. Run with
 ``uv run --frozen python benchmarks/sync_throughput.py``. Timings on a shared machine vary; compare
@@ -26,6 +34,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tests.fakes
@@ -33,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tests.fakes
 from tests.fakes.faulty_proxy import FaultyProxy
 from tests.fakes.gcs import FakeGcsServer
 
-from rlcloud.storage import Syncer, open_store
+from rlcloud.storage import Syncer, SyncReport, open_store
 from rlcloud.storage.gcs import GcsStore
 
 
@@ -54,10 +63,126 @@ def make_tree(root: Path, small: int, small_kib: int, large: int, large_mib: int
     return total
 
 
-def timed(fn: Callable[[], object]) -> float:
+@dataclass
+class Runs:
+    """Wall seconds and CPU seconds (client process, server process) of each run of one case."""
+
+    wall: list[float] = field(default_factory=list)
+    client_cpu: list[float] = field(default_factory=list)
+    server_cpu: list[float] = field(default_factory=list)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux /proc; 0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def timed(runs: Runs, server_pid: int, fn: Callable[[], object]) -> None:
+    """Run ``fn`` once, adding its wall time and the CPU it cost this process and the server to ``runs``."""
+    server0, client0 = cpu_seconds(server_pid), time.process_time()
     start = time.perf_counter()
     fn()
-    return time.perf_counter() - start
+    runs.wall.append(time.perf_counter() - start)
+    runs.client_cpu.append(time.process_time() - client0)
+    runs.server_cpu.append(cpu_seconds(server_pid) - server0)
+
+
+def curl_upload(endpoint: str, bucket: str, tree: Path, files: list[Path], parallel: int, work: Path) -> None:
+    """Upload ``files`` with one curl process, ``parallel`` transfers at a time (simple media uploads)."""
+    config = work / "curl.cfg"
+    with open(config, "w") as fh:
+        for path in files:
+            name = path.relative_to(tree).as_posix().replace("/", "%2F")
+            fh.write(f'url = "{endpoint}/upload/storage/v1/b/{bucket}/o?uploadType=media&name=floor%2F{name}"\n')
+            fh.write(f'upload-file = "{path}"\noutput = "/dev/null"\n')
+    flags = ["-sS", "--no-progress-meter", "--fail", "-X", "POST", "--parallel", "--parallel-max", str(parallel)]
+    subprocess.run(
+        ["curl", *flags, "-K", str(config)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+
+
+def measure(
+    server: FakeGcsServer,
+    endpoint: str,
+    tree: Path,
+    files: list[Path],
+    args: argparse.Namespace,
+    work: Path,
+    *,
+    with_cp: bool,
+) -> tuple[dict[str, Runs], Syncer, str]:
+    """Time naive, rlcloud, floor (and cp -r) against ``endpoint``; returns the runs and the last Syncer."""
+    from google.cloud import storage
+
+    os.environ["STORAGE_EMULATOR_HOST"] = endpoint
+    client = storage.Client()
+    pid = server.pid
+    runs = {key: Runs() for key in ("naive", "rlcloud", "floor", "cp")}
+    syncer: Syncer | None = None
+    bucket = ""
+    for r in range(args.repeats):
+        b = client.bucket(server.create_bucket())
+
+        def naive(b: storage.Bucket = b) -> None:
+            for path in files:
+                b.blob("naive/" + path.relative_to(tree).as_posix()).upload_from_filename(str(path))
+
+        timed(runs["naive"], pid, naive)
+
+        bucket = server.create_bucket()
+        workers = {"max_workers": args.workers} if args.workers else {}
+        syncer = Syncer(tree, open_store(f"gs://{bucket}/exp", **workers))
+        reports: list[SyncReport] = []
+        timed(runs["rlcloud"], pid, lambda syncer=syncer, reports=reports: reports.append(syncer.sync()))
+        assert len(reports[0].uploaded) == len(files), reports[0]
+
+        if shutil.which("curl"):
+            fb = server.create_bucket()
+            timed(runs["floor"], pid, lambda fb=fb: curl_upload(endpoint, fb, tree, files, args.floor_parallel, work))
+
+        if with_cp:
+            dst = work / f"cp-{r}"
+            timed(runs["cp"], pid, lambda dst=dst: subprocess.run(["cp", "-r", str(tree), str(dst)], check=True))
+            shutil.rmtree(dst)
+    client.close()
+    assert syncer is not None
+    return runs, syncer, bucket
+
+
+def report(runs: dict[str, Runs], mb: float, title: str, floor_parallel: int) -> None:
+    """Print one table: median wall, MB/s, median CPU seconds of client and server, every run's wall."""
+    print(f"\n{title}")
+    print(f"{'case':<34}{'seconds':>8}{'MB/s':>8}{'client CPU s':>14}{'server CPU s':>14}   all runs")
+    labels = {
+        "naive": "naive upload loop",
+        "rlcloud": "rlcloud Syncer.sync()",
+        "floor": f"floor: curl, {floor_parallel} parallel",
+        "cp": "cp -r (local disk)",
+    }
+    med = {key: statistics.median(r.wall) for key, r in runs.items() if r.wall}
+    for key, label in labels.items():
+        r = runs[key]
+        if not r.wall:
+            continue
+        all_runs = ", ".join(f"{t:.2f}" for t in r.wall)
+        print(
+            f"{label:<34}{med[key]:>8.2f}{mb / med[key]:>8.1f}{statistics.median(r.client_cpu):>14.2f}"
+            f"{statistics.median(r.server_cpu):>14.2f}   [{all_runs}]"
+        )
+    print(f"speed-up of rlcloud over the naive loop: {med['naive'] / med['rlcloud']:.2f}x (goal >= 5x)")
+    if "floor" in med:
+        print(
+            f"best speed-up any client could show here (naive / floor): {med['naive'] / med['floor']:.2f}x; "
+            f"rlcloud time / floor time: {med['rlcloud'] / med['floor']:.2f}x"
+        )
+    if "cp" in med:
+        print(f"rlcloud time / cp -r time: {med['rlcloud'] / med['cp']:.1f}x")
 
 
 def main() -> None:
@@ -67,7 +192,9 @@ def main() -> None:
     parser.add_argument("--large", type=int, default=2)
     parser.add_argument("--large-mib", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--workers", type=int, default=None, help="rlcloud's max_workers (default: its own)")
+    parser.add_argument("--floor-parallel", type=int, default=16, help="curl's concurrent transfers")
+    parser.add_argument("--latency-ms", type=float, default=20.0, help="added round trip; 0 skips that part")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="rlcloud-bench-"))
@@ -80,59 +207,18 @@ def main() -> None:
             f"tree: {args.small} x {args.small_kib} KiB + {args.large} x {args.large_mib} MiB = "
             f"{len(files)} files, {mb:.1f} MB; {os.cpu_count()} CPUs; {args.repeats} repeats, median shown"
         )
+        if not shutil.which("curl"):
+            print("curl not found: the floor case is skipped")
 
         with FakeGcsServer() as server:
-            os.environ["STORAGE_EMULATOR_HOST"] = server.url
-            from google.cloud import storage
-
-            client = storage.Client()
-            times: dict[str, list[float]] = {"naive": [], "rlcloud": [], "cp": []}
-            last_syncer: Syncer | None = None
-            last_bucket = ""
-            for r in range(args.repeats):
-                bucket = server.create_bucket()
-                b = client.bucket(bucket)
-
-                def naive(b: object = b) -> None:
-                    for path in files:
-                        b.blob("naive/" + path.relative_to(tree).as_posix()).upload_from_filename(str(path))  # type: ignore[attr-defined]
-
-                times["naive"].append(timed(naive))
-
-                bucket = server.create_bucket()
-                store = open_store(f"gs://{bucket}/exp", max_workers=args.workers)
-                syncer = Syncer(tree, store)
-                report = None
-
-                def sync(syncer: Syncer = syncer) -> None:
-                    nonlocal report
-                    report = syncer.sync()
-
-                times["rlcloud"].append(timed(sync))
-                assert report is not None and len(report.uploaded) == len(files), report
-                last_syncer, last_bucket = syncer, bucket
-
-                dst = work / f"cp-{r}"
-                times["cp"].append(timed(lambda dst=dst: subprocess.run(["cp", "-r", str(tree), str(dst)], check=True)))
-                shutil.rmtree(dst)
-
-            med = {k: statistics.median(v) for k, v in times.items()}
-            print(f"{'case':<28}{'seconds':>9}{'MB/s':>9}   all runs")
-            for key, label in (
-                ("naive", "naive upload loop"),
-                ("rlcloud", "rlcloud Syncer.sync()"),
-                ("cp", "cp -r (local disk)"),
-            ):
-                runs = ", ".join(f"{t:.2f}" for t in times[key])
-                print(f"{label:<28}{med[key]:>9.2f}{mb / med[key]:>9.1f}   [{runs}]")
-            print(f"speed-up of rlcloud over the naive loop: {med['naive'] / med['rlcloud']:.2f}x (goal >= 5x)")
-            print(f"rlcloud time / cp -r time: {med['rlcloud'] / med['cp']:.1f}x")
+            runs, last_syncer, last_bucket = measure(server, server.url, tree, files, args, work, with_cp=True)
+            report(runs, mb, "loopback, straight to fake-gcs-server (CPU-bound)", args.floor_parallel)
 
             # no-change re-syncs, counted at a proxy in front of the same server
-            assert last_syncer is not None
             with FaultyProxy(server.url) as proxy:
                 proxied = server.client_for(proxy.url)
                 try:
+                    print()
                     for label, syncer in (
                         ("same Syncer (warm cache)", last_syncer),
                         ("new Syncer (restarted)", Syncer(tree, GcsStore(last_bucket, "exp", client=proxied))),
@@ -150,6 +236,24 @@ def main() -> None:
                         )
                 finally:
                     proxied.close()
+
+            if args.latency_ms > 0:
+                root = Path(__file__).resolve().parents[1]
+                latency = ["--latency-ms", str(args.latency_ms)]
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "tests.fakes.faulty_proxy", server.url, *latency],
+                    cwd=root,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
+                try:
+                    assert proc.stdout is not None
+                    url = proc.stdout.readline().strip()
+                    runs, _, _ = measure(server, url, tree, files, args, work, with_cp=False)
+                    report(runs, mb, f"through a proxy adding {args.latency_ms:g} ms per request", args.floor_parallel)
+                finally:
+                    proc.terminate()
+                    proc.wait()
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -13,6 +13,8 @@ Faults (chosen per request with ``random.Random(seed)``):
 ``deny(method, path)`` returning True answers 403 the way GCS does for a missing IAM permission.
 ``rule(method, path, query)``, when set, picks the fault of a request itself (a fault name or None),
 before the random draw: a test can target one request, e.g. the conditional write of a pointer.
+``latency_s`` holds every request that long before forwarding it: a network round trip to a remote
+service (GCS from a GKE pod) on top of the loopback one, for benchmarks.
 ``hold(predicate)`` parks matching requests before they are forwarded until ``release()``: a test can
 stop a client between two requests (e.g. kill an uploader halfway) deterministically; ``held`` is set
 when the first one arrives. Released requests are dropped, not forwarded.
@@ -29,6 +31,7 @@ import re
 import socket
 import struct
 import threading
+import time
 import urllib.parse
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -90,6 +93,7 @@ class FaultyProxy:
         seed: int = 0,
         faults: Sequence[str] = FAULTS,
         deny: Callable[[str, str], bool] | None = None,
+        latency_s: float = 0.0,
     ) -> None:
         unknown = set(faults) - set(FAULTS)
         if unknown:
@@ -101,6 +105,7 @@ class FaultyProxy:
         self.fault_rate = fault_rate
         self.faults = tuple(faults)
         self.deny = deny
+        self.latency_s = latency_s
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self.records: list[RequestRecord] = []
@@ -207,6 +212,9 @@ class _QuietServer(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Headers and body go out in separate writes: with Nagle's algorithm on, each answer would wait for
+    # the client's delayed ACK (40 ms on Linux), a stall no real server adds.
+    disable_nagle_algorithm = True
     owner: FaultyProxy
     _conn: http.client.HTTPConnection | None = None
 
@@ -313,6 +321,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         fault = owner.rule(self.command, split.path, split.query) if owner.rule is not None else None
         fault = fault or owner._pick_fault()
+        if owner.latency_s:
+            time.sleep(owner.latency_s)
         if fault == "503":
             owner._record(RequestRecord(self.command, split.path, split.query, fault, 503))
             self._error(503, "Service Unavailable (injected)", "backendError")
@@ -336,3 +346,24 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(status, headers, data, truncate=fault == "truncate")
 
     do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = _handle
+
+
+def main() -> None:
+    """``python -m tests.fakes.faulty_proxy UPSTREAM [--latency-ms N]``: serve until killed, printing the URL.
+
+    A proxy in a process of its own, for benchmarks: in the measuring process it would compete with the
+    client for the interpreter lock.
+    """
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("upstream")
+    parser.add_argument("--latency-ms", type=float, default=0.0)
+    args = parser.parse_args()
+    with FaultyProxy(args.upstream, latency_s=args.latency_ms / 1000) as proxy:
+        print(proxy.url, flush=True)
+        threading.Event().wait()
+
+
+if __name__ == "__main__":
+    main()

@@ -81,6 +81,13 @@ class FakeGcsServer:
                 self._proc.wait()
             self._proc = None
 
+    @property
+    def pid(self) -> int:
+        """The server process's id (benchmarks read its CPU time)."""
+        if self._proc is None:
+            raise RuntimeError("fake-gcs-server is not running")
+        return self._proc.pid
+
     def __enter__(self) -> FakeGcsServer:
         return self.start()
 

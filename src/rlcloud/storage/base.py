@@ -239,7 +239,7 @@ def open_store(
     client: Any = None,
     credentials: Any = None,
     project: str | None = None,
-    max_workers: int = 8,
+    max_workers: int | None = None,
 ) -> Store:
     """Open a results location: ``gs://bucket/prefix``, ``file:///dir`` or a plain directory path.
 
@@ -247,7 +247,8 @@ def open_store(
     one is built from ``credentials`` (default: ``google.auth.default()``), or anonymously when
     ``STORAGE_EMULATOR_HOST`` is set. No network call is made here: a missing bucket or a denied
     permission surfaces on first use as :class:`~rlcloud.errors.NotFoundError` /
-    :class:`~rlcloud.errors.AuthError` naming the location. ``max_workers`` bounds concurrent transfers.
+    :class:`~rlcloud.errors.AuthError` naming the location. ``max_workers`` bounds concurrent transfers
+    (default: the store's own, 32 for GCS, whose small requests wait on the network, 8 for a directory).
     A directory store creates its directory on first write.
     """
     text = os.fspath(url)
@@ -260,7 +261,7 @@ def open_store(
         from rlcloud.storage.gcs import GcsStore  # google.cloud only when a gs:// URL is used
 
         return GcsStore(
-            bucket, prefix, client=client, credentials=credentials, project=project, max_workers=max_workers
+            bucket, prefix, client=client, credentials=credentials, project=project, **_workers(max_workers)
         )
     if "://" in text and not text.startswith("file://"):
         scheme = text.split("://", 1)[0]
@@ -285,5 +286,9 @@ def open_store(
                     )
                 ]
             )
-        return LocalStore(Path(path), max_workers=max_workers)
-    return LocalStore(Path(text).expanduser(), max_workers=max_workers)
+        return LocalStore(Path(path), **_workers(max_workers))
+    return LocalStore(Path(text).expanduser(), **_workers(max_workers))
+
+
+def _workers(max_workers: int | None) -> dict[str, int]:
+    return {} if max_workers is None else {"max_workers": max_workers}

@@ -50,6 +50,9 @@ class GcsStore(Store):
 
     ``client`` is a ``google.cloud.storage.Client``; when None one is built on first use from
     ``credentials`` (default: ``google.auth.default()``; anonymous when ``STORAGE_EMULATOR_HOST`` is set).
+    ``max_workers`` concurrent transfers (default 32: a small upload spends most of its time waiting on
+    the network, ~20-50 ms from a GKE pod, so many in flight pay off; benchmarks/sync_throughput.py
+    measured 4.9x the naive loop with 8 and 5.2-5.7x with 16-32 at a 20 ms round trip).
     ``retry_initial_s`` / ``retry_timeout_s`` tune the client library's exponential back-off (tests use
     short ones). Files of at least ``large_file_bytes`` are downloaded as concurrent ranged reads.
     """
@@ -62,7 +65,7 @@ class GcsStore(Store):
         client: Any = None,
         credentials: Any = None,
         project: str | None = None,
-        max_workers: int = 8,
+        max_workers: int = 32,
         retry_initial_s: float = 1.0,
         retry_timeout_s: float = 120.0,
         large_file_bytes: int = 32 << 20,
@@ -121,7 +124,8 @@ class GcsStore(Store):
         return key[len(self.prefix) + 1 :] if self.prefix else key
 
     def _info(self, blob: Any) -> ObjectInfo:
-        updated = blob.updated.timestamp() if getattr(blob, "updated", None) else None
+        when = blob.updated  # parsed from its RFC 3339 text on each access: read it once
+        updated = when.timestamp() if when is not None else None
         return ObjectInfo(
             name=self._name(blob.name),
             size=int(blob.size or 0),
