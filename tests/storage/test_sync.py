@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -120,6 +121,58 @@ def test_round_trip_no_change_change_and_new_checkpoint(target: tuple[Any, Any],
     assert sorted(report.deleted) == sorted(
         f"checkpoints/ckpt-000000000100/{n}" for n in ("agent-0.data", "agent-1.data", "agent-2.data", "state.json")
     )
+
+
+def add_checkpoint(local: Path, name: str, *, drop: str | None = None) -> None:
+    """What the runner does: write a checkpoint directory, point LATEST at it, maybe prune an old one."""
+    for rel, data in checkpoint_files(name, 2).items():
+        (local / rel).parent.mkdir(parents=True, exist_ok=True)
+        (local / rel).write_bytes(data)
+    (local / "checkpoints" / "LATEST").write_text(name + "\n")
+    if drop:
+        shutil.rmtree(local / "checkpoints" / drop)
+
+
+def stored_checkpoints(store: Any) -> list[str]:
+    return sorted({o.name.split("/")[1] for o in store.list("checkpoints/") if o.name.count("/") >= 2})
+
+
+def test_a_restarted_runner_prunes_its_predecessors_checkpoints_by_the_runners_retention(
+    target: tuple[Any, Any], tmp_path: Path
+) -> None:
+    store, _ = target
+    first = tmp_path / "first"
+    write_tree(first, checkpoint="ckpt-000000000100")
+    syncer = Syncer(first, store)
+    syncer.sync()
+    for name in ("ckpt-000000000200", "ckpt-000000000300"):
+        add_checkpoint(first, name)
+        syncer.sync()
+    assert stored_checkpoints(store) == ["ckpt-000000000100", "ckpt-000000000200", "ckpt-000000000300"]
+
+    # the pod is replaced: the new runner restores only the latest checkpoint
+    second = tmp_path / "second"
+    assert restore_latest(store, second) == "ckpt-000000000300"
+    syncer = Syncer(second, store)
+    assert syncer.sync().deleted == []  # three stored, the runner keeps three: nothing to prune yet
+    add_checkpoint(second, "ckpt-000000000400")
+    report = syncer.sync()
+    assert report.published == "ckpt-000000000400"
+    assert {n.split("/")[1] for n in report.deleted} == {"ckpt-000000000100"}
+    add_checkpoint(second, "ckpt-000000000500")
+    syncer.sync()
+    add_checkpoint(second, "ckpt-000000000600", drop="ckpt-000000000300")  # the runner prunes its own, too
+    syncer.sync()
+    assert stored_checkpoints(store) == ["ckpt-000000000400", "ckpt-000000000500", "ckpt-000000000600"]
+    assert read_latest(store)[0] == "ckpt-000000000600"  # type: ignore[index]
+
+
+def test_the_syncer_keeps_as_many_checkpoints_as_the_runner() -> None:
+    from rlcloud.runner.loop import CHECKPOINTS_KEPT
+
+    assert Syncer(".", LocalStore("unused")).keep_checkpoints == CHECKPOINTS_KEPT
+    with pytest.raises(ValueError, match="keep_checkpoints"):
+        Syncer(".", LocalStore("unused"), keep_checkpoints=0)
 
 
 def test_checkpoint_not_yet_named_by_latest_is_not_uploaded(target: tuple[Any, Any], tmp_path: Path) -> None:

@@ -9,7 +9,8 @@
   once the local ``checkpoints/LATEST`` names it (it is complete then), so readers that follow
   ``LATEST`` never see half a checkpoint, even if the uploader dies between two files;
 - checkpoint directories that this syncer saw locally and that the runner has since pruned are deleted
-  from the store after ``LATEST`` has moved on;
+  from the store after ``LATEST`` has moved on, and so are a previous runner's once they are older than
+  the newest ``keep_checkpoints`` (so a restarted runner leaves no checkpoint behind for good);
 - hidden files and directories (``.progress.json.tmp-123``, ``checkpoints/.tmp-ckpt-...``) are skipped.
 
 :meth:`Syncer.start` runs it every N seconds in a thread (and once more at :meth:`Syncer.stop` and at
@@ -102,7 +103,10 @@ class Syncer:
 
     ``include``: when given, only files matching one of these globs are synced (e.g. ``["logs/*"]`` for
     an environment server that ships only its log); ``exclude``: globs to skip. Both are matched against
-    the relative path and the file name.
+    the relative path and the file name. With ``prune_checkpoints``, checkpoint directories the runner
+    deleted locally are deleted from the store, and so are stored ones never seen locally (a previous
+    runner's) once they are older than the newest ``keep_checkpoints`` (the runner keeps 3); the one
+    LATEST names is never deleted.
     """
 
     def __init__(
@@ -113,12 +117,16 @@ class Syncer:
         include: Sequence[str] = (),
         exclude: Sequence[str] = (),
         prune_checkpoints: bool = True,
+        keep_checkpoints: int = 3,
     ) -> None:
+        if keep_checkpoints < 1:
+            raise ValueError(f"keep_checkpoints must be >= 1, got {keep_checkpoints}")
         self.local_dir = Path(local_dir)
         self.store = store
         self.include = tuple(include)
         self.exclude = tuple(exclude)
         self.prune_checkpoints = prune_checkpoints
+        self.keep_checkpoints = keep_checkpoints
         self._lock = threading.Lock()
         self._crc_cache: dict[str, tuple[int, int, int, str]] = {}
         self._published: tuple[str, int] | None = None  # (name, generation) of the stored LATEST
@@ -350,14 +358,19 @@ class Syncer:
 
     def _prune(self, ckpt_dirs: set[str], remote: dict[str, ObjectInfo], report: SyncReport) -> None:
         published = self._published[0] if self._published else None
-        gone = {d for d in self._seen_checkpoints - ckpt_dirs if d != published}
-        if not gone:
-            return
-        doomed = [n for n in remote if n.startswith(CHECKPOINTS) and n.split("/")[1] in gone and n.count("/") >= 2]
+        stored = {n.split("/")[1] for n in remote if n.startswith(CHECKPOINTS) and n.count("/") >= 2}
+        # Those this syncer saw locally and the runner has since pruned; and those only the store holds
+        # (left by a previous runner of this experiment: a restart restores just the latest) once they
+        # fall out of the newest keep_checkpoints, the runner's own retention.
+        newest = set(sorted(stored | ckpt_dirs)[-self.keep_checkpoints :])
+        gone = (self._seen_checkpoints - ckpt_dirs) | (stored - self._seen_checkpoints - ckpt_dirs - newest)
+        if published:
+            gone.discard(published)
+        self._seen_checkpoints -= gone
+        doomed = [n for n in remote if n.startswith(CHECKPOINTS) and n.count("/") >= 2 and n.split("/")[1] in gone]
         if doomed:
             self.store.delete_many(doomed)
             report.deleted.extend(doomed)
-        self._seen_checkpoints -= gone
 
     # -- background ------------------------------------------------------------------------------
 
