@@ -9,7 +9,9 @@ from rlcloud.gke.machines import machine_shape
 from rlcloud.gke.preflight import check_cluster_spec
 from rlcloud.gke.prices import (
     CLUSTER_FEE_PER_HOUR,
+    DISK_PER_GB_HOUR,
     GPU_PER_HOUR,
+    MACHINE_PER_HOUR,
     PRICES_DATE,
     SPOT_FRACTION,
     estimate_hourly_cost,
@@ -116,3 +118,57 @@ def test_unknown_series_is_reported_not_guessed() -> None:
     estimate = estimate_hourly_cost(ClusterSpec(name="c4", machine_type="c4-standard-8"))
     assert estimate.unknown == ["c4-standard-8"]
     assert "no price" in str(estimate)
+
+
+def test_table_figures() -> None:
+    # Verified on https://cloud.google.com/kubernetes-engine/pricing: $0.10 per cluster per hour.
+    assert CLUSTER_FEE_PER_HOUR == 0.10
+    # The spot page's stated range of discounts (60-91 %) as a fraction of on-demand.
+    assert 0.09 <= SPOT_FRACTION <= 0.40
+    # Kept, unverified (see the module docstring): balanced PD per GB-month, per-GPU rates.
+    assert abs(DISK_PER_GB_HOUR * 730 - 0.10) < 1e-12
+    assert GPU_PER_HOUR["nvidia-tesla-t4"] == 0.35 and GPU_PER_HOUR["nvidia-l4"] == 0.56
+    assert GPU_PER_HOUR["nvidia-tesla-a100"] == 2.93 and GPU_PER_HOUR["nvidia-a100-80gb"] == 3.93
+    assert GPU_PER_HOUR["nvidia-h100-80gb"] == 9.80
+    assert PRICES_DATE == "2025-06-01"
+
+
+@pytest.mark.parametrize(
+    ("spec", "machine", "gpu", "count"),
+    [
+        (
+            {"machine_type": "a2-highgpu-2g", "gpu_type": "nvidia-tesla-a100", "gpus_per_node": 2},
+            "a2-highgpu-2g",
+            "nvidia-tesla-a100",
+            2,
+        ),
+        (
+            {"machine_type": "a3-highgpu-8g", "gpu_type": "nvidia-h100-80gb", "gpus_per_node": 8},
+            "a3-highgpu-8g",
+            "nvidia-h100-80gb",
+            8,
+        ),
+        (
+            {"machine_type": "g2-standard-24", "gpu_type": "nvidia-l4", "gpus_per_node": 2},
+            "g2-standard-24",
+            "nvidia-l4",
+            2,
+        ),
+        # A machine with built-in GPUs costs them even where the spec names none.
+        ({"machine_type": "g2-standard-24"}, "g2-standard-24", "nvidia-l4", 2),
+    ],
+)
+def test_machine_with_built_in_gpus_counts_them_once(
+    spec: dict[str, object], machine: str, gpu: str, count: int
+) -> None:
+    estimate = estimate_hourly_cost(ClusterSpec(name="acc", num_nodes=1, **spec))  # type: ignore[arg-type]
+    gpu_items = [i for i in estimate.items if gpu in i.item]
+    assert len(gpu_items) == 1 and gpu_items[0].quantity == count
+    assert gpu_items[0].hourly == pytest.approx(count * GPU_PER_HOUR[gpu])
+    # The machine line is its vCPU and memory part only (billed separately from the GPU SKU).
+    shape = machine_shape(machine)
+    assert shape.vcpus is not None and shape.memory_gb is not None
+    vcpu, gb = MACHINE_PER_HOUR[shape.family]
+    machine_item = next(i for i in estimate.items if i.item.endswith(f"1 x {machine}"))
+    assert machine_item.hourly == pytest.approx(shape.vcpus * vcpu + shape.memory_gb * gb)
+    assert sum(i.hourly or 0 for i in estimate.items) == pytest.approx(estimate.hourly, abs=1e-3)

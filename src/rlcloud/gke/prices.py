@@ -1,11 +1,26 @@
 """An hourly cost estimate for a ClusterSpec, from a dated table of list prices (pure, no network).
 
 THIS IS AN ESTIMATE. The table holds Google Cloud's public on-demand list prices in us-central1, in
-USD per hour, as recorded on :data:`PRICES_DATE`; other regions cost up to ~30 % more, prices change,
-committed-use and negotiated discounts are ignored, and spot prices move daily (they are modelled as
-a flat fraction of on-demand). Check https://cloud.google.com/compute/vm-instance-pricing,
-https://cloud.google.com/compute/gpus-pricing and https://cloud.google.com/kubernetes-engine/pricing
-(or the Billing console) before relying on a figure.
+USD per hour; other regions cost up to ~30 % more, prices change, committed-use and negotiated
+discounts are ignored, and spot prices move (they are modelled as a flat fraction of on-demand).
+
+What was checked, and against what (stored copies of Google's pages, searched 2026-11-22; none of
+them shows a "last updated" date, so :data:`PRICES_DATE` stays the date the table was first recorded):
+
+* Verified: the GKE cluster management fee, $0.10 per cluster per hour, and the free tier's monthly
+  credit that covers one zonal (or Autopilot) cluster -- https://cloud.google.com/kubernetes-engine/pricing.
+* Verified: how accelerator-optimized machines are billed -- their attached GPUs, plus predefined vCPU
+  and memory, plus bundled Local SSD -- https://cloud.google.com/compute/docs/accelerator-optimized-machines.
+  The estimate therefore prices a G2/A2/A3 node as vCPU + memory + its built-in GPUs, each once.
+* Checked, kept as a fraction: spot prices -- https://cloud.google.com/spot-vms/pricing (see
+  :data:`SPOT_FRACTION`).
+* NOT verified (kept from the table as first recorded, marked "unverified" below): every per-vCPU and
+  per-GB machine rate, every per-GPU rate, and the balanced persistent disk rate. Of the stored copies
+  of https://cloud.google.com/compute/vm-instance-pricing, https://cloud.google.com/compute/gpus-pricing
+  and https://cloud.google.com/compute/disks-image-pricing the search reached only the opening
+  sections, not the price tables. Check them (or the Billing console) before relying on a figure.
+
+Not included: A3 machines' bundled Local SSD, network egress, premium images, sustained-use discounts.
 """
 
 from __future__ import annotations
@@ -29,51 +44,72 @@ __all__ = [
     "estimate_hourly_cost",
 ]
 
+# The date the table's figures were recorded. The stored pages used to check them carry no date of
+# their own, so this is not moved (see the module docstring for what was verified).
 PRICES_DATE = "2025-06-01"
 PRICES_REGION = "us-central1"
 NOTE = (
     f"Estimate from rlcloud's table of on-demand list prices in {PRICES_REGION} recorded {PRICES_DATE} "
-    "(USD/hour); other regions, discounts and today's prices differ, spot prices vary daily. "
-    "See https://cloud.google.com/compute/vm-instance-pricing and https://cloud.google.com/compute/gpus-pricing."
+    "(USD/hour); other regions, discounts and today's prices differ, spot prices vary. "
+    "See https://cloud.google.com/compute/vm-instance-pricing, https://cloud.google.com/compute/gpus-pricing "
+    "and https://cloud.google.com/kubernetes-engine/pricing."
 )
 
-# Per series: (USD per vCPU-hour, USD per GB-hour) for predefined machine types.
+# Per series: (USD per vCPU-hour, USD per GB-hour) for predefined machine types. For G2, A2 and A3
+# this is the vCPU and memory part only; their built-in GPUs are priced from GPU_PER_HOUR.
+# Unverified: no stored copy of https://cloud.google.com/compute/vm-instance-pricing reached its tables.
 MACHINE_PER_HOUR: dict[str, tuple[float, float]] = {
-    "n1": (0.031611, 0.004237),
-    "n2": (0.031611, 0.004237),
-    "n2d": (0.027502, 0.003686),
-    "e2": (0.021811, 0.002923),
-    "c2": (0.03398, 0.00455),
-    "c3": (0.03465, 0.00464),
-    "g2": (0.024988, 0.002928),
-    "a2": (0.031611, 0.004237),
+    "n1": (0.031611, 0.004237),  # unverified
+    "n2": (0.031611, 0.004237),  # unverified
+    "n2d": (0.027502, 0.003686),  # unverified
+    "e2": (0.021811, 0.002923),  # unverified
+    "c2": (0.03398, 0.00455),  # unverified
+    "c3": (0.03465, 0.00464),  # unverified
+    "g2": (0.024988, 0.002928),  # unverified
+    "a2": (0.031611, 0.004237),  # unverified
+    # Unverified, and known to be approximate: A3 has its own vCPU/memory SKUs (the spot page lists
+    # different A3-HIGH and A2 rates), but no stored page gave A3's on-demand figure, so A2's is used.
+    # For a3-highgpu-8g this part is ~15 % of the node's estimate; the GPUs are the rest.
     "a3": (0.031611, 0.004237),
 }
-# Custom machine types cost ~5 % more per vCPU and GB than predefined ones.
+# Custom machine types cost ~5 % more per vCPU and GB than predefined ones. Unverified.
 CUSTOM_PER_HOUR: dict[str, tuple[float, float]] = {
     "n1": (0.033174, 0.004446),
     "n2": (0.033174, 0.004446),
     "n2d": (0.028877, 0.003870),
     "e2": (0.022890, 0.003067),
 }
-# USD per GPU-hour, on demand (for G2/A2/A3 the accelerator part of the machine's price).
+# USD per GPU-hour, on demand (for G2/A2/A3 the accelerator part of the machine's price, billed as a
+# separate GPU SKU next to the vCPU and memory ones). Unverified: no stored copy of
+# https://cloud.google.com/compute/gpus-pricing reached its table. (T4, L4, A100 40GB/80GB and H100
+# agree, to the cent, with Cloud Billing catalog figures for us-central1 seen in public code.)
 GPU_PER_HOUR: dict[str, float] = {
-    "nvidia-tesla-t4": 0.35,
-    "nvidia-tesla-p4": 0.60,
-    "nvidia-tesla-p100": 1.46,
-    "nvidia-tesla-v100": 2.48,
-    "nvidia-l4": 0.56,
-    "nvidia-tesla-a100": 2.93,
-    "nvidia-a100-80gb": 3.93,
-    "nvidia-h100-80gb": 9.80,
-    "nvidia-h100-mega-80gb": 10.30,
-    "nvidia-h200-141gb": 10.60,
+    "nvidia-tesla-t4": 0.35,  # unverified
+    "nvidia-tesla-p4": 0.60,  # unverified
+    "nvidia-tesla-p100": 1.46,  # unverified
+    "nvidia-tesla-v100": 2.48,  # unverified
+    "nvidia-l4": 0.56,  # unverified
+    "nvidia-tesla-a100": 2.93,  # unverified
+    "nvidia-a100-80gb": 3.93,  # unverified
+    "nvidia-h100-80gb": 9.80,  # unverified
+    "nvidia-h100-mega-80gb": 10.30,  # unverified, no corroboration found
+    "nvidia-h200-141gb": 10.60,  # unverified, no corroboration found
 }
 # Balanced persistent disk (GKE's default boot disk): USD 0.10 per GB-month, 730 hours a month.
+# Unverified: the stored https://cloud.google.com/compute/disks-image-pricing shows only the standard
+# ($0.04) and SSD ($0.17 per GB-month, US) rates; $0.10 for balanced is from third-party pages.
 DISK_PER_GB_HOUR = 0.10 / 730
-# GKE Standard cluster management fee (the free tier's monthly credit covers one zonal cluster).
+# GKE cluster management fee, $0.10 per cluster per hour, any mode or topology. The free tier's monthly
+# credit ($74.40) covers one zonal or Autopilot cluster; it is not subtracted here.
+# Verified: https://cloud.google.com/kubernetes-engine/pricing (stored copy, undated).
 CLUSTER_FEE_PER_HOUR = 0.10
-# Spot VMs and spot GPUs are 60-91 % below on-demand; the estimate assumes this fraction of it.
+# Spot VMs and spot GPUs cost this fraction of on-demand in the estimate. https://cloud.google.com/spot-vms/pricing
+# gives per-resource spot prices, but its stored copies only reach the per-series vCPU/memory table
+# (its region tab is not labelled; its A2 and E2 figures are 40 % of the us-central1 rates above), not
+# the GPU table, so a per-series table would leave the GPU part -- most of a GPU node -- on the
+# fraction anyway. Observed there: A2 and E2 spot at 40 % of on-demand, C2 ~15 %, C3 ~17 %; the text
+# says discounts of 60-91 % (older copies) or "up to 91 %" (current), i.e. a fraction of 0.09-0.40.
+# 0.35 sits near the top of that range, so spot estimates lean high rather than low.
 SPOT_FRACTION = 0.35
 
 
@@ -124,12 +160,15 @@ def _pool_items(plan: PoolPlan, nodes: int, spot_factor: float, unknown: list[st
     else:
         per_node = (shape.vcpus * rates[0] + shape.memory_gb * rates[1]) * spot_factor
         items.append(CostItem(label, nodes, round(per_node, 6), nodes * per_node))
-    if plan.gpus and plan.gpu_type:
-        gpu_price = GPU_PER_HOUR.get(plan.gpu_type)
-        gpus = nodes * plan.gpus
-        gpu_label = f"{plan.name}: {gpus} x {plan.gpu_type}{' (spot)' if plan.spot else ''}"
+    # A G2/A2/A3 machine comes with its GPUs: count those (once), whatever the spec asked for; the
+    # machine rate above is its vCPU and memory part only.
+    gpu_type, gpus_per_node = shape.fixed_gpus or (plan.gpu_type, plan.gpus)
+    if gpus_per_node and gpu_type:
+        gpu_price = GPU_PER_HOUR.get(gpu_type)
+        gpus = nodes * gpus_per_node
+        gpu_label = f"{plan.name}: {gpus} x {gpu_type}{' (spot)' if plan.spot else ''}"
         if gpu_price is None:
-            unknown.append(plan.gpu_type)
+            unknown.append(gpu_type)
             items.append(CostItem(gpu_label, gpus, None, None))
         else:
             items.append(CostItem(gpu_label, gpus, gpu_price * spot_factor, gpus * gpu_price * spot_factor))
