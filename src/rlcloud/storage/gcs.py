@@ -10,14 +10,20 @@ error is translated here, in one place (:func:`_translate`), into the rlcloud er
 
 Many files go through ``transfer_manager`` with thread workers (threads, not processes: the runner
 process holds TensorFlow, and forking it is unsafe); large downloads are split into concurrent ranged
-reads with ``download_chunks_concurrently``. Large uploads go as one resumable upload each, in
-parallel with the others: the chunked XML multipart upload is not offered by every endpoint.
+reads with ``download_chunks_concurrently``. Large uploads go in concurrent parts through the XML
+multipart upload API (``upload_chunks_concurrently``), then one metadata read gives the stored CRC32C.
+Not every endpoint offers that API (fake-gcs-server answers 404 to its initiation): by default the
+first large upload finds out, and the store (with its ``child()`` stores) then uploads large files as
+one resumable upload each. A failed chunked upload is aborted by the library; one it could not abort
+(the process was killed) stays billed until a bucket lifecycle rule (AbortIncompleteMultipartUpload)
+removes it, see docs/gke-setup.md.
 """
 
 from __future__ import annotations
 
 import builtins
 import contextlib
+import logging
 import os
 import threading
 import time
@@ -40,9 +46,41 @@ from rlcloud.storage.base import (
 
 __all__ = ["ROLE_NEEDED", "GcsStore"]
 
+logger = logging.getLogger(__name__)
+
 ROLE_NEEDED = "roles/storage.objectAdmin"
 _LIST_FIELDS = "items(name,size,crc32c,generation,updated),nextPageToken"
 _T = TypeVar("_T")
+# XML multipart upload limits on GCS: parts of 5 MiB to 5 GiB (the last one may be smaller), at most
+# 10,000 parts per upload; the default chunk_bytes (8 MiB) is within them.
+_MAX_PARTS = 10_000
+# Each part in flight is held in memory (read whole, checksummed, sent): at most 8 parts of 8 MiB keep
+# a large upload's buffers near 64 MiB, in a runner process that also holds a model.
+_PART_WORKERS = 8
+
+
+class _ChunkedSupport:
+    """Whether the endpoint offers XML multipart uploads, learned once and shared by a store and its
+    ``child()`` stores (they talk to the same endpoint)."""
+
+    def __init__(self) -> None:
+        self.offered: bool | None = None  # None: not known yet
+        self._lock = threading.Lock()
+
+    def seen_offered(self) -> None:
+        with self._lock:
+            if self.offered is None:
+                self.offered = True
+
+    def not_offered(self, url: str) -> None:
+        with self._lock:
+            first = self.offered is not False
+            self.offered = False
+        if first:  # once per store family, not once per large file
+            logger.debug(
+                "the endpoint of %s does not offer XML multipart uploads; large files go as resumable uploads",
+                url,
+            )
 
 
 class GcsStore(Store):
@@ -54,7 +92,11 @@ class GcsStore(Store):
     the network, ~20-50 ms from a GKE pod, so many in flight pay off; benchmarks/sync_throughput.py
     measured 4.9x the naive loop with 8 and 5.2-5.7x with 16-32 at a 20 ms round trip).
     ``retry_initial_s`` / ``retry_timeout_s`` tune the client library's exponential back-off (tests use
-    short ones). Files of at least ``large_file_bytes`` are downloaded as concurrent ranged reads.
+    short ones). Files of at least ``large_file_bytes`` are downloaded as concurrent ranged reads and
+    uploaded as XML multipart uploads in parts of ``chunk_bytes`` (GCS needs at least 5 MiB; more for
+    files over 10,000 parts). ``chunked_uploads``: None (default) tries the multipart upload and falls
+    back to one resumable upload per large file where the endpoint does not offer it (e.g. an emulator);
+    True always uses it (its errors surface); False never does.
     """
 
     def __init__(
@@ -69,6 +111,9 @@ class GcsStore(Store):
         retry_initial_s: float = 1.0,
         retry_timeout_s: float = 120.0,
         large_file_bytes: int = 32 << 20,
+        chunk_bytes: int = 8 << 20,
+        # A bool or None; int too only because open_store() passes its options as a dict[str, int].
+        chunked_uploads: bool | int | None = None,
     ) -> None:
         self.bucket_name = bucket
         self.prefix = prefix.strip("/")
@@ -77,6 +122,9 @@ class GcsStore(Store):
         self.retry_initial_s = retry_initial_s
         self.retry_timeout_s = retry_timeout_s
         self.large_file_bytes = large_file_bytes
+        self.chunk_bytes = max(1, chunk_bytes)
+        self.chunked_uploads = None if chunked_uploads is None else bool(chunked_uploads)
+        self._chunked = _ChunkedSupport()
         self._client = client
         self._owns_client = client is None
         self._credentials = credentials
@@ -163,7 +211,10 @@ class GcsStore(Store):
             retry_initial_s=self.retry_initial_s,
             retry_timeout_s=self.retry_timeout_s,
             large_file_bytes=self.large_file_bytes,
+            chunk_bytes=self.chunk_bytes,
+            chunked_uploads=self.chunked_uploads,
         )
+        other._chunked = self._chunked  # same endpoint: what one learned holds for the other
         return other
 
     def list(self, prefix: str = "") -> ObjectList:
@@ -223,7 +274,9 @@ class GcsStore(Store):
         return self._info(blob)
 
     def upload_files(self, pairs: Sequence[tuple[Path, str]], *, progress: Progress | None = None) -> ObjectList:
-        """Upload files with ``transfer_manager.upload_many`` (threads), retrying failed ones.
+        """Upload files with ``transfer_manager`` (threads), retrying failed ones: small files with
+        ``upload_many``, files of at least ``large_file_bytes`` one at a time in concurrent parts with
+        ``upload_chunks_concurrently`` (or resumable uploads, see ``chunked_uploads``).
 
         Each stored object's CRC32C (computed by the server) must equal the local file's: a mismatch
         means the file changed during the upload, and the object reflects the bytes actually sent.
@@ -250,6 +303,26 @@ class GcsStore(Store):
             )
             return list(zip(batch, blobs, outcome, strict=True))
 
+        def upload_large(batch: builtins.list[int], out: builtins.list[tuple[int, Any, Any]]) -> None:
+            # One chunked upload at a time: each already keeps its parts in flight concurrently.
+            resumable = []
+            for i in batch:
+                if not self._chunked_wanted(sizes[i]):
+                    resumable.append(i)
+                    continue
+                blob = self.bucket.blob(self._key(pairs[i][1]))
+                try:
+                    chunked = self._upload_chunked(pairs[i][0], pairs[i][1], blob, sizes[i])
+                except Exception as exc:
+                    out.append((i, blob, exc))
+                    continue
+                if chunked:
+                    out.append((i, blob, None))
+                else:
+                    resumable.append(i)
+            if resumable:
+                out.extend(upload(resumable, min(len(resumable), self.max_workers)))
+
         while pending:
             failed: builtins.list[tuple[int, BaseException]] = []
             large = [i for i in pending if sizes[i] >= self.large_file_bytes]
@@ -258,7 +331,7 @@ class GcsStore(Store):
             large_thread = None
             if large:
                 large_thread = threading.Thread(
-                    target=lambda batch, out: out.extend(upload(batch, min(len(batch), self.max_workers))),
+                    target=upload_large,
                     args=(large, large_done),
                     name="rlcloud-upload-large",
                     daemon=True,
@@ -296,6 +369,62 @@ class GcsStore(Store):
                     raise err from exc
                 time.sleep(self.retry_initial_s * attempt)
         return [r for r in results if r is not None]
+
+    def _chunked_wanted(self, size: int) -> bool:
+        if size <= 0:  # an XML multipart upload needs at least one part
+            return False
+        if self.chunked_uploads is not None:
+            return self.chunked_uploads
+        return self._chunked.offered is not False
+
+    def _upload_chunked(self, path: Path, name: str, blob: Any, size: int) -> bool:
+        """Upload one file as an XML multipart upload, then read its metadata back (one GET) so that
+        ``blob`` carries the stored size, CRC32C and generation. False, having uploaded nothing, when the
+        endpoint does not offer the API (and ``chunked_uploads`` is None). Raises what the upload raised;
+        the library has aborted the failed upload by then (its parts are deleted), or tried to: a failed
+        abort is logged, and the failure that caused it is raised.
+        """
+        from google.cloud.storage import transfer_manager as tm
+
+        # Large enough parts to stay within GCS's 10,000 parts, whatever the file's size.
+        chunk = max(self.chunk_bytes, -(-size // _MAX_PARTS))
+        try:
+            tm.upload_chunks_concurrently(
+                str(path),
+                blob,
+                chunk_size=chunk,
+                worker_type=tm.THREAD,
+                max_workers=min(self.max_workers, _PART_WORKERS),
+                # Each part is checksummed (crc32c with the C extension, else md5) and checked by the
+                # server; the whole object's CRC32C is compared by the caller, from the reload below.
+                checksum="auto",
+                retry=self.retry,
+            )
+        except Exception as exc:
+            if _mpu_not_offered(exc):
+                if self.chunked_uploads:
+                    raise StorageError(
+                        f"uploading {path} to {self.describe(name)}: the endpoint does not offer XML multipart "
+                        f"uploads (chunked_uploads=True); leave chunked_uploads unset to fall back to "
+                        f"resumable uploads"
+                    ) from exc
+                self._chunked.not_offered(self.url)
+                return False
+            original = _before_abort(exc)
+            if original is not exc:
+                # The abort itself failed: report the failure that caused it, and say what is left behind.
+                logger.warning(
+                    "could not abort the failed multipart upload of %s (%s: %s); its parts stay stored until "
+                    "a bucket lifecycle rule (AbortIncompleteMultipartUpload) removes them",
+                    self.describe(name),
+                    type(exc).__name__,
+                    _message(exc),
+                )
+                raise original from None
+            raise
+        self._chunked.seen_offered()
+        blob.reload(retry=self.retry)
+        return True
 
     def download_files(self, items: Sequence[tuple[ObjectInfo, Path]], *, progress: Progress | None = None) -> None:
         """Download objects concurrently (ranged reads for large ones), each to a temporary file that is
@@ -491,6 +620,49 @@ def _bucket_missing(store: GcsStore, exc: BaseException) -> bool:
         return not store.bucket.exists(retry=store.retry)
     except Exception:
         return False
+
+
+def _mpu_not_offered(exc: BaseException) -> bool:
+    """Whether ``exc`` is the answer of an endpoint without the XML multipart upload API to the upload's
+    initiation (``POST <object>?uploads``): 404, 405 or 501 that is not an XML API error document (GCS's
+    own 404s, such as NoSuchBucket, are ``<Error>`` documents; a JSON-only emulator answers JSON)."""
+    from google.cloud.storage.exceptions import InvalidResponse
+
+    if not isinstance(exc, InvalidResponse) or _request_method(exc) != "POST":
+        return False
+    response = exc.response
+    if getattr(response, "status_code", None) not in (404, 405, 501):
+        return False
+    if not str(getattr(response.request, "url", "")).endswith("?uploads"):
+        return False
+    body = (getattr(response, "text", "") or "")[:2000]
+    return not ("<Error>" in body and "<Code>" in body)
+
+
+def _before_abort(exc: Exception) -> Exception:
+    """The failure that made the library abort a multipart upload, when ``exc`` is the abort's own
+    failure (its DELETE refused or unanswered); else ``exc``. The abort's exceptions (the library's
+    RetryError, the last answer) chain back to that failure through ``__context__``."""
+    if _request_method(exc) != "DELETE":
+        return exc
+    cause = exc.__context__
+    for _ in range(8):  # a short chain; bounded in case of a cycle
+        if cause is None or _request_method(cause) != "DELETE":
+            break
+        cause = cause.__context__
+    return cause if isinstance(cause, Exception) else exc
+
+
+def _request_method(exc: BaseException) -> str | None:
+    """The HTTP method of the request that failed with ``exc`` (an answer or a transport error; for the
+    library's ``RetryError``, the last attempt's)."""
+    from google.api_core.exceptions import RetryError
+
+    if isinstance(exc, RetryError) and exc.cause is not None:
+        exc = exc.cause
+    request = getattr(getattr(exc, "response", None), "request", None) or getattr(exc, "request", None)
+    method = getattr(request, "method", None)
+    return method if isinstance(method, str) else None
 
 
 def _message(exc: BaseException) -> str:
