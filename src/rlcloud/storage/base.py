@@ -290,5 +290,5 @@ def open_store(
     return LocalStore(Path(text).expanduser(), **_workers(max_workers))
 
 
-def _workers(max_workers: int | None) -> dict[str, int]:
+def _workers(max_workers: int | None) -> dict[str, Any]:
     return {} if max_workers is None else {"max_workers": max_workers}

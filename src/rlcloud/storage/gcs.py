@@ -112,8 +112,7 @@ class GcsStore(Store):
         retry_timeout_s: float = 120.0,
         large_file_bytes: int = 32 << 20,
         chunk_bytes: int = 8 << 20,
-        # A bool or None; int too only because open_store() passes its options as a dict[str, int].
-        chunked_uploads: bool | int | None = None,
+        chunked_uploads: bool | None = None,
     ) -> None:
         self.bucket_name = bucket
         self.prefix = prefix.strip("/")
@@ -123,7 +122,7 @@ class GcsStore(Store):
         self.retry_timeout_s = retry_timeout_s
         self.large_file_bytes = large_file_bytes
         self.chunk_bytes = max(1, chunk_bytes)
-        self.chunked_uploads = None if chunked_uploads is None else bool(chunked_uploads)
+        self.chunked_uploads = chunked_uploads
         self._chunked = _ChunkedSupport()
         self._client = client
         self._owns_client = client is None
