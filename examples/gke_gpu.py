@@ -41,7 +41,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--env-server-cpu",
         default="500m",
-        help="CPU per environment server (default 500m: four fit the cluster's 4-vCPU CPU node)",
+        help="CPU per environment server (default 500m: four fit the cluster's first CPU node at once)",
     )
     parser.add_argument("--dest", default=None, help="download directory (default ./rlcloud-results/NAME)")
     parser.add_argument("--keep-cluster", action="store_true", help="do not delete the cluster at the end")
@@ -67,9 +67,10 @@ def make_experiment(args: argparse.Namespace) -> Any:
     """The Space Invaders experiment with the command line's overrides."""
     from rlcloud import Experiment, ExperimentSpec
 
-    # GKE keeps pods without a GPU request off the tainted GPU nodes, so the env servers share the T4
-    # cluster's one e2-standard-4 CPU node with the system pods: the spec's 1 CPU each would leave some
-    # of them Pending (and the learner waiting for them). An Atari env server needs far less than a core.
+    # The env servers run on the T4 cluster's CPU pool of e2-standard-4 nodes, whose first node they
+    # share with the system pods. The pool autoscales (up to plan.SYSTEM_MAX_NODES per zone), but at the
+    # spec's 1 CPU each some would wait minutes for an added node (and the learner with them). An Atari
+    # env server needs far less than a core: 500m fits four on the first node at once.
     overrides: dict[str, Any] = {"num_workers": args.workers, "resources.env_server.cpu": args.env_server_cpu}
     if args.timesteps:
         overrides["total_timesteps"] = args.timesteps

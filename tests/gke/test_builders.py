@@ -12,7 +12,14 @@ from rlcloud.gke.builders import (
     build_create_node_pool_request,
     cluster_labels,
 )
-from rlcloud.gke.plan import DEFAULT_POOL, GPU_POOL, POOL_LABEL, SYSTEM_MACHINE_TYPE
+from rlcloud.gke.plan import (
+    DEFAULT_POOL,
+    GPU_POOL,
+    POOL_LABEL,
+    SYSTEM_MACHINE_TYPE,
+    SYSTEM_MAX_NODES,
+    plan_pools,
+)
 from rlcloud.specs import ClusterSpec
 
 Driver = container_v1.GPUDriverInstallationConfig.GPUDriverVersion
@@ -50,6 +57,12 @@ def test_gpu_cluster_has_a_small_cpu_pool_and_a_gpu_pool_with_managed_drivers() 
     assert system.config.machine_type == SYSTEM_MACHINE_TYPE
     assert system.initial_node_count == 1
     assert not system.config.accelerators and not system.config.spot
+    assert system.config.labels[POOL_LABEL] == "system"
+    # the CPU pool grows for env servers (GKE keeps them off the tainted GPU nodes), on demand
+    assert system.autoscaling.enabled
+    assert (system.autoscaling.min_node_count, system.autoscaling.max_node_count) == (1, SYSTEM_MAX_NODES)
+    assert system.autoscaling.location_policy == container_v1.NodePoolAutoscaling.LocationPolicy.BALANCED
+    assert not gpu.autoscaling.enabled  # the spec asked for none
     assert gpu.config.machine_type == "n1-standard-8"
     assert gpu.initial_node_count == 2
     (accelerator,) = gpu.config.accelerators
@@ -121,3 +134,23 @@ def test_bad_driver_version_names_the_field() -> None:
 def test_user_labels_cannot_take_over_managed_by() -> None:
     labels = cluster_labels(ClusterSpec(name="x", labels={"managed-by": "someone"}))
     assert labels["managed-by"] == "rlcloud"
+
+
+def test_plan_cpu_pool_of_a_gpu_cluster_autoscales_on_demand() -> None:
+    assert 1 < SYSTEM_MAX_NODES <= 16
+    system, gpu = plan_pools(ClusterSpec(name="t4", gpu_type="nvidia-tesla-t4", spot=True))
+    assert (system.name, system.role, system.machine_type) == (DEFAULT_POOL, "system", SYSTEM_MACHINE_TYPE)
+    assert (system.nodes_per_zone, system.min_nodes, system.max_nodes) == (1, 1, SYSTEM_MAX_NODES)
+    assert not system.spot and gpu.spot  # env servers outlive the GPU nodes' preemptions
+    assert (gpu.min_nodes, gpu.max_nodes) == (None, None)
+    # without GPUs the one pool is the spec's, fixed unless the spec autoscales
+    (only,) = plan_pools(ClusterSpec(name="cpu", machine_type="n1-standard-8"))
+    assert (only.name, only.role, only.min_nodes, only.max_nodes) == (DEFAULT_POOL, "workers", None, None)
+
+
+def test_re_created_cpu_pool_keeps_its_autoscaling() -> None:
+    spec = ClusterSpec(name="t4", gpu_type="nvidia-tesla-t4")
+    request = build_create_node_pool_request(spec, project="proj-123", location="us-central1-a", pool_name=DEFAULT_POOL)
+    autoscaling = request.node_pool.autoscaling
+    assert autoscaling.enabled
+    assert (autoscaling.min_node_count, autoscaling.max_node_count) == (1, SYSTEM_MAX_NODES)

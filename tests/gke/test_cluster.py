@@ -20,6 +20,7 @@ from rlcloud.errors import (
 )
 from rlcloud.gke.cluster import ClusterInfo, GkeCluster, dedicated_cluster, reap
 from rlcloud.gke.operations import OperationUpdate
+from rlcloud.gke.plan import SYSTEM_MACHINE_TYPE, SYSTEM_MAX_NODES
 from rlcloud.specs import ClusterSpec
 from tests.fakes.gke import FakeClusterManager
 from tests.gke.conftest import PROJECT, NoCredentials
@@ -97,6 +98,12 @@ def test_create_request_contents(kind: str, fake: FakeClusterManager, make_clust
     assert workers.config.spot == spec.spot
     if spec.gpus_per_node:
         assert set(pools) == {"default-pool", "gpu-pool"}
+        system = pools["default-pool"]
+        assert system.config.machine_type == SYSTEM_MACHINE_TYPE and not system.config.spot
+        assert system.initial_node_count == 1
+        assert system.autoscaling.enabled
+        assert (system.autoscaling.min_node_count, system.autoscaling.max_node_count) == (1, SYSTEM_MAX_NODES)
+        assert system.autoscaling.location_policy == container_v1.NodePoolAutoscaling.LocationPolicy.BALANCED
         (accelerator,) = workers.config.accelerators
         assert accelerator.accelerator_type == spec.gpu_type
         assert accelerator.accelerator_count == spec.gpus_per_node
@@ -204,6 +211,35 @@ def test_rerun_after_interrupt_adopts_the_cluster(fake: FakeClusterManager, make
     assert fake.cluster_names() == ["rl"]  # not dedicated: left for the re-run
     assert make_cluster().create().status == "RUNNING"
     assert len(fake.requests_of("CreateCluster")) == 1
+
+
+def mutations(fake: FakeClusterManager) -> builtins.list[str]:
+    """The requests that change something (the fake serves no mutation it does not record)."""
+    return [name for name, _ in fake.requests if not name.startswith(("Get", "List"))]
+
+
+def test_adopting_an_identical_gpu_cluster_changes_nothing(fake: FakeClusterManager, make_cluster: MakeCluster) -> None:
+    spec = ClusterSpec(name="rl", gpu_type=T4, spot=True, autoscaling={"min_nodes": 0, "max_nodes": 2})
+    first = make_cluster(spec).create()
+    assert mutations(fake) == ["CreateCluster"]
+    again = make_cluster(spec).create()
+    assert mutations(fake) == ["CreateCluster"]  # no pool re-created, resized or re-configured
+    assert again.node_pools == first.node_pools == ["default-pool", "gpu-pool"]
+    assert again.autoscaling == (0, 2)  # the experiment pool's, not the CPU pool's
+
+
+def test_adopting_a_gpu_cluster_with_an_older_fixed_cpu_pool_changes_nothing(
+    fake: FakeClusterManager, make_cluster: MakeCluster
+) -> None:
+    make_cluster(ClusterSpec(name="rl", gpu_type=T4)).create()
+    # as rlcloud made them before the CPU pool autoscaled: one fixed e2-standard-4 node
+    (cluster,) = fake.clusters.values()
+    system = next(p for p in cluster.node_pools if p.name == "default-pool")
+    system.autoscaling = container_v1.NodePoolAutoscaling()
+    info = make_cluster(ClusterSpec(name="rl", gpu_type=T4)).create()
+    assert info.status == "RUNNING" and info.node_pools == ["default-pool", "gpu-pool"]
+    assert mutations(fake) == ["CreateCluster"]  # kept as it is: no re-create of a serving pool
+    assert not system.autoscaling.enabled
 
 
 def test_create_adds_a_missing_pool_and_waits_out_a_busy_cluster(

@@ -6,6 +6,7 @@ import pytest
 
 from rlcloud.errors import SpecError
 from rlcloud.gke.machines import machine_shape
+from rlcloud.gke.plan import SYSTEM_MAX_NODES
 from rlcloud.gke.preflight import check_cluster_spec
 from rlcloud.gke.prices import (
     CLUSTER_FEE_PER_HOUR,
@@ -112,6 +113,34 @@ def test_gpu_spot_regional_estimate() -> None:
     )
     assert scaled.max_hourly is not None and scaled.max_hourly > scaled.hourly
     assert "autoscaling maximum" in str(scaled)
+
+
+def test_gpu_cluster_estimate_shows_the_cpu_pool_range() -> None:
+    e2_node = 4 * MACHINE_PER_HOUR["e2"][0] + 16 * MACHINE_PER_HOUR["e2"][1] + 50 * DISK_PER_GB_HOUR
+    t4_node = 4 * MACHINE_PER_HOUR["n1"][0] + 15 * MACHINE_PER_HOUR["n1"][1] + 100 * DISK_PER_GB_HOUR
+    t4_node += GPU_PER_HOUR["nvidia-tesla-t4"]
+    # a fixed GPU pool: the CPU pool alone makes the range, from 1 to SYSTEM_MAX_NODES e2-standard-4
+    fixed = estimate_hourly_cost(ClusterSpec(name="t4", gpu_type="nvidia-tesla-t4", machine_type="n1-standard-4"))
+    assert fixed.hourly == pytest.approx(CLUSTER_FEE_PER_HOUR + e2_node + t4_node, abs=1e-3)
+    assert fixed.max_hourly == pytest.approx(CLUSTER_FEE_PER_HOUR + SYSTEM_MAX_NODES * e2_node + t4_node, abs=1e-3)
+    (system,) = [i for i in fixed.items if "e2-standard-4" in i.item]
+    assert system.quantity == 1
+    assert system.item == f"default-pool: 1 x e2-standard-4 (autoscaling 1-{SYSTEM_MAX_NODES} per zone)"
+    assert "autoscaling maximum" in str(fixed) and f"${fixed.max_hourly:.2f}/hour" in str(fixed)
+    # both pools autoscaling, regional: each at its own maximum in each of the three zones
+    both = estimate_hourly_cost(
+        ClusterSpec(
+            name="t4",
+            location="us-central1",
+            gpu_type="nvidia-tesla-t4",
+            machine_type="n1-standard-4",
+            autoscaling={"min_nodes": 0, "max_nodes": 2},
+        )
+    )
+    assert both.hourly == pytest.approx(CLUSTER_FEE_PER_HOUR + 3 * e2_node + 3 * t4_node, abs=1e-3)
+    top = CLUSTER_FEE_PER_HOUR + 3 * SYSTEM_MAX_NODES * e2_node + 3 * 2 * t4_node
+    assert both.max_hourly == pytest.approx(top, abs=1e-3)
+    assert next(i for i in both.items if "n1-standard-4" in i.item).item.endswith("(autoscaling 0-2 per zone)")
 
 
 def test_unknown_series_is_reported_not_guessed() -> None:

@@ -1,9 +1,12 @@
 """The node pools a ClusterSpec becomes, as plain data (pure; shared by the builders and the cost estimate).
 
-Layout: without GPUs, one pool ``default-pool`` of the spec's machine type runs everything. With GPUs, a
-small on-demand CPU pool ``default-pool`` keeps the system pods (kube-dns, metrics...) off the GPU
-nodes and survives spot preemptions, and ``gpu-pool`` carries the spec's machine type, GPUs, spot and
-autoscaling settings.
+Layout: without GPUs, one pool ``default-pool`` of the spec's machine type runs everything. With GPUs,
+``gpu-pool`` carries the spec's machine type, GPUs, spot and autoscaling settings, and an on-demand CPU
+pool ``default-pool`` of :data:`SYSTEM_MACHINE_TYPE` holds what GKE keeps off the tainted GPU nodes:
+the system pods (kube-dns, metrics...) and a distributed experiment's environment servers. It
+autoscales from 1 to :data:`SYSTEM_MAX_NODES` nodes per zone, so the cluster autoscaler adds nodes for
+Pending env servers and removes idle ones; it stays on-demand so that env servers survive the GPU
+nodes' spot preemptions.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ __all__ = [
     "POOL_LABEL",
     "REGIONAL_ZONES",
     "SYSTEM_MACHINE_TYPE",
+    "SYSTEM_MAX_NODES",
     "PoolPlan",
     "plan_pools",
     "zone_count",
@@ -26,6 +30,13 @@ __all__ = [
 DEFAULT_POOL = "default-pool"
 GPU_POOL = "gpu-pool"
 SYSTEM_MACHINE_TYPE = "e2-standard-4"
+# Upper bound of the CPU pool of a GPU cluster, in nodes per zone (its lower bound is 1). The first
+# e2-standard-4 node has roughly 3 vCPUs left after the system pods, each added one ~3.5 (only the
+# DaemonSets run there), so 8 nodes fit ~28 env servers at 1 vCPU each (more at smaller requests):
+# num_workers of 16-32 schedule without tuning. It also bounds what a runaway experiment can cost
+# (8 x e2-standard-4, ~$1.1/hour per zone at list prices; the cost estimate shows the range) and the
+# vCPUs it asks of the region's CPUS quota (32 per zone). Larger experiments: smaller env-server requests.
+SYSTEM_MAX_NODES = 8
 # Kubernetes node label naming the pool's role, for the k8s layer's node selectors.
 POOL_LABEL = "rlcloud-pool"
 # GKE spreads a regional cluster's pools over three of the region's zones by default.
@@ -79,5 +90,7 @@ def plan_pools(spec: ClusterSpec, *, gpu_locations: tuple[str, ...] = ()) -> lis
         machine_type=SYSTEM_MACHINE_TYPE,
         nodes_per_zone=1,
         disk_size_gb=50,
+        min_nodes=1,
+        max_nodes=SYSTEM_MAX_NODES,
     )
     return [system, workers]

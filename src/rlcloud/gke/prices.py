@@ -125,11 +125,16 @@ class CostItem:
 
 @dataclass(frozen=True)
 class CostEstimate:
-    """Estimated USD per hour of a cluster at its planned size (autoscaling: at ``num_nodes``)."""
+    """Estimated USD per hour of a cluster at its planned size (autoscaling pools: at their initial size).
+
+    ``max_hourly``: with every autoscaling pool at its maximum -- the spec's ``autoscaling.max_nodes``
+    for the experiment pool, :data:`~rlcloud.gke.plan.SYSTEM_MAX_NODES` for a GPU cluster's CPU pool;
+    None when no pool autoscales.
+    """
 
     hourly: float
     items: list[CostItem]
-    max_hourly: float | None = None  # at autoscaling.max_nodes, when autoscaling is on
+    max_hourly: float | None = None
     unknown: list[str] = field(default_factory=list)  # machine series without a price in the table
     currency: str = "USD"
     prices_date: str = PRICES_DATE
@@ -154,6 +159,8 @@ def _pool_items(plan: PoolPlan, nodes: int, spot_factor: float, unknown: list[st
     rates = table.get(shape.family)
     items: list[CostItem] = []
     label = f"{plan.name}: {nodes} x {plan.machine_type}{' (spot)' if plan.spot else ''}"
+    if plan.max_nodes is not None:
+        label += f" (autoscaling {plan.min_nodes or 0}-{plan.max_nodes} per zone)"
     if rates is None or shape.vcpus is None or shape.memory_gb is None:
         unknown.append(plan.machine_type)
         items.append(CostItem(label, nodes, None, None))
@@ -183,18 +190,22 @@ def estimate_hourly_cost(spec: ClusterSpec) -> CostEstimate:
     """Estimate what ``spec``'s cluster costs per hour (machines, GPUs, disks, GKE fee) — an estimate.
 
     Regional clusters have each pool's nodes in three zones, so they cost three times the nodes.
+    Autoscaling pools are counted at their initial size in ``hourly`` and at their maximum in
+    ``max_hourly`` (a GPU cluster's CPU pool always autoscales, so its estimate always has a maximum).
     """
     zones = zone_count(spec)
     unknown: list[str] = []
     items: list[CostItem] = [CostItem("GKE cluster management fee", 1, CLUSTER_FEE_PER_HOUR, CLUSTER_FEE_PER_HOUR)]
     max_items: list[CostItem] = list(items)
-    for plan in plan_pools(spec):
+    plans = plan_pools(spec)
+    for plan in plans:
         spot_factor = SPOT_FRACTION if plan.spot else 1.0
         items += _pool_items(plan, plan.nodes_per_zone * zones, spot_factor, unknown)
         top = plan.max_nodes if plan.max_nodes is not None else plan.nodes_per_zone
         max_items += _pool_items(plan, top * zones, spot_factor, [])
     hourly = sum(i.hourly for i in items if i.hourly is not None)
-    max_hourly = sum(i.hourly for i in max_items if i.hourly is not None) if spec.autoscaling else None
+    autoscales = any(plan.max_nodes is not None for plan in plans)
+    max_hourly = sum(i.hourly for i in max_items if i.hourly is not None) if autoscales else None
     return CostEstimate(
         hourly=round(hourly, 4),
         items=items,
