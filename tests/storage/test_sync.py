@@ -167,6 +167,27 @@ def test_a_restarted_runner_prunes_its_predecessors_checkpoints_by_the_runners_r
     assert read_latest(store)[0] == "ckpt-000000000600"  # type: ignore[index]
 
 
+def test_a_syncer_without_checkpoints_of_its_own_leaves_the_stored_ones_alone(
+    target: tuple[Any, Any], tmp_path: Path
+) -> None:
+    store, _ = target
+    runner = tmp_path / "runner"
+    write_tree(runner, checkpoint="ckpt-000000000100")
+    syncer = Syncer(runner, store)
+    syncer.sync()
+    for name in ("ckpt-000000000200", "ckpt-000000000300", "ckpt-000000000400"):
+        add_checkpoint(runner, name)
+        syncer.sync()
+    before = stored_checkpoints(store)
+    assert len(before) == 4  # the runner never pruned locally, so neither did its syncer
+    # e.g. a log shipper built without prune_checkpoints=False: it has no checkpoints to judge by
+    shipper = tmp_path / "shipper"
+    (shipper / "logs").mkdir(parents=True)
+    (shipper / "logs" / "env_server-0.log").write_text("serving\n")
+    assert Syncer(shipper, store, include=["logs/*"]).sync().deleted == []
+    assert stored_checkpoints(store) == before
+
+
 def test_the_syncer_keeps_as_many_checkpoints_as_the_runner() -> None:
     from rlcloud.runner.loop import CHECKPOINTS_KEPT
 

@@ -362,8 +362,10 @@ class Syncer:
         # Those this syncer saw locally and the runner has since pruned; and those only the store holds
         # (left by a previous runner of this experiment: a restart restores just the latest) once they
         # fall out of the newest keep_checkpoints, the runner's own retention.
-        newest = set(sorted(stored | ckpt_dirs)[-self.keep_checkpoints :])
-        gone = (self._seen_checkpoints - ckpt_dirs) | (stored - self._seen_checkpoints - ckpt_dirs - newest)
+        gone = self._seen_checkpoints - ckpt_dirs
+        if ckpt_dirs:  # only a syncer that has checkpoints of its own judges the store's (not a log shipper)
+            newest = set(sorted(stored | ckpt_dirs)[-self.keep_checkpoints :])
+            gone |= stored - self._seen_checkpoints - ckpt_dirs - newest
         if published:
             gone.discard(published)
         self._seen_checkpoints -= gone
