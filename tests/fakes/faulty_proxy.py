@@ -37,6 +37,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Self
 
 __all__ = ["FAULTS", "FaultyProxy", "RequestRecord"]
 
@@ -130,19 +131,24 @@ class FaultyProxy:
 
     # -- lifecycle -------------------------------------------------------------------------------
 
-    def start(self) -> FaultyProxy:
+    def start(self) -> Self:
         """Listen on a free loopback port."""
         proxy = self
 
-        class Handler(_Handler):
+        class Handler(self._handler_class()):  # type: ignore[misc]
             owner = proxy
 
         self._server = _QuietServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, name="faulty-proxy", daemon=True)
+        name = type(self).__name__
+        self._thread = threading.Thread(target=self._server.serve_forever, name=name, daemon=True)
         self._thread.start()
         return self
+
+    def _handler_class(self) -> type[_Handler]:
+        """The request handler (a subclass answers some requests itself)."""
+        return _Handler
 
     def stop(self) -> None:
         """Stop listening (idempotent)."""
@@ -152,7 +158,7 @@ class FaultyProxy:
             self._server.server_close()
             self._server = None
 
-    def __enter__(self) -> FaultyProxy:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

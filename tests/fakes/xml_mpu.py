@@ -29,7 +29,6 @@ import hashlib
 import http.client
 import json
 import struct
-import threading
 import urllib.parse
 import uuid
 from dataclasses import dataclass, field
@@ -39,7 +38,7 @@ from xml.sax.saxutils import escape
 
 import google_crc32c
 
-from tests.fakes.faulty_proxy import FaultyProxy, RequestRecord, _Handler, _QuietServer
+from tests.fakes.faulty_proxy import FaultyProxy, RequestRecord, _Handler
 
 __all__ = ["MIN_PART_BYTES", "XmlMpuServer"]
 
@@ -68,22 +67,8 @@ class XmlMpuServer(FaultyProxy):
         self._part_puts = 0
         self._part_failures: dict[int, int] = {}
 
-    def start(self) -> XmlMpuServer:
-        """Listen on a free loopback port."""
-        server = self
-
-        class Handler(_MpuHandler):
-            owner = server
-
-        self._server = _QuietServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, name="xml-mpu", daemon=True)
-        self._thread.start()
-        return self
-
-    def __enter__(self) -> XmlMpuServer:
-        return self.start()
+    def _handler_class(self) -> type[_Handler]:
+        return _MpuHandler
 
     def fail_part(self, nth: int, status: int = 503) -> None:
         """Answer the ``nth`` part PUT from now on (1 = the next one; retries count) with ``status``."""
