@@ -99,7 +99,8 @@ def curl_upload(endpoint: str, bucket: str, tree: Path, files: list[Path], paral
             name = path.relative_to(tree).as_posix().replace("/", "%2F")
             fh.write(f'url = "{endpoint}/upload/storage/v1/b/{bucket}/o?uploadType=media&name=floor%2F{name}"\n')
             fh.write(f'upload-file = "{path}"\noutput = "/dev/null"\n')
-    flags = ["-sS", "--no-progress-meter", "--fail", "-X", "POST", "--parallel", "--parallel-max", str(parallel)]
+    flags = ["-sS", "--no-progress-meter", "--fail", "-X", "POST", "--parallel", "--parallel-immediate"]
+    flags += ["--parallel-max", str(parallel)]  # immediate: HTTP/1.1 connections at once, not waiting to multiplex
     subprocess.run(
         ["curl", *flags, "-K", str(config)],
         check=True,

@@ -207,6 +207,10 @@ class FaultyProxy:
 
 
 class _QuietServer(ThreadingHTTPServer):
+    # socketserver's listen backlog is 5: a client opening 16-32 connections at once (a transfer pool)
+    # would have the surplus SYNs dropped and retried a second later, a stall no real server adds.
+    request_queue_size = 128
+
     def handle_error(self, request: object, client_address: object) -> None:
         # Clients dropping connections (their own retries, the resets we inject) are expected here.
         import sys
