@@ -90,8 +90,8 @@ class GcsStore(Store):
     ``credentials`` (default: ``google.auth.default()``; anonymous when ``STORAGE_EMULATOR_HOST`` is set).
     ``max_workers`` concurrent transfers (default 32: a small upload spends most of its time waiting on
     the network, ~20-50 ms from a GKE pod, so many in flight pay off: syncing 500 x 16 KiB + 2 x 64 MiB
-    through a proxy adding 20 / 50 ms per request took 3.95 / 5.93 s with 8 and 2.93 / 2.82 s with 32,
-    median of 4 on two cores).
+    through a proxy adding 20 / 50 ms per request took 3.50 / 5.25 s with 8 and 2.46 / 2.70 s with 32,
+    median of 4 on two cores; 64 gained little more).
     ``retry_initial_s`` / ``retry_timeout_s`` tune the client library's exponential back-off (tests use
     short ones). Files of at least ``large_file_bytes`` are downloaded as concurrent ranged reads and
     uploaded as XML multipart uploads in parts of ``chunk_bytes`` (GCS needs at least 5 MiB; more for
