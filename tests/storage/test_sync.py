@@ -133,6 +133,17 @@ def add_checkpoint(local: Path, name: str, *, drop: str | None = None) -> None:
         shutil.rmtree(local / "checkpoints" / drop)
 
 
+def train_and_sync(local: Path, store: Any, *checkpoints: str) -> Syncer:
+    """A runner's results over time: its first checkpoint, then each later one, synced after every one."""
+    write_tree(local, checkpoint=checkpoints[0])
+    syncer = Syncer(local, store)
+    syncer.sync()
+    for name in checkpoints[1:]:
+        add_checkpoint(local, name)
+        syncer.sync()
+    return syncer
+
+
 def stored_checkpoints(store: Any) -> list[str]:
     return sorted({o.name.split("/")[1] for o in store.list("checkpoints/") if o.name.count("/") >= 2})
 
@@ -141,13 +152,7 @@ def test_a_restarted_runner_prunes_its_predecessors_checkpoints_by_the_runners_r
     target: tuple[Any, Any], tmp_path: Path
 ) -> None:
     store, _ = target
-    first = tmp_path / "first"
-    write_tree(first, checkpoint="ckpt-000000000100")
-    syncer = Syncer(first, store)
-    syncer.sync()
-    for name in ("ckpt-000000000200", "ckpt-000000000300"):
-        add_checkpoint(first, name)
-        syncer.sync()
+    train_and_sync(tmp_path / "first", store, "ckpt-000000000100", "ckpt-000000000200", "ckpt-000000000300")
     assert stored_checkpoints(store) == ["ckpt-000000000100", "ckpt-000000000200", "ckpt-000000000300"]
 
     # the pod is replaced: the new runner restores only the latest checkpoint
@@ -171,13 +176,8 @@ def test_a_syncer_without_checkpoints_of_its_own_leaves_the_stored_ones_alone(
     target: tuple[Any, Any], tmp_path: Path
 ) -> None:
     store, _ = target
-    runner = tmp_path / "runner"
-    write_tree(runner, checkpoint="ckpt-000000000100")
-    syncer = Syncer(runner, store)
-    syncer.sync()
-    for name in ("ckpt-000000000200", "ckpt-000000000300", "ckpt-000000000400"):
-        add_checkpoint(runner, name)
-        syncer.sync()
+    names = ("ckpt-000000000100", "ckpt-000000000200", "ckpt-000000000300", "ckpt-000000000400")
+    train_and_sync(tmp_path / "runner", store, *names)
     before = stored_checkpoints(store)
     assert len(before) == 4  # the runner never pruned locally, so neither did its syncer
     # e.g. a log shipper built without prune_checkpoints=False: it has no checkpoints to judge by
