@@ -1,0 +1,115 @@
+"""The roles an experiment runs as, one vocabulary for every backend and the runner.
+
+A run mode maps to the roles it starts (``roles_for``): ``single`` runs one ``single`` role,
+``multi-threaded`` one ``multi`` role, ``distributed`` one ``agent`` plus ``num_workers`` ``env-server``
+roles. The *learner* is the role that holds the agent and writes checkpoints (single, multi or agent).
+Each role instance is ``<role>-<index>`` in logs and on disk (:func:`role_label`), and its log lines
+are shown as ``"<role>-<index> | <line>"`` (:func:`log_line`).
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from rlcloud.specs import ExperimentSpec
+
+__all__ = [
+    "LEARNER_ROLES",
+    "Role",
+    "learner_role",
+    "log_line",
+    "poll_until",
+    "role_label",
+    "roles_for",
+]
+
+_T = TypeVar("_T")
+
+
+class Role(enum.StrEnum):
+    """What one runner process (or pod) does."""
+
+    SINGLE = "single"
+    MULTI = "multi"
+    AGENT = "agent"
+    ENV_SERVER = "env-server"
+
+    @property
+    def is_learner(self) -> bool:
+        """Whether this role holds the agent (trains, checkpoints, decides when the run ends)."""
+        return self is not Role.ENV_SERVER
+
+    @property
+    def run_mode(self) -> str:
+        """The run mode this role belongs to."""
+        return _ROLE_MODES[self]
+
+
+#: The learner role of each run mode.
+_LEARNER_OF_MODE: dict[str, Role] = {"single": Role.SINGLE, "multi-threaded": Role.MULTI, "distributed": Role.AGENT}
+_ROLE_MODES: dict[Role, str] = {
+    Role.SINGLE: "single",
+    Role.MULTI: "multi-threaded",
+    Role.AGENT: "distributed",
+    Role.ENV_SERVER: "distributed",
+}
+#: The roles that hold an agent, in no particular run mode.
+LEARNER_ROLES: tuple[Role, ...] = (Role.SINGLE, Role.MULTI, Role.AGENT)
+
+
+def learner_role(run_mode: str) -> Role:
+    """The learner role of ``run_mode`` ("single" -> single, "multi-threaded" -> multi, "distributed" -> agent)."""
+    try:
+        return _LEARNER_OF_MODE[str(run_mode)]
+    except KeyError:
+        from rlcloud.errors import SpecError, SpecProblem
+
+        raise SpecError([SpecProblem("run_mode", "must be single, multi-threaded or distributed", run_mode)]) from None
+
+
+def roles_for(spec: ExperimentSpec) -> list[tuple[Role, int]]:
+    """Every role instance ``spec`` runs, learner first: ``[(Role.AGENT, 0), (Role.ENV_SERVER, 0), ...]``."""
+    learner = learner_role(spec.run_mode)
+    instances = [(learner, 0)]
+    if learner is Role.AGENT:
+        instances += [(Role.ENV_SERVER, i) for i in range(spec.num_workers)]
+    return instances
+
+
+def role_label(role: str, index: int) -> str:
+    """``role-index``, e.g. ``env-server-3``: the name of a role instance's log file and log prefix."""
+    return f"{role}-{index}"
+
+
+def log_line(label: str, line: str) -> str:
+    """One log line as every backend shows it: ``"env-server-3 | text"``."""
+    return f"{label} | {line}"
+
+
+def poll_until(
+    check: Callable[[], _T | None],
+    deadline: float | None,
+    *,
+    interval: float = 0.2,
+) -> _T | None:
+    """Call ``check`` every ``interval`` seconds until it returns something other than None, or until the
+    ``time.monotonic()`` ``deadline`` (None: no deadline) passes; returns that value, or None at the deadline.
+
+    ``check`` runs at least once, and once more at the deadline, so a condition that became true during the
+    last sleep is still seen.
+    """
+    while True:
+        result = check()
+        if result is not None:
+            return result
+        if deadline is not None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            time.sleep(min(interval, remaining))
+        else:
+            time.sleep(interval)
