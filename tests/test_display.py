@@ -11,6 +11,7 @@ import pytest
 
 from rlcloud import Cluster, ClusterSpec, Experiment, ExperimentSpec
 from rlcloud.backend import ExperimentBackend, ExperimentStatus, RoleStatus
+from rlcloud.cluster import KubernetesTarget
 from rlcloud.gke.cluster import ClusterInfo
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,11 +53,11 @@ class ScriptedBackend(ExperimentBackend):
         raise NotImplementedError
 
 
-class ScriptedCluster(Cluster):
+class ScriptedCluster(KubernetesTarget):
     """A Kubernetes-kind cluster whose backend is a ScriptedBackend."""
 
     def __init__(self, backend: ExperimentBackend) -> None:
-        super().__init__("kubernetes", context="test", namespace="rl")
+        super().__init__(context="test", namespace="rl")
         self.scripted_backend = backend
 
     def backend(self) -> ExperimentBackend:
@@ -135,7 +136,7 @@ def test_experiment_on_a_gke_cluster_not_started_makes_no_call() -> None:
     assert "not started" in page
     assert "gke:rl-t4" in page
     assert "gs://bucket/rl/cartpole-ppo" in page
-    assert cluster._backend is None and cluster._gke is None
+    assert cluster._backend is None and cluster._handle is None
 
 
 class _SeenGke:
@@ -172,7 +173,7 @@ def test_gke_cluster_shows_spec_then_observed_state() -> None:
         created=dt.datetime(2026, 11, 1, tzinfo=dt.UTC),
         expiry=None,
     )
-    cluster._gke = _SeenGke(info)
+    cluster._handle = _SeenGke(info)  # type: ignore[assignment]
     assert cluster.info() is info
     page = cluster._repr_html_()
     assert "RUNNING" in page

@@ -85,7 +85,7 @@ def test_experiment_on_a_dedicated_gke_gpu_cluster_goes_all_the_way(
         image="rlcloud:test",
         dedicated=True,
     )
-    cluster._gke_cluster().poll_interval = cluster._gke_cluster().max_poll_interval = 0.01
+    cluster.handle.poll_interval = cluster.handle.max_poll_interval = 0.01
     exp = Experiment(spec, cluster=cluster)
     exp.start()
 

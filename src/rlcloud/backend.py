@@ -1,6 +1,6 @@
 """The contract every place that runs experiments implements, and the observed state it reports.
 
-Backends: local processes on this machine (rlcloud.backends.local) and any Kubernetes cluster
+Backends: local processes on this machine (rlcloud.local) and any Kubernetes cluster
 (rlcloud.k8s.backend; GKE hands its cluster's client to it). The docstrings of ExperimentBackend are the
 contract the Experiment facade relies on.
 """

@@ -1,27 +1,33 @@
-"""The Cluster facade: where experiments run.
+"""The Cluster facade: where experiments run, as one of three typed targets.
 
     Cluster.local()                                   # processes on this machine (the default)
     Cluster.kubernetes(kubeconfig=None, context=None) # any cluster from a kubeconfig (kind, minikube, EKS, GKE)
     Cluster.gke(ClusterSpec.from_file("configs/clusters/t4.yaml"), project="my-project")
 
-A GKE cluster is created on first use (``create()`` or ``Experiment.start(cluster=...)``); a *dedicated*
-one (an experiment spec's own ``cluster``) is deleted when its experiment ends, fails to start or is stopped.
+Each constructor returns a subclass of :class:`Cluster` (:class:`LocalTarget`, :class:`KubernetesTarget`,
+:class:`GkeTarget`) that owns its backend, its description and its release rules; GKE-only verbs
+(create, delete, info, write_kubeconfig) exist on :class:`GkeTarget` alone. A GKE cluster is created on
+first use (``create()`` or ``Experiment.start(cluster=...)``); a *dedicated* one (an experiment spec's own
+``cluster``) is deleted when its experiment ends, fails to start or is stopped.
 """
 
 from __future__ import annotations
 
+import builtins
 import html
 import logging
-from typing import TYPE_CHECKING, Any, Literal
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from rlcloud.errors import SpecError, SpecProblem
 
 if TYPE_CHECKING:
     from rlcloud.backend import ExperimentBackend
-    from rlcloud.experiment import Experiment
+    from rlcloud.gke.cluster import ClusterInfo, GkeCluster
+    from rlcloud.gke.operations import ProgressCallback
     from rlcloud.specs import ClusterSpec
 
-__all__ = ["Cluster"]
+__all__ = ["Cluster", "GkeTarget", "KubernetesTarget", "LocalTarget"]
 
 log = logging.getLogger(__name__)
 
@@ -29,28 +35,29 @@ ClusterKind = Literal["local", "kubernetes", "gke"]
 DEFAULT_NAMESPACE = "rlcloud"
 
 
-class Cluster:
+class Cluster(ABC):
     """A place to run experiments. Build one with :meth:`local`, :meth:`kubernetes` or :meth:`gke`."""
 
-    def __init__(self, kind: ClusterKind, **options: Any) -> None:
-        """Prefer the constructors :meth:`local`, :meth:`kubernetes` and :meth:`gke`."""
-        self.kind: ClusterKind = kind
-        self._options = options
+    #: "local", "kubernetes" or "gke"
+    kind: ClassVar[ClusterKind]
+    #: made for one experiment: deleted when it ends (GKE only)
+    dedicated: bool = False
+
+    def __init__(self) -> None:
         self._backend: ExperimentBackend | None = None
-        self._gke: Any = None  # rlcloud.gke.GkeCluster, for kind "gke"
-        self.dedicated: bool = bool(options.get("dedicated", False))
-        self._last_info: Any = None  # the latest ClusterInfo seen (create/info), shown by _repr_html_
 
     # ------------------------------------------------------------------------------------ constructors
 
-    @classmethod
-    def local(cls, results: str | None = None) -> Cluster:
-        """This machine: each role runs as a background process (the default for experiments)."""
-        return cls("local", results=results)
+    @staticmethod
+    def local(results: str | None = None) -> LocalTarget:
+        """This machine: each role runs as a background process (the default for experiments).
 
-    @classmethod
+        ``results``: the results root where experiments are looked up by name (status, list, attach).
+        """
+        return LocalTarget(results)
+
+    @staticmethod
     def kubernetes(
-        cls,
         kubeconfig: str | None = None,
         context: str | None = None,
         *,
@@ -58,11 +65,10 @@ class Cluster:
         api_client: Any = None,
         image: str | None = None,
         gpu_type: str | None = None,
-    ) -> Cluster:
+    ) -> KubernetesTarget:
         """Any Kubernetes cluster: from ``kubeconfig`` (default ~/.kube/config or $KUBECONFIG) and ``context``,
         or an already built ``kubernetes.client.ApiClient``. Experiments go into ``namespace``."""
-        return cls(
-            "kubernetes",
+        return KubernetesTarget(
             kubeconfig=kubeconfig,
             context=context,
             namespace=namespace,
@@ -71,9 +77,8 @@ class Cluster:
             gpu_type=gpu_type,
         )
 
-    @classmethod
+    @staticmethod
     def gke(
-        cls,
         spec: ClusterSpec | str,
         project: str | None = None,
         credentials: Any = None,
@@ -82,7 +87,7 @@ class Cluster:
         namespace: str = DEFAULT_NAMESPACE,
         image: str | None = None,
         dedicated: bool = False,
-    ) -> Cluster:
+    ) -> GkeTarget:
         """A GKE cluster described by ``spec`` (a ClusterSpec or a cluster file), created on first use.
 
         ``project`` defaults to the spec's, then the project config's, then Application Default
@@ -93,9 +98,8 @@ class Cluster:
 
         if isinstance(spec, str):
             spec = ClusterSpec.from_file(spec)
-        return cls(
-            "gke",
-            spec=spec,
+        return GkeTarget(
+            spec,
             project=project,
             credentials=credentials,
             container_client=container_client,
@@ -104,94 +108,65 @@ class Cluster:
             dedicated=dedicated,
         )
 
-    @classmethod
-    def from_spec_reference(cls, ref: str | ClusterSpec, *, experiment: str) -> Cluster:
+    @staticmethod
+    def from_spec_reference(ref: str | ClusterSpec, *, experiment: str) -> GkeTarget:
         """The cluster an ExperimentSpec's ``cluster`` names: an inline spec is a dedicated GKE cluster
         (created for the experiment, deleted after it); a name is an existing GKE cluster of the project."""
         from rlcloud.specs import ClusterSpec
 
         if isinstance(ref, ClusterSpec):
-            cluster = cls.gke(ref, dedicated=True)
-            cluster._options["experiment"] = experiment  # becomes the cluster's experiment label
-            return cluster
-        return cls.get(ref)
+            target = Cluster.gke(ref, dedicated=True)
+            target.experiment = experiment  # becomes the cluster's experiment label
+            return target
+        return Cluster.get(ref)
 
-    @classmethod
-    def get(cls, name: str, project: str | None = None, location: str | None = None, **kwargs: Any) -> Cluster:
-        """An existing GKE cluster by name (location: the project config's default, else searched)."""
-        from rlcloud.gke import GkeCluster
+    @staticmethod
+    def get(name: str, project: str | None = None, location: str | None = None, **kwargs: Any) -> GkeTarget:
+        """An existing GKE cluster by name (location: searched in every location of the project).
 
-        gke = GkeCluster.get(name, project=project, location=location, **kwargs)
-        cluster = cls.gke(gke.spec, project=gke.project, **kwargs)
-        cluster._gke = gke
+        ``kwargs``: ``credentials``, ``container_client``, ``namespace``, ``image``.
+        """
+        gke_options = {k: kwargs.pop(k) for k in ("credentials", "container_client") if k in kwargs}
+        gke_project = _gke_project(project, **gke_options)
+        handle = gke_project.find(name, location)
+        target = GkeTarget(handle.spec, project=handle.project, handle=handle, **kwargs)
         # a cluster made for one experiment (its label says which) stays dedicated to it when found again,
         # so that stopping the experiment from another machine still deletes the cluster
-        cluster.dedicated = gke.experiment is not None
-        cluster._options["experiment"] = gke.experiment
-        return cluster
+        target.dedicated = handle.experiment is not None
+        target.experiment = handle.experiment
+        return target
 
-    @classmethod
-    def list(cls, project: str | None = None, **kwargs: Any) -> list[Any]:
+    @staticmethod
+    def list(project: str | None = None, **kwargs: Any) -> builtins.list[ClusterInfo]:
         """The GKE clusters of ``project`` (ClusterInfo each: name, location, machine type, nodes, GPUs,
-        status, age, expiry)."""
-        from rlcloud.gke import GkeCluster
-
-        return list(GkeCluster.list(project=project, **kwargs))
+        status, age, expiry). ``kwargs``: ``credentials``, ``container_client``, ``all_clusters``."""
+        all_clusters = bool(kwargs.pop("all_clusters", False))
+        return _gke_project(project, **kwargs).list(all_clusters=all_clusters)
 
     # --------------------------------------------------------------------------------------- accessors
 
     @property
     def spec(self) -> ClusterSpec | None:
         """The ClusterSpec of a GKE cluster, else None."""
-        spec: ClusterSpec | None = self._options.get("spec")
-        return spec
+        return None
 
+    @abstractmethod
     def describe(self) -> str:
         """A short human description, e.g. "gke:rl-t4" or "kubernetes:ctx"."""
-        if self.kind == "gke" and self.spec is not None:
-            return f"gke:{self.spec.name}"
-        if self.kind == "kubernetes":
-            return f"kubernetes:{self._options.get('context') or 'default'}"
-        return "local"
 
     def __repr__(self) -> str:
         return f"Cluster({self.describe()}{', dedicated' if self.dedicated else ''})"
 
+    @abstractmethod
+    def _rows(self) -> builtins.list[tuple[str, str]]:
+        """The rows of the notebook table after "kind" (no API call)."""
+
     def _repr_html_(self) -> str:
         """A compact table for notebooks: kind, name, machines, GPUs and, once seen, the cluster's state.
 
-        Makes no API call: the state is the one the latest create() or info() saw.
+        Makes no API call: a GKE cluster's state is the one the latest create() or info() saw.
         """
-        rows: list[tuple[str, str]] = [("kind", self.kind)]
-        spec = self.spec
-        if self.kind == "gke" and spec is not None:
-            info = self._last_info
-            machine = info.machine_type if info is not None else spec.effective_machine_type
-            gpu_type = info.gpu_type if info is not None else (spec.gpu_type.value if spec.gpu_type else None)
-            gpus = info.gpus_per_node if info is not None else spec.gpus_per_node
-            nodes = f"{spec.autoscaling.min_nodes}-{spec.autoscaling.max_nodes}" if spec.autoscaling else spec.num_nodes
-            rows += [
-                ("name", spec.name),
-                ("project", str(self._options.get("project") or spec.project or "(default)")),
-                ("location", spec.location),
-                ("machine type", f"{machine}{' (spot)' if spec.spot else ''}"),
-                ("nodes", f"{info.num_nodes} now ({nodes})" if info is not None else str(nodes)),
-                ("GPUs", f"{gpus} x {gpu_type} per node" if gpus and gpu_type else "none"),
-                ("state", info.status if info is not None else "unknown (call create() or info())"),
-            ]
-            if spec.ttl is not None:
-                rows.append(("ttl", str(spec.ttl)))
-            if self.dedicated:
-                rows.append(("dedicated", "yes: deleted when its experiment ends"))
-        elif self.kind == "kubernetes":
-            rows += [
-                ("context", str(self._options.get("context") or "(current)")),
-                ("namespace", str(self._options.get("namespace", DEFAULT_NAMESPACE))),
-            ]
-            if self._options.get("gpu_type"):
-                rows.append(("GPUs", str(self._options["gpu_type"])))
-        else:
-            rows.append(("runs", "background processes on this machine"))
+        rows = [("kind", self.kind), *self._rows()]
         body = "".join(
             f"<tr><th style='text-align:left;padding-right:1em'>{html.escape(key)}</th>"
             f"<td style='text-align:left'>{html.escape(str(value))}</td></tr>"
@@ -199,117 +174,244 @@ class Cluster:
         )
         return f"<table class='rlcloud-cluster'>{body}</table>"
 
-    def _gke_cluster(self) -> Any:
-        if self.kind != "gke":
-            raise SpecError([SpecProblem("cluster", f"{self.describe()} is not a GKE cluster")])
-        if self._gke is None:
-            from rlcloud.config import google_credentials, load_project_config
-            from rlcloud.gke import GkeCluster
-
-            config = load_project_config()
-            project = self._options.get("project") or (self.spec.project if self.spec else None)
-            project = project or config.project
-            if self._options.get("credentials") is None:
-                self._options["credentials"] = google_credentials(config)
-            if self.spec is None:
-                raise SpecError([SpecProblem("cluster", "a GKE cluster needs a ClusterSpec")])
-            self._gke = GkeCluster(
-                self.spec,
-                project=project,
-                credentials=self._options.get("credentials"),
-                container_client=self._options.get("container_client"),
-                experiment=self._options.get("experiment"),
-            )
-        return self._gke
-
-    # ---------------------------------------------------------------------------------- cluster verbs
-
-    def create(self, wait: bool = True, progress: Any = None) -> Any:
-        """Create the GKE cluster (and its GPU node pool) if it does not exist; returns its ClusterInfo.
-
-        Safe to run again after an interrupt: it attaches to the in-flight operation or the existing
-        cluster instead of failing or duplicating.
-        """
-        info = self._gke_cluster().create(wait=wait, progress=progress, delete_on_failure=self.dedicated)
-        self._last_info = info
-        return info
-
-    def delete(self, wait: bool = True, progress: Any = None) -> None:
-        """Delete the GKE cluster. Idempotent: a cluster that is already gone is fine."""
-        self._gke_cluster().delete(wait=wait, progress=progress)
-
-    def info(self) -> Any:
-        """The GKE cluster's observed state (ClusterInfo)."""
-        self._last_info = self._gke_cluster().info()
-        return self._last_info
-
-    def kube_client(self) -> Any:
-        """A kubernetes ApiClient for this cluster (never the global default configuration)."""
-        if self.kind == "gke":
-            return self._gke_cluster().kube_client()
-        if self.kind == "kubernetes":
-            client = self._options.get("api_client")
-            if client is None:
-                from rlcloud.k8s import api_client_from_kubeconfig
-
-                client = api_client_from_kubeconfig(self._options.get("kubeconfig"), self._options.get("context"))
-                self._options["api_client"] = client
-            return client
-        raise SpecError([SpecProblem("cluster", "the local cluster has no Kubernetes API")])
-
-    def write_kubeconfig(self, path: str) -> None:
-        """Write a kubeconfig for kubectl users (GKE: token through gke-gcloud-auth-plugin, no raw token)."""
-        self._gke_cluster().write_kubeconfig(path)
-
     # ------------------------------------------------------------------------------ experiment plumbing
 
     def backend(self) -> ExperimentBackend:
         """The ExperimentBackend that runs experiments here (built once, shared)."""
         if self._backend is None:
-            if self.kind == "local":
-                from rlcloud.backends.local import LocalBackend
-
-                self._backend = LocalBackend(results_root=self._options.get("results"))
-            else:
-                from rlcloud.config import DEFAULT_GPU_IMAGE, DEFAULT_IMAGE, load_project_config
-                from rlcloud.k8s import KubernetesBackend
-
-                config = load_project_config()
-                gpu_type = self._options.get("gpu_type")
-                if self.kind == "gke" and self.spec is not None and self.spec.gpus_per_node:
-                    gpu_type = self.spec.gpu_type.value if self.spec.gpu_type else None
-                default_image = (config.gpu_image or DEFAULT_GPU_IMAGE) if gpu_type else (config.image or DEFAULT_IMAGE)
-                self._backend = KubernetesBackend(
-                    self.kube_client(),
-                    namespace=self._options.get("namespace", DEFAULT_NAMESPACE),
-                    image=self._options.get("image") or default_image,
-                    gpu_type=gpu_type,
-                    gcp_service_account=config.gcp_service_account,
-                    credentials_secret=config.credentials_secret,
-                )
+            self._backend = self._make_backend()
         return self._backend
 
-    def prepare_for(self, experiment: Experiment) -> None:
-        """Make sure the cluster exists before ``experiment`` starts (GKE: create it if needed).
+    @abstractmethod
+    def _make_backend(self) -> ExperimentBackend:
+        """Build this target's backend (called once)."""
 
-        A dedicated cluster interrupted mid-create (Ctrl-C) is deleted again, so nothing is left running.
-        """
-        if self.kind != "gke":
-            return
+    def kube_client(self) -> Any:
+        """A kubernetes ApiClient for this cluster (never the global default configuration)."""
+        raise SpecError([SpecProblem("cluster", f"{self.describe()} has no Kubernetes API")])
+
+    def prepare_for(self, experiment: str) -> None:
+        """Make sure the cluster can run ``experiment`` (by name) before it starts. Nothing to do here."""
+        return None
+
+    def release_after_failure(self, experiment: str) -> None:
+        """``experiment`` failed to start: give back what was made for it. Nothing to do here."""
+        return None
+
+    def release_after_experiment(self, experiment: str) -> None:
+        """``experiment`` ended or was stopped: give back what was made for it. Nothing to do here."""
+        return None
+
+
+class LocalTarget(Cluster):
+    """This machine: experiments run as background processes (:mod:`rlcloud.local`)."""
+
+    kind = "local"
+
+    def __init__(self, results: str | None = None) -> None:
+        """``results``: the results root where experiments are looked up by name (default: the project's)."""
+        super().__init__()
+        self.results = results
+
+    def describe(self) -> str:
+        """``local``."""
+        return "local"
+
+    def _rows(self) -> list[tuple[str, str]]:
+        return [("runs", "background processes on this machine")]
+
+    def _make_backend(self) -> ExperimentBackend:
+        from rlcloud.local import LocalBackend
+
+        return LocalBackend(results_root=self.results)
+
+
+class KubernetesTarget(Cluster):
+    """Any Kubernetes cluster: experiments run as Jobs (:mod:`rlcloud.k8s`)."""
+
+    kind: ClassVar[ClusterKind] = "kubernetes"
+
+    def __init__(
+        self,
+        *,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        namespace: str = DEFAULT_NAMESPACE,
+        api_client: Any = None,
+        image: str | None = None,
+        gpu_type: str | None = None,
+    ) -> None:
+        """Prefer :meth:`Cluster.kubernetes`."""
+        super().__init__()
+        self.kubeconfig = kubeconfig
+        self.context = context
+        self.namespace = namespace
+        self.image = image
+        self.gpu_type = gpu_type
+        self._api_client = api_client
+
+    def describe(self) -> str:
+        """``kubernetes:<context>``."""
+        return f"kubernetes:{self.context or 'default'}"
+
+    def _rows(self) -> list[tuple[str, str]]:
+        rows = [("context", self.context or "(current)"), ("namespace", self.namespace)]
+        if self.gpu_type:
+            rows.append(("GPUs", self.gpu_type))
+        return rows
+
+    def kube_client(self) -> Any:
+        """The ApiClient given, else one built from the kubeconfig and context (once)."""
+        if self._api_client is None:
+            from rlcloud.k8s import api_client_from_kubeconfig
+
+            self._api_client = api_client_from_kubeconfig(self.kubeconfig, self.context)
+        return self._api_client
+
+    def _make_backend(self) -> ExperimentBackend:
+        from rlcloud.config import DEFAULT_GPU_IMAGE, DEFAULT_IMAGE, load_project_config
+        from rlcloud.k8s import KubernetesBackend
+
+        config = load_project_config()
+        gpu_type = self.gpu_type
+        default_image = (config.gpu_image or DEFAULT_GPU_IMAGE) if gpu_type else (config.image or DEFAULT_IMAGE)
+        return KubernetesBackend(
+            self.kube_client(),
+            namespace=self.namespace,
+            image=self.image or default_image,
+            gpu_type=gpu_type,
+            gcp_service_account=config.gcp_service_account,
+            credentials_secret=config.credentials_secret,
+        )
+
+
+class GkeTarget(KubernetesTarget):
+    """A GKE cluster described by a ClusterSpec: created on first use, its Kubernetes API reached through
+    the Container API's endpoint (:class:`rlcloud.gke.GkeCluster` is the handle that does the work)."""
+
+    kind: ClassVar[ClusterKind] = "gke"
+
+    def __init__(
+        self,
+        spec: ClusterSpec,
+        *,
+        project: str | None = None,
+        credentials: Any = None,
+        container_client: Any = None,
+        namespace: str = DEFAULT_NAMESPACE,
+        image: str | None = None,
+        dedicated: bool = False,
+        handle: GkeCluster | None = None,
+    ) -> None:
+        """Prefer :meth:`Cluster.gke` or :meth:`Cluster.get`."""
+        gpu_type = spec.gpu_type.value if spec.gpus_per_node and spec.gpu_type else None
+        super().__init__(namespace=namespace, image=image, gpu_type=gpu_type)
+        self._spec = spec
+        self.project = project
+        self._credentials = credentials
+        self._container_client = container_client
+        self.dedicated = dedicated
+        #: the experiment a dedicated cluster is labelled with
+        self.experiment: str | None = None
+        self._handle = handle
+        self._last_info: ClusterInfo | None = None  # the latest seen (create/info), shown by _repr_html_
+
+    @property
+    def spec(self) -> ClusterSpec:
+        """The cluster's spec."""
+        return self._spec
+
+    def describe(self) -> str:
+        """``gke:<name>``."""
+        return f"gke:{self._spec.name}"
+
+    def _rows(self) -> list[tuple[str, str]]:
+        spec, info = self._spec, self._last_info
+        machine = info.machine_type if info is not None else spec.effective_machine_type
+        gpu_type = info.gpu_type if info is not None else (spec.gpu_type.value if spec.gpu_type else None)
+        gpus = info.gpus_per_node if info is not None else spec.gpus_per_node
+        nodes = f"{spec.autoscaling.min_nodes}-{spec.autoscaling.max_nodes}" if spec.autoscaling else spec.num_nodes
+        rows = [
+            ("name", spec.name),
+            ("project", str(self.project or spec.project or "(default)")),
+            ("location", spec.location),
+            ("machine type", f"{machine}{' (spot)' if spec.spot else ''}"),
+            ("nodes", f"{info.num_nodes} now ({nodes})" if info is not None else str(nodes)),
+            ("GPUs", f"{gpus} x {gpu_type} per node" if gpus and gpu_type else "none"),
+            ("state", info.status if info is not None else "unknown (call create() or info())"),
+        ]
+        if spec.ttl is not None:
+            rows.append(("ttl", str(spec.ttl)))
         if self.dedicated:
-            # the experiment label marks the cluster as this experiment's (attach, stop and reap read it)
-            self._options.setdefault("experiment", experiment.name)
-            if self._gke is not None and self._gke.experiment is None:
-                self._gke.experiment = experiment.name
-        # a dedicated cluster is created with delete_on_failure: an error or Ctrl-C mid-create deletes it
+            rows.append(("dedicated", "yes: deleted when its experiment ends"))
+        return rows
+
+    @property
+    def handle(self) -> GkeCluster:
+        """The :class:`rlcloud.gke.GkeCluster` that creates, finds and deletes this cluster (built once)."""
+        if self._handle is None:
+            from rlcloud.config import load_project_config
+
+            config = load_project_config()
+            gke_project = _gke_project(
+                self.project or self._spec.project or config.project,
+                credentials=self._credentials,
+                container_client=self._container_client,
+            )
+            self._handle = gke_project.cluster(self._spec, experiment=self.experiment)
+        return self._handle
+
+    # ---------------------------------------------------------------------------------- cluster verbs
+
+    def create(self, wait: bool = True, progress: ProgressCallback | None = None) -> ClusterInfo:
+        """Create the GKE cluster (and its GPU node pool) if it does not exist; returns its ClusterInfo.
+
+        Safe to run again after an interrupt: it attaches to the in-flight operation or the existing
+        cluster instead of failing or duplicating.
+        """
+        info: ClusterInfo = self.handle.create(wait=wait, progress=progress, delete_on_failure=self.dedicated)
+        self._last_info = info
+        return info
+
+    def delete(self, wait: bool = True, progress: ProgressCallback | None = None) -> None:
+        """Delete the GKE cluster. Idempotent: a cluster that is already gone is fine."""
+        self.handle.delete(wait=wait, progress=progress)
+
+    def info(self) -> ClusterInfo:
+        """The GKE cluster's observed state (ClusterInfo)."""
+        self._last_info = self.handle.info()
+        return self._last_info
+
+    def kube_client(self) -> Any:
+        """A kubernetes ApiClient for this cluster, its token refreshed from the Google credentials."""
+        if self._api_client is None:
+            self._api_client = self.handle.kube_client()
+        return self._api_client
+
+    def write_kubeconfig(self, path: str) -> None:
+        """Write a kubeconfig for kubectl users (GKE: token through gke-gcloud-auth-plugin, no raw token)."""
+        self.handle.write_kubeconfig(path)
+
+    # ------------------------------------------------------------------------------ experiment plumbing
+
+    def prepare_for(self, experiment: str) -> None:
+        """Create the cluster if needed before ``experiment`` starts.
+
+        A dedicated cluster is labelled with the experiment's name (attach, stop and reap read it) and is
+        created with delete_on_failure: an error or Ctrl-C mid-create deletes it, so nothing is left running.
+        """
+        if self.dedicated:
+            self.experiment = self.experiment or experiment
+            if self._handle is not None and self._handle.experiment is None:
+                self._handle.experiment = self.experiment
         self.create(wait=True)
 
-    def release_after_failure(self, experiment: Experiment) -> None:
+    def release_after_failure(self, experiment: str) -> None:
         """The experiment failed to start: a dedicated cluster goes away."""
         if self.dedicated:
             self._delete_quietly()
 
-    def release_after_experiment(self, experiment: Experiment) -> None:
+    def release_after_experiment(self, experiment: str) -> None:
         """The experiment ended or was stopped: a dedicated cluster goes away."""
         if self.dedicated:
             self._delete_quietly()
@@ -321,3 +423,14 @@ class Cluster:
             # a second Ctrl-C must not leave a paid cluster: finish the delete request without waiting
             self.delete(wait=False)
             raise
+
+
+def _gke_project(project: str | None, *, credentials: Any = None, container_client: Any = None) -> Any:
+    """The project-scoped GKE client; credentials from the project config (rlcloud init) when not given."""
+    from rlcloud.config import google_credentials, load_project_config
+    from rlcloud.gke.cluster import GkeProject
+
+    config = load_project_config()
+    if credentials is None:
+        credentials = google_credentials(config)
+    return GkeProject(project or config.project, credentials=credentials, container_client=container_client)

@@ -15,7 +15,6 @@ from rlcloud.errors import SpecError, SpecProblem
 from rlcloud.specs._base import StrictModel
 
 CONFIG_FILE = "rlcloud.yaml"
-DEFAULT_RESULTS = "./rlcloud-results"
 DEFAULT_IMAGE = "us-docker.pkg.dev/rlcloud/rlcloud/runner-cpu:0.1.0"
 DEFAULT_GPU_IMAGE = "us-docker.pkg.dev/rlcloud/rlcloud/runner-gpu:0.1.0"
 

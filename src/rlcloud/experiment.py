@@ -19,33 +19,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlcloud.errors import TimeoutError as RLTimeoutError
+from rlcloud.results import DEFAULT_RESULTS, is_gcs, results_location, results_root
 
 if TYPE_CHECKING:
     from rlcloud.backend import ExperimentBackend, ExperimentStatus
     from rlcloud.cluster import Cluster
     from rlcloud.specs import ExperimentSpec
 
-__all__ = ["Experiment", "results_location", "results_root"]
+__all__ = ["Experiment"]
 
 log = logging.getLogger(__name__)
-
-
-def results_root(spec_results: str | None, results: str | None) -> str:
-    """The results root in effect: the argument, else the spec's, else the project config's, else ./rlcloud-results."""
-    if results:
-        return results
-    if spec_results:
-        return spec_results
-    from rlcloud.config import DEFAULT_RESULTS, load_project_config
-
-    return load_project_config().results or DEFAULT_RESULTS
-
-
-def results_location(root: str, name: str) -> str:
-    """Where one experiment's results live: ``<root>/<name>`` (a gs:// URL or an absolute directory)."""
-    if root.startswith("gs://"):
-        return root.rstrip("/") + "/" + name
-    return str((Path(root).expanduser() / name).resolve())
 
 
 class Experiment:
@@ -74,7 +57,7 @@ class Experiment:
         self._cluster: Cluster | None = cluster
         self._backend: ExperimentBackend | None = None
         self.results: str = results_root(spec.results, results)
-        if self.results.startswith("gs:"):
+        if self.results.startswith("gs:"):  # also gs:/x and gs:x: parsed to say what is wrong
             from rlcloud.storage.base import parse_gs_url
 
             parse_gs_url(self.results)  # a SpecError naming the URL and the valid form
@@ -103,7 +86,8 @@ class Experiment:
             if self._cluster is None:
                 from rlcloud.cluster import Cluster
 
-                self._cluster = Cluster.local()
+                # the experiment's own results root: status() before start() must look where start() writes
+                self._cluster = Cluster.local(results=self.results)
             self._backend = self._cluster.backend()
         return self._backend
 
@@ -130,12 +114,12 @@ class Experiment:
         if validate:
             self.validate()
         if self._cluster is not None:
-            self._cluster.prepare_for(self)
+            self._cluster.prepare_for(self.name)
         try:
             self.backend.start(self.spec, self.results)
         except BaseException:
             if self._cluster is not None:
-                self._cluster.release_after_failure(self)
+                self._cluster.release_after_failure(self.name)
             raise
         log.info("started experiment %s (%s) writing to %s", self.name, self.backend.kind, self.location)
         return self
@@ -175,7 +159,7 @@ class Experiment:
             status = self._poll_until_finished(timeout, progress, poll_interval)
         if self._cluster is not None:
             # the experiment is over: a dedicated cluster must not keep costing money
-            self._cluster.release_after_experiment(self)
+            self._cluster.release_after_experiment(self.name)
         return status
 
     def _poll_until_finished(
@@ -218,7 +202,7 @@ class Experiment:
             self.download(dest)
         self.backend.stop(self.name)
         if self._cluster is not None:
-            self._cluster.release_after_experiment(self)
+            self._cluster.release_after_experiment(self.name)
 
     # ----------------------------------------------------------------------------------------- results
 
@@ -231,8 +215,8 @@ class Experiment:
         """Copy the results to ``dest`` (default ./rlcloud-results/<name>) incrementally, checksums verified."""
         from rlcloud.storage.client import download
 
-        target = Path(dest) if dest else Path("rlcloud-results") / self.name
-        if not self.location.startswith("gs://") and Path(self.location).resolve() == target.resolve():
+        target = Path(dest) if dest else Path(DEFAULT_RESULTS) / self.name
+        if not is_gcs(self.location) and Path(self.location).resolve() == target.resolve():
             return target  # already here
         download(self._store(), target, progress=_tqdm_bytes(f"download {self.name}") if progress else None)
         return target

@@ -43,7 +43,7 @@ def test_project_comes_from_application_default_credentials(
 ) -> None:
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(service_account_key(tmp_path / "key.json", "adc-proj")))
     cluster = GkeCluster(ClusterSpec(name="rl"), container_client=container_client, poll_interval=0.001)
-    assert cluster._credentials is None  # nothing resolved at construction
+    assert cluster.gke_project._credentials is None  # nothing resolved at construction
     cluster.create()
     assert cluster.project == "adc-proj"
     assert fake.requests_of("CreateCluster")[0].parent == "projects/adc-proj/locations/us-central1-a"

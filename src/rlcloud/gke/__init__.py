@@ -17,7 +17,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from rlcloud.gke.cluster import ClusterInfo, GkeCluster, dedicated_cluster, reap
+    from rlcloud.gke.cluster import ClusterInfo, GkeCluster, GkeProject, dedicated_cluster, reap
     from rlcloud.gke.errors import ClusterBusyError
     from rlcloud.gke.operations import OperationUpdate
     from rlcloud.gke.preflight import check_cluster_spec
@@ -29,6 +29,7 @@ __all__ = [
     "CostEstimate",
     "CostItem",
     "GkeCluster",
+    "GkeProject",
     "OperationUpdate",
     "check_cluster_spec",
     "dedicated_cluster",
@@ -42,6 +43,7 @@ _LAZY = {
     "CostEstimate": "rlcloud.gke.prices",
     "CostItem": "rlcloud.gke.prices",
     "GkeCluster": "rlcloud.gke.cluster",
+    "GkeProject": "rlcloud.gke.cluster",
     "OperationUpdate": "rlcloud.gke.operations",
     "check_cluster_spec": "rlcloud.gke.preflight",
     "dedicated_cluster": "rlcloud.gke.cluster",

@@ -47,7 +47,7 @@ from rlcloud.gke.preflight import check_cluster_spec
 from rlcloud.gke.prices import CostEstimate, estimate_hourly_cost
 from rlcloud.specs.cluster import REGION_RE, Autoscaling, ClusterSpec
 
-__all__ = ["ClusterInfo", "GkeCluster", "dedicated_cluster", "reap"]
+__all__ = ["ClusterInfo", "GkeCluster", "GkeProject", "dedicated_cluster", "reap"]
 
 log = logging.getLogger("rlcloud.gke")
 
@@ -196,15 +196,17 @@ class GkeCluster:
         credentials: Any = None,
         container_client: Any = None,
         *,
+        gke_project: GkeProject | None = None,
         experiment: str | None = None,
         gpu_driver_version: str = "DEFAULT",
         poll_interval: float = 2.0,
         max_poll_interval: float = 20.0,
     ) -> None:
         self.spec = spec
-        self._project = project or spec.project
-        self._credentials = credentials
-        self._client = container_client
+        # The project's client, credentials and id; shared with the GkeProject that found this cluster.
+        self.gke_project = gke_project or GkeProject(
+            project or spec.project, credentials=credentials, container_client=container_client
+        )
         self.experiment = experiment
         self.gpu_driver_version = gpu_driver_version
         self.poll_interval = poll_interval
@@ -213,69 +215,34 @@ class GkeCluster:
         self.location = spec.location
         self._node_locations: tuple[str, ...] = ()
 
-    # ------------------------------------------------------------------ lazily resolved plumbing
+    # ------------------------------------------------------------------ plumbing (the project's)
 
     @property
     def name(self) -> str:
         """The cluster's name."""
         return self.spec.name
 
-    def _default_credentials(self) -> tuple[Any, str | None]:
-        import google.auth
-
-        with api_errors(action="find Google credentials"):
-            credentials, project = google.auth.default(scopes=[CLOUD_PLATFORM_SCOPE])
-        return credentials, project
-
     @property
     def credentials(self) -> Any:
         """The google-auth credentials in use (Application Default Credentials unless given)."""
-        if self._credentials is None:
-            self._credentials, found = self._default_credentials()
-            self._project = self._project or found
-        return self._credentials
+        return self.gke_project.credentials
 
     @property
     def project(self) -> str:
         """The Google Cloud project id (resolved from Application Default Credentials if not given)."""
-        if not self._project:
-            if self._credentials is None:
-                _ = self.credentials
-            if not self._project:
-                from rlcloud.errors import AuthError
-
-                raise AuthError(
-                    "no Google Cloud project given and none found in Application Default Credentials: pass "
-                    "project=..., set it in the cluster spec, or run `gcloud config set project PROJECT`"
-                )
-        assert self._project is not None
-        return self._project
+        return self.gke_project.project
 
     @property
     def client(self) -> Any:
-        """The ClusterManagerClient in use (built on first use when none was given).
-
-        With ``RLCLOUD_GKE_EMULATOR_HOST=host:port`` set (like ``STORAGE_EMULATOR_HOST`` for Cloud Storage)
-        it talks plain gRPC to a local ClusterManager fake instead of Google, and needs no credentials.
-        """
-        if self._client is None:
-            emulator = os.environ.get(EMULATOR_ENV)
-            if emulator:
-                import grpc
-                from google.cloud.container_v1.services.cluster_manager.transports import ClusterManagerGrpcTransport
-
-                transport = ClusterManagerGrpcTransport(channel=grpc.insecure_channel(emulator))
-                self._client = container_v1.ClusterManagerClient(transport=transport)
-            else:
-                self._client = container_v1.ClusterManagerClient(credentials=self.credentials)
-        return self._client
+        """The project's ClusterManagerClient (see :attr:`GkeProject.client`)."""
+        return self.gke_project.client
 
     @property
     def path(self) -> str:
         """``projects/P/locations/L/clusters/N``."""
         return cluster_path(self.project, self.location, self.name)
 
-    # ------------------------------------------------------------------ constructors for existing clusters
+    # ------------------------------------------------------------------ existing clusters (GkeProject's verbs)
 
     @classmethod
     def get(
@@ -287,37 +254,10 @@ class GkeCluster:
         container_client: Any = None,
         **options: Any,
     ) -> GkeCluster:
-        """An existing cluster by name (``location`` None: searched in every location of the project).
-
-        Its spec is read back from the cluster; raises NotFoundError when there is none.
-        """
-        probe = cls(
-            ClusterSpec(name=name, location=location or "us-central1-a", project=project),
-            project=project,
-            credentials=credentials,
-            container_client=container_client,
-            **options,
+        """An existing cluster by name: ``GkeProject(project, ...).find(name, location)``."""
+        return GkeProject(project, credentials=credentials, container_client=container_client).find(
+            name, location, **options
         )
-        found = probe._find(search_all=location is None)
-        if found is None:
-            where = f" in {location}" if location else ""
-            raise NotFoundError(f"no GKE cluster named {name!r}{where} in project {probe.project}")
-        info = ClusterInfo.from_cluster(found, probe.project)
-        try:
-            spec = info.to_spec()
-        except ValueError:
-            # Made outside rlcloud with something ClusterSpec does not model (an accelerator type newer than
-            # GpuType, say): name and location are all that is needed to use or delete it.
-            spec = ClusterSpec(name=info.name, location=info.location, project=info.project)
-        cluster = cls(
-            spec,
-            project=probe.project,
-            credentials=probe._credentials,
-            container_client=probe._client,
-            experiment=info.experiment,
-            **options,
-        )
-        return cluster
 
     @classmethod
     def list(
@@ -328,14 +268,10 @@ class GkeCluster:
         container_client: Any = None,
         all_clusters: bool = False,
     ) -> builtins.list[ClusterInfo]:
-        """The clusters of ``project`` in every location: rlcloud's (label managed-by=rlcloud) or all."""
-        probe = cls(
-            ClusterSpec(name="list"), project=project, credentials=credentials, container_client=container_client
+        """The clusters of ``project``: ``GkeProject(project, ...).list(all_clusters=...)``."""
+        return GkeProject(project, credentials=credentials, container_client=container_client).list(
+            all_clusters=all_clusters
         )
-        with api_errors(project=probe.project, action="list clusters"):
-            response = probe.client.list_clusters(parent=location_path(probe.project, "-"))
-        infos = [ClusterInfo.from_cluster(c, probe.project) for c in response.clusters]
-        return [i for i in infos if all_clusters or i.managed]
 
     # ------------------------------------------------------------------ reading
 
@@ -858,22 +794,144 @@ def reap(
     progress: ProgressCallback | None = None,
     poll_interval: float = 2.0,
 ) -> list[ClusterInfo]:
-    """Delete every rlcloud-managed cluster whose expiry label lies before ``now``; return what it deleted.
+    """Delete every rlcloud-managed cluster of ``project`` whose expiry lies before ``now``: see
+    :meth:`GkeProject.reap`."""
+    return GkeProject(project, credentials=credentials, container_client=container_client).reap(
+        now=now, dry_run=dry_run, wait=wait, progress=progress, poll_interval=poll_interval
+    )
 
-    Clusters without the managed-by=rlcloud label, or without an expiry, are never touched.
-    ``dry_run``: return what would be deleted, delete nothing.
+
+class GkeProject:
+    """The GKE side of one Google Cloud project: its credentials, its Container API client, and the verbs
+    that act across its clusters (list, find one by name, reap the expired).
+
+    ``project``: the project id (default: Application Default Credentials'); ``credentials``:
+    google-auth credentials (default: ``google.auth.default``, looked up lazily); ``container_client``: a
+    ``container_v1.ClusterManagerClient`` (default: built from the credentials on first use). One client
+    serves every cluster handle this object makes.
     """
-    infos = GkeCluster.list(project, credentials=credentials, container_client=container_client)
-    expired = [i for i in infos if i.managed and i.expired(now)]
-    for info in expired:
-        if dry_run:
-            continue
-        log.info("reaping cluster %s in %s (expired %s)", info.name, info.location, info.expiry)
-        GkeCluster(
-            ClusterSpec(name=info.name, location=info.location),
-            project=info.project,
-            credentials=credentials,
-            container_client=container_client,
-            poll_interval=poll_interval,
-        ).delete(wait=wait, progress=progress)
-    return expired
+
+    def __init__(self, project: str | None = None, *, credentials: Any = None, container_client: Any = None) -> None:
+        self._project = project
+        self._credentials = credentials
+        self._client = container_client
+
+    def __repr__(self) -> str:
+        return f"GkeProject({self._project or '(default)'})"
+
+    def _default_credentials(self) -> tuple[Any, str | None]:
+        import google.auth
+
+        with api_errors(action="find Google credentials"):
+            credentials, project = google.auth.default(scopes=[CLOUD_PLATFORM_SCOPE])
+        return credentials, project
+
+    @property
+    def credentials(self) -> Any:
+        """The google-auth credentials in use (Application Default Credentials unless given)."""
+        if self._credentials is None:
+            self._credentials, found = self._default_credentials()
+            self._project = self._project or found
+        return self._credentials
+
+    @property
+    def project(self) -> str:
+        """The Google Cloud project id (resolved from Application Default Credentials if not given)."""
+        if not self._project:
+            if self._credentials is None:
+                _ = self.credentials
+            if not self._project:
+                from rlcloud.errors import AuthError
+
+                raise AuthError(
+                    "no Google Cloud project given and none found in Application Default Credentials: pass "
+                    "--project (project=... in Python), set it in the cluster spec, or run "
+                    "`gcloud config set project PROJECT`"
+                )
+        assert self._project is not None
+        return self._project
+
+    @property
+    def client(self) -> Any:
+        """The ClusterManagerClient in use (built on first use when none was given).
+
+        With ``RLCLOUD_GKE_EMULATOR_HOST=host:port`` set (like ``STORAGE_EMULATOR_HOST`` for Cloud Storage)
+        it talks plain gRPC to a local ClusterManager fake instead of Google, and needs no credentials.
+        """
+        if self._client is None:
+            emulator = os.environ.get(EMULATOR_ENV)
+            if emulator:
+                import grpc
+                from google.cloud.container_v1.services.cluster_manager.transports import ClusterManagerGrpcTransport
+
+                transport = ClusterManagerGrpcTransport(channel=grpc.insecure_channel(emulator))
+                self._client = container_v1.ClusterManagerClient(transport=transport)
+            else:
+                self._client = container_v1.ClusterManagerClient(credentials=self.credentials)
+        return self._client
+
+    def _clusters(self) -> builtins.list[Any]:
+        with api_errors(project=self.project, action="list clusters"):
+            response = self.client.list_clusters(parent=location_path(self.project, "-"))
+        return builtins.list(response.clusters)
+
+    def list(self, *, all_clusters: bool = False) -> builtins.list[ClusterInfo]:
+        """The clusters of the project in every location: rlcloud's (label managed-by=rlcloud), or all."""
+        infos = [ClusterInfo.from_cluster(c, self.project) for c in self._clusters()]
+        return [i for i in infos if all_clusters or i.managed]
+
+    def cluster(self, spec: ClusterSpec, **options: Any) -> GkeCluster:
+        """A handle of the cluster ``spec`` describes, sharing this project's client (nothing is called)."""
+        return GkeCluster(spec, gke_project=self, **options)
+
+    def find(self, name: str, location: str | None = None, **options: Any) -> GkeCluster:
+        """An existing cluster by name, its spec read back from the cluster (``location`` None: searched in
+        every location of the project). NotFoundError when there is none."""
+        from google.api_core import exceptions as gexc
+
+        found = None
+        if location is not None:
+            try:
+                with api_errors(project=self.project, action=f"get cluster {name}"):
+                    try:
+                        found = self.client.get_cluster(name=cluster_path(self.project, location, name))
+                    except gexc.NotFound:
+                        found = None
+            except NotFoundError:
+                found = None
+        else:
+            found = next((c for c in self._clusters() if c.name == name), None)
+        if found is None:
+            where = f" in {location}" if location else ""
+            raise NotFoundError(f"no GKE cluster named {name!r}{where} in project {self.project}")
+        info = ClusterInfo.from_cluster(found, self.project)
+        try:
+            spec = info.to_spec()
+        except ValueError:
+            # Made outside rlcloud with something ClusterSpec does not model (an accelerator type newer than
+            # GpuType, say): name and location are all that is needed to use or delete it.
+            spec = ClusterSpec(name=info.name, location=info.location, project=info.project)
+        cluster = self.cluster(spec, experiment=info.experiment, **options)
+        cluster.location = info.location
+        return cluster
+
+    def reap(
+        self,
+        *,
+        now: float | None = None,
+        dry_run: bool = False,
+        wait: bool = True,
+        progress: ProgressCallback | None = None,
+        poll_interval: float = 2.0,
+    ) -> builtins.list[ClusterInfo]:
+        """Delete every rlcloud-managed cluster whose expiry label lies before ``now``; return what it
+        deleted. Clusters without the managed-by=rlcloud label, or without an expiry, are never touched.
+        ``dry_run``: return what would be deleted, delete nothing."""
+        expired = [i for i in self.list() if i.managed and i.expired(now)]
+        for info in expired:
+            if dry_run:
+                continue
+            log.info("reaping cluster %s in %s (expired %s)", info.name, info.location, info.expiry)
+            spec = ClusterSpec(name=info.name, location=info.location)
+            self.cluster(spec, poll_interval=poll_interval).delete(wait=wait, progress=progress)
+        return expired

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from rlcloud.backends.local import STATE_DIR, LocalBackend
 from rlcloud.errors import NotFoundError, RLCloudError
 from rlcloud.errors import TimeoutError as RLTimeoutError
+from rlcloud.local import STATE_DIR, LocalBackend
 from rlcloud.specs import ExperimentSpec
 
 CARTPOLE = {"type": "gym", "level": "CartPole-v1"}
@@ -177,7 +177,7 @@ def test_a_supervisor_killed_with_sigkill_reads_as_failed(backend: LocalBackend,
 def test_supervisor_command_line_runs_a_command_and_records_its_exit_code(tmp_path: Path) -> None:
     (tmp_path / STATE_DIR).mkdir()
     code = subprocess.call(
-        [sys.executable, "-m", "rlcloud.backends.local", "supervise", "--workdir", str(tmp_path),
+        [sys.executable, "-m", "rlcloud.local.supervisor", "--workdir", str(tmp_path),
          "--label", "env-server-0", "--", sys.executable, "-c", "raise SystemExit(7)"],
     )  # fmt: skip
     assert code == 7
@@ -192,7 +192,7 @@ def test_supervisor_kills_a_runner_that_ignores_sigterm_and_records_137(tmp_path
         "print('ready', flush=True); time.sleep(120)"
     )
     supervisor = subprocess.Popen(
-        [sys.executable, "-m", "rlcloud.backends.local", "supervise", "--workdir", str(tmp_path),
+        [sys.executable, "-m", "rlcloud.local.supervisor", "--workdir", str(tmp_path),
          "--label", "single-0", "--grace", "1", "--", sys.executable, "-c", stubborn],
         stdout=subprocess.PIPE, start_new_session=True,
     )  # fmt: skip

@@ -1,0 +1,388 @@
+"""The local backend: each role of an experiment runs as a background process on this machine, like a pod.
+
+``start()`` launches, per role (:func:`rlcloud.roles.roles_for`), a supervisor
+(``python -m rlcloud.local.supervisor``, this backend's ``kubelet``: :mod:`rlcloud.local.supervisor`) in
+its own session, which runs ``python -m rlcloud.runner --role ...`` and returns at once: single:
+``single-0``; multi-threaded: ``multi-0``; distributed: ``agent-0`` plus ``env-server-0..N-1`` on free
+local ports (the agent gets them in ``RLCLOUD_ENV_SERVERS``). What another process needs to find, watch
+and stop a run is on disk (:mod:`rlcloud.local.state`).
+
+``stop()`` sends SIGTERM to every runner (it checkpoints and exits within 10 s), then SIGKILL to the
+process groups still alive after ``grace_period``. A results root on ``gs://`` runs in a local cache
+directory (:func:`rlcloud.results.local_workdir`) and the runner syncs to the bucket (``RLCLOUD_RESULTS``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rlcloud.backend import ExperimentBackend, ExperimentState, ExperimentStatus, RoleState, RoleStatus
+from rlcloud.errors import NotFoundError
+from rlcloud.errors import TimeoutError as RLTimeoutError
+from rlcloud.local.state import (
+    POLL_S,
+    STATE_DIR,
+    RoleInfo,
+    RunState,
+    alive,
+    atomic_write,
+    free_ports,
+    last_line,
+    proc_starttime,
+    tail,
+)
+from rlcloud.local.supervisor import DEFAULT_GRACE_PERIOD
+from rlcloud.results import local_workdir, results_root
+from rlcloud.roles import LEARNER_ROLES, Role, log_line, role_label, roles_for
+
+if TYPE_CHECKING:
+    from rlcloud.specs import ExperimentSpec
+
+__all__ = ["DEFAULT_GRACE_PERIOD", "LOCAL_IDLE_TIMEOUT", "LocalBackend"]
+
+logger = logging.getLogger(__name__)
+
+#: How long an env server waits for an agent that never (re)connects before it exits by itself.
+LOCAL_IDLE_TIMEOUT = 300.0
+
+
+class LocalBackend(ExperimentBackend):
+    """Runs experiments as background processes on this machine (see the module docstring).
+
+    ``results_root``: where ``status``/``list``/``attach`` look for experiments by name (default: the
+    project config's results root, else ./rlcloud-results); ``start`` uses the root it is given.
+    ``grace_period``: seconds from SIGTERM to SIGKILL in ``stop``. ``env``: extra environment variables
+    for the runner processes (e.g. ``RLCLOUD_IDLE_TIMEOUT``).
+    """
+
+    kind = "local"
+
+    def __init__(
+        self,
+        results_root: str | None = None,
+        *,
+        grace_period: float = DEFAULT_GRACE_PERIOD,
+        env: dict[str, str] | None = None,
+        python: str | None = None,
+    ) -> None:
+        self._root = results_root
+        self.grace_period = grace_period
+        self.env = dict(env or {})
+        self.python = python or sys.executable
+        # Experiments started from this object may live under other roots than the default.
+        self._known: dict[str, Path] = {}
+        self._children: list[subprocess.Popen[bytes]] = []
+
+    # -- locations
+
+    @property
+    def results_root(self) -> str:
+        """The results root this backend looks in for experiments by name."""
+        if self._root:
+            return self._root
+        return results_root(None, None)
+
+    def _run(self, name: str) -> RunState:
+        workdir = self._known.get(name) or local_workdir(self.results_root, name)
+        exp = RunState(workdir)
+        if not exp.exists():
+            raise NotFoundError(
+                f"no local experiment named {name!r} under {self.results_root} "
+                f"(known: {', '.join(self.list()) or 'none'})"
+            )
+        return exp
+
+    # -- start
+
+    def start(self, spec: ExperimentSpec, results: str) -> None:
+        """Start (or resume) ``spec`` as background processes writing under ``results``; return at once.
+
+        Idempotent: an experiment whose processes are running is left alone. One that ended (stopped,
+        paused, failed, succeeded) starts again; the runner resumes from its latest checkpoint.
+        """
+        name = spec.name
+        workdir = local_workdir(results, name)
+        exp = RunState(workdir)
+        self._known[name] = workdir
+        self._reap()
+        if exp.exists():
+            previous = exp.read()
+            running = [r for r in exp.roles(previous) if exp.role_alive(r)]
+            if running and not previous.get("stop_requested"):
+                logger.info("experiment %s is already running (%s)", name, ", ".join(r.label for r in running))
+                return
+            if running:  # a stop is under way: let it finish before starting again
+                exp.stop_roles(running, self.grace_period)
+        workdir.mkdir(parents=True, exist_ok=True)
+        exp.state_dir.mkdir(exist_ok=True)
+        exp.logs_dir.mkdir(exist_ok=True)
+        for old in exp.state_dir.glob("*.exit"):
+            old.unlink()
+        spec_path = workdir / "spec.yaml"
+        atomic_write(spec_path, spec.to_yaml())
+
+        plan = self._plan(spec)
+        env = os.environ.copy()
+        env.update(self.env)
+        env.setdefault("RLCLOUD_IDLE_TIMEOUT", str(LOCAL_IDLE_TIMEOUT))
+        env.pop("RLCLOUD_HOST_MAP", None)
+        if results.startswith("gs://"):
+            env["RLCLOUD_RESULTS"] = results.rstrip("/") + "/" + name
+        else:
+            env.pop("RLCLOUD_RESULTS", None)
+        env_servers = ",".join(f"127.0.0.1:{port}" for _role, _index, port in plan if port is not None)
+
+        state: dict[str, Any] = {
+            "name": name,
+            # Absolute, so that attach() from another working directory finds the same place.
+            "results": results if results.startswith("gs://") else str(Path(results).expanduser().resolve()),
+            "workdir": str(workdir),
+            "run_mode": str(spec.run_mode),
+            "started": time.time(),
+            "host": socket.gethostname(),
+            "roles": [],
+            "stop_requested": False,
+            "paused": False,
+        }
+        exp.write(state)  # supervisors read it when a role ends; the roles are added below
+        roles: list[dict[str, Any]] = []
+        try:
+            # Env servers first: they are listening by the time the agent (slower to import) dials.
+            for role, index, port in sorted(plan, key=lambda p: p[0].is_learner):
+                role_env = dict(env)
+                if port is not None:
+                    role_env.update(RLCLOUD_PORT=str(port), RLCLOUD_BIND_HOST="127.0.0.1")
+                if role is Role.AGENT:
+                    role_env["RLCLOUD_ENV_SERVERS"] = env_servers
+                proc = self._launch(exp, role, index, spec_path, role_env)
+                roles.append(
+                    dict(
+                        role=str(role),
+                        index=index,
+                        pid=proc.pid,
+                        started=time.time(),
+                        port=port,
+                        starttime=proc_starttime(proc.pid),
+                    )
+                )
+                exp.update(roles=roles)
+        except BaseException:
+            exp.stop_roles([RoleInfo(**r) for r in roles], self.grace_period)
+            raise
+        logger.info("started %s locally: %s", name, ", ".join(f"{r['role']}-{r['index']}" for r in roles))
+
+    @staticmethod
+    def _plan(spec: ExperimentSpec) -> list[tuple[Role, int, int | None]]:
+        instances = roles_for(spec)
+        ports = iter(free_ports(sum(role is Role.ENV_SERVER for role, _ in instances)))
+        return [(role, index, next(ports) if role is Role.ENV_SERVER else None) for role, index in instances]
+
+    def _launch(
+        self, exp: RunState, role: Role, index: int, spec_path: Path, env: dict[str, str]
+    ) -> subprocess.Popen[bytes]:
+        label = role_label(role, index)
+        log_path = exp.log_file(label)
+        runner = [
+            self.python, "-m", "rlcloud.runner", "--role", role, "--index", str(index),
+            "--spec", str(spec_path), "--workdir", str(exp.workdir),
+        ]  # fmt: skip
+        command = [
+            self.python, "-m", "rlcloud.local.supervisor", "--workdir", str(exp.workdir),
+            "--label", label, "--grace", str(self.grace_period), "--", *runner,
+        ]  # fmt: skip
+        with open(log_path, "ab") as log:
+            log.write(f"----- {time.strftime('%Y-%m-%d %H:%M:%S')} starting {label}\n".encode())
+            log.flush()
+            proc = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=str(exp.workdir),
+                start_new_session=True,  # detached: survives this Python, gets no terminal Ctrl-C
+                close_fds=True,
+            )
+        self._children.append(proc)
+        return proc
+
+    def _reap(self) -> None:
+        """Collect exited supervisors we started, so that they do not linger as zombies."""
+        self._children = [p for p in self._children if p.poll() is None]
+
+    # -- status
+
+    def status(self, name: str) -> ExperimentStatus:
+        """State per role (from the processes and their exit codes) plus progress.json."""
+        self._reap()
+        exp = self._run(name)
+        state = exp.read()
+        roles = [self._role_status(exp, r, state) for r in exp.roles(state)]
+        progress: dict[str, Any] = {}
+        with contextlib.suppress(OSError, ValueError):
+            progress = dict(json.loads((exp.workdir / "progress.json").read_text(encoding="utf-8")))
+        overall, message = self._overall(exp, state, roles)
+        return ExperimentStatus(
+            name=name, state=overall, roles=roles, progress=progress, message=message, backend=self.kind
+        )
+
+    def _role_status(self, exp: RunState, role: RoleInfo, state: dict[str, Any]) -> RoleStatus:
+        code = exp.exit_code(role.label)
+        requested = bool(state.get("stop_requested"))
+        if code is None:
+            if alive(role.pid, role.starttime):
+                return RoleStatus(role.role, role.index, "running")
+            # The supervisor itself was killed (e.g. kill -9 on it or a reboot): no exit code recorded.
+            return RoleStatus(role.role, role.index, "failed", reason="the process vanished without an exit code")
+        role_state: RoleState
+        reason = None
+        if code == 0:
+            role_state = "succeeded"
+        elif requested and code in (143, 130, -signal.SIGTERM, -signal.SIGKILL, 137):
+            role_state = "suspended" if state.get("paused") else "succeeded"
+            reason = f"stopped on request (exit code {code})"
+        else:
+            role_state = "failed"
+            reason = f"exit code {code}: {last_line(exp.log_file(role.label))}"
+        return RoleStatus(role.role, role.index, role_state, exit_code=code, reason=reason)
+
+    def _overall(
+        self, exp: RunState, state: dict[str, Any], roles: list[RoleStatus]
+    ) -> tuple[ExperimentState, str | None]:
+        if not roles:
+            return "pending", None
+        failed = [r for r in roles if r.state == "failed"]
+        if failed:
+            # The role that failed first caused the rest (the others were stopped because of it).
+            first = min(
+                failed,
+                key=lambda r: exp.exit_file(r.label).stat().st_mtime if r.exit_code is not None else float("inf"),
+            )
+            last = tail(exp.log_file(first.label), 15)
+            return "failed", f"{first.label} failed ({first.reason}); last lines of its log:\n{last}"
+        running = [r for r in roles if r.state == "running"]
+        main = next((r for r in roles if r.role in LEARNER_ROLES), None)
+        if state.get("stop_requested"):
+            if running:
+                return "running", "stopping"
+            return ("paused", None) if state.get("paused") else ("stopped", None)
+        if main is not None and main.state == "succeeded":
+            return "succeeded", None
+        return "running", None
+
+    def wait(self, name: str, timeout: float | None = None) -> ExperimentStatus:
+        """Block until the experiment finishes and all its processes have ended; rlcloud.errors.TimeoutError
+        after ``timeout`` seconds (the experiment keeps running)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            status = self.status(name)
+            # Finished, and nothing left running: after a failure the supervisors are still stopping
+            # the other roles for a moment, and a caller may want to start again right away.
+            if (status.finished or status.state == "paused") and not self._any_process_alive(name):
+                return status
+            if deadline is not None and time.monotonic() >= deadline:
+                raise RLTimeoutError(
+                    f"experiment {name!r} still {status.state} after {timeout:g} s "
+                    f"(timestep {status.progress.get('timestep', 0)}); it keeps running: wait again or stop it"
+                )
+            time.sleep(POLL_S if deadline is None else max(0.0, min(POLL_S, deadline - time.monotonic())))
+
+    def _any_process_alive(self, name: str) -> bool:
+        """Whether a supervisor of the experiment still runs (it may be stopping the other roles)."""
+        self._reap()
+        exp = self._run(name)
+        return any(alive(r.pid, r.starttime) for r in exp.roles())
+
+    def logs(self, name: str, follow: bool = False) -> Iterator[str]:
+        """All roles' log lines as ``"role-index | line"``; with ``follow``, until every role has ended."""
+        exp = self._run(name)
+        roles = exp.roles()
+        offsets = {r.label: 0 for r in roles}
+        partial = {r.label: b"" for r in roles}
+        while True:
+            ended = not follow or not any(exp.role_alive(r) for r in roles)
+            for role in roles:
+                path = exp.log_file(role.label)
+                try:
+                    with open(path, "rb") as fh:
+                        fh.seek(offsets[role.label])
+                        chunk = fh.read()
+                except FileNotFoundError:
+                    continue
+                offsets[role.label] += len(chunk)
+                data = partial[role.label] + chunk
+                lines = data.split(b"\n")
+                partial[role.label] = lines.pop()
+                for line in lines:
+                    yield log_line(role.label, line.decode("utf-8", "replace").rstrip())
+            if ended:
+                # Everything has been read after the last process ended: flush unterminated last lines.
+                for role in roles:
+                    if partial[role.label]:
+                        yield log_line(role.label, partial[role.label].decode("utf-8", "replace").rstrip())
+                return
+            time.sleep(POLL_S)
+
+    # -- stop, pause, resume
+
+    def stop(self, name: str) -> None:
+        """SIGTERM every role (the runner checkpoints), SIGKILL after the grace period. Idempotent."""
+        self._stop(name, paused=False)
+
+    def pause(self, name: str) -> None:
+        """Checkpoint and stop the processes; :meth:`resume` starts them again from the checkpoint."""
+        self._stop(name, paused=True)
+
+    def _stop(self, name: str, *, paused: bool) -> None:
+        exp = self._run(name)
+        state = exp.read()
+        running = [r for r in exp.roles(state) if exp.role_alive(r)]
+        if not running:
+            if paused and not state.get("stop_requested"):
+                exp.update(stop_requested=True, paused=True)
+            return  # finished already: nothing to stop
+        exp.update(stop_requested=True, paused=paused)
+        # The main role first: it checkpoints; env servers only serve it.
+        running.sort(key=lambda r: r.role not in LEARNER_ROLES)
+        exp.stop_roles(running, self.grace_period)
+        self._reap()
+
+    def resume(self, name: str) -> None:
+        """Start a paused (or stopped) experiment again from its latest checkpoint."""
+        exp = self._run(name)
+        state = exp.read()
+        self.start(_load_spec(exp.workdir / "spec.yaml"), state["results"])
+
+    # -- discovery
+
+    def list(self) -> list[str]:
+        """Names of the experiments under the results root (and any started from this object)."""
+        names = set(self._known)
+        root = self.results_root
+        base = local_workdir(root, "x").parent
+        if base.is_dir():
+            names.update(p.parent.parent.name for p in base.glob(f"*/{STATE_DIR}/state.json"))
+        return sorted(names)
+
+    def attach(self, name: str) -> tuple[ExperimentSpec, str]:
+        """The spec and results root of an experiment started on this machine."""
+        exp = self._run(name)
+        state = exp.read()
+        return _load_spec(exp.workdir / "spec.yaml"), str(state["results"])
+
+
+def _load_spec(path: Path) -> ExperimentSpec:
+    from rlcloud.specs import ExperimentSpec
+
+    return ExperimentSpec.from_file(path)

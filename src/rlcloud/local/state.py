@@ -1,0 +1,222 @@
+"""The on-disk record of one local run, and the process helpers the backend and the supervisor share.
+
+Everything another Python process needs to find, watch and stop a local run lives in its work
+directory (``<results root>/<name>/`` for a local root, a cache directory for a gs:// root)::
+
+    spec.yaml                    the resolved spec the roles read
+    logs/<role>-<index>.log      each role's stdout/stderr (appended across restarts)
+    .rlcloud-local/state.json    pids, ports, start time, stop/pause requests
+    .rlcloud-local/<role>-<index>.exit   the role's exit code, written by its supervisor
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rlcloud.errors import NotFoundError
+from rlcloud.roles import poll_until, role_label
+
+__all__ = ["STATE_DIR", "RoleInfo", "RunState", "alive", "atomic_write", "free_ports", "last_line", "tail"]
+
+logger = logging.getLogger(__name__)
+
+STATE_DIR = ".rlcloud-local"
+#: Extra seconds a stop waits before it kills a role's whole process group, supervisor included (only
+#: when the supervisor itself is stuck: it kills its runner after the grace period).
+GROUP_KILL_MARGIN = 10.0
+POLL_S = 0.2
+
+
+@dataclass(frozen=True)
+class RoleInfo:
+    """One role instance as recorded in state.json: its supervisor's pid and identity."""
+
+    role: str
+    index: int
+    pid: int
+    started: float
+    port: int | None = None
+    starttime: str | None = None  # /proc/<pid>/stat field 22: tells our process from a reused pid
+
+    @property
+    def label(self) -> str:
+        """``role-index``."""
+        return role_label(self.role, self.index)
+
+
+# ------------------------------------------------------------------------------------------ processes
+
+
+def proc_starttime(pid: int) -> str | None:
+    """The kernel's start time of ``pid`` (Linux), which tells our process from a later one with its pid."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may contain spaces and parentheses: split after its last ')'.
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return fields[19] if len(fields) > 19 else None
+
+
+def alive(pid: int, starttime: str | None) -> bool:
+    """Whether ``pid`` is still the process we started (not a zombie, not a reused pid)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return starttime is None  # someone else's process: our pid was reused
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc (macOS): the kill probe is all we have
+    after = stat[stat.rindex(")") + 2 :].split()
+    if after[0] in ("Z", "X"):
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, os.WNOHANG)  # reap it if it is our child
+        return False
+    return starttime is None or after[19] == starttime
+
+
+def signal_group(pid: int, sig: int) -> None:
+    """Send ``sig`` to the process group ``pid`` leads (each supervisor leads its own session)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+
+
+def free_ports(count: int) -> list[int]:
+    """Ports the kernel picks as free now. Held together so that they are distinct; a small race with
+    other programs remains until the env servers bind them (SO_REUSEADDR is on)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket()
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        return [int(s.getsockname()[1]) for s in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that a reader sees the old or the new content, never a part."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def tail(path: Path, lines: int) -> str:
+    """The last ``lines`` lines of a log (read from its last 16 KiB)."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - 16384))
+            text = fh.read().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return "(no log)"
+    return "\n".join(text.rstrip("\n").splitlines()[-lines:])
+
+
+def last_line(path: Path) -> str:
+    """The last error-looking line of a log (what a one-line reason should show)."""
+    lines = tail(path, 40).splitlines()
+    for line in reversed(lines):
+        if "Error" in line or "ERROR" in line or "error" in line:
+            return line.strip()[-300:]
+    return lines[-1].strip()[-300:] if lines else ""
+
+
+# ---------------------------------------------------------------------------------------------- state
+
+
+class RunState:
+    """The on-disk record of one local run (see the module docstring)."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.state_dir = workdir / STATE_DIR
+        self.state_file = self.state_dir / "state.json"
+        self.logs_dir = workdir / "logs"
+
+    def exists(self) -> bool:
+        """Whether a run was ever started in this work directory."""
+        return self.state_file.exists()
+
+    def read(self) -> dict[str, Any]:
+        """state.json; NotFoundError when the run was never started."""
+        try:
+            return dict(json.loads(self.state_file.read_text(encoding="utf-8")))
+        except FileNotFoundError as exc:
+            raise NotFoundError(f"no local experiment in {self.workdir}") from exc
+
+    def write(self, state: dict[str, Any]) -> None:
+        """Replace state.json atomically."""
+        atomic_write(self.state_file, json.dumps(state, indent=1) + "\n")
+
+    def update(self, **changes: Any) -> dict[str, Any]:
+        """Change some keys of state.json; returns the new state."""
+        state = self.read()
+        state.update(changes)
+        self.write(state)
+        return state
+
+    def roles(self, state: dict[str, Any] | None = None) -> list[RoleInfo]:
+        """The recorded role instances."""
+        state = self.read() if state is None else state
+        return [RoleInfo(**r) for r in state.get("roles", [])]
+
+    def exit_file(self, label: str) -> Path:
+        """Where the supervisor of ``label`` records its runner's exit code."""
+        return self.state_dir / f"{label}.exit"
+
+    def exit_code(self, label: str) -> int | None:
+        """The recorded exit code of ``label``, or None while it runs (or never ran)."""
+        try:
+            return int(self.exit_file(label).read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def log_file(self, label: str) -> Path:
+        """The log file of ``label``."""
+        return self.logs_dir / f"{label}.log"
+
+    def role_alive(self, role: RoleInfo) -> bool:
+        """Whether ``role`` still runs: no exit code recorded and its supervisor is alive."""
+        return self.exit_code(role.label) is None and alive(role.pid, role.starttime)
+
+    def stop_roles(self, roles: Sequence[RoleInfo], grace_period: float, *, reap: bool = True) -> None:
+        """SIGTERM each supervisor (it forwards to its runner and kills it after ``grace_period``);
+        SIGKILL the groups still alive a little later. Returns when every role has ended."""
+        for role in roles:
+            if self.role_alive(role):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(role.pid, signal.SIGTERM)
+        # role_alive, not the supervisor's pid: a supervisor may itself be busy stopping the others.
+        poll_until(
+            lambda: True if not any(self.role_alive(r) for r in roles) else None,
+            time.monotonic() + grace_period + GROUP_KILL_MARGIN,
+            interval=POLL_S,
+        )
+        for role in roles:
+            if self.role_alive(role):
+                logger.warning("%s did not stop within %g s; killing it", role.label, grace_period)
+                signal_group(role.pid, signal.SIGKILL)
+        if not reap:
+            return
+        # Each supervisor exits right after recording its runner's exit code; give them that moment.
+        poll_until(
+            lambda: True if not any(alive(r.pid, r.starttime) for r in roles) else None,
+            time.monotonic() + 5,
+            interval=0.05,
+        )
