@@ -38,7 +38,8 @@ from types import FrameType
 from typing import Any
 
 from rlcloud.errors import NotFoundError, StorageError
-from rlcloud.storage.base import ObjectInfo, PreconditionFailedError, Store, crc32c_of_file, open_store
+from rlcloud.storage.base import ObjectInfo, PreconditionFailedError, Store, crc32c_of_file
+from rlcloud.storage.stores import open_store
 
 __all__ = [
     "CHECKPOINTS",

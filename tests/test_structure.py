@@ -1,0 +1,210 @@
+"""The package's shape: imports point one way (no cycle, function-level imports included), each concept is
+defined in one place, and the public surface is what ``rlcloud.__all__`` says."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import pkgutil
+import re
+from pathlib import Path
+
+import rlcloud
+
+SRC = Path(rlcloud.__file__).parent
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in SRC.rglob("*.py")}
+
+
+def _resolve(name: str, modules: dict[str, Path]) -> str | None:
+    """The rlcloud module an import refers to (``from rlcloud.k8s import X`` -> rlcloud.k8s)."""
+    while name:
+        if name in modules:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def _in_type_checking(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    while node in parents:
+        node = parents[node]
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            return True
+    return False
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the rlcloud modules it imports anywhere (module level or inside functions), except under
+    ``if TYPE_CHECKING:``. ``from pkg import sub`` counts as importing ``pkg.sub`` when it is a module."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+        edges: set[str] = set()
+        for node in ast.walk(tree):
+            if _in_type_checking(node, parents):
+                continue
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [f"{node.module}.{a.name}" for a in node.names] + [node.module]
+            for target in targets:
+                if target.startswith("rlcloud"):
+                    found = _resolve(target, modules)
+                    if found and found != name:
+                        edges.add(found)
+        graph[name] = edges
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def _package_of(module: str) -> str:
+    # A package's __init__ re-exports its modules: importing it is importing them, so it is no cycle for a
+    # module inside the package to be imported by its own __init__.
+    return module
+
+
+def test_no_import_cycles() -> None:
+    graph = import_graph()
+    # edges from a package's __init__ to its own submodules are re-exports, not dependencies of the package
+    for name, edges in graph.items():
+        if _modules()[name].name == "__init__.py":
+            graph[name] = {e for e in edges if not e.startswith(name + ".")}
+    assert _cycles(graph) == []
+
+
+# Layers, lowest first: a module may import its own layer and those below, never above (CONTRIBUTING.md).
+LAYERS: list[tuple[str, ...]] = [
+    ("rlcloud.errors", "rlcloud.logsafety", "rlcloud.roles"),
+    ("rlcloud.specs", "rlcloud.config", "rlcloud.results", "rlcloud.backend"),
+    ("rlcloud.storage", "rlcloud.gke", "rlcloud.k8s", "rlcloud.runner", "rlcloud.local", "rlcloud.plotting"),
+    ("rlcloud.cluster", "rlcloud.experiment"),
+    ("rlcloud.cli", "rlcloud.progress", "rlcloud.project", "rlcloud.__main__"),
+]
+
+
+def _layer(module: str) -> int | None:
+    for level, prefixes in enumerate(LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return level
+    return None
+
+
+def test_imports_point_down() -> None:
+    upward = []
+    for name, edges in import_graph().items():
+        mine = _layer(name)
+        if mine is None:
+            continue
+        for target in edges:
+            theirs = _layer(target)
+            if theirs is not None and theirs > mine:
+                upward.append(f"{name} -> {target}")
+    assert upward == []
+
+
+def test_every_module_has_a_layer() -> None:
+    assert [m for m in _modules() if m != "rlcloud" and _layer(m) is None] == []
+
+
+def test_every_module_imports() -> None:
+    # Every module is importable on its own (no hidden dependency on import order).
+    for info in pkgutil.walk_packages([str(SRC)], prefix="rlcloud."):
+        if info.name.endswith("__main__"):
+            continue
+        importlib.import_module(info.name)
+
+
+# -------------------------------------------------------------------------------- one place per concept
+
+
+def _definitions(pattern: str) -> list[str]:
+    """``file:line`` of every line in src/rlcloud matching ``pattern``."""
+    rx = re.compile(pattern)
+    hits = []
+    for path in sorted(SRC.rglob("*.py")):
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if rx.search(line):
+                hits.append(f"{path.relative_to(SRC)}:{number}")
+    return hits
+
+
+def test_each_concept_is_defined_once() -> None:
+    # where results live
+    assert _definitions(r"^def results_root\(") == ["results.py:" + _line("results.py", "def results_root(")]
+    assert len(_definitions(r"^def results_location\(")) == 1
+    assert len(_definitions(r"rlcloud-results\"")) == 1  # the default root, spelled once
+    assert len(_definitions(r"\.cache.*rlcloud.*local|\"rlcloud\" / \"local\"")) == 1
+    # the role vocabulary
+    assert _definitions(r"_LEARNER_ROLES|_MAIN_ROLES|_ROLE_MODES") == []
+    assert len(_definitions(r"\"env-server\"")) == 1
+    assert len(_definitions(r"^def poll_until\(")) == 1
+    # the "role-index | line" log format
+    assert len(_definitions(r"f\"\{[a-z_.]+\} \| \{")) == 1
+
+
+def _line(relative: str, text: str) -> str:
+    for number, line in enumerate((SRC / relative).read_text(encoding="utf-8").splitlines(), 1):
+        if line.startswith(text):
+            return str(number)
+    raise AssertionError(f"{text!r} not in {relative}")
+
+
+# --------------------------------------------------------------------------------------- public surface
+
+
+def test_all_is_sorted_and_complete() -> None:
+    assert rlcloud.__all__ == sorted(rlcloud.__all__)
+    for name in rlcloud.__all__:
+        assert getattr(rlcloud, name) is not None
+    public = {n for n in dir(rlcloud) if not n.startswith("_") and n not in ("TYPE_CHECKING",)}
+    # every public name is in __all__ (submodules loaded by other tests are attributes, not API)
+    modules = {n for n in public if type(getattr(rlcloud, n)).__name__ == "module"}
+    assert public - modules - {"annotations"} <= set(rlcloud.__all__) | {"TimeoutError"}
