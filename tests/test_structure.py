@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import os
 import pkgutil
 import re
 from pathlib import Path
@@ -208,3 +209,13 @@ def test_all_is_sorted_and_complete() -> None:
     # every public name is in __all__ (submodules loaded by other tests are attributes, not API)
     modules = {n for n in public if type(getattr(rlcloud, n)).__name__ == "module"}
     assert public - modules - {"annotations"} <= set(rlcloud.__all__) | {"TimeoutError"}
+
+
+def test_the_suite_runs_outside_the_repository_and_home(tmp_path_factory: object) -> None:
+    # conftest.py moved the session into a fresh directory: a results folder left by ./scripts/demo, or the
+    # user's ~/.cache and project config, cannot leak into any test
+    cwd = Path.cwd().resolve()
+    repo = SRC.parent.parent.resolve()
+    assert repo not in (cwd, *cwd.parents)
+    assert Path.home().resolve() != Path(os.path.expanduser("~root")).resolve() or "rlcloud-tests-" in str(Path.home())
+    assert "rlcloud-tests-" in os.environ["XDG_CACHE_HOME"]

@@ -84,11 +84,12 @@ class ExperimentBackend(ABC):
     kind: str = "backend"
 
     @abstractmethod
-    def start(self, spec: ExperimentSpec, results: str) -> None:
+    def start(self, spec: ExperimentSpec, results: str) -> bool:
         """Start (or resume) ``spec`` writing to ``results`` and return quickly, without waiting for training.
 
-        Idempotent: starting an experiment that is already running creates nothing twice; starting one
-        whose results hold a checkpoint resumes from it.
+        Idempotent: starting an experiment that is already running creates nothing twice and returns
+        False; otherwise it returns True. Starting one whose results hold a checkpoint resumes from it.
+        The facade has checked the run's identity (rlcloud.record) before; backends need not.
         """
 
     @abstractmethod

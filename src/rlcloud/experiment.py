@@ -56,6 +56,8 @@ class Experiment:
         self.spec: ExperimentSpec = spec
         self._cluster: Cluster | None = cluster
         self._backend: ExperimentBackend | None = None
+        #: set by start(): True when the experiment was running already and nothing was started
+        self.already_running = False
         self.results: str = results_root(spec.results, results)
         if self.results.startswith("gs:"):  # also gs:/x and gs:x: parsed to say what is wrong
             from rlcloud.storage.base import parse_gs_url
@@ -102,9 +104,17 @@ class Experiment:
 
         With no cluster it runs as processes on this machine. With a cluster (Cluster.gke / .kubernetes)
         it runs there; a GKE cluster that does not exist yet is created first, and a dedicated one (the
-        spec's own ``cluster``) is deleted again when the experiment ends or fails to start. Starting an
-        experiment that is running already changes nothing; one with a checkpoint resumes from it.
+        spec's own ``cluster``) is deleted again when the experiment ends or fails to start.
+
+        A run is created once, with its spec of record (``<location>/spec.yaml``). Starting it again
+        resumes from its latest checkpoint, and may change how long, how often or where it runs (each
+        start is added to ``history.jsonl``); a spec that learns something else (environment, agent,
+        network, seed, run mode, workers...) is refused with a SpecError naming each changed field,
+        before anything is created. Starting an experiment that is running already changes nothing:
+        :attr:`already_running` says so afterwards.
         """
+        from rlcloud.record import append_history, check_resume, create_record
+
         if cluster is not None:
             self._cluster, self._backend = cluster, None
         elif self._cluster is None and self.spec.cluster is not None:
@@ -113,14 +123,31 @@ class Experiment:
             self._cluster = Cluster.from_spec_reference(self.spec.cluster, experiment=self.name)
         if validate:
             self.validate()
+        store = self._store()
+        changes = check_resume(store, self.spec)  # refuses a different learning setup, writing nothing
         if self._cluster is not None:
             self._cluster.prepare_for(self.name)
         try:
-            self.backend.start(self.spec, self.results)
+            event = "created" if changes is None and create_record(store, self.spec) else "resumed"
+            if changes is None and event == "resumed":  # another start created the run a moment ago
+                changes = check_resume(store, self.spec)
+            started = self.backend.start(self.spec, self.results)
         except BaseException:
             if self._cluster is not None:
                 self._cluster.release_after_failure(self.name)
             raise
+        self.already_running = started is False
+        if self.already_running:
+            if changes:
+                log.warning(
+                    "experiment %s is already running; these changes apply from its next start: %s",
+                    self.name,
+                    "; ".join(str(c) for c in changes),
+                )
+            log.info("experiment %s is already running (%s)", self.name, self.backend.kind)
+            return self
+        where = self._cluster.describe() if self._cluster else "local"
+        append_history(store, self.spec, event=event, changes=changes or [], where=where)
         log.info("started experiment %s (%s) writing to %s", self.name, self.backend.kind, self.location)
         return self
 

@@ -404,9 +404,10 @@ class KubernetesBackend(ExperimentBackend):
 
     # ------------------------------------------------------------------------------------ the verbs
 
-    def start(self, spec: ExperimentSpec, results: str) -> None:
+    def start(self, spec: ExperimentSpec, results: str) -> bool:
         """Create the experiment's objects (idempotent: existing identical objects are kept; a paused
-        experiment is resumed; objects that differ raise ConflictError). Returns without waiting."""
+        experiment is resumed; objects that differ raise ConflictError). Returns without waiting: True when
+        it created or resumed something, False when every Job was there and running already."""
         if not results.startswith("gs://") and not self.local_results:
             raise SpecError(
                 [
@@ -430,10 +431,13 @@ class KubernetesBackend(ExperimentBackend):
             kubernetes_version=self.kubernetes_version(),
         )
         suspended: list[str] = []
+        created = False
         for obj in objs:
             existing = self.applier.create(obj)
             if obj.kind != "Job":
                 continue
+            # a Job made just now has no status yet; one that was there has been started by its controller
+            created = created or not (existing.get("status") or {}).get("startTime")
             if _suspended(existing):
                 suspended.append(obj.metadata.name)
             finished = _job_finished(existing)
@@ -450,6 +454,7 @@ class KubernetesBackend(ExperimentBackend):
             self._stores.pop(spec.name, None)
         self._results[spec.name] = results
         logger.info("started %s in namespace %s (%d objects)", spec.name, self.namespace, len(objs))
+        return created or bool(suspended)
 
     def status(self, name: str) -> ExperimentStatus:
         """Per-role state (pending/running/succeeded/failed/suspended, restarts, exit code, one-line

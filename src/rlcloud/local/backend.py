@@ -105,11 +105,12 @@ class LocalBackend(ExperimentBackend):
 
     # -- start
 
-    def start(self, spec: ExperimentSpec, results: str) -> None:
+    def start(self, spec: ExperimentSpec, results: str) -> bool:
         """Start (or resume) ``spec`` as background processes writing under ``results``; return at once.
 
-        Idempotent: an experiment whose processes are running is left alone. One that ended (stopped,
-        paused, failed, succeeded) starts again; the runner resumes from its latest checkpoint.
+        Idempotent: an experiment whose processes are running is left alone (returns False). One that
+        ended (stopped, paused, failed, succeeded) starts again; the runner resumes from its latest
+        checkpoint (returns True).
         """
         name = spec.name
         workdir = local_workdir(results, name)
@@ -121,7 +122,7 @@ class LocalBackend(ExperimentBackend):
             running = [r for r in exp.roles(previous) if exp.role_alive(r)]
             if running and not previous.get("stop_requested"):
                 logger.info("experiment %s is already running (%s)", name, ", ".join(r.label for r in running))
-                return
+                return False
             if running:  # a stop is under way: let it finish before starting again
                 exp.stop_roles(running, self.grace_period)
         workdir.mkdir(parents=True, exist_ok=True)
@@ -129,7 +130,9 @@ class LocalBackend(ExperimentBackend):
         exp.logs_dir.mkdir(exist_ok=True)
         for old in exp.state_dir.glob("*.exit"):
             old.unlink()
-        spec_path = workdir / "spec.yaml"
+        # The spec the roles run with now; <workdir>/spec.yaml is the run's spec of record (rlcloud.record),
+        # which a resume with a longer budget must not replace.
+        spec_path = exp.spec_file
         atomic_write(spec_path, spec.to_yaml())
 
         plan = self._plan(spec)
@@ -181,6 +184,7 @@ class LocalBackend(ExperimentBackend):
             exp.stop_roles([RoleInfo(**r) for r in roles], self.grace_period)
             raise
         logger.info("started %s locally: %s", name, ", ".join(f"{r['role']}-{r['index']}" for r in roles))
+        return True
 
     @staticmethod
     def _plan(spec: ExperimentSpec) -> list[tuple[Role, int, int | None]]:
@@ -362,7 +366,7 @@ class LocalBackend(ExperimentBackend):
         """Start a paused (or stopped) experiment again from its latest checkpoint."""
         exp = self._run(name)
         state = exp.read()
-        self.start(_load_spec(exp.workdir / "spec.yaml"), state["results"])
+        self.start(_load_spec(exp.current_spec_file()), state["results"])
 
     # -- discovery
 
@@ -379,7 +383,7 @@ class LocalBackend(ExperimentBackend):
         """The spec and results root of an experiment started on this machine."""
         exp = self._run(name)
         state = exp.read()
-        return _load_spec(exp.workdir / "spec.yaml"), str(state["results"])
+        return _load_spec(exp.current_spec_file()), str(state["results"])
 
 
 def _load_spec(path: Path) -> ExperimentSpec:

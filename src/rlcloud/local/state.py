@@ -3,7 +3,8 @@
 Everything another Python process needs to find, watch and stop a local run lives in its work
 directory (``<results root>/<name>/`` for a local root, a cache directory for a gs:// root)::
 
-    spec.yaml                    the resolved spec the roles read
+    spec.yaml                    the run's spec of record (rlcloud.record), written once
+    .rlcloud-local/spec.yaml     the resolved spec the roles run with now (budgets may grow on resume)
     logs/<role>-<index>.log      each role's stdout/stderr (appended across restarts)
     .rlcloud-local/state.json    pids, ports, start time, stop/pause requests
     .rlcloud-local/<role>-<index>.exit   the role's exit code, written by its supervisor
@@ -148,6 +149,11 @@ class RunState:
         self.state_dir = workdir / STATE_DIR
         self.state_file = self.state_dir / "state.json"
         self.logs_dir = workdir / "logs"
+        self.spec_file = self.state_dir / "spec.yaml"
+
+    def current_spec_file(self) -> Path:
+        """The spec the roles last ran with (runs started before it was kept here: the spec of record)."""
+        return self.spec_file if self.spec_file.exists() else self.workdir / "spec.yaml"
 
     def exists(self) -> bool:
         """Whether a run was ever started in this work directory."""
