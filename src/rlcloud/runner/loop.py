@@ -259,6 +259,7 @@ class Trainer:
         self._venv = vector_env
         self._stop = threading.Event()
         self._stop_reason = ""
+        self._stopped_early = False
         self._eval_env: EnvAdapter | None = None
         self.agent: Any = None
         self._counters = _Counters()
@@ -272,9 +273,14 @@ class Trainer:
             raise SpecError([DETERMINISTIC_PROBLEM])
 
     # -- control
-    def request_stop(self, reason: str = "stop requested") -> None:
-        """Ask the loop to checkpoint and return at the next step (thread- and signal-safe)."""
+    def request_stop(self, reason: str = "stop requested", *, early: bool = False) -> None:
+        """Ask the loop to checkpoint and return at the next step (thread- and signal-safe).
+
+        ``early``: the run is finished, not interrupted (a sweep trial stopped by its rule): the result's
+        state is "stopped-early" and the reason goes into progress.json.
+        """
         self._stop_reason = reason
+        self._stopped_early = early
         self._stop.set()
 
     @property
@@ -402,7 +408,7 @@ class Trainer:
                 if self._stop.is_set():
                     c.elapsed = base_elapsed + time.monotonic() - start
                     self._save()
-                    return "stopped"
+                    return "stopped-early" if self._stopped_early else "stopped"
                 actions = agent.act(states=states, parallel=rows)
                 states, rewards, terminals = venv.step(actions)
                 agent.observe(reward=rewards, terminal=terminals, parallel=rows)
@@ -594,6 +600,11 @@ class Trainer:
     def _mean_return(self) -> float | None:
         return float(np.mean(self._returns)) if self._returns else None
 
+    @property
+    def mean_return(self) -> float | None:
+        """Mean return of the last 20 training episodes (None before the first episode ends)."""
+        return self._mean_return()
+
     def _steps_per_second(self) -> float:
         if len(self._rate) < 2:
             return 0.0
@@ -616,6 +627,8 @@ class Trainer:
             "updated": time.time(),
             "checkpoint": self._checkpoint,
         }
+        if state == "stopped-early":
+            progress["stop_reason"] = self._stop_reason
         try:
             atomic_write_text(self.workdir / "progress.json", json.dumps(progress) + "\n")
         except OSError:

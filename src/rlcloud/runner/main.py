@@ -183,6 +183,46 @@ class _StopDuringStartup(BaseException):
         self.signum = signum
 
 
+class _HookChain:
+    """Several loop hooks as one (the results syncer, a sweep trial's early stopper), called in order."""
+
+    def __init__(self, hooks: list[Any]) -> None:
+        self.hooks = hooks
+
+    def add(self, hook: Any) -> None:
+        if hook is not None:
+            self.hooks.append(hook)
+
+    def _call(self, name: str, *args: Any, hooks: list[Any] | None = None) -> None:
+        for hook in self.hooks if hooks is None else hooks:
+            method = getattr(hook, name, None)
+            try:
+                if method is not None:
+                    method(*args)
+            except Exception:  # one hook's failure must neither end training nor skip the others
+                logger.exception("hook %s.%s failed", type(hook).__name__, name)
+
+    def on_tick(self) -> None:
+        self._call("on_tick")
+
+    def on_checkpoint(self, name: str) -> None:
+        self._call("on_checkpoint", name)
+
+    def on_finish(self, state: str) -> None:
+        # the early stopper publishes its last point before the syncer's final upload
+        self._call("on_finish", state, hooks=sorted(self.hooks, key=lambda h: not hasattr(h, "stopped")))
+
+
+def _early_stopper(trainer: Any) -> Any:
+    """The sweep trial's early stopper (``RLCLOUD_EARLY_STOPPING``), or None for an ordinary run."""
+    from rlcloud.runner.early_stop import EarlyStopper
+
+    def progress() -> tuple[int, float | None]:
+        return trainer.counters["timestep"], trainer.mean_return
+
+    return EarlyStopper.from_environ(progress=progress, stop=lambda reason: trainer.request_stop(reason, early=True))
+
+
 def _train(args: argparse.Namespace, spec: Any, workdir: Path, received: list[int], trainer_box: list[Any]) -> int:
     from rlcloud.runner.envs import validate_experiment
     from rlcloud.runner.loop import Trainer
@@ -200,8 +240,10 @@ def _train(args: argparse.Namespace, spec: Any, workdir: Path, received: list[in
             from rlcloud.runner.remote import RemoteVectorEnv
 
             vector_env = RemoteVectorEnv.from_environ()
-        trainer = Trainer(spec, workdir, vector_env=vector_env, hooks=hooks)
+        chain = _HookChain([hooks] if hooks is not None else [])
+        trainer = Trainer(spec, workdir, vector_env=vector_env, hooks=chain)
         trainer_box.append(trainer)
+        chain.add(_early_stopper(trainer))
         trainer.setup()
     except SpecError as exc:
         logger.error("invalid spec: %s", exc)

@@ -1,0 +1,400 @@
+"""SweepSpec: many runs of one experiment (seeds, a grid or a random search over a few fields), and the trials
+it expands to.
+
+    kind: Sweep
+    name: lr-sweep
+    experiment: cartpole_ppo.yaml          # a file (relative to this one) or an inline experiment
+    parameters:
+      agent.learning_rate: [1e-3, 3e-4]    # a grid: every combination
+      agent.batch_size: [10, 20]
+    seeds: 3                               # seeds 1..3 of every configuration (or a list: [1, 7, 42])
+    max_parallel: 4
+
+Random search: give a distribution instead of a list (``{loguniform: [1e-5, 1e-2]}``, ``{uniform: [0.9,
+0.999]}``, ``{choice: [a, b]}``) and ``samples: N``; sampling is seeded (``sampler_seed``), so the trials
+are the same every time the spec is read. Each trial is an ordinary experiment named after what differs
+(e.g. ``lr3e-4--bs10--seed2``), written to ``<results>/<sweep>/<trial>/``. Pure data, no I/O except
+:meth:`SweepSpec.from_file`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import math
+import random
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from rlcloud.errors import SpecError, SpecProblem
+from rlcloud.specs._base import MAX_NAME_LENGTH, StrictModel, check_dns_label
+from rlcloud.specs.experiment import ExperimentSpec
+
+__all__ = ["MAX_TRIALS", "Distribution", "EarlyStopping", "SweepSpec", "Trial"]
+
+#: The most trials one sweep may have: a Kubernetes Indexed Job allows 100,000 completions; beyond a few
+#: thousand trials a sweep is better split (each trial is a full training run).
+MAX_TRIALS = 10_000
+#: Seeds must be valid for numpy and TensorFlow (uint32).
+MAX_SEED = 2**32 - 1
+
+
+class Distribution(StrictModel):
+    """One random-search distribution: exactly one of ``uniform``, ``loguniform`` or ``choice``."""
+
+    uniform: tuple[float, float] | None = Field(None, description="[low, high]: uniform in between.")
+    loguniform: tuple[float, float] | None = Field(
+        None, description="[low, high], both > 0: uniform in log space (learning rates, coefficients)."
+    )
+    choice: list[Any] | None = Field(None, description="Values picked with equal probability.")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Distribution:
+        given = [k for k in ("uniform", "loguniform", "choice") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise PydanticCustomError(
+                "distribution", "give exactly one of uniform: [LOW, HIGH], loguniform: [LOW, HIGH], choice: [...]"
+            )
+        low_high = self.uniform or self.loguniform
+        if low_high is not None and not low_high[0] < low_high[1]:
+            raise PydanticCustomError("distribution", "needs LOW < HIGH")
+        if self.loguniform is not None and self.loguniform[0] <= 0:
+            raise PydanticCustomError("distribution", "loguniform needs LOW > 0")
+        if self.choice is not None and not self.choice:
+            raise PydanticCustomError("distribution", "choice needs at least one value")
+        return self
+
+    def sample(self, rng: random.Random) -> Any:
+        """One value drawn with ``rng``."""
+        if self.uniform is not None:
+            return rng.uniform(*self.uniform)
+        if self.loguniform is not None:
+            low, high = self.loguniform
+            return math.exp(rng.uniform(math.log(low), math.log(high)))
+        assert self.choice is not None
+        return rng.choice(self.choice)
+
+
+class EarlyStopping(StrictModel):
+    """The median stopping rule: a trial stops (checkpointed, state "stopped early") when its best running
+    mean return so far is below the median of the other trials' running means at the same timestep."""
+
+    rule: Literal["median"] = Field("median", description="The stopping rule (median: Golovin et al., 2017).")
+    grace_timesteps: int = Field(
+        10_000, ge=0, le=10**12, description="No trial stops before it has trained this many timesteps."
+    )
+    min_trials: int = Field(
+        3, ge=1, le=MAX_TRIALS, description="Other trials that must have reached the same timestep to compare."
+    )
+    check_seconds: float = Field(
+        10.0, gt=0, le=3600, description="Seconds between checks (each reads its peers' curves: one listing)."
+    )
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One run of a sweep: its index, its experiment name, the parameter values and seed it has, its spec."""
+
+    index: int
+    name: str
+    params: dict[str, Any]
+    seed: int
+    spec: ExperimentSpec
+
+    @property
+    def config(self) -> str:
+        """The trial's configuration without the seed (trials of one config differ by seed only)."""
+        return ",".join(f"{k}={_value_text(v)}" for k, v in self.params.items()) or "base"
+
+
+class SweepSpec(StrictModel):
+    """A sweep: an experiment run over seeds and a grid or random search of some of its fields."""
+
+    name: str = Field(..., description="Sweep name: a DNS-1123 label; results go to <results>/<name>/.")
+    description: str | None = Field(None, description="Free text describing the sweep.")
+    experiment: ExperimentSpec = Field(
+        ..., description="The base experiment: a file (relative to the sweep file) or an inline spec."
+    )
+    parameters: dict[str, list[Any] | Distribution] = Field(
+        default_factory=dict,
+        description="Dotted experiment field -> a list of values (grid) or a distribution (random search).",
+    )
+    samples: int | None = Field(
+        None, ge=1, le=MAX_TRIALS, description="Random search: configurations drawn from the distributions."
+    )
+    sampler_seed: int = Field(0, ge=0, le=MAX_SEED, description="Seed of the random search's sampling.")
+    seeds: int | list[int] = Field(
+        1, description="Seeds per configuration: a count N (seeds 1..N) or the list of seeds."
+    )
+    max_parallel: int | None = Field(
+        None, ge=1, le=MAX_TRIALS, description="Trials running at once (default: locally the CPU count)."
+    )
+    objective: Literal["mean_return", "evaluation"] = Field(
+        "mean_return",
+        description="What ranks trials: the mean return of the last 20 training episodes, or the final "
+        "evaluation's mean return.",
+    )
+    early_stopping: EarlyStopping | None = Field(None, description="Stop clearly worse trials early; empty: off.")
+    results: str | None = Field(None, description="Results root (gs://bucket/prefix or a directory).")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return check_dns_label(value, what="sweep name")
+
+    @field_validator("seeds", mode="before")
+    @classmethod
+    def _seeds(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            raise PydanticCustomError("seeds", "must be a count or a list of seeds, not a boolean")
+        if isinstance(value, int) and not 1 <= value <= MAX_TRIALS:
+            raise PydanticCustomError("seeds", f"a count of seeds must be 1..{MAX_TRIALS}")
+        if isinstance(value, list):
+            if not value:
+                raise PydanticCustomError("seeds", "needs at least one seed")
+            if any(isinstance(s, bool) or not isinstance(s, int) or not 0 <= s <= MAX_SEED for s in value):
+                raise PydanticCustomError("seeds", f"each seed must be an integer 0..{MAX_SEED}")
+            if len(set(value)) != len(value):
+                raise PydanticCustomError("seeds", "seeds must be distinct")
+        return value
+
+    @field_validator("parameters", mode="before")
+    @classmethod
+    def _parameters(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        value = dict(value)
+        for key, values in list(value.items()):
+            if not isinstance(key, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*", key):
+                raise PydanticCustomError("parameter", f"{key!r} is not a dotted field such as agent.learning_rate")
+            if key in ("name", "seed"):
+                raise PydanticCustomError("parameter", f"{key!r} is set by the sweep itself (use seeds: for seeds)")
+            if isinstance(values, list):
+                if not values:
+                    raise PydanticCustomError("parameter", f"{key}: give at least one value")
+            elif isinstance(values, dict):
+                try:
+                    value[key] = Distribution.model_validate(values)
+                except ValidationError as exc:
+                    first = exc.errors()[0]
+                    where = ".".join(str(p) for p in first["loc"])
+                    raise PydanticCustomError(
+                        "parameter", f"{key}: {where + ': ' if where else ''}{first['msg']}"
+                    ) from None
+            elif not isinstance(values, Distribution):
+                raise PydanticCustomError(
+                    "parameter",
+                    f"{key}: give a list of values (grid) or a distribution such as {{loguniform: [1e-5, 1e-2]}}",
+                )
+        return value
+
+    @model_validator(mode="after")
+    def _search(self) -> SweepSpec:
+        random_keys = [k for k, v in self.parameters.items() if isinstance(v, Distribution)]
+        if random_keys and self.samples is None:
+            raise PydanticCustomError(
+                "samples", "random search ({keys}) needs samples: N", {"keys": ", ".join(random_keys)}
+            )
+        if self.samples is not None and not random_keys:
+            raise PydanticCustomError("samples", "samples is for random search: give a distribution in parameters")
+        count = self.configurations * len(self.seed_list)
+        if count > MAX_TRIALS:
+            raise PydanticCustomError(
+                "trials", "{n} trials is more than {max}: split the sweep", {"n": count, "max": MAX_TRIALS}
+            )
+        return self
+
+    # ------------------------------------------------------------------------------------------ expansion
+
+    @property
+    def seed_list(self) -> list[int]:
+        """The seeds every configuration runs with."""
+        return list(range(1, self.seeds + 1)) if isinstance(self.seeds, int) else list(self.seeds)
+
+    @property
+    def configurations(self) -> int:
+        """How many parameter configurations (trials = configurations x seeds)."""
+        if self.samples is not None:
+            return self.samples
+        return math.prod(len(v) for v in self.parameters.values() if isinstance(v, list))
+
+    def _configs(self) -> list[dict[str, Any]]:
+        grid = {k: v for k, v in self.parameters.items() if isinstance(v, list)}
+        keys = list(grid)
+        combos = [dict(zip(keys, values, strict=True)) for values in itertools.product(*grid.values())]
+        if self.samples is None:
+            return combos
+        rng = random.Random(self.sampler_seed)
+        configs = []
+        for i in range(self.samples):
+            config = dict(combos[i % len(combos)]) if combos else {}
+            for key, dist in self.parameters.items():
+                if isinstance(dist, Distribution):
+                    config[key] = _round(dist.sample(rng))
+            configs.append({k: config[k] for k in self.parameters})
+        return configs
+
+    def trial_params(self, index: int) -> tuple[dict[str, Any], int]:
+        """The parameter values and seed of trial ``index`` (configuration-major, seed-minor)."""
+        seeds = self.seed_list
+        if not 0 <= index < self.configurations * len(seeds):
+            raise IndexError(f"sweep {self.name} has no trial {index}")
+        return self._configs()[index // len(seeds)], seeds[index % len(seeds)]
+
+    def trials(self) -> list[Trial]:
+        """Every trial, in index order; each trial's spec is validated like any experiment's.
+
+        Raises SpecError naming the trial and the field when a combination is not a valid experiment.
+        """
+        names = _trial_names(self)
+        trials: list[Trial] = []
+        problems: list[SpecProblem] = []
+        seeds = self.seed_list
+        for index, config in enumerate(c for c in self._configs() for _ in seeds):
+            seed = seeds[index % len(seeds)]
+            try:
+                spec = self.experiment.replace(**config, seed=seed, name=names[index])
+            except SpecError as exc:
+                problems += [
+                    SpecProblem(f"parameters.{p.field}", f"trial {names[index]}: {p.message}", p.value)
+                    for p in exc.problems
+                ]
+                continue
+            trials.append(Trial(index=index, name=names[index], params=config, seed=seed, spec=spec))
+        if problems:
+            raise SpecError(problems)
+        return trials
+
+    def trial(self, index: int) -> Trial:
+        """Trial ``index`` alone (what a pod of the sweep's Indexed Job runs)."""
+        config, seed = self.trial_params(index)
+        name = _trial_names(self)[index]
+        spec = self.experiment.replace(**config, seed=seed, name=name)
+        return Trial(index=index, name=name, params=config, seed=seed, spec=spec)
+
+    @property
+    def num_trials(self) -> int:
+        """Configurations x seeds."""
+        return self.configurations * len(self.seed_list)
+
+    # -------------------------------------------------------------------------------------------- loading
+
+    @classmethod
+    def from_file(cls, path: str | Path, **overrides: Any) -> SweepSpec:
+        """Load a sweep file (YAML/JSON, ``kind: Sweep``); ``experiment`` may name a file relative to it.
+
+        Keyword arguments override top-level settings (``max_parallel=2``, ``seeds=5``).
+        """
+        from rlcloud.specs.loading import read_data_file
+
+        path = Path(path)
+        data = read_data_file(path)
+        if not isinstance(data, dict):
+            raise SpecError([SpecProblem("", "a sweep file must be a mapping with kind: Sweep")], source=str(path))
+        return cls.from_dict(data, base_dir=path.parent, source=str(path), **overrides)
+
+    @classmethod
+    def from_dict(
+        cls, data: dict[str, Any], *, base_dir: str | Path | None = None, source: str | None = None, **overrides: Any
+    ) -> SweepSpec:
+        """Build from a mapping; an ``experiment`` given as a file name resolves against ``base_dir``."""
+        from rlcloud.specs.loading import build_model
+
+        raw = dict(data)
+        kind = raw.pop("kind", "Sweep")
+        if kind != "Sweep":
+            raise SpecError([SpecProblem("kind", "must be Sweep for a sweep file", kind)], source=source)
+        raw.update(overrides)
+        experiment = raw.get("experiment")
+        base = Path(base_dir) if base_dir is not None else Path.cwd()
+        try:
+            if isinstance(experiment, str):
+                raw["experiment"] = ExperimentSpec.from_file(base / experiment)
+            elif isinstance(experiment, dict):
+                raw["experiment"] = ExperimentSpec.from_dict(experiment, base_dir=base)
+        except SpecError as exc:
+            raise SpecError(
+                [SpecProblem(f"experiment.{p.field}".rstrip("."), p.message, p.value) for p in exc.problems],
+                source=source,
+            ) from exc
+        return build_model(cls, raw, source=source)
+
+    def to_yaml(self) -> str:
+        """The sweep as YAML (``kind: Sweep`` first, the experiment inline): what a pod reads back."""
+        import yaml
+
+        data = {"kind": "Sweep", **self.model_dump(mode="json", exclude_none=True)}
+        return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, allow_unicode=True)
+
+    @classmethod
+    def from_yaml_text(cls, text: str) -> SweepSpec:
+        """Load what :meth:`to_yaml` wrote."""
+        from rlcloud.specs.loading import parse_data_text
+
+        data = parse_data_text(text, source="<sweep>")
+        if not isinstance(data, dict):
+            raise SpecError("a sweep must be a mapping")
+        return cls.from_dict(data)
+
+
+# ---------------------------------------------------------------------------------------------- names
+
+
+def _round(value: Any) -> Any:
+    """Sampled floats to 4 significant digits: readable names, and the same value on every machine."""
+    return float(f"{value:.4g}") if isinstance(value, float) else value
+
+
+def _value_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        if value != 0 and not 1e-2 <= abs(value) < 1e5:
+            mantissa, exponent = f"{value:.3e}".split("e")
+            return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"  # 3e-4, not 3.000e-04
+        return f"{value:g}"
+    return str(value)
+
+
+def _abbreviate(key: str) -> str:
+    last = key.rsplit(".", 1)[-1].lower()
+    words = [w for w in re.split(r"[_\-]+", last) if w]
+    if len(words) > 1:
+        return "".join(w[0] for w in words)  # learning_rate -> lr, batch_size -> bs
+    return last[:10]
+
+
+def _label_part(text: str) -> str:
+    return re.sub(r"[^a-z0-9-]+", "-", text.lower().replace(".", "p").replace("+", "")).strip("-")
+
+
+def _trial_names(sweep: SweepSpec) -> list[str]:
+    """Stable, readable, unique DNS-1123 names, e.g. ``lr3e-4--bs10--seed2`` (same values, same name)."""
+    seeds = sweep.seed_list
+    varying = [k for k, v in sweep.parameters.items() if isinstance(v, Distribution) or len(v) > 1]
+    names: list[str] = []
+    for config in sweep._configs():
+        for seed in seeds:
+            parts = [f"{_abbreviate(k)}{_label_part(_value_text(config[k]))}" for k in varying]
+            if len(seeds) > 1 or not parts:
+                parts.append(f"seed{seed}")
+            name = "--".join(p for p in parts if p)
+            if not name[0].isalpha():
+                name = "t" + name
+            if len(name) > MAX_NAME_LENGTH:
+                digest = hashlib.sha256(name.encode()).hexdigest()[:6]
+                name = name[: MAX_NAME_LENGTH - 7].rstrip("-") + "-" + digest
+            names.append(name)
+    # two configurations can read the same once shortened (or once values are rounded): number them
+    seen: dict[str, int] = {}
+    for i, name in enumerate(names):
+        if name in seen or names.count(name) > 1:
+            suffix = f"-{i}"
+            names[i] = name[: MAX_NAME_LENGTH - len(suffix)].rstrip("-") + suffix
+        seen[names[i]] = i
+    return names
