@@ -125,8 +125,9 @@ def test_no_import_cycles() -> None:
 LAYERS: list[tuple[str, ...]] = [
     ("rlcloud.errors", "rlcloud.logsafety", "rlcloud.roles"),
     ("rlcloud.specs", "rlcloud.config", "rlcloud.results", "rlcloud.backend"),
-    ("rlcloud.storage", "rlcloud.gke", "rlcloud.k8s", "rlcloud.runner", "rlcloud.local", "rlcloud.plotting"),
-    ("rlcloud.cluster", "rlcloud.experiment"),
+    ("rlcloud.storage", "rlcloud.record", "rlcloud.plotting"),
+    ("rlcloud.gke", "rlcloud.k8s", "rlcloud.runner", "rlcloud.local"),
+    ("rlcloud.cluster", "rlcloud.experiment", "rlcloud.sweep", "rlcloud.compare"),
     ("rlcloud.cli", "rlcloud.progress", "rlcloud.project", "rlcloud.__main__"),
 ]
 

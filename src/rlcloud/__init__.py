@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from rlcloud.cluster import Cluster
     from rlcloud.experiment import Experiment
     from rlcloud.specs import ClusterSpec, ExperimentSpec
+    from rlcloud.specs.sweep import SweepSpec
+    from rlcloud.sweep import Sweep
 
 __version__ = "0.1.0"
 
@@ -51,6 +53,8 @@ __all__ = [
     "RLCloudError",
     "SpecError",
     "StorageError",
+    "Sweep",
+    "SweepSpec",
     "TimeoutError",
     "WorkloadError",
     "__version__",
@@ -61,6 +65,8 @@ _LAZY = {
     "Experiment": "rlcloud.experiment",
     "ClusterSpec": "rlcloud.specs",
     "ExperimentSpec": "rlcloud.specs",
+    "Sweep": "rlcloud.sweep",
+    "SweepSpec": "rlcloud.specs.sweep",
 }
 
 

@@ -7,6 +7,7 @@ contract the Experiment facade relies on.
 
 from __future__ import annotations
 
+import builtins
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -14,8 +15,17 @@ from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from rlcloud.specs import ExperimentSpec
+    from rlcloud.specs.sweep import SweepSpec
 
-__all__ = ["ExperimentBackend", "ExperimentState", "ExperimentStatus", "RoleState", "RoleStatus"]
+__all__ = [
+    "ExperimentBackend",
+    "ExperimentState",
+    "ExperimentStatus",
+    "RoleState",
+    "RoleStatus",
+    "SweepStatus",
+    "TrialStatus",
+]
 
 RoleState = Literal["pending", "running", "succeeded", "failed", "suspended", "unknown"]
 ExperimentState = Literal["pending", "running", "succeeded", "failed", "paused", "stopped", "unknown"]
@@ -77,6 +87,86 @@ class ExperimentStatus:
         }
 
 
+TrialState = Literal["queued", "pending", "running", "succeeded", "stopped early", "failed", "stopped", "unknown"]
+
+
+@dataclass(frozen=True)
+class TrialStatus:
+    """Observed state of one trial of a sweep: its parameters and the learner's progress."""
+
+    index: int
+    name: str
+    params: dict[str, Any]
+    seed: int
+    state: TrialState
+    progress: dict[str, Any] = field(default_factory=dict)  # progress.json of the trial
+    reason: str | None = None  # why it failed or stopped early
+
+    @property
+    def finished(self) -> bool:
+        """True once the trial will make no more progress."""
+        return self.state in ("succeeded", "stopped early", "failed", "stopped")
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "index": self.index,
+            "name": self.name,
+            "params": self.params,
+            "seed": self.seed,
+            "state": self.state,
+            "timestep": self.progress.get("timestep"),
+            "episode": self.progress.get("episode"),
+            "mean_return": self.progress.get("mean_return"),
+            "steps_per_second": self.progress.get("steps_per_second"),
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class SweepStatus:
+    """Observed state of a sweep: one TrialStatus per trial, and the sweep's overall state."""
+
+    name: str
+    state: ExperimentState
+    trials: list[TrialStatus] = field(default_factory=list)
+    message: str | None = None
+    backend: str = ""
+
+    @property
+    def finished(self) -> bool:
+        """True once no trial runs or waits any more."""
+        return self.state in FINISHED_STATES
+
+    def counts(self) -> dict[str, int]:
+        """How many trials are in each state."""
+        out: dict[str, int] = {}
+        for trial in self.trials:
+            out[trial.state] = out.get(trial.state, 0) + 1
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (for ``--output json``)."""
+        return {
+            "name": self.name,
+            "state": self.state,
+            "backend": self.backend,
+            "message": self.message,
+            "counts": self.counts(),
+            "trials": [t.to_dict() for t in self.trials],
+        }
+
+
+def trial_state(overall: str, progress: dict[str, Any]) -> TrialState:
+    """A trial's state from its experiment's state and progress.json (a trial that stopped by its sweep's
+    rule exits 0, and its progress says "stopped-early")."""
+    if progress.get("state") == "stopped-early" and overall in ("succeeded", "stopped"):
+        return "stopped early"
+    if overall == "paused":
+        return "stopped"
+    return overall if overall in ("pending", "running", "succeeded", "failed", "stopped") else "unknown"  # type: ignore[return-value]
+
+
 class ExperimentBackend(ABC):
     """Where experiments run. One instance serves many experiments, addressed by name."""
 
@@ -123,3 +213,26 @@ class ExperimentBackend(ABC):
     @abstractmethod
     def attach(self, name: str) -> tuple[ExperimentSpec, str]:
         """The spec and results location of a running or finished experiment (from another machine too)."""
+
+    # Sweeps: many trials of one experiment. A backend that cannot run them keeps these defaults.
+
+    def start_sweep(self, sweep: SweepSpec, results: str) -> bool:
+        """Start every trial of ``sweep`` (at most ``max_parallel`` at once) under ``<results>/<sweep>/`` and
+        return quickly. Idempotent: False when the sweep is running already."""
+        raise NotImplementedError(f"the {self.kind} backend does not run sweeps")
+
+    def sweep_status(self, name: str) -> SweepStatus:
+        """Each trial's state and progress; NotFoundError if the sweep is unknown."""
+        raise NotImplementedError(f"the {self.kind} backend does not run sweeps")
+
+    def stop_sweep(self, name: str) -> None:
+        """Stop the sweep: no trial starts any more, running ones checkpoint and stop. Idempotent."""
+        raise NotImplementedError(f"the {self.kind} backend does not run sweeps")
+
+    def list_sweeps(self) -> builtins.list[str]:
+        """Names of the sweeps this backend knows."""
+        return []
+
+    def attach_sweep(self, name: str) -> tuple[SweepSpec, str]:
+        """The spec and results root of a sweep started earlier (from another machine too)."""
+        raise NotImplementedError(f"the {self.kind} backend does not run sweeps")

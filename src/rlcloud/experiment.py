@@ -113,7 +113,7 @@ class Experiment:
         before anything is created. Starting an experiment that is running already changes nothing:
         :attr:`already_running` says so afterwards.
         """
-        from rlcloud.record import append_history, check_resume, create_record
+        from rlcloud.record import start_recorded
 
         if cluster is not None:
             self._cluster, self._backend = cluster, None
@@ -123,32 +123,20 @@ class Experiment:
             self._cluster = Cluster.from_spec_reference(self.spec.cluster, experiment=self.name)
         if validate:
             self.validate()
-        store = self._store()
-        changes = check_resume(store, self.spec)  # refuses a different learning setup, writing nothing
-        if self._cluster is not None:
-            self._cluster.prepare_for(self.name)
-        try:
-            event = "created" if changes is None and create_record(store, self.spec) else "resumed"
-            if changes is None and event == "resumed":  # another start created the run a moment ago
-                changes = check_resume(store, self.spec)
-            started = self.backend.start(self.spec, self.results)
-        except BaseException:
-            if self._cluster is not None:
-                self._cluster.release_after_failure(self.name)
-            raise
-        self.already_running = started is False
-        if self.already_running:
-            if changes:
-                log.warning(
-                    "experiment %s is already running; these changes apply from its next start: %s",
-                    self.name,
-                    "; ".join(str(c) for c in changes),
-                )
+        target = self._cluster
+        started = start_recorded(
+            self._store(),
+            self.spec,
+            lambda: self.backend.start(self.spec, self.results),
+            where=target.describe() if target else "local",
+            prepare=(lambda: target.prepare_for(self.name)) if target is not None else None,
+            on_failure=(lambda: target.release_after_failure(self.name)) if target is not None else None,
+        )
+        self.already_running = not started
+        if started:
+            log.info("started experiment %s (%s) writing to %s", self.name, self.backend.kind, self.location)
+        else:
             log.info("experiment %s is already running (%s)", self.name, self.backend.kind)
-            return self
-        where = self._cluster.describe() if self._cluster else "local"
-        append_history(store, self.spec, event=event, changes=changes or [], where=where)
-        log.info("started experiment %s (%s) writing to %s", self.name, self.backend.kind, self.location)
         return self
 
     def validate(self) -> None:

@@ -13,7 +13,9 @@ whichever backend runs the experiment.
 from __future__ import annotations
 
 import json
+import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -33,11 +35,14 @@ __all__ = [
     "create_record",
     "read_history",
     "read_record",
+    "start_recorded",
 ]
 
 SPEC_FILE = "spec.yaml"
 HISTORY_FILE = "history.jsonl"
 _APPEND_ATTEMPTS = 5
+
+logger = logging.getLogger(__name__)
 
 
 def read_record(store: Store) -> dict[str, Any] | None:
@@ -93,6 +98,44 @@ def append_history(store: Store, spec: ExperimentSpec, *, event: str, changes: l
         "changes": [c.to_dict() for c in changes],
     }
     _append_line(store, HISTORY_FILE, json.dumps(line, sort_keys=True, default=str))
+
+
+def start_recorded(
+    store: Store,
+    spec: ExperimentSpec,
+    start: Callable[[], bool],
+    *,
+    where: str,
+    prepare: Callable[[], None] | None = None,
+    on_failure: Callable[[], None] | None = None,
+) -> bool:
+    """Start a run under its record: check ``spec`` against the record (refusing a different learning setup
+    before anything happens), ``prepare()`` (e.g. create a cluster), write the spec of record if the run is
+    new, ``start()`` it (the backend's start: False when it was running already), and add a history line
+    when it started. ``on_failure()`` runs when anything after the check fails. Returns what start said.
+    """
+    changes = check_resume(store, spec)  # raises ChangedRunError, having written nothing
+    if prepare is not None:
+        prepare()
+    try:
+        event = "created" if changes is None and create_record(store, spec) else "resumed"
+        if changes is None and event == "resumed":  # another start created the run a moment ago
+            changes = check_resume(store, spec)
+        started = start()
+    except BaseException:
+        if on_failure is not None:
+            on_failure()
+        raise
+    if not started:
+        if changes:
+            logger.warning(
+                "experiment %s is already running; these changes apply from its next start: %s",
+                spec.name,
+                "; ".join(str(c) for c in changes),
+            )
+        return False
+    append_history(store, spec, event=event, changes=changes or [], where=where)
+    return True
 
 
 def read_history(store: Store) -> list[dict[str, Any]]:

@@ -14,6 +14,7 @@ directory (:func:`rlcloud.results.local_workdir`) and the runner syncs to the bu
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import json
 import logging
@@ -27,12 +28,22 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlcloud.backend import ExperimentBackend, ExperimentState, ExperimentStatus, RoleState, RoleStatus
+from rlcloud.backend import (
+    ExperimentBackend,
+    ExperimentState,
+    ExperimentStatus,
+    RoleState,
+    RoleStatus,
+    SweepStatus,
+    TrialStatus,
+    trial_state,
+)
 from rlcloud.errors import NotFoundError
 from rlcloud.errors import TimeoutError as RLTimeoutError
 from rlcloud.local.state import (
     POLL_S,
     STATE_DIR,
+    SWEEP_STATE_DIR,
     RoleInfo,
     RunState,
     alive,
@@ -40,14 +51,19 @@ from rlcloud.local.state import (
     free_ports,
     last_line,
     proc_starttime,
+    read_sweep_state,
+    scheduler_alive,
+    signal_group,
     tail,
+    update_sweep_state,
 )
 from rlcloud.local.supervisor import DEFAULT_GRACE_PERIOD
-from rlcloud.results import local_workdir, results_root
-from rlcloud.roles import LEARNER_ROLES, Role, log_line, role_label, roles_for
+from rlcloud.results import is_gcs, local_workdir, results_location, results_root
+from rlcloud.roles import LEARNER_ROLES, Role, log_line, poll_until, role_label, roles_for
 
 if TYPE_CHECKING:
     from rlcloud.specs import ExperimentSpec
+    from rlcloud.specs.sweep import SweepSpec
 
 __all__ = ["DEFAULT_GRACE_PERIOD", "LOCAL_IDLE_TIMEOUT", "LocalBackend"]
 
@@ -367,6 +383,140 @@ class LocalBackend(ExperimentBackend):
         exp = self._run(name)
         state = exp.read()
         self.start(_load_spec(exp.current_spec_file()), state["results"])
+
+    # -- sweeps
+
+    def _sweep_dir(self, name: str, root: str | None = None) -> Path:
+        return local_workdir(root or self.results_root, name) / SWEEP_STATE_DIR
+
+    def start_sweep(self, sweep: SweepSpec, results: str) -> bool:
+        """Start ``sweep``'s scheduler (:mod:`rlcloud.local.sweeper`) in the background; return at once.
+
+        Trials run as local experiments under ``<results>/<sweep>/``, ``max_parallel`` at a time (default:
+        the CPU count). Idempotent: False when its scheduler is running already. Started again after a
+        stop or a crash, finished trials are kept and the others resume.
+        """
+        statedir = self._sweep_dir(sweep.name, results)
+        statedir.mkdir(parents=True, exist_ok=True)
+        state = read_sweep_state(statedir)
+        if scheduler_alive(statedir) and not state.get("stop_requested"):
+            logger.info("sweep %s is already running", sweep.name)
+            return False
+        location = results_location(results, sweep.name)
+        atomic_write(statedir / "sweep.yaml", sweep.to_yaml())
+        atomic_write(
+            statedir / "state.json",
+            json.dumps(
+                {
+                    "name": sweep.name,
+                    "results": results if is_gcs(results) else str(Path(results).expanduser().resolve()),
+                    "location": location,
+                    "max_parallel": sweep.max_parallel or os.cpu_count() or 1,
+                    "started": time.time(),
+                    "stop_requested": False,
+                },
+                indent=1,
+            )
+            + "\n",
+        )
+        command = [self.python, "-m", "rlcloud.local.sweeper", "--statedir", str(statedir)]
+        env = os.environ.copy()
+        env.update(self.env)
+        with open(statedir / "sweeper.log", "ab") as log:
+            proc = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=str(statedir),
+                start_new_session=True,  # detached: the sweep outlives this Python
+                close_fds=True,
+            )
+        self._children.append(proc)
+        update_sweep_state(statedir, pid=proc.pid, starttime=proc_starttime(proc.pid))
+        logger.info(
+            "started sweep %s locally: %d trials, %s at a time", sweep.name, sweep.num_trials, sweep.max_parallel
+        )
+        return True
+
+    def sweep_status(self, name: str) -> SweepStatus:
+        """Each trial's state and progress, and the sweep's overall state."""
+        from rlcloud.specs.sweep import SweepSpec
+
+        self._reap()
+        statedir = self._sweep_dir(name)
+        state = read_sweep_state(statedir)
+        if not state:
+            raise NotFoundError(f"no local sweep named {name!r} under {self.results_root}")
+        sweep = SweepSpec.from_yaml_text((statedir / "sweep.yaml").read_text(encoding="utf-8"))
+        location = str(state["location"])
+        trials_backend = LocalBackend(location, grace_period=self.grace_period)
+        trials: list[TrialStatus] = []
+        for index, (trial_name, params, seed) in enumerate(sweep.trial_table()):
+            if RunState(local_workdir(location, trial_name)).exists():
+                status = trials_backend.status(trial_name)
+                failed = next((r.reason for r in status.roles if r.state == "failed"), None)
+                trial = TrialStatus(
+                    index,
+                    trial_name,
+                    params,
+                    seed,
+                    trial_state(status.state, status.progress),
+                    status.progress,
+                    status.progress.get("stop_reason") or failed,
+                )
+            else:
+                trial = TrialStatus(index, trial_name, params, seed, "queued")
+            trials.append(trial)
+        active = scheduler_alive(statedir) or any(t.state == "running" for t in trials)
+        overall: ExperimentState
+        message = None
+        if active:
+            overall = "running"
+            if state.get("stop_requested"):
+                message = "stopping"
+        elif all(t.finished for t in trials):
+            overall = "failed" if any(t.state == "failed" for t in trials) else "succeeded"
+        else:
+            overall = "stopped"
+            if not state.get("stop_requested"):
+                message = "the scheduler ended with trials queued: start the sweep again to go on"
+        return SweepStatus(name=name, state=overall, trials=trials, message=message, backend=self.kind)
+
+    def stop_sweep(self, name: str) -> None:
+        """Stop the scheduler (no new trial starts) and every running trial (each checkpoints). Idempotent."""
+        statedir = self._sweep_dir(name)
+        state = read_sweep_state(statedir)
+        if not state:
+            raise NotFoundError(f"no local sweep named {name!r} under {self.results_root}")
+        update_sweep_state(statedir, stop_requested=True)
+        poll_until(lambda: True if not scheduler_alive(statedir) else None, time.monotonic() + 10, interval=POLL_S)
+        pid = read_sweep_state(statedir).get("pid")
+        if isinstance(pid, int) and scheduler_alive(statedir):
+            signal_group(pid, signal.SIGKILL)
+        trials_backend = LocalBackend(str(state["location"]), grace_period=self.grace_period)
+        for trial in trials_backend.list():
+            trials_backend.stop(trial)
+        self._reap()
+
+    def attach_sweep(self, name: str) -> tuple[SweepSpec, str]:
+        """The spec and results root of a sweep started on this machine."""
+        from rlcloud.specs.sweep import SweepSpec
+
+        statedir = self._sweep_dir(name)
+        state = read_sweep_state(statedir)
+        if not state:
+            raise NotFoundError(f"no local sweep named {name!r} under {self.results_root}")
+        spec = SweepSpec.from_yaml_text((statedir / "sweep.yaml").read_text(encoding="utf-8"))
+        return spec, str(state["results"])
+
+    def list_sweeps(self) -> builtins.list[str]:
+        """Names of the sweeps under the results root."""
+        base = local_workdir(self.results_root, "x").parent
+        if not base.is_dir():
+            return []
+        return sorted(p.parent.parent.name for p in base.glob(f"*/{SWEEP_STATE_DIR}/state.json"))
 
     # -- discovery
 

@@ -27,7 +27,20 @@ from typing import Any
 from rlcloud.errors import NotFoundError
 from rlcloud.roles import poll_until, role_label
 
-__all__ = ["STATE_DIR", "RoleInfo", "RunState", "alive", "atomic_write", "free_ports", "last_line", "tail"]
+__all__ = [
+    "STATE_DIR",
+    "SWEEP_STATE_DIR",
+    "RoleInfo",
+    "RunState",
+    "alive",
+    "atomic_write",
+    "free_ports",
+    "last_line",
+    "read_sweep_state",
+    "scheduler_alive",
+    "tail",
+    "update_sweep_state",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -226,3 +239,32 @@ class RunState:
             time.monotonic() + 5,
             interval=0.05,
         )
+
+
+# ---------------------------------------------------------------------------------------------- sweeps
+
+#: A local sweep's state directory, inside its work directory (state.json, sweep.yaml, sweeper.log).
+SWEEP_STATE_DIR = ".rlcloud-sweep"
+
+
+def read_sweep_state(statedir: Path) -> dict[str, Any]:
+    """The sweep's state.json (pid of the scheduler, results root, stop request); {} when absent."""
+    try:
+        return dict(json.loads((statedir / "state.json").read_text(encoding="utf-8")))
+    except (FileNotFoundError, ValueError):
+        return {}
+
+
+def update_sweep_state(statedir: Path, **changes: Any) -> dict[str, Any]:
+    """Change keys of state.json atomically; returns the new state."""
+    state = read_sweep_state(statedir)
+    state.update(changes)
+    atomic_write(statedir / "state.json", json.dumps(state, indent=1) + "\n")
+    return state
+
+
+def scheduler_alive(statedir: Path) -> bool:
+    """Whether the sweep's scheduler process is running."""
+    state = read_sweep_state(statedir)
+    pid = state.get("pid")
+    return isinstance(pid, int) and alive(pid, state.get("starttime"))

@@ -239,6 +239,14 @@ class SweepSpec(StrictModel):
             configs.append({k: config[k] for k in self.parameters})
         return configs
 
+    def trial_table(self) -> list[tuple[str, dict[str, Any], int]]:
+        """``(name, params, seed)`` of every trial in index order, without building their specs (cheap)."""
+        seeds = self.seed_list
+        names = _trial_names(self)
+        return [
+            (names[i], config, seed) for i, (config, seed) in enumerate((c, s) for c in self._configs() for s in seeds)
+        ]
+
     def trial_params(self, index: int) -> tuple[dict[str, Any], int]:
         """The parameter values and seed of trial ``index`` (configuration-major, seed-minor)."""
         seeds = self.seed_list

@@ -1,0 +1,242 @@
+"""The Sweep facade: many runs of one experiment (seeds, a grid or a random search), compared at the end.
+
+    sweep = Sweep(SweepSpec.from_file("examples/cartpole_sweep.yaml"), results="./rlcloud-results")
+    sweep.start()                    # locally: a bounded pool of trial processes, in the background
+    sweep.wait(progress=True)        # one line per trial
+    sweep.results()                  # one row per trial: parameters, seed, state, objective, ...
+    sweep.start(cluster=gpu)         # on Kubernetes/GKE: ONE Indexed Job, the laptop may close
+
+Each trial is an ordinary experiment under ``<results>/<sweep>/<trial>/``: ``Experiment.attach(trial,
+results="<results>/<sweep>")`` and every tool that reads one experiment work on a trial.
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rlcloud.errors import TimeoutError as RLTimeoutError
+from rlcloud.results import results_location, results_root
+
+if TYPE_CHECKING:
+    from rlcloud.backend import ExperimentBackend, SweepStatus
+    from rlcloud.cluster import Cluster
+    from rlcloud.experiment import Experiment
+    from rlcloud.specs.sweep import SweepSpec
+
+__all__ = ["Sweep"]
+
+log = logging.getLogger(__name__)
+
+
+class Sweep:
+    """A sweep: its spec, where its results go, and where it runs once started."""
+
+    def __init__(
+        self,
+        spec: SweepSpec | str | Path,
+        results: str | None = None,
+        *,
+        cluster: Cluster | None = None,
+        **overrides: Any,
+    ) -> None:
+        """Make a sweep from a SweepSpec (or a sweep file, with keyword overrides such as ``max_parallel=2``).
+
+        ``results`` is the results root; the trials write to ``<results>/<sweep>/<trial>/``.
+        """
+        from rlcloud.specs.sweep import SweepSpec
+
+        if isinstance(spec, str | Path):
+            spec = SweepSpec.from_file(spec, **overrides)
+        elif overrides:
+            spec = SweepSpec.model_validate({**spec.model_dump(), **overrides})
+        self.spec: SweepSpec = spec
+        #: the results root (the trials write to ``<results_root>/<sweep>/<trial>/``)
+        self.results_root: str = results_root(spec.results or spec.experiment.results, results)
+        self._cluster = cluster
+        self._backend: ExperimentBackend | None = None
+        #: set by start(): True when the sweep was running already and nothing was started
+        self.already_running = False
+
+    @property
+    def name(self) -> str:
+        """The sweep's name."""
+        return self.spec.name
+
+    @property
+    def location(self) -> str:
+        """Where the trials' results live (``<results>/<sweep>``): the results root of each trial."""
+        return results_location(self.results_root, self.name)
+
+    @property
+    def backend(self) -> ExperimentBackend:
+        """The backend that runs the trials: local processes unless a cluster was given."""
+        if self._backend is None:
+            if self._cluster is None:
+                from rlcloud.cluster import Cluster
+
+                self._cluster = Cluster.local(results=self.results_root)
+            self._backend = self._cluster.backend()
+        return self._backend
+
+    def __repr__(self) -> str:
+        where = self._cluster.describe() if self._cluster else "local"
+        return f"Sweep(name={self.name!r}, trials={self.spec.num_trials}, on={where}, results={self.location!r})"
+
+    # ------------------------------------------------------------------------------------------- verbs
+
+    def validate(self) -> None:
+        """Check every trial up front, as an experiment would be checked (SpecError naming the trial)."""
+        from rlcloud.errors import SpecError, SpecProblem
+
+        trials = self.spec.trials()  # each trial's spec validated by pydantic
+        if (
+            self.spec.experiment.run_mode == "distributed"
+            and self._cluster is not None
+            and self._cluster.kind != "local"
+        ):
+            raise SpecError(
+                [
+                    SpecProblem(
+                        "experiment.run_mode",
+                        "a trial of a sweep on a cluster runs in one pod of an Indexed Job, which cannot hold "
+                        "distributed env-server pods: use single or multi-threaded, or run each configuration "
+                        "as its own experiment",
+                        "distributed",
+                    )
+                ]
+            )
+        from rlcloud.experiment import Experiment
+
+        seen: set[str] = set()
+        for trial in trials:
+            key = trial.config
+            if key in seen:
+                continue  # trials of one configuration differ by seed only
+            seen.add(key)
+            Experiment(trial.spec, results=self.location).validate()
+
+    def start(self, cluster: Cluster | None = None, *, validate: bool = True) -> Sweep:
+        """Start the sweep and return at once; trials run in the background, ``max_parallel`` at a time.
+
+        Every trial is validated first: nothing starts when one is invalid. Starting a sweep that runs
+        already changes nothing (:attr:`already_running`); one that was stopped goes on, keeping the
+        trials that finished and resuming the others.
+        """
+        if cluster is not None:
+            self._cluster, self._backend = cluster, None
+        if validate:
+            self.validate()
+        started = self.backend.start_sweep(self.spec, self.results_root)
+        self.already_running = not started
+        return self
+
+    def status(self) -> SweepStatus:
+        """Each trial's state and progress (state, timestep, episode, mean return), and the overall state."""
+        return self.backend.sweep_status(self.name)
+
+    def wait(
+        self,
+        timeout: float | None = None,
+        *,
+        progress: bool | Callable[[SweepStatus], None] = False,
+        poll_interval: float = 2.0,
+    ) -> SweepStatus:
+        """Block until every trial has finished; return the final status.
+
+        ``progress=True`` logs a line per trial as its state changes; a callable gets each status. Raises
+        rlcloud.TimeoutError after ``timeout`` seconds (the sweep keeps running).
+        """
+        callback = progress if callable(progress) else (_LogProgress() if progress else None)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            status = self.status()
+            if callback is not None:
+                callback(status)
+            if status.finished:
+                return status
+            if deadline is not None and time.monotonic() > deadline:
+                raise RLTimeoutError(f"sweep {self.name} still {status.state} after {timeout:g} s: {status.counts()}")
+            time.sleep(poll_interval)
+
+    def stop(self) -> None:
+        """Stop the sweep: no new trial starts, running trials checkpoint and stop. Idempotent."""
+        self.backend.stop_sweep(self.name)
+
+    # ----------------------------------------------------------------------------------------- results
+
+    def experiments(self) -> builtins.list[Experiment]:
+        """One Experiment per trial (started or not), reading its results from ``<results>/<sweep>/<trial>``."""
+        from rlcloud.experiment import Experiment
+
+        return [Experiment(trial.spec, results=self.location) for trial in self.spec.trials()]
+
+    def results(self, **options: Any) -> Any:
+        """One row per trial (pandas DataFrame): the swept parameters, seed, state, timesteps, the objective,
+        final evaluation, wall time, steps/s. ``options`` go to :func:`rlcloud.compare.compare`."""
+        from rlcloud.compare import compare
+
+        options.setdefault("objective", self.spec.objective)
+        return compare(self._finished_or_started(), **options)
+
+    def plot(self, path: str | Path | None = None, **options: Any) -> Any:
+        """Mean return per configuration over seeds, with a 95% confidence band (a matplotlib Figure;
+        saved as PNG when ``path`` is given)."""
+        from rlcloud.compare import plot_runs
+
+        return plot_runs(self._finished_or_started(), path=path, title=self.name, **options)
+
+    def _finished_or_started(self) -> builtins.list[Experiment]:
+        from rlcloud.storage import open_store
+
+        runs = []
+        for exp in self.experiments():
+            if open_store(exp.location).exists("spec.yaml"):
+                runs.append(exp)
+        return runs
+
+    # --------------------------------------------------------------------------------- finding them again
+
+    @classmethod
+    def attach(cls, name: str, cluster: Cluster | None = None, results: str | None = None) -> Sweep:
+        """A sweep started earlier (from this or another machine), by name."""
+        from rlcloud.cluster import Cluster
+
+        target = cluster or Cluster.local(results=results)
+        backend = target.backend()
+        spec, root = backend.attach_sweep(name)
+        sweep = cls(spec, results=root, cluster=target)
+        sweep._backend = backend
+        return sweep
+
+    @classmethod
+    def list(cls, cluster: Cluster | None = None, results: str | None = None) -> builtins.list[str]:
+        """Names of the sweeps on ``cluster`` (default: this machine's results root)."""
+        from rlcloud.cluster import Cluster
+
+        return (cluster or Cluster.local(results=results)).backend().list_sweeps()
+
+
+class _LogProgress:
+    """Logs each trial's state as it changes (a line per change, not per poll)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, str] = {}
+
+    def __call__(self, status: SweepStatus) -> None:
+        for trial in status.trials:
+            if self._seen.get(trial.name) != trial.state:
+                self._seen[trial.name] = trial.state
+                ret = trial.progress.get("mean_return")
+                log.info(
+                    "%s: %s (timestep %s, return %s)%s",
+                    trial.name,
+                    trial.state,
+                    trial.progress.get("timestep", "-"),
+                    "-" if ret is None else f"{ret:.1f}",
+                    f": {trial.reason}" if trial.reason else "",
+                )
