@@ -1,4 +1,5 @@
-"""The `rlcloud cluster ...` commands (loaded only when one of them runs)."""
+"""The work of the `rlcloud cluster ...` commands (declared in :mod:`rlcloud.cli.cluster`; loaded only when one
+of them runs)."""
 
 from __future__ import annotations
 
@@ -9,16 +10,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from rlcloud.cli._common import console as _console
 from rlcloud.errors import SpecError, SpecProblem
 from rlcloud.gke.cluster import ClusterInfo, GkeCluster, reap
 from rlcloud.gke.operations import OperationUpdate
 from rlcloud.gke.prices import estimate_hourly_cost
-
-
-def _console(stderr: bool = False) -> Any:
-    from rich.console import Console
-
-    return Console(stderr=stderr, highlight=False)
 
 
 def _confirm(question: str, assume_yes: bool) -> bool:
