@@ -135,3 +135,37 @@ def test_experiment_new_writes_a_valid_spec(tmp_path: Path) -> None:
     assert data["name"] == "my-exp"
     bad = run_cli("experiment", "new", "My_Exp", "--dest", str(tmp_path))
     assert bad.returncode == 2 and "name" in bad.stderr
+
+
+# ---------------------------------------------------------------------- data is printed as text, not markup
+
+
+def _rendered(renderable: object) -> str:
+    import io
+
+    from rich.console import Console
+
+    out = io.StringIO()
+    Console(file=out, width=300, color_system=None).print(renderable)
+    return out.getvalue()
+
+
+def test_status_and_summary_show_brackets_in_data(tmp_path: Path) -> None:
+    from rlcloud import Experiment, ExperimentSpec
+    from rlcloud.backend import ExperimentStatus, RoleStatus
+    from rlcloud.cli.progress import status_table, summary_table
+
+    message = "TensorFlow is not installed: pip install 'rlcloud[runner]'"
+    status = ExperimentStatus(
+        name="demo",
+        state="failed",
+        roles=[RoleStatus("agent", 0, "pending", reason="ErrImagePull: gcr.io/p/runner:[x]")],
+        progress={"checkpoint": "ckpt/[x]"},
+        message=message,
+    )
+    shown = _rendered(status_table(status))
+    assert "gcr.io/p/runner:[x]" in shown
+    assert message in shown
+    spec = ExperimentSpec.from_file(Path(__file__).resolve().parents[1] / "examples" / "cartpole_ppo.yaml")
+    summary = _rendered(summary_table(Experiment(spec, results=str(tmp_path / "[x]")), status, 60.0))
+    assert message in summary and "ckpt/[x]" in summary and "[x]" in summary.split("results", 1)[1]
