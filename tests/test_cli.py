@@ -169,3 +169,49 @@ def test_status_and_summary_show_brackets_in_data(tmp_path: Path) -> None:
     spec = ExperimentSpec.from_file(Path(__file__).resolve().parents[1] / "examples" / "cartpole_ppo.yaml")
     summary = _rendered(summary_table(Experiment(spec, results=str(tmp_path / "[x]")), status, 60.0))
     assert message in summary and "ckpt/[x]" in summary and "[x]" in summary.split("results", 1)[1]
+
+
+# ------------------------------------------------------------- global flags before or after the command
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["-o", "json", "experiment", "list"],
+        ["experiment", "list", "-o", "json"],
+        ["experiment", "list", "--output=json"],
+        ["-v", "experiment", "list", "-o", "json"],
+    ],
+)
+def test_output_flag_is_accepted_before_or_after_the_command(
+    argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*argv, "--results", str(tmp_path)]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+
+
+def test_verbose_and_quiet_after_the_command(tmp_path: Path) -> None:
+    from rlcloud.cli import build_parser
+
+    spec = tmp_path / "exp.yaml"
+    spec.write_text("name: demo\nenvironment: {type: gym, level: CartPole-v1}\nagent: {type: ppo}\nepisodes: 5\n")
+    for argv, verbose, quiet in (
+        (["spec", "validate", str(spec), "-v"], 1, False),
+        (["-vv", "spec", "validate", str(spec)], 2, False),
+        (["run", str(spec), "-q"], 0, True),
+        (["-q", "experiment", "attach", "demo"], 0, True),
+    ):
+        args = build_parser(argv).parse_args(argv)
+        assert (args.verbose, args.quiet) == (verbose, quiet), argv
+    result = run_cli("spec", "validate", str(spec), "-v")
+    assert result.returncode == 0 and ": OK experiment demo" in result.stdout
+    shown = run_cli("spec", "show", str(spec), "-o", "json")
+    assert shown.returncode == 0 and json.loads(shown.stdout)["name"] == "demo"
+    assert yaml.safe_load(run_cli("-o", "yaml", "spec", "show", str(spec)).stdout)["name"] == "demo"
+
+
+def test_every_command_help_lists_the_global_options(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["cluster", "list", "--help"])
+    out = capsys.readouterr().out
+    assert "global options:" in out and "--output" in out and "--quiet" in out and "--verbose" in out

@@ -48,7 +48,7 @@ def parse_sets(items: Sequence[str] | None) -> dict[str, Any]:
 
 
 def output_format(args: argparse.Namespace, default: str = "table") -> str:
-    """The -o/--output the command was given, else ``default``."""
+    """The -o/--output given (before or after the command words), else ``default``."""
     return getattr(args, "output", None) or default
 
 

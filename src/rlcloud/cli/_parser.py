@@ -112,8 +112,21 @@ SET = Arg(
     metavar="KEY=VALUE",
     help="override a setting of the file (repeatable; VALUE is YAML; KEY may be dotted: agent.batch_size=32)",
 )
-OUTPUT = Arg("-o", "--output", choices=("table", "json"), default="table", help="output format")
-QUIET = Arg("-q", "--quiet", action="store_true", help="no progress bar")
+
+#: Accepted before or after the command words (`rlcloud -o json experiment list`, `rlcloud experiment list
+#: -o json`), as kubectl and gcloud do. A command that prints data reads -o; one that shows a bar reads -q.
+GLOBAL_ARGS = (
+    Arg("-v", "--verbose", action="count", default=0, help="more logging (-vv: debug)"),
+    Arg("-q", "--quiet", action="store_true", default=False, help="no progress bars"),
+    Arg(
+        "-o",
+        "--output",
+        choices=("table", "json", "yaml"),
+        default=None,
+        help="output format of commands that print data (default: table; yaml for `spec show`)",
+    ),
+)
+_GLOBAL_VALUE_FLAGS = ("-o", "--output")  # global options followed by a value, not by a command word
 
 
 class _Parser(argparse.ArgumentParser):
@@ -125,10 +138,15 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _command_words(argv: Sequence[str]) -> list[str]:
-    """The words of ``argv`` that are not options (the command path comes first)."""
+    """The words of ``argv`` that are neither options nor a global option's value (the command path first)."""
     words: list[str] = []
+    skip = False
     for word in argv:
-        if word == "--":
+        if skip:
+            skip = False
+        elif word in _GLOBAL_VALUE_FLAGS:
+            skip = True
+        elif word == "--":
             break
         elif not word.startswith("-"):
             words.append(word)
@@ -154,7 +172,8 @@ def build(table: Sequence[Command], root: Command, argv: Sequence[str] | None = 
 
     parser = _Parser(prog="rlcloud", description=root.help, epilog=root.example)
     parser.add_argument("--version", action="version", version=f"rlcloud {__version__}")
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv: debug)")
+    for flag in GLOBAL_ARGS:
+        flag.add_to(parser)
     words = None if argv is None else _command_words(argv)
     parsers: dict[tuple[str, ...], argparse.ArgumentParser] = {(): parser}
     subparsers: dict[tuple[str, ...], Any] = {}
@@ -174,4 +193,8 @@ def build(table: Sequence[Command], root: Command, argv: Sequence[str] | None = 
         sub.set_defaults(handler=cmd if cmd.handler is not None else _print_help(sub))
         for arg in cmd.args:
             arg.add_to(sub)
+        global_options = sub.add_argument_group("global options")
+        for flag in GLOBAL_ARGS:
+            # SUPPRESS: a global flag not repeated after the command keeps the value given before it
+            flag.add_to(global_options, default=argparse.SUPPRESS)
     return parser

@@ -49,7 +49,6 @@ def create(args: argparse.Namespace) -> int:
     args=[
         PROJECT,
         Arg("--all", action="store_true", help="also clusters not made by rlcloud"),
-        Arg("-o", "--output", choices=("table", "json"), default="table", help="output format"),
     ],
 )
 def list_(args: argparse.Namespace) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from rlcloud.cli._parser import EXIT_OK, OUTPUT, QUIET, SET, Arg, command, group
+from rlcloud.cli._parser import EXIT_OK, SET, Arg, command, group
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ def _new_experiment(args: argparse.Namespace) -> Any:
     "experiment run",
     "Start an experiment and follow it to the end.",
     "rlcloud experiment run examples/cartpole_ppo.yaml --set run_mode=multi-threaded --set num_workers=8",
-    args=[FILE, SET, *TARGET, QUIET],
+    args=[FILE, SET, *TARGET],
 )
 def run(args: argparse.Namespace) -> int:
     """Start an experiment and follow it with a live progress bar until it ends; Ctrl-C stops it cleanly."""
@@ -111,7 +111,7 @@ def new(args: argparse.Namespace) -> int:
     "experiment status",
     "Show an experiment's state and progress.",
     "rlcloud experiment status cartpole-ppo",
-    args=[NAME, *TARGET, OUTPUT],
+    args=[NAME, *TARGET],
 )
 def status(args: argparse.Namespace) -> int:
     """Show each role's state and the learner's progress."""
@@ -177,7 +177,7 @@ def stop(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-@command("experiment list", "List experiments.", "rlcloud experiment list -o json", args=[*TARGET, OUTPUT])
+@command("experiment list", "List experiments.", "rlcloud experiment list -o json", args=TARGET)
 def list_(args: argparse.Namespace) -> int:
     """List the experiments here (or on the cluster the flags name)."""
     from rlcloud.cli._common import output_format, print_data
@@ -197,7 +197,7 @@ def list_(args: argparse.Namespace) -> int:
     "experiment attach",
     "Follow an experiment started elsewhere.",
     "rlcloud experiment attach cartpole-ppo",
-    args=[NAME, *TARGET, QUIET],
+    args=[NAME, *TARGET],
 )
 def attach(args: argparse.Namespace) -> int:
     """Reconnect to an experiment (from another machine too) and follow it like `run` does."""

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from rlcloud.cli._common import console as _console
-from rlcloud.cli._common import text
+from rlcloud.cli._common import output_format, print_data, text
 from rlcloud.errors import SpecError, SpecProblem
 from rlcloud.gke.cluster import ClusterInfo, GkeCluster, reap
 from rlcloud.gke.operations import OperationUpdate
@@ -29,7 +29,7 @@ def _confirm(question: str, assume_yes: bool) -> bool:
 
 
 @contextmanager
-def operation_bar(description: str) -> Iterator[Any]:
+def operation_bar(description: str, *, quiet: bool = False) -> Iterator[Any]:
     """A rich progress bar fed by GKE operation updates (the operation's own status and progress)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -40,6 +40,7 @@ def operation_bar(description: str) -> Iterator[Any]:
         TimeElapsedColumn(),
         console=_console(stderr=True),
         transient=False,
+        disable=quiet,
     ) as bar:
         task = bar.add_task(description, total=1.0, status="requested")
 
@@ -98,7 +99,7 @@ def cluster_create(args: argparse.Namespace, sets: dict[str, Any]) -> int:
         console.print("nothing created")
         return 1
     cluster = GkeCluster(spec, **_gke_options(args))
-    with operation_bar(f"create {spec.name}") as progress:
+    with operation_bar(f"create {spec.name}", quiet=args.quiet) as progress:
         info = cluster.create(wait=not args.no_wait, progress=progress)
     console.print(f"{info.name}: {info.status} in {info.location} (project {info.project})", markup=False)
     return 0
@@ -136,10 +137,9 @@ def cluster_list(args: argparse.Namespace) -> int:
     infos = GkeCluster.list(options["project"], credentials=options["credentials"], all_clusters=args.all)
     now = time.time()
     rows = [info_row(i, now) for i in infos]
-    if args.output == "json":
-        import json
-
-        print(json.dumps(rows, indent=2))
+    fmt = output_format(args)
+    if fmt != "table":
+        print_data(rows, fmt)
         return 0
     from rich.table import Table
     from rich.text import Text
@@ -182,7 +182,7 @@ def cluster_delete(args: argparse.Namespace) -> int:
         cluster = GkeCluster(
             ClusterSpec(name=name, location=location), project=project, credentials=options["credentials"]
         )
-        with operation_bar(f"delete {name}") as progress:
+        with operation_bar(f"delete {name}", quiet=args.quiet) as progress:
             cluster.delete(wait=not args.no_wait, progress=progress)
         console.print(f"deleted {name}", markup=False)
     return 0

@@ -66,7 +66,7 @@ def validate(args: argparse.Namespace) -> int:
     "spec show",
     "Print a spec fully resolved.",
     "rlcloud spec show exp.yaml --set num_workers=8",
-    args=[Arg("path", metavar="PATH"), SET, Arg("-o", "--output", choices=("yaml", "json"), default="yaml")],
+    args=[Arg("path", metavar="PATH"), SET],
 )
 def show(args: argparse.Namespace) -> int:
     """Print the resolved spec (files referenced inline, defaults filled) as YAML, or JSON with -o json."""
