@@ -215,3 +215,26 @@ def test_every_command_help_lists_the_global_options(capsys: pytest.CaptureFixtu
         main(["cluster", "list", "--help"])
     out = capsys.readouterr().out
     assert "global options:" in out and "--output" in out and "--quiet" in out and "--verbose" in out
+
+
+# ---------------------------------------------------------------- errors caused by --set name the flag
+
+
+def test_a_bad_set_is_blamed_on_the_flag_not_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = tmp_path / "exp.yaml"
+    spec.write_text("name: demo\nenvironment: {type: gym, level: CartPole-v1}\nagent: {type: ppo}\nepisodes: 5\n")
+    result = run_cli("spec", "show", str(spec), "--set", "num_worker=8")
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: --set num_worker: unknown field")
+    assert str(spec) not in result.stderr and "Traceback" not in result.stderr
+    # experiment start/run fail before anything starts, the same way
+    for command in (["experiment", "start"], ["run"]):
+        assert main([*command, str(spec), "--set", "num_worker=8", "--results", str(tmp_path / "r")]) == 2
+        assert capsys.readouterr().err.startswith("error: --set num_worker: unknown field")
+    assert not (tmp_path / "r").exists()
+    # a problem of the file itself is still the file's
+    spec.write_text(spec.read_text() + "num_workers: 0\n")
+    both = run_cli("spec", "show", str(spec), "--set", "run_mode=parallel")
+    assert both.returncode == 2
+    assert "  - --set run_mode: " in both.stderr
+    assert f"  - {spec}: num_workers: " in both.stderr

@@ -1,4 +1,4 @@
-"""What the command handlers share at run time: the console, --set parsing, data output.
+"""What the command handlers share at run time: the console, --set parsing, flag blame, data output.
 
 Loaded when a handler runs, never for `rlcloud --help`.
 """
@@ -6,7 +6,8 @@ Loaded when a handler runs, never for `rlcloud --help`.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -45,6 +46,46 @@ def parse_sets(items: Sequence[str] | None) -> dict[str, Any]:
         except SpecError:
             out[key.strip()] = raw
     return out
+
+
+@contextmanager
+def blame_flags(flags: Mapping[str, str]) -> Iterator[None]:
+    """Report a spec problem caused by a flag under the flag's name, not the spec file's.
+
+    ``flags`` maps a spec field (dotted, as --set takes it) to the flag that set it: ``{"num_worker":
+    "--set num_worker", "num_nodes": "--num-nodes"}``. `--set num_worker=8` then fails with
+    "--set num_worker: unknown field ..." instead of "exp.yaml: num_worker: unknown field ...".
+    """
+    from rlcloud.errors import SpecError, SpecProblem
+
+    try:
+        yield
+    except SpecError as exc:
+        problems, blamed = [], False
+        for problem in exc.problems:
+            flag = _flag_of(problem.field, flags)
+            if flag is None:
+                problems.append(problem)
+                continue
+            blamed = True
+            rest = problem.field[len(flag[0]) :]  # a deeper field under the one the flag set: ".type"
+            problems.append(SpecProblem(flag[1] + rest, problem.message, problem.value))
+        if not blamed:
+            raise
+        from_file = [p for p in problems if p.source]
+        raise SpecError(problems, source=exc.source if from_file else None) from None
+
+
+def _flag_of(field: str, flags: Mapping[str, str]) -> tuple[str, str] | None:
+    for key, flag in flags.items():
+        if field == key or field.startswith(key + "."):
+            return key, flag
+    return None
+
+
+def set_flags(sets: Mapping[str, object]) -> dict[str, str]:
+    """The flag each --set key came from, for :func:`blame_flags`."""
+    return {key: f"--set {key}" for key in sets}
 
 
 def output_format(args: argparse.Namespace, default: str = "table") -> str:

@@ -50,10 +50,13 @@ def _experiment(args: argparse.Namespace) -> Any:
 
 def _new_experiment(args: argparse.Namespace) -> Any:
     """An Experiment from FILE with the --set overrides, on the target the flags name (not started)."""
-    from rlcloud.cli._common import parse_sets
+    from rlcloud.cli._common import blame_flags, parse_sets, set_flags
     from rlcloud.experiment import Experiment
 
-    return Experiment(args.file, results=args.results, cluster=_cluster_from_args(args), **parse_sets(args.set))
+    sets = parse_sets(args.set)
+    cluster = _cluster_from_args(args)
+    with blame_flags(set_flags(sets)):
+        return Experiment(args.file, results=args.results, cluster=cluster, **sets)
 
 
 @command(

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from rlcloud.cli._common import blame_flags, output_format, print_data, set_flags, text
 from rlcloud.cli._common import console as _console
-from rlcloud.cli._common import output_format, print_data, text
 from rlcloud.errors import SpecError, SpecProblem
 from rlcloud.gke.cluster import ClusterInfo, GkeCluster, reap
 from rlcloud.gke.operations import OperationUpdate
@@ -84,8 +84,9 @@ def cluster_create(args: argparse.Namespace, sets: dict[str, Any]) -> int:
     """`rlcloud cluster create -f FILE`: pre-flight, cost estimate, confirmation, create with a progress bar."""
     from rlcloud.gke.preflight import check_cluster_spec
 
-    spec = _spec_from_args(args, sets)
-    check_cluster_spec(spec)  # before anything is asked or created
+    with blame_flags(set_flags(sets)):
+        spec = _spec_from_args(args, sets)
+        check_cluster_spec(spec)  # before anything is asked or created
     console = _console()
     gpus = f", {spec.gpus_per_node}x {spec.gpu_type.value} per node" if spec.gpu_type else ""
     shape = (

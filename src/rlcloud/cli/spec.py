@@ -70,9 +70,11 @@ def validate(args: argparse.Namespace) -> int:
 )
 def show(args: argparse.Namespace) -> int:
     """Print the resolved spec (files referenced inline, defaults filled) as YAML, or JSON with -o json."""
-    from rlcloud.cli._common import output_format, parse_sets
+    from rlcloud.cli._common import blame_flags, output_format, parse_sets, set_flags
     from rlcloud.specs.loading import load_spec, spec_to_json, spec_to_yaml
 
-    spec = load_spec(args.path, **parse_sets(args.set))
+    sets = parse_sets(args.set)
+    with blame_flags(set_flags(sets)):
+        spec = load_spec(args.path, **sets)
     sys.stdout.write(spec_to_json(spec) + "\n" if output_format(args, "yaml") == "json" else spec_to_yaml(spec))
     return EXIT_OK
