@@ -238,3 +238,32 @@ def test_a_bad_set_is_blamed_on_the_flag_not_the_file(tmp_path: Path, capsys: py
     assert both.returncode == 2
     assert "  - --set run_mode: " in both.stderr
     assert f"  - {spec}: num_workers: " in both.stderr
+
+
+# -------------------------------------------------------------------- CLI wording, not keyword arguments
+
+
+def test_library_errors_reach_the_terminal_in_cli_terms(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["experiment", "list", "--kubeconfig", str(tmp_path / "missing")]) == 1
+    err = capsys.readouterr().err
+    assert "pass --kubeconfig PATH" in err and "kubeconfig=" not in err
+
+
+def test_every_translated_phrase_is_still_the_library_wording() -> None:
+    # a phrase the library no longer says would leave its new wording untranslated: update _CLI_WORDING
+    from rlcloud.cli._common import _CLI_WORDING, cli_wording
+
+    src = Path(__file__).resolve().parents[1] / "src" / "rlcloud"
+    library = "\n".join(p.read_text() for p in src.rglob("*.py") if "cli" not in p.relative_to(src).parts)
+    for phrase, wording in _CLI_WORDING:
+        assert phrase in library, phrase
+        assert cli_wording(f"x {phrase} y") == f"x {wording} y"
+        assert "=" not in wording.replace("'fallback_zones=", "")
+
+
+def test_help_names_values_as_the_messages_do(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["experiment", "status", "--help"], ["init", "--help"]):
+        with pytest.raises(SystemExit):
+            main(argv)
+    out = capsys.readouterr().out
+    assert "--kubeconfig PATH" in out and "--credentials KEY.json" in out

@@ -27,6 +27,7 @@ from rlcloud.cli._parser import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_US
 TYPE_CHECKING = False  # not typing's: importing typing costs a sixth of `rlcloud --help`
 if TYPE_CHECKING:
     import argparse
+    import logging
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
@@ -77,10 +78,21 @@ def _setup_logging(verbosity: int) -> None:
 
     level = logging.WARNING if verbosity == 0 else logging.INFO if verbosity == 1 else logging.DEBUG
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_cli_wording_filter)
     if verbosity >= 2:
         from rlcloud.logsafety import install_redaction
 
         install_redaction()
+
+
+def _cli_wording_filter(record: logging.LogRecord) -> bool:
+    """Library warnings in CLI terms (a logging filter)."""
+    from rlcloud.cli._common import cli_wording
+
+    if isinstance(record.msg, str):
+        record.msg = cli_wording(record.msg)
+    return True
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -97,12 +109,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         return int(handler(args))
-    except SpecError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
     except RLCloudError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_FAILURE
+        from rlcloud.cli._common import cli_wording
+
+        print(f"error: {cli_wording(str(exc))}", file=sys.stderr)
+        return EXIT_USAGE if isinstance(exc, SpecError) else EXIT_FAILURE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -88,6 +88,26 @@ def set_flags(sets: Mapping[str, object]) -> dict[str, str]:
     return {key: f"--set {key}" for key in sets}
 
 
+#: Library messages speak Python (keyword arguments); on the terminal they should speak the CLI's flags.
+#: (library phrase, CLI phrase): the library's wording is kept for API users and translated here.
+_CLI_WORDING = (
+    ("pass kubeconfig=PATH", "pass --kubeconfig PATH"),
+    ("project=..., set it in the cluster spec", "--project PROJECT, set it in the cluster spec"),
+    ("pass credentials=", "run `rlcloud init --credentials KEY.json`"),
+    ("(or create(fallback_zones=[...]))", "(or --set 'fallback_zones=[ZONE, ...]')"),
+    ("stop() the experiment first", "stop the experiment first (rlcloud experiment stop NAME)"),
+    ("resume() starts from", "resume starts from"),
+)
+
+
+def cli_wording(message: str) -> str:
+    """``message`` with the library's Python wording (``pass kubeconfig=PATH``) in CLI terms (``--kubeconfig
+    PATH``)."""
+    for library, cli in _CLI_WORDING:
+        message = message.replace(library, cli)
+    return message
+
+
 def output_format(args: argparse.Namespace, default: str = "table") -> str:
     """The -o/--output given (before or after the command words), else ``default``."""
     return getattr(args, "output", None) or default

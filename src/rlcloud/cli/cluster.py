@@ -10,7 +10,7 @@ import argparse
 from rlcloud.cli._parser import SET, Arg, OneOf, command, group
 
 CLUSTER = group("cluster", "Create, list and delete GKE clusters.", "rlcloud cluster list")
-PROJECT = Arg("--project", help="Google Cloud project (default: rlcloud.yaml, then ADC)")
+PROJECT = Arg("--project", metavar="PROJECT", help="Google Cloud project (default: rlcloud.yaml, then ADC)")
 YES = Arg("-y", "--yes", action="store_true", help="do not ask first")
 
 
@@ -19,13 +19,13 @@ YES = Arg("-y", "--yes", action="store_true", help="do not ask first")
     "Create a GKE cluster.",
     "rlcloud cluster create -f configs/clusters/t4.yaml -n my-t4 --yes",
     args=[
-        Arg("-f", "--file", required=True, help="cluster spec file"),
-        Arg("-n", "--name", help="cluster name (overrides the file)"),
-        Arg("--num-nodes", type=int, help="number of experiment nodes (overrides the file)"),
-        Arg("--gpus-per-node", type=int, help="GPUs per node (overrides the file)"),
-        Arg("--gpu-type", help="GPU type, e.g. nvidia-tesla-t4 (overrides the file)"),
-        Arg("--machine-type", help="machine type, e.g. n1-standard-8 (overrides the file)"),
-        Arg("--location", help="zone or region (overrides the file)"),
+        Arg("-f", "--file", metavar="FILE", required=True, help="cluster spec file"),
+        Arg("-n", "--name", metavar="NAME", help="cluster name (overrides the file)"),
+        Arg("--num-nodes", metavar="N", type=int, help="number of experiment nodes (overrides the file)"),
+        Arg("--gpus-per-node", metavar="N", type=int, help="GPUs per node (overrides the file)"),
+        Arg("--gpu-type", metavar="TYPE", help="GPU type, e.g. nvidia-tesla-t4 (overrides the file)"),
+        Arg("--machine-type", metavar="TYPE", help="machine type, e.g. n1-standard-8 (overrides the file)"),
+        Arg("--location", metavar="LOCATION", help="zone or region (overrides the file)"),
         Arg("--spot", action="store_true", default=None, help="use Spot VMs (overrides the file)"),
         SET,
         PROJECT,
@@ -65,12 +65,12 @@ def list_(args: argparse.Namespace) -> int:
     "rlcloud cluster delete -c my-t4",
     args=[
         OneOf(
-            Arg("-c", "--cluster", help="cluster name"),
+            Arg("-c", "--cluster", metavar="NAME", help="cluster name"),
             Arg("--all", action="store_true", help="every rlcloud-managed cluster of the project"),
             required=True,
         ),
         PROJECT,
-        Arg("--location", help="the cluster's zone or region (default: found by name)"),
+        Arg("--location", metavar="LOCATION", help="the cluster's zone or region (default: found by name)"),
         YES,
         Arg("--no-wait", action="store_true", help="return once the requests are accepted"),
     ],

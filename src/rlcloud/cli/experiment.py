@@ -14,12 +14,16 @@ EXPERIMENT = group("experiment", "Run and manage experiments.", "rlcloud experim
 
 #: Where an experiment runs and keeps its results: every experiment command takes these.
 TARGET = (
-    Arg("--kubeconfig", help="kubeconfig file of the Kubernetes cluster to use"),
-    Arg("--context", help="kubeconfig context to use"),
-    Arg("--namespace", default="rlcloud", help="Kubernetes namespace (default: rlcloud)"),
-    Arg("-c", "--cluster", help="GKE cluster: a name or a cluster spec file"),
-    Arg("--project", help="Google Cloud project (default: rlcloud.yaml, then ADC)"),
-    Arg("--results", help="results root: gs://bucket/prefix or a directory (default ./rlcloud-results)"),
+    Arg("--kubeconfig", metavar="PATH", help="kubeconfig file of the Kubernetes cluster to use"),
+    Arg("--context", metavar="NAME", help="kubeconfig context to use"),
+    Arg("--namespace", metavar="NAME", default="rlcloud", help="Kubernetes namespace (default: rlcloud)"),
+    Arg("-c", "--cluster", metavar="NAME|FILE", help="GKE cluster: a name or a cluster spec file"),
+    Arg("--project", metavar="PROJECT", help="Google Cloud project (default: rlcloud.yaml, then ADC)"),
+    Arg(
+        "--results",
+        metavar="LOCATION",
+        help="results root: gs://bucket/prefix or a directory (default ./rlcloud-results)",
+    ),
 )
 FILE = Arg("file", metavar="FILE", help="experiment spec (YAML/JSON)")
 NAME = Arg("name", metavar="NAME", help="experiment name")
@@ -96,8 +100,13 @@ def start(args: argparse.Namespace) -> int:
     "rlcloud experiment new my-exp --template cartpole-ppo",
     args=[
         Arg("name", help="experiment name (also the file name)"),
-        Arg("--template", default="cartpole-ppo", help="one of the bundled experiments (default cartpole-ppo)"),
-        Arg("--dest", default="configs/experiments", help="directory to write to"),
+        Arg(
+            "--template",
+            metavar="NAME",
+            default="cartpole-ppo",
+            help="one of the bundled experiments (default cartpole-ppo)",
+        ),
+        Arg("--dest", metavar="DIR", default="configs/experiments", help="directory to write to"),
         Arg("--force", action="store_true", help="overwrite an existing file"),
     ],
 )
@@ -170,7 +179,7 @@ def resume(args: argparse.Namespace) -> int:
         NAME,
         *TARGET,
         Arg("--no-download", action="store_true", help="do not download the results first"),
-        Arg("--dest", help="download directory (default ./rlcloud-results/NAME)"),
+        Arg("--dest", metavar="DIR", help="download directory (default ./rlcloud-results/NAME)"),
     ],
 )
 def stop(args: argparse.Namespace) -> int:
@@ -215,7 +224,7 @@ def attach(args: argparse.Namespace) -> int:
     "experiment download",
     "Download an experiment's results.",
     "rlcloud experiment download cartpole-ppo",
-    args=[NAME, *TARGET, Arg("--dest", help="directory (default ./rlcloud-results/NAME)")],
+    args=[NAME, *TARGET, Arg("--dest", metavar="DIR", help="directory (default ./rlcloud-results/NAME)")],
 )
 def download(args: argparse.Namespace) -> int:
     """Download an experiment's results (incremental, checksums verified)."""
@@ -230,7 +239,11 @@ def download(args: argparse.Namespace) -> int:
     "rlcloud tensorboard cartpole-ppo",
     args=[
         NAME,
-        Arg("--dest", help="download directory; the logdir is its summaries/ (default ./rlcloud-results/NAME)"),
+        Arg(
+            "--dest",
+            metavar="DIR",
+            help="download directory; the logdir is its summaries/ (default ./rlcloud-results/NAME)",
+        ),
         Arg("--port", type=int, default=6006, help="TensorBoard's port (default 6006)"),
         Arg("--print-only", action="store_true", help="only sync and print the logdir"),
         *TARGET,

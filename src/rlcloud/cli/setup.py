@@ -12,10 +12,10 @@ from rlcloud.cli._parser import EXIT_OK, Arg, command
     "Make this directory an rlcloud project.",
     "rlcloud init --project my-project",
     args=[
-        Arg("--project", help="Google Cloud project id to store as the default"),
+        Arg("--project", metavar="PROJECT", help="Google Cloud project id to store as the default"),
         Arg("--credentials", metavar="KEY.json", help="service-account key file: checked, never copied or printed"),
-        Arg("--results", help="default results root (gs://bucket/prefix or a directory)"),
-        Arg("--dir", default=".", help="project directory (default: .)"),
+        Arg("--results", metavar="LOCATION", help="default results root (gs://bucket/prefix or a directory)"),
+        Arg("--dir", metavar="DIR", default=".", help="project directory (default: .)"),
         Arg("--force", action="store_true", help="overwrite existing files"),
     ],
 )
