@@ -267,3 +267,56 @@ def test_help_names_values_as_the_messages_do(capsys: pytest.CaptureFixture[str]
             main(argv)
     out = capsys.readouterr().out
     assert "--kubeconfig PATH" in out and "--credentials KEY.json" in out
+
+
+# ------------------------------------------------------------------------- logs --role and --tail
+
+LOG = [
+    "agent-0 | starting",
+    "env-server-0 | serving on 6025",
+    "env-server-3 | serving on 6025",
+    "agent-0 | episode 1",
+    "env-server-3 | [x] reset",
+    "agent-0 | episode 2",
+]
+
+
+class _LoggedExperiment:
+    """Stands in for Experiment.attach(): logs() as a backend gives them (follow adds one new line)."""
+
+    def logs(self, follow: bool = False) -> list[str]:
+        return [*LOG, "agent-0 | episode 3"] if follow else list(LOG)
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        ([], LOG),
+        (["--role", "agent"], [LOG[0], LOG[3], LOG[5]]),
+        (["--role", "env-server"], [LOG[1], LOG[2], LOG[4]]),
+        (["--role", "env-server-3"], [LOG[2], LOG[4]]),
+        (["--role", "env-server-3", "--role", "agent-0"], [LOG[0], LOG[2], LOG[3], LOG[4], LOG[5]]),
+        (["--tail", "2"], LOG[-2:]),
+        (["--tail", "0"], []),
+        (["--role", "env-server", "--tail", "1"], [LOG[4]]),
+        (["--tail", "1", "-f"], [LOG[5], "agent-0 | episode 3"]),
+        (["--role", "env-server", "--tail", "1", "-f"], [LOG[4]]),
+    ],
+)
+def test_logs_filter_by_role_and_tail(
+    flags: list[str], expected: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import rlcloud.cli.experiment
+
+    monkeypatch.setattr(rlcloud.cli.experiment, "_experiment", lambda args: _LoggedExperiment())
+    assert main(["experiment", "logs", "demo", *flags]) == 0
+    assert capsys.readouterr().out.splitlines() == expected
+    assert main(["logs", "demo", *flags]) == 0  # the shortcut takes the same flags
+    assert capsys.readouterr().out.splitlines() == expected
+
+
+@pytest.mark.parametrize("flags", [["--role", "learner"], ["--role", "env-server-x"], ["--tail", "-1"]])
+def test_logs_bad_role_or_tail_exits_2(flags: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["experiment", "logs", "demo", *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {flags[0]}: ") and "Traceback" not in err

@@ -8,6 +8,7 @@ from rlcloud.cli._parser import EXIT_OK, SET, Arg, command, group
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 EXPERIMENT = group("experiment", "Run and manage experiments.", "rlcloud experiment run FILE")
@@ -143,14 +144,87 @@ def status(args: argparse.Namespace) -> int:
 @command(
     "experiment logs",
     "Print an experiment's logs.",
-    "rlcloud experiment logs cartpole-ppo",
-    args=[NAME, *TARGET, Arg("-f", "--follow", action="store_true", help="keep streaming until every role ends")],
+    "rlcloud experiment logs cartpole-ppo --role env-server --tail 50",
+    args=[
+        NAME,
+        *TARGET,
+        Arg("-f", "--follow", action="store_true", help="keep streaming until every role ends"),
+        Arg("--tail", metavar="N", type=int, help="only the last N lines (then new ones with -f)"),
+        Arg(
+            "--role",
+            action="append",
+            metavar="ROLE",
+            help="only this role's lines: a role (agent, env-server, single, multi) or one instance of it "
+            "(env-server-3); repeatable",
+        ),
+    ],
 )
 def logs(args: argparse.Namespace) -> int:
-    """Print every role's logs, prefixed by role; -f follows them."""
-    for line in _experiment(args).logs(follow=args.follow):
+    """Print every role's logs as "ROLE-INDEX | line"; --role keeps some roles, --tail the last N lines,
+    -f follows them until every role has ended."""
+    keep = _role_filter(args.role)
+    if args.tail is not None and args.tail < 0:
+        from rlcloud.errors import SpecError, SpecProblem
+
+        raise SpecError([SpecProblem("--tail", "a number of lines, 0 or more", args.tail)])
+    exp = _experiment(args)
+    if args.tail is None:
+        for line in exp.logs(follow=args.follow):
+            if keep(line):
+                print(line, flush=True)
+        return EXIT_OK
+    from collections import Counter, deque
+
+    seen: Counter[str] = Counter()
+    last: deque[str] = deque(maxlen=args.tail)
+    for line in exp.logs(follow=False):
+        if keep(line):
+            seen[_label(line)] += 1
+            last.append(line)
+    for line in last:
         print(line, flush=True)
+    if args.follow:
+        # following starts each role from its first line again: skip, per role, the lines already read
+        for line in exp.logs(follow=True):
+            if not keep(line):
+                continue
+            label = _label(line)
+            if seen[label] > 0:
+                seen[label] -= 1
+                continue
+            print(line, flush=True)
     return EXIT_OK
+
+
+def _label(line: str) -> str:
+    """The role instance of a log line ("env-server-3" of "env-server-3 | ..."; "" for a line without one)."""
+    label, sep, _ = line.partition(" | ")
+    return label if sep else ""
+
+
+def _role_filter(roles: list[str] | None) -> Callable[[str], bool]:
+    """Whether a log line belongs to one of ``roles`` (a role name matches each of its instances)."""
+    if not roles:
+        return lambda line: True
+    import re
+
+    from rlcloud.roles import Role
+
+    names = "|".join(re.escape(r.value) for r in Role)
+    for role in roles:
+        if not re.fullmatch(rf"(?:{names})(?:-\d+)?", role):
+            from rlcloud.errors import SpecError, SpecProblem
+
+            valid = ", ".join(r.value for r in Role)
+            raise SpecError([SpecProblem("--role", f"a role ({valid}), or one instance of it: env-server-3", role)])
+    wanted = set(roles)
+
+    def keep(line: str) -> bool:
+        label = _label(line)
+        role, _, index = label.rpartition("-")
+        return label in wanted or (index.isdigit() and role in wanted)
+
+    return keep
 
 
 @command(
