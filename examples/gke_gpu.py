@@ -56,7 +56,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def make_cluster(args: argparse.Namespace) -> Any:
     """The Cluster handle for the bundled T4 spec (nothing is created yet)."""
     from rlcloud import Cluster, ClusterSpec
-    from rlcloud.project import bundled_configs
+    from rlcloud.cli.project import bundled_configs
 
     overrides = {"location": args.location} if args.location else {}
     spec = ClusterSpec.from_file(bundled_configs() / "clusters" / "t4.yaml", **overrides)

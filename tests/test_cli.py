@@ -135,3 +135,188 @@ def test_experiment_new_writes_a_valid_spec(tmp_path: Path) -> None:
     assert data["name"] == "my-exp"
     bad = run_cli("experiment", "new", "My_Exp", "--dest", str(tmp_path))
     assert bad.returncode == 2 and "name" in bad.stderr
+
+
+# ---------------------------------------------------------------------- data is printed as text, not markup
+
+
+def _rendered(renderable: object) -> str:
+    import io
+
+    from rich.console import Console
+
+    out = io.StringIO()
+    Console(file=out, width=300, color_system=None).print(renderable)
+    return out.getvalue()
+
+
+def test_status_and_summary_show_brackets_in_data(tmp_path: Path) -> None:
+    from rlcloud import Experiment, ExperimentSpec
+    from rlcloud.backend import ExperimentStatus, RoleStatus
+    from rlcloud.cli.progress import status_table, summary_table
+
+    message = "TensorFlow is not installed: pip install 'rlcloud[runner]'"
+    status = ExperimentStatus(
+        name="demo",
+        state="failed",
+        roles=[RoleStatus("agent", 0, "pending", reason="ErrImagePull: gcr.io/p/runner:[x]")],
+        progress={"checkpoint": "ckpt/[x]"},
+        message=message,
+    )
+    shown = _rendered(status_table(status))
+    assert "gcr.io/p/runner:[x]" in shown
+    assert message in shown
+    spec = ExperimentSpec.from_file(Path(__file__).resolve().parents[1] / "examples" / "cartpole_ppo.yaml")
+    summary = _rendered(summary_table(Experiment(spec, results=str(tmp_path / "[x]")), status, 60.0))
+    assert message in summary and "ckpt/[x]" in summary and "[x]" in summary.split("results", 1)[1]
+
+
+# ------------------------------------------------------------- global flags before or after the command
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["-o", "json", "experiment", "list"],
+        ["experiment", "list", "-o", "json"],
+        ["experiment", "list", "--output=json"],
+        ["-v", "experiment", "list", "-o", "json"],
+    ],
+)
+def test_output_flag_is_accepted_before_or_after_the_command(
+    argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*argv, "--results", str(tmp_path)]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+
+
+def test_verbose_and_quiet_after_the_command(tmp_path: Path) -> None:
+    from rlcloud.cli import build_parser
+
+    spec = tmp_path / "exp.yaml"
+    spec.write_text("name: demo\nenvironment: {type: gym, level: CartPole-v1}\nagent: {type: ppo}\nepisodes: 5\n")
+    for argv, verbose, quiet in (
+        (["spec", "validate", str(spec), "-v"], 1, False),
+        (["-vv", "spec", "validate", str(spec)], 2, False),
+        (["run", str(spec), "-q"], 0, True),
+        (["-q", "experiment", "attach", "demo"], 0, True),
+    ):
+        args = build_parser(argv).parse_args(argv)
+        assert (args.verbose, args.quiet) == (verbose, quiet), argv
+    result = run_cli("spec", "validate", str(spec), "-v")
+    assert result.returncode == 0 and ": OK experiment demo" in result.stdout
+    shown = run_cli("spec", "show", str(spec), "-o", "json")
+    assert shown.returncode == 0 and json.loads(shown.stdout)["name"] == "demo"
+    assert yaml.safe_load(run_cli("-o", "yaml", "spec", "show", str(spec)).stdout)["name"] == "demo"
+
+
+def test_every_command_help_lists_the_global_options(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["cluster", "list", "--help"])
+    out = capsys.readouterr().out
+    assert "global options:" in out and "--output" in out and "--quiet" in out and "--verbose" in out
+
+
+# ---------------------------------------------------------------- errors caused by --set name the flag
+
+
+def test_a_bad_set_is_blamed_on_the_flag_not_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = tmp_path / "exp.yaml"
+    spec.write_text("name: demo\nenvironment: {type: gym, level: CartPole-v1}\nagent: {type: ppo}\nepisodes: 5\n")
+    result = run_cli("spec", "show", str(spec), "--set", "num_worker=8")
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: --set num_worker: unknown field")
+    assert str(spec) not in result.stderr and "Traceback" not in result.stderr
+    # experiment start/run fail before anything starts, the same way
+    for command in (["experiment", "start"], ["run"]):
+        assert main([*command, str(spec), "--set", "num_worker=8", "--results", str(tmp_path / "r")]) == 2
+        assert capsys.readouterr().err.startswith("error: --set num_worker: unknown field")
+    assert not (tmp_path / "r").exists()
+    # a problem of the file itself is still the file's
+    spec.write_text(spec.read_text() + "num_workers: 0\n")
+    both = run_cli("spec", "show", str(spec), "--set", "run_mode=parallel")
+    assert both.returncode == 2
+    assert "  - --set run_mode: " in both.stderr
+    assert f"  - {spec}: num_workers: " in both.stderr
+
+
+# -------------------------------------------------------------------- CLI wording, not keyword arguments
+
+
+def test_library_errors_reach_the_terminal_in_cli_terms(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["experiment", "list", "--kubeconfig", str(tmp_path / "missing")]) == 1
+    err = capsys.readouterr().err
+    assert "pass --kubeconfig PATH" in err and "kubeconfig=" not in err
+
+
+def test_every_translated_phrase_is_still_the_library_wording() -> None:
+    # a phrase the library no longer says would leave its new wording untranslated: update _CLI_WORDING
+    from rlcloud.cli._common import _CLI_WORDING, cli_wording
+
+    src = Path(__file__).resolve().parents[1] / "src" / "rlcloud"
+    library = "\n".join(p.read_text() for p in src.rglob("*.py") if "cli" not in p.relative_to(src).parts)
+    for phrase, wording in _CLI_WORDING:
+        assert phrase in library, phrase
+        assert cli_wording(f"x {phrase} y") == f"x {wording} y"
+        assert "=" not in wording.replace("'fallback_zones=", "")
+
+
+def test_help_names_values_as_the_messages_do(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["experiment", "status", "--help"], ["init", "--help"]):
+        with pytest.raises(SystemExit):
+            main(argv)
+    out = capsys.readouterr().out
+    assert "--kubeconfig PATH" in out and "--credentials KEY.json" in out
+
+
+# ------------------------------------------------------------------------- logs --role and --tail
+
+LOG = [
+    "agent-0 | starting",
+    "env-server-0 | serving on 6025",
+    "env-server-3 | serving on 6025",
+    "agent-0 | episode 1",
+    "env-server-3 | [x] reset",
+    "agent-0 | episode 2",
+]
+
+
+class _LoggedExperiment:
+    """Stands in for Experiment.attach(): logs() as a backend gives them (follow adds one new line)."""
+
+    def logs(self, follow: bool = False) -> list[str]:
+        return [*LOG, "agent-0 | episode 3"] if follow else list(LOG)
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        ([], LOG),
+        (["--role", "agent"], [LOG[0], LOG[3], LOG[5]]),
+        (["--role", "env-server"], [LOG[1], LOG[2], LOG[4]]),
+        (["--role", "env-server-3"], [LOG[2], LOG[4]]),
+        (["--role", "env-server-3", "--role", "agent-0"], [LOG[0], LOG[2], LOG[3], LOG[4], LOG[5]]),
+        (["--tail", "2"], LOG[-2:]),
+        (["--tail", "0"], []),
+        (["--role", "env-server", "--tail", "1"], [LOG[4]]),
+        (["--tail", "1", "-f"], [LOG[5], "agent-0 | episode 3"]),
+        (["--role", "env-server", "--tail", "1", "-f"], [LOG[4]]),
+    ],
+)
+def test_logs_filter_by_role_and_tail(
+    flags: list[str], expected: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import rlcloud.cli.experiment
+
+    monkeypatch.setattr(rlcloud.cli.experiment, "_experiment", lambda args: _LoggedExperiment())
+    assert main(["experiment", "logs", "demo", *flags]) == 0
+    assert capsys.readouterr().out.splitlines() == expected
+    assert main(["logs", "demo", *flags]) == 0  # the shortcut takes the same flags
+    assert capsys.readouterr().out.splitlines() == expected
+
+
+@pytest.mark.parametrize("flags", [["--role", "learner"], ["--role", "env-server-x"], ["--tail", "-1"]])
+def test_logs_bad_role_or_tail_exits_2(flags: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["experiment", "logs", "demo", *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {flags[0]}: ") and "Traceback" not in err

@@ -72,3 +72,18 @@ def test_errors_tree() -> None:
     assert issubclass(rlcloud.TimeoutError, TimeoutError)
     err = rlcloud.SpecError("bad")
     assert str(err) == "bad"
+
+
+def test_nothing_below_the_cli_imports_it() -> None:
+    # imports point one way (specs <- backends <- facades <- cli): the library never reaches up into the CLI
+    from pathlib import Path
+
+    src = Path(rlcloud.__file__).parent
+    upward = [
+        f"{path.relative_to(src)}:{number}"
+        for path in sorted(src.rglob("*.py"))
+        if path.parent.name != "cli" and path.name != "__main__.py"
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if line.lstrip().startswith(("from rlcloud.cli", "import rlcloud.cli", "from rlcloud import cli"))
+    ]
+    assert upward == []

@@ -83,3 +83,10 @@ def test_reap(emulated: FakeClusterManager, capsys: pytest.CaptureFixture[str]) 
     assert "old" in capsys.readouterr().out and sorted(emulated.cluster_names()) == ["old", "young"]
     assert main(["cluster", "reap", "--project", PROJECT, "--yes"]) == 0
     assert emulated.cluster_names() == ["young"]
+
+
+def test_a_bad_set_is_blamed_on_the_flag(emulated: FakeClusterManager, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["cluster", "create", "-f", str(BUNDLED / "t4.yaml"), "--set", "num_node=2", "--project", PROJECT])
+    assert code == 2
+    assert capsys.readouterr().err.startswith("error: --set num_node: unknown field")
+    assert emulated.requests == []

@@ -1,4 +1,5 @@
-"""The `rlcloud cluster ...` commands (loaded only when one of them runs)."""
+"""The work of the `rlcloud cluster ...` commands (declared in :mod:`rlcloud.cli.cluster`; loaded only when one
+of them runs)."""
 
 from __future__ import annotations
 
@@ -9,16 +10,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from rlcloud.cli._common import blame_flags, output_format, print_data, set_flags, text
+from rlcloud.cli._common import console as _console
 from rlcloud.errors import SpecError, SpecProblem
 from rlcloud.gke.cluster import ClusterInfo, GkeCluster, reap
 from rlcloud.gke.operations import OperationUpdate
 from rlcloud.gke.prices import estimate_hourly_cost
-
-
-def _console(stderr: bool = False) -> Any:
-    from rich.console import Console
-
-    return Console(stderr=stderr, highlight=False)
 
 
 def _confirm(question: str, assume_yes: bool) -> bool:
@@ -32,17 +29,18 @@ def _confirm(question: str, assume_yes: bool) -> bool:
 
 
 @contextmanager
-def operation_bar(description: str) -> Iterator[Any]:
+def operation_bar(description: str, *, quiet: bool = False) -> Iterator[Any]:
     """A rich progress bar fed by GKE operation updates (the operation's own status and progress)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(
-        TextColumn("[bold]{task.description}"),
+        TextColumn("{task.description}", style="bold", markup=False),
         BarColumn(),
-        TextColumn("{task.fields[status]}"),
+        TextColumn("{task.fields[status]}", markup=False),  # the operation's detail is Google's text
         TimeElapsedColumn(),
         console=_console(stderr=True),
         transient=False,
+        disable=quiet,
     ) as bar:
         task = bar.add_task(description, total=1.0, status="requested")
 
@@ -86,23 +84,25 @@ def cluster_create(args: argparse.Namespace, sets: dict[str, Any]) -> int:
     """`rlcloud cluster create -f FILE`: pre-flight, cost estimate, confirmation, create with a progress bar."""
     from rlcloud.gke.preflight import check_cluster_spec
 
-    spec = _spec_from_args(args, sets)
-    check_cluster_spec(spec)  # before anything is asked or created
+    with blame_flags(set_flags(sets)):
+        spec = _spec_from_args(args, sets)
+        check_cluster_spec(spec)  # before anything is asked or created
     console = _console()
     gpus = f", {spec.gpus_per_node}x {spec.gpu_type.value} per node" if spec.gpu_type else ""
-    console.print(
-        f"cluster [bold]{spec.name}[/] in {spec.location}: {spec.num_nodes}x {spec.effective_machine_type}{gpus}"
+    shape = (
+        f"in {spec.location}: {spec.num_nodes}x {spec.effective_machine_type}{gpus}"
         + (" (spot)" if spec.spot else "")
         + (f", expires after {spec.ttl}" if spec.ttl else "")
     )
+    console.print(f"cluster [bold]{text(spec.name)}[/] {text(shape)}")
     console.print(str(estimate_hourly_cost(spec)), markup=False)
     if not _confirm("Create this cluster?", args.yes):
         console.print("nothing created")
         return 1
     cluster = GkeCluster(spec, **_gke_options(args))
-    with operation_bar(f"create {spec.name}") as progress:
+    with operation_bar(f"create {spec.name}", quiet=args.quiet) as progress:
         info = cluster.create(wait=not args.no_wait, progress=progress)
-    console.print(f"{info.name}: {info.status} in {info.location} (project {info.project})")
+    console.print(f"{info.name}: {info.status} in {info.location} (project {info.project})", markup=False)
     return 0
 
 
@@ -138,12 +138,12 @@ def cluster_list(args: argparse.Namespace) -> int:
     infos = GkeCluster.list(options["project"], credentials=options["credentials"], all_clusters=args.all)
     now = time.time()
     rows = [info_row(i, now) for i in infos]
-    if args.output == "json":
-        import json
-
-        print(json.dumps(rows, indent=2))
+    fmt = output_format(args)
+    if fmt != "table":
+        print_data(rows, fmt)
         return 0
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(show_edge=False)
     for column in ("name", "location", "machine type", "nodes", "GPUs/node", "status", "age", "expiry"):
@@ -151,7 +151,8 @@ def cluster_list(args: argparse.Namespace) -> int:
     for r in rows:
         gpus = f"{r['gpus_per_node']}x {r['gpu_type']}" if r["gpu_type"] else "0"
         expiry = (r["expiry"] or "-")[:16].replace("T", " ")
-        table.add_row(r["name"], r["location"], r["machine_type"], str(r["nodes"]), gpus, r["status"], r["age"], expiry)
+        cells = (r["name"], r["location"], r["machine_type"], str(r["nodes"]), gpus, r["status"], r["age"], expiry)
+        table.add_row(*(Text(str(cell)) for cell in cells))
     _console().print(table if rows else "no rlcloud clusters" + ("" if args.all else " (--all lists every cluster)"))
     return 0
 
@@ -172,7 +173,7 @@ def cluster_delete(args: argparse.Namespace) -> int:
         console.print("no rlcloud clusters to delete")
         return 0
     for name, location, project in targets:
-        console.print(f"will delete {name} in {location} (project {project})")
+        console.print(f"will delete {name} in {location} (project {project})", markup=False)
     if not _confirm(f"Delete {len(targets)} cluster(s)?", args.yes):
         console.print("nothing deleted")
         return 1
@@ -182,9 +183,9 @@ def cluster_delete(args: argparse.Namespace) -> int:
         cluster = GkeCluster(
             ClusterSpec(name=name, location=location), project=project, credentials=options["credentials"]
         )
-        with operation_bar(f"delete {name}") as progress:
+        with operation_bar(f"delete {name}", quiet=args.quiet) as progress:
             cluster.delete(wait=not args.no_wait, progress=progress)
-        console.print(f"deleted {name}")
+        console.print(f"deleted {name}", markup=False)
     return 0
 
 
@@ -197,10 +198,10 @@ def cluster_reap(args: argparse.Namespace) -> int:
         console.print("no expired rlcloud clusters")
         return 0
     for info in expired:
-        console.print(f"expired: {info.name} in {info.location} (expiry {info.expiry})")
+        console.print(f"expired: {info.name} in {info.location} (expiry {info.expiry})", markup=False)
     if args.dry_run or not _confirm(f"Delete {len(expired)} expired cluster(s)?", args.yes):
         console.print("nothing deleted")
         return 0
     deleted = reap(options["project"], credentials=options["credentials"])
-    console.print(f"deleted {len(deleted)} cluster(s): {', '.join(i.name for i in deleted)}")
+    console.print(f"deleted {len(deleted)} cluster(s): {', '.join(i.name for i in deleted)}", markup=False)
     return 0

@@ -1,4 +1,8 @@
-"""Terminal progress for the CLI: a live rich bar while an experiment runs, and summary tables."""
+"""Terminal progress for the CLI: a live rich bar while an experiment runs, and summary tables.
+
+Data (names, pod reasons, messages, paths) is shown as text, never read as rich markup: a reason such as
+``image gcr.io/p/runner:[tag]`` or a message ``pip install 'rlcloud[runner]'`` must keep its brackets.
+"""
 
 from __future__ import annotations
 
@@ -17,17 +21,18 @@ def _num(value: Any, fmt: str = "{:,.0f}") -> str:
 def status_table(status: ExperimentStatus) -> Any:
     """A rich Table: the experiment's state and progress, then one row per role."""
     from rich.table import Table
+    from rich.text import Text
 
     prog = status.progress
-    table = Table(title=f"{status.name}: {status.state}", title_justify="left", show_edge=False)
+    table = Table(title=Text(f"{status.name}: {status.state}"), title_justify="left", show_edge=False)
     table.add_column("role")
     table.add_column("state")
     table.add_column("restarts", justify="right")
     table.add_column("detail")
     for role in status.roles:
         detail = role.reason or (f"exit code {role.exit_code}" if role.exit_code not in (None, 0) else "")
-        table.add_row(role.label, role.state, str(role.restarts), detail)
-    table.caption = (
+        table.add_row(Text(role.label), Text(role.state), str(role.restarts), Text(detail))
+    table.caption = Text(
         f"timesteps {_num(prog.get('timestep'))} · episodes {_num(prog.get('episode'))} · "
         f"mean return {_num(prog.get('mean_return'), '{:.1f}')} · steps/s {_num(prog.get('steps_per_second'))}"
         + (f"\n{status.message}" if status.message else "")
@@ -38,9 +43,10 @@ def status_table(status: ExperimentStatus) -> Any:
 def summary_table(exp: Experiment, status: ExperimentStatus, elapsed: float) -> Any:
     """The table printed when `rlcloud experiment run` ends."""
     from rich.table import Table
+    from rich.text import Text
 
     prog = status.progress
-    table = Table(title=f"{exp.name}: {status.state}", title_justify="left", show_header=False, show_edge=False)
+    table = Table(title=Text(f"{exp.name}: {status.state}"), title_justify="left", show_header=False, show_edge=False)
     table.add_column("what", style="bold")
     table.add_column("value")
     rows = [
@@ -54,9 +60,9 @@ def summary_table(exp: Experiment, status: ExperimentStatus, elapsed: float) -> 
         ("results", exp.location),
     ]
     for key, value in rows:
-        table.add_row(key, value)
+        table.add_row(key, Text(value))
     if status.message:
-        table.add_row("message", status.message)
+        table.add_row("message", Text(status.message))
     return table
 
 
@@ -74,10 +80,10 @@ def follow_experiment(exp: Experiment, *, console: Any, quiet: bool = False, sto
     started = time.monotonic()
     status = exp.status()
     columns = (
-        TextColumn("[bold]{task.description}"),
+        TextColumn("{task.description}", style="bold", markup=False),
         BarColumn(),
         TextColumn("{task.completed:,.0f}/{task.total:,.0f} " + unit + "s"),
-        TextColumn("{task.fields[info]}"),
+        TextColumn("{task.fields[info]}", markup=False),
         TimeElapsedColumn(),
     )
     try:
@@ -94,9 +100,9 @@ def follow_experiment(exp: Experiment, *, console: Any, quiet: bool = False, sto
                 bar.update(task, completed=min(int(prog.get(unit) or 0), total or 0), info=info)
     except KeyboardInterrupt:
         if not stop_on_interrupt:
-            console.print(f"stopped following {exp.name}; it keeps running")
+            console.print(f"stopped following {exp.name}; it keeps running", markup=False)
             return 130
-        console.print(f"stopping {exp.name} after a checkpoint ...")
+        console.print(f"stopping {exp.name} after a checkpoint ...", markup=False)
         exp.stop()
         status = exp.status()
         console.print(summary_table(exp, status, time.monotonic() - started))
@@ -105,7 +111,7 @@ def follow_experiment(exp: Experiment, *, console: Any, quiet: bool = False, sto
     if status.state == "succeeded":
         plot = _save_plot(exp)
         if plot:
-            console.print(f"returns plot: {plot}")
+            console.print(f"returns plot: {plot}", markup=False)
         return 0
     tail = [line for line in exp.logs(follow=False)][-15:]
     if tail:

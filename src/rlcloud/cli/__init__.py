@@ -1,0 +1,121 @@
+"""The ``rlcloud`` console script: a thin layer over the public API.
+
+argparse (standard library) rather than a CLI framework: ``rlcloud --help`` must stay within 3x the start
+time of a bare Python, so nothing heavy is imported before a command runs. Each command module declares
+its commands next to their handlers (``@command(path, help, example, args)``) and imports what a handler
+needs inside it; :data:`COMMANDS` below is the one table the parser is built from. Bad input exits with
+code 2 and a message naming the field, never a traceback.
+
+Command modules (declarations and handlers; imported for every run, so kept light):
+    setup.py       init, completion          spec.py      spec validate|show
+    experiment.py  experiment ..., the run|status|logs|attach shortcuts, tensorboard
+    cluster.py     cluster create|list|delete|reap
+What handlers import when they run (never for --help):
+    _common.py     console, --set, output    progress.py  the live bar and tables of a run
+    project.py     init's and experiment new's file work    gke.py  the cluster commands' GKE work
+Machinery: _parser.py (Command, Arg, @command, the table -> argparse).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from rlcloud.cli import cluster, experiment, setup, spec
+from rlcloud.cli._parser import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Command, build, group
+
+TYPE_CHECKING = False  # not typing's: importing typing costs a sixth of `rlcloud --help`
+if TYPE_CHECKING:
+    import argparse
+    import logging
+
+__all__ = ["COMMANDS", "build_parser", "main"]
+
+ROOT = group(
+    "",
+    "Run Tensorforce reinforcement-learning experiments in parallel, here or on GKE with GPUs.",
+    "examples:\n  rlcloud experiment run examples/cartpole_ppo.yaml\n"
+    "  rlcloud spec validate examples/*.yaml\n  rlcloud cluster create -f configs/clusters/t4.yaml",
+)
+
+#: Every command, in the order `rlcloud --help` lists them; a group comes before its commands.
+COMMANDS: tuple[Command, ...] = (
+    setup.init,
+    spec.SPEC,
+    spec.validate,
+    spec.show,
+    experiment.EXPERIMENT,
+    experiment.run,
+    experiment.start,
+    experiment.new,
+    experiment.status,
+    experiment.logs,
+    experiment.pause,
+    experiment.resume,
+    experiment.stop,
+    experiment.attach,
+    experiment.download,
+    experiment.list_,
+    *experiment.SHORTCUTS,
+    experiment.tensorboard,
+    cluster.CLUSTER,
+    cluster.create,
+    cluster.list_,
+    cluster.delete,
+    cluster.reap,
+    setup.completion,
+)
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The command tree; with ``argv`` only the branch of the command it names (no command module is
+    imported either way). Without ``argv`` the whole tree (for completion scripts and tests)."""
+    return build(COMMANDS, ROOT, argv)
+
+
+def _setup_logging(verbosity: int) -> None:
+    import logging
+
+    level = logging.WARNING if verbosity == 0 else logging.INFO if verbosity == 1 else logging.DEBUG
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_cli_wording_filter)
+    if verbosity >= 2:
+        from rlcloud.logsafety import install_redaction
+
+        install_redaction()
+
+
+def _cli_wording_filter(record: logging.LogRecord) -> bool:
+    """Library warnings in CLI terms (a logging filter)."""
+    from rlcloud.cli._common import cli_wording
+
+    if isinstance(record.msg, str):
+        record.msg = cli_wording(record.msg)
+    return True
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code (0 ok, 1 failure, 2 bad input, 130 interrupted)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv)
+    args = parser.parse_args(argv)
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help()
+        return EXIT_USAGE
+    _setup_logging(args.verbose)
+    from rlcloud.errors import RLCloudError, SpecError
+
+    try:
+        return int(handler(args))
+    except RLCloudError as exc:
+        from rlcloud.cli._common import cli_wording
+
+        print(f"error: {cli_wording(str(exc))}", file=sys.stderr)
+        return EXIT_USAGE if isinstance(exc, SpecError) else EXIT_FAILURE
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return EXIT_OK

@@ -1,0 +1,125 @@
+"""What the command handlers share at run time: the console, --set parsing, flag blame, data output.
+
+Loaded when a handler runs, never for `rlcloud --help`.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from typing import Any
+
+
+def console(stderr: bool = False) -> Any:
+    """A rich console for the CLI's own words; data goes through :func:`text` or ``markup=False``."""
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False)
+
+
+def text(value: object) -> str:
+    """``value`` as rich markup that shows it verbatim: ``rlcloud[runner]`` and ``image:[tag]`` survive."""
+    from rich.markup import escape
+
+    return escape(str(value))
+
+
+def parse_sets(items: Sequence[str] | None) -> dict[str, Any]:
+    """--set KEY=VALUE pairs; VALUE is read as YAML (numbers, booleans, lists) so types come out right."""
+    from rlcloud.errors import SpecError, SpecProblem
+
+    out: dict[str, Any] = {}
+    for item in items or ():
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise SpecError([SpecProblem("--set", "expected KEY=VALUE, e.g. --set num_workers=8", item)])
+        from rlcloud.specs.loading import parse_data_text
+
+        try:
+            # the spec files' own YAML reading, so "1e-3" is a float here as it is in a file
+            out[key.strip()] = parse_data_text(raw, field=f"--set {key.strip()}") if raw.strip() else None
+        except SpecError:
+            out[key.strip()] = raw
+    return out
+
+
+@contextmanager
+def blame_flags(flags: Mapping[str, str]) -> Iterator[None]:
+    """Report a spec problem caused by a flag under the flag's name, not the spec file's.
+
+    ``flags`` maps a spec field (dotted, as --set takes it) to the flag that set it: ``{"num_worker":
+    "--set num_worker", "num_nodes": "--num-nodes"}``. `--set num_worker=8` then fails with
+    "--set num_worker: unknown field ..." instead of "exp.yaml: num_worker: unknown field ...".
+    """
+    from rlcloud.errors import SpecError, SpecProblem
+
+    try:
+        yield
+    except SpecError as exc:
+        problems, blamed = [], False
+        for problem in exc.problems:
+            flag = _flag_of(problem.field, flags)
+            if flag is None:
+                problems.append(problem)
+                continue
+            blamed = True
+            rest = problem.field[len(flag[0]) :]  # a deeper field under the one the flag set: ".type"
+            problems.append(SpecProblem(flag[1] + rest, problem.message, problem.value))
+        if not blamed:
+            raise
+        from_file = [p for p in problems if p.source]
+        raise SpecError(problems, source=exc.source if from_file else None) from None
+
+
+def _flag_of(field: str, flags: Mapping[str, str]) -> tuple[str, str] | None:
+    for key, flag in flags.items():
+        if field == key or field.startswith(key + "."):
+            return key, flag
+    return None
+
+
+def set_flags(sets: Mapping[str, object]) -> dict[str, str]:
+    """The flag each --set key came from, for :func:`blame_flags`."""
+    return {key: f"--set {key}" for key in sets}
+
+
+#: Library messages speak Python (keyword arguments); on the terminal they should speak the CLI's flags.
+#: (library phrase, CLI phrase): the library's wording is kept for API users and translated here.
+_CLI_WORDING = (
+    ("pass kubeconfig=PATH", "pass --kubeconfig PATH"),
+    ("project=..., set it in the cluster spec", "--project PROJECT, set it in the cluster spec"),
+    ("pass credentials=", "run `rlcloud init --credentials KEY.json`"),
+    ("(or create(fallback_zones=[...]))", "(or --set 'fallback_zones=[ZONE, ...]')"),
+    ("stop() the experiment first", "stop the experiment first (rlcloud experiment stop NAME)"),
+    ("resume() starts from", "resume starts from"),
+)
+
+
+def cli_wording(message: str) -> str:
+    """``message`` with the library's Python wording (``pass kubeconfig=PATH``) in CLI terms (``--kubeconfig
+    PATH``)."""
+    for library, cli in _CLI_WORDING:
+        message = message.replace(library, cli)
+    return message
+
+
+def output_format(args: argparse.Namespace, default: str = "table") -> str:
+    """The -o/--output given (before or after the command words), else ``default``."""
+    return getattr(args, "output", None) or default
+
+
+def print_data(data: object, fmt: str) -> None:
+    """JSON or YAML of plain data on stdout (for -o json|yaml)."""
+    if fmt == "yaml":
+        import yaml
+
+        sys.stdout.write(yaml.safe_dump(data, sort_keys=False, default_flow_style=False))
+        return
+    import json
+
+    print(json.dumps(data, indent=2, default=str))

@@ -1,0 +1,200 @@
+"""The machinery of the command table: a command declares its path, handler, help, example and arguments
+in one place (:func:`command`), shortcuts reuse a command's declaration (:meth:`Command.alias`), and
+:func:`build` turns the table into an argparse tree.
+
+Only what ``rlcloud --help`` needs lives here: argparse and plain classes (no dataclasses, no typing, no
+pydantic), so start-up stays near a bare Python's.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Iterable, Sequence
+
+TYPE_CHECKING = False  # not typing's: importing typing costs a sixth of `rlcloud --help`
+if TYPE_CHECKING:
+    from typing import Any
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+class Arg:
+    """One ``add_argument`` call, declared once and added to every command that takes it."""
+
+    __slots__ = ("flags", "options")
+
+    def __init__(self, *flags: str, **options: Any) -> None:
+        self.flags = flags
+        self.options = options
+
+    def add_to(self, parser: Any, **changes: Any) -> None:
+        parser.add_argument(*self.flags, **{**self.options, **changes})
+
+
+class OneOf:
+    """Arguments of which at most one may be given (exactly one when ``required``)."""
+
+    __slots__ = ("args", "required")
+
+    def __init__(self, *args: Arg, required: bool = False) -> None:
+        self.args = args
+        self.required = required
+
+    def add_to(self, parser: argparse.ArgumentParser) -> None:
+        group = parser.add_mutually_exclusive_group(required=self.required)
+        for arg in self.args:
+            arg.add_to(group)
+
+
+class Command:
+    """A command: its words (``("experiment", "run")``), handler, one-line help, example and arguments.
+
+    A group (``rlcloud experiment``) is a Command without a handler: it prints its own help."""
+
+    __slots__ = ("args", "example", "handler", "help", "path")
+
+    def __init__(
+        self,
+        path: str,
+        handler: Handler | None,
+        help: str,
+        example: str,
+        args: Iterable[Arg | OneOf] = (),
+    ) -> None:
+        self.path = tuple(path.split())
+        self.handler = handler
+        self.help = help
+        self.example = example
+        self.args = tuple(args)
+
+    def __call__(self, args: argparse.Namespace) -> int:
+        assert self.handler is not None
+        return self.handler(args)
+
+    def __repr__(self) -> str:
+        return f"Command({' '.join(self.path)!r})"
+
+    @property
+    def description(self) -> str:
+        """The text at the top of the command's --help: its handler's docstring, else its help."""
+        doc = getattr(self.handler, "__doc__", None)
+        return doc.strip() if doc else self.help
+
+    def alias(self, path: str) -> Command:
+        """The same command under other words (``rlcloud run`` for ``rlcloud experiment run``): same handler,
+        same arguments, so the flags of a shortcut cannot drift from the command's."""
+        full, short = "rlcloud " + " ".join(self.path), "rlcloud " + path
+        return Command(path, self.handler, f"Same as `{full[8:]}`.", self.example.replace(full, short), self.args)
+
+
+def command(path: str, help: str, example: str, args: Iterable[Arg | OneOf] = ()) -> Callable[[Handler], Command]:
+    """Declare the function below as the handler of ``rlcloud PATH``; the name then holds the Command."""
+
+    def declare(handler: Handler) -> Command:
+        return Command(path, handler, help, example, args)
+
+    return declare
+
+
+def group(path: str, help: str, example: str) -> Command:
+    """A command that only holds others (``rlcloud spec``); run alone it prints its help."""
+    return Command(path, None, help, example)
+
+
+# ------------------------------------------------------------------ arguments more than one command takes
+
+#: --set KEY=VALUE: declared once for every command that takes it (spec show, experiment run/start, cluster create)
+SET = Arg(
+    "--set",
+    action="append",
+    metavar="KEY=VALUE",
+    help="override a setting of the file (repeatable; VALUE is YAML; KEY may be dotted: agent.batch_size=32)",
+)
+
+#: Accepted before or after the command words (`rlcloud -o json experiment list`, `rlcloud experiment list
+#: -o json`), as kubectl and gcloud do. A command that prints data reads -o; one that shows a bar reads -q.
+GLOBAL_ARGS = (
+    Arg("-v", "--verbose", action="count", default=0, help="more logging (-vv: debug)"),
+    Arg("-q", "--quiet", action="store_true", default=False, help="no progress bars"),
+    Arg(
+        "-o",
+        "--output",
+        choices=("table", "json", "yaml"),
+        default=None,
+        help="output format of commands that print data (default: table; yaml for `spec show`)",
+    ),
+)
+_GLOBAL_VALUE_FLAGS = ("-o", "--output")  # global options followed by a value, not by a command word
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with examples kept verbatim in the help."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
+def _command_words(argv: Sequence[str]) -> list[str]:
+    """The words of ``argv`` that are neither options nor a global option's value (the command path first)."""
+    words: list[str] = []
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word in _GLOBAL_VALUE_FLAGS:
+            skip = True
+        elif word == "--":
+            break
+        elif not word.startswith("-"):
+            words.append(word)
+    return words
+
+
+def _print_help(parser: argparse.ArgumentParser) -> Handler:
+    def handler(args: argparse.Namespace) -> int:
+        parser.print_help()
+        return EXIT_USAGE
+
+    return handler
+
+
+def build(table: Sequence[Command], root: Command, argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The argparse tree of ``table`` (every command listed, parents before children).
+
+    With ``argv``, only the commands on its path get their arguments and subcommands: the others are listed
+    in the help but never needed in this run, so `rlcloud --help` stays cheap. Without it, the whole tree
+    (for completion scripts and tests).
+    """
+    from rlcloud import __version__
+
+    parser = _Parser(prog="rlcloud", description=root.help, epilog=root.example)
+    parser.add_argument("--version", action="version", version=f"rlcloud {__version__}")
+    for flag in GLOBAL_ARGS:
+        flag.add_to(parser)
+    words = None if argv is None else _command_words(argv)
+    parsers: dict[tuple[str, ...], argparse.ArgumentParser] = {(): parser}
+    subparsers: dict[tuple[str, ...], Any] = {}
+    for cmd in table:
+        parent = cmd.path[:-1]
+        if parent not in parsers:  # a parent that is not on argv's path: listed, not built
+            continue
+        if parent not in subparsers:
+            title = f"{' '.join(parent)} commands".strip()
+            subparsers[parent] = parsers[parent].add_subparsers(title=title, metavar="COMMAND")
+        sub = subparsers[parent].add_parser(
+            cmd.path[-1], help=cmd.help, description=cmd.description, epilog=f"example:\n  {cmd.example}"
+        )
+        if words is not None and list(cmd.path) != words[: len(cmd.path)]:
+            continue  # listed in its parent's help; its own arguments are not needed in this run
+        parsers[cmd.path] = sub
+        sub.set_defaults(handler=cmd if cmd.handler is not None else _print_help(sub))
+        for arg in cmd.args:
+            arg.add_to(sub)
+        global_options = sub.add_argument_group("global options")
+        for flag in GLOBAL_ARGS:
+            # SUPPRESS: a global flag not repeated after the command keeps the value given before it
+            flag.add_to(global_options, default=argparse.SUPPRESS)
+    return parser

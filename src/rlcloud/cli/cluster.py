@@ -1,0 +1,95 @@
+"""`rlcloud cluster create|list|delete|reap`: GKE clusters from the terminal.
+
+Declarations only: the work is in :mod:`rlcloud.cli.gke`, imported when one of these commands runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from rlcloud.cli._parser import SET, Arg, OneOf, command, group
+
+CLUSTER = group("cluster", "Create, list and delete GKE clusters.", "rlcloud cluster list")
+PROJECT = Arg("--project", metavar="PROJECT", help="Google Cloud project (default: rlcloud.yaml, then ADC)")
+YES = Arg("-y", "--yes", action="store_true", help="do not ask first")
+
+
+@command(
+    "cluster create",
+    "Create a GKE cluster.",
+    "rlcloud cluster create -f configs/clusters/t4.yaml -n my-t4 --yes",
+    args=[
+        Arg("-f", "--file", metavar="FILE", required=True, help="cluster spec file"),
+        Arg("-n", "--name", metavar="NAME", help="cluster name (overrides the file)"),
+        Arg("--num-nodes", metavar="N", type=int, help="number of experiment nodes (overrides the file)"),
+        Arg("--gpus-per-node", metavar="N", type=int, help="GPUs per node (overrides the file)"),
+        Arg("--gpu-type", metavar="TYPE", help="GPU type, e.g. nvidia-tesla-t4 (overrides the file)"),
+        Arg("--machine-type", metavar="TYPE", help="machine type, e.g. n1-standard-8 (overrides the file)"),
+        Arg("--location", metavar="LOCATION", help="zone or region (overrides the file)"),
+        Arg("--spot", action="store_true", default=None, help="use Spot VMs (overrides the file)"),
+        SET,
+        PROJECT,
+        Arg("-y", "--yes", action="store_true", help="do not ask before creating (the cost estimate is shown)"),
+        Arg("--no-wait", action="store_true", help="return once the request is accepted"),
+    ],
+)
+def create(args: argparse.Namespace) -> int:
+    """Create a GKE cluster from a file (flags override its settings): pre-flight checks, the cost estimate,
+    a confirmation, then the creation with a progress bar."""
+    from rlcloud.cli._common import parse_sets
+    from rlcloud.cli.gke import cluster_create
+
+    return cluster_create(args, parse_sets(args.set))
+
+
+@command(
+    "cluster list",
+    "List GKE clusters.",
+    "rlcloud cluster list -o json",
+    args=[
+        PROJECT,
+        Arg("--all", action="store_true", help="also clusters not made by rlcloud"),
+    ],
+)
+def list_(args: argparse.Namespace) -> int:
+    """List the GKE clusters of the project: name, location, machine type, nodes, GPUs per node, status, age,
+    expiry."""
+    from rlcloud.cli.gke import cluster_list
+
+    return cluster_list(args)
+
+
+@command(
+    "cluster delete",
+    "Delete GKE clusters.",
+    "rlcloud cluster delete -c my-t4",
+    args=[
+        OneOf(
+            Arg("-c", "--cluster", metavar="NAME", help="cluster name"),
+            Arg("--all", action="store_true", help="every rlcloud-managed cluster of the project"),
+            required=True,
+        ),
+        PROJECT,
+        Arg("--location", metavar="LOCATION", help="the cluster's zone or region (default: found by name)"),
+        YES,
+        Arg("--no-wait", action="store_true", help="return once the requests are accepted"),
+    ],
+)
+def delete(args: argparse.Namespace) -> int:
+    """Delete a GKE cluster (or --all rlcloud clusters) after listing them and asking. Idempotent."""
+    from rlcloud.cli.gke import cluster_delete
+
+    return cluster_delete(args)
+
+
+@command(
+    "cluster reap",
+    "Delete rlcloud clusters past their expiry.",
+    "rlcloud cluster reap --yes",
+    args=[PROJECT, YES, Arg("--dry-run", action="store_true", help="only list what would be deleted")],
+)
+def reap(args: argparse.Namespace) -> int:
+    """Delete the rlcloud clusters past their expiry label (after listing them and asking)."""
+    from rlcloud.cli.gke import cluster_reap
+
+    return cluster_reap(args)

@@ -1,0 +1,353 @@
+"""`rlcloud experiment ...` and `rlcloud tensorboard`: run, follow and manage experiments."""
+
+from __future__ import annotations
+
+import argparse
+
+from rlcloud.cli._parser import EXIT_OK, SET, Arg, command, group
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+EXPERIMENT = group("experiment", "Run and manage experiments.", "rlcloud experiment run FILE")
+
+#: Where an experiment runs and keeps its results: every experiment command takes these.
+TARGET = (
+    Arg("--kubeconfig", metavar="PATH", help="kubeconfig file of the Kubernetes cluster to use"),
+    Arg("--context", metavar="NAME", help="kubeconfig context to use"),
+    Arg("--namespace", metavar="NAME", default="rlcloud", help="Kubernetes namespace (default: rlcloud)"),
+    Arg("-c", "--cluster", metavar="NAME|FILE", help="GKE cluster: a name or a cluster spec file"),
+    Arg("--project", metavar="PROJECT", help="Google Cloud project (default: rlcloud.yaml, then ADC)"),
+    Arg(
+        "--results",
+        metavar="LOCATION",
+        help="results root: gs://bucket/prefix or a directory (default ./rlcloud-results)",
+    ),
+)
+FILE = Arg("file", metavar="FILE", help="experiment spec (YAML/JSON)")
+NAME = Arg("name", metavar="NAME", help="experiment name")
+
+
+def _cluster_from_args(args: argparse.Namespace) -> Any:
+    """The Cluster the flags name: --kubeconfig/--context for Kubernetes, -c/--cluster for GKE, else None."""
+    from pathlib import Path
+
+    from rlcloud.cluster import Cluster
+
+    if getattr(args, "kubeconfig", None) or getattr(args, "context", None):
+        return Cluster.kubernetes(kubeconfig=args.kubeconfig, context=args.context, namespace=args.namespace)
+    cluster_ref = getattr(args, "cluster", None)
+    if cluster_ref:
+        if Path(cluster_ref).suffix in (".yaml", ".yml", ".json") or Path(cluster_ref).is_file():
+            return Cluster.gke(cluster_ref, project=getattr(args, "project", None))
+        return Cluster.get(cluster_ref, project=getattr(args, "project", None))
+    return None
+
+
+def _experiment(args: argparse.Namespace) -> Any:
+    """The experiment NAME on the target the flags name."""
+    from rlcloud.experiment import Experiment
+
+    return Experiment.attach(args.name, cluster=_cluster_from_args(args), results=getattr(args, "results", None))
+
+
+def _new_experiment(args: argparse.Namespace) -> Any:
+    """An Experiment from FILE with the --set overrides, on the target the flags name (not started)."""
+    from rlcloud.cli._common import blame_flags, parse_sets, set_flags
+    from rlcloud.experiment import Experiment
+
+    sets = parse_sets(args.set)
+    cluster = _cluster_from_args(args)
+    with blame_flags(set_flags(sets)):
+        return Experiment(args.file, results=args.results, cluster=cluster, **sets)
+
+
+@command(
+    "experiment run",
+    "Start an experiment and follow it to the end.",
+    "rlcloud experiment run examples/cartpole_ppo.yaml --set run_mode=multi-threaded --set num_workers=8",
+    args=[FILE, SET, *TARGET],
+)
+def run(args: argparse.Namespace) -> int:
+    """Start an experiment and follow it with a live progress bar until it ends; Ctrl-C stops it cleanly."""
+    from rlcloud.cli._common import console
+    from rlcloud.cli.progress import follow_experiment
+
+    exp = _new_experiment(args)
+    exp.start()
+    return follow_experiment(exp, console=console(stderr=True), quiet=args.quiet)
+
+
+@command(
+    "experiment start",
+    "Start an experiment in the background.",
+    "rlcloud experiment start exp.yaml -c configs/clusters/t4.yaml",
+    args=[FILE, SET, *TARGET],
+)
+def start(args: argparse.Namespace) -> int:
+    """Start an experiment in the background and return."""
+    exp = _new_experiment(args)
+    exp.start()
+    print(f"started {exp.name} ({exp.backend.kind}); results: {exp.location}")
+    print(f"follow it with: rlcloud experiment status {exp.name}   |   rlcloud experiment logs {exp.name} -f")
+    return EXIT_OK
+
+
+@command(
+    "experiment new",
+    "Write a new experiment spec from a template.",
+    "rlcloud experiment new my-exp --template cartpole-ppo",
+    args=[
+        Arg("name", help="experiment name (also the file name)"),
+        Arg(
+            "--template",
+            metavar="NAME",
+            default="cartpole-ppo",
+            help="one of the bundled experiments (default cartpole-ppo)",
+        ),
+        Arg("--dest", metavar="DIR", default="configs/experiments", help="directory to write to"),
+        Arg("--force", action="store_true", help="overwrite an existing file"),
+    ],
+)
+def new(args: argparse.Namespace) -> int:
+    """Write a new experiment spec file from a template, ready to edit and run."""
+    from rlcloud.cli.project import new_experiment_file
+
+    path = new_experiment_file(args.name, template=args.template, dest=args.dest, force=args.force)
+    print(f"wrote {path}; run it with: rlcloud experiment run {path}")
+    return EXIT_OK
+
+
+@command(
+    "experiment status",
+    "Show an experiment's state and progress.",
+    "rlcloud experiment status cartpole-ppo",
+    args=[NAME, *TARGET],
+)
+def status(args: argparse.Namespace) -> int:
+    """Show each role's state and the learner's progress."""
+    from rlcloud.cli._common import console, output_format, print_data
+
+    observed = _experiment(args).status()
+    fmt = output_format(args)
+    if fmt != "table":
+        print_data(observed.to_dict(), fmt)
+        return EXIT_OK
+    from rlcloud.cli.progress import status_table
+
+    console().print(status_table(observed))
+    return EXIT_OK
+
+
+@command(
+    "experiment logs",
+    "Print an experiment's logs.",
+    "rlcloud experiment logs cartpole-ppo --role env-server --tail 50",
+    args=[
+        NAME,
+        *TARGET,
+        Arg("-f", "--follow", action="store_true", help="keep streaming until every role ends"),
+        Arg("--tail", metavar="N", type=int, help="only the last N lines (then new ones with -f)"),
+        Arg(
+            "--role",
+            action="append",
+            metavar="ROLE",
+            help="only this role's lines: a role (agent, env-server, single, multi) or one instance of it "
+            "(env-server-3); repeatable",
+        ),
+    ],
+)
+def logs(args: argparse.Namespace) -> int:
+    """Print every role's logs as "ROLE-INDEX | line"; --role keeps some roles, --tail the last N lines,
+    -f follows them until every role has ended."""
+    keep = _role_filter(args.role)
+    if args.tail is not None and args.tail < 0:
+        from rlcloud.errors import SpecError, SpecProblem
+
+        raise SpecError([SpecProblem("--tail", "a number of lines, 0 or more", args.tail)])
+    exp = _experiment(args)
+    if args.tail is None:
+        for line in exp.logs(follow=args.follow):
+            if keep(line):
+                print(line, flush=True)
+        return EXIT_OK
+    from collections import Counter, deque
+
+    seen: Counter[str] = Counter()
+    last: deque[str] = deque(maxlen=args.tail)
+    for line in exp.logs(follow=False):
+        if keep(line):
+            seen[_label(line)] += 1
+            last.append(line)
+    for line in last:
+        print(line, flush=True)
+    if args.follow:
+        # following starts each role from its first line again: skip, per role, the lines already read
+        for line in exp.logs(follow=True):
+            if not keep(line):
+                continue
+            label = _label(line)
+            if seen[label] > 0:
+                seen[label] -= 1
+                continue
+            print(line, flush=True)
+    return EXIT_OK
+
+
+def _label(line: str) -> str:
+    """The role instance of a log line ("env-server-3" of "env-server-3 | ..."; "" for a line without one)."""
+    label, sep, _ = line.partition(" | ")
+    return label if sep else ""
+
+
+def _role_filter(roles: list[str] | None) -> Callable[[str], bool]:
+    """Whether a log line belongs to one of ``roles`` (a role name matches each of its instances)."""
+    if not roles:
+        return lambda line: True
+    import re
+
+    from rlcloud.roles import Role
+
+    names = "|".join(re.escape(r.value) for r in Role)
+    for role in roles:
+        if not re.fullmatch(rf"(?:{names})(?:-\d+)?", role):
+            from rlcloud.errors import SpecError, SpecProblem
+
+            valid = ", ".join(r.value for r in Role)
+            raise SpecError([SpecProblem("--role", f"a role ({valid}), or one instance of it: env-server-3", role)])
+    wanted = set(roles)
+
+    def keep(line: str) -> bool:
+        label = _label(line)
+        role, _, index = label.rpartition("-")
+        return label in wanted or (index.isdigit() and role in wanted)
+
+    return keep
+
+
+@command(
+    "experiment pause", "Checkpoint and pause an experiment.", "rlcloud experiment pause cartpole-ppo", [NAME, *TARGET]
+)
+def pause(args: argparse.Namespace) -> int:
+    """Checkpoint, then stop computing; resume continues from the checkpoint."""
+    _experiment(args).pause()
+    print(f"paused {args.name}; resume with: rlcloud experiment resume {args.name}")
+    return EXIT_OK
+
+
+@command("experiment resume", "Resume a paused experiment.", "rlcloud experiment resume cartpole-ppo", [NAME, *TARGET])
+def resume(args: argparse.Namespace) -> int:
+    """Continue a paused experiment from its latest checkpoint."""
+    _experiment(args).resume()
+    print(f"resumed {args.name}")
+    return EXIT_OK
+
+
+@command(
+    "experiment stop",
+    "Stop an experiment (downloads results first).",
+    "rlcloud experiment stop cartpole-ppo",
+    args=[
+        NAME,
+        *TARGET,
+        Arg("--no-download", action="store_true", help="do not download the results first"),
+        Arg("--dest", metavar="DIR", help="download directory (default ./rlcloud-results/NAME)"),
+    ],
+)
+def stop(args: argparse.Namespace) -> int:
+    """Stop an experiment (download its results first unless --no-download). Idempotent."""
+    _experiment(args).stop(download=not args.no_download, dest=args.dest)
+    print(f"stopped {args.name}")
+    return EXIT_OK
+
+
+@command("experiment list", "List experiments.", "rlcloud experiment list -o json", args=TARGET)
+def list_(args: argparse.Namespace) -> int:
+    """List the experiments here (or on the cluster the flags name)."""
+    from rlcloud.cli._common import output_format, print_data
+    from rlcloud.experiment import Experiment
+
+    names = Experiment.list(cluster=_cluster_from_args(args), results=args.results)
+    fmt = output_format(args)
+    if fmt != "table":
+        print_data(names, fmt)
+    else:
+        for name in names:
+            print(name)
+    return EXIT_OK
+
+
+@command(
+    "experiment attach",
+    "Follow an experiment started elsewhere.",
+    "rlcloud experiment attach cartpole-ppo",
+    args=[NAME, *TARGET],
+)
+def attach(args: argparse.Namespace) -> int:
+    """Reconnect to an experiment (from another machine too) and follow it like `run` does."""
+    from rlcloud.cli._common import console
+    from rlcloud.cli.progress import follow_experiment
+
+    exp = _experiment(args)
+    return follow_experiment(exp, console=console(stderr=True), quiet=args.quiet, stop_on_interrupt=False)
+
+
+@command(
+    "experiment download",
+    "Download an experiment's results.",
+    "rlcloud experiment download cartpole-ppo",
+    args=[NAME, *TARGET, Arg("--dest", metavar="DIR", help="directory (default ./rlcloud-results/NAME)")],
+)
+def download(args: argparse.Namespace) -> int:
+    """Download an experiment's results (incremental, checksums verified)."""
+    dest = _experiment(args).download(args.dest)
+    print(f"results of {args.name} in {dest}")
+    return EXIT_OK
+
+
+@command(
+    "tensorboard",
+    "Sync an experiment's TensorBoard events and start TensorBoard.",
+    "rlcloud tensorboard cartpole-ppo",
+    args=[
+        NAME,
+        Arg(
+            "--dest",
+            metavar="DIR",
+            help="download directory; the logdir is its summaries/ (default ./rlcloud-results/NAME)",
+        ),
+        Arg("--port", type=int, default=6006, help="TensorBoard's port (default 6006)"),
+        Arg("--print-only", action="store_true", help="only sync and print the logdir"),
+        *TARGET,
+    ],
+)
+def tensorboard(args: argparse.Namespace) -> int:
+    """Sync the TensorBoard event files locally and start TensorBoard on them."""
+    from pathlib import Path
+
+    from rlcloud.storage.client import sync_tensorboard
+
+    exp = _experiment(args)
+
+    if args.dest is None and not exp.location.startswith("gs://"):
+        # a local experiment's event files are already on this disk: copying them into its own
+        # directory would nest a second copy (summaries/summaries) that TensorBoard shows twice
+        logdir = Path(exp.location) / "summaries"
+    else:
+        logdir = sync_tensorboard(exp._store(), Path(args.dest or Path("rlcloud-results") / exp.name))
+    import shutil
+    import subprocess
+
+    exe = shutil.which("tensorboard")
+    if exe is None or args.print_only:
+        print(f"TensorBoard logdir: {logdir}")
+        if exe is None:
+            print("(tensorboard is not installed here: pip install tensorboard, then: tensorboard --logdir DIR)")
+        return EXIT_OK
+    return subprocess.call([exe, "--logdir", str(logdir), "--port", str(args.port)])
+
+
+#: `rlcloud run|status|logs|attach`: the everyday verbs without `experiment`, same arguments
+SHORTCUTS = tuple(cmd.alias(cmd.path[-1]) for cmd in (run, status, logs, attach))
