@@ -128,7 +128,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("rlcloud.storage", "rlcloud.record", "rlcloud.plotting"),
     ("rlcloud.gke", "rlcloud.k8s", "rlcloud.runner", "rlcloud.local"),
     ("rlcloud.cluster", "rlcloud.experiment", "rlcloud.sweep", "rlcloud.compare"),
-    ("rlcloud.cli", "rlcloud.progress", "rlcloud.project", "rlcloud.__main__"),
+    ("rlcloud.cli", "rlcloud.__main__"),
 ]
 
 

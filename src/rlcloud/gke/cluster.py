@@ -845,8 +845,7 @@ class GkeProject:
 
                 raise AuthError(
                     "no Google Cloud project given and none found in Application Default Credentials: pass "
-                    "--project (project=... in Python), set it in the cluster spec, or run "
-                    "`gcloud config set project PROJECT`"
+                    "project=..., set it in the cluster spec, or run `gcloud config set project PROJECT`"
                 )
         assert self._project is not None
         return self._project
