@@ -9,6 +9,7 @@ code 2 and a message naming the field, never a traceback.
 Command modules (declarations and handlers; imported for every run, so kept light):
     setup.py       init, completion          spec.py      spec validate|show
     experiment.py  experiment ..., the run|status|logs|attach shortcuts, tensorboard
+    sweep.py       sweep validate|run|start|status|results|stop|list
     cluster.py     cluster create|list|delete|reap
 What handlers import when they run (never for --help):
     _common.py     console, --set, output    progress.py  the live bar and tables of a run
@@ -21,7 +22,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from rlcloud.cli import cluster, experiment, setup, spec
+from rlcloud.cli import cluster, experiment, setup, spec, sweep
 from rlcloud.cli._parser import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Command, build, group
 
 TYPE_CHECKING = False  # not typing's: importing typing costs a sixth of `rlcloud --help`
@@ -58,6 +59,14 @@ COMMANDS: tuple[Command, ...] = (
     experiment.list_,
     *experiment.SHORTCUTS,
     experiment.tensorboard,
+    sweep.SWEEP,
+    sweep.validate,
+    sweep.run,
+    sweep.start,
+    sweep.status,
+    sweep.results,
+    sweep.stop,
+    sweep.list_,
     cluster.CLUSTER,
     cluster.create,
     cluster.list_,

@@ -121,7 +121,7 @@ GLOBAL_ARGS = (
     Arg(
         "-o",
         "--output",
-        choices=("table", "json", "yaml"),
+        choices=("table", "json", "yaml", "csv"),
         default=None,
         help="output format of commands that print data (default: table; yaml for `spec show`)",
     ),

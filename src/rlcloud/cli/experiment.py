@@ -90,7 +90,10 @@ def start(args: argparse.Namespace) -> int:
     """Start an experiment in the background and return."""
     exp = _new_experiment(args)
     exp.start()
-    print(f"started {exp.name} ({exp.backend.kind}); results: {exp.location}")
+    if exp.already_running:
+        print(f"{exp.name} is already running ({exp.backend.kind}); nothing was started. results: {exp.location}")
+    else:
+        print(f"started {exp.name} ({exp.backend.kind}); results: {exp.location}")
     print(f"follow it with: rlcloud experiment status {exp.name}   |   rlcloud experiment logs {exp.name} -f")
     return EXIT_OK
 

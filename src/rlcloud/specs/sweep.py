@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from rlcloud.errors import SpecError, SpecProblem
@@ -193,21 +193,31 @@ class SweepSpec(StrictModel):
                 )
         return value
 
-    @model_validator(mode="after")
-    def _search(self) -> SweepSpec:
-        random_keys = [k for k, v in self.parameters.items() if isinstance(v, Distribution)]
-        if random_keys and self.samples is None:
+    @field_validator("samples", mode="after")
+    @classmethod
+    def _samples(cls, value: int | None, info: ValidationInfo) -> int | None:
+        parameters = info.data.get("parameters") or {}
+        random_keys = [k for k, v in parameters.items() if isinstance(v, Distribution)]
+        if random_keys and value is None:
             raise PydanticCustomError(
                 "samples", "random search ({keys}) needs samples: N", {"keys": ", ".join(random_keys)}
             )
-        if self.samples is not None and not random_keys:
+        if value is not None and parameters is not None and not random_keys and "parameters" in info.data:
             raise PydanticCustomError("samples", "samples is for random search: give a distribution in parameters")
-        count = self.configurations * len(self.seed_list)
+        return value
+
+    @field_validator("seeds", mode="after")
+    @classmethod
+    def _size(cls, value: int | list[int], info: ValidationInfo) -> int | list[int]:
+        parameters = info.data.get("parameters") or {}
+        samples = info.data.get("samples")
+        configs = samples or math.prod(len(v) for v in parameters.values() if isinstance(v, list))
+        count = configs * (value if isinstance(value, int) else len(value))
         if count > MAX_TRIALS:
             raise PydanticCustomError(
                 "trials", "{n} trials is more than {max}: split the sweep", {"n": count, "max": MAX_TRIALS}
             )
-        return self
+        return value
 
     # ------------------------------------------------------------------------------------------ expansion
 

@@ -1,0 +1,284 @@
+"""`rlcloud sweep ...`: many runs of one experiment (seeds, a grid, a random search), compared at the end."""
+
+from __future__ import annotations
+
+import argparse
+
+from rlcloud.cli._parser import EXIT_FAILURE, EXIT_OK, SET, Arg, command, group
+from rlcloud.cli.experiment import TARGET, _cluster_from_args
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+SWEEP = group("sweep", "Run many trials of an experiment: seeds, grids, random search.", "rlcloud sweep run FILE")
+
+FILE = Arg(
+    "file",
+    metavar="FILE",
+    help="a sweep spec (kind: Sweep), or an experiment spec to sweep with --seeds/--grid",
+)
+NAME = Arg("name", metavar="NAME", help="sweep name")
+BUILD = (
+    Arg("--seeds", metavar="N", type=int, help="seeds 1..N of every configuration"),
+    Arg(
+        "--grid",
+        action="append",
+        metavar="FIELD=V1,V2,...",
+        help="sweep a field over values, e.g. --grid agent.learning_rate=1e-3,3e-4 (repeatable: every combination)",
+    ),
+    Arg("--max-parallel", metavar="N", type=int, help="trials running at once (default: the CPU count)"),
+    Arg("--name", dest="sweep_name", metavar="NAME", help="sweep name (default: the experiment's + '-sweep')"),
+)
+
+
+def _parse_grid(items: list[str] | None) -> dict[str, list[Any]]:
+    import yaml
+
+    from rlcloud.errors import SpecError, SpecProblem
+
+    grid: dict[str, list[Any]] = {}
+    for item in items or []:
+        key, sep, values = item.partition("=")
+        if not sep or not key or not values:
+            raise SpecError(
+                [SpecProblem("--grid", "expected FIELD=V1,V2,... such as agent.learning_rate=1e-3,3e-4", item)]
+            )
+        grid[key.strip()] = [yaml.safe_load(v) for v in values.split(",")]
+    return grid
+
+
+def _new_sweep(args: argparse.Namespace) -> Any:
+    """A Sweep from FILE (a sweep file, or an experiment file plus --seeds/--grid), not started."""
+    from pathlib import Path
+
+    from rlcloud.cli._common import blame_flags, parse_sets, set_flags
+    from rlcloud.specs.loading import read_data_file
+    from rlcloud.specs.sweep import SweepSpec
+    from rlcloud.sweep import Sweep
+
+    sets = parse_sets(args.set)
+    raw = read_data_file(args.file)
+    overrides: dict[str, Any] = {}
+    if args.max_parallel is not None:
+        overrides["max_parallel"] = args.max_parallel
+    if args.seeds is not None:
+        overrides["seeds"] = args.seeds
+    grid = _parse_grid(args.grid)
+    flags = {**set_flags(sets), **({"seeds": "--seeds"} if args.seeds is not None else {})}
+    with blame_flags(flags):
+        if isinstance(raw, dict) and raw.get("kind") == "Sweep":
+            spec = SweepSpec.from_file(args.file, **overrides)
+            if sets:
+                spec = spec.model_copy(update={"experiment": spec.experiment.replace(**sets)})
+            if grid:
+                spec = SweepSpec.model_validate({**spec.model_dump(), "parameters": {**spec.parameters, **grid}})
+        else:
+            from rlcloud.specs import ExperimentSpec
+
+            experiment = ExperimentSpec.from_file(Path(args.file), **sets)
+            name = args.sweep_name or f"{experiment.name[:34]}-sweep"
+            spec = SweepSpec(name=name, experiment=experiment, parameters=grid, **overrides)
+    return Sweep(spec, results=getattr(args, "results", None), cluster=_cluster_from_args(args))
+
+
+def _sweep(args: argparse.Namespace) -> Any:
+    from rlcloud.sweep import Sweep
+
+    return Sweep.attach(args.name, cluster=_cluster_from_args(args), results=getattr(args, "results", None))
+
+
+@command(
+    "sweep validate",
+    "Check a sweep: every trial is validated as an experiment would be.",
+    "rlcloud sweep validate examples/cartpole_sweep.yaml",
+    args=[FILE, SET, *BUILD],
+)
+def validate(args: argparse.Namespace) -> int:
+    """Expand the sweep into its trials and validate each; exit 2 naming the trial and field otherwise."""
+    sweep = _new_sweep(args)
+    sweep.validate()
+    print(f"{sweep.name}: {sweep.spec.num_trials} trials OK ({sweep.spec.configurations} configurations)")
+    return EXIT_OK
+
+
+@command(
+    "sweep run",
+    "Start a sweep and follow it to the end, then print its results.",
+    "rlcloud sweep run examples/cartpole_ppo.yaml --seeds 5 --grid agent.learning_rate=1e-3,3e-4",
+    args=[FILE, SET, *BUILD, *TARGET],
+)
+def run(args: argparse.Namespace) -> int:
+    """Start a sweep, show one line per trial (state, timestep, return) until all end, then the results."""
+    sweep = _new_sweep(args)
+    sweep.start()
+    status = _follow(sweep, quiet=args.quiet)
+    _print_results(sweep, args)
+    return EXIT_OK if status.state == "succeeded" else EXIT_FAILURE
+
+
+@command(
+    "sweep start",
+    "Start a sweep in the background.",
+    "rlcloud sweep start examples/cartpole_sweep.yaml -c rl-t4 --results gs://my-bucket/rl",
+    args=[FILE, SET, *BUILD, *TARGET],
+)
+def start(args: argparse.Namespace) -> int:
+    """Start a sweep in the background and return."""
+    sweep = _new_sweep(args)
+    sweep.start()
+    what = "is already running" if sweep.already_running else "started"
+    print(f"{sweep.name} {what}: {sweep.spec.num_trials} trials; results: {sweep.location}")
+    print(f"follow it with: rlcloud sweep status {sweep.name}   |   rlcloud sweep results {sweep.name}")
+    return EXIT_OK
+
+
+@command("sweep status", "Show each trial's state and progress.", "rlcloud sweep status lr-sweep", args=[NAME, *TARGET])
+def status(args: argparse.Namespace) -> int:
+    """One row per trial: parameters, seed, state, timestep, mean return, steps/s."""
+    from rlcloud.cli._common import console, output_format, print_data
+
+    observed = _sweep(args).status()
+    fmt = output_format(args)
+    if fmt != "table":
+        print_data(observed.to_dict(), fmt)
+        return EXIT_OK
+    console().print(sweep_table(observed))
+    return EXIT_OK
+
+
+@command(
+    "sweep results",
+    "A sweep's results: one row per trial, and per configuration over seeds.",
+    "rlcloud sweep results lr-sweep -o csv --plot lr-sweep.png",
+    args=[NAME, *TARGET, Arg("--plot", metavar="FILE.png", help="also write the comparison plot")],
+)
+def results(args: argparse.Namespace) -> int:
+    """Print the trials' results (table, JSON or CSV) and optionally write the comparison plot."""
+    _print_results(_sweep(args), args)
+    return EXIT_OK
+
+
+@command(
+    "sweep stop",
+    "Stop a sweep: running trials checkpoint and stop.",
+    "rlcloud sweep stop lr-sweep",
+    args=[NAME, *TARGET],
+)
+def stop(args: argparse.Namespace) -> int:
+    """Stop a sweep (idempotent)."""
+    sweep = _sweep(args)
+    sweep.stop()
+    print(f"stopped {sweep.name}")
+    return EXIT_OK
+
+
+@command("sweep list", "List the sweeps.", "rlcloud sweep list --results gs://my-bucket/rl", args=[*TARGET])
+def list_(args: argparse.Namespace) -> int:
+    """Names of the sweeps on the target."""
+    from rlcloud.sweep import Sweep
+
+    for name in Sweep.list(cluster=_cluster_from_args(args), results=args.results):
+        print(name)
+    return EXIT_OK
+
+
+# ------------------------------------------------------------------------------------------------ output
+
+
+def sweep_table(status: Any) -> Any:
+    """A rich table: one row per trial (values as text, never markup)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    keys = sorted({k for t in status.trials for k in t.params})
+    table = Table(title=Text(f"{status.name}: {status.state}  {status.counts()}"))
+    for column in ("trial", *keys, "seed", "state", "timestep", "return", "steps/s"):
+        table.add_column(Text(column))
+    for trial in status.trials:
+        prog = trial.progress
+        ret = prog.get("mean_return")
+        cells = [
+            trial.name,
+            *(str(trial.params.get(k, "")) for k in keys),
+            str(trial.seed),
+            trial.state + (f" ({trial.reason})" if trial.reason and trial.state != "succeeded" else ""),
+            f"{prog['timestep']:,}" if isinstance(prog.get("timestep"), int) else "-",
+            "-" if ret is None else f"{ret:.1f}",
+            "-" if not prog.get("steps_per_second") else f"{prog['steps_per_second']:.0f}",
+        ]
+        table.add_row(*(Text(c) for c in cells))
+    return table
+
+
+def _follow(sweep: Any, *, quiet: bool) -> Any:
+    """Follow a sweep to the end: a live table on a terminal, a line per trial state change otherwise."""
+    import sys
+    import time
+
+    from rlcloud.cli._common import console
+
+    out = console(stderr=True)
+    seen: dict[str, str] = {}
+    try:
+        if out.is_terminal and not quiet:
+            from rich.live import Live
+
+            status = sweep.status()
+            with Live(sweep_table(status), console=out, refresh_per_second=1) as live:
+                while not status.finished:
+                    time.sleep(2)
+                    status = sweep.status()
+                    live.update(sweep_table(status))
+            return status
+        status = sweep.status()
+        while True:
+            for trial in status.trials:
+                if seen.get(trial.name) != trial.state and not quiet:
+                    seen[trial.name] = trial.state
+                    ret = trial.progress.get("mean_return")
+                    print(
+                        f"{trial.name}: {trial.state}, timestep {trial.progress.get('timestep', 0)}, "
+                        f"return {'-' if ret is None else f'{ret:.1f}'}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+            if status.finished:
+                return status
+            time.sleep(2)
+            status = sweep.status()
+    except KeyboardInterrupt:
+        print("interrupted: stopping the sweep (trials checkpoint first)", file=sys.stderr)
+        sweep.stop()
+        raise
+
+
+def _print_results(sweep: Any, args: argparse.Namespace) -> None:
+    from rlcloud.cli._common import console, output_format, print_data
+
+    frame = sweep.results()
+    fmt = output_format(args)
+    if fmt == "csv":
+        print(frame.to_csv(index=False), end="")
+    elif fmt in ("json", "yaml"):
+        print_data(frame.to_dict(orient="records"), fmt)
+    else:
+        from rich.table import Table
+        from rich.text import Text
+
+        table = Table(title=Text(f"{sweep.name}: results"))
+        for column in frame.columns:
+            table.add_column(Text(str(column)))
+        for row in frame.itertuples(index=False):
+            table.add_row(*(Text(_cell(v)) for v in row))
+        console().print(table)
+    plot = getattr(args, "plot", None)
+    if plot:
+        sweep.plot(plot)
+        print(f"wrote {plot}")
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return "-" if value != value else f"{value:.4g}"
+    return str(value)

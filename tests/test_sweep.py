@@ -1,0 +1,226 @@
+"""Sweeps: the spec and its trials, the median stopping rule, and real local sweeps with tiny budgets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rlcloud import Experiment, SpecError, Sweep, SweepSpec
+from rlcloud.cli import main
+from rlcloud.runner.early_stop import EarlyStopper, median_rule, value_at
+from rlcloud.storage import open_store
+
+ROOT = Path(__file__).resolve().parents[1]
+CARTPOLE_SPEC = ROOT / "examples" / "cartpole_ppo.yaml"
+
+
+def _sweep(**fields: Any) -> SweepSpec:
+    data: dict[str, Any] = {"name": "s", "experiment": str(CARTPOLE_SPEC), **fields}
+    return SweepSpec.from_dict(data)
+
+
+# ------------------------------------------------------------------------------------------ the spec
+
+
+def test_grid_times_seeds_gives_every_combination_with_stable_names() -> None:
+    sweep = _sweep(parameters={"agent.learning_rate": [1e-3, 3e-4], "agent.batch_size": [5, 10]}, seeds=2)
+    trials = sweep.trials()
+    assert len(trials) == sweep.num_trials == 8
+    assert [t.name for t in trials[:2]] == ["lr1e-3--bs5--seed1", "lr1e-3--bs5--seed2"]
+    assert {(t.params["agent.learning_rate"], t.params["agent.batch_size"], t.seed) for t in trials} == {
+        (lr, bs, seed) for lr in (1e-3, 3e-4) for bs in (5, 10) for seed in (1, 2)
+    }
+    for trial in trials:
+        assert trial.spec.name == trial.name
+        assert trial.spec.seed == trial.seed
+        assert trial.spec.agent["learning_rate"] == trial.params["agent.learning_rate"]
+    assert [t.name for t in _sweep(parameters={"agent.learning_rate": [1e-3, 3e-4], "agent.batch_size": [5, 10]},
+                                   seeds=2).trials()] == [t.name for t in trials]  # fmt: skip
+    assert sweep.trial(5).name == trials[5].name and sweep.trial(5).params == trials[5].params
+
+
+def test_random_search_is_seeded_and_in_range() -> None:
+    fields = {"parameters": {"agent.learning_rate": {"loguniform": [1e-5, 1e-2]}}, "samples": 5, "seeds": [7]}
+    first, again = _sweep(**fields).trials(), _sweep(**fields).trials()
+    assert [t.params for t in first] == [t.params for t in again]
+    assert all(1e-5 <= t.params["agent.learning_rate"] <= 1e-2 for t in first)
+    assert len({t.name for t in first}) == 5
+    other = _sweep(**fields, sampler_seed=1).trials()
+    assert [t.params for t in other] != [t.params for t in first]
+
+
+def test_trial_names_are_dns_labels_even_for_long_values() -> None:
+    sweep = _sweep(parameters={"environment.level": ["CartPole-v1", "CartPole-v0"], "agent.discount": [0.99, 0.9]})
+    for trial in sweep.trials():
+        assert len(trial.name) <= 40
+        assert trial.name[0].isalpha() and trial.name.replace("-", "").isalnum() and trial.name == trial.name.lower()
+    long = _sweep(parameters={"agent.a_very_long_parameter_name_indeed": ["x" * 50, "y" * 50]})
+    names = [t.name for t in long.trials()]
+    assert len(set(names)) == 2 and all(len(n) <= 40 for n in names)
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "says"),
+    [
+        ({"parameters": {"agent.learning_rate": []}}, "parameters", "at least one value"),
+        ({"parameters": {"agent.learning_rate": {"uniform": [1, 0]}}}, "parameters", "LOW < HIGH"),
+        ({"parameters": {"agent.learning_rate": {"loguniform": [0, 1]}}}, "parameters", "LOW > 0"),
+        ({"parameters": {"agent.learning_rate": {"normal": [0, 1]}}}, "parameters", "normal"),
+        ({"parameters": {"agent.learning_rate": 3}}, "parameters", "list of values"),
+        ({"parameters": {"seed": [1, 2]}}, "parameters", "seeds:"),
+        ({"parameters": {"bad key!": [1]}}, "parameters", "dotted field"),
+        ({"parameters": {"agent.learning_rate": {"uniform": [0, 1]}}}, "samples", "samples: N"),
+        ({"samples": 3}, "samples", "distribution"),
+        ({"seeds": 0}, "seeds", "1..10000"),
+        ({"seeds": True}, "seeds", "boolean"),
+        ({"seeds": [1, 1]}, "seeds", "distinct"),
+        ({"seeds": [-1]}, "seeds", "0.."),
+        ({"parameters": {"agent.x": list(range(101))}, "seeds": 100}, "seeds", "split the sweep"),
+        ({"name": "Bad_Name"}, "name", "DNS-1123"),
+        ({"max_parallel": 0}, "max_parallel", "greater than or equal to 1"),
+    ],
+)
+def test_bad_sweeps_name_the_field(fields: dict[str, Any], field: str, says: str) -> None:
+    with pytest.raises(SpecError) as info:
+        _sweep(**fields)
+    assert info.value.fields[0].startswith(field), info.value
+    assert says in str(info.value)
+
+
+def test_an_invalid_trial_is_named_before_anything_starts() -> None:
+    sweep = _sweep(parameters={"num_workers": [1, 0]})
+    with pytest.raises(SpecError) as info:
+        sweep.trials()
+    assert info.value.fields == ["parameters.num_workers"]
+    assert "trial nw0" in str(info.value)
+
+
+def test_distributed_trials_are_refused_on_a_cluster() -> None:
+    from rlcloud.cluster import Cluster
+
+    sweep = Sweep(
+        _sweep(experiment={"name": "d", "environment": {"type": "gym", "level": "CartPole-v1"},
+                           "agent": {"type": "ppo", "batch_size": 5}, "run_mode": "distributed", "num_workers": 2,
+                           "episodes": 10}),
+        results="gs://bucket/rl",
+        cluster=Cluster.kubernetes(api_client=object()),
+    )  # fmt: skip
+    with pytest.raises(SpecError, match="Indexed Job"):
+        sweep.validate()
+
+
+def test_sweep_file_round_trips(tmp_path: Path) -> None:
+    path = tmp_path / "sweep.yaml"
+    path.write_text(
+        f"kind: Sweep\nname: lr\nexperiment: {CARTPOLE_SPEC}\nparameters:\n  agent.learning_rate: [1e-3, 3e-4]\n"
+        "seeds: 2\nearly_stopping: {grace_timesteps: 100, min_trials: 2}\n"
+    )
+    spec = SweepSpec.from_file(path, max_parallel=3)
+    assert spec.max_parallel == 3 and spec.num_trials == 4
+    assert SweepSpec.from_yaml_text(spec.to_yaml()) == spec
+
+
+def test_cli_validates_a_sweep_built_from_an_experiment(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["sweep", "validate", str(CARTPOLE_SPEC), "--seeds", "3", "--grid", "agent.learning_rate=1e-3,3e-4"])
+    assert code == 0
+    assert "cartpole-ppo-sweep: 6 trials OK (2 configurations)" in capsys.readouterr().out
+    assert main(["sweep", "validate", str(CARTPOLE_SPEC), "--grid", "agent.learning_rate"]) == 2
+    assert "--grid" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------------- the median rule
+
+
+def test_value_at_takes_the_last_point_at_or_before() -> None:
+    curve = [[100, 10.0], [200, 20.0], [300, 30.0]]
+    assert value_at(curve, 50) is None
+    assert value_at(curve, 250) == 20.0
+    assert value_at(curve, 300) == 30.0
+
+
+def test_median_rule() -> None:
+    good = {f"g{i}": [[1000, 50.0 + i], [2000, 80.0 + i]] for i in range(3)}
+    bad = [[500, 10.0], [1500, 12.0]]
+    assert median_rule(bad, good, grace_timesteps=2000, min_trials=2) is None  # within the grace period
+    reason = median_rule(bad, good, grace_timesteps=1000, min_trials=2)
+    assert reason is not None and "below the median 51.0 of 3 other trials at timestep 1500" in reason
+    assert median_rule(bad, good, grace_timesteps=1000, min_trials=4) is None  # too few peers
+    assert median_rule([[1500, 60.0]], good, grace_timesteps=0, min_trials=1) is None  # better than the median
+    behind = {"slow": [[400, 99.0]]}  # a peer that has not reached this timestep does not count
+    assert median_rule(bad, behind, grace_timesteps=0, min_trials=1) is None
+
+
+def test_early_stopper_publishes_reads_peers_and_stops(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "sweep")
+    for i in range(3):
+        store.write_text(f"curves/peer{i}.json", json.dumps([[1000, 100.0], [5000, 200.0]]))
+    now = {"t": 500, "mean": 20.0}
+    stopped: list[str] = []
+    stopper = EarlyStopper(
+        {"trial": "me", "grace_timesteps": 1000, "min_trials": 3, "check_seconds": 0.0},
+        progress=lambda: (now["t"], now["mean"]),
+        stop=stopped.append,
+        store=store,
+    )
+    assert stopper.check() is None  # grace period
+    assert json.loads(store.read_text("curves/me.json")) == [[500.0, 20.0]]
+    now.update(t=1200, mean=25.0)
+    assert stopper.check() is not None
+    assert stopped and "median 100.0 of 3 other trials" in stopped[0]
+    reads_before = len(stopper._peers)
+    stopper.check()  # unchanged peers are not read again
+    assert len(stopper._peers) == reads_before
+
+
+# ---------------------------------------------------------------------------------- real local sweeps
+
+TINY = {"total_timesteps": 300, "saver_frequency": None, "summary_frequency": None, "evaluation": None}
+
+
+@pytest.mark.training
+def test_local_grid_sweep_runs_every_trial(tmp_path: Path) -> None:
+    spec = _sweep(
+        parameters={"agent.learning_rate": [1e-3, 3e-4], "agent.batch_size": [5, 10]},
+        seeds=2,
+        max_parallel=2,
+    )
+    spec = spec.model_copy(update={"experiment": spec.experiment.replace(**TINY)})
+    sweep = Sweep(spec, results=str(tmp_path / "results")).start()
+    status = sweep.wait(timeout=900)
+    assert status.state == "succeeded", status.to_dict()
+    assert status.counts() == {"succeeded": 8}
+    for trial in status.trials:
+        assert trial.progress["timestep"] >= 300
+        # each trial is an ordinary experiment: attach finds it, its spec says its parameters
+        exp = Experiment.attach(trial.name, results=sweep.location)
+        assert exp.spec.agent["learning_rate"] == trial.params["agent.learning_rate"]
+        assert exp.spec.seed == trial.seed
+    assert Sweep.list(results=str(tmp_path / "results")) == ["s"]
+    again = Sweep.attach("s", results=str(tmp_path / "results"))
+    assert again.spec == spec and again.status().state == "succeeded"
+
+
+@pytest.mark.training
+def test_median_rule_stops_a_configuration_that_cannot_learn(tmp_path: Path) -> None:
+    # episodes capped at 8 steps cannot return more than 8; uncapped CartPole returns ~20 from the start
+    spec = _sweep(
+        parameters={"max_timesteps_per_episode": [500, 8]},
+        seeds=2,
+        max_parallel=2,
+        early_stopping={"grace_timesteps": 1000, "min_trials": 2, "check_seconds": 1},
+    )
+    spec = spec.model_copy(update={"experiment": spec.experiment.replace(**{**TINY, "total_timesteps": 4000})})
+    sweep = Sweep(spec, results=str(tmp_path / "results")).start()
+    status = sweep.wait(timeout=900)
+    by_cap = {t.params["max_timesteps_per_episode"]: [] for t in status.trials}  # type: dict[int, list[Any]]
+    for trial in status.trials:
+        by_cap[trial.params["max_timesteps_per_episode"]].append(trial)
+    assert all(t.state == "succeeded" and t.progress["timestep"] >= 4000 for t in by_cap[500])
+    for trial in by_cap[8]:
+        assert trial.state == "stopped early", trial
+        assert "median stopping rule" in (trial.reason or "")
+        assert 1000 <= trial.progress["timestep"] < 4000
+    assert status.state == "succeeded"
