@@ -36,6 +36,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from rlcloud.errors import SpecError, WorkloadError
+from rlcloud.roles import Role, role_label
 from rlcloud.runner.remote import (
     PROTOCOL_VERSION,
     ProtocolError,
@@ -382,7 +383,7 @@ def serve_environment(
         host=env.get("RLCLOUD_BIND_HOST") or "0.0.0.0",
         port=int(raw_port),
         idle_timeout=env_seconds(env, "RLCLOUD_IDLE_TIMEOUT", DEFAULT_IDLE_TIMEOUT),
-        name=f"env-server-{index}",
+        name=role_label(Role.ENV_SERVER, index),
         seed=seed,
     )
     restore = _install_signal_handlers(server)
