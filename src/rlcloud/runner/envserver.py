@@ -2,7 +2,7 @@
 
 ``python -m rlcloud.runner --role env-server --index N ...`` ends up in :func:`run_env_server`, which
 builds the experiment's environment with the runner's adapter and serves it with :class:`EnvServer`
-(protocol: :mod:`rlcloud.runner.remote`).
+(protocol: :mod:`rlcloud.runner.protocol`).
 
 Lifecycle, so that no env server runs forever:
 
@@ -37,7 +37,7 @@ import numpy as np
 
 from rlcloud.errors import SpecError, WorkloadError
 from rlcloud.roles import Role, role_label
-from rlcloud.runner.remote import (
+from rlcloud.runner.protocol import (
     PROTOCOL_VERSION,
     ProtocolError,
     configure_socket,
