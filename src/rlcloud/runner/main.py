@@ -30,10 +30,14 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlcloud.errors import SpecError
 from rlcloud.roles import Role, role_label
+
+if TYPE_CHECKING:  # loaded when the spec is: the pydantic models are not needed before that
+    from rlcloud.runner.loop import Trainer
+    from rlcloud.specs import ExperimentSpec
 
 __all__ = [
     "EXIT_CONSTRUCTION",
@@ -92,7 +96,7 @@ class _TensorforceNoise(logging.Filter):
         return not (record.name == "root" and "bound specified" in str(record.msg))
 
 
-def _load_spec(path: str) -> Any:
+def _load_spec(path: str) -> ExperimentSpec:
     from rlcloud.specs import ExperimentSpec
 
     return ExperimentSpec.from_file(path)
@@ -150,9 +154,9 @@ def _install_signals(on_signal: Callable[[int], None]) -> Callable[[], None]:
     return restore
 
 
-def _train_role(args: argparse.Namespace, spec: Any, workdir: Path) -> int:
+def _train_role(args: argparse.Namespace, spec: ExperimentSpec, workdir: Path) -> int:
     received: list[int] = []
-    trainer_box: list[Any] = []
+    trainer_box: list[Trainer] = []
 
     def on_signal(signum: int) -> None:
         received.append(signum)
@@ -183,7 +187,9 @@ class _StopDuringStartup(BaseException):
         self.signum = signum
 
 
-def _train(args: argparse.Namespace, spec: Any, workdir: Path, received: list[int], trainer_box: list[Any]) -> int:
+def _train(
+    args: argparse.Namespace, spec: ExperimentSpec, workdir: Path, received: list[int], trainer_box: list[Trainer]
+) -> int:
     from rlcloud.runner.envs import validate_experiment
     from rlcloud.runner.loop import Trainer
 
