@@ -31,7 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kubernetes import client as k8s
 
@@ -108,6 +108,7 @@ SPEC_ERROR_EXIT_CODES = [2, 3]
 CONNECT_TIMEOUT_SECONDS = 1800
 IDLE_TIMEOUT_SECONDS = 3600
 
+_Model = TypeVar("_Model")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 CONFIG_ROLE = "config"
 
@@ -160,7 +161,7 @@ def to_dict(obj: Any) -> Any:
     global _SERIALIZER
     if _SERIALIZER is None:  # one, reused: an ApiClient builds a connection pool
         _SERIALIZER = k8s.ApiClient()
-    return _SERIALIZER.sanitize_for_serialization(obj)
+    return _SERIALIZER.sanitize_for_serialization(obj)  # type: ignore[no-untyped-call]  # untyped in the client
 
 
 def config_hash(obj: Any) -> str:
@@ -179,9 +180,10 @@ def config_hash(obj: Any) -> str:
     return digest[:20]
 
 
-def _stamp(obj: Any) -> Any:
+def _stamp(obj: _Model) -> _Model:
     """Set the config-hash annotation on a freshly built object and return it."""
-    obj.metadata.annotations = {**(obj.metadata.annotations or {}), ANNOTATION_CONFIG_HASH: config_hash(obj)}
+    model: Any = obj  # every kubernetes model with metadata; they share no base class to name
+    model.metadata.annotations = {**(model.metadata.annotations or {}), ANNOTATION_CONFIG_HASH: config_hash(obj)}
     return obj
 
 
