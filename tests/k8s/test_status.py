@@ -10,8 +10,9 @@ import yaml
 from kubernetes import client
 
 from rlcloud.errors import AuthError, NotFoundError, SpecError
-from rlcloud.k8s.backend import KubernetesBackend, why_pending
+from rlcloud.k8s.backend import KubernetesBackend
 from rlcloud.k8s.client import api_client_from_kubeconfig
+from rlcloud.k8s.status import why_pending
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.fakes.kubelet import FakeKubelet
 from tests.k8s.conftest import make_spec

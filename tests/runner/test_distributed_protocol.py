@@ -17,17 +17,8 @@ import pytest
 from rlcloud.errors import RLCloudError, WorkloadError
 from rlcloud.runner.envs import make_env
 from rlcloud.runner.envserver import EXIT_FINISHED, EXIT_TERMINATED, EnvServer
-from rlcloud.runner.remote import (
-    EnvServersUnreachableError,
-    ProtocolError,
-    RemoteVectorEnv,
-    ServerAddress,
-    decode_spec,
-    encode_spec,
-    parse_env_servers,
-    recv_message,
-    send_message,
-)
+from rlcloud.runner.protocol import ProtocolError, decode_spec, encode_spec, recv_message, send_message
+from rlcloud.runner.remote import EnvServersUnreachableError, RemoteVectorEnv, ServerAddress, parse_env_servers
 from rlcloud.runner.vector import VectorEnv
 
 CARTPOLE = {"type": "gym", "level": "CartPole-v1"}

@@ -31,12 +31,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kubernetes import client as k8s
 
 from rlcloud.config import DEFAULT_IMAGE  # one default image for the whole package (docs/images.md)
 from rlcloud.errors import SpecError, SpecProblem
+from rlcloud.results import results_location
+from rlcloud.roles import Role, learner_role
 
 if TYPE_CHECKING:
     from rlcloud.specs import ExperimentSpec, Resources
@@ -66,8 +68,6 @@ __all__ = [
     "experiment_selector",
     "job_names",
     "labels_for",
-    "learner_role",
-    "results_location",
     "to_dict",
 ]
 
@@ -108,19 +108,13 @@ SPEC_ERROR_EXIT_CODES = [2, 3]
 CONNECT_TIMEOUT_SECONDS = 1800
 IDLE_TIMEOUT_SECONDS = 3600
 
+_Model = TypeVar("_Model")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_LEARNER_ROLES = {"single": "single", "multi-threaded": "multi", "distributed": "agent"}
-ENV_SERVER_ROLE = "env-server"
 CONFIG_ROLE = "config"
 
 
 # ---------------------------------------------------------------------------------------------------
 # names and labels
-
-
-def learner_role(spec: ExperimentSpec) -> str:
-    """The runner role of the pod that holds the agent: ``single``, ``multi`` or ``agent``."""
-    return _LEARNER_ROLES[spec.run_mode]
 
 
 def config_map_name(experiment: str) -> str:
@@ -135,10 +129,10 @@ def env_server_name(experiment: str) -> str:
 
 def job_names(spec: ExperimentSpec) -> dict[str, str]:
     """Job name per role, e.g. ``{"agent": "x-agent", "env-server": "x-env"}``."""
-    role = learner_role(spec)
+    role = learner_role(spec.run_mode).value
     names = {role: f"{spec.name}-{role}"}
     if spec.run_mode == "distributed":
-        names[ENV_SERVER_ROLE] = env_server_name(spec.name)
+        names[Role.ENV_SERVER.value] = env_server_name(spec.name)
     return names
 
 
@@ -146,15 +140,6 @@ def env_server_hosts(experiment: str, num_workers: int, port: int = ENV_SERVER_P
     """``host:port`` of each env server: ``<job>-<index>.<service>`` resolves through the headless Service."""
     base = env_server_name(experiment)
     return [f"{base}-{i}.{base}:{port}" for i in range(num_workers)]
-
-
-def results_location(root: str, experiment: str) -> str:
-    """One experiment's results location under a results root (``<root>/<name>``), as the runner gets it.
-
-    The same rule as ``rlcloud.experiment.results_location``, without resolving local paths: a path
-    is the pod's (or, in tests, the fake kubelet's) business, not this machine's.
-    """
-    return root.rstrip("/") + "/" + experiment
 
 
 def labels_for(experiment: str, role: str) -> dict[str, str]:
@@ -176,7 +161,7 @@ def to_dict(obj: Any) -> Any:
     global _SERIALIZER
     if _SERIALIZER is None:  # one, reused: an ApiClient builds a connection pool
         _SERIALIZER = k8s.ApiClient()
-    return _SERIALIZER.sanitize_for_serialization(obj)
+    return _SERIALIZER.sanitize_for_serialization(obj)  # type: ignore[no-untyped-call]  # untyped in the client
 
 
 def config_hash(obj: Any) -> str:
@@ -195,9 +180,10 @@ def config_hash(obj: Any) -> str:
     return digest[:20]
 
 
-def _stamp(obj: Any) -> Any:
+def _stamp(obj: _Model) -> _Model:
     """Set the config-hash annotation on a freshly built object and return it."""
-    obj.metadata.annotations = {**(obj.metadata.annotations or {}), ANNOTATION_CONFIG_HASH: config_hash(obj)}
+    model: Any = obj  # every kubernetes model with metadata; they share no base class to name
+    model.metadata.annotations = {**(model.metadata.annotations or {}), ANNOTATION_CONFIG_HASH: config_hash(obj)}
     return obj
 
 
@@ -505,7 +491,8 @@ def build_workloads(
     version = _k8s_version(kubernetes_version)
     results = results if results is not None else spec.results
     name = spec.name
-    role = learner_role(spec)
+    # plain strings in the objects: they go into labels, argv and the config hash
+    role = learner_role(spec.run_mode).value
     cm_name = config_map_name(name)
 
     data = {CONFIG_KEY_SPEC: spec.to_yaml()}
@@ -527,7 +514,9 @@ def build_workloads(
 
     base_env = [k8s.V1EnvVar(name="PYTHONUNBUFFERED", value="1")]
     if results:
-        base_env.append(k8s.V1EnvVar(name="RLCLOUD_RESULTS", value=_escape(results_location(results, name))))
+        # not resolved: a local path is the pod's (or the fake kubelet's), not this machine's
+        location = results_location(results, name, resolve=False)
+        base_env.append(k8s.V1EnvVar(name="RLCLOUD_RESULTS", value=_escape(location)))
     learner_gpus = spec.resources.learner.gpus
     if learner_gpus is None:
         learner_gpus = 1 if gpu_type else 0
@@ -564,7 +553,7 @@ def build_workloads(
         return [config_map, learner_job]
 
     env_name = env_server_name(name)
-    env_labels = labels_for(name, ENV_SERVER_ROLE)
+    env_labels = labels_for(name, Role.ENV_SERVER.value)
     service = _stamp(
         k8s.V1Service(
             api_version="v1",
@@ -580,7 +569,7 @@ def build_workloads(
         )
     )
     env_pod = _pod_spec(
-        role=ENV_SERVER_ROLE,
+        role=Role.ENV_SERVER.value,
         index_arg="$(RLCLOUD_INDEX)",
         env=[
             *base_env,

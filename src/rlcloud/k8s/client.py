@@ -27,7 +27,10 @@ def kubeconfig_contexts(kubeconfig: str | os.PathLike[str] | None = None) -> tup
     """The context names in a kubeconfig and the current one."""
     from kubernetes import config
 
-    contexts, current = config.list_kube_config_contexts(config_file=_config_file(kubeconfig))
+    # the kubernetes client's config helpers are untyped
+    contexts, current = config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
+        config_file=_config_file(kubeconfig)
+    )
     return [c["name"] for c in contexts], (current or {}).get("name")
 
 
@@ -60,7 +63,7 @@ def api_client_from_kubeconfig(kubeconfig: str | os.PathLike[str] | None = None,
             )
     configuration = type.__call__(client.Configuration)  # a fresh one, not a copy of the global default
     try:
-        config.load_kube_config(
+        config.load_kube_config(  # type: ignore[no-untyped-call]  # untyped in the client
             config_file=path, context=context, client_configuration=configuration, persist_config=False
         )
     except ConfigException as exc:

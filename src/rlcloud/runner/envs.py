@@ -29,11 +29,14 @@ import importlib
 import logging
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from rlcloud.errors import SpecError, SpecProblem
+
+if TYPE_CHECKING:  # the client calls this module without loading the runner's other parts
+    from rlcloud.specs import ExperimentSpec
 
 __all__ = [
     "DETERMINISTIC_PROBLEM",
@@ -520,25 +523,29 @@ def _validate_network(network: Any, field: str, problems: list[SpecProblem]) -> 
     problems.append(SpecProblem(field, "must be 'auto', a list of layers, or a mapping with a type", network))
 
 
-def validate_experiment(spec: Any, *, import_user_classes: bool = False) -> None:
+def validate_experiment(spec: ExperimentSpec | Mapping[str, Any], *, import_user_classes: bool = False) -> None:
     """Check an ExperimentSpec's environment, agent and network before any process starts.
+
+    ``spec`` may also be a mapping with those fields (``environment``, ``agent``, ``network``,
+    ``deterministic``), e.g. a spec file's contents not validated as a whole yet; missing ones count
+    as unset.
 
     Raises :class:`SpecError` listing every problem (field, value, close matches). Cheap enough for the
     client: it imports gymnasium (for the id registry) but not TensorFlow or tensorforce. A user's
     environment class is only imported when ``import_user_classes`` is true (the runner does; the
     client's machine may not have the user's package).
     """
+    if isinstance(spec, Mapping):
+        environment, agent = spec.get("environment"), spec.get("agent")
+        network, deterministic = spec.get("network", "auto"), spec.get("deterministic", False)
+    else:
+        environment, agent = spec.environment, spec.agent
+        network, deterministic = spec.network, spec.deterministic
     problems: list[SpecProblem] = []
-    _validate_environment(_get(spec, "environment"), problems, import_user_classes)
-    _validate_agent(_get(spec, "agent"), problems)
-    _validate_network(_get(spec, "network", "auto"), "network", problems)
-    if _get(spec, "deterministic", False):
+    _validate_environment(environment, problems, import_user_classes)
+    _validate_agent(agent, problems)
+    _validate_network(network, "network", problems)
+    if deterministic:
         problems.append(DETERMINISTIC_PROBLEM)
     if problems:
         raise SpecError(problems)
-
-
-def _get(spec: Any, name: str, default: Any = None) -> Any:
-    if isinstance(spec, Mapping):
-        return spec.get(name, default)
-    return getattr(spec, name, default)

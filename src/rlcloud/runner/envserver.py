@@ -2,7 +2,7 @@
 
 ``python -m rlcloud.runner --role env-server --index N ...`` ends up in :func:`run_env_server`, which
 builds the experiment's environment with the runner's adapter and serves it with :class:`EnvServer`
-(protocol: :mod:`rlcloud.runner.remote`).
+(protocol: :mod:`rlcloud.runner.protocol`).
 
 Lifecycle, so that no env server runs forever:
 
@@ -31,12 +31,13 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from rlcloud.errors import SpecError, WorkloadError
-from rlcloud.runner.remote import (
+from rlcloud.roles import Role, role_label
+from rlcloud.runner.protocol import (
     PROTOCOL_VERSION,
     ProtocolError,
     configure_socket,
@@ -45,6 +46,9 @@ from rlcloud.runner.remote import (
     recv_message,
     send_message,
 )
+
+if TYPE_CHECKING:
+    from rlcloud.specs import ExperimentSpec
 
 __all__ = [
     "DEFAULT_IDLE_TIMEOUT",
@@ -382,7 +386,7 @@ def serve_environment(
         host=env.get("RLCLOUD_BIND_HOST") or "0.0.0.0",
         port=int(raw_port),
         idle_timeout=env_seconds(env, "RLCLOUD_IDLE_TIMEOUT", DEFAULT_IDLE_TIMEOUT),
-        name=f"env-server-{index}",
+        name=role_label(Role.ENV_SERVER, index),
         seed=seed,
     )
     restore = _install_signal_handlers(server)
@@ -397,7 +401,7 @@ def serve_environment(
 
 
 def run_env_server(
-    spec: Any,
+    spec: ExperimentSpec,
     *,
     index: int = 0,
     workdir: Path | None = None,
@@ -406,28 +410,25 @@ def run_env_server(
     """The env-server role: build the experiment's environment (same adapter, step limit and action
     repeat as every other run mode) and serve it; return the process exit code.
 
-    ``spec`` is an ExperimentSpec or its ``model_dump()``. A SpecError propagates (the runner exits 2);
-    any other error building the environment is logged and gives exit code 3 (do not retry).
+    A SpecError propagates (the runner exits 2); any other error building the environment is logged and
+    gives exit code 3 (do not retry).
     ``workdir`` is accepted for symmetry with the other roles; an env server writes nothing there.
     """
     from rlcloud.runner.envs import make_env
 
-    def field(name: str) -> Any:
-        return spec.get(name) if isinstance(spec, Mapping) else getattr(spec, name)
-
     try:
         environment = make_env(
-            field("environment"),
-            repeat_actions=field("repeat_actions") or 1,
-            max_timesteps_per_episode=field("max_timesteps_per_episode"),
+            spec.environment,
+            repeat_actions=spec.repeat_actions,
+            max_timesteps_per_episode=spec.max_timesteps_per_episode,
         )
     except SpecError:
         raise
     except Exception:
         # e.g. gymnasium.make() rejecting a keyword argument: retrying cannot help (docs/contracts.md).
-        logger.exception("env-server-%d: could not build the environment %s", index, field("environment"))
+        logger.exception("env-server-%d: could not build the environment %s", index, spec.environment)
         return EXIT_CONSTRUCTION
-    seed = field("seed")
+    seed = spec.seed
     # Distinct, reproducible streams per server; far apart so that neighbouring seeds do not overlap.
     return serve_environment(
         environment, index=index, seed=None if seed is None else seed + 1000 * (index + 1), environ=environ

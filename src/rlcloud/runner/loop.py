@@ -33,16 +33,19 @@ import shutil
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from rlcloud.errors import SpecError, SpecProblem
 from rlcloud.runner.envs import DETERMINISTIC_PROBLEM, EnvAdapter
 from rlcloud.runner.vector import EnvFactory, VectorEnv, make_vector_env
+
+if TYPE_CHECKING:  # the runner imports the spec models only when it loads a spec
+    from rlcloud.specs import ExperimentSpec, Frequency
 
 __all__ = [
     "CHECKPOINTS_KEPT",
@@ -164,37 +167,18 @@ def latest_checkpoint(workdir: Path) -> str | None:
 # ----------------------------------------------------------------------------------------------- spec
 
 
-def _get(spec: Any, name: str, default: Any = None) -> Any:
-    if isinstance(spec, Mapping):
-        return spec.get(name, default)
-    return getattr(spec, name, default)
-
-
-def _frequency(value: Any, field_name: str) -> tuple[int, str] | None:
-    """(value, unit) of a spec Frequency (object with .value/.unit, or a string like '600s')."""
-    if value is None:
-        return None
-    if hasattr(value, "value") and hasattr(value, "unit"):
-        return int(value.value), str(value.unit)
-    text = str(value).strip()
-    if len(text) >= 2 and text[-1] in "set" and text[:-1].isdigit():
-        return int(text[:-1]), text[-1]
-    raise SpecError([SpecProblem(field_name, "expected a frequency such as '600s', '50e' or '10000t'", value)])
-
-
-def build_agent_kwargs(spec: Any, venv: VectorEnv) -> dict[str, Any]:
+def build_agent_kwargs(spec: ExperimentSpec, venv: VectorEnv) -> dict[str, Any]:
     """Arguments for ``tensorforce.Agent.create`` from the spec and the environments' specs."""
-    agent = dict(_get(spec, "agent") or {})
+    agent = dict(spec.agent)
     agent_type = agent.pop("type", None) or agent.pop("agent", None)
     if not agent_type:
         raise SpecError([SpecProblem("agent.type", "required, e.g. ppo, dqn, a2c")])
-    network = _get(spec, "network", "auto")
-    if network not in (None, "auto") and "network" not in agent:
+    network = spec.network
+    if network != "auto" and "network" not in agent:
         agent["network"] = network
     config = dict(agent.pop("config", None) or {})
-    seed = _get(spec, "seed")
-    if seed is not None:
-        config.setdefault("seed", int(seed))
+    if spec.seed is not None:
+        config.setdefault("seed", spec.seed)
     if config:
         agent["config"] = config
     agent.update(
@@ -207,31 +191,22 @@ def build_agent_kwargs(spec: Any, venv: VectorEnv) -> dict[str, Any]:
     return agent
 
 
-def _env_factory(spec: Any) -> EnvFactory:
+def _env_factory(spec: ExperimentSpec) -> EnvFactory:
     return EnvFactory(
-        environment=dict(_get(spec, "environment") or {}),
-        repeat_actions=int(_get(spec, "repeat_actions", 1) or 1),
-        max_timesteps_per_episode=_get(spec, "max_timesteps_per_episode"),
+        environment=dict(spec.environment),
+        repeat_actions=spec.repeat_actions,
+        max_timesteps_per_episode=spec.max_timesteps_per_episode,
     )
 
 
-def _run_mode(spec: Any) -> str:
-    mode = _get(spec, "run_mode", "single")
-    return str(getattr(mode, "value", mode))
-
-
-def build_vector_env(spec: Any) -> VectorEnv:
+def build_vector_env(spec: ExperimentSpec) -> VectorEnv:
     """The environments a ``single`` or ``multi-threaded`` spec trains on (distributed: runner/remote.py)."""
-    mode = _run_mode(spec)
+    mode = spec.run_mode
     factory = _env_factory(spec)
-    seed = _get(spec, "seed")
     if mode == "single":
-        return make_vector_env(factory, 1, execution="batched", seed=seed)
+        return make_vector_env(factory, 1, execution="batched", seed=spec.seed)
     if mode == "multi-threaded":
-        execution = _get(spec, "execution", "auto")
-        return make_vector_env(
-            factory, int(_get(spec, "num_workers", 2)), execution=str(getattr(execution, "value", execution)), seed=seed
-        )
+        return make_vector_env(factory, spec.num_workers, execution=spec.execution, seed=spec.seed)
     raise SpecError([SpecProblem("run_mode", "the distributed mode gets its environments from env servers", mode)])
 
 
@@ -247,7 +222,7 @@ class Trainer:
 
     def __init__(
         self,
-        spec: Any,
+        spec: ExperimentSpec,
         workdir: str | os.PathLike[str],
         *,
         vector_env: VectorEnv | None = None,
@@ -269,7 +244,7 @@ class Trainer:
         self._summary_writer: Any = None
         #: True once the training loop runs (a stop request is then honoured with a checkpoint).
         self.running = False
-        if _get(spec, "deterministic", False):
+        if spec.deterministic:
             raise SpecError([DETERMINISTIC_PROBLEM])
 
     # -- control
@@ -307,7 +282,7 @@ class Trainer:
             self._venv = build_vector_env(self.spec)
         tensorforce = import_tensorforce()
         kwargs = build_agent_kwargs(self.spec, self._venv)
-        summary = _frequency(_get(self.spec, "summary_frequency"), "summary_frequency")
+        summary = self.spec.summary_frequency
         if summary is not None:
             # Update-based summaries only: timestep-based ones cost a summary op on every act().
             kwargs.setdefault(
@@ -316,7 +291,7 @@ class Trainer:
                     directory=str(self.workdir / "summaries" / "agent"),
                     filename="agent",
                     summaries=["loss", "kl-divergence", "update-norm"],
-                    flush=max(1, summary[0]) if summary[1] == "s" else 10,
+                    flush=max(1, summary.value) if summary.unit == "s" else 10,
                 ),
             )
         self.agent = tensorforce.Agent.create(**kwargs)
@@ -374,14 +349,13 @@ class Trainer:
         spec = self.spec
         n = venv.num_envs
         rows = np.arange(n)
-        max_episodes = _get(spec, "episodes")
-        max_timesteps = _get(spec, "total_timesteps")
-        saver = _frequency(_get(spec, "saver_frequency"), "saver_frequency")
-        summary = _frequency(_get(spec, "summary_frequency"), "summary_frequency")
-        evaluation = _get(spec, "evaluation")
-        eval_every = _frequency(_get(evaluation, "every"), "evaluation.every") if evaluation is not None else None
-        if eval_every is not None and c.next_evaluation is None:
-            c.next_evaluation = eval_every[0]
+        max_episodes = spec.episodes
+        max_timesteps = spec.total_timesteps
+        saver = spec.saver_frequency
+        summary = spec.summary_frequency
+        evaluation = spec.evaluation
+        if evaluation is not None and c.next_evaluation is None:
+            c.next_evaluation = evaluation.every.value
 
         ep_return = np.zeros(n)
         ep_length = np.zeros(n, dtype=np.int64)
@@ -397,7 +371,7 @@ class Trainer:
             logger.info(
                 "training: %d environment(s), agent %s, stop at %s episodes / %s timesteps",
                 n,
-                _get(spec, "agent", {}).get("type"),
+                spec.agent.get("type"),
                 max_episodes,
                 max_timesteps,
             )
@@ -436,12 +410,12 @@ class Trainer:
                 if len(ended):
                     metrics.flush()
                 done = self._done(max_episodes, max_timesteps)
-                if eval_every is not None and c.next_evaluation is not None and not done:
-                    position = c.episode if eval_every[1] == "e" else c.timestep
+                if evaluation is not None and c.next_evaluation is not None and not done:
+                    position = c.episode if evaluation.every.unit == "e" else c.timestep
                     if position >= c.next_evaluation:
-                        self._evaluate(int(_get(evaluation, "episodes", 10)))
+                        self._evaluate(evaluation.episodes)
                         while c.next_evaluation <= position:
-                            c.next_evaluation += eval_every[0]
+                            c.next_evaluation += evaluation.every.value
                 if summary is not None and (done or self._due(summary, last_summary[0], now, None, last_summary[1])):
                     self._summarize(now, last_summary)
                     last_summary = (now, c.timestep)
@@ -478,8 +452,8 @@ class Trainer:
             return True
         return False
 
-    def _due(self, freq: tuple[int, str], since: float, now: float, episode0: int | None, timestep0: int) -> bool:
-        value, unit = freq
+    def _due(self, freq: Frequency, since: float, now: float, episode0: int | None, timestep0: int) -> bool:
+        value, unit = freq.value, freq.unit
         if unit == "s":
             return now - since >= value
         if unit == "e":
@@ -491,7 +465,7 @@ class Trainer:
         agent, c = self.agent, self._counters
         if self._eval_env is None:
             self._eval_env = _env_factory(self.spec)()
-            seed = _get(self.spec, "seed")
+            seed = self.spec.seed
             self._eval_env.reset(seed=None if seed is None else int(seed) + 100_003)
         env = self._eval_env
         path = self.workdir / "evaluation.jsonl"
@@ -572,7 +546,7 @@ class Trainer:
             "next_evaluation": c.next_evaluation,
             "recent_returns": list(self._returns),
             "created": time.time(),
-            "experiment": _get(self.spec, "name"),
+            "experiment": self.spec.name,
         }
         atomic_write_text(tmp / "state.json", json.dumps(state, indent=1) + "\n", fsync=True)
         if final.exists():  # left over from a crashed run at the same timestep; LATEST does not name it
@@ -680,7 +654,7 @@ def _fmt(value: float | None) -> str:
 
 
 def train(
-    spec: Any,
+    spec: ExperimentSpec,
     workdir: str | os.PathLike[str],
     *,
     vector_env: VectorEnv | None = None,

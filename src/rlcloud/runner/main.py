@@ -30,9 +30,14 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlcloud.errors import SpecError
+from rlcloud.roles import Role, role_label
+
+if TYPE_CHECKING:  # loaded when the spec is: the pydantic models are not needed before that
+    from rlcloud.runner.loop import Trainer
+    from rlcloud.specs import ExperimentSpec
 
 __all__ = [
     "EXIT_CONSTRUCTION",
@@ -55,9 +60,8 @@ EXIT_CONSTRUCTION = 3
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
 
-ROLES = ("single", "multi", "agent", "env-server")
-# The run mode each role serves: a spec of another mode handed to a role is a mistake of the caller.
-_ROLE_MODES = {"single": "single", "multi": "multi-threaded", "agent": "distributed", "env-server": "distributed"}
+#: The ``--role`` choices: every :class:`rlcloud.roles.Role`.
+ROLES: tuple[str, ...] = tuple(role.value for role in Role)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -71,7 +75,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def _setup_logging(role: str, index: int, debug: bool = False) -> None:
-    prefix = f"{role}-{index}"
+    prefix = role_label(role, index)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter(f"%(asctime)s {prefix} %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
@@ -92,7 +96,7 @@ class _TensorforceNoise(logging.Filter):
         return not (record.name == "root" and "bound specified" in str(record.msg))
 
 
-def _load_spec(path: str) -> Any:
+def _load_spec(path: str) -> ExperimentSpec:
     from rlcloud.specs import ExperimentSpec
 
     return ExperimentSpec.from_file(path)
@@ -120,7 +124,7 @@ def _log_name(args: argparse.Namespace) -> str | None:
             return None
     except OSError:
         return None
-    return f"{args.role}-{args.index}"
+    return role_label(args.role, args.index)
 
 
 def _make_hooks(workdir: Path, log_name: str | None) -> Any:
@@ -150,9 +154,9 @@ def _install_signals(on_signal: Callable[[int], None]) -> Callable[[], None]:
     return restore
 
 
-def _train_role(args: argparse.Namespace, spec: Any, workdir: Path) -> int:
+def _train_role(args: argparse.Namespace, spec: ExperimentSpec, workdir: Path) -> int:
     received: list[int] = []
-    trainer_box: list[Any] = []
+    trainer_box: list[Trainer] = []
 
     def on_signal(signum: int) -> None:
         received.append(signum)
@@ -223,7 +227,9 @@ def _early_stopper(trainer: Any) -> Any:
     return EarlyStopper.from_environ(progress=progress, stop=lambda reason: trainer.request_stop(reason, early=True))
 
 
-def _train(args: argparse.Namespace, spec: Any, workdir: Path, received: list[int], trainer_box: list[Any]) -> int:
+def _train(
+    args: argparse.Namespace, spec: ExperimentSpec, workdir: Path, received: list[int], trainer_box: list[Trainer]
+) -> int:
     from rlcloud.runner.envs import validate_experiment
     from rlcloud.runner.loop import Trainer
 
@@ -236,7 +242,7 @@ def _train(args: argparse.Namespace, spec: Any, workdir: Path, received: list[in
     hooks = _make_hooks(workdir, _log_name(args))
     try:
         vector_env = None
-        if args.role == "agent":
+        if args.role == Role.AGENT:
             from rlcloud.runner.remote import RemoteVectorEnv
 
             vector_env = RemoteVectorEnv.from_environ()
@@ -283,11 +289,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if spec.debug_logging:
         _setup_logging(args.role, args.index, debug=True)
     mode = str(spec.run_mode)
-    if _ROLE_MODES[args.role] != mode:
-        logger.error("role %s serves run_mode %s, but the spec says %s", args.role, _ROLE_MODES[args.role], mode)
+    role = Role(args.role)
+    # a spec of another run mode handed to a role is a mistake of the caller
+    if role.run_mode != mode:
+        logger.error("role %s serves run_mode %s, but the spec says %s", role, role.run_mode, mode)
         return EXIT_SPEC
     try:
-        if args.role == "env-server":
+        if role is Role.ENV_SERVER:
             from rlcloud.runner.envs import validate_experiment
 
             try:
@@ -315,5 +323,5 @@ def main(argv: Sequence[str] | None = None) -> int:
                         logger.warning("could not ship the last log lines: %s", exc)
         return _train_role(args, spec, workdir)
     except Exception:
-        logger.exception("%s-%d crashed", args.role, args.index)
+        logger.exception("%s crashed", role_label(args.role, args.index))
         return EXIT_CRASH
