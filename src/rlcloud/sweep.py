@@ -1,6 +1,6 @@
 """The Sweep facade: many runs of one experiment (seeds, a grid or a random search), compared at the end.
 
-    sweep = Sweep(SweepSpec.from_file("examples/cartpole_sweep.yaml"), results="./rlcloud-results")
+    sweep = Sweep(SweepSpec.from_file("examples/cartpole_sweep.yaml"), results="runs")
     sweep.start()                    # locally: a bounded pool of trial processes, in the background
     sweep.wait(progress=True)        # one line per trial
     sweep.results()                  # one row per trial: parameters, seed, state, objective, ...

@@ -330,6 +330,7 @@ def tensorboard(args: argparse.Namespace) -> int:
     """Sync the TensorBoard event files locally and start TensorBoard on them."""
     from pathlib import Path
 
+    from rlcloud.results import DEFAULT_RESULTS
     from rlcloud.storage.client import sync_tensorboard
 
     exp = _experiment(args)
@@ -339,7 +340,7 @@ def tensorboard(args: argparse.Namespace) -> int:
         # directory would nest a second copy (summaries/summaries) that TensorBoard shows twice
         logdir = Path(exp.location) / "summaries"
     else:
-        logdir = sync_tensorboard(exp._store(), Path(args.dest or Path("rlcloud-results") / exp.name))
+        logdir = sync_tensorboard(exp._store(), Path(args.dest or Path(DEFAULT_RESULTS) / exp.name))
     import shutil
     import subprocess
 

@@ -123,12 +123,14 @@ def _save_plot(exp: Experiment) -> str | None:
     """Write returns.png into a local results directory (for gs:// results, next to the downloads)."""
     from pathlib import Path
 
+    from rlcloud.results import DEFAULT_RESULTS
+
     try:
         import matplotlib  # noqa: F401
     except ImportError:
         return None
     if exp.location.startswith("gs://"):
-        path = Path("rlcloud-results") / exp.name / "returns.png"
+        path = Path(DEFAULT_RESULTS) / exp.name / "returns.png"
     else:
         path = Path(exp.location) / "returns.png"
     exp.plot(path=path)

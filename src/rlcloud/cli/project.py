@@ -32,6 +32,7 @@ def init_project(
     Existing files are kept unless ``force``. The credentials file is checked and its *path* stored; it is
     never copied into the project nor printed. Returns a human report, one line per action.
     """
+    from rlcloud.results import DEFAULT_RESULTS
     from rlcloud.specs.cluster import PROJECT_RE
 
     if project is not None and not PROJECT_RE.match(project):
@@ -47,7 +48,7 @@ def init_project(
     if config_path.exists() and not force:
         report.append(f"kept {config_path} (exists; --force overwrites)")
     else:
-        data = {"project": project, "results": results or "./rlcloud-results", "credentials": credentials}
+        data = {"project": project, "results": results or DEFAULT_RESULTS, "credentials": credentials}
         text = "# rlcloud project settings: defaults for every rlcloud command run in this directory.\n"
         text += yaml.safe_dump({k: v for k, v in data.items() if v is not None}, sort_keys=False)
         config_path.write_text(text, encoding="utf-8")
