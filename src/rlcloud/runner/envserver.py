@@ -105,7 +105,7 @@ class EnvServer:
         host: str = "0.0.0.0",
         port: int = DEFAULT_PORT,
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
-        name: str = "env-server",
+        name: str = Role.ENV_SERVER.value,
         seed: int | None = None,
     ) -> None:
         self.environment = environment
