@@ -186,7 +186,7 @@ def test_each_concept_is_defined_once() -> None:
     assert len(_definitions(r"\.cache.*rlcloud.*local|\"rlcloud\" / \"local\"")) == 1
     # the role vocabulary
     assert [d for d in _definitions(r"_LEARNER_ROLES|_MAIN_ROLES|_ROLE_MODES") if not d.startswith("roles.py")] == []
-    assert len(_definitions(r"[=(,] *\"env-server\"")) == 1  # docstrings may say it
+    assert len(_definitions(r"= \"env-server\"")) == 1
     assert len(_definitions(r"^def poll_until\(")) == 1
     # the "role-index | line" log format
     assert len(_definitions(r"f\"\{[a-z_.]+\} \| \{")) == 1
