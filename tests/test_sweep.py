@@ -200,7 +200,8 @@ def test_local_grid_sweep_runs_every_trial(tmp_path: Path) -> None:
         assert exp.spec.seed == trial.seed
     assert Sweep.list(results=str(tmp_path / "results")) == ["s"]
     again = Sweep.attach("s", results=str(tmp_path / "results"))
-    assert again.spec == spec and again.status().state == "succeeded"
+    assert [t.name for t in again.spec.trials()] == [t.name for t in spec.trials()]
+    assert again.status().state == "succeeded"
 
 
 @pytest.mark.training
