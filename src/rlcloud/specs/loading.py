@@ -1,14 +1,14 @@
 """Reading specs from YAML/JSON files and dicts: file references, overrides, legacy files, error translation.
 
-This is the only place in specs/ that does I/O: it reads the spec file and the files it references, then
-builds the strict models from resolved data.
+With specs/safeload.py (the one bounded YAML/JSON reader, whose functions are re-exported here) this is
+the only place in specs/ that does I/O: it reads the spec file and the files it references, then builds
+the strict models from resolved data.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
-import re
 import types
 import typing
 from collections.abc import Mapping
@@ -22,6 +22,7 @@ from rlcloud.errors import SpecError, SpecProblem
 from rlcloud.specs import legacy
 from rlcloud.specs.cluster import ClusterSpec
 from rlcloud.specs.experiment import ExperimentSpec
+from rlcloud.specs.safeload import parse_data_text, parse_json_text, read_data_file
 
 __all__ = [
     "SpecKind",
@@ -30,6 +31,8 @@ __all__ = [
     "experiment_from_dict",
     "load_spec",
     "load_spec_text",
+    "parse_data_text",
+    "parse_json_text",
     "read_data_file",
     "spec_to_yaml",
     "validation_to_spec_error",
@@ -64,89 +67,6 @@ _CLUSTER_KEYS = {
 
 
 # ---------------------------------------------------------------------------------------------- reading
-
-
-class _SpecLoader(yaml.SafeLoader):
-    """SafeLoader that reads YAML 1.2 / JSON floats without a dot ("1e-3", "1e6") as numbers, and refuses
-    duplicate keys.
-
-    PyYAML follows YAML 1.1, where ``learning_rate: 1e-3`` is the *string* "1e-3"; tensorforce-client's
-    JSON files and most users write floats that way. PyYAML also lets a repeated key silently replace the
-    first one, which hides the setting a user thinks is in force.
-    """
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue  # "<<: *base": explicit keys may override merged ones
-            key = self.construct_object(key_node, deep=True)
-            if isinstance(key, str | int | float | bool) and key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r} (each setting may appear once)", key_node.start_mark
-                )
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
-_SpecLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
-    list("-+0123456789"),
-)
-
-
-def read_data_file(path: str | Path, *, field: str = "") -> Any:
-    """Parse a YAML or JSON file; errors name the file and the line (SpecError)."""
-    path = Path(path)
-    source = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecError([SpecProblem(field, f"file not found: {path}", source=source)], source=source) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise SpecError([SpecProblem(field, f"cannot read {path}: {reason}", source=source)], source=source) from None
-    if path.suffix.lower() == ".json":
-        return parse_json_text(text, source=source, field=field)
-    return parse_data_text(text, source=source, field=field)
-
-
-class _DuplicateKeyError(ValueError):
-    pass
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _DuplicateKeyError(f"duplicate key {key!r} (each setting may appear once)")
-        out[key] = value
-    return out
-
-
-def parse_json_text(text: str, *, source: str = "<string>", field: str = "") -> Any:
-    """Parse JSON text; a syntax error names the line and column."""
-    try:
-        return json.loads(text, object_pairs_hook=_unique_keys)
-    except _DuplicateKeyError as exc:
-        raise SpecError([SpecProblem(field, str(exc), source=source)], source=source) from None
-    except json.JSONDecodeError as exc:
-        message = f"line {exc.lineno}, column {exc.colno}: invalid JSON: {exc.msg}"
-        raise SpecError([SpecProblem(field, message, source=source)], source=source) from None
-
-
-def parse_data_text(text: str, *, source: str = "<string>", field: str = "") -> Any:
-    """Parse YAML (a superset of JSON) text; a syntax error names the line and column."""
-    try:
-        return yaml.load(text, Loader=_SpecLoader)  # a SafeLoader subclass: no arbitrary objects
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        problem = exc.problem or exc.context or "invalid YAML"
-        raise SpecError([SpecProblem(field, f"{where}{problem}", source=source)], source=source) from None
-    except yaml.YAMLError as exc:
-        raise SpecError([SpecProblem(field, f"invalid YAML/JSON: {exc}", source=source)], source=source) from None
 
 
 def _resolve_reference(value: str, kind: str, base_dir: Path) -> Path | None:
