@@ -224,7 +224,19 @@ def _message(err: dict[str, Any], model: type[BaseModel], path: str) -> str:
         hint = f"did you mean {close[0]!r}? " if close else ""
         return f"unknown field; {hint}valid fields here: {', '.join(valid)}"
     msg = err["msg"]
+    if kind in ("less_than_equal", "less_than"):
+        reason = _field_limit_reason(model, path)
+        return msg + (f" ({reason})" if reason else "")
     return msg.removeprefix("Value error, ")
+
+
+def _field_limit_reason(model: type[BaseModel], path: str) -> str:
+    """Why a field has its bounds (``why()`` in specs/_base.py), for the message of a value out of range."""
+    parent, _, name = path.rpartition(".")
+    found = _model_at(model, parent)
+    extra = found.model_fields[name].json_schema_extra if found and name in found.model_fields else None
+    reason = extra.get("limit_reason") if isinstance(extra, dict) else None
+    return reason if isinstance(reason, str) else ""
 
 
 def _submodels(annotation: Any) -> list[type[BaseModel]]:
