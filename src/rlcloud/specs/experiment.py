@@ -12,6 +12,7 @@ from pydantic_core import PydanticCustomError
 from rlcloud.errors import excerpt
 from rlcloud.specs._base import NOT_BOOL, QUANTITY_RE, Frequency, StrictModel, check_dns_label, why
 from rlcloud.specs.cluster import ClusterSpec
+from rlcloud.specs.dotted import DottedPathError, code_strings, resolve_dotted_class
 
 RunMode = Literal["single", "multi-threaded", "distributed"]
 Execution = Literal["auto", "batched", "processes"]
@@ -36,6 +37,15 @@ MAX_REPEAT_ACTIONS = 1000
 MAX_SEED = 2**32 - 1
 #: Evaluation episodes per evaluation.
 MAX_EVALUATION_EPISODES = 100_000
+
+
+def _check_class(path: Any, kind: str, key: str) -> None:
+    """Refuse a dotted path that does not name a class of ``kind``. Its module is imported (importing is
+    allowed, calling is not); one that is not installed here passes, and the runner checks it again."""
+    try:
+        resolve_dotted_class(path, kind, missing_ok=True)
+    except DottedPathError as exc:
+        raise PydanticCustomError(f"at:{key}", "{why} (got {v})", {"why": str(exc), "v": excerpt(path)}) from None
 
 
 class Resources(StrictModel):
@@ -256,6 +266,11 @@ class ExperimentSpec(StrictModel):
                 "environment",
                 "a gym environment needs 'level', the gymnasium id (e.g. CartPole-v1 or ALE/Pong-v5)",
             )
+        # the user's class, as the runner finds it (runner/envs.py _user_class_path): `class`, else a dotted type
+        env_type = value.get("type")
+        key = "class" if "class" in value else "type"
+        if key == "class" or (isinstance(env_type, str) and (":" in env_type or "." in env_type)):
+            _check_class(value[key], "environment", key)
         return value
 
     @field_validator("agent")
@@ -266,6 +281,9 @@ class ExperimentSpec(StrictModel):
                 "agent",
                 "agent needs a 'type', e.g. ppo, dqn, a2c, ac, dpg, dueling_dqn, trpo, vpg, tensorforce",
             )
+        agent_type = value.get("type", value.get("agent"))
+        if isinstance(agent_type, str) and ("." in agent_type or ":" in agent_type):
+            _check_class(agent_type, "agent", "type" if "type" in value else "agent")
         return value
 
     @field_validator("network", mode="before")
@@ -319,6 +337,14 @@ class ExperimentSpec(StrictModel):
         if value is not None and not value.strip():
             raise PydanticCustomError("results", "results must be gs://BUCKET[/PREFIX] or a directory, not empty")
         return value
+
+    @model_validator(mode="after")
+    def _no_code(self) -> ExperimentSpec:
+        # Tensorforce eval()s some strings (a function layer, reward shaping): a spec holds no code
+        for name in ("environment", "agent", "network"):
+            for path, reason in code_strings(getattr(self, name), name):
+                raise PydanticCustomError(f"at:{path}", reason)
+        return self
 
     @model_validator(mode="after")
     def _consistency(self) -> ExperimentSpec:
