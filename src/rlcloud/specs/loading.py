@@ -294,10 +294,12 @@ def validation_to_spec_error(exc: ValidationError, *, model: type[BaseModel], so
     grouped: dict[str, list[dict[str, Any]]] = {}
     for error in exc.errors(include_url=False):
         err: dict[str, Any] = dict(error)
-        loc = tuple(err["loc"])
+        path = _loc_to_path(tuple(err["loc"]), model)
         if err["type"].startswith("at:"):
-            loc = (*loc, *err["type"][3:].split("."))
-        path = _loc_to_path(loc, model)
+            # appended as text, not walked as a location: its parts ("layers[0]") are the user's keys, never
+            # union branch tags for _loc_to_path to skip
+            suffix = err["type"][3:]
+            path = f"{path}.{suffix}" if path and not suffix.startswith("[") else path + suffix
         grouped.setdefault(path, []).append(err)
 
     problems: list[SpecProblem] = []

@@ -107,7 +107,11 @@ class SpecLoader(yaml.SafeLoader):
             if key_node.tag == "tag:yaml.org,2002:merge":
                 continue  # "<<: *base": explicit keys may override merged ones
             key = self.construct_object(key_node, deep=True)
-            if isinstance(key, str | int | float | bool) and key in seen:
+            if isinstance(key, list | dict):
+                raise ConstructorError(
+                    None, None, "a key must be a plain value, not a list or mapping", key_node.start_mark
+                )
+            if key in seen:
                 raise ConstructorError(
                     None, None, f"duplicate key {excerpt(key)} (each setting may appear once)", key_node.start_mark
                 )
@@ -125,7 +129,9 @@ class SpecLoader(yaml.SafeLoader):
             )
         try:
             return super().construct_object(node, deep=deep)
-        except (ValueError, OverflowError, TypeError) as exc:
+        except yaml.YAMLError:
+            raise
+        except Exception as exc:  # ValueError, OverflowError, TypeError, PyYAML's own AttributeError on bad tags
             raise ConstructorError(
                 None, None, f"cannot read this value: {excerpt(str(exc))}", node.start_mark
             ) from None
