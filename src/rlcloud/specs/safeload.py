@@ -102,6 +102,8 @@ class SpecLoader(yaml.SafeLoader):
 
     def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
         """Build a mapping, refusing a key that appears twice."""
+        if not isinstance(node, MappingNode):  # `!!map name`: a tag that does not fit the node
+            raise ConstructorError(None, None, f"expected a mapping for the tag {node.tag!r}", node.start_mark)
         seen: set[Any] = set()
         for key_node, _ in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
@@ -117,6 +119,17 @@ class SpecLoader(yaml.SafeLoader):
                 )
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
+
+    def construct_document(self, node: Node) -> Any:
+        """Build the document; anything a constructor raises becomes a YAML error at the document's start
+        (the root's constructors run here, outside construct_object)."""
+        try:
+            return super().construct_document(node)
+        except yaml.YAMLError:
+            raise
+        except Exception as exc:
+            message = f"cannot read this value: {excerpt(str(exc))}"
+            raise ConstructorError(None, None, message, node.start_mark) from None
 
     def construct_object(self, node: Node, deep: bool = False) -> Any:
         """Build one value; a literal Python cannot convert (a date such as 2020-13-45) is a YAML error."""
@@ -240,6 +253,8 @@ def parse_data_text(text: str, *, source: str = "<string>", field: str = "") -> 
         raise _problem(f"invalid YAML/JSON: {excerpt(str(exc), 200, quote=False)}", source, field) from None
     except RecursionError:  # pragma: no cover - the depth bound comes first; kept so no path can crash
         raise _problem(f"nested more than {MAX_DEPTH} levels deep", source, field) from None
+    except Exception as exc:  # pragma: no cover - a PyYAML internal error the constructors did not wrap
+        raise _problem(f"invalid YAML: {type(exc).__name__}", source, field) from None
 
 
 # ---------------------------------------------------------------------------------------------- JSON
