@@ -126,7 +126,8 @@ class ExperimentSpec(StrictModel):
     """A Tensorforce experiment: environment, agent, network, stop conditions, run mode, outputs.
 
     File references in environment/agent/network/cluster are resolved by ``from_file``/``from_dict``
-    (relative to the spec file, then ``./configs/<kind>s/``); the model itself holds resolved data only.
+    (relative to the spec file, then ``./configs/<kind>s/``, then the bundled configs; nothing outside them
+    is read); the model itself holds resolved data only. A spec is data: see docs/security.md.
     """
 
     name: str = Field(..., description="Experiment name: a DNS-1123 label of at most 40 characters.")
@@ -373,7 +374,7 @@ class ExperimentSpec(StrictModel):
         """Load from a YAML/JSON file (tensorforce-client files too); keyword arguments override settings.
 
         File references (environment/agent/network/cluster) resolve relative to the file, then
-        ./configs/<kind>s/. Dotted keys override nested settings: ``**{"resources.learner.cpu": "2"}``.
+        ./configs/<kind>s/, then rlcloud's bundled configs; a file outside those places is refused. Dotted keys override nested settings: ``**{"resources.learner.cpu": "2"}``.
         """
         from rlcloud.specs.loading import load_spec
 
