@@ -178,6 +178,16 @@ def test_values_python_cannot_build_are_yaml_errors(text: str) -> None:
     assert bounded(lambda: parse_data_text(text, source="v.yaml")) is not None
 
 
+def test_python_data_gets_the_same_bounds() -> None:
+    cyclic: dict[str, Any] = {"type": "ppo"}
+    cyclic["self"] = cyclic
+    deep: Any = 1
+    for _ in range(500):
+        deep = [deep]
+    for changes in ({"agent": cyclic}, {"description": deep}, {"network": deep}):
+        assert bounded(lambda c=changes: ExperimentSpec.from_dict(minimal_experiment(**c))) is not None
+
+
 def test_oversized_text_and_files_are_refused(tmp_path: Path) -> None:
     big = GOOD + "description: " + "x" * MAX_BYTES + "\n"
     assert "KiB" in str(bounded(lambda: load_spec_text(big)))

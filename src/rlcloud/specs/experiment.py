@@ -374,7 +374,8 @@ class ExperimentSpec(StrictModel):
         """Load from a YAML/JSON file (tensorforce-client files too); keyword arguments override settings.
 
         File references (environment/agent/network/cluster) resolve relative to the file, then
-        ./configs/<kind>s/, then rlcloud's bundled configs; a file outside those places is refused. Dotted keys override nested settings: ``**{"resources.learner.cpu": "2"}``.
+        ./configs/<kind>s/, then rlcloud's bundled configs; a file outside those places is refused.
+        Dotted keys override nested settings: ``**{"resources.learner.cpu": "2"}``.
         """
         from rlcloud.specs.loading import load_spec
 

@@ -24,7 +24,7 @@ from rlcloud.errors import SpecError, SpecProblem, excerpt
 from rlcloud.specs import legacy
 from rlcloud.specs.cluster import ClusterSpec
 from rlcloud.specs.experiment import ExperimentSpec
-from rlcloud.specs.safeload import parse_data_text, parse_json_text, read_data_file
+from rlcloud.specs.safeload import check_structure, parse_data_text, parse_json_text, read_data_file
 
 __all__ = [
     "SpecKind",
@@ -408,6 +408,9 @@ def build_model(model: type[M], data: Any, *, source: str | None = None) -> M:
             [SpecProblem("", f"a {model.__name__} must be a mapping of settings, got {type(data).__name__}")],
             source=source,
         )
+    # data built in Python (from_dict, overrides) gets the bounds the reader gives text: no cycle, no
+    # nesting deep enough to exhaust the stack in pydantic or yaml.safe_dump
+    check_structure(data, source=source or "<data>")
     try:
         return model.model_validate(data)
     except ValidationError as exc:

@@ -190,7 +190,8 @@ def render() -> str:
         "In a file, `environment`, `agent`, `network` and `cluster` may name a JSON/YAML file, looked up next to "
         "the spec file, then in `./configs/<kind>s/`, then in rlcloud's bundled configs; no file outside those "
         "places is read ([security.md](security.md) says what a spec can and cannot do, and the limits). "
-        "tensorforce-client's JSON files load unchanged; each legacy setting is reported once as a `LegacySpecWarning` saying what it became.",
+        "tensorforce-client's JSON files load unchanged; each legacy setting is reported once as a "
+        "`LegacySpecWarning` saying what it became.",
         "",
     ]
     current = ""
