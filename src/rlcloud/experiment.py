@@ -130,6 +130,10 @@ class Experiment:
             self.validate()
         if self._cluster is not None:
             self._cluster.prepare_for(self)
+        else:
+            from rlcloud.roles import check_local_capacity
+
+            check_local_capacity(self.spec)  # processes and open files on this machine, before any is written
         try:
             self.backend.start(self.spec, self.results)
         except BaseException:

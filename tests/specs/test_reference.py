@@ -47,7 +47,7 @@ def test_rows_show_type_default_and_constraints() -> None:
     assert "| `num_nodes` | int (>= 1, <= 1000) | `1` |" in text
     assert "| `gpus_per_node` | int (>= 0, <= 16) | `0` |" in text
     assert "| `name` | str | **required** |" in text
-    assert "| `num_workers` | int (>= 1, <= 256) | derived |" in text
+    assert "| `num_workers` | int (>= 1, <= 1024) | derived |" in text
     assert "| `labels` | dict[str, str] | `{}` |" in text
     assert "| `cluster` | str \\| [ClusterSpec](#clusterspec) \\| null | `null` |" in text
 

@@ -240,7 +240,7 @@ def test_numbers_have_upper_bounds(changes: dict[str, Any], field: str) -> None:
 
 def test_upper_bound_messages_say_why() -> None:
     error = spec_error(lambda: experiment_from_dict(minimal_experiment(run_mode="distributed", num_workers=10**5)))
-    assert "256" in str(error) and "open-file limit" in str(error)
+    assert "1024" in str(error) and "open-file limit" in str(error)
     error = spec_error(lambda: experiment_from_dict(minimal_experiment(seed=2**64 + 1)))
     assert "32-bit" in str(error)
 
@@ -275,6 +275,30 @@ def test_bounds_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[st
         spec.write_text(GOOD + extra + "\n")
         assert_refused(["spec", "validate", str(spec)], capsys, "INVALID")
         assert_refused(["spec", "show", str(spec)], capsys, "error:")
+
+
+@pytest.mark.parametrize("mode", ["distributed", "multi-threaded"])
+def test_local_runs_are_bounded_by_the_machine(
+    mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import resource
+
+    from rlcloud.experiment import Experiment
+    from rlcloud.roles import LOCAL_MAX_WORKERS
+
+    monkeypatch.chdir(tmp_path)
+    results = tmp_path / "results"
+    too_many = ExperimentSpec.from_dict(minimal_experiment(run_mode=mode, num_workers=LOCAL_MAX_WORKERS + 1))
+    error = spec_error(lambda: Experiment(too_many, results=str(results)).start())
+    assert error.fields == ["num_workers"] and "cluster" in str(error)
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (256, 256))
+    fits_spec = ExperimentSpec.from_dict(minimal_experiment(run_mode=mode, num_workers=100))
+    error = spec_error(lambda: Experiment(fits_spec, results=str(results)).start())
+    assert "ulimit -n" in str(error) and "at most 48 workers" in str(error)
+    spec = tmp_path / "exp.yaml"
+    spec.write_text(GOOD + f"run_mode: {mode}\nnum_workers: 1000\n")
+    assert_refused(["experiment", "start", str(spec), "--results", str(results)], capsys, "num_workers")
+    assert not results.exists()  # refused before anything was written
 
 
 # --------------------------------------------------------------------------------- files a spec names

@@ -22,11 +22,10 @@ DEFAULT_WORKERS: dict[str, int] = {"single": 1, "multi-threaded": 4, "distribute
 
 # Upper bounds of the numbers a spec holds (docs/security.md): each far above any real run, low enough that
 # a typo (an extra zero, a pasted timestamp) is an error at validation, not a crash after files are written.
-#: Environments per run. Each one costs the learner a few file descriptors (a socket or pipe, a log file)
-#: and, distributed, a process or pod and a port: 256 keeps a run under the usual 1024 open-file limit,
-#: and Tensorforce's learner gains nothing past a few dozen environments (docs/performance figures: flat
-#: from 16 to 32).
-MAX_WORKERS = 256
+#: Environments per run. Distributed, each is an env-server pod (or process) with a port and a socket to the
+#: one learner, which steps them all; past 1024 the learner is the bottleneck and a typo (100000) would
+#: start a hundred thousand pods. A local run is bounded lower, by the machine (roles.check_local_capacity).
+MAX_WORKERS = 1024
 #: Training episodes: a billion is decades of CartPole at full speed.
 MAX_EPISODES = 10**9
 #: Timesteps (Tensorforce counts them in int64); 10^12 is years at the fastest measured rates.
@@ -193,8 +192,8 @@ class ExperimentSpec(StrictModel):
         ge=1,
         le=MAX_WORKERS,
         json_schema_extra=why(
-            "each environment costs the learner file descriptors (and, distributed, a process or pod and a "
-            "port): 256 stays under the usual 1024 open-file limit"
+            "each environment is a process or pod with a socket and a port to the one learner; a local run "
+            "is limited further by the machine (256 processes and its open-file limit)"
         ),
         description="Environments (multi-threaded) or environment servers (distributed); single: 1. "
         "Default: 1 / 4 / 2 by run_mode.",
