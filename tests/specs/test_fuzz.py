@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import tempfile
 import tracemalloc
 from datetime import timedelta
 from pathlib import Path
@@ -20,12 +21,15 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, configuration, given, settings
 from hypothesis import strategies as st
 
 from rlcloud.cli import main
 from rlcloud.errors import SpecError
 from rlcloud.specs.loading import load_spec_text
+
+# Hypothesis caches into ./.hypothesis from its first test on: keep the working directory untouched.
+configuration.set_hypothesis_home_dir(tempfile.mkdtemp(prefix="rlcloud-hypothesis-"))
 
 #: Largest input tried, in characters.
 MAX_INPUT = 4096
