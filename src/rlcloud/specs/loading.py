@@ -90,8 +90,8 @@ def _inside(path: Path, roots: list[Path]) -> bool:
 
 def _resolve_reference(value: str, kind: str, base_dir: Path) -> Path | None:
     """Find a referenced file: next to the spec file, then ./configs/<kind>s/, then rlcloud's bundled
-    configs/<kind>s/ (with or without suffix). A candidate outside those trees is never opened or even
-    looked at: a SpecError says the reference points outside them."""
+    configs/<kind>s/ (with or without suffix). A candidate outside those trees (symlinks resolved) is never
+    opened: a SpecError says the reference points outside them."""
     if not value or "\0" in value or len(value) > _MAX_REFERENCE or "\n" in value:
         return None
     names = [value] if Path(value).suffix in _SUFFIXES else [value, *(value + s for s in _SUFFIXES)]
