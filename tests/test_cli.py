@@ -48,18 +48,11 @@ def test_every_command_has_help_with_an_example(argv: list[str], capsys: pytest.
 
 
 def test_init_copies_default_specs_and_checks_credentials(tmp_path: Path) -> None:
-    canary = "CANARY-PRIVATE-KEY-5f1e"
-    key = tmp_path / "key.json"
-    key.write_text(
-        json.dumps(
-            {
-                "type": "service_account",
-                "project_id": "my-rl-project",
-                "client_email": "sa@my-rl-project.iam.gserviceaccount.com",
-                "private_key": f"-----BEGIN PRIVATE KEY-----\n{canary}\n-----END PRIVATE KEY-----\n",
-            }
-        )
-    )
+    from tests.gke.test_credentials import service_account_key
+
+    # init loads the key (a broken one must fail there, not in `cluster list`): it must be a real RSA key
+    key = service_account_key(tmp_path / "key.json", "my-rl-project")
+    canary = json.loads(key.read_text())["private_key"].splitlines()[5]
     project = tmp_path / "proj"
     result = run_cli("init", "--project", "my-rl-project", "--credentials", str(key), "--dir", str(project))
     assert result.returncode == 0, result.stderr

@@ -53,10 +53,12 @@ def check_credentials_file(path: str | Path) -> str:
     """Check that ``path`` is a readable Google credentials JSON file; return its type. Never echo its content."""
     p = Path(path).expanduser()
     try:
+        if p.stat().st_size > _MAX_KEY_FILE:
+            raise SpecError([SpecProblem("credentials", f"{p} is too large to be a credentials file")])
         data = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise SpecError([SpecProblem("credentials", f"file not found: {p}")]) from None
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         # the message must not quote the file: it may hold a private key
         raise SpecError([SpecProblem("credentials", f"{p} is not a readable JSON credentials file")]) from None
     kind = data.get("type") if isinstance(data, dict) else None
@@ -72,7 +74,40 @@ def check_credentials_file(path: str | Path) -> str:
         )
     if kind == "service_account" and not {"client_email", "private_key", "project_id"} <= set(data):
         raise SpecError([SpecProblem("credentials", f"{p} is an incomplete service-account key")])
+    _check_loadable(p, data, str(kind))
     return str(kind)
+
+
+#: A key file is ~2.4 KB; anything over 64 KiB is not one (and is not read whole to find out).
+_MAX_KEY_FILE = 64 * 1024
+
+
+def _check_loadable(path: Path, data: dict[str, object], kind: str) -> None:
+    """Build the credentials the way ``google_credentials`` will, so that a broken key (a truncated or
+    edited ``private_key``) fails at ``rlcloud init`` instead of crashing ``cluster list`` later. The
+    error names the file and the field, never the key: google-auth's own messages may quote it."""
+    try:
+        if kind == "service_account":
+            from google.oauth2 import service_account
+
+            service_account.Credentials.from_service_account_info(data)
+        elif kind == "authorized_user":
+            from google.oauth2 import credentials as user_credentials
+
+            user_credentials.Credentials.from_authorized_user_info(data)
+    except ImportError:  # pragma: no cover - google-auth is a dependency; without it the pods report it
+        return
+    except Exception as exc:  # ValueError, MalformedError, cryptography's errors: all mean "not usable"
+        field = "private_key" if kind == "service_account" else "the authorized-user fields"
+        raise SpecError(
+            [
+                SpecProblem(
+                    "credentials",
+                    f"{path} is not a usable {kind.replace('_', '-')} key: {field} cannot be loaded "
+                    f"({type(exc).__name__}); download a new key file",
+                )
+            ]
+        ) from None
 
 
 def find_project_config(start: str | Path | None = None) -> Path | None:
@@ -106,7 +141,16 @@ def google_credentials(config: ProjectConfig | None = None) -> object | None:
         return None
     import google.auth
 
-    credentials, _ = google.auth.load_credentials_from_file(
-        str(Path(config.credentials).expanduser()), scopes=["https://www.googleapis.com/auth/cloud-platform"]
-    )
+    path = Path(config.credentials).expanduser()
+    try:
+        credentials, _ = google.auth.load_credentials_from_file(
+            str(path), scopes=["https://www.googleapis.com/auth/cloud-platform"]
+        )
+    except Exception as exc:  # a key edited after `rlcloud init`: say which file, never quote it
+        from rlcloud.errors import AuthError
+
+        raise AuthError(
+            f"the credentials file {path} (rlcloud.yaml) cannot be loaded ({type(exc).__name__}); "
+            "check it with `rlcloud init --credentials FILE` or download a new key"
+        ) from None
     return credentials

@@ -37,11 +37,16 @@ __all__ = [
     "StorageError",
     "TimeoutError",
     "WorkloadError",
+    "excerpt",
 ]
 
 
 class RLCloudError(Exception):
     """Root of every error rlcloud raises on purpose."""
+
+
+#: Longest message a SpecProblem prints (the longest legitimate one, a list of valid fields, is ~400).
+_MAX_MESSAGE = 1000
 
 
 class SpecProblem:
@@ -70,15 +75,28 @@ class SpecProblem:
     __hash__ = None  # type: ignore[assignment]
 
     def __str__(self) -> str:
-        where = f"{self.source}: " if self.source else ""
+        where = f"{excerpt(self.source, 300, quote=False)}: " if self.source else ""
         shown = "" if self.value is None else f" (got {_short(self.value)})"
-        field = f"{self.field}: " if self.field else ""
-        return f"{where}{field}{self.message}{shown}"
+        field = f"{excerpt(self.field, 200, quote=False)}: " if self.field else ""
+        # a message built from a value that slipped past excerpt() still cannot flood the terminal
+        message = self.message if len(self.message) <= _MAX_MESSAGE else self.message[: _MAX_MESSAGE - 3] + "..."
+        return f"{where}{field}{message}{shown}"
 
 
 def _short(value: object, limit: int = 80) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return excerpt(value, limit)
+
+
+def excerpt(value: object, limit: int = 60, *, quote: bool = True) -> str:
+    """A short, single-line rendering of ``value`` for an error message: its repr (or, with ``quote``
+    false and a string, the string itself with line breaks escaped), cut to ``limit`` characters.
+
+    Error messages quote what a user wrote, and what a user wrote may be the content of a file a spec
+    named by mistake (a 5 MB log, a key file): never more than this excerpt of it.
+    """
+    plain = isinstance(value, str) and not quote
+    text = str(value).replace("\r", "\\r").replace("\n", "\\n") if plain else repr(value)
+    return text if len(text) <= limit else text[: max(limit - 3, 1)] + "..."
 
 
 class SpecError(RLCloudError, ValueError):

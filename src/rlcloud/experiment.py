@@ -58,11 +58,10 @@ class Experiment:
         self._backend: ExperimentBackend | None = None
         #: set by start(): True when the experiment was running already and nothing was started
         self.already_running = False
-        self.results: str = results_root(spec.results, results)
-        if self.results.startswith("gs:"):  # also gs:/x and gs:x: parsed to say what is wrong
-            from rlcloud.storage.base import parse_gs_url
+        from rlcloud.results import check_results_root
 
-            parse_gs_url(self.results)  # a SpecError naming the URL and the valid form
+        # `results=""` is an error, not the default; gs:// URLs, file:// URLs and paths are checked alike
+        self.results: str = check_results_root(results if results is not None else results_root(spec.results, None))
 
     # ------------------------------------------------------------------------------------------ basics
 
@@ -124,6 +123,10 @@ class Experiment:
         if validate:
             self.validate()
         target = self._cluster
+        if target is None:
+            from rlcloud.roles import check_local_capacity
+
+            check_local_capacity(self.spec)  # processes and open files on this machine, before any is written
         started = start_recorded(
             self._store(),
             self.spec,
@@ -267,7 +270,9 @@ class Experiment:
         """Rebuild an Experiment from what its backend knows (labels and ConfigMap on a cluster, or the
         local results), e.g. from another machine: ``Experiment.attach("cartpole-ppo", cluster=gpu)``."""
         from rlcloud.cluster import Cluster
+        from rlcloud.results import check_results_root
 
+        results = None if results is None else check_results_root(results)
         target = cluster or Cluster.local(results=results)
         backend = target.backend()
         spec, root = backend.attach(name)  # NotFoundError when the backend does not know the name
@@ -279,7 +284,9 @@ class Experiment:
     def list(cls, cluster: Cluster | None = None, results: str | None = None) -> list[str]:
         """Names of the experiments on ``cluster`` (default: this machine's results root)."""
         from rlcloud.cluster import Cluster
+        from rlcloud.results import check_results_root
 
+        results = None if results is None else check_results_root(results)
         return (cluster or Cluster.local(results=results)).backend().list()
 
     # ---------------------------------------------------------------------------------------- notebooks

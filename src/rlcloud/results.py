@@ -10,7 +10,14 @@ import hashlib
 import os
 from pathlib import Path
 
-__all__ = ["DEFAULT_RESULTS", "is_gcs", "local_workdir", "results_location", "results_root"]
+__all__ = [
+    "DEFAULT_RESULTS",
+    "check_results_root",
+    "is_gcs",
+    "local_workdir",
+    "results_location",
+    "results_root",
+]
 
 #: The results root when neither the call, the spec nor the project config names one.
 DEFAULT_RESULTS = "./rlcloud-results"
@@ -19,6 +26,68 @@ DEFAULT_RESULTS = "./rlcloud-results"
 def is_gcs(root: str) -> bool:
     """Whether ``root`` is a Cloud Storage URL (``gs://...``)."""
     return root.startswith("gs://")
+
+
+#: Pseudo file systems: results written there would go nowhere (or somewhere dangerous).
+_PSEUDO_ROOTS = ("/proc", "/sys", "/dev")
+#: Longest path and path component most file systems accept (Linux PATH_MAX and NAME_MAX).
+_MAX_PATH, _MAX_NAME = 4096, 255
+
+
+def check_results_root(root: str) -> str:
+    """Check a results root before anything is written, and return it normalised: ``gs://bucket/prefix``
+    as given, ``file:///dir`` as ``/dir``, a directory path as given. Raises SpecError (field ``results``)
+    saying what is wrong: empty, another URL scheme, a relative ``file://`` URL, a path that is an existing
+    file (or under one), under /proc, /sys or /dev, or with a name longer than the file system allows.
+
+    ``--results ''`` is an error here rather than a silent ./rlcloud-results, and ``file:///dir`` means
+    /dir rather than ``./file:/dir``.
+    """
+    from rlcloud.errors import SpecError, SpecProblem, excerpt
+
+    given = root
+
+    def refuse(message: str) -> SpecError:
+        return SpecError([SpecProblem("results", message, given)])  # SpecProblem prints a short excerpt
+
+    if not isinstance(root, str) or not root.strip():
+        raise refuse("empty: give gs://BUCKET[/PREFIX] or a directory")
+    if "\0" in root or "\n" in root:
+        raise refuse("a results location cannot contain a NUL or a line break")
+    if root.startswith("gs:"):
+        from rlcloud.storage.base import parse_gs_url
+
+        parse_gs_url(root)  # a SpecError naming the URL and the valid form
+        return root
+    if root.startswith("file://"):
+        root = root[len("file://") :]
+        if not root.startswith("/"):
+            raise refuse("file:// URLs need an absolute path: file:///abs/dir")
+    elif "://" in root:
+        scheme = root.split("://", 1)[0]
+        raise refuse(
+            f"unsupported scheme {excerpt(scheme, 20)}; valid: gs://BUCKET[/PREFIX], file:///DIR or a directory"
+        )
+    if len(root) > _MAX_PATH:
+        raise refuse(f"a path longer than {_MAX_PATH} characters")
+    path = Path(root).expanduser()
+    long_part = next((part for part in path.parts if len(part.encode()) > _MAX_NAME), None)
+    if long_part is not None:
+        raise refuse(f"the name {excerpt(long_part, 40)} is longer than {_MAX_NAME} bytes, the file system's limit")
+    absolute = Path(os.path.abspath(path))
+    real = Path(os.path.realpath(absolute))  # a symlink into /proc is /proc
+    if any(a == Path(p) or a.is_relative_to(p) for a in (absolute, real) for p in _PSEUDO_ROOTS):
+        raise refuse(f"{absolute} is in a pseudo file system ({', '.join(_PSEUDO_ROOTS)}); give a real directory")
+    for candidate in (absolute, *absolute.parents):
+        try:
+            if candidate.exists():
+                if not candidate.is_dir():
+                    where = "is" if candidate == absolute else f"is under {candidate}, which is"
+                    raise refuse(f"{where} an existing file, not a directory")
+                break
+        except OSError as exc:  # EACCES on a parent, ELOOP: say so instead of a traceback later
+            raise refuse(f"cannot use {absolute}: {exc.strerror or type(exc).__name__}") from None
+    return root
 
 
 def results_root(spec_results: str | None, results: str | None) -> str:

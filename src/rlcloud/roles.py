@@ -19,7 +19,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LEARNER_ROLES",
+    "LOCAL_MAX_WORKERS",
     "Role",
+    "check_local_capacity",
     "learner_role",
     "log_line",
     "poll_until",
@@ -113,3 +115,41 @@ def poll_until(
             time.sleep(min(interval, remaining))
         else:
             time.sleep(interval)
+
+
+#: Most environment processes (distributed env servers, multi-threaded worker processes) one machine runs
+#: for a local experiment: each is a Python process of ~100 MB once gymnasium loads, so 256 is ~25 GB.
+LOCAL_MAX_WORKERS = 256
+#: File descriptors a local run needs per worker (a socket or pipe each side, a log file) and in all besides.
+_FDS_PER_WORKER, _FDS_BASE = 4, 64
+
+
+def check_local_capacity(spec: ExperimentSpec) -> None:
+    """Refuse a spec this machine cannot run as local processes, before anything is written: more than
+    LOCAL_MAX_WORKERS environment processes, or more file descriptors than the open-file limit (``ulimit
+    -n``) allows. A spec may ask for up to 1024 workers, which a cluster runs as pods; 100,000 local ones
+    once exhausted the file descriptors halfway through starting."""
+    if spec.run_mode == "single":
+        return
+    from rlcloud.errors import SpecError, SpecProblem
+
+    workers = spec.num_workers
+    if workers > LOCAL_MAX_WORKERS:
+        message = (
+            f"at most {LOCAL_MAX_WORKERS} workers run on this machine (each is a Python process of ~100 MB); "
+            "run more on a cluster"
+        )
+        raise SpecError([SpecProblem("num_workers", message, workers)])
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):  # pragma: no cover - not POSIX: no limit to compare with
+        return
+    needed = _FDS_BASE + _FDS_PER_WORKER * workers
+    if soft != resource.RLIM_INFINITY and needed > soft:
+        message = (
+            f"{workers} local workers need about {needed} open files, over this machine's limit of {soft} "
+            f"(`ulimit -n`): raise the limit, or use at most {(soft - _FDS_BASE) // _FDS_PER_WORKER} workers"
+        )
+        raise SpecError([SpecProblem("num_workers", message, workers)])

@@ -237,7 +237,9 @@ def test_environment_construction_error_exits_3(tmp_path: Path) -> None:
     (tmp_path / "badenv.py").write_text(
         textwrap.dedent(
             """
-            class Env:
+            import gymnasium
+
+            class Env(gymnasium.Env):  # an environment class (a plain callable is refused unrun)
                 def __init__(self):
                     raise RuntimeError("no simulator licence")
             """

@@ -44,10 +44,10 @@ def test_rows_show_type_default_and_constraints() -> None:
     text = render()
     assert '| `run_mode` | "single" \\| "multi-threaded" \\| "distributed" | `single` |' in text
     assert "| `saver_frequency` | [Frequency](#frequency) \\| null | `600s` |" in text
-    assert "| `num_nodes` | int (>= 1) | `1` |" in text
+    assert "| `num_nodes` | int (>= 1, <= 1000) | `1` |" in text
     assert "| `gpus_per_node` | int (>= 0, <= 16) | `0` |" in text
     assert "| `name` | str | **required** |" in text
-    assert "| `num_workers` | int (>= 1) | derived |" in text
+    assert "| `num_workers` | int (>= 1, <= 1024) | derived |" in text
     assert "| `labels` | dict[str, str] | `{}` |" in text
     assert "| `cluster` | str \\| [ClusterSpec](#clusterspec) \\| null | `null` |" in text
 

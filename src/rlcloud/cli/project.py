@@ -39,6 +39,10 @@ def init_project(
         raise SpecError(
             [SpecProblem("--project", "a Google Cloud project id is 6-30 lowercase letters, digits or '-'", project)]
         )
+    if results is not None:
+        from rlcloud.results import check_results_root
+
+        results = check_results_root(results)  # `--results ''` is an error, not the default
     if credentials is not None:
         check_credentials_file(credentials)
         credentials = str(Path(credentials).expanduser().resolve())

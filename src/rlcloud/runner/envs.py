@@ -25,15 +25,14 @@ Nothing heavy is imported at module level: gymnasium and tensorforce load inside
 from __future__ import annotations
 
 import difflib
-import importlib
 import logging
-import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from rlcloud.errors import SpecError, SpecProblem
+from rlcloud.specs.dotted import DOTTED_RE, DottedPathError, code_strings, resolve_dotted_class
 
 if TYPE_CHECKING:  # the client calls this module without loading the runner's other parts
     from rlcloud.specs import ExperimentSpec
@@ -91,7 +90,7 @@ DETERMINISTIC_PROBLEM = SpecProblem(
     True,
 )
 
-_DOTTED = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*([:.][A-Za-z_]\w*)$")
+_DOTTED = DOTTED_RE
 
 
 # --------------------------------------------------------------------------------------------- adapters
@@ -290,22 +289,19 @@ def gym_space_to_spec(space: Any, *, bounded: bool = False) -> dict[str, Any]:
 # -------------------------------------------------------------------------------------------- factories
 
 
-def resolve_class(path: str, *, field: str = "environment.type") -> type:
-    """Import ``"pkg.mod:Class"`` or ``"pkg.mod.Class"`` and return the class (SpecError naming ``field``)."""
-    if not _DOTTED.match(path):
-        raise SpecError([SpecProblem(field, "expected a dotted path 'package.module:Class'", path)])
-    if ":" in path:
-        module_name, _, attr = path.partition(":")
-    else:
-        module_name, _, attr = path.rpartition(".")
+def resolve_class(
+    path: str, *, field: str = "environment.type", kind: str = "environment", missing_ok: bool = False
+) -> type | None:
+    """Import ``"pkg.mod:Class"`` or ``"pkg.mod.Class"`` and return the class, checked to be of ``kind``
+    ("environment", "agent", "network" or "layer") before anything is called (SpecError naming ``field``).
+
+    See :func:`rlcloud.specs.dotted.resolve_dotted_class`: ``subprocess:Popen``, ``os:system`` or
+    ``builtins:eval`` are refused, never run. With ``missing_ok`` a module not installed here gives None.
+    """
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise SpecError([SpecProblem(field, f"cannot import module {module_name!r}: {exc}", path)]) from exc
-    cls = getattr(module, attr, None)
-    if not isinstance(cls, type):
-        raise SpecError([SpecProblem(field, f"module {module_name!r} has no class {attr!r}", path)])
-    return cls
+        return resolve_dotted_class(path, kind, missing_ok=missing_ok)
+    except DottedPathError as exc:
+        raise SpecError([SpecProblem(field, str(exc), path)]) from None
 
 
 def _register_ale(level: str) -> None:
@@ -346,6 +342,7 @@ def make_env(
         env.pop("class", None)
         env.pop("type", None)
         cls = resolve_class(class_path, field="environment.class" if "class" in environment else "environment.type")
+        assert cls is not None  # missing_ok is false: an import failure raised
         instance = cls(**env)
         return _wrap_instance(instance, **limits)
     # Tensorforce's own spelling {environment: gym, level: ...} is accepted as well as {type: ...}.
@@ -406,20 +403,21 @@ def _close(word: str, options: Any, n: int = 3) -> str:
     return f"; did you mean {', '.join(repr(m) for m in matches)}?" if matches else ""
 
 
-def _validate_environment(environment: Any, problems: list[SpecProblem], import_user_classes: bool) -> None:
+def _check_class(path: str, field: str, kind: str, problems: list[SpecProblem], missing_ok: bool) -> None:
+    try:
+        resolve_class(path, field=field, kind=kind, missing_ok=missing_ok)
+    except SpecError as exc:
+        problems.extend(exc.problems)
+
+
+def _validate_environment(environment: Any, problems: list[SpecProblem], missing_ok: bool) -> None:
     if not isinstance(environment, Mapping):
         problems.append(SpecProblem("environment", "must be a mapping such as {type: gym, level: CartPole-v1}"))
         return
     class_path = _user_class_path(environment)
     field = "environment.class" if "class" in environment else "environment.type"
     if class_path is not None:
-        if not _DOTTED.match(class_path):
-            problems.append(SpecProblem(field, "expected a dotted path 'package.module:Class'", class_path))
-        elif import_user_classes:
-            try:
-                resolve_class(class_path, field=field)
-            except SpecError as exc:
-                problems.extend(exc.problems)
+        _check_class(class_path, field, "environment", problems, missing_ok)
         return
     env_type = environment.get("type") or environment.get("environment")
     if env_type in GYM_TYPES:
@@ -450,7 +448,7 @@ def _validate_environment(environment: Any, problems: list[SpecProblem], import_
         )
 
 
-def _validate_agent(agent: Any, problems: list[SpecProblem]) -> None:
+def _validate_agent(agent: Any, problems: list[SpecProblem], missing_ok: bool) -> None:
     if not isinstance(agent, Mapping):
         problems.append(SpecProblem("agent", "must be a mapping such as {type: ppo, batch_size: 10}", agent))
         return
@@ -466,17 +464,19 @@ def _validate_agent(agent: Any, problems: list[SpecProblem]) -> None:
                 agent_type,
             )
         )
+    elif agent_type not in TENSORFORCE_AGENT_TYPES:
+        _check_class(agent_type, "agent.type", "agent", problems, missing_ok)
     for key in ("states", "actions", "max_episode_timesteps", "parallel_interactions"):
         if key in agent:
             problems.append(SpecProblem(f"agent.{key}", "is set by the runner from the environment; remove it"))
     if "network" in agent:
-        _validate_network(agent["network"], "agent.network", problems)
+        _validate_network(agent["network"], "agent.network", problems, missing_ok)
 
 
-def _validate_layer(layer: Any, field: str, problems: list[SpecProblem]) -> None:
+def _validate_layer(layer: Any, field: str, problems: list[SpecProblem], missing_ok: bool) -> None:
     if isinstance(layer, list):
         for i, sub in enumerate(layer):
-            _validate_layer(sub, f"{field}[{i}]", problems)
+            _validate_layer(sub, f"{field}[{i}]", problems, missing_ok)
         return
     if not isinstance(layer, Mapping):
         problems.append(SpecProblem(field, "a layer must be a mapping such as {type: dense, size: 64}", layer))
@@ -487,12 +487,14 @@ def _validate_layer(layer: Any, field: str, problems: list[SpecProblem]) -> None
     elif layer_type not in TENSORFORCE_LAYER_TYPES and not _DOTTED.match(layer_type):
         valid = sorted(TENSORFORCE_LAYER_TYPES)
         problems.append(SpecProblem(f"{field}.type", f"unknown layer type{_close(layer_type, valid)}", layer_type))
+    elif layer_type not in TENSORFORCE_LAYER_TYPES:
+        _check_class(layer_type, f"{field}.type", "layer", problems, missing_ok)
     size = layer.get("size")
     if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 0):
         problems.append(SpecProblem(f"{field}.size", "must be a non-negative integer", size))
 
 
-def _validate_network(network: Any, field: str, problems: list[SpecProblem]) -> None:
+def _validate_network(network: Any, field: str, problems: list[SpecProblem], missing_ok: bool) -> None:
     if network is None or network == "auto":
         return
     if isinstance(network, str):
@@ -502,7 +504,7 @@ def _validate_network(network: Any, field: str, problems: list[SpecProblem]) -> 
         if not network:
             problems.append(SpecProblem(field, "a layered network needs at least one layer", network))
         for i, layer in enumerate(network):
-            _validate_layer(layer, f"{field}[{i}]", problems)
+            _validate_layer(layer, f"{field}[{i}]", problems, missing_ok)
         return
     if isinstance(network, Mapping):
         net_type = network.get("type", "layered" if "layers" in network else None)
@@ -512,13 +514,15 @@ def _validate_network(network: Any, field: str, problems: list[SpecProblem]) -> 
             problems.append(
                 SpecProblem(f"{field}.type", f"unknown network type{hint} (valid: {', '.join(valid)})", net_type)
             )
+        elif isinstance(net_type, str) and net_type not in TENSORFORCE_NETWORK_TYPES:
+            _check_class(net_type, f"{field}.type", "network", problems, missing_ok)
         if "layers" in network:
             layers = network["layers"]
             if not isinstance(layers, list) or not layers:
                 problems.append(SpecProblem(f"{field}.layers", "must be a non-empty list of layers", layers))
             else:
                 for i, layer in enumerate(layers):
-                    _validate_layer(layer, f"{field}.layers[{i}]", problems)
+                    _validate_layer(layer, f"{field}.layers[{i}]", problems, missing_ok)
         return
     problems.append(SpecProblem(field, "must be 'auto', a list of layers, or a mapping with a type", network))
 
@@ -531,9 +535,11 @@ def validate_experiment(spec: ExperimentSpec | Mapping[str, Any], *, import_user
     as unset.
 
     Raises :class:`SpecError` listing every problem (field, value, close matches). Cheap enough for the
-    client: it imports gymnasium (for the id registry) but not TensorFlow or tensorforce. A user's
-    environment class is only imported when ``import_user_classes`` is true (the runner does; the
-    client's machine may not have the user's package).
+    client: it imports gymnasium (for the id registry) but not TensorFlow or tensorforce. Every class a
+    spec names by dotted path (environment, agent, network, layer) is imported and checked to be a class
+    of the accepted kind, and nothing is called (``subprocess:Popen`` is refused here, not run). A module
+    that is not installed on this machine is an error only with ``import_user_classes`` (the runner):
+    the client may lack the user's package, and the runner checks again before it builds anything.
     """
     if isinstance(spec, Mapping):
         environment, agent = spec.get("environment"), spec.get("agent")
@@ -542,9 +548,14 @@ def validate_experiment(spec: ExperimentSpec | Mapping[str, Any], *, import_user
         environment, agent = spec.environment, spec.agent
         network, deterministic = spec.network, spec.deterministic
     problems: list[SpecProblem] = []
-    _validate_environment(environment, problems, import_user_classes)
-    _validate_agent(agent, problems)
-    _validate_network(network, "network", problems)
+    missing_ok = not import_user_classes
+    _validate_environment(environment, problems, missing_ok)
+    _validate_agent(agent, problems, missing_ok)
+    _validate_network(network, "network", problems, missing_ok)
+    fields = {"environment": environment, "agent": agent, "network": network}
+    for name, value in fields.items():
+        # the spec models refuse these too; a dict handed straight to the runner is checked here
+        problems += [SpecProblem(path, why) for path, why in code_strings(value, name)]
     if deterministic:
         problems.append(DETERMINISTIC_PROBLEM)
     if problems:

@@ -10,8 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, GetCoreSchemaHandler
+from pydantic import BaseModel, BeforeValidator, ConfigDict, GetCoreSchemaHandler
 from pydantic_core import PydanticCustomError, core_schema
+
+from rlcloud.errors import excerpt
 
 DNS_LABEL_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 MAX_NAME_LENGTH = 40
@@ -27,6 +29,23 @@ class StrictModel(BaseModel):
         use_attribute_docstrings=False,
         populate_by_name=True,
     )
+
+
+def _refuse_bool(value: Any) -> Any:
+    # pydantic's lax int reads true as 1: `total_timesteps: true` must not mean "one timestep"
+    if isinstance(value, bool):
+        raise PydanticCustomError("bool_not_number", "expected a number, not true/false")
+    return value
+
+
+#: Metadata for a numeric field: refuse booleans where a number is meant (``Annotated[int, NOT_BOOL]``).
+NOT_BOOL = BeforeValidator(_refuse_bool)
+
+
+def why(reason: str) -> dict[str, Any]:
+    """``json_schema_extra`` for a bounded field: the reason for its limits, which error messages and the
+    spec reference quote (``Field(..., le=256, json_schema_extra=why("..."))``)."""
+    return {"limit_reason": reason}
 
 
 def check_dns_label(value: str, *, what: str = "name") -> str:
@@ -67,6 +86,9 @@ def _parsed_value_schema(parse: Callable[[Any], Any], error_type: str) -> core_s
         json_schema_input_schema=core_schema.union_schema([core_schema.str_schema(), core_schema.int_schema()]),
     )
 
+
+#: Largest frequency value: 10^12 timesteps is years of training at the fastest measured rates.
+MAX_FREQUENCY = 10**12
 
 _FREQ_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$")
 _FREQ_UNITS = {
@@ -113,11 +135,16 @@ class Frequency:
         match = _FREQ_RE.match(text)
         if not match or match.group(2) not in _FREQ_UNITS:
             raise ValueError(
-                f"cannot read {raw!r} as a frequency: use seconds ('600s' or 600, also '10m', '1h'), "
+                f"cannot read {excerpt(raw)} as a frequency: use seconds ('600s' or 600, also '10m', '1h'), "
                 "episodes ('100e') or timesteps ('5000t')"
             )
         unit, factor = _FREQ_UNITS[match.group(2)]
         number = float(match.group(1)) * factor
+        if number > MAX_FREQUENCY:
+            # checked before int(): a 400-digit number is inf as a float, which int() cannot convert
+            raise ValueError(
+                f"a frequency must be at most {MAX_FREQUENCY:,} {cls.UNIT_NAMES[unit]} (more than any run lasts)"
+            )
         if number != int(number) or number < 1:
             raise ValueError(f"a frequency must be a whole number >= 1 of {cls.UNIT_NAMES[unit]}")
         return cls(int(number), unit)  # type: ignore[arg-type]
@@ -126,6 +153,9 @@ class Frequency:
     def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
         return _parsed_value_schema(cls.parse, "frequency")
 
+
+#: Longest duration (a cluster's ttl): a year.
+MAX_DURATION = 365 * 86400
 
 _DURATION_RE = re.compile(r"^\s*(\d+)\s*([smhd])\s*$")
 _DURATION_FACTORS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -150,11 +180,15 @@ class Duration:
         if isinstance(raw, Duration):
             return raw
         if isinstance(raw, int) and not isinstance(raw, bool) and raw > 0:
-            return cls(raw)
-        match = _DURATION_RE.match(raw.lower()) if isinstance(raw, str) else None
-        if not match or int(match.group(1)) < 1:
-            raise ValueError(f"cannot read {raw!r} as a duration: use e.g. '90s', '30m', '6h' or '2d'")
-        return cls(int(match.group(1)) * _DURATION_FACTORS[match.group(2)])
+            seconds = raw
+        else:
+            match = _DURATION_RE.match(raw.lower()) if isinstance(raw, str) and len(raw) < 32 else None
+            if not match or int(match.group(1)) < 1:
+                raise ValueError(f"cannot read {excerpt(raw)} as a duration: use e.g. '90s', '30m', '6h' or '2d'")
+            seconds = int(match.group(1)) * _DURATION_FACTORS[match.group(2)]
+        if seconds > MAX_DURATION:
+            raise ValueError(f"a duration must be at most {MAX_DURATION // 86400} days (a longer one is a typo)")
+        return cls(seconds)
 
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:

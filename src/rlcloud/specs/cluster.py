@@ -6,12 +6,13 @@ import math
 import re
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from rlcloud.specs._base import Duration, StrictModel, check_dns_label
+from rlcloud.errors import excerpt
+from rlcloud.specs._base import NOT_BOOL, Duration, StrictModel, check_dns_label, why
 
 ZONE_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-[a-z]$")
 REGION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
@@ -60,6 +61,11 @@ DEFAULT_MACHINE_TYPES: dict[GpuType | None, str] = {
 CUSTOM_MIN_GB_PER_CPU = 0.9
 CUSTOM_MAX_GB_PER_CPU = 6.5
 CUSTOM_MAX_CPUS = 96
+#: Nodes in one node pool: GKE allows 1000 per zone; a bigger number is a typo, and a costly one.
+MAX_NODES = 1000
+_NODES_WHY = "GKE allows at most 1000 nodes per node pool and zone"
+#: Boot disk size in GB: a persistent disk holds at most 64 TB.
+MAX_DISK_GB = 65536
 
 
 def custom_machine_type(cpus: int, memory_gb: float) -> str:
@@ -82,8 +88,16 @@ def custom_machine_type(cpus: int, memory_gb: float) -> str:
 class Autoscaling(StrictModel):
     """Autoscaling bounds of the GPU (or, without GPUs, the worker) node pool."""
 
-    min_nodes: int = Field(0, ge=0, description="Fewest nodes the pool scales down to (0 lets it empty).")
-    max_nodes: int = Field(..., ge=1, description="Most nodes the pool scales up to.")
+    min_nodes: Annotated[int, NOT_BOOL] = Field(
+        0,
+        ge=0,
+        le=MAX_NODES,
+        json_schema_extra=why(_NODES_WHY),
+        description="Fewest nodes the pool scales down to (0 lets it empty).",
+    )
+    max_nodes: Annotated[int, NOT_BOOL] = Field(
+        ..., ge=1, le=MAX_NODES, json_schema_extra=why(_NODES_WHY), description="Most nodes the pool scales up to."
+    )
 
     @model_validator(mode="after")
     def _bounds(self) -> Autoscaling:
@@ -114,15 +128,40 @@ class ClusterSpec(StrictModel):
     machine_type: str | None = Field(
         None, description="GCE machine type of the experiment nodes, e.g. 'n1-standard-8' or 'g2-standard-8'."
     )
-    cpus_per_node: int | None = Field(
-        None, description="vCPUs per node; with memory_per_node it derives a custom N1 machine type."
+    cpus_per_node: Annotated[int | None, NOT_BOOL] = Field(
+        None,
+        # bounded (1 or even, up to 96) by custom_machine_type(), whose message says the whole rule
+        description="vCPUs per node; with memory_per_node it derives a custom N1 machine type.",
     )
-    memory_per_node: float | None = Field(
-        None, description="Memory per node in GB; with cpus_per_node it derives a custom N1 machine type."
+    memory_per_node: Annotated[float | None, NOT_BOOL] = Field(
+        None,
+        gt=0,
+        le=CUSTOM_MAX_CPUS * CUSTOM_MAX_GB_PER_CPU,
+        allow_inf_nan=False,
+        json_schema_extra=why("an N1 custom machine type has at most 6.5 GB per vCPU and 96 vCPUs"),
+        description="Memory per node in GB; with cpus_per_node it derives a custom N1 machine type.",
     )
-    num_nodes: int = Field(1, ge=1, description="Number of experiment nodes (the GPU pool when GPUs are used).")
-    disk_size: int = Field(100, ge=10, description="Boot disk size per node in GB (at least 10).")
-    gpus_per_node: int = Field(0, ge=0, le=16, description="GPUs per node; 0 for a CPU-only cluster.")
+    num_nodes: Annotated[int, NOT_BOOL] = Field(
+        1,
+        ge=1,
+        le=MAX_NODES,
+        json_schema_extra=why(_NODES_WHY),
+        description="Number of experiment nodes (the GPU pool when GPUs are used).",
+    )
+    disk_size: Annotated[int, NOT_BOOL] = Field(
+        100,
+        ge=10,
+        le=MAX_DISK_GB,
+        json_schema_extra=why("a persistent disk holds at most 64 TB"),
+        description="Boot disk size per node in GB (at least 10).",
+    )
+    gpus_per_node: Annotated[int, NOT_BOOL] = Field(
+        0,
+        ge=0,
+        le=16,
+        json_schema_extra=why("a GCE machine has at most 16 GPUs"),
+        description="GPUs per node; 0 for a CPU-only cluster.",
+    )
     gpu_type: GpuType | None = Field(
         None,
         description="Accelerator type, e.g. 'nvidia-tesla-t4' or 'nvidia-l4'; required when gpus_per_node > 0.",
@@ -184,7 +223,7 @@ class ClusterSpec(StrictModel):
         bad = [z for z in value if not ZONE_RE.match(z)]
         if bad:
             raise PydanticCustomError(
-                "zones", "fallback_zones must be zones such as 'us-central1-b'; not {bad}", {"bad": bad}
+                "zones", "fallback_zones must be zones such as 'us-central1-b'; not {bad}", {"bad": excerpt(bad)}
             )
         return value
 
@@ -202,7 +241,7 @@ class ClusterSpec(StrictModel):
         if isinstance(value, str) and value not in {t.value for t in GpuType}:
             valid = ", ".join(t.value for t in GpuType)
             raise PydanticCustomError(
-                "gpu_type", "unknown gpu_type '{v}'; valid: {valid}", {"v": value, "valid": valid}
+                "gpu_type", "unknown gpu_type {v}; valid: {valid}", {"v": excerpt(value), "valid": valid}
             )
         return value
 
@@ -213,9 +252,9 @@ class ClusterSpec(StrictModel):
             if not LABEL_KEY_RE.match(key) or not LABEL_VALUE_RE.match(str(val)):
                 raise PydanticCustomError(
                     "labels",
-                    "label '{key}'='{val}' is not a valid GCE label: keys start with a lowercase letter, keys "
+                    "label {key}={val} is not a valid GCE label: keys start with a lowercase letter, keys "
                     "and values use lowercase letters, digits, '_' and '-', at most 63 characters",
-                    {"key": key, "val": val},
+                    {"key": excerpt(key), "val": excerpt(val)},
                 )
         return value
 

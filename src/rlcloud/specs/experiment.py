@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from rlcloud.specs._base import QUANTITY_RE, Frequency, StrictModel, check_dns_label
+from rlcloud.errors import excerpt
+from rlcloud.specs._base import NOT_BOOL, QUANTITY_RE, Frequency, StrictModel, check_dns_label, why
 from rlcloud.specs.cluster import ClusterSpec
+from rlcloud.specs.dotted import DottedPathError, code_strings, resolve_dotted_class
 
 RunMode = Literal["single", "multi-threaded", "distributed"]
 Execution = Literal["auto", "batched", "processes"]
@@ -18,16 +20,43 @@ Execution = Literal["auto", "batched", "processes"]
 GS_URL_RE = re.compile(r"^gs://([a-z0-9][a-z0-9._-]{1,220}[a-z0-9])(/.*)?$")
 DEFAULT_WORKERS: dict[str, int] = {"single": 1, "multi-threaded": 4, "distributed": 2}
 
+# Upper bounds of the numbers a spec holds (docs/security.md): each far above any real run, low enough that
+# a typo (an extra zero, a pasted timestamp) is an error at validation, not a crash after files are written.
+#: Environments per run. Distributed, each is an env-server pod (or process) with a port and a socket to the
+#: one learner, which steps them all; past 1024 the learner is the bottleneck and a typo (100000) would
+#: start a hundred thousand pods. A local run is bounded lower, by the machine (roles.check_local_capacity).
+MAX_WORKERS = 1024
+#: Training episodes: a billion is decades of CartPole at full speed.
+MAX_EPISODES = 10**9
+#: Timesteps (Tensorforce counts them in int64); 10^12 is years at the fastest measured rates.
+MAX_TIMESTEPS = 10**12
+#: Action repeats: Atari uses 4; past 1000 an agent no longer acts.
+MAX_REPEAT_ACTIONS = 1000
+#: Seeds: numpy's legacy seeding (which Tensorforce's config.seed uses) and gymnasium take 0 .. 2^32-1.
+MAX_SEED = 2**32 - 1
+#: Evaluation episodes per evaluation.
+MAX_EVALUATION_EPISODES = 100_000
+
+
+def _check_class(path: Any, kind: str, key: str) -> None:
+    """Refuse a dotted path that does not name a class of ``kind``. Its module is imported (importing is
+    allowed, calling is not); one that is not installed here passes, and the runner checks it again."""
+    try:
+        resolve_dotted_class(path, kind, missing_ok=True)
+    except DottedPathError as exc:
+        raise PydanticCustomError(f"at:{key}", "{why} (got {v})", {"why": str(exc), "v": excerpt(path)}) from None
+
 
 class Resources(StrictModel):
     """Kubernetes resources for one role's container (requests = limits)."""
 
     cpu: str | None = Field(None, description="CPU request and limit, a Kubernetes quantity such as '2' or '500m'.")
     memory: str | None = Field(None, description="Memory request and limit, a Kubernetes quantity such as '4Gi'.")
-    gpus: int | None = Field(
+    gpus: Annotated[int | None, NOT_BOOL] = Field(
         None,
         ge=0,
         le=16,
+        json_schema_extra=why("a GKE node has at most 16 GPUs"),
         description="GPUs (nvidia.com/gpu); empty means 1 for the learner on a GPU cluster, else 0.",
     )
 
@@ -44,8 +73,8 @@ class Resources(StrictModel):
         if not QUANTITY_RE.match(value):
             raise PydanticCustomError(
                 "quantity",
-                "'{v}' is not a Kubernetes quantity: use e.g. '2', '500m' for CPU and '4Gi', '512Mi' for memory",
-                {"v": value},
+                "{v} is not a Kubernetes quantity: use e.g. '2', '500m' for CPU and '4Gi', '512Mi' for memory",
+                {"v": excerpt(value)},
             )
         return value
 
@@ -74,7 +103,13 @@ class EvaluationSpec(StrictModel):
     every: Frequency = Field(
         ..., description="How often to evaluate: every N episodes ('50e') or timesteps ('10000t')."
     )
-    episodes: int = Field(10, ge=1, description="Evaluation episodes per evaluation.")
+    episodes: Annotated[int, NOT_BOOL] = Field(
+        10,
+        ge=1,
+        le=MAX_EVALUATION_EPISODES,
+        json_schema_extra=why("more would never finish between two evaluations"),
+        description="Evaluation episodes per evaluation.",
+    )
 
     @field_validator("every")
     @classmethod
@@ -90,7 +125,8 @@ class ExperimentSpec(StrictModel):
     """A Tensorforce experiment: environment, agent, network, stop conditions, run mode, outputs.
 
     File references in environment/agent/network/cluster are resolved by ``from_file``/``from_dict``
-    (relative to the spec file, then ``./configs/<kind>s/``); the model itself holds resolved data only.
+    (relative to the spec file, then ``./configs/<kind>s/``, then the bundled configs; nothing outside them
+    is read); the model itself holds resolved data only. A spec is data: see docs/security.md.
     """
 
     name: str = Field(..., description="Experiment name: a DNS-1123 label of at most 40 characters.")
@@ -109,33 +145,60 @@ class ExperimentSpec(StrictModel):
         "auto",
         description="Tensorforce network spec (a layer list or dict), or 'auto'; in a file also a path.",
     )
-    episodes: int | None = Field(
-        None, ge=1, description="Stop after this many training episodes (all workers together)."
-    )
-    total_timesteps: int | None = Field(
-        None, ge=1, description="Stop after this many timesteps (all workers together)."
-    )
-    max_timesteps_per_episode: int | None = Field(
+    episodes: Annotated[int | None, NOT_BOOL] = Field(
         None,
         ge=1,
+        le=MAX_EPISODES,
+        json_schema_extra=why("a billion episodes is more than any run"),
+        description="Stop after this many training episodes (all workers together).",
+    )
+    total_timesteps: Annotated[int | None, NOT_BOOL] = Field(
+        None,
+        ge=1,
+        le=MAX_TIMESTEPS,
+        json_schema_extra=why("10^12 timesteps is years of training"),
+        description="Stop after this many timesteps (all workers together).",
+    )
+    max_timesteps_per_episode: Annotated[int | None, NOT_BOOL] = Field(
+        None,
+        ge=1,
+        le=MAX_TIMESTEPS,
+        json_schema_extra=why("10^12 timesteps is years of training"),
         description="Truncate episodes after this many timesteps (empty: the environment's own limit).",
     )
     deterministic: bool = Field(False, description="Act deterministically (no sampling/exploration) while training.")
-    repeat_actions: int = Field(1, ge=1, description="Repeat each action this many times, summing the rewards.")
+    repeat_actions: Annotated[int, NOT_BOOL] = Field(
+        1,
+        ge=1,
+        le=MAX_REPEAT_ACTIONS,
+        json_schema_extra=why("Atari uses 4; past 1000 the agent no longer acts"),
+        description="Repeat each action this many times, summing the rewards.",
+    )
     debug_logging: bool = Field(False, description="Verbose runner logs.")
-    seed: int | None = Field(None, ge=0, description="Random seed; single mode is reproducible with a fixed seed.")
+    seed: Annotated[int | None, NOT_BOOL] = Field(
+        None,
+        ge=0,
+        le=MAX_SEED,
+        json_schema_extra=why("numpy and gymnasium take 32-bit seeds"),
+        description="Random seed; single mode is reproducible with a fixed seed.",
+    )
     run_mode: RunMode = Field(
         "single",
         description="single: one env, one agent; multi-threaded: num_workers envs feeding one agent in one "
         "process/pod; distributed: one agent plus num_workers environment-server processes/pods.",
     )
-    num_workers: int = Field(
+    num_workers: Annotated[int, NOT_BOOL] = Field(
         None,  # type: ignore[assignment]  # filled per run_mode by the validator below
         ge=1,
+        le=MAX_WORKERS,
+        json_schema_extra=why(
+            "each environment is a process or pod with a socket and a port to the one learner; a local run "
+            "is limited further by the machine (256 processes and its open-file limit)"
+        ),
         description="Environments (multi-threaded) or environment servers (distributed); single: 1. "
         "Default: 1 / 4 / 2 by run_mode.",
     )
-    num_parameter_servers: int = Field(
+    num_parameter_servers: Annotated[int, NOT_BOOL] = Field(
         0, ge=0, description="0 or 1: Tensorforce 0.6 has one learner, which is the parameter server."
     )
     execution: Execution = Field(
@@ -184,9 +247,9 @@ class ExperimentSpec(StrictModel):
         if isinstance(value, str):
             raise PydanticCustomError(
                 "unresolved_file",
-                "'{v}' looks like a file reference: load the spec with ExperimentSpec.from_file() or "
+                "{v} looks like a file reference: load the spec with ExperimentSpec.from_file() or "
                 "from_dict(), which resolve files, or give the spec inline as a mapping",
-                {"v": value},
+                {"v": excerpt(value)},
             )
         return value
 
@@ -203,6 +266,11 @@ class ExperimentSpec(StrictModel):
                 "environment",
                 "a gym environment needs 'level', the gymnasium id (e.g. CartPole-v1 or ALE/Pong-v5)",
             )
+        # the user's class, as the runner finds it (runner/envs.py _user_class_path): `class`, else a dotted type
+        env_type = value.get("type")
+        key = "class" if "class" in value else "type"
+        if key == "class" or (isinstance(env_type, str) and (":" in env_type or "." in env_type)):
+            _check_class(value[key], "environment", key)
         return value
 
     @field_validator("agent")
@@ -213,6 +281,9 @@ class ExperimentSpec(StrictModel):
                 "agent",
                 "agent needs a 'type', e.g. ppo, dqn, a2c, ac, dpg, dueling_dqn, trpo, vpg, tensorforce",
             )
+        agent_type = value.get("type", value.get("agent"))
+        if isinstance(agent_type, str) and ("." in agent_type or ":" in agent_type):
+            _check_class(agent_type, "agent", "type" if "type" in value else "agent")
         return value
 
     @field_validator("network", mode="before")
@@ -221,9 +292,9 @@ class ExperimentSpec(StrictModel):
         if isinstance(value, str) and value != "auto":
             raise PydanticCustomError(
                 "unresolved_file",
-                "network '{v}' is neither 'auto' nor a layer spec; file references are resolved by "
+                "network {v} is neither 'auto' nor a layer spec; file references are resolved by "
                 "ExperimentSpec.from_file()/from_dict()",
-                {"v": value},
+                {"v": excerpt(value)},
             )
         if isinstance(value, list) and not all(isinstance(layer, dict | list) for layer in value):
             raise PydanticCustomError(
@@ -259,13 +330,21 @@ class ExperimentSpec(StrictModel):
         if value is not None and value.startswith("gs:") and not GS_URL_RE.match(value):
             raise PydanticCustomError(
                 "results",
-                "'{v}' is not a valid GCS location: use gs://BUCKET or gs://BUCKET/PREFIX (bucket names are "
+                "{v} is not a valid GCS location: use gs://BUCKET or gs://BUCKET/PREFIX (bucket names are "
                 "3-222 lowercase letters, digits, '-', '_' and '.')",
-                {"v": value},
+                {"v": excerpt(value)},
             )
         if value is not None and not value.strip():
             raise PydanticCustomError("results", "results must be gs://BUCKET[/PREFIX] or a directory, not empty")
         return value
+
+    @model_validator(mode="after")
+    def _no_code(self) -> ExperimentSpec:
+        # Tensorforce eval()s some strings (a function layer, reward shaping): a spec holds no code
+        for name in ("environment", "agent", "network"):
+            for path, reason in code_strings(getattr(self, name), name):
+                raise PydanticCustomError(f"at:{path}", reason)
+        return self
 
     @model_validator(mode="after")
     def _consistency(self) -> ExperimentSpec:
@@ -294,7 +373,8 @@ class ExperimentSpec(StrictModel):
         """Load from a YAML/JSON file (tensorforce-client files too); keyword arguments override settings.
 
         File references (environment/agent/network/cluster) resolve relative to the file, then
-        ./configs/<kind>s/. Dotted keys override nested settings: ``**{"resources.learner.cpu": "2"}``.
+        ./configs/<kind>s/, then rlcloud's bundled configs; a file outside those places is refused.
+        Dotted keys override nested settings: ``**{"resources.learner.cpu": "2"}``.
         """
         from rlcloud.specs.loading import load_spec
 

@@ -1,27 +1,30 @@
 """Reading specs from YAML/JSON files and dicts: file references, overrides, legacy files, error translation.
 
-This is the only place in specs/ that does I/O: it reads the spec file and the files it references, then
-builds the strict models from resolved data.
+With specs/safeload.py (the one bounded YAML/JSON reader, whose functions are re-exported here) this is
+the only place in specs/ that does I/O: it reads the spec file and the files it references, then builds
+the strict models from resolved data.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
-import re
+import os
 import types
 import typing
 from collections.abc import Mapping
+from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from rlcloud.errors import SpecError, SpecProblem
+from rlcloud.errors import SpecError, SpecProblem, excerpt
 from rlcloud.specs import legacy
 from rlcloud.specs.cluster import ClusterSpec
 from rlcloud.specs.experiment import ExperimentSpec
+from rlcloud.specs.safeload import check_structure, parse_data_text, parse_json_text, read_data_file
 
 __all__ = [
     "SpecKind",
@@ -30,6 +33,8 @@ __all__ = [
     "experiment_from_dict",
     "load_spec",
     "load_spec_text",
+    "parse_data_text",
+    "parse_json_text",
     "read_data_file",
     "spec_to_yaml",
     "validation_to_spec_error",
@@ -66,107 +71,150 @@ _CLUSTER_KEYS = {
 # ---------------------------------------------------------------------------------------------- reading
 
 
-class _SpecLoader(yaml.SafeLoader):
-    """SafeLoader that reads YAML 1.2 / JSON floats without a dot ("1e-3", "1e6") as numbers, and refuses
-    duplicate keys.
-
-    PyYAML follows YAML 1.1, where ``learning_rate: 1e-3`` is the *string* "1e-3"; tensorforce-client's
-    JSON files and most users write floats that way. PyYAML also lets a repeated key silently replace the
-    first one, which hides the setting a user thinks is in force.
-    """
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue  # "<<: *base": explicit keys may override merged ones
-            key = self.construct_object(key_node, deep=True)
-            if isinstance(key, str | int | float | bool) and key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r} (each setting may appear once)", key_node.start_mark
-                )
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
+def _bundled_configs() -> Path:
+    """rlcloud's own default specs (src/rlcloud/configs), the last place a reference is looked up."""
+    return Path(str(resources.files("rlcloud") / "configs"))
 
 
-_SpecLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
-    list("-+0123456789"),
-)
+def reference_roots(base_dir: Path) -> list[Path]:
+    """The directory trees a spec's file references may point into: the spec file's own directory, the
+    project's ./configs and rlcloud's bundled configs (symlinks resolved). Anything else (``/etc/passwd``,
+    ``../../.ssh/id_rsa``, ``~/.kube/config``) is refused: a spec is data, and the files it names are
+    part of it only when they sit beside it."""
+    return [base_dir.resolve(), (Path.cwd() / "configs").resolve(), _bundled_configs().resolve()]
 
 
-def read_data_file(path: str | Path, *, field: str = "") -> Any:
-    """Parse a YAML or JSON file; errors name the file and the line (SpecError)."""
-    path = Path(path)
-    source = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecError([SpecProblem(field, f"file not found: {path}", source=source)], source=source) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise SpecError([SpecProblem(field, f"cannot read {path}: {reason}", source=source)], source=source) from None
-    if path.suffix.lower() == ".json":
-        return parse_json_text(text, source=source, field=field)
-    return parse_data_text(text, source=source, field=field)
-
-
-class _DuplicateKeyError(ValueError):
-    pass
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _DuplicateKeyError(f"duplicate key {key!r} (each setting may appear once)")
-        out[key] = value
-    return out
-
-
-def parse_json_text(text: str, *, source: str = "<string>", field: str = "") -> Any:
-    """Parse JSON text; a syntax error names the line and column."""
-    try:
-        return json.loads(text, object_pairs_hook=_unique_keys)
-    except _DuplicateKeyError as exc:
-        raise SpecError([SpecProblem(field, str(exc), source=source)], source=source) from None
-    except json.JSONDecodeError as exc:
-        message = f"line {exc.lineno}, column {exc.colno}: invalid JSON: {exc.msg}"
-        raise SpecError([SpecProblem(field, message, source=source)], source=source) from None
-
-
-def parse_data_text(text: str, *, source: str = "<string>", field: str = "") -> Any:
-    """Parse YAML (a superset of JSON) text; a syntax error names the line and column."""
-    try:
-        return yaml.load(text, Loader=_SpecLoader)  # a SafeLoader subclass: no arbitrary objects
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        problem = exc.problem or exc.context or "invalid YAML"
-        raise SpecError([SpecProblem(field, f"{where}{problem}", source=source)], source=source) from None
-    except yaml.YAMLError as exc:
-        raise SpecError([SpecProblem(field, f"invalid YAML/JSON: {exc}", source=source)], source=source) from None
+def _inside(path: Path, roots: list[Path]) -> bool:
+    return any(path == root or path.is_relative_to(root) for root in roots)
 
 
 def _resolve_reference(value: str, kind: str, base_dir: Path) -> Path | None:
-    """Find a referenced file: next to the spec file, then ./configs/<kind>s/, then ./ (with or without suffix)."""
+    """Find a referenced file: next to the spec file, then ./configs/<kind>s/, then rlcloud's bundled
+    configs/<kind>s/ (with or without suffix). A candidate outside those trees (symlinks resolved) is never
+    opened: a SpecError says the reference points outside them."""
+    if not value or "\0" in value or len(value) > _MAX_REFERENCE or "\n" in value:
+        return None
     names = [value] if Path(value).suffix in _SUFFIXES else [value, *(value + s for s in _SUFFIXES)]
-    dirs = [base_dir, Path.cwd() / "configs" / _CONFIG_DIRS[kind], Path.cwd()]
+    dirs = [base_dir, Path.cwd() / "configs" / _CONFIG_DIRS[kind], _bundled_configs() / _CONFIG_DIRS[kind]]
+    roots = reference_roots(base_dir)
+    outside = False
     for directory in dirs:
         for name in names:
-            candidate = (directory / name).expanduser()
-            if candidate.is_file():
-                return candidate
+            try:
+                candidate = Path(os.path.realpath(directory / name))
+            except (OSError, ValueError):  # a name too long for the file system, a loop of symlinks
+                continue
+            if not _inside(candidate, roots):
+                outside = True
+                continue
+            try:
+                if candidate.is_file():
+                    return candidate
+            except OSError:  # ENAMETOOLONG, EACCES on a parent directory: not a usable reference
+                continue
+    if outside:
+        raise SpecError(
+            [
+                SpecProblem(
+                    kind,
+                    f"the file reference {excerpt(value)} points outside the places a spec may read from: the "
+                    "spec file's directory, ./configs and rlcloud's bundled configs (copy the file there)",
+                )
+            ]
+        )
     return None
 
 
-def _load_reference(value: str, kind: str, base_dir: Path) -> Any:
+#: Longest file reference read as a path: longer strings are values, not file names (PATH_MAX is 4096).
+_MAX_REFERENCE = 4096
+
+# Keys that only credentials and kubeconfigs hold: a referenced file with one of them is refused unread
+# into the spec, so a key file named by mistake reaches neither spec.yaml, a ConfigMap, a log nor an error.
+_SECRET_KEYS = frozenset(
+    {
+        "private_key",
+        "private_key_id",
+        "client_secret",
+        "refresh_token",
+        "access_token",
+        "client-key-data",
+        "client-certificate-data",
+        "token",
+        "password",
+        "auth-provider",
+    }
+)
+_CREDENTIAL_TYPES = frozenset(
+    {"service_account", "authorized_user", "external_account", "impersonated_service_account"}
+)
+_KIND_NAMES = {"environment": "an environment", "agent": "an agent", "network": "a network", "cluster": "a cluster"}
+
+
+def _secret_key(data: Any) -> str | None:
+    """The first credential-only key anywhere in ``data`` (iteratively: the reader bounds its depth)."""
+    stack = [data]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if isinstance(key, str) and key.lower() in _SECRET_KEYS:
+                    return key
+                stack.append(item)
+        elif isinstance(value, list):
+            stack.extend(value)
+    return None
+
+
+def _foreign_kind(data: Any, kind: str) -> str | None:
+    """What a referenced file holds when it is not ``kind``'s spec (a key file, a kubeconfig, a cluster or
+    experiment spec), described without quoting any of it ("is a kubeconfig"); None when it may be ``kind``'s spec."""
+    if isinstance(data, dict):
+        secret = _secret_key(data)
+        if secret is not None or data.get("type") in _CREDENTIAL_TYPES:
+            return "is a credentials file" + (f" (it holds {secret!r})" if secret else "")
+        declared = data.get("kind")
+        if declared == "Config" or len({"clusters", "contexts", "users", "current-context"} & set(data)) >= 2:
+            return "is a kubeconfig"
+        if isinstance(declared, str):
+            lowered = declared.lower()
+            if lowered in ("cluster", "clusterspec") and kind != "cluster":
+                return "is a Cluster spec"
+            if lowered in ("experiment", "experimentspec"):
+                return "is an Experiment spec"
+            if lowered not in ("cluster", "clusterspec", kind):
+                return f"is a spec of kind {excerpt(declared, 40)}"
+        if kind != "cluster" and "name" in data and ({"environment", "agent"} & set(data)):
+            return "is an Experiment spec"
+        if kind != "cluster" and len(_CLUSTER_KEYS & set(data)) >= 2:
+            return "is a Cluster spec"
+        return None
+    if kind == "network" and isinstance(data, list):
+        return None
+    what = "nothing" if data is None else f"a {type(data).__name__}"
+    return f"holds {what} (not a mapping of settings)"
+
+
+def _load_reference(value: str, kind: str, base_dir: Path, origin: Path | None = None) -> Any:
     found = _resolve_reference(value, kind, base_dir)
     if found is None:
-        tried = f"{base_dir}/, ./configs/{_CONFIG_DIRS[kind]}/ and ./"
-        raise SpecError([SpecProblem(kind, f"file {value!r} not found (looked in {tried})", value)])
+        tried = f"{base_dir}/, ./configs/{_CONFIG_DIRS[kind]}/ and rlcloud's bundled configs"
+        raise SpecError([SpecProblem(kind, f"file {excerpt(value)} not found (looked in {tried})")])
+    if origin is not None and found == origin:
+        # references are followed one level only (a referenced file's own references are not), so a
+        # spec naming itself is the one cycle there can be
+        raise SpecError([SpecProblem(kind, f"the file reference {excerpt(value)} names the spec itself")])
     data = read_data_file(found, field=kind)
+    foreign = _foreign_kind(data, kind)
+    if foreign is not None:
+        raise SpecError(
+            [
+                SpecProblem(
+                    kind,
+                    f"{excerpt(found.name, 80, quote=False)} {foreign}, not {_KIND_NAMES[kind]} spec: refused, and "
+                    "none of its content is used or shown",
+                )
+            ]
+        )
     if isinstance(data, dict):
         data.pop("kind", None)
     return data
@@ -246,10 +294,12 @@ def validation_to_spec_error(exc: ValidationError, *, model: type[BaseModel], so
     grouped: dict[str, list[dict[str, Any]]] = {}
     for error in exc.errors(include_url=False):
         err: dict[str, Any] = dict(error)
-        loc = tuple(err["loc"])
+        path = _loc_to_path(tuple(err["loc"]), model)
         if err["type"].startswith("at:"):
-            loc = (*loc, *err["type"][3:].split("."))
-        path = _loc_to_path(loc, model)
+            # appended as text, not walked as a location: its parts ("layers[0]") are the user's keys, never
+            # union branch tags for _loc_to_path to skip
+            suffix = err["type"][3:]
+            path = f"{path}.{suffix}" if path and not suffix.startswith("[") else path + suffix
         grouped.setdefault(path, []).append(err)
 
     problems: list[SpecProblem] = []
@@ -304,7 +354,19 @@ def _message(err: dict[str, Any], model: type[BaseModel], path: str) -> str:
         hint = f"did you mean {close[0]!r}? " if close else ""
         return f"unknown field; {hint}valid fields here: {', '.join(valid)}"
     msg = err["msg"]
+    if kind in ("less_than_equal", "less_than"):
+        reason = _field_limit_reason(model, path)
+        return msg + (f" ({reason})" if reason else "")
     return msg.removeprefix("Value error, ")
+
+
+def _field_limit_reason(model: type[BaseModel], path: str) -> str:
+    """Why a field has its bounds (``why()`` in specs/_base.py), for the message of a value out of range."""
+    parent, _, name = path.rpartition(".")
+    found = _model_at(model, parent)
+    extra = found.model_fields[name].json_schema_extra if found and name in found.model_fields else None
+    reason = extra.get("limit_reason") if isinstance(extra, dict) else None
+    return reason if isinstance(reason, str) else ""
 
 
 def _submodels(annotation: Any) -> list[type[BaseModel]]:
@@ -346,6 +408,9 @@ def build_model(model: type[M], data: Any, *, source: str | None = None) -> M:
             [SpecProblem("", f"a {model.__name__} must be a mapping of settings, got {type(data).__name__}")],
             source=source,
         )
+    # data built in Python (from_dict, overrides) gets the bounds the reader gives text: no cycle, no
+    # nesting deep enough to exhaust the stack in pydantic or yaml.safe_dump
+    check_structure(data, source=source or "<data>")
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -397,19 +462,21 @@ def experiment_from_dict(
     raw = apply_overrides(raw, {k: v for k, v in overrides.items() if "." not in k})
     problems: list[SpecProblem] = []
     unresolved: set[str] = set()
+    # the spec's own file, so that a reference to it is refused (load_spec passes its path as source)
+    origin = Path(os.path.realpath(source)) if source and os.path.isfile(source) else None
     for kind in ("environment", "agent", "network", "cluster"):
         value = raw.get(kind)
         if not isinstance(value, str) or (kind == "network" and value == "auto"):
             continue
-        if (
-            kind == "cluster"
-            and _resolve_reference(value, kind, base) is None
-            and "." not in value
-            and "/" not in value
-        ):
-            continue  # the name of an existing cluster
         try:
-            raw[kind] = _load_reference(value, kind, base)
+            if (
+                kind == "cluster"
+                and "." not in value
+                and "/" not in value
+                and _resolve_reference(value, kind, base) is None
+            ):
+                continue  # the name of an existing cluster
+            raw[kind] = _load_reference(value, kind, base, origin)
         except SpecError as exc:
             problems += [SpecProblem(kind, p.message, p.value, source) for p in exc.problems]
             unresolved.add(kind)

@@ -84,7 +84,9 @@ def _constraints(info: FieldInfo) -> str:
         for attr, symbol in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
             value = getattr(meta, attr, None)
             if value is not None and isinstance(meta, annotated_types.BaseMetadata):
-                words.append(f"{symbol} {value}")
+                # 10^12 reads better as 1_000_000_000_000 than as thirteen digits in a row
+                shown = f"{value:_}" if isinstance(value, int) and abs(value) >= 100_000 else str(value)
+                words.append(f"{symbol} {shown}")
     return ", ".join(words)
 
 
@@ -136,7 +138,12 @@ def _model_section(kind: str, model: type[BaseModel]) -> Iterator[str]:
         limits = _constraints(info)
         if limits:
             type_text += f" ({limits})"
-        yield f"| `{name}` | {type_text} | {_default(info)} | {_cell(info.description or '')} |"
+        description = info.description or ""
+        extra = info.json_schema_extra
+        reason = extra.get("limit_reason") if isinstance(extra, dict) else None
+        if reason:
+            description += f" Bounded because {reason}."
+        yield f"| `{name}` | {type_text} | {_default(info)} | {_cell(description)} |"
     computed = _COMPUTED.get(model, [])
     if computed:
         yield ""
@@ -181,8 +188,10 @@ def render() -> str:
         "keyword arguments: `ExperimentSpec.from_file(path, **overrides)`, where dotted keys such as "
         '`**{"resources.learner.cpu": "2"}` override nested settings. Unknown fields are errors. '
         "In a file, `environment`, `agent`, `network` and `cluster` may name a JSON/YAML file, looked up next to "
-        "the spec file, then in `./configs/<kind>s/`. tensorforce-client's JSON files load unchanged; each "
-        "legacy setting is reported once as a `LegacySpecWarning` saying what it became.",
+        "the spec file, then in `./configs/<kind>s/`, then in rlcloud's bundled configs; no file outside those "
+        "places is read ([security.md](security.md) says what a spec can and cannot do, and the limits). "
+        "tensorforce-client's JSON files load unchanged; each legacy setting is reported once as a "
+        "`LegacySpecWarning` saying what it became.",
         "",
     ]
     current = ""

@@ -1,0 +1,143 @@
+"""Fuzzing the spec loader (hypothesis): whatever the text, the result is a spec or a SpecError, never another
+exception, in bounded time and memory.
+
+Inputs are at most a few kilobytes (the interesting failures, alias bombs and deep nesting, are small) and
+come in four shapes: YAML-ish token soup, random text, valid specs with random values put into their
+fields, and alias chains of random depth and fan-out. The bounds: each example within the hypothesis
+deadline (generous, far above the milliseconds a spec takes; an alias bomb used to run for minutes) and
+under 64 MiB of Python allocations.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import tempfile
+import tracemalloc
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, configuration, given, settings
+from hypothesis import strategies as st
+
+from rlcloud.cli import main
+from rlcloud.errors import SpecError
+from rlcloud.specs.loading import load_spec_text
+
+# Hypothesis caches into ./.hypothesis from its first test on: keep the working directory untouched.
+configuration.set_hypothesis_home_dir(tempfile.mkdtemp(prefix="rlcloud-hypothesis-"))
+
+#: Largest input tried, in characters.
+MAX_INPUT = 4096
+#: Most memory one load may allocate (tracemalloc's peak).
+MAX_MEMORY = 64 * 2**20
+
+FUZZ = settings(
+    max_examples=150,
+    deadline=timedelta(seconds=5),
+    database=None,  # nothing written into the working directory
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+TOKENS = [
+    "[", "]", "{", "}", ": ", ",", "- ", "&a ", "*a", "&b ", "*b", "&c ", "*c", "!!int ", "!!float ", "!!binary ",
+    "!!timestamp ", "!!python/object:os.system ", "!!map ", "!!seq ", "? ", "<<: ", "\n", "  ", "'", '"', "#", "|",
+    ">", "name", "agent", "environment", "episodes", "network", "cluster", "kind", "Experiment", "Cluster", "type",
+    "subprocess:Popen", "os.system", "function", "1e-3", "0x1f", "0o17", "1:30", "9" * 50, "true", "null", "~",
+    "%YAML 1.2\n", "---\n", "...\n", "\t", "é", "\x00", "\ufeff", "2020-13-45", ".inf", ".nan", "-", "../",
+    "/etc/passwd", "!!map ", "!!str ", "!!seq ", "!!null ", "!!bool ", "!!set ", "!!omap ", "!!pairs ",
+]  # fmt: skip
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+    max_leaves=25,
+)
+
+FIELDS = [
+    "name", "environment", "agent", "network", "episodes", "total_timesteps", "max_timesteps_per_episode",
+    "repeat_actions", "seed", "run_mode", "num_workers", "num_parameter_servers", "execution", "saver_frequency",
+    "summary_frequency", "evaluation", "resources", "results", "cluster", "deterministic", "kind",
+]  # fmt: skip
+
+BASE = {
+    "name": "demo",
+    "environment": {"type": "gym", "level": "CartPole-v1"},
+    "agent": {"type": "ppo", "batch_size": 10},
+    "episodes": 5,
+}
+
+
+@pytest.fixture(scope="module")
+def empty_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where file references resolve: nothing there, so only the text itself is loaded."""
+    return tmp_path_factory.mktemp("fuzz")
+
+
+def load_bounded(text: str, base_dir: Path) -> None:
+    """Load ``text``: a spec or a SpecError with a short message; anything else fails the example."""
+    assert len(text) <= MAX_INPUT * 4
+    tracemalloc.start()
+    try:
+        load_spec_text(text, base_dir=base_dir, source="fuzz.yaml")
+    except SpecError as exc:
+        message = str(exc)
+        assert message and len(message) < 20_000
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    assert peak < MAX_MEMORY, f"peak {peak / 2**20:.0f} MiB"
+
+
+@FUZZ
+@given(st.lists(st.sampled_from(TOKENS), max_size=300).map("".join))
+def test_token_soup(empty_dir: Path, text: str) -> None:
+    load_bounded(text[:MAX_INPUT], empty_dir)
+
+
+@FUZZ
+@given(st.text(max_size=MAX_INPUT))
+def test_random_text(empty_dir: Path, text: str) -> None:
+    load_bounded(text, empty_dir)
+
+
+@FUZZ
+@given(st.dictionaries(st.sampled_from(FIELDS), JSON_VALUES, max_size=6), st.booleans())
+def test_valid_specs_with_random_values(empty_dir: Path, changes: dict[str, Any], as_json: bool) -> None:
+    data = {**BASE, **changes}
+    text = json.dumps(data) if as_json else yaml.safe_dump(data)
+    load_bounded(text, empty_dir)
+
+
+@FUZZ
+@given(
+    st.integers(min_value=1, max_value=40),
+    st.integers(min_value=1, max_value=12),
+    st.sampled_from(["[{refs}]", "{{a: [{refs}]}}", "{{<<: {first}, b: [{refs}]}}"]),
+    st.booleans(),
+)
+def test_alias_chains(empty_dir: Path, levels: int, fan: int, shape: str, in_spec: bool) -> None:
+    lines = ["x0: &x0 {k: [lol, lol]}"]
+    for i in range(1, levels):
+        refs = ", ".join([f"*x{i - 1}"] * fan)
+        lines.append(f"x{i}: &x{i} " + shape.format(refs=refs, first=f"*x{i - 1}"))
+    text = "\n".join(lines) + "\n"
+    if in_spec:
+        text = yaml.safe_dump(BASE) + text
+    load_bounded(text, empty_dir)
+
+
+@settings(FUZZ, max_examples=60)
+@given(st.lists(st.sampled_from(TOKENS), max_size=200).map("".join))
+def test_cli_exits_0_or_2_without_a_traceback(empty_dir: Path, text: str) -> None:
+    path = empty_dir / "spec.yaml"
+    path.write_text(text, encoding="utf-8", errors="surrogatepass")
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        codes = [main(["spec", "validate", str(path)]), main(["spec", "show", str(path)])]
+    assert set(codes) <= {0, 2}, codes
+    assert "Traceback" not in out.getvalue() + err.getvalue()
