@@ -600,6 +600,8 @@ class Trainer:
             "steps_per_second": round(self._steps_per_second(), 1),
             "updated": time.time(),
             "checkpoint": self._checkpoint,
+            # this process's CPU time (TensorFlow's start included): what packing trials onto cores costs
+            "cpu_seconds": round(time.process_time(), 2),
         }
         if state == "stopped-early":
             progress["stop_reason"] = self._stop_reason

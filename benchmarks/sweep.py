@@ -1,0 +1,131 @@
+"""Local sweeps: how well trials pack onto the cores, and what early stopping saves.
+
+Two measurements, one command each::
+
+    uv run --frozen python benchmarks/sweep.py packing [--trials 8] [--timesteps 3000]
+    uv run --frozen python benchmarks/sweep.py early-stopping [--timesteps 20000]
+    uv run --frozen python benchmarks/sweep.py plot --results DIR --name NAME --out docs/img/sweep.png
+
+* ``packing``: a sweep of ``--trials`` short CartPole PPO trials (seeds of one configuration), run
+  locally with max_parallel = the core count. Printed: the sweep's wall time, the trials' summed CPU
+  time (each runner's ``cpu_seconds`` in progress.json, TensorFlow's start included) divided by the
+  cores (the ideal wall time), and their ratio. Goal: wall <= 1.15 x ideal.
+* ``early-stopping``: a sweep where half the configurations cannot learn (learning rate 1e-9 next to
+  1e-3 and 3e-3, 2 seeds each), run twice: without and with the median stopping rule. Printed: total
+  timesteps trained and wall time of each, the fraction saved, and the best trial's objective in
+  both. Goals: >= 30 % of timesteps saved, the best trial unchanged.
+
+Measured 2026-11-23 on the 2-core development VM (shared with other jobs):
+see the note under each table in the closing note of this round (figures vary with the machine's load).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+EXPERIMENT = ROOT / "examples" / "cartpole_ppo.yaml"
+
+
+def _base(timesteps: int) -> Any:
+    from rlcloud import ExperimentSpec
+
+    return ExperimentSpec.from_file(
+        EXPERIMENT, total_timesteps=timesteps, saver_frequency=None, summary_frequency=None, evaluation=None
+    )
+
+
+def _run(spec: Any, results: str) -> tuple[float, Any]:
+    from rlcloud import Sweep
+
+    sweep = Sweep(spec, results=results)
+    start = time.monotonic()
+    sweep.start()
+    status = sweep.wait(timeout=3600, poll_interval=0.5)
+    return time.monotonic() - start, status
+
+
+def packing(trials: int, timesteps: int) -> None:
+    """Wall time of a local sweep vs. the trials' CPU time spread over the cores."""
+    from rlcloud import SweepSpec
+
+    cores = os.cpu_count() or 1
+    spec = SweepSpec(name="packing", experiment=_base(timesteps), seeds=trials, max_parallel=cores)
+    with tempfile.TemporaryDirectory() as tmp:
+        wall, status = _run(spec, tmp)
+    cpu = sum(float(t.progress.get("cpu_seconds", 0.0)) for t in status.trials)
+    ideal = cpu / cores
+    print(f"cores {cores}, {trials} trials x {timesteps} timesteps, max_parallel {cores}: {status.counts()}")
+    print(f"{'wall time':>28}: {wall:8.1f} s")
+    print(f"{'summed trial CPU / cores':>28}: {ideal:8.1f} s  ({cpu:.1f} CPU-s)")
+    print(f"{'wall / ideal':>28}: {wall / ideal:8.2f}  (goal <= 1.15)")
+
+
+def early_stopping(timesteps: int) -> None:
+    """Timesteps trained with and without the median rule, on a sweep where half cannot learn."""
+    from rlcloud import SweepSpec
+
+    cores = os.cpu_count() or 1
+    rows = []
+    for rule in (None, {"grace_timesteps": timesteps // 4, "min_trials": 2, "check_seconds": 2}):
+        spec = SweepSpec(
+            name="early",
+            experiment=_base(timesteps),
+            parameters={"agent.learning_rate": [3e-3, 1e-3, 1e-9, 2e-9]},
+            seeds=2,
+            max_parallel=cores,
+            early_stopping=rule,
+        )
+        with tempfile.TemporaryDirectory() as tmp:
+            wall, status = _run(spec, tmp)
+        steps = sum(int(t.progress.get("timestep", 0)) for t in status.trials)
+        best = max(status.trials, key=lambda t: t.progress.get("mean_return") or 0.0)
+        stopped = [t.name for t in status.trials if t.state == "stopped early"]
+        rows.append((rule is not None, wall, steps, best, stopped))
+        print(
+            f"early stopping {'on ' if rule else 'off'}: {steps:,} timesteps in {wall:.0f} s; best {best.name} "
+            f"{best.progress.get('mean_return', 0):.1f}; stopped early: {', '.join(stopped) or 'none'}"
+        )
+    (_, wall_off, off, best_off, _), (_, wall_on, on, best_on, _) = rows
+    print(f"timesteps saved: {1 - on / off:.0%} (goal >= 30%); wall time saved: {1 - wall_on / wall_off:.0%}")
+    print(f"best trial: {best_off.name} {best_off.progress.get('mean_return', 0):.1f} without, "
+          f"{best_on.name} {best_on.progress.get('mean_return', 0):.1f} with")  # fmt: skip
+
+
+def plot(results: str, name: str, out: str) -> None:
+    """The comparison plot of a finished sweep (for the docs)."""
+    from rlcloud import Sweep
+
+    Sweep.attach(name, results=results).plot(out)
+    print(f"wrote {out}")
+
+
+def main() -> None:
+    """Parse the command line and run one measurement."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="what", required=True)
+    p = sub.add_parser("packing")
+    p.add_argument("--trials", type=int, default=8)
+    p.add_argument("--timesteps", type=int, default=3000)
+    e = sub.add_parser("early-stopping")
+    e.add_argument("--timesteps", type=int, default=20000)
+    g = sub.add_parser("plot")
+    g.add_argument("--results", required=True)
+    g.add_argument("--name", required=True)
+    g.add_argument("--out", required=True)
+    args = parser.parse_args()
+    if args.what == "packing":
+        packing(args.trials, args.timesteps)
+    elif args.what == "early-stopping":
+        early_stopping(args.timesteps)
+    else:
+        plot(args.results, args.name, args.out)
+
+
+if __name__ == "__main__":
+    main()
