@@ -3,6 +3,7 @@
     from rlcloud import Experiment, ExperimentSpec
     exp = Experiment(ExperimentSpec.from_file("examples/cartpole_ppo.yaml"))
     exp.start(); exp.wait(); exp.metrics()
+    rlcloud.compare(["run-a", "run-b"])            # many runs: one row each; by="config" for statistics
 
 ``import rlcloud`` stays light: the facades and specs load on first use, and TensorFlow, Tensorforce, the
 Google and Kubernetes clients only inside the functions that need them.
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from rlcloud.cluster import Cluster
+    from rlcloud.compare import compare
     from rlcloud.experiment import Experiment
     from rlcloud.specs import ClusterSpec, ExperimentSpec
     from rlcloud.specs.sweep import SweepSpec
@@ -58,6 +60,7 @@ __all__ = [
     "TimeoutError",
     "WorkloadError",
     "__version__",
+    "compare",
 ]
 
 _LAZY = {
@@ -67,6 +70,7 @@ _LAZY = {
     "ExperimentSpec": "rlcloud.specs",
     "Sweep": "rlcloud.sweep",
     "SweepSpec": "rlcloud.specs.sweep",
+    "compare": "rlcloud.compare",
 }
 
 
@@ -75,7 +79,9 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         import importlib
 
-        value = getattr(importlib.import_module(_LAZY[name]), name)
+        module = importlib.import_module(_LAZY[name])
+        # rlcloud.compare is its module, made callable (see there): the same object whatever was imported first
+        value = module if name == "compare" else getattr(module, name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'rlcloud' has no attribute {name!r}")

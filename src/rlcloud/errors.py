@@ -15,7 +15,10 @@ per backend (``raise ... from exc``), so the original stays reachable as ``__cau
     ├── StorageError               the results store failed (I/O, checksum, precondition)
     ├── WorkloadError              the experiment's processes or pods failed
     ├── BackendError               an API call failed for another reason (after retries)
+    ├── MissingExtraError          an optional part is not installed (also an ImportError): names the extra
     └── TimeoutError               a wait ran past its timeout (also a builtin TimeoutError)
+
+:func:`require` and :func:`require_installed` are the one way a module asks for an optional dependency.
 """
 
 from __future__ import annotations
@@ -23,11 +26,16 @@ from __future__ import annotations
 import builtins
 from collections.abc import Iterable
 
+TYPE_CHECKING = False  # not typing's: `rlcloud --help` imports this module and must stay light
+if TYPE_CHECKING:
+    from types import ModuleType
+
 __all__ = [
     "AuthError",
     "BackendError",
     "CapacityError",
     "ConflictError",
+    "MissingExtraError",
     "NotFoundError",
     "ProvisioningError",
     "QuotaExceededError",
@@ -38,6 +46,8 @@ __all__ = [
     "TimeoutError",
     "WorkloadError",
     "excerpt",
+    "require",
+    "require_installed",
 ]
 
 
@@ -170,3 +180,61 @@ class BackendError(RLCloudError):
 
 class TimeoutError(RLCloudError, builtins.TimeoutError):
     """A wait ran past its timeout. Also an instance of the builtin ``TimeoutError``."""
+
+
+class MissingExtraError(RLCloudError, ImportError):
+    """An optional part of rlcloud is not installed here; the message says which extra brings it.
+
+    ``extra`` is the extra's name (``analysis``, ``runner``), ``module`` the module that is missing.
+    """
+
+    def __init__(self, module: str, extra: str, feature: str) -> None:
+        self.module = module
+        self.extra = extra
+        self.feature = feature
+        super().__init__(
+            f"{feature} needs {module}, which is not installed here: install rlcloud's {extra} extra "
+            f"(pip install 'rlcloud[{extra}]', or uv sync --extra {extra} in a clone)",
+            name=module,
+        )
+
+
+def require(module: str, extra: str, *, feature: str) -> ModuleType:
+    """Import an optional dependency, or raise :class:`MissingExtraError` naming the extra that brings it.
+
+    Args:
+        module: the module to import, e.g. ``"matplotlib.figure"``.
+        extra: the rlcloud extra that installs it, e.g. ``"analysis"``.
+        feature: what needs it, for the message, e.g. ``"Experiment.plot()"``.
+
+    Returns:
+        The imported module.
+    """
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        if isinstance(exc, MissingExtraError):
+            raise
+        # a module that is installed but fails to import (a broken wheel) is not a missing extra
+        missing = getattr(exc, "name", None)
+        if missing is not None and module != missing and not module.startswith(missing + "."):
+            raise
+        raise MissingExtraError(module, extra, feature) from exc
+
+
+def require_installed(modules: Iterable[str], extra: str, *, feature: str) -> None:
+    """Raise :class:`MissingExtraError` unless every module is installed, without importing any of them.
+
+    For checks before work starts that must stay cheap (finding tensorforce must not import TensorFlow).
+    """
+    import importlib.util
+
+    for module in modules:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise MissingExtraError(module, extra, feature)

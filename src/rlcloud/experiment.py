@@ -22,6 +22,8 @@ from rlcloud.errors import TimeoutError as RLTimeoutError
 from rlcloud.results import DEFAULT_RESULTS, is_gcs, results_location, results_root
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from rlcloud.backend import ExperimentBackend, ExperimentStatus
     from rlcloud.cluster import Cluster
     from rlcloud.specs import ExperimentSpec
@@ -29,6 +31,9 @@ if TYPE_CHECKING:
 __all__ = ["Experiment"]
 
 log = logging.getLogger(__name__)
+
+#: What the runner extra brings that running or validating an experiment here imports.
+RUNNER_MODULES = ("gymnasium", "tensorforce", "tensorflow")
 
 
 class Experiment:
@@ -122,6 +127,10 @@ class Experiment:
             self._cluster = Cluster.from_spec_reference(self.spec.cluster, experiment=self.name)
         if validate:
             self.validate()
+        elif self._runs_here():
+            from rlcloud.errors import require_installed
+
+            require_installed(RUNNER_MODULES, "runner", feature=f"running experiment {self.name} on this machine")
         target = self._cluster
         if target is None:
             from rlcloud.roles import check_local_capacity
@@ -143,17 +152,29 @@ class Experiment:
         return self
 
     def validate(self) -> None:
-        """Check that the environment, agent and network can be built here, before anything starts.
+        """Check that the environment, agent and network can be built, before anything starts.
 
-        Raises SpecError (unknown environment id, unknown agent type, malformed network). Needs the
-        runner extra (TensorFlow, Tensorforce, gymnasium); without it nothing is checked.
+        Raises SpecError (unknown environment id, unknown agent type, malformed network). The check needs
+        the runner extra (gymnasium, Tensorforce, TensorFlow). Without it, an experiment that runs on this
+        machine raises :class:`~rlcloud.errors.MissingExtraError` naming ``rlcloud[runner]`` (it could not
+        run here anyway); one that runs on a cluster logs a warning once and goes on with the spec checked
+        by its schema only (the pods build the environment and report what is wrong).
         """
+        from rlcloud.errors import MissingExtraError, require_installed
+
         try:
-            from rlcloud.runner.envs import validate_experiment
-        except ImportError:  # the client may not have the runner extra: the pods will report it instead
-            log.debug("runner extra not installed: skipping the local environment/agent check")
+            require_installed(RUNNER_MODULES, "runner", feature=f"running experiment {self.name} on this machine")
+        except MissingExtraError:
+            if self._runs_here():
+                raise
+            _warn_unvalidated_once(self.name)
             return
+        from rlcloud.runner.envs import validate_experiment
+
         validate_experiment(self.spec)
+
+    def _runs_here(self) -> bool:
+        return self._cluster is None or self._cluster.kind == "local"
 
     def status(self) -> ExperimentStatus:
         """Per-role state and the learner's progress (timesteps, episodes, mean return)."""
@@ -239,21 +260,19 @@ class Experiment:
         download(self._store(), target, progress=_tqdm_bytes(f"download {self.name}") if progress else None)
         return target
 
-    def metrics(self, evaluation: bool = False) -> Any:
-        """The episode records (episode, timestep, return, length, time, worker).
+    def metrics(self, evaluation: bool = False) -> pd.DataFrame:
+        """The episode records as a pandas DataFrame, one row per episode, oldest first.
 
-        A pandas DataFrame when pandas is installed, else a list of dicts. ``evaluation=True`` gives the
-        evaluation episodes instead. Read from the results store without downloading everything.
+        Columns: episode, timestep, return, length, time, worker (the same columns when no episode has
+        ended yet); ``evaluation=True`` gives the evaluation episodes instead, with at_episode and
+        at_timestep too. Read from the results store without downloading anything else.
         """
-        from rlcloud.storage.client import read_evaluation, read_metrics
+        from rlcloud.storage.client import metrics_frame, read_evaluation, read_metrics
 
         store = self._store()
-        records = read_evaluation(store) if evaluation else read_metrics(store)
-        try:
-            import pandas as pd
-        except ImportError:
-            return records
-        return pd.DataFrame.from_records(records)
+        if evaluation:
+            return metrics_frame(read_evaluation(store), evaluation=True)
+        return metrics_frame(read_metrics(store))
 
     def plot(self, path: str | Path | None = None, window: int = 20) -> Any:
         """A matplotlib figure of episode returns (and their moving mean); saved as PNG when ``path`` is given."""
@@ -357,6 +376,21 @@ _STATE_COLORS = {
     "paused": "#e37400",
     "stopped": "#666",
 }
+
+
+_warned_unvalidated = False
+
+
+def _warn_unvalidated_once(name: str) -> None:
+    global _warned_unvalidated
+    if not _warned_unvalidated:
+        _warned_unvalidated = True
+        log.warning(
+            "the runner extra is not installed here (pip install 'rlcloud[runner]'): experiment %s was checked "
+            "against its schema only, without building its environment and agent; the pods will report "
+            "what they cannot build",
+            name,
+        )
 
 
 def _roles_summary(status: ExperimentStatus) -> str:

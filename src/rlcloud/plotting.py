@@ -1,12 +1,20 @@
-"""Plots of an experiment's episode returns (matplotlib, imported on use)."""
+"""Plots of episode returns (matplotlib, imported on use; the ``analysis`` extra).
+
+:func:`plot_returns` draws one run; :func:`plot_curves` draws several configurations, each a mean curve
+with a confidence band and evaluation markers, from data :mod:`rlcloud.compare` prepared. Pure drawing:
+no results are read here.
+"""
 
 from __future__ import annotations
 
 import functools
 import io
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from rlcloud.errors import require
 
 
 def moving_mean(values: Sequence[float], window: int) -> list[float]:
@@ -60,11 +68,63 @@ def plot_returns(
     return fig
 
 
+@dataclass
+class Curve:
+    """One configuration's curve: ``mean`` at timesteps ``x``, an optional band (``low``..``high``) and
+    evaluation rounds as ``(timestep, mean return)``."""
+
+    label: str
+    x: list[float] = field(default_factory=list)
+    mean: list[float] = field(default_factory=list)
+    low: list[float] | None = None
+    high: list[float] | None = None
+    evaluation: list[tuple[float, float]] = field(default_factory=list)
+
+
+def plot_curves(
+    curves: Sequence[Curve],
+    *,
+    title: str = "",
+    band_label: str = "confidence band",
+    path: str | Path | None = None,
+) -> Any:
+    """Draw each curve (line, shaded band, evaluation markers in the same colour) on one axes.
+
+    Returns the matplotlib Figure; writes a PNG to ``path`` when given. Works headless (no pyplot).
+    """
+    fig = _figure_class()(figsize=(9, 5), dpi=100)
+    ax = fig.add_subplot(1, 1, 1)
+    for index, curve in enumerate(curves):
+        color = f"C{index % 10}"
+        if curve.x:
+            ax.plot(curve.x, curve.mean, "-", color=color, linewidth=2, label=curve.label)
+        if curve.x and curve.low is not None and curve.high is not None:
+            ax.fill_between(curve.x, curve.low, curve.high, color=color, alpha=0.2, linewidth=0)
+        if curve.evaluation:
+            xs, ys = zip(*curve.evaluation, strict=True)
+            ax.plot(xs, ys, "o", color=color, markersize=6, label=None if curve.x else curve.label)
+    ax.set_xlabel("timestep")
+    ax.set_ylabel("return")
+    ax.set_title(title or "episode returns")
+    ax.grid(True, alpha=0.3)
+    if curves:
+        handles, labels = ax.get_legend_handles_labels()
+        note = [band_label] if any(c.low is not None for c in curves) else []
+        if any(c.evaluation for c in curves):
+            note.append("dots: evaluation means")
+        ax.legend(handles, labels, loc="lower right", fontsize="small", title="; ".join(note) or None)
+    fig.tight_layout()
+    if path is not None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(str(path))
+    return fig
+
+
 @functools.cache
 def _figure_class() -> Any:
     """matplotlib's Figure plus ``_repr_png_``: without pyplot, IPython's inline backend is never set up, so a
     bare Figure returned to a notebook would show as "<Figure size 800x450>" instead of the plot."""
-    from matplotlib.figure import Figure
+    Figure: Any = require("matplotlib.figure", "analysis", feature="plotting returns").Figure
 
     class ReturnsFigure(Figure):
         def _repr_png_(self) -> bytes:

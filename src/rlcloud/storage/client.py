@@ -4,6 +4,7 @@
   differs (size + CRC32C), each file CRC32C-verified and written atomically.
 - :func:`read_metrics`, :func:`read_evaluation`, :func:`read_progress` read one object each, without
   downloading anything else; :func:`read_logs` / :func:`tail_log` read the roles' logs.
+- :func:`metrics_frame` turns episode records into a pandas DataFrame with fixed columns.
 - :func:`sync_tensorboard` keeps a local copy of ``summaries/`` for TensorBoard.
 """
 
@@ -14,14 +15,19 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlcloud.errors import NotFoundError, StorageError
 from rlcloud.storage.base import ObjectInfo, Progress, Store, crc32c_of_file
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 __all__ = [
+    "METRIC_COLUMNS",
     "DownloadReport",
     "download",
+    "metrics_frame",
     "read_evaluation",
     "read_logs",
     "read_metrics",
@@ -112,6 +118,34 @@ def read_metrics(store: Store) -> list[dict[str, Any]]:
 def read_evaluation(store: Store) -> list[dict[str, Any]]:
     """The evaluation episodes recorded so far (``evaluation.jsonl``); [] when none yet."""
     return _read_jsonl(store, "evaluation.jsonl")
+
+
+#: The columns of a metrics DataFrame, in order (metrics.jsonl's fields); evaluation adds EVALUATION_COLUMNS.
+METRIC_COLUMNS: tuple[str, ...] = ("episode", "timestep", "return", "length", "time", "worker")
+EVALUATION_COLUMNS: tuple[str, ...] = ("at_episode", "at_timestep")
+_INTEGER_COLUMNS = frozenset({"episode", "timestep", "length", "worker", "at_episode", "at_timestep"})
+
+
+def metrics_frame(records: list[dict[str, Any]], *, evaluation: bool = False) -> pd.DataFrame:
+    """Episode records as a DataFrame: the known columns first (present even with no records), then any other.
+
+    Counters are int64 and return/time float64 when every record has them, so an empty frame and a full one
+    have the same columns and types.
+    """
+    import pandas as pd
+
+    columns = list(METRIC_COLUMNS) + (list(EVALUATION_COLUMNS) if evaluation else [])
+    frame = pd.DataFrame.from_records(records) if records else pd.DataFrame()
+    extra = [c for c in frame.columns if c not in columns]
+    frame = frame.reindex(columns=columns + extra)
+    for column in columns:
+        values = frame[column]
+        if column in _INTEGER_COLUMNS:
+            if not values.isna().any():
+                frame[column] = values.astype("int64")
+        else:
+            frame[column] = pd.to_numeric(values, errors="coerce").astype("float64")
+    return frame
 
 
 def read_progress(store: Store) -> dict[str, Any] | None:
