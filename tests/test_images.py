@@ -474,6 +474,8 @@ def test_gpu_image_swaps_tensorflow_cpu_for_the_same_tensorflow_with_cuda() -> N
     assert '"tensorflow[and-cuda]==${TF_VERSION}"' in runs
     # the rest of the environment stays at the locked versions
     assert "uv export --frozen --no-dev --extra runner" in runs
+    # without --no-config, pyproject.toml's tensorflow override (false on Linux x86_64) drops the request
+    assert "uv pip install --no-config " in runs
     assert "--override /tmp/overrides.txt" in runs
     base = load("gpu").final.base
     assert base.startswith("nvidia/cuda:12.")  # TF 2.21's wheels are built against CUDA 12
