@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from rlcloud import Experiment, ExperimentSpec
 
 SPEC_FILE = Path(__file__).resolve().parent / "cartpole_ppo.yaml"
@@ -55,18 +57,16 @@ def make_experiment(args: argparse.Namespace) -> Experiment:
     return Experiment(spec, results=args.results)
 
 
-def summarize(records: Any, window: int = 20) -> dict[str, float]:
-    """Episodes, timesteps, and mean return of the first and last ``window`` episodes."""
-    rows = records.to_dict("records") if hasattr(records, "to_dict") else list(records)
-    if not rows:
+def summarize(records: pd.DataFrame, window: int = 20) -> dict[str, float]:
+    """Episodes, timesteps, and mean return of the first and last ``window`` episodes of ``exp.metrics()``."""
+    if records.empty:
         return {"episodes": 0, "timesteps": 0, "first_mean": float("nan"), "last_mean": float("nan")}
-    returns = [float(r["return"]) for r in rows]
-    head, tail = returns[:window], returns[-window:]
+    returns = records["return"]
     return {
-        "episodes": len(rows),
-        "timesteps": max(int(r["timestep"]) for r in rows),
-        "first_mean": sum(head) / len(head),
-        "last_mean": sum(tail) / len(tail),
+        "episodes": len(records),
+        "timesteps": int(records["timestep"].max()),
+        "first_mean": float(returns.head(window).mean()),
+        "last_mean": float(returns.tail(window).mean()),
     }
 
 

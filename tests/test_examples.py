@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import nbformat
+import pandas as pd
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,7 +51,7 @@ def test_quickstart_builds_the_experiment_it_describes(tmp_path: Path) -> None:
     assert (exp.spec.episodes, exp.spec.total_timesteps, exp.spec.evaluation) == (7, None, None)
     assert (exp.spec.run_mode, exp.spec.num_workers) == ("multi-threaded", 3)
     assert exp.location == str(tmp_path / "cartpole-quickstart")
-    rows = [{"return": float(r), "timestep": 10 * (i + 1)} for i, r in enumerate(range(1, 41))]
+    rows = pd.DataFrame({"return": [float(r) for r in range(1, 41)], "timestep": [10 * i for i in range(1, 41)]})
     assert quickstart.summarize(rows) == {"episodes": 40, "timesteps": 400, "first_mean": 10.5, "last_mean": 30.5}
 
 
@@ -179,7 +180,7 @@ def test_notebook_trains_cartpole_and_plots(tmp_path: Path) -> None:
     html = next(out.data["text/html"] for out in shown.outputs if "text/html" in out.get("data", {}))
     assert "cartpole-notebook" in html and "succeeded" in html
 
-    metrics = _text(by_source["records = exp.metrics()"].outputs)
+    metrics = _text(by_source["records = exp.metrics()  # a pandas DataFrame, one row per episode"].outputs)
     assert f"{episodes} episodes" in metrics
 
     plot = by_source["exp.plot()  # episode returns and their moving mean against timesteps"]
