@@ -16,7 +16,15 @@ import scipy.stats
 import yaml
 
 import rlcloud
-from rlcloud.compare import RUN_COLUMNS, SUMMARY_COLUMNS, confidence_interval, load_runs, plot_runs, summarize
+from rlcloud.compare import (
+    RUN_COLUMNS,
+    SUMMARY_COLUMNS,
+    confidence_interval,
+    load_runs,
+    plot_runs,
+    records,
+    summarize,
+)
 from rlcloud.errors import MissingExtraError, NotFoundError, require, require_installed
 from rlcloud.storage import open_store
 
@@ -104,11 +112,12 @@ def grid(tmp_path: Path) -> Path:
 
 
 def test_one_row_per_run_with_the_differing_parameters(grid: Path) -> None:
-    table = rlcloud.compare(["fast-s1", "fast-s2", "slow-s1", "slow-s2"], results=str(grid))
-    assert list(table.index) == ["fast-s1", "fast-s2", "slow-s1", "slow-s2"]
+    frame = rlcloud.compare(["fast-s1", "fast-s2", "slow-s1", "slow-s2"], results=str(grid))
+    assert list(frame["run"]) == ["fast-s1", "fast-s2", "slow-s1", "slow-s2"]
+    assert list(frame.columns) == ["run", "agent.learning_rate", *RUN_COLUMNS]
+    table = frame.set_index("run")
     # the results root differs between the specs too, but where results went is not a configuration
     assert table.attrs["parameters"] == ["agent.learning_rate"]
-    assert list(table.columns) == ["agent.learning_rate", *RUN_COLUMNS]
     assert list(table["agent.learning_rate"]) == [1e-3, 1e-3, 3e-4, 3e-4]
     assert list(table["seed"]) == [1, 2, 1, 2]
     assert list(table["state"]) == ["succeeded", "succeeded", "succeeded", "running"]
@@ -129,13 +138,16 @@ def test_evaluation_objective_and_other_ways_to_name_runs(grid: Path) -> None:
     spec = ExperimentSpec.from_yaml_text((grid / "fast-s2" / "spec.yaml").read_text())
     runs = [str(grid / "fast-s1"), Experiment(spec, results=str(grid)), grid / "slow-s1"]
     table = rlcloud.compare(runs, objective="evaluation")
-    assert list(table.index) == ["fast-s1", "fast-s2", "slow-s1"]
+    assert list(table["run"]) == ["fast-s1", "fast-s2", "slow-s1"]
     assert table.attrs["objective"] == "evaluation"
     assert table["objective"].iloc[:2].tolist() == [100.0, 8.0]
     assert math.isnan(table["objective"].iloc[2])
     # one run alone is a table of one row, and no parameter differs
     single = rlcloud.compare(str(grid / "fast-s1"))
-    assert list(single.columns) == list(RUN_COLUMNS)
+    assert list(single.columns) == ["run", *RUN_COLUMNS]
+    # JSON-ready rows: NaN is None
+    assert records(single)[0]["final_evaluation"] == 100.0
+    assert records(table)[2]["objective"] is None and records(table)[2]["seed"] == 1
 
 
 def test_runs_without_results_are_named(grid: Path) -> None:
@@ -163,7 +175,7 @@ def test_summary_over_seeds_per_configuration(grid: Path) -> None:
 
 def test_interquartile_mean_and_interval_match_scipy() -> None:
     values = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 100.0])
-    table = pd.DataFrame({"objective": values, "seed": range(8)}, index=[f"r{i}" for i in range(8)])
+    table = pd.DataFrame({"run": [f"r{i}" for i in range(8)], "objective": values, "seed": range(8)})
     table.attrs["parameters"] = []
     row = summarize(table).iloc[0]
     assert row["iqm"] == 4.5  # the mean of 3, 4, 5, 6: the outlier is cut
@@ -189,7 +201,7 @@ def test_runs_in_cloud_storage_are_read_from_the_bucket(fake_gcs: Any, gcs_bucke
     table = rlcloud.compare(["a", "b"], results=root)
     assert table.attrs["parameters"] == []
     assert list(table["objective"]) == [5.0, 7.0]
-    assert table.loc["b", "location"] == f"{root}/b"
+    assert table.set_index("run").loc["b", "location"] == f"{root}/b"
     loaded = load_runs([f"{root}/a"])
     assert loaded[0].spec is not None and loaded[0].spec["seed"] == 1
 
@@ -284,7 +296,7 @@ def test_two_real_seeds_compared(tmp_path: Path) -> None:
     for exp in runs:
         assert exp.wait(timeout=300).state == "succeeded"
     table = rlcloud.compare(runs)
-    assert list(table.index) == ["tiny-s1", "tiny-s2"]
+    assert list(table["run"]) == ["tiny-s1", "tiny-s2"]
     assert table.attrs["parameters"] == []  # only the seed differs
     assert list(table["seed"]) == [1, 2]
     assert (table["state"] == "succeeded").all() and (table["timesteps"] >= 300).all()
@@ -294,3 +306,31 @@ def test_two_real_seeds_compared(tmp_path: Path) -> None:
     assert summary.loc[0, "ci_low"] <= summary.loc[0, "mean"] <= summary.loc[0, "ci_high"]
     plot_runs(runs, path=tmp_path / "two.png")
     assert (tmp_path / "two.png").read_bytes().startswith(PNG_MAGIC)
+
+
+def test_a_sweeps_results_and_plot_come_from_compare(tmp_path: Path) -> None:
+    from rlcloud import Sweep, SweepSpec
+
+    spec = SweepSpec.from_dict(
+        {
+            "name": "lr",
+            "experiment": str(Path(__file__).resolve().parents[1] / "examples" / "cartpole_ppo.yaml"),
+            "parameters": {"agent.learning_rate": [1e-3, 3e-4]},
+            "seeds": 2,
+        }
+    )
+    sweep = Sweep(spec, results=str(tmp_path))
+    for trial in spec.trials()[:3]:  # the fourth trial has not started: no spec of record, no row
+        where = tmp_path / "lr"
+        write_run(
+            where, trial.name, lr=trial.params["agent.learning_rate"], seed=trial.seed, returns=[trial.seed * 1.0]
+        )
+        (where / trial.name / "spec.yaml").write_text(trial.spec.to_yaml())  # the real spec of record
+    table = sweep.results()
+    assert list(table["run"]) == [t.name for t in spec.trials()[:3]]
+    assert table.attrs["parameters"] == ["agent.learning_rate"]
+    assert list(table["seed"]) == [1, 2, 1] and list(table["objective"]) == [1.0, 2.0, 1.0]
+    summary = rlcloud.compare(table, by="config")
+    assert list(summary["n"]) == [2, 1] and list(summary["mean"]) == [1.5, 1.0]
+    sweep.plot(tmp_path / "lr.png")
+    assert (tmp_path / "lr.png").read_bytes().startswith(PNG_MAGIC)

@@ -35,11 +35,20 @@ from rlcloud.results import is_gcs, results_location, results_root
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["RUN_COLUMNS", "SUMMARY_COLUMNS", "RunResults", "compare", "load_runs", "plot_runs", "summarize"]
+__all__ = [
+    "RUN_COLUMNS",
+    "SUMMARY_COLUMNS",
+    "RunResults",
+    "compare",
+    "load_runs",
+    "plot_runs",
+    "records",
+    "summarize",
+]
 
-Objective = Literal["return", "evaluation"]
+Objective = Literal["mean_return", "evaluation"]
 
-#: The per-run columns after the differing parameters (``compare()``'s table), in order.
+#: The per-run columns after ``run`` and the differing parameters (``compare()``'s table), in order.
 RUN_COLUMNS: tuple[str, ...] = (
     "seed",
     "state",
@@ -208,7 +217,7 @@ def compare(
     runs: Iterable[Any] | Any,
     *,
     results: str | None = None,
-    objective: Objective = "return",
+    objective: Objective = "mean_return",
     window: int = 20,
     by: Literal["run", "config"] = "run",
     confidence_level: float = 0.95,
@@ -219,15 +228,15 @@ def compare(
         runs: Experiments, run names (under ``results``) or results locations (directories or gs:// URLs);
             or a table this function returned before (then only the grouping is done).
         results: the results root for run names (default: the project's, else ./rlcloud-results).
-        objective: what "objective" is: ``"return"`` the mean return of the last ``window`` training
-            episodes, ``"evaluation"`` the mean return of the last evaluation round.
-        window: training episodes in the ``"return"`` objective.
+        objective: what "objective" is: ``"mean_return"`` the mean return of the last ``window`` training
+            episodes, ``"evaluation"`` the mean return of the last evaluation round (as in a SweepSpec).
+        window: training episodes in the ``"mean_return"`` objective.
         by: ``"run"`` for the per-run table, ``"config"`` for :func:`summarize` of it.
         confidence_level: of the bootstrap interval with ``by="config"``.
 
     Returns:
-        By run: the parameters that differ between the runs (dotted spec fields, e.g.
-        ``agent.learning_rate``), then :data:`RUN_COLUMNS`, indexed by run name. ``table.attrs`` holds
+        By run: ``run`` (the run's name), the parameters that differ between the runs (dotted spec fields,
+        e.g. ``agent.learning_rate``), then :data:`RUN_COLUMNS`. ``table.attrs`` holds
         ``parameters`` (those column names) and ``objective``. By config: see :func:`summarize`.
 
     Raises:
@@ -239,8 +248,8 @@ def compare(
     if isinstance(runs, pd.DataFrame):
         table = runs
     else:
-        if objective not in ("return", "evaluation"):
-            raise SpecError(f"objective must be 'return' or 'evaluation', not {objective!r}")
+        if objective not in ("mean_return", "evaluation"):
+            raise SpecError(f"objective must be 'mean_return' or 'evaluation', not {objective!r}")
         table = run_table(load_runs(runs, results=results), objective=objective, window=window)
     if by == "config":
         return summarize(table, confidence_level=confidence_level)
@@ -249,7 +258,7 @@ def compare(
     return table
 
 
-def run_table(loaded: Sequence[RunResults], *, objective: Objective = "return", window: int = 20) -> pd.DataFrame:
+def run_table(loaded: Sequence[RunResults], *, objective: Objective = "mean_return", window: int = 20) -> pd.DataFrame:
     """The per-run table of :func:`compare` for runs already read with :func:`load_runs`."""
     import pandas as pd
 
@@ -282,10 +291,25 @@ def run_table(loaded: Sequence[RunResults], *, objective: Objective = "return", 
                 "location": run.location,
             }
         )
-    table = pd.DataFrame(rows, columns=["run", *parameters, *RUN_COLUMNS]).set_index("run")
+    table = pd.DataFrame(rows, columns=["run", *parameters, *RUN_COLUMNS])
     table.attrs["parameters"] = parameters
     table.attrs["objective"] = objective
     return table
+
+
+def records(table: pd.DataFrame) -> list[dict[str, Any]]:
+    """The rows as plain dicts for JSON/YAML: NaN becomes None (JSON has no NaN), numpy scalars Python's."""
+    out = []
+    for row in table.to_dict(orient="records"):
+        out.append({str(k): _json_value(v) for k, v in row.items()})
+    return out
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    item = getattr(value, "item", None)  # numpy scalars
+    return _json_value(item()) if callable(item) and not isinstance(value, list | dict | str) else value
 
 
 # ---------------------------------------------------------------------------------------- over seeds
