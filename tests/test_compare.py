@@ -334,3 +334,37 @@ def test_a_sweeps_results_and_plot_come_from_compare(tmp_path: Path) -> None:
     assert list(summary["n"]) == [2, 1] and list(summary["mean"]) == [1.5, 1.0]
     sweep.plot(tmp_path / "lr.png")
     assert (tmp_path / "lr.png").read_bytes().startswith(PNG_MAGIC)
+
+
+def test_cli_compare_prints_tables_json_csv_and_writes_the_plot(
+    grid: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rlcloud.cli import main
+
+    monkeypatch.setenv("COLUMNS", "200")  # a terminal wide enough that no header wraps
+
+    runs = ["fast-s1", "fast-s2", "slow-s1", "slow-s2"]
+    assert main(["compare", *runs, "--results", str(grid)]) == 0
+    out = capsys.readouterr().out
+    assert "4 runs (mean_return)" in out and "over seeds, per configuration" in out
+    assert "agent.learning_rate" in out and "fast-s2" in out
+
+    assert main(["compare", *runs, "--results", str(grid), "-o", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["run"] for r in rows] == runs and [r["objective"] for r in rows] == [100.0, 200.0, 10.0, 10.0]
+    assert rows[2]["final_evaluation"] is None  # valid JSON: no NaN
+
+    assert main(["compare", *runs, "--results", str(grid), "--by", "config", "-o", "json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert [(r["agent.learning_rate"], r["n"], r["mean"]) for r in summary] == [(1e-3, 2, 150.0), (3e-4, 2, 10.0)]
+
+    plot = tmp_path / "runs.png"
+    code = main(["compare", str(grid / "fast-s1"), str(grid / "slow-s1"), "-o", "csv", "--plot", str(plot)])
+    assert code == 0
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    assert lines[0].startswith("run,agent.learning_rate,seed,state") and len(lines) == 3
+    assert plot.read_bytes().startswith(PNG_MAGIC) and "wrote" in captured.err
+
+    assert main(["compare", "fast-s1", "nothing-here", "--results", str(grid)]) == 1
+    assert "nothing-here" in capsys.readouterr().err

@@ -142,7 +142,7 @@ def load_runs(runs: Iterable[Any] | Any, *, results: str | None = None) -> list[
 
     Args:
         runs: Experiments, run names (looked up under ``results``) or results locations; one run alone
-            is accepted too.
+            is accepted too, and runs read before (:class:`RunResults`) are returned as they are.
         results: the results root that run names are under (default: the project's, else
             ./rlcloud-results).
 
@@ -155,6 +155,8 @@ def load_runs(runs: Iterable[Any] | Any, *, results: str | None = None) -> list[
     if isinstance(runs, str | os.PathLike) or hasattr(runs, "location"):
         runs = [runs]
     runs = list(runs)
+    if all(isinstance(run, RunResults) for run in runs):  # read already: a table and a plot of the same runs
+        return runs
     root = results_root(None, results) if any(isinstance(r, str) for r in runs) else (results or "")
     locations = [_location_of(run, root) for run in runs]
     if not locations:

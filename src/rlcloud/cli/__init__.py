@@ -10,6 +10,7 @@ Command modules (declarations and handlers; imported for every run, so kept ligh
     setup.py       init, completion          spec.py      spec validate|show
     experiment.py  experiment ..., the run|status|logs|attach shortcuts, tensorboard
     sweep.py       sweep validate|run|start|status|results|stop|list
+    analysis.py    compare
     cluster.py     cluster create|list|delete|reap
 What handlers import when they run (never for --help):
     _common.py     console, --set, output    progress.py  the live bar and tables of a run
@@ -22,7 +23,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from rlcloud.cli import cluster, experiment, setup, spec, sweep
+from rlcloud.cli import analysis, cluster, experiment, setup, spec, sweep
 from rlcloud.cli._parser import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Command, build, group
 
 TYPE_CHECKING = False  # not typing's: importing typing costs a sixth of `rlcloud --help`
@@ -36,7 +37,8 @@ ROOT = group(
     "",
     "Run Tensorforce reinforcement-learning experiments in parallel, here or on GKE with GPUs.",
     "examples:\n  rlcloud experiment run examples/cartpole_ppo.yaml\n"
-    "  rlcloud spec validate examples/*.yaml\n  rlcloud cluster create -f configs/clusters/t4.yaml",
+    "  rlcloud spec validate examples/*.yaml\n  rlcloud compare run-a run-b --plot runs.png\n"
+    "  rlcloud cluster create -f configs/clusters/t4.yaml",
 )
 
 #: Every command, in the order `rlcloud --help` lists them; a group comes before its commands.
@@ -67,6 +69,7 @@ COMMANDS: tuple[Command, ...] = (
     sweep.results,
     sweep.stop,
     sweep.list_,
+    analysis.compare,
     cluster.CLUSTER,
     cluster.create,
     cluster.list_,

@@ -1,0 +1,90 @@
+"""`rlcloud compare RUN...`: several runs side by side, one row per run, and per configuration over seeds."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from rlcloud.cli._parser import EXIT_OK, Arg, command
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+
+@command(
+    "compare",
+    "Compare runs: the parameters that differ, the objective per run and over seeds.",
+    "rlcloud compare ppo-s1 ppo-s2 ppo-lr3-s1 ppo-lr3-s2 --results gs://my-bucket/rl --plot runs.png\n"
+    "  rlcloud compare rlcloud-results/lr-sweep/* -o csv",
+    args=[
+        Arg("runs", nargs="+", metavar="RUN", help="run names (under --results), directories or gs:// locations"),
+        Arg(
+            "--results",
+            metavar="LOCATION",
+            help="results root the run names are under: gs://bucket/prefix or a directory (default ./rlcloud-results)",
+        ),
+        Arg(
+            "--objective",
+            choices=("mean_return", "evaluation"),
+            default="mean_return",
+            help="mean return of the last 20 training episodes (default), or of the final evaluation",
+        ),
+        Arg(
+            "--by",
+            choices=("run", "config"),
+            default=None,
+            help="with -o json|yaml|csv: one row per run (default) or per configuration over its seeds",
+        ),
+        Arg("--plot", metavar="FILE.png", help="also write the plot: mean over seeds with a 95%% confidence band"),
+    ],
+)
+def compare(args: argparse.Namespace) -> int:
+    """Compare runs, one row each; then each configuration over its seeds (statistics need rlcloud[analysis])."""
+    from rlcloud.cli._common import console, output_format, print_data
+    from rlcloud.compare import load_runs, plot_runs, records, run_table, summarize
+
+    loaded = load_runs(args.runs, results=args.results)
+    table = run_table(loaded, objective=args.objective)
+    fmt = output_format(args)
+    if fmt == "table":
+        console().print(frame_table(table.drop(columns=["location"]), f"{len(loaded)} runs ({args.objective})"))
+        if args.by != "run" and len(loaded) > 1:
+            from rlcloud.errors import MissingExtraError
+
+            try:
+                console().print(frame_table(summarize(table), "over seeds, per configuration"))
+            except MissingExtraError as exc:  # the per-run table is still worth having: say what is missing
+                print(f"(no statistics over seeds: {exc})", file=sys.stderr)
+    else:
+        frame = summarize(table) if args.by == "config" else table
+        if fmt == "csv":
+            print(frame.to_csv(index=False), end="")
+        else:
+            print_data(records(frame), fmt)
+    if args.plot:
+        plot_runs(loaded, path=args.plot)
+        # stdout stays parseable with -o json|yaml|csv
+        print(f"wrote {args.plot}", file=sys.stdout if fmt == "table" else sys.stderr)
+    return EXIT_OK
+
+
+def frame_table(frame: Any, title: str) -> Any:
+    """A rich Table of a DataFrame: every value as plain text (never markup), floats to 4 digits, NaN as '-'."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=Text(title))
+    for column in frame.columns:
+        table.add_column(Text(str(column)), justify="right" if frame[column].dtype.kind in "iuf" else "left")
+    for row in frame.itertuples(index=False):
+        table.add_row(*(Text(_cell(value)) for value in row))
+    return table
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return "-" if value != value else f"{value:.4g}"
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    return str(value)
