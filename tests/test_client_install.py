@@ -89,6 +89,9 @@ CLIENT_SCRIPT = textwrap.dedent(
             call()
         except MissingExtraError as exc:
             out[name] = [exc.extra, str(exc)]
+    done = subprocess.run([str(cli), "compare", "a", "b", "--results", f"gs://{bucket}/sweep", "-o", "json"],
+                          capture_output=True, text=True)
+    out["cli_compare"] = [done.returncode, [row["objective"] for row in json.loads(done.stdout or "[]")]]
     out["heavy"] = sorted(m for m in sys.modules if m.split(".")[0] in ("tensorflow", "tensorforce", "matplotlib"))
     print("RESULT " + json.dumps(out))
     """
@@ -173,3 +176,4 @@ def test_the_client_install_drives_clusters_and_reads_results_without_tensorflow
     ]
     assert out["summary"][0] == "analysis" and "rlcloud[analysis]" in out["summary"][1]
     assert out["plot"][0] == "analysis"
+    assert out["cli_compare"] == [0, [4.0, 7.0]]
