@@ -8,13 +8,18 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from pathlib import Path
+
+from rlcloud.errors import SpecError, SpecProblem
 
 __all__ = [
     "DEFAULT_RESULTS",
+    "GS_FORM",
     "check_results_root",
     "is_gcs",
     "local_workdir",
+    "parse_gs_url",
     "results_location",
     "results_root",
 ]
@@ -43,7 +48,7 @@ def check_results_root(root: str) -> str:
     ``--results ''`` is an error here rather than a silent ./rlcloud-results, and ``file:///dir`` means
     /dir rather than ``./file:/dir``.
     """
-    from rlcloud.errors import SpecError, SpecProblem, excerpt
+    from rlcloud.errors import excerpt
 
     given = root
 
@@ -55,8 +60,6 @@ def check_results_root(root: str) -> str:
     if "\0" in root or "\n" in root:
         raise refuse("a results location cannot contain a NUL or a line break")
     if root.startswith("gs:"):
-        from rlcloud.storage.base import parse_gs_url
-
         parse_gs_url(root)  # a SpecError naming the URL and the valid form
         return root
     if root.startswith("file://"):
@@ -122,3 +125,46 @@ def local_workdir(root: str, name: str) -> Path:
         cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
         return cache / "rlcloud" / "local" / digest / name
     return Path(results_location(root, name))
+
+
+GS_FORM = (
+    "gs://BUCKET[/PREFIX] (bucket: 3-63 characters of a-z, 0-9, '-', '_', '.', "
+    "starting and ending with a letter or digit)"
+)
+
+# GCS bucket naming rules: lowercase letters, digits, '-', '_', '.'; 3-63 characters (up to 222 with
+# dots, each dot-separated part <= 63); starts and ends with a letter or digit.
+_BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")
+
+
+def parse_gs_url(url: str, *, field: str = "results") -> tuple[str, str]:
+    """Split ``gs://bucket/prefix`` into ``(bucket, prefix)``; the prefix has no leading/trailing '/'.
+
+    Raises :class:`~rlcloud.errors.SpecError` naming ``field``, the URL and the valid form.
+    """
+    if not url.startswith("gs://"):
+        raise SpecError([SpecProblem(field=field, message=f"not a gs:// URL; valid form: {GS_FORM}", value=url)])
+    rest = url[len("gs://") :]
+    bucket, _, prefix = rest.partition("/")
+    problems: list[str] = []
+    if not bucket:
+        problems.append("the bucket name is missing")
+    elif not _BUCKET_RE.match(bucket) or ".." in bucket or len(bucket) > 222:
+        problems.append(f"{bucket!r} is not a valid bucket name")
+    elif "." not in bucket and len(bucket) > 63:
+        problems.append(f"bucket name {bucket!r} is longer than 63 characters")
+    elif any(len(part) > 63 for part in bucket.split(".")):
+        problems.append(f"a dot-separated part of bucket name {bucket!r} is longer than 63 characters")
+    prefix = prefix.strip("/")
+    if prefix and any(p in ("", ".", "..") for p in prefix.split("/")):
+        problems.append(f"prefix {prefix!r} has an empty, '.' or '..' part")
+    if any(c in url for c in "\r\n\x00") or " " in bucket:
+        problems.append("it contains whitespace or control characters")
+    if problems:
+        raise SpecError(
+            [
+                SpecProblem(field=field, message=f"malformed GCS URL: {p}; valid form: {GS_FORM}", value=url)
+                for p in problems
+            ]
+        )
+    return bucket, prefix

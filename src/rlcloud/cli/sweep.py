@@ -261,7 +261,9 @@ def _print_results(sweep: Any, args: argparse.Namespace) -> None:
     if fmt == "csv":
         print(frame.to_csv(index=False), end="")
     elif fmt in ("json", "yaml"):
-        print_data(frame.to_dict(orient="records"), fmt)
+        from rlcloud.compare import records
+
+        print_data(records(frame), fmt)  # NaN -> null: valid JSON
     else:
         from rich.table import Table
         from rich.text import Text

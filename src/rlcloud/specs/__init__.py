@@ -1,7 +1,7 @@
 """Specs: pydantic models of user input (ClusterSpec, ExperimentSpec) and how files become them.
 
 Pure data: nothing here imports the cloud libraries, the runner or the network. Observed state
-(ExperimentStatus, ClusterInfo) lives in separate classes (rlcloud.status, rlcloud.gke).
+(ExperimentStatus, ClusterInfo) lives in separate classes (rlcloud.backend, rlcloud.gke).
 """
 
 from __future__ import annotations

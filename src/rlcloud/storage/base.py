@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import base64
 import os
-import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlcloud.errors import SpecError, SpecProblem, StorageError
+from rlcloud.errors import StorageError
+from rlcloud.results import parse_gs_url  # re-exported: the URL rules live with the results rules
 
 __all__ = [
     "ObjectInfo",
@@ -33,15 +33,6 @@ __all__ = [
 
 #: ``progress(done_bytes, total_bytes)``: called as transfers complete (from the calling thread).
 Progress = Callable[[int, int], None]
-
-GS_FORM = (
-    "gs://BUCKET[/PREFIX] (bucket: 3-63 characters of a-z, 0-9, '-', '_', '.', "
-    "starting and ending with a letter or digit)"
-)
-
-# GCS bucket naming rules: lowercase letters, digits, '-', '_', '.'; 3-63 characters (up to 222 with
-# dots, each dot-separated part <= 63); starts and ends with a letter or digit.
-_BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")
 
 
 class PreconditionFailedError(StorageError):
@@ -196,36 +187,3 @@ class Store(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.url!r})"
-
-
-def parse_gs_url(url: str, *, field: str = "results") -> tuple[str, str]:
-    """Split ``gs://bucket/prefix`` into ``(bucket, prefix)``; the prefix has no leading/trailing '/'.
-
-    Raises :class:`~rlcloud.errors.SpecError` naming ``field``, the URL and the valid form.
-    """
-    if not url.startswith("gs://"):
-        raise SpecError([SpecProblem(field=field, message=f"not a gs:// URL; valid form: {GS_FORM}", value=url)])
-    rest = url[len("gs://") :]
-    bucket, _, prefix = rest.partition("/")
-    problems: list[str] = []
-    if not bucket:
-        problems.append("the bucket name is missing")
-    elif not _BUCKET_RE.match(bucket) or ".." in bucket or len(bucket) > 222:
-        problems.append(f"{bucket!r} is not a valid bucket name")
-    elif "." not in bucket and len(bucket) > 63:
-        problems.append(f"bucket name {bucket!r} is longer than 63 characters")
-    elif any(len(part) > 63 for part in bucket.split(".")):
-        problems.append(f"a dot-separated part of bucket name {bucket!r} is longer than 63 characters")
-    prefix = prefix.strip("/")
-    if prefix and any(p in ("", ".", "..") for p in prefix.split("/")):
-        problems.append(f"prefix {prefix!r} has an empty, '.' or '..' part")
-    if any(c in url for c in "\r\n\x00") or " " in bucket:
-        problems.append("it contains whitespace or control characters")
-    if problems:
-        raise SpecError(
-            [
-                SpecProblem(field=field, message=f"malformed GCS URL: {p}; valid form: {GS_FORM}", value=url)
-                for p in problems
-            ]
-        )
-    return bucket, prefix
