@@ -198,6 +198,11 @@ def test_local_grid_sweep_runs_every_trial(tmp_path: Path) -> None:
         exp = Experiment.attach(trial.name, results=sweep.location)
         assert exp.spec.agent["learning_rate"] == trial.params["agent.learning_rate"]
         assert exp.spec.seed == trial.seed
+    frame = sweep.results()
+    assert len(frame) == 8
+    rows = set(zip(frame["agent.learning_rate"], frame["agent.batch_size"], frame["seed"], strict=True))
+    assert rows == {(lr, bs, seed) for lr in (1e-3, 3e-4) for bs in (5, 10) for seed in (1, 2)}
+    assert frame["objective"].notna().all()
     assert Sweep.list(results=str(tmp_path / "results")) == ["s"]
     again = Sweep.attach("s", results=str(tmp_path / "results"))
     assert [t.name for t in again.spec.trials()] == [t.name for t in spec.trials()]
