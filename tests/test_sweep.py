@@ -181,7 +181,7 @@ TINY = {"total_timesteps": 300, "saver_frequency": None, "summary_frequency": No
 
 
 @pytest.mark.training
-def test_local_grid_sweep_runs_every_trial(tmp_path: Path) -> None:
+def test_local_grid_sweep_runs_every_trial(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec = _sweep(
         parameters={"agent.learning_rate": [1e-3, 3e-4], "agent.batch_size": [5, 10]},
         seeds=2,
@@ -207,6 +207,16 @@ def test_local_grid_sweep_runs_every_trial(tmp_path: Path) -> None:
     again = Sweep.attach("s", results=str(tmp_path / "results"))
     assert [t.name for t in again.spec.trials()] == [t.name for t in spec.trials()]
     assert again.status().state == "succeeded"
+
+    # the CLI: a table of the trials as experiments, and one TensorBoard over the whole sweep
+    capsys.readouterr()
+    assert main(["experiment", "list", "--results", sweep.location, "-o", "json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert sorted(r["name"] for r in listed) == sorted(t.name for t in status.trials)
+    assert {r["state"] for r in listed} == {"succeeded"} and all(r["timestep"] >= 300 for r in listed)
+    assert main(["tensorboard", "s", "--results", str(tmp_path / "results"), "--print-only"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert sum(line.startswith("s/") for line in printed) == 8
 
 
 @pytest.mark.training

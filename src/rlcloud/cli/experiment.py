@@ -266,20 +266,95 @@ def stop(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-@command("experiment list", "List experiments.", "rlcloud experiment list -o json", args=TARGET)
+@command(
+    "experiment list", "List experiments with their state and progress.", "rlcloud experiment list -o json", args=TARGET
+)
 def list_(args: argparse.Namespace) -> int:
-    """List the experiments here (or on the cluster the flags name)."""
+    """One row per experiment here (or on the cluster the flags name): state, progress, return, last update,
+    where it runs and its results."""
     from rlcloud.cli._common import output_format, print_data
     from rlcloud.experiment import Experiment
 
-    names = Experiment.list(cluster=_cluster_from_args(args), results=args.results)
+    cluster = _cluster_from_args(args)
+    rows = [
+        experiment_row(name, cluster, args.results) for name in Experiment.list(cluster=cluster, results=args.results)
+    ]
     fmt = output_format(args)
-    if fmt != "table":
-        print_data(names, fmt)
+    if fmt == "csv":
+        import csv
+        import sys
+
+        writer = csv.DictWriter(sys.stdout, fieldnames=list(_ROW_FIELDS))
+        writer.writeheader()
+        writer.writerows(rows)
+    elif fmt != "table":
+        print_data(rows, fmt)
     else:
-        for name in names:
-            print(name)
+        from rich.table import Table
+        from rich.text import Text
+
+        from rlcloud.cli._common import console
+
+        table = Table()
+        for column in _ROW_FIELDS.values():
+            table.add_column(Text(column))
+        for row in rows:
+            table.add_row(*(Text(_show(row[key])) for key in _ROW_FIELDS))
+        console().print(table)
     return EXIT_OK
+
+
+_ROW_FIELDS = {
+    "name": "name",
+    "state": "state",
+    "timestep": "timestep",
+    "total_timesteps": "of",
+    "episode": "episode",
+    "mean_return": "return",
+    "updated_ago_s": "updated",
+    "runs_on": "runs on",
+    "results": "results",
+}
+
+
+def experiment_row(name: str, cluster: Any, results: str | None) -> dict[str, Any]:
+    """What `experiment list` shows of one experiment (the status read once; unknown fields None)."""
+    import time
+
+    from rlcloud.errors import RLCloudError
+    from rlcloud.experiment import Experiment
+
+    row: dict[str, Any] = dict.fromkeys(_ROW_FIELDS)
+    row["name"] = name
+    try:
+        exp = Experiment.attach(name, cluster=cluster, results=results)
+        status = exp.status()
+    except RLCloudError as exc:
+        row["state"] = f"unknown ({exc})"
+        return row
+    prog = status.progress
+    updated = prog.get("updated")
+    row.update(
+        state=status.state,
+        timestep=prog.get("timestep"),
+        total_timesteps=exp.spec.total_timesteps,
+        episode=prog.get("episode"),
+        mean_return=prog.get("mean_return"),
+        updated_ago_s=round(time.time() - updated) if isinstance(updated, int | float) else None,
+        runs_on=exp.cluster.describe() if exp.cluster is not None else "local",
+        results=exp.location,
+    )
+    return row
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.1f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
 
 
 @command(
@@ -312,45 +387,70 @@ def download(args: argparse.Namespace) -> int:
 
 @command(
     "tensorboard",
-    "Sync an experiment's TensorBoard events and start TensorBoard.",
-    "rlcloud tensorboard cartpole-ppo",
+    "Sync experiments' TensorBoard events and start one TensorBoard on all of them.",
+    "rlcloud tensorboard cartpole-ppo cartpole-ppo-2 cartpole-lr",
     args=[
-        NAME,
+        Arg("names", nargs="+", metavar="NAME", help="experiment or sweep names (a sweep: all its trials)"),
         Arg(
             "--dest",
             metavar="DIR",
-            help="download directory; the logdir is its summaries/ (default ./rlcloud-results/NAME)",
+            help="download directory for runs in Cloud Storage (default ./rlcloud-results)",
         ),
         Arg("--port", type=int, default=6006, help="TensorBoard's port (default 6006)"),
-        Arg("--print-only", action="store_true", help="only sync and print the logdir"),
+        Arg("--print-only", action="store_true", help="only sync and print the logdirs"),
         *TARGET,
     ],
 )
 def tensorboard(args: argparse.Namespace) -> int:
-    """Sync the TensorBoard event files locally and start TensorBoard on them."""
-    from pathlib import Path
-
-    from rlcloud.results import DEFAULT_RESULTS
-    from rlcloud.storage.client import sync_tensorboard
-
-    exp = _experiment(args)
-
-    if args.dest is None and not exp.location.startswith("gs://"):
-        # a local experiment's event files are already on this disk: copying them into its own
-        # directory would nest a second copy (summaries/summaries) that TensorBoard shows twice
-        logdir = Path(exp.location) / "summaries"
-    else:
-        logdir = sync_tensorboard(exp._store(), Path(args.dest or Path(DEFAULT_RESULTS) / exp.name))
+    """Sync the TensorBoard event files of each run locally and start one TensorBoard on them, each run
+    under its own name (a sweep's trials as SWEEP/TRIAL)."""
     import shutil
     import subprocess
 
+    runs = _tensorboard_runs(args)
+    spec = ",".join(f"{name}:{logdir}" for name, logdir in runs)
     exe = shutil.which("tensorboard")
     if exe is None or args.print_only:
-        print(f"TensorBoard logdir: {logdir}")
+        for name, logdir in runs:
+            print(f"{name}: {logdir}")
         if exe is None:
-            print("(tensorboard is not installed here: pip install tensorboard, then: tensorboard --logdir DIR)")
+            print("(tensorboard is not installed here: pip install 'rlcloud[analysis]', then run it on these logdirs)")
         return EXIT_OK
-    return subprocess.call([exe, "--logdir", str(logdir), "--port", str(args.port)])
+    if len(runs) == 1:
+        return subprocess.call([exe, "--logdir", str(runs[0][1]), "--port", str(args.port)])
+    return subprocess.call([exe, "--logdir_spec", spec, "--port", str(args.port)])
+
+
+def _tensorboard_runs(args: argparse.Namespace) -> list[tuple[str, Any]]:
+    """``(run name, local logdir)`` of every experiment or sweep named, syncing event files from GCS."""
+    from pathlib import Path
+
+    from rlcloud.errors import NotFoundError
+    from rlcloud.experiment import Experiment
+    from rlcloud.results import DEFAULT_RESULTS
+    from rlcloud.storage.client import sync_tensorboard
+    from rlcloud.sweep import Sweep
+
+    cluster = _cluster_from_args(args)
+    dest = Path(args.dest or DEFAULT_RESULTS)
+    runs: list[tuple[str, Any]] = []
+    for name in args.names:
+        try:
+            experiments = [(name, Experiment.attach(name, cluster=cluster, results=args.results))]
+        except NotFoundError:
+            try:
+                sweep = Sweep.attach(name, cluster=cluster, results=args.results)
+            except (NotFoundError, NotImplementedError):
+                raise NotFoundError(f"no experiment or sweep named {name!r}") from None
+            experiments = [(f"{name}/{exp.name}", exp) for exp in sweep._finished_or_started()]
+        for label, exp in experiments:
+            if not exp.location.startswith("gs://"):
+                # a local run's event files are already on this disk: copying them into its own directory
+                # would nest a second copy (summaries/summaries) that TensorBoard shows twice
+                runs.append((label, Path(exp.location) / "summaries"))
+            else:
+                runs.append((label, sync_tensorboard(exp._store(), dest / label)))
+    return runs
 
 
 #: `rlcloud run|status|logs|attach`: the everyday verbs without `experiment`, same arguments
