@@ -141,7 +141,8 @@ class Cluster(ABC):
         """The GKE clusters of ``project`` (ClusterInfo each: name, location, machine type, nodes, GPUs,
         status, age, expiry). ``kwargs``: ``credentials``, ``container_client``, ``all_clusters``."""
         all_clusters = bool(kwargs.pop("all_clusters", False))
-        return _gke_project(project, **kwargs).list(all_clusters=all_clusters)
+        infos: builtins.list[ClusterInfo] = _gke_project(project, **kwargs).list(all_clusters=all_clusters)
+        return infos
 
     # --------------------------------------------------------------------------------------- accessors
 

@@ -324,7 +324,7 @@ def validation_to_spec_error(exc: ValidationError, *, model: type[BaseModel], so
 def _describe_type_error(err: dict[str, Any]) -> str:
     kind = err["type"]
     if kind == "literal_error":
-        return err["msg"].removeprefix("Input should be ")
+        return str(err["msg"]).removeprefix("Input should be ")
     return {
         "string_type": "a string",
         "dict_type": "a mapping",
@@ -332,7 +332,7 @@ def _describe_type_error(err: dict[str, Any]) -> str:
         "model_type": "a mapping",
         "model_attributes_type": "a mapping",
         "none_required": "nothing",
-    }.get(kind, err["msg"])
+    }.get(kind, str(err["msg"]))
 
 
 def _value(err: dict[str, Any]) -> Any:
@@ -353,7 +353,7 @@ def _message(err: dict[str, Any], model: type[BaseModel], path: str) -> str:
         close = difflib.get_close_matches(name, valid, n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
         return f"unknown field; {hint}valid fields here: {', '.join(valid)}"
-    msg = err["msg"]
+    msg = str(err["msg"])
     if kind in ("less_than_equal", "less_than"):
         reason = _field_limit_reason(model, path)
         return msg + (f" ({reason})" if reason else "")

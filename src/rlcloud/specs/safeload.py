@@ -87,7 +87,7 @@ class SpecLoader(yaml.SafeLoader):
                     None,
                     None,
                     f"nested more than {MAX_DEPTH} levels deep (a spec needs a handful)",
-                    self.peek_event().start_mark,
+                    self.peek_event().start_mark,  # type: ignore[no-untyped-call]  # PyYAML is untyped
                 )
             return super().compose_node(parent, index)
         finally:
@@ -163,7 +163,7 @@ _CParser: Any = getattr(getattr(yaml, "_yaml", None), "CParser", None) if yaml._
 
 if _CParser is not None:
 
-    class _FastSpecLoader(_CParser, SpecLoader):
+    class _FastSpecLoader(_CParser, SpecLoader):  # type: ignore[misc]  # libyaml's class is untyped
         """SpecLoader over libyaml's C parser (3x faster): the events come from C, while composing (where
         the bounds are checked) and constructing stay the Python code above. libyaml composes in C, so
         its own get_single_node is replaced by the Python composer's."""
