@@ -394,7 +394,7 @@ def _warn_unvalidated_once(name: str) -> None:
 
 
 def _roles_summary(status: ExperimentStatus) -> str:
-    """ "agent: running; env-server: 3 running, 1 pending": one line however many workers there are."""
+    """One line however many workers there are, e.g. "agent: running; env-server: 3 running, 1 pending"."""
     by_role: dict[str, dict[str, int]] = {}
     for instance in status.roles:
         states = by_role.setdefault(instance.role, {})

@@ -37,6 +37,7 @@ class RedactingFilter(logging.Filter):
     """A logging filter that renders each record and redacts secrets from it."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        """Render ``record`` with its secrets redacted; always keep it."""
         try:
             message = record.getMessage()
         except Exception:  # a broken format string: leave the record to logging's own error handling

@@ -122,11 +122,11 @@ def plot_curves(
 
 @functools.cache
 def _figure_class() -> Any:
-    """matplotlib's Figure plus ``_repr_png_``: without pyplot, IPython's inline backend is never set up, so a
+    """The matplotlib Figure class plus ``_repr_png_``: without pyplot, IPython's inline backend is never set up, so a
     bare Figure returned to a notebook would show as "<Figure size 800x450>" instead of the plot."""
-    Figure: Any = require("matplotlib.figure", "analysis", feature="plotting returns").Figure
+    figure: Any = require("matplotlib.figure", "analysis", feature="plotting returns").Figure
 
-    class ReturnsFigure(Figure):
+    class ReturnsFigure(figure):
         def _repr_png_(self) -> bytes:
             buffer = io.BytesIO()
             self.savefig(buffer, format="png")

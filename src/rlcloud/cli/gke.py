@@ -56,7 +56,7 @@ def operation_bar(description: str, *, quiet: bool = False) -> Iterator[Any]:
 
 
 def _gke_options(args: argparse.Namespace) -> dict[str, Any]:
-    """project and credentials: the flags, else the project config (rlcloud.yaml), else ADC."""
+    """Project and credentials: the flags, else the project config (rlcloud.yaml), else ADC."""
     from rlcloud.config import google_credentials, load_project_config
 
     config = load_project_config()

@@ -56,6 +56,7 @@ class TokenRefresher:
         self._lock = threading.Lock()
 
     def __call__(self, configuration: Any) -> None:
+        """Refresh the token in ``configuration`` when it is about to expire (the client calls this)."""
         with self._lock:
             if not self._credentials.valid:
                 from google.auth import exceptions as auth_exc

@@ -86,9 +86,14 @@ class ServedEnvironment(Protocol):
     actions_spec: dict[str, Any]
     max_episode_timesteps: int | None
 
-    def reset(self, seed: int | None = None) -> Any: ...
-    def step(self, action: Any) -> tuple[Any, float, int]: ...
-    def close(self) -> None: ...
+    def reset(self, seed: int | None = None) -> Any:
+        """Start an episode; the first state."""
+
+    def step(self, action: Any) -> tuple[Any, float, int]:
+        """(state, reward, terminal 0/1/2) after ``action``."""
+
+    def close(self) -> None:
+        """Release the environment."""
 
 
 class EnvServer:

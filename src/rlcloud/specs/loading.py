@@ -72,7 +72,7 @@ _CLUSTER_KEYS = {
 
 
 def _bundled_configs() -> Path:
-    """rlcloud's own default specs (src/rlcloud/configs), the last place a reference is looked up."""
+    """The package's own default specs (src/rlcloud/configs), the last place a reference is looked up."""
     return Path(str(resources.files("rlcloud") / "configs"))
 
 
