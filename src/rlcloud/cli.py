@@ -94,48 +94,21 @@ def _print_json(data: Any) -> None:
 
 
 def cmd_spec_validate(args: argparse.Namespace) -> int:
-    """Validate each file: one line OK with key fields, or the problems (exit 2)."""
-    import warnings
-
-    from rlcloud.errors import SpecError
-    from rlcloud.specs import ClusterSpec, ExperimentSpec, LegacySpecWarning
-    from rlcloud.specs.loading import load_spec
+    """Validate each file (experiment, cluster, agent, network or environment): OK with key fields, or problems."""
+    from rlcloud.specs.validation import validate_file
 
     failed = False
     for path in args.paths:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", LegacySpecWarning)
-            try:
-                spec = load_spec(path)
-            except SpecError as exc:
-                failed = True
-                print(f"{path}: INVALID", file=sys.stderr)
-                for problem in exc.problems:
-                    problem_text = str(problem).removeprefix(f"{path}: ")
-                    print(f"  - {problem_text}", file=sys.stderr)
-                continue
-        for w in caught:
-            print(f"{path}: note: {w.message}", file=sys.stderr)
-        if isinstance(spec, ExperimentSpec):
-            stop = ", ".join(
-                x
-                for x in (
-                    f"{spec.episodes} episodes" if spec.episodes else "",
-                    f"{spec.total_timesteps} timesteps" if spec.total_timesteps else "",
-                )
-                if x
-            )
-            env = spec.environment.get("level") or spec.environment.get("type")
-            print(
-                f"{path}: OK experiment {spec.name}: {spec.run_mode} x{spec.num_workers}, env {env}, "
-                f"agent {spec.agent.get('type')}, stop after {stop}"
-            )
-        elif isinstance(spec, ClusterSpec):
-            gpus = f", {spec.gpus_per_node}x {spec.gpu_type.value}" if spec.gpu_type else ""
-            print(
-                f"{path}: OK cluster {spec.name}: {spec.num_nodes}x {spec.effective_machine_type}{gpus} "
-                f"in {spec.location}{' (spot)' if spec.spot else ''}"
-            )
+        report = validate_file(path, build=getattr(args, "build", False))
+        for note in report.notes:
+            print(f"{path}: note: {note}", file=sys.stderr)
+        if report.ok:
+            print(f"{path}: OK {report.summary}")
+            continue
+        failed = True
+        print(f"{path}: INVALID", file=sys.stderr)
+        for problem in report.problems:
+            print(f"  - {str(problem).removeprefix(f'{path}: ')}", file=sys.stderr)
     return EXIT_USAGE if failed else EXIT_OK
 
 
@@ -188,11 +161,20 @@ def _experiment(args: argparse.Namespace, *, attach: bool = True) -> Any:
     return Experiment.attach(args.name, cluster=cluster, results=getattr(args, "results", None))
 
 
+def _spec_with_sets(args: argparse.Namespace) -> Any:
+    """The spec file with its --set overrides (``--set cluster=`` / ``results=``: none, i.e. local / default)."""
+    from rlcloud.specs import ExperimentSpec
+
+    # loaded here, not by Experiment(file, **sets): a `cluster` or `results` override would collide with
+    # Experiment's own keyword arguments of those names
+    return ExperimentSpec.from_file(args.file, **_parse_sets(args.set))
+
+
 def cmd_experiment_run(args: argparse.Namespace) -> int:
     """Start an experiment and follow it with a live progress bar until it ends; Ctrl-C stops it cleanly."""
     from rlcloud.experiment import Experiment
 
-    exp = Experiment(args.file, results=args.results, cluster=_cluster_from_args(args), **_parse_sets(args.set))
+    exp = Experiment(_spec_with_sets(args), results=args.results, cluster=_cluster_from_args(args))
     exp.start()
     from rlcloud.progress import follow_experiment
 
@@ -203,7 +185,7 @@ def cmd_experiment_start(args: argparse.Namespace) -> int:
     """Start an experiment in the background and return."""
     from rlcloud.experiment import Experiment
 
-    exp = Experiment(args.file, results=args.results, cluster=_cluster_from_args(args), **_parse_sets(args.set))
+    exp = Experiment(_spec_with_sets(args), results=args.results, cluster=_cluster_from_args(args))
     exp.start()
     print(f"started {exp.name} ({exp.backend.kind}); results: {exp.location}")
     print(f"follow it with: rlcloud experiment status {exp.name}   |   rlcloud experiment logs {exp.name} -f")
@@ -444,6 +426,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         "rlcloud spec validate a.yaml b.json",
     )
     p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("--build", action="store_true", help="also build each agent with Tensorforce (CPU, seconds)")
     p = _add(
         spec_sub,
         "show",

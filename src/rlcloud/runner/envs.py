@@ -306,7 +306,9 @@ def resolve_class(path: str, *, field: str = "environment.type") -> type:
 
 
 def _register_ale(level: str) -> None:
-    if level.startswith("ALE/") or "NoFrameskip" in level:
+    from rlcloud.specs.legacy import is_old_atari_id  # ale-py registers "SpaceInvaders-v0" & co. too
+
+    if level.startswith("ALE/") or "NoFrameskip" in level or is_old_atari_id(level):
         try:
             import ale_py
             import gymnasium
@@ -468,6 +470,9 @@ def _validate_agent(agent: Any, problems: list[SpecProblem]) -> None:
             problems.append(SpecProblem(f"agent.{key}", "is set by the runner from the environment; remove it"))
     if "network" in agent:
         _validate_network(agent["network"], "agent.network", problems)
+    from rlcloud.specs.tf06 import agent_argument_problems
+
+    problems.extend(agent_argument_problems(agent))  # Tensorforce would refuse them only at build time
 
 
 def _validate_layer(layer: Any, field: str, problems: list[SpecProblem]) -> None:

@@ -644,8 +644,16 @@ def _convert_states_preprocessing(steps: Any) -> list[dict[str, Any]] | None:
         elif kind == "deltafier":
             out.append({"type": "deltafier"})
             said.append("deltafier -> deltafier")
+        elif kind == "normalize":
+            # 0.4 scaled each state to [0, 1] by its own min and max; 0.6's nearest is the space's bounds
+            out.append({"type": "linear_normalization"})
+            _warn(
+                f"{field} step {step} became linear_normalization: 0.4 scaled each state by its own min/max to "
+                "[0, 1], 0.6 scales by the observation space's bounds to [-2, 2] (a different input scale)",
+                field,
+            )
         else:
-            # e.g. normalize (per-frame min-max to [0, 1]), running_standardize, divide: 0.6 has no such layer
+            # e.g. running_standardize, divide: 0.6 has no such layer
             _warn(f"{field} step {step} has no Tensorforce 0.6 preprocessing layer and was dropped", field)
     if said:
         _warn(f"{field} became state_preprocessing {out} ({'; '.join(said)})", field)
