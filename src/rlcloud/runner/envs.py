@@ -487,8 +487,12 @@ def _validate_layer(layer: Any, field: str, problems: list[SpecProblem]) -> None
     if not isinstance(layer_type, str):
         problems.append(SpecProblem(f"{field}.type", "required, e.g. dense, conv2d, flatten", layer_type))
     elif layer_type not in TENSORFORCE_LAYER_TYPES and not _DOTTED.match(layer_type):
+        from rlcloud.specs.legacy_network import LEGACY_LAYER_HINTS  # old names: say the new one, not a near miss
+
+        hint = f"; {LEGACY_LAYER_HINTS[layer_type]}" if layer_type in LEGACY_LAYER_HINTS else None
         valid = sorted(TENSORFORCE_LAYER_TYPES)
-        problems.append(SpecProblem(f"{field}.type", f"unknown layer type{_close(layer_type, valid)}", layer_type))
+        hint = hint or _close(layer_type, valid)
+        problems.append(SpecProblem(f"{field}.type", f"unknown layer type{hint}", layer_type))
     size = layer.get("size")
     if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 0):
         problems.append(SpecProblem(f"{field}.size", "must be a non-negative integer", size))

@@ -26,11 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from rlcloud.errors import SpecError, SpecProblem
-from rlcloud.specs.legacy_network import convert_legacy_network, looks_like_legacy_network
+from rlcloud.specs.legacy_network import LEGACY_LAYER_HINTS, convert_legacy_network, looks_like_legacy_network
 from rlcloud.specs.tf06 import AGENT_ARGUMENTS, RUNNER_ARGUMENTS
 
 __all__ = [
     "LEGACY_AGENT_KEYS",
+    "LEGACY_LAYER_HINTS",
     "TFC_EXPERIMENT_DEFAULTS",
     "LegacyNote",
     "LegacySpecWarning",
@@ -45,6 +46,7 @@ __all__ = [
     "is_legacy_agent",
     "is_legacy_experiment",
     "is_old_atari_id",
+    "looks_like_legacy_network",
     "reconcile_network",
 ]
 
@@ -322,8 +324,12 @@ def reconcile_network(raw: dict[str, Any], *, tfc: bool) -> None:
 
 
 def convert_experiment_network(network: Any, *, tfc: bool) -> Any:
-    """A tfc experiment's network (or any network using 0.4-only spellings) in 0.6 terms, else unchanged."""
-    if tfc or looks_like_legacy_network(network):
+    """A tfc experiment's network in 0.6 terms; any other spec's network unchanged.
+
+    Outside a tfc experiment a network is Tensorforce 0.6 (a dense layer without activation is tanh
+    there); a 0.4-only spelling in it is reported by validation with its 0.6 name (see LEGACY_LAYER_HINTS).
+    """
+    if tfc:
         return convert_legacy_network(network, "network", _warn_at)
     return network
 

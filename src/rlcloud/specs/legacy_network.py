@@ -16,7 +16,7 @@ from typing import Any
 
 from rlcloud.errors import SpecError, SpecProblem
 
-__all__ = ["LEGACY_LAYER_MARKERS", "convert_legacy_network", "looks_like_legacy_network"]
+__all__ = ["LEGACY_LAYER_HINTS", "LEGACY_LAYER_MARKERS", "convert_legacy_network", "looks_like_legacy_network"]
 
 Note = Callable[[str, str], None]
 
@@ -41,6 +41,15 @@ _ACTIVATION_RENAMES = {"lrelu": "leaky-relu", "leaky_relu": "leaky-relu"}
 
 # Layer types or keys only 0.4 used: a network holding one is a 0.4 network even outside a tfc experiment.
 LEGACY_LAYER_MARKERS = frozenset(["internal_lstm", "nonlinearity", "dueling", "tf_layer", "input", "output"])
+#: What a 0.4 layer type is called in 0.6, for validation messages about a 0.6 spec that uses the old name.
+LEGACY_LAYER_HINTS = {
+    "internal_lstm": "Tensorforce 0.4's internal_lstm is 0.6's lstm (with a horizon)",
+    "nonlinearity": "Tensorforce 0.4's nonlinearity is 0.6's activation (nonlinearity: NAME)",
+    "dueling": "Tensorforce 0.4's dueling layer has no 0.6 equivalent (use agent type dueling_dqn)",
+    "tf_layer": "Tensorforce 0.4's tf_layer has no 0.6 equivalent (0.6 has keras layers: {type: keras, layer: ...})",
+    "input": "Tensorforce 0.4's input layer is 0.6's retrieve",
+    "output": "Tensorforce 0.4's output layer is 0.6's register",
+}
 _LEGACY_KEYS = frozenset(["indices", "pooling_type", "skip", "weights", "l1_regularization", "named_tensors"])
 
 # Keys of 0.4 layers that only named TensorFlow scopes or summaries: dropped with a note.

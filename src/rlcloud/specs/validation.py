@@ -32,6 +32,15 @@ _STAND_INS: dict[str, Any] = {
     "agent": {"type": "ppo", "batch_size": 10},
     "episodes": 1,
 }
+# Every key a tfc experiment would otherwise get tfc's default (and a note) for.
+_TFC_STAND_IN: dict[str, Any] = {
+    "type": "experiment",
+    "run_mode": "single",
+    "num_workers": 1,
+    "num_parameter_servers": 0,
+    "total_timesteps": 1,
+    "max_timesteps_per_episode": 1,
+}
 _PART_FIELD = {"Agent": "agent", "Network": "network", "Environment": "environment"}
 _ENV_TYPES = ("gym", "gymnasium", "openai_gym")
 
@@ -93,7 +102,7 @@ def _notes(caught: list[warnings.WarningMessage]) -> list[str]:
 def validate_file(path: str | Path, *, build: bool = False) -> FileReport:
     """Validate one spec file as ``experiment start`` would (and build its agent when ``build``)."""
     from rlcloud.specs.experiment import ExperimentSpec
-    from rlcloud.specs.legacy import LegacySpecWarning
+    from rlcloud.specs.legacy import LegacySpecWarning, is_legacy_agent, looks_like_legacy_network
     from rlcloud.specs.loading import experiment_from_dict, load_spec, read_data_file
 
     path = Path(path)
@@ -110,8 +119,11 @@ def validate_file(path: str | Path, *, build: bool = False) -> FileReport:
                 if isinstance(data, dict):
                     data = {k: v for k, v in data.items() if k != "kind"}
                 stand_in[_PART_FIELD[part]] = data
-                if part == "Network":
-                    stand_in["agent"] = {"type": "ppo", "batch_size": 10}
+                if (part == "Network" and looks_like_legacy_network(data)) or (
+                    part == "Agent" and isinstance(data, dict) and is_legacy_agent(data)
+                ):
+                    # a tensorforce-client part: checked as a tfc experiment would use it (0.4 networks converted)
+                    stand_in.update(_TFC_STAND_IN)
                 spec: Any = experiment_from_dict(stand_in, base_dir=path.parent, source=source)
             else:
                 spec = load_spec(path)
