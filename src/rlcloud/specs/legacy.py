@@ -534,6 +534,16 @@ _RENAMED_IN_06: dict[str, dict[str, str]] = {
 _RUNNER_MANAGED = ("saver_spec", "summary_spec", "saver", "summarizer", "execution", "distributed_spec", "device")
 
 
+# Names Tensorforce 0.5 used and 0.6 refuses with a rename (its TensorforceError.deprecated): such an agent
+# is converted too, but it is not a 0.4 agent, so 0.4's defaults are not applied to it.
+_RENAMED_05_KEYS = frozenset(["estimate_terminal", "critic_network", "baseline_network"])
+
+
+def _is_04_agent(agent: Mapping[str, Any]) -> bool:
+    type_ = agent.get("type")
+    return (isinstance(type_, str) and type_.endswith("_agent")) or bool(LEGACY_AGENT_KEYS & set(agent))
+
+
 def is_legacy_agent(agent: Mapping[str, Any]) -> bool:
     """True for a Tensorforce 0.3/0.4 agent: a ``*_agent`` type or a key only 0.3/0.4 had.
 
@@ -543,10 +553,7 @@ def is_legacy_agent(agent: Mapping[str, Any]) -> bool:
     """
     if "agent" in agent:
         return False
-    type_ = agent.get("type")
-    if isinstance(type_, str) and type_.endswith("_agent"):
-        return True
-    return bool(LEGACY_AGENT_KEYS & set(agent))
+    return _is_04_agent(agent) or bool(_RENAMED_05_KEYS & set(agent))
 
 
 def epsilon_decay_schedule(
@@ -878,7 +885,8 @@ def convert_legacy_agent(agent: dict[str, Any]) -> dict[str, Any]:
             out[new] = out.pop(old)
             _warn(f"agent.{old} became agent.{new} (renamed in Tensorforce 0.6)", f"agent.{old}")
     _convert_baseline(out, type_)
-    _convert_target_sync(out, type_)
+    if _is_04_agent(agent):
+        _convert_target_sync(out, type_)
     for key in ("network", "network_spec"):
         if key in out:
             network = convert_legacy_network(out.pop(key), "agent.network", _warn_at)
