@@ -31,7 +31,14 @@ _STAND_INS: dict[str, Any] = {
     "environment": {"type": "gym", "level": "CartPole-v1"},
     "agent": {"type": "ppo", "batch_size": 10},
     "episodes": 1,
+    # a PPO memory is sized from the episode length: an environment without a limit would fail the build
+    "max_timesteps_per_episode": 200,
 }
+# Stand-in environments whose states fit what the part expects: images for convolutions and image
+# preprocessing, integer states for embeddings.
+_IMAGE_ENVIRONMENT = {"type": "gym", "level": "ALE/Pong-v5"}
+_INTEGER_ENVIRONMENT = {"type": "gym", "level": "FrozenLake-v1"}
+_IMAGE_LAYERS = ("conv2d", "pool2d", "image", "conv2d_transpose")
 # Every key a tfc experiment would otherwise get tfc's default (and a note) for.
 _TFC_STAND_IN: dict[str, Any] = {
     "type": "experiment",
@@ -39,7 +46,7 @@ _TFC_STAND_IN: dict[str, Any] = {
     "num_workers": 1,
     "num_parameter_servers": 0,
     "total_timesteps": 1,
-    "max_timesteps_per_episode": 1,
+    "max_timesteps_per_episode": 200,
 }
 _PART_FIELD = {"Agent": "agent", "Network": "network", "Environment": "environment"}
 _ENV_TYPES = ("gym", "gymnasium", "openai_gym")
@@ -119,6 +126,8 @@ def validate_file(path: str | Path, *, build: bool = False) -> FileReport:
                 if isinstance(data, dict):
                     data = {k: v for k, v in data.items() if k != "kind"}
                 stand_in[_PART_FIELD[part]] = data
+                if part != "Environment":
+                    stand_in["environment"] = _stand_in_environment(data)
                 if (part == "Network" and looks_like_legacy_network(data)) or (
                     part == "Agent" and isinstance(data, dict) and is_legacy_agent(data)
                 ):
@@ -146,6 +155,34 @@ def validate_file(path: str | Path, *, build: bool = False) -> FileReport:
             "network is converted when a tfc experiment uses it; in any other spec, write activation out"
         )
     return report
+
+
+def _layer_types(data: Any) -> set[str]:
+    """Every ``type`` value anywhere in a part (layers, nested networks, preprocessing)."""
+    if isinstance(data, dict):
+        found = {data["type"]} if isinstance(data.get("type"), str) else set()
+        for value in data.values():
+            found |= _layer_types(value)
+        return found
+    if isinstance(data, list):
+        return set().union(*(_layer_types(item) for item in data)) if data else set()
+    return set()
+
+
+def _stand_in_environment(data: Any) -> dict[str, Any]:
+    types = _layer_types(data) | {"image"} if _has_image_preprocessing(data) else _layer_types(data)
+    if types & set(_IMAGE_LAYERS):
+        return dict(_IMAGE_ENVIRONMENT)
+    if "embedding" in types:
+        return dict(_INTEGER_ENVIRONMENT)
+    return dict(_STAND_INS["environment"])
+
+
+def _has_image_preprocessing(data: Any) -> bool:
+    steps = data.get("states_preprocessing") if isinstance(data, dict) else None
+    return isinstance(steps, list) and any(
+        isinstance(step, dict) and step.get("type") in ("image_resize", "grayscale") for step in steps
+    )
 
 
 def _has_default_dense(data: Any) -> bool:
@@ -226,8 +263,13 @@ def build_agent(spec: Any) -> None:
         try:
             agent = tensorforce.Agent.create(**kwargs)
         except Exception as exc:  # Tensorforce raises TensorforceError, AssertionError, ValueError, ...
+            from rlcloud.specs.tf06 import AGENT_ARGUMENTS
+
+            # "argument X" names an agent argument, or one of a layer's or a memory's: only the first is a key
             match = _ARGUMENT_RE.search(str(exc))
-            where = f"agent.{match.group(1)}" if match else "agent"
+            required, optional = AGENT_ARGUMENTS.get(str(kwargs.get("agent")), ((), ()))
+            named = match.group(1) if match and match.group(1) in (*required, *optional) else None
+            where = f"agent.{named}" if named else "agent"
             message = f"Tensorforce cannot build the agent: {type(exc).__name__}: {exc}".rstrip(": ")
             raise SpecError([SpecProblem(where, message)]) from None
         agent.close()
