@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import re
 import types
 import typing
@@ -426,7 +427,7 @@ def _experiment_from_dict(
             continue  # the name of an existing cluster
         try:
             raw[kind] = _load_reference(value, kind, base)
-            part_sources[kind] = str(found)
+            part_sources[kind] = os.path.normpath(found)  # "exp/../agents/a.json" -> "agents/a.json"
         except SpecError as exc:
             problems += [SpecProblem(kind, p.message, p.value, source) for p in exc.problems]
             unresolved.add(kind)
