@@ -181,8 +181,9 @@ def render() -> str:
         "keyword arguments: `ExperimentSpec.from_file(path, **overrides)`, where dotted keys such as "
         '`**{"resources.learner.cpu": "2"}` override nested settings. Unknown fields are errors. '
         "In a file, `environment`, `agent`, `network` and `cluster` may name a JSON/YAML file, looked up next to "
-        "the spec file, then in `./configs/<kind>s/`. tensorforce-client's JSON files load unchanged; each "
-        "legacy setting is reported once as a `LegacySpecWarning` saying what it became.",
+        "the spec file, then in `./configs/<kind>s/`. tensorforce-client's JSON files are read with their "
+        "meaning kept (or refused/warned by name, see migrating.md); each legacy setting is reported once as a "
+        "`LegacySpecWarning` naming the file and key and saying what it became.",
         "",
     ]
     current = ""
