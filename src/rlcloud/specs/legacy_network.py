@@ -87,6 +87,7 @@ def convert_legacy_network(network: Any, field: str, note: Note) -> Any:
     Raises SpecError naming every layer that has no 0.6 equivalent.
     """
     problems: list[SpecProblem] = []
+    out: dict[str, Any] | list[Any]
     if isinstance(network, dict) and isinstance(network.get("layers"), list):
         out = dict(network)
         out["layers"] = _convert_list(network["layers"], f"{field}.layers", note, problems)

@@ -427,7 +427,8 @@ def _experiment_from_dict(
             continue  # the name of an existing cluster
         try:
             raw[kind] = _load_reference(value, kind, base)
-            part_sources[kind] = os.path.normpath(found)  # "exp/../agents/a.json" -> "agents/a.json"
+            if found is not None:  # "exp/../agents/a.json" -> "agents/a.json" in the reports
+                part_sources[kind] = os.path.normpath(found)
         except SpecError as exc:
             problems += [SpecProblem(kind, p.message, p.value, source) for p in exc.problems]
             unresolved.add(kind)
