@@ -47,7 +47,7 @@ def test_simple_a3c_loads_with_every_setting_mapped() -> None:
     # ale-py still registers the v0 id, with v0's random 2-4 frame skip and sticky actions
     assert spec.environment == {"type": "gym", "level": "SpaceInvaders-v0"}
     exploration = spec.agent.pop("exploration")
-    assert exploration["type"] == "piecewise_constant"
+    assert (exploration["type"], exploration["decay"]) == ("decaying", "polynomial")
     assert spec.agent == {
         "type": "dqn",
         "discount": 0.97,

@@ -11,9 +11,7 @@ valid file's agent with Tensorforce and run 100 timesteps for some.
 
 from __future__ import annotations
 
-import bisect
 import json
-import math
 import warnings
 from pathlib import Path
 from typing import Any
@@ -133,7 +131,7 @@ def test_invaders_dqn_keeps_its_meaning() -> None:
         {"type": "dense", "size": 128, "activation": "relu"},
     ]
     agent = dict(spec.agent)
-    assert agent.pop("exploration")["type"] == "piecewise_constant"
+    assert agent.pop("exploration") == epsilon_decay_schedule(1.0, 0.1, 1_000_000)
     assert agent == {
         "type": "dqn",
         "batch_size": 32,
@@ -283,26 +281,29 @@ def test_vpg_custom_baseline_and_gaussian_exploration() -> None:
     assert agent["baseline_optimizer"] == {"type": "adam", "learning_rate": 1e-3}
 
 
+def polynomial(schedule: dict[str, Any], step: int) -> float:
+    """0.6's polynomial decay as TensorFlow's PolynomialDecay computes it (decay_steps = num_steps + 1)."""
+    decay_steps = schedule["num_steps"] + 1
+    fraction = min(step, decay_steps) / decay_steps
+    initial, final = schedule["initial_value"], schedule["final_value"]
+    return float((initial - final) * (1 - fraction) ** schedule["power"] + final)
+
+
 def test_epsilon_decay_follows_0_4s_exponential_curve() -> None:
     # 0.4: final + (initial - final) * 0.5 ** (t / (timesteps / 10)); FACTS.md: 0.55 / 0.21 / 0.13
     schedule = epsilon_decay_schedule(1.0, 0.1, 1_000_000)
-
-    def epsilon(step: int) -> float:
-        # tf.keras PiecewiseConstantDecay, which 0.6's piecewise_constant uses: values[i] on (b[i-1], b[i]]
-        return float(schedule["values"][bisect.bisect_left(schedule["boundaries"], step)])
-
-    assert [round(epsilon(t), 2) for t in (100_000, 300_000, 500_000)] == [0.55, 0.21, 0.13]
-    assert len(schedule["values"]) == len(schedule["boundaries"]) + 1
-    for step in range(0, 1_500_000, 7919):
-        exact = 0.1 + 0.9 * 0.5 ** (step / 100_000)
-        assert abs(epsilon(step) - exact) <= 0.061  # one of 100 steps of the curve at most
-    assert math.isclose(epsilon(2_000_000), 0.1 + 0.9 / 1024)
+    assert (schedule["type"], schedule["decay"], schedule["unit"]) == ("decaying", "polynomial", "timesteps")
+    assert [round(polynomial(schedule, t), 2) for t in (100_000, 300_000, 500_000)] == [0.55, 0.21, 0.13]
+    for step in range(0, 1_000_001, 7919):
+        decaying_04 = 0.9 * 0.5 ** (step / 100_000)
+        assert abs((polynomial(schedule, step) - 0.1) - decaying_04) <= 0.0004  # 0.05% of initial - final
+    assert abs(polynomial(schedule, 10_000_000) - 0.1) < 1e-6  # 0.4 also ended at final_epsilon
+    assert polynomial(schedule, 0) == 1.0
 
 
-def test_epsilon_decay_with_a_start_keeps_the_initial_value_until_then() -> None:
-    schedule = epsilon_decay_schedule(1.0, 0.0, 1000, start=500, pieces=10)
-    assert schedule["boundaries"][0] == 500 and schedule["values"][0] == 1.0
-    assert math.isclose(schedule["values"][-1], 0.5**10)
+def test_epsilon_decay_half_lives() -> None:
+    schedule = epsilon_decay_schedule(0.5, 0.0, 1000, half_lives=2)
+    assert round(polynomial(schedule, 500), 3) == 0.25  # one half-life of 1000 / 2 timesteps
 
 
 # -------------------------------------------------------------------------------------- networks
@@ -430,5 +431,7 @@ def test_the_epsilon_schedule_is_what_tensorflow_computes() -> None:
 
     tf = prepare_tensorflow()
     schedule = epsilon_decay_schedule(1.0, 0.1, 1_000_000)
-    decay = tf.keras.optimizers.schedules.PiecewiseConstantDecay(schedule["boundaries"], schedule["values"])
+    decay = tf.keras.optimizers.schedules.PolynomialDecay(
+        1.0, schedule["num_steps"] + 1, end_learning_rate=0.1, power=schedule["power"]
+    )
     assert [round(float(decay(t)), 2) for t in (100_000, 300_000, 500_000)] == [0.55, 0.21, 0.13]
