@@ -72,3 +72,18 @@ def test_empty_cluster_and_results_overrides_mean_none(
     assert code == 130, capsys.readouterr().err  # interrupted, not a TypeError
     assert seen[0].spec.cluster is None
     assert seen[0].spec.results is None
+
+
+@pytest.mark.training  # builds the agents with Tensorforce
+def test_validate_build_reports_a_build_error_as_a_field_problem(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a value only Tensorforce checks: a replay memory smaller than one batch
+    agent = tmp_path / "agent.json"
+    agent.write_text('{"agent": "dqn", "memory": 10, "batch_size": 64}')
+    assert main(["spec", "validate", str(agent)]) == 0
+    assert main(["spec", "validate", "--build", str(agent), str(TF06 / "experiment.yaml")]) == 2
+    out, err = capsys.readouterr()
+    assert f"{agent}: INVALID" in err
+    assert "Tensorforce cannot build the agent" in err
+    assert f"{TF06 / 'experiment.yaml'}: OK experiment tf06-ppo" in out

@@ -403,10 +403,7 @@ def test_every_valid_file_builds(name: str) -> None:
 
 
 @pytest.mark.training
-@pytest.mark.parametrize(
-    "name",
-    ["tfc/experiments/cartpole_ppo_threads.json", "tfc/experiments/bare.json", "tfc/experiments/invaders_dqn.json"],
-)
+@pytest.mark.parametrize("name", [n for n in VALID if "experiment" in n])
 def test_a_100_timestep_run(name: str, tmp_path: Path) -> None:
     from rlcloud.runner.loop import train
 
@@ -423,6 +420,14 @@ def test_a_100_timestep_run(name: str, tmp_path: Path) -> None:
         warnings.simplefilter("ignore", DeprecationWarning)
         result = train(spec, tmp_path)
     assert result.timesteps >= 100, result
+
+
+@pytest.mark.training
+@OLD_IDS_OK
+@pytest.mark.parametrize("name", ["dqn_visual.json", "ppo_cartpole.json", "simple_a3c.json", "mlp2_network.json"])
+def test_the_older_legacy_corpus_builds(name: str) -> None:
+    report = validate_file(HERE / "legacy" / name, build=True)
+    assert report.ok, [str(p) for p in report.problems]
 
 
 @pytest.mark.training
