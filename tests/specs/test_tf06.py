@@ -44,3 +44,32 @@ def test_agent_argument_problems(agent: dict[str, object], problems: list[str]) 
     assert [p.field for p in found] == problems
     if "agent.learning_rat" in problems:
         assert "did you mean 'learning_rate'" in found[0].message
+
+
+@pytest.mark.training  # imports tensorforce, hence TensorFlow (~10 s)
+def test_the_layer_table_is_what_inspect_signature_reads() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("tensorforce") is None:
+        pytest.skip("tensorforce is not installed (the runner extra)")
+    from rlcloud.specs.tf06 import LAYER_ARGUMENTS, generate_layer_arguments
+
+    assert generate_layer_arguments() == LAYER_ARGUMENTS, "regenerate: uv run --frozen python -m rlcloud.specs.tf06"
+
+
+@pytest.mark.parametrize(
+    ("layer", "problems"),
+    [
+        ({"type": "dense", "size": 8}, []),
+        ({"type": "conv2d", "size": 8, "padding": "VALID"}, ["n[0].padding"]),
+        ({"type": "embedding", "indices": 10, "size": 8}, ["n[0].indices"]),
+        ({"type": "pool2d", "pooling_type": "max"}, ["n[0].pooling_type", "n[0].reduction"]),
+        ({"type": "lstm", "size": 8}, ["n[0].horizon"]),
+        ({"type": "input_lstm", "size": 8, "recurrent_dropout": 0.1}, []),  # passed on to the Keras cell
+        ({"type": "pkg.module:Layer", "anything": 1}, []),
+    ],
+)
+def test_layer_argument_problems(layer: dict[str, object], problems: list[str]) -> None:
+    from rlcloud.specs.tf06 import layer_argument_problems
+
+    assert [p.field for p in layer_argument_problems(layer, "n[0]")] == problems

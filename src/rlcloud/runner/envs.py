@@ -496,6 +496,9 @@ def _validate_layer(layer: Any, field: str, problems: list[SpecProblem]) -> None
     size = layer.get("size")
     if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 0):
         problems.append(SpecProblem(f"{field}.size", "must be a non-negative integer", size))
+    from rlcloud.specs.tf06 import layer_argument_problems  # what Tensorforce refuses only at build time
+
+    problems.extend(p for p in layer_argument_problems(layer, field) if p.field != f"{field}.size")
 
 
 def _validate_network(network: Any, field: str, problems: list[SpecProblem]) -> None:

@@ -17,7 +17,15 @@ from typing import Any
 
 from rlcloud.errors import SpecProblem
 
-__all__ = ["AGENT_ARGUMENTS", "RUNNER_ARGUMENTS", "agent_argument_problems", "generate_agent_arguments"]
+__all__ = [
+    "AGENT_ARGUMENTS",
+    "LAYER_ARGUMENTS",
+    "RUNNER_ARGUMENTS",
+    "agent_argument_problems",
+    "generate_agent_arguments",
+    "generate_layer_arguments",
+    "layer_argument_problems",
+]
 
 # Arguments the runner passes itself (from the environment and the run mode); a spec must not set them.
 RUNNER_ARGUMENTS = frozenset({"states", "actions", "max_episode_timesteps", "parallel_interactions", "fn_act"})
@@ -433,6 +441,192 @@ AGENT_ARGUMENTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 }
 
 
+# layer type -> (required arguments, optional arguments, whether it passes more on to a Keras cell/layer),
+# from tensorforce.core.layer_modules (0.6.5); `input_spec` is Tensorforce's own and left out.
+LAYER_ARGUMENTS: dict[str, tuple[tuple[str, ...], tuple[str, ...], bool]] = {
+    "activation": (("nonlinearity",), ("name",), False),
+    "batch_normalization": ((), ("axes", "only_mean", "min_variance", "name"), False),
+    "block": (("layers",), ("name",), False),
+    "clipping": ((), ("lower", "upper", "name"), False),
+    "conv1d": (
+        ("size",),
+        (
+            "window",
+            "stride",
+            "padding",
+            "dilation",
+            "bias",
+            "activation",
+            "dropout",
+            "initialization_scale",
+            "vars_trainable",
+            "l2_regularization",
+            "name",
+        ),
+        False,
+    ),
+    "conv1d_transpose": (
+        ("size",),
+        (
+            "window",
+            "output_width",
+            "stride",
+            "padding",
+            "dilation",
+            "bias",
+            "activation",
+            "dropout",
+            "initialization_scale",
+            "vars_trainable",
+            "l2_regularization",
+            "name",
+        ),
+        False,
+    ),
+    "conv2d": (
+        ("size",),
+        (
+            "window",
+            "stride",
+            "padding",
+            "dilation",
+            "bias",
+            "activation",
+            "dropout",
+            "initialization_scale",
+            "vars_trainable",
+            "l2_regularization",
+            "name",
+        ),
+        False,
+    ),
+    "conv2d_transpose": (
+        ("size",),
+        (
+            "window",
+            "output_shape",
+            "stride",
+            "padding",
+            "dilation",
+            "bias",
+            "activation",
+            "dropout",
+            "initialization_scale",
+            "vars_trainable",
+            "l2_regularization",
+            "name",
+        ),
+        False,
+    ),
+    "default": (("function",), ("output_spec", "l2_regularization", "name"), False),
+    "deltafier": ((), ("concatenate", "name"), False),
+    "dense": (
+        ("size",),
+        ("bias", "activation", "dropout", "initialization_scale", "vars_trainable", "l2_regularization", "name"),
+        False,
+    ),
+    "dropout": (("rate",), ("name",), False),
+    "embedding": (
+        ("size",),
+        ("num_embeddings", "max_norm", "bias", "activation", "dropout", "vars_trainable", "l2_regularization", "name"),
+        False,
+    ),
+    "exponential_normalization": (("decay",), ("axes", "only_mean", "min_variance", "name"), False),
+    "flatten": ((), ("name",), False),
+    "function": (("function",), ("output_spec", "l2_regularization", "name"), False),
+    "gru": (
+        ("size", "horizon"),
+        ("bias", "activation", "dropout", "vars_trainable", "l2_regularization", "name"),
+        True,
+    ),
+    "image": ((), ("height", "width", "grayscale", "name"), False),
+    "input_gru": (
+        ("size",),
+        ("return_final_state", "bias", "activation", "dropout", "vars_trainable", "l2_regularization", "name"),
+        True,
+    ),
+    "input_lstm": (
+        ("size",),
+        ("return_final_state", "bias", "activation", "dropout", "vars_trainable", "l2_regularization", "name"),
+        True,
+    ),
+    "input_rnn": (
+        ("cell", "size"),
+        ("return_final_state", "bias", "activation", "dropout", "vars_trainable", "l2_regularization", "name"),
+        True,
+    ),
+    "instance_normalization": ((), ("axes", "only_mean", "min_variance", "name"), False),
+    "keras": (("layer",), ("l2_regularization", "name"), True),
+    "linear": (("size",), ("bias", "initialization_scale", "vars_trainable", "l2_regularization", "name"), False),
+    "linear_normalization": ((), ("min_value", "max_value", "name"), False),
+    "lstm": (
+        ("size", "horizon"),
+        ("bias", "activation", "dropout", "vars_trainable", "l2_regularization", "name"),
+        True,
+    ),
+    "pool1d": (("reduction",), ("window", "stride", "padding", "name"), False),
+    "pool2d": (("reduction",), ("window", "stride", "padding", "name"), False),
+    "pooling": (("reduction",), ("name",), False),
+    "register": (("tensor",), ("name",), False),
+    "reshape": (("shape",), ("name",), False),
+    "retrieve": (("tensors",), ("aggregation", "axis", "name"), False),
+    "reuse": (("layer",), ("name",), False),
+    "rnn": (
+        ("cell", "size", "horizon"),
+        ("bias", "activation", "dropout", "vars_trainable", "l2_regularization", "name"),
+        True,
+    ),
+    "self_attention": (
+        ("size",),
+        (
+            "attention_size",
+            "bias",
+            "activation",
+            "dropout",
+            "initialization_scale",
+            "vars_trainable",
+            "l2_regularization",
+            "name",
+        ),
+        False,
+    ),
+    "sequence": (("length",), ("axis", "concatenate", "name"), False),
+}
+
+
+def layer_argument_problems(layer: Mapping[str, Any], field: str) -> list[SpecProblem]:
+    """Arguments a Tensorforce 0.6 layer does not take or requires, and 0.4's upper-case padding.
+
+    Tensorforce reports these at build time, some as a bare AssertionError naming no field (``padding:
+    "VALID"``). Layer types not in the table (a user's class, ``default``) are not checked.
+    """
+    layer_type = layer.get("type")
+    if not isinstance(layer_type, str) or layer_type not in LAYER_ARGUMENTS:
+        return []
+    required, optional, passes_more = LAYER_ARGUMENTS[layer_type]
+    accepted = {*required, *optional}
+    problems: list[SpecProblem] = []
+    if not passes_more:
+        for key in layer:
+            if key != "type" and key not in accepted:
+                close = difflib.get_close_matches(key, sorted(accepted), n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                problems.append(
+                    SpecProblem(
+                        f"{field}.{key}", f"Tensorforce 0.6 layer {layer_type!r} takes no argument {key!r}{hint}"
+                    )
+                )
+    for key in required:
+        if key not in layer:
+            problems.append(SpecProblem(f"{field}.{key}", f"required by Tensorforce 0.6 layer {layer_type!r}"))
+    padding = layer.get("padding")
+    if isinstance(padding, str) and padding not in ("same", "valid"):
+        problems.append(
+            SpecProblem(f"{field}.padding", "Tensorforce 0.6 takes 'same' or 'valid' (lower case)", padding)
+        )
+    return problems
+
+
 def agent_argument_problems(agent: Mapping[str, Any], field: str = "agent") -> list[SpecProblem]:
     """Arguments of ``agent`` that its Tensorforce 0.6 type does not take, and required ones it lacks.
 
@@ -479,10 +673,31 @@ def generate_agent_arguments() -> dict[str, tuple[tuple[str, ...], tuple[str, ..
     return table
 
 
+def generate_layer_arguments() -> dict[str, tuple[tuple[str, ...], tuple[str, ...], bool]]:
+    """Read the layer table from the installed tensorforce (imports TensorFlow: tests and regeneration only)."""
+    from rlcloud.runner.compat import import_tensorforce
+
+    import_tensorforce()
+    from tensorforce.core import layer_modules
+
+    table: dict[str, tuple[tuple[str, ...], tuple[str, ...], bool]] = {}
+    for name in sorted(layer_modules):
+        parameters = list(inspect.signature(layer_modules[name].__init__).parameters.values())[1:]
+        named = [p for p in parameters if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and p.name != "input_spec"]
+        required = tuple(p.name for p in named if p.default is p.empty)
+        optional = tuple(p.name for p in named if p.default is not p.empty)
+        table[name] = (required, optional, any(p.kind == p.VAR_KEYWORD for p in parameters))
+    return table
+
+
 def main() -> int:
-    """Print the table as Python source (``python -m rlcloud.specs.tf06``), to paste into this module."""
+    """Print both tables as Python source (``python -m rlcloud.specs.tf06``), to paste into this module."""
+    sys.stdout.write("AGENT_ARGUMENTS\n")
     for name, (required, optional) in generate_agent_arguments().items():
         sys.stdout.write(f"    {name!r}: (\n        {required!r},\n        {optional!r},\n    ),\n")
+    sys.stdout.write("LAYER_ARGUMENTS\n")
+    for name, (required, optional, more) in generate_layer_arguments().items():
+        sys.stdout.write(f"    {name!r}: ({required!r}, {optional!r}, {more!r}),\n")
     return 0
 
 
