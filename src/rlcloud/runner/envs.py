@@ -498,7 +498,7 @@ def _validate_layer(layer: Any, field: str, problems: list[SpecProblem]) -> None
         problems.append(SpecProblem(f"{field}.size", "must be a non-negative integer", size))
     from rlcloud.specs.tf06 import layer_argument_problems  # what Tensorforce refuses only at build time
 
-    problems.extend(p for p in layer_argument_problems(layer, field) if p.field != f"{field}.size")
+    problems.extend(layer_argument_problems(layer, field))
 
 
 def _validate_network(network: Any, field: str, problems: list[SpecProblem]) -> None:
