@@ -340,3 +340,18 @@ def test_bad_legacy_count_is_a_spec_error() -> None:
         error = spec_error(lambda: ExperimentSpec.from_dict(data))
     assert error.fields == ["agent.actions_exploration.timesteps"]
     assert "whole number" in str(error)
+
+
+def test_hostile_exploration_numbers_are_spec_errors() -> None:
+    agent = {"type": "dqn_agent", "actions_exploration": {"type": "epsilon_decay", "half_lives": "ten"}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LegacySpecWarning)
+        error = spec_error(lambda: convert_legacy_agent(agent))
+    assert error.fields == ["agent.actions_exploration.half_lives"]
+
+
+def test_float_target_sync_frequency_is_converted() -> None:
+    agent = {"type": "dqn_agent", "batch_size": 32, "update_frequency": 4, "target_sync_frequency": 1e4}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LegacySpecWarning)
+        assert convert_legacy_agent(agent)["target_sync_frequency"] == 2500

@@ -597,6 +597,8 @@ def _convert_exploration(exploration: Any, out: dict[str, Any]) -> None:
         raise SpecError([SpecProblem(field, "initial_epsilon, final_epsilon and start_timestep must be numbers")])
     if type_ == "epsilon_decay":
         half_lives = exploration.get("half_lives", 10)
+        if not (isinstance(half_lives, int | float) and not isinstance(half_lives, bool) and half_lives > 0):
+            raise SpecError([SpecProblem(f"{field}.half_lives", "must be a number > 0", half_lives)])
         out["exploration"] = epsilon_decay_schedule(float(initial), float(final), timesteps, half_lives=half_lives)
         _warn(
             f"{field} {exploration} became exploration: a polynomial decay that follows 0.4's exponential one "
@@ -753,6 +755,8 @@ def _convert_target_sync(out: dict[str, Any], type_: str) -> None:
     given = "target_sync_frequency" in out or "target_update_frequency" in out
     timesteps = out.pop("target_sync_frequency", out.pop("target_update_frequency", 10000))
     out.pop("target_update_frequency", None)
+    if isinstance(timesteps, float) and timesteps.is_integer() and timesteps >= 1:
+        timesteps = int(timesteps)  # JSON's 1e4
     frequency = _resolved_update_frequency(out)
     if not isinstance(timesteps, int) or frequency is None:
         out["target_sync_frequency"] = timesteps
