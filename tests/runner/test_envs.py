@@ -180,7 +180,9 @@ def test_unknown_agent_and_environment_types() -> None:
 def test_malformed_networks_report_every_problem() -> None:
     network = [{"type": "dense", "size": 32}, {"size": 8}, {"type": "dnse", "size": -1}, "dense"]
     with pytest.raises(SpecError) as info:
-        validate_experiment(_spec(agent={"type": "ppo", "network": {"type": "layred"}}, network=network))
+        validate_experiment(
+            _spec(agent={"type": "ppo", "batch_size": 10, "network": {"type": "layred"}}, network=network)
+        )
     assert info.value.fields == [
         "agent.network.type",
         "network[1].type",

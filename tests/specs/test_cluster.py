@@ -57,7 +57,7 @@ def test_bad_name_message_suggests_a_valid_one() -> None:
 def test_underscored_name_from_a_file_is_hyphenated_with_a_warning() -> None:
     # tensorforce-client names had underscores; the loader maps them, the model itself refuses them
     with pytest.warns(LegacySpecWarning, match="became 'small-cluster'"):
-        assert cluster(name="small_cluster").name == "small-cluster"
+        assert cluster(name="small_cluster", location="us-central1-a").name == "small-cluster"
     with pytest.raises(ValidationError):
         ClusterSpec(name="small_cluster")
 

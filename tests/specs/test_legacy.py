@@ -1,6 +1,7 @@
-"""tensorforce-client's own files (tests/specs/legacy/, written from its documented format) load unchanged.
+"""tensorforce-client's files (tests/specs/legacy/, written from its documented format) keep their meaning.
 
-Each mapped key is reported once, as a LegacySpecWarning saying what it became.
+Each mapped key is reported once, as a LegacySpecWarning saying what it became. The larger corpus is in
+tests/specs/tfc/ (test_tfc_corpus.py).
 """
 
 from __future__ import annotations
@@ -43,7 +44,10 @@ def assert_reported_once(messages: list[str], *fragments: str) -> None:
 def test_simple_a3c_loads_with_every_setting_mapped() -> None:
     spec, _ = load_with_warnings(LEGACY / "simple_a3c.json")
     assert spec.name == "simple-a3c"
-    assert spec.environment == {"type": "gym", "level": "ALE/SpaceInvaders-v5"}
+    # ale-py still registers the v0 id, with v0's random 2-4 frame skip and sticky actions
+    assert spec.environment == {"type": "gym", "level": "SpaceInvaders-v0"}
+    exploration = spec.agent.pop("exploration")
+    assert (exploration["type"], exploration["decay"]) == ("decaying", "polynomial")
     assert spec.agent == {
         "type": "dqn",
         "discount": 0.97,
@@ -51,16 +55,17 @@ def test_simple_a3c_loads_with_every_setting_mapped() -> None:
         "update_frequency": 4,
         "memory": 10000,
         "learning_rate": 0.001,
-        "exploration": {
-            "type": "linear",
-            "unit": "timesteps",
-            "num_steps": 1_000_000,
-            "initial_value": 1.0,
-            "final_value": 0.1,
-        },
+        "state_preprocessing": [
+            {"type": "image", "height": 84, "width": 84, "grayscale": True},
+            {"type": "linear_normalization"},
+            {"type": "sequence", "length": 4},
+        ],
+        # 0.4's default: every 10000 timesteps; 0.6 counts updates (one per 4 timesteps)
+        "target_sync_frequency": 2500,
     }
     assert isinstance(spec.network, list)
     assert [layer["type"] for layer in spec.network] == ["conv2d", "conv2d", "conv2d", "flatten", "dense"]
+    assert spec.network[-1]["activation"] == "relu"  # 0.4's dense default
     assert (spec.episodes, spec.total_timesteps, spec.max_timesteps_per_episode) == (1000, 1_000_000, 1000)
     assert (spec.repeat_actions, spec.deterministic, spec.debug_logging) == (4, False, True)
     assert (spec.run_mode, spec.num_workers, spec.num_parameter_servers) == ("distributed", 3, 1)
@@ -79,16 +84,19 @@ def test_simple_a3c_reports_each_mapped_key_once_saying_what_it_became() -> None
         messages,
         "'timesteps' became total_timesteps",
         "'simple_a3c' became 'simple-a3c'",
-        "gym_id: SpaceInvaders-v0} became {type: gym, level: ALE/SpaceInvaders-v5}",
+        "gym_id: SpaceInvaders-v0} became {type: gym, level: SpaceInvaders-v0}",
         "agent.type 'dqn_agent' became 'dqn'",
         "agent.update_mode",
         "became memory: 10000",
         "became learning_rate: 0.001",
         "agent.actions_exploration",
-        "agent.states_preprocessing was dropped",
+        "agent.states_preprocessing became state_preprocessing",
+        "{'type': 'normalize'} became linear_normalization",
+        "agent.target_sync_frequency: 0.4's default 10000 timesteps became 2500 updates",
+        "network[4] (dense): activation relu written out",
         "'small_cluster' became 'small-cluster'",
     )
-    assert len(messages) == 10
+    assert len(messages) == 13
     # numeric frequencies and the file references are valid as they are: nothing to report
     assert not any("frequency" in m and "became" not in m for m in messages)
 
@@ -98,7 +106,7 @@ def test_legacy_files_load_from_anywhere(workdir: Path) -> None:
     copy = workdir / "old-project" / "experiments"
     shutil.copytree(LEGACY, copy)
     spec, _ = load_with_warnings(copy / "simple_a3c.json")
-    assert spec.environment["level"] == "ALE/SpaceInvaders-v5"
+    assert spec.environment["level"] == "SpaceInvaders-v0"
 
 
 def test_legacy_spec_round_trips_without_legacy_warnings(tmp_path: Path) -> None:
@@ -175,7 +183,11 @@ def test_ppo_cartpole_maps_renamed_agent_keys_and_drops_the_rest_loudly() -> Non
         "discount": 0.99,
         "entropy_regularization": 0.01,
         "likelihood_ratio_clipping": 0.2,
-        "baseline": [{"type": "dense", "size": 32}, {"type": "dense", "size": 32}],
+        # 0.4's mlp baseline: dense layers with 0.4's default activation, ReLU
+        "baseline": [
+            {"type": "dense", "size": 32, "activation": "relu"},
+            {"type": "dense", "size": 32, "activation": "relu"},
+        ],
         # 0.6 still has the multi_step optimizer with these arguments: kept as it was
         "baseline_optimizer": {
             "type": "multi_step",
@@ -198,8 +210,7 @@ def test_ppo_cartpole_maps_renamed_agent_keys_and_drops_the_rest_loudly() -> Non
         "agent.memory",
         "agent.step_optimizer",
         "agent.saver_spec was dropped",
-        "agent.baseline_mode was dropped",
-        "agent.gae_lambda was dropped",
+        "agent.baseline_mode 'states' was dropped",
     )
 
 
@@ -209,11 +220,14 @@ def test_ppo_cartpole_maps_renamed_agent_keys_and_drops_the_rest_loudly() -> Non
 @pytest.mark.parametrize(
     ("gym_id", "level", "settings"),
     [
-        ("SpaceInvaders-v0", "ALE/SpaceInvaders-v5", {}),
-        ("Pong-v0", "ALE/Pong-v5", {}),
-        ("PongDeterministic-v4", "ALE/Pong-v5", {"repeat_action_probability": 0.0}),
-        ("BreakoutNoFrameskip-v4", "ALE/Breakout-v5", {"frameskip": 1, "repeat_action_probability": 0.0}),
-        ("MsPacmanNoFrameskip-v0", "ALE/MsPacman-v5", {"frameskip": 1}),
+        # ale-py registers these exact ids, with their own frame skipping and sticky actions: they stay
+        ("SpaceInvaders-v0", "SpaceInvaders-v0", {}),
+        ("Pong-v0", "Pong-v0", {}),
+        ("BreakoutNoFrameskip-v4", "BreakoutNoFrameskip-v4", {}),
+        ("MsPacmanNoFrameskip-v0", "MsPacmanNoFrameskip-v0", {}),
+        # the Deterministic ids are gone: v5 with their fixed 4-frame skip and their sticky actions
+        ("PongDeterministic-v4", "ALE/Pong-v5", {"frameskip": 4, "repeat_action_probability": 0.0}),
+        ("SpaceInvadersDeterministic-v0", "ALE/SpaceInvaders-v5", {"frameskip": 4, "repeat_action_probability": 0.25}),
         ("CartPole-v0", "CartPole-v0", {}),
         ("Pendulum-v0", "Pendulum-v0", {}),
     ],
@@ -227,7 +241,7 @@ def test_gym_ids_map_to_gymnasium(gym_id: str, level: str, settings: dict[str, A
 
 
 def test_user_settings_win_over_the_kept_atari_behaviour() -> None:
-    legacy_env = {"type": "openai_gym", "gym_id": "BreakoutNoFrameskip-v4", "frameskip": 2}
+    legacy_env = {"type": "openai_gym", "gym_id": "BreakoutDeterministic-v4", "frameskip": 2}
     with pytest.warns(LegacySpecWarning):
         env = convert_legacy_environment(legacy_env)
     assert env["frameskip"] == 2
@@ -251,21 +265,24 @@ def test_modern_agents_pass_untouched() -> None:
 @pytest.mark.parametrize(
     ("agent", "expected", "says"),
     [
-        ({"type": "ddqn_agent", "memory": 100}, {"type": "double_dqn", "memory": 100}, "became 'double_dqn'"),
+        (
+            {"type": "ddqn_agent", "memory": 100, "batch_size": 8},
+            # 0.4's target sync every 10000 timesteps, in 0.6's updates (one per 0.25 * 8 timesteps)
+            {"type": "double_dqn", "memory": 100, "batch_size": 8, "target_sync_frequency": 5000},
+            "became 'double_dqn'",
+        ),
         ({"type": "dqn", "estimate_terminal": True}, {"type": "dqn", "predict_terminal_values": True}, "renamed"),
         ({"type": "ac", "critic_network": "auto"}, {"type": "ac", "critic": "auto"}, "agent.critic_network"),
-        ({"type": "naf_agent"}, {"type": "naf_agent"}, "no Tensorforce 0.6 equivalent"),
         (
-            {"type": "ppo", "optimizer": {"type": "evolutionary", "learning_rate": 0.1}},
+            {"type": "ppo_agent", "optimizer": {"type": "evolutionary", "learning_rate": 0.1}},
             {"type": "ppo"},
             "no certain Tensorforce 0.6 equivalent and was dropped",
         ),
         (
-            {"type": "dqn", "actions_exploration": {"type": "ornstein_uhlenbeck"}},
-            {"type": "dqn"},
+            {"type": "dqn", "update_frequency": 4, "actions_exploration": {"type": "ornstein_uhlenbeck"}},
+            {"type": "dqn", "update_frequency": 4, "target_sync_frequency": 2500},
             "no certain 0.6 equivalent",
         ),
-        ({"type": "vpg", "baseline": {"type": "mlp", "sizes": "big"}}, {"type": "vpg"}, "integer sizes"),
         (
             {"type": "ppo", "update_mode": {"unit": "timesteps", "batch_size": 1000, "frequency": 1000}},
             {"type": "ppo"},
@@ -273,14 +290,47 @@ def test_modern_agents_pass_untouched() -> None:
         ),
         (
             {"type": "dqn", "update_mode": {"unit": "timesteps", "batch_size": 32, "frequency": 4}},
-            {"type": "dqn", "batch_size": 32, "update_frequency": 4},
+            {"type": "dqn", "batch_size": 32, "update_frequency": 4, "target_sync_frequency": 2500},
             "counted in timesteps",
         ),
     ],
 )
 def test_agent_mappings(agent: dict[str, Any], expected: dict[str, Any], says: str) -> None:
-    with pytest.warns(LegacySpecWarning, match=says):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", LegacySpecWarning)
         assert convert_legacy_agent(agent) == expected
+    assert any(says in str(w.message) for w in caught), [str(w.message) for w in caught]
+
+
+@pytest.mark.parametrize(
+    ("agent", "field", "says"),
+    [
+        ({"type": "naf_agent"}, "agent.type", "NAF"),
+        ({"type": "foo_agent"}, "agent.type", "no Tensorforce 0.6 equivalent"),
+        (
+            {"type": "vpg_agent", "baseline_mode": "states", "baseline": {"type": "mlp", "sizes": "big"}},
+            "agent.baseline.sizes",
+            "integer sizes",
+        ),
+        ({"type": "ppo_agent", "gae_lambda": 0.95}, "agent.gae_lambda", "no GAE"),
+        (
+            {"type": "ppo_agent", "baseline_mode": "network", "baseline": {"type": "mlp", "sizes": [8]}},
+            "agent.baseline_mode",
+            "only 'states'",
+        ),
+        (
+            {"type": "vpg_agent", "baseline_mode": "states", "baseline": {"type": "cnn"}},
+            "agent.baseline.type",
+            "layer list",
+        ),
+    ],
+)
+def test_agents_without_a_certain_mapping_are_refused(agent: dict[str, Any], field: str, says: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LegacySpecWarning)
+        error = spec_error(lambda: convert_legacy_agent(agent))
+    assert error.fields == [field]
+    assert says in str(error)
 
 
 def test_bad_legacy_count_is_a_spec_error() -> None:
@@ -290,3 +340,18 @@ def test_bad_legacy_count_is_a_spec_error() -> None:
         error = spec_error(lambda: ExperimentSpec.from_dict(data))
     assert error.fields == ["agent.actions_exploration.timesteps"]
     assert "whole number" in str(error)
+
+
+def test_hostile_exploration_numbers_are_spec_errors() -> None:
+    agent = {"type": "dqn_agent", "actions_exploration": {"type": "epsilon_decay", "half_lives": "ten"}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LegacySpecWarning)
+        error = spec_error(lambda: convert_legacy_agent(agent))
+    assert error.fields == ["agent.actions_exploration.half_lives"]
+
+
+def test_float_target_sync_frequency_is_converted() -> None:
+    agent = {"type": "dqn_agent", "batch_size": 32, "update_frequency": 4, "target_sync_frequency": 1e4}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LegacySpecWarning)
+        assert convert_legacy_agent(agent)["target_sync_frequency"] == 2500

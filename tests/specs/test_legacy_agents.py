@@ -66,7 +66,7 @@ def test_mapped_legacy_agents_use_only_06_arguments(name: str) -> None:
 @pytest.mark.parametrize(
     "agent",
     [
-        {"type": "ppo_agent", "optimization_steps": 5, "estimate_terminal": True, "gae_lambda": 0.97},
+        {"type": "ppo_agent", "optimization_steps": 5, "estimate_terminal": True, "gae_lambda": None},
         {"type": "trpo_agent", "critic_network": "auto", "critic_optimizer": {"type": "adam"}},
         {"type": "vpg_agent", "baseline_network": "auto", "baseline_mode": "states"},
         {"type": "dueling_dqn_agent", "estimate_terminal": False, "double_q_model": True, "huber_loss_delta": 1.0},

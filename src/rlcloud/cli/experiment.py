@@ -57,11 +57,15 @@ def _new_experiment(args: argparse.Namespace) -> Any:
     """An Experiment from FILE with the --set overrides, on the target the flags name (not started)."""
     from rlcloud.cli._common import blame_flags, parse_sets, set_flags
     from rlcloud.experiment import Experiment
+    from rlcloud.specs import ExperimentSpec
 
     sets = parse_sets(args.set)
     cluster = _cluster_from_args(args)
     with blame_flags(set_flags(sets)):
-        return Experiment(args.file, results=args.results, cluster=cluster, **sets)
+        # loaded here, not by Experiment(file, **sets): a `--set cluster=` or `results=` override would collide
+        # with Experiment's own keyword arguments of those names (an empty value means none: local, default)
+        spec = ExperimentSpec.from_file(args.file, **sets)
+        return Experiment(spec, results=args.results, cluster=cluster)
 
 
 @command(

@@ -12,53 +12,29 @@ SPEC = group("spec", "Validate and show spec files.", "rlcloud spec validate FIL
 
 @command(
     "spec validate",
-    "Check spec files; exit 2 on problems.",
-    "rlcloud spec validate a.yaml b.json",
-    args=[Arg("paths", nargs="+", metavar="PATH")],
+    "Check spec files (experiment, cluster, sweep, agent, network or environment); exit 2 on problems.",
+    "rlcloud spec validate a.yaml b.json --build",
+    args=[
+        Arg("paths", nargs="+", metavar="PATH"),
+        Arg("--build", action="store_true", help="also build each agent with Tensorforce (CPU, seconds)"),
+    ],
 )
 def validate(args: argparse.Namespace) -> int:
     """Validate each file: one line OK with key fields, or the problems (exit 2)."""
-    import warnings
-
-    from rlcloud.errors import SpecError
-    from rlcloud.specs import ClusterSpec, ExperimentSpec, LegacySpecWarning
-    from rlcloud.specs.loading import load_spec
+    from rlcloud.specs.validation import validate_file
 
     failed = False
     for path in args.paths:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", LegacySpecWarning)
-            try:
-                spec = load_spec(path)
-            except SpecError as exc:
-                failed = True
-                print(f"{path}: INVALID", file=sys.stderr)
-                for problem in exc.problems:
-                    problem_text = str(problem).removeprefix(f"{path}: ")
-                    print(f"  - {problem_text}", file=sys.stderr)
-                continue
-        for w in caught:
-            print(f"{path}: note: {w.message}", file=sys.stderr)
-        if isinstance(spec, ExperimentSpec):
-            stop = ", ".join(
-                x
-                for x in (
-                    f"{spec.episodes} episodes" if spec.episodes else "",
-                    f"{spec.total_timesteps} timesteps" if spec.total_timesteps else "",
-                )
-                if x
-            )
-            env = spec.environment.get("level") or spec.environment.get("type")
-            print(
-                f"{path}: OK experiment {spec.name}: {spec.run_mode} x{spec.num_workers}, env {env}, "
-                f"agent {spec.agent.get('type')}, stop after {stop}"
-            )
-        elif isinstance(spec, ClusterSpec):
-            gpus = f", {spec.gpus_per_node}x {spec.gpu_type.value}" if spec.gpu_type else ""
-            print(
-                f"{path}: OK cluster {spec.name}: {spec.num_nodes}x {spec.effective_machine_type}{gpus} "
-                f"in {spec.location}{' (spot)' if spec.spot else ''}"
-            )
+        report = validate_file(path, build=args.build)
+        for note in report.notes:
+            print(f"{path}: note: {note}", file=sys.stderr)
+        if report.ok:
+            print(f"{path}: OK {report.summary}")
+            continue
+        failed = True
+        print(f"{path}: INVALID", file=sys.stderr)
+        for problem in report.problems:
+            print(f"  - {str(problem).removeprefix(f'{path}: ')}", file=sys.stderr)
     return EXIT_USAGE if failed else EXIT_OK
 
 

@@ -305,7 +305,9 @@ def resolve_class(
 
 
 def _register_ale(level: str) -> None:
-    if level.startswith("ALE/") or "NoFrameskip" in level:
+    from rlcloud.specs.legacy import is_old_atari_id  # ale-py registers "SpaceInvaders-v0" & co. too
+
+    if level.startswith("ALE/") or "NoFrameskip" in level or is_old_atari_id(level):
         try:
             import ale_py
             import gymnasium
@@ -471,6 +473,9 @@ def _validate_agent(agent: Any, problems: list[SpecProblem], missing_ok: bool) -
             problems.append(SpecProblem(f"agent.{key}", "is set by the runner from the environment; remove it"))
     if "network" in agent:
         _validate_network(agent["network"], "agent.network", problems, missing_ok)
+    from rlcloud.specs.tf06 import agent_argument_problems
+
+    problems.extend(agent_argument_problems(agent))  # Tensorforce would refuse them only at build time
 
 
 def _validate_layer(layer: Any, field: str, problems: list[SpecProblem], missing_ok: bool) -> None:
@@ -485,13 +490,20 @@ def _validate_layer(layer: Any, field: str, problems: list[SpecProblem], missing
     if not isinstance(layer_type, str):
         problems.append(SpecProblem(f"{field}.type", "required, e.g. dense, conv2d, flatten", layer_type))
     elif layer_type not in TENSORFORCE_LAYER_TYPES and not _DOTTED.match(layer_type):
+        from rlcloud.specs.legacy_network import LEGACY_LAYER_HINTS  # old names: say the new one, not a near miss
+
+        hint = f"; {LEGACY_LAYER_HINTS[layer_type]}" if layer_type in LEGACY_LAYER_HINTS else None
         valid = sorted(TENSORFORCE_LAYER_TYPES)
-        problems.append(SpecProblem(f"{field}.type", f"unknown layer type{_close(layer_type, valid)}", layer_type))
+        hint = hint or _close(layer_type, valid)
+        problems.append(SpecProblem(f"{field}.type", f"unknown layer type{hint}", layer_type))
     elif layer_type not in TENSORFORCE_LAYER_TYPES:
         _check_class(layer_type, f"{field}.type", "layer", problems, missing_ok)
     size = layer.get("size")
     if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 0):
         problems.append(SpecProblem(f"{field}.size", "must be a non-negative integer", size))
+    from rlcloud.specs.tf06 import layer_argument_problems  # what Tensorforce refuses only at build time
+
+    problems.extend(layer_argument_problems(layer, field))
 
 
 def _validate_network(network: Any, field: str, problems: list[SpecProblem], missing_ok: bool) -> None:

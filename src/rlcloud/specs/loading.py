@@ -451,11 +451,31 @@ def experiment_from_dict(
     source: str | None = None,
     **overrides: Any,
 ) -> ExperimentSpec:
-    """Build an ExperimentSpec from a dict: legacy keys mapped, file references resolved, overrides applied."""
+    """Build an ExperimentSpec from a dict: legacy keys mapped, file references resolved, overrides applied.
+
+    Each legacy mapping is reported as a LegacySpecWarning from the file that holds the key (the spec file,
+    or the agent/network/environment/cluster file it references).
+    """
+    part_sources: dict[str, str] = {}
+    with legacy.collecting_notes() as notes:
+        try:
+            return _experiment_from_dict(data, base_dir, source, overrides, part_sources)
+        finally:
+            legacy.emit_notes(notes, source, part_sources)
+
+
+def _experiment_from_dict(
+    data: Mapping[str, Any],
+    base_dir: str | Path | None,
+    source: str | None,
+    overrides: Mapping[str, Any],
+    part_sources: dict[str, str],
+) -> ExperimentSpec:
     base = Path(base_dir) if base_dir is not None else Path.cwd()
     raw = dict(data)
     raw.pop("kind", None)
-    if legacy.is_legacy_experiment(raw):
+    tfc = legacy.is_legacy_experiment(raw)
+    if tfc:
         raw = legacy.convert_legacy_experiment(raw)
     # Whole settings are replaced before file references resolve (so `agent="other.yaml"` is read), dotted
     # ones after (so `**{"agent.batch_size": 32}` changes the agent file's content instead of replacing it).
@@ -469,32 +489,33 @@ def experiment_from_dict(
         if not isinstance(value, str) or (kind == "network" and value == "auto"):
             continue
         try:
-            if (
-                kind == "cluster"
-                and "." not in value
-                and "/" not in value
-                and _resolve_reference(value, kind, base) is None
-            ):
+            found = _resolve_reference(value, kind, base)
+            if kind == "cluster" and found is None and "." not in value and "/" not in value:
                 continue  # the name of an existing cluster
             raw[kind] = _load_reference(value, kind, base, origin)
+            if found is not None:  # "exp/../agents/a.json" -> "agents/a.json" in the reports
+                part_sources[kind] = os.path.normpath(found)
         except SpecError as exc:
             problems += [SpecProblem(kind, p.message, p.value, source) for p in exc.problems]
             unresolved.add(kind)
     if isinstance(raw.get("cluster"), dict) and str(raw["cluster"].get("kind", "")).lower() == "cluster":
         # an inline copy of a cluster file (or of ClusterSpec.to_yaml()) keeps its kind line
         raw["cluster"] = {k: v for k, v in raw["cluster"].items() if k != "kind"}
-    converters = {
+    converters: dict[str, Any] = {
         "environment": legacy.convert_legacy_environment,
         "agent": legacy.convert_legacy_agent,
-        "cluster": legacy.convert_legacy_cluster,
+        "network": lambda network: legacy.convert_experiment_network(network, tfc=tfc),
+        "cluster": lambda cluster: legacy.convert_legacy_cluster(cluster, tfc=tfc),
     }
     for kind, convert in converters.items():
-        if isinstance(raw.get(kind), dict):
+        accepted = dict | list if kind == "network" else dict
+        if isinstance(raw.get(kind), accepted) and kind not in unresolved:
             try:
                 raw[kind] = convert(raw[kind])
             except SpecError as exc:
                 problems += [SpecProblem(p.field, p.message, p.value, source) for p in exc.problems]
                 unresolved.add(kind)
+    legacy.reconcile_network(raw, tfc=tfc)
     raw = apply_overrides(raw, {k: v for k, v in overrides.items() if "." in k})
     try:
         spec = build_model(ExperimentSpec, raw, source=source)
@@ -511,8 +532,12 @@ def cluster_from_dict(data: Mapping[str, Any], *, source: str | None = None, **o
     """Build a ClusterSpec from a dict (legacy tensorforce-client cluster files included) with overrides."""
     raw = dict(data)
     raw.pop("kind", None)
-    raw = apply_overrides(legacy.convert_legacy_cluster(raw), overrides)
-    return build_model(ClusterSpec, raw, source=source)
+    with legacy.collecting_notes() as notes:
+        try:
+            converted = legacy.convert_legacy_cluster(raw)
+        finally:
+            legacy.emit_notes(notes, source)
+    return build_model(ClusterSpec, apply_overrides(converted, overrides), source=source)
 
 
 def load_spec(path: str | Path, *, kind: SpecKind | None = None, **overrides: Any) -> ExperimentSpec | ClusterSpec:

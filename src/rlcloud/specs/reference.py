@@ -190,8 +190,9 @@ def render() -> str:
         "In a file, `environment`, `agent`, `network` and `cluster` may name a JSON/YAML file, looked up next to "
         "the spec file, then in `./configs/<kind>s/`, then in rlcloud's bundled configs; no file outside those "
         "places is read ([security.md](security.md) says what a spec can and cannot do, and the limits). "
-        "tensorforce-client's JSON files load unchanged; each legacy setting is reported once as a "
-        "`LegacySpecWarning` saying what it became.",
+        "tensorforce-client's JSON files are read with their meaning kept (or refused/warned by name, see "
+        "migrating.md); each legacy setting is reported once as a `LegacySpecWarning` naming the file and key "
+        "and saying what it became.",
         "",
     ]
     current = ""

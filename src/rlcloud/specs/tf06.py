@@ -1,0 +1,705 @@
+"""Tensorforce 0.6.5's agent arguments, as data, so that specs are checked without importing TensorFlow.
+
+Importing tensorforce imports TensorFlow (about 10 s of CPU on a small machine), too slow for ``spec
+validate`` and for a client that may not even have the runner extra. :data:`AGENT_ARGUMENTS` is generated
+from the installed agents' ``__init__`` signatures by :func:`generate_agent_arguments`;
+tests/specs/test_tf06.py regenerates it and fails when it differs (regenerate with
+``uv run --frozen python -m rlcloud.specs.tf06``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from rlcloud.errors import SpecProblem
+
+__all__ = [
+    "AGENT_ARGUMENTS",
+    "LAYER_ARGUMENTS",
+    "RUNNER_ARGUMENTS",
+    "agent_argument_problems",
+    "generate_agent_arguments",
+    "generate_layer_arguments",
+    "layer_argument_problems",
+]
+
+# Arguments the runner passes itself (from the environment and the run mode); a spec must not set them.
+RUNNER_ARGUMENTS = frozenset({"states", "actions", "max_episode_timesteps", "parallel_interactions", "fn_act"})
+
+# agent type -> (required arguments, optional arguments), from tensorforce.agents.agents (0.6.5).
+AGENT_ARGUMENTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "a2c": (
+        ("states", "actions", "batch_size"),
+        (
+            "max_episode_timesteps",
+            "network",
+            "use_beta_distribution",
+            "memory",
+            "update_frequency",
+            "learning_rate",
+            "horizon",
+            "discount",
+            "reward_processing",
+            "return_processing",
+            "advantage_processing",
+            "predict_terminal_values",
+            "critic",
+            "critic_optimizer",
+            "state_preprocessing",
+            "exploration",
+            "variable_noise",
+            "l2_regularization",
+            "entropy_regularization",
+            "parallel_interactions",
+            "config",
+            "saver",
+            "summarizer",
+            "tracking",
+            "recorder",
+        ),
+    ),
+    "ac": (
+        ("states", "actions", "batch_size"),
+        (
+            "max_episode_timesteps",
+            "network",
+            "use_beta_distribution",
+            "memory",
+            "update_frequency",
+            "learning_rate",
+            "horizon",
+            "discount",
+            "reward_processing",
+            "return_processing",
+            "predict_terminal_values",
+            "critic",
+            "critic_optimizer",
+            "state_preprocessing",
+            "exploration",
+            "variable_noise",
+            "l2_regularization",
+            "entropy_regularization",
+            "parallel_interactions",
+            "config",
+            "saver",
+            "summarizer",
+            "tracking",
+            "recorder",
+        ),
+    ),
+    "constant": (
+        ("states", "actions"),
+        ("max_episode_timesteps", "action_values", "config", "recorder"),
+    ),
+    "ddpg": (
+        ("states", "actions", "memory", "batch_size"),
+        (
+            "max_episode_timesteps",
+            "network",
+            "use_beta_distribution",
+            "update_frequency",
+            "start_updating",
+            "learning_rate",
+            "horizon",
+            "discount",
+            "reward_processing",
+            "return_processing",
+            "predict_terminal_values",
+            "critic",
+            "critic_optimizer",
+            "state_preprocessing",
+            "exploration",
+            "variable_noise",
+            "l2_regularization",
+            "entropy_regularization",
+            "parallel_interactions",
+            "config",
+            "saver",
+            "summarizer",
+            "tracking",
+            "recorder",
+        ),
+    ),
+    "ddqn": (
+        ("states", "actions", "memory", "batch_size"),
+        (
+            "max_episode_timesteps",
+            "network",
+            "update_frequency",
+            "start_updating",
+            "learning_rate",
+            "huber_loss",
+            "horizon",
+            "discount",
+            "reward_processing",
+            "return_processing",
+            "predict_terminal_values",
+            "target_update_weight",
+            "target_sync_frequency",
+            "state_preprocessing",
+            "exploration",
+            "variable_noise",
+            "l2_regularization",
+            "entropy_regularization",
+            "parallel_interactions",
+            "config",
+            "saver",
+            "summarizer",
+            "tracking",
+            "recorder",
+        ),
+    ),
+    "default": (
+        ("states", "actions", "update", "optimizer", "objective", "reward_estimation"),
+        (
+            "max_episode_timesteps",
+            "policy",
+            "memory",
+            "baseline",
+            "baseline_optimizer",
+            "baseline_objective",
+            "l2_regularization",
+            "entropy_regularization",
+            "state_preprocessing",
+            "exploration",
+            "variable_noise",
+            "parallel_interactions",
+            "config",
+            "saver",
+            "summarizer",
+            "tracking",
+            "recorder",
+        ),
+    ),
+    "double_dqn": (
+        ("states", "actions", "memory", "batch_size"),
+        (
+            "max_episode_timesteps",
+            "network",
+            "update_frequency",
+            "start_updating",
+            "learning_rate",
+            "huber_loss",
+            "horizon",
+            "discount",
+            "reward_processing",
+            "return_processing",
+            "predict_terminal_values",
+            "target_update_weight",
+            "target_sync_frequency",
+            "state_preprocessing",
+            "exploration",
+            "variable_noise",
+            "l2_regularization",
+            "entropy_regularization",
+            "parallel_interactions",
+            "config",
+            "saver",
+            "summarizer",
+            "tracking",
+            "recorder",
+        ),
+    ),
+    "dpg": (
+        ("states", "actions", "memory", "batch_size"),
+        (
+            "max_episode_timesteps",
+            "network",
+            "use_beta_distribution",
+            "update_frequency",
+            "start_updating",
+            "learning_rate",
+            "horizon",
+            "discount",
+            "reward_processing",
+            "return_processing",
+            "predict_terminal_values",
+            "critic",
+            "critic_optimizer",
+            "state_preprocessing",
+            "exploration",
+            "variable_noise",
+            "l2_regularization",
+            "entropy_regularization",
+            "parallel_interactions",
+            "config",
+            "saver",
+            "summarizer",
+            "tracking",
+            "recorder",
+        ),
+    ),
+    "dqn": (
+        ("states", "actions", "memory", "batch_size"),
+        (
+            "max_episode_timesteps",
+            "network",
+            "update_frequency",
+            "start_updating",
+            "learning_rate",
+            "huber_loss",
+            "horizon",
+            "discount",
+            "reward_processing",
+            "return_processing",
+            "predict_terminal_values",
+            "target_update_weight",
+            "target_sync_frequency",
+            "state_preprocessing",
+            "exploration",
+            "variable_noise",
+            "l2_regularization",
+            "entropy_regularization",
+            "parallel_interactions",
+            "config",
+            "saver",
+            "summarizer",
+            "tracking",
+            "recorder",
+        ),
+    ),
+    "dueling_dqn": (
+        ("states", "actions", "memory", "batch_size"),
+        (
+            "max_episode_timesteps",
+            "network",
+            "update_frequency",
+            "start_updating",
+            "learning_rate",
+            "huber_loss",
+            "horizon",
+            "discount",
+            "reward_processing",
+            "return_processing",
+            "predict_terminal_values",
+            "target_update_weight",
+            "target_sync_frequency",
+            "state_preprocessing",
+            "exploration",
+            "variable_noise",
+            "l2_regularization",
+            "entropy_regularization",
+            "parallel_interactions",
+            "config",
+            "saver",
+            "summarizer",
+            "tracking",
+            "recorder",
+        ),
+    ),
+    "ppo": (
+        ("states", "actions", "max_episode_timesteps", "batch_size"),
+        (
+            "network",
+            "use_beta_distribution",
+            "memory",
+            "update_frequency",
+            "learning_rate",
+            "multi_step",
+            "subsampling_fraction",
+            "likelihood_ratio_clipping",
+            "discount",
+            "reward_processing",
+            "return_processing",
+            "advantage_processing",
+            "predict_terminal_values",
+            "baseline",
+            "baseline_optimizer",
+            "state_preprocessing",
+            "exploration",
+            "variable_noise",
+            "l2_regularization",
+            "entropy_regularization",
+            "parallel_interactions",
+            "config",
+            "saver",
+            "summarizer",
+            "tracking",
+            "recorder",
+        ),
+    ),
+    "random": (
+        ("states", "actions"),
+        ("max_episode_timesteps", "config", "recorder"),
+    ),
+    "recorder": (
+        ("fn_act", "states", "actions"),
+        ("max_episode_timesteps", "parallel_interactions", "recorder"),
+    ),
+    "reinforce": (
+        ("states", "actions", "max_episode_timesteps", "batch_size"),
+        (
+            "network",
+            "use_beta_distribution",
+            "memory",
+            "update_frequency",
+            "learning_rate",
+            "discount",
+            "reward_processing",
+            "return_processing",
+            "advantage_processing",
+            "predict_terminal_values",
+            "baseline",
+            "baseline_optimizer",
+            "state_preprocessing",
+            "exploration",
+            "variable_noise",
+            "l2_regularization",
+            "entropy_regularization",
+            "parallel_interactions",
+            "config",
+            "saver",
+            "summarizer",
+            "tracking",
+            "recorder",
+        ),
+    ),
+    "tensorforce": (
+        ("states", "actions", "update", "optimizer", "objective", "reward_estimation"),
+        (
+            "max_episode_timesteps",
+            "policy",
+            "memory",
+            "baseline",
+            "baseline_optimizer",
+            "baseline_objective",
+            "l2_regularization",
+            "entropy_regularization",
+            "state_preprocessing",
+            "exploration",
+            "variable_noise",
+            "parallel_interactions",
+            "config",
+            "saver",
+            "summarizer",
+            "tracking",
+            "recorder",
+        ),
+    ),
+    "trpo": (
+        ("states", "actions", "max_episode_timesteps", "batch_size"),
+        (
+            "network",
+            "use_beta_distribution",
+            "memory",
+            "update_frequency",
+            "learning_rate",
+            "linesearch_iterations",
+            "subsampling_fraction",
+            "discount",
+            "reward_processing",
+            "return_processing",
+            "advantage_processing",
+            "predict_terminal_values",
+            "baseline",
+            "baseline_optimizer",
+            "state_preprocessing",
+            "exploration",
+            "variable_noise",
+            "l2_regularization",
+            "entropy_regularization",
+            "parallel_interactions",
+            "config",
+            "saver",
+            "summarizer",
+            "tracking",
+            "recorder",
+        ),
+    ),
+    "vpg": (
+        ("states", "actions", "max_episode_timesteps", "batch_size"),
+        (
+            "network",
+            "use_beta_distribution",
+            "memory",
+            "update_frequency",
+            "learning_rate",
+            "discount",
+            "reward_processing",
+            "return_processing",
+            "advantage_processing",
+            "predict_terminal_values",
+            "baseline",
+            "baseline_optimizer",
+            "state_preprocessing",
+            "exploration",
+            "variable_noise",
+            "l2_regularization",
+            "entropy_regularization",
+            "parallel_interactions",
+            "config",
+            "saver",
+            "summarizer",
+            "tracking",
+            "recorder",
+        ),
+    ),
+}
+
+
+# layer type -> (required arguments, optional arguments, whether it passes more on to a Keras cell/layer),
+# from tensorforce.core.layer_modules (0.6.5); `input_spec` is Tensorforce's own and left out.
+LAYER_ARGUMENTS: dict[str, tuple[tuple[str, ...], tuple[str, ...], bool]] = {
+    "activation": (("nonlinearity",), ("name",), False),
+    "batch_normalization": ((), ("axes", "only_mean", "min_variance", "name"), False),
+    "block": (("layers",), ("name",), False),
+    "clipping": ((), ("lower", "upper", "name"), False),
+    "conv1d": (
+        ("size",),
+        (
+            "window",
+            "stride",
+            "padding",
+            "dilation",
+            "bias",
+            "activation",
+            "dropout",
+            "initialization_scale",
+            "vars_trainable",
+            "l2_regularization",
+            "name",
+        ),
+        False,
+    ),
+    "conv1d_transpose": (
+        ("size",),
+        (
+            "window",
+            "output_width",
+            "stride",
+            "padding",
+            "dilation",
+            "bias",
+            "activation",
+            "dropout",
+            "initialization_scale",
+            "vars_trainable",
+            "l2_regularization",
+            "name",
+        ),
+        False,
+    ),
+    "conv2d": (
+        ("size",),
+        (
+            "window",
+            "stride",
+            "padding",
+            "dilation",
+            "bias",
+            "activation",
+            "dropout",
+            "initialization_scale",
+            "vars_trainable",
+            "l2_regularization",
+            "name",
+        ),
+        False,
+    ),
+    "conv2d_transpose": (
+        ("size",),
+        (
+            "window",
+            "output_shape",
+            "stride",
+            "padding",
+            "dilation",
+            "bias",
+            "activation",
+            "dropout",
+            "initialization_scale",
+            "vars_trainable",
+            "l2_regularization",
+            "name",
+        ),
+        False,
+    ),
+    "default": (("function",), ("output_spec", "l2_regularization", "name"), False),
+    "deltafier": ((), ("concatenate", "name"), False),
+    "dense": (
+        ("size",),
+        ("bias", "activation", "dropout", "initialization_scale", "vars_trainable", "l2_regularization", "name"),
+        False,
+    ),
+    "dropout": (("rate",), ("name",), False),
+    "embedding": (
+        ("size",),
+        ("num_embeddings", "max_norm", "bias", "activation", "dropout", "vars_trainable", "l2_regularization", "name"),
+        False,
+    ),
+    "exponential_normalization": (("decay",), ("axes", "only_mean", "min_variance", "name"), False),
+    "flatten": ((), ("name",), False),
+    "function": (("function",), ("output_spec", "l2_regularization", "name"), False),
+    "gru": (
+        ("size", "horizon"),
+        ("bias", "activation", "dropout", "vars_trainable", "l2_regularization", "name"),
+        True,
+    ),
+    "image": ((), ("height", "width", "grayscale", "name"), False),
+    "input_gru": (
+        ("size",),
+        ("return_final_state", "bias", "activation", "dropout", "vars_trainable", "l2_regularization", "name"),
+        True,
+    ),
+    "input_lstm": (
+        ("size",),
+        ("return_final_state", "bias", "activation", "dropout", "vars_trainable", "l2_regularization", "name"),
+        True,
+    ),
+    "input_rnn": (
+        ("cell", "size"),
+        ("return_final_state", "bias", "activation", "dropout", "vars_trainable", "l2_regularization", "name"),
+        True,
+    ),
+    "instance_normalization": ((), ("axes", "only_mean", "min_variance", "name"), False),
+    "keras": (("layer",), ("l2_regularization", "name"), True),
+    "linear": (("size",), ("bias", "initialization_scale", "vars_trainable", "l2_regularization", "name"), False),
+    "linear_normalization": ((), ("min_value", "max_value", "name"), False),
+    "lstm": (
+        ("size", "horizon"),
+        ("bias", "activation", "dropout", "vars_trainable", "l2_regularization", "name"),
+        True,
+    ),
+    "pool1d": (("reduction",), ("window", "stride", "padding", "name"), False),
+    "pool2d": (("reduction",), ("window", "stride", "padding", "name"), False),
+    "pooling": (("reduction",), ("name",), False),
+    "register": (("tensor",), ("name",), False),
+    "reshape": (("shape",), ("name",), False),
+    "retrieve": (("tensors",), ("aggregation", "axis", "name"), False),
+    "reuse": (("layer",), ("name",), False),
+    "rnn": (
+        ("cell", "size", "horizon"),
+        ("bias", "activation", "dropout", "vars_trainable", "l2_regularization", "name"),
+        True,
+    ),
+    "self_attention": (
+        ("size",),
+        (
+            "attention_size",
+            "bias",
+            "activation",
+            "dropout",
+            "initialization_scale",
+            "vars_trainable",
+            "l2_regularization",
+            "name",
+        ),
+        False,
+    ),
+    "sequence": (("length",), ("axis", "concatenate", "name"), False),
+}
+
+
+def layer_argument_problems(layer: Mapping[str, Any], field: str) -> list[SpecProblem]:
+    """Arguments a Tensorforce 0.6 layer does not take or requires, and 0.4's upper-case padding.
+
+    Tensorforce reports these at build time, some as a bare AssertionError naming no field (``padding:
+    "VALID"``). Layer types not in the table (a user's class, ``default``) are not checked.
+    """
+    layer_type = layer.get("type")
+    if not isinstance(layer_type, str) or layer_type not in LAYER_ARGUMENTS:
+        return []
+    required, optional, passes_more = LAYER_ARGUMENTS[layer_type]
+    accepted = {*required, *optional}
+    problems: list[SpecProblem] = []
+    if not passes_more:
+        for key in layer:
+            if key != "type" and key not in accepted:
+                close = difflib.get_close_matches(key, sorted(accepted), n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                problems.append(
+                    SpecProblem(
+                        f"{field}.{key}", f"Tensorforce 0.6 layer {layer_type!r} takes no argument {key!r}{hint}"
+                    )
+                )
+    for key in required:
+        if key not in layer:
+            problems.append(SpecProblem(f"{field}.{key}", f"required by Tensorforce 0.6 layer {layer_type!r}"))
+    padding = layer.get("padding")
+    if isinstance(padding, str) and padding not in ("same", "valid"):
+        problems.append(
+            SpecProblem(f"{field}.padding", "Tensorforce 0.6 takes 'same' or 'valid' (lower case)", padding)
+        )
+    return problems
+
+
+def agent_argument_problems(agent: Mapping[str, Any], field: str = "agent") -> list[SpecProblem]:
+    """Arguments of ``agent`` that its Tensorforce 0.6 type does not take, and required ones it lacks.
+
+    Tensorforce reports both only when the agent is built (an unknown one as a bare "invalid argument"),
+    after the cluster and the pods are up; this says it before anything starts. Types that are not in the
+    table (a user's ``pkg.module:Class``) are not checked.
+    """
+    agent_type = agent.get("type", agent.get("agent"))
+    if not isinstance(agent_type, str) or agent_type not in AGENT_ARGUMENTS:
+        return []
+    required, optional = AGENT_ARGUMENTS[agent_type]
+    accepted = set(required) | set(optional)
+    problems: list[SpecProblem] = []
+    for key in agent:
+        if key in ("type", "agent") or key in RUNNER_ARGUMENTS or key in accepted:
+            continue
+        close = difflib.get_close_matches(key, sorted(accepted - RUNNER_ARGUMENTS), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        problems.append(
+            SpecProblem(f"{field}.{key}", f"Tensorforce 0.6 agent {agent_type!r} takes no argument {key!r}{hint}")
+        )
+    for key in required:
+        if key not in RUNNER_ARGUMENTS and key not in agent:
+            problems.append(SpecProblem(f"{field}.{key}", f"required by Tensorforce 0.6 agent {agent_type!r}"))
+    return problems
+
+
+def generate_agent_arguments() -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+    """Read the table from the installed tensorforce (imports TensorFlow: tests and regeneration only)."""
+    from rlcloud.runner.compat import import_tensorforce
+
+    import_tensorforce()
+    from tensorforce.agents import agents
+
+    table: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+    for name in sorted(agents):
+        required: list[str] = []
+        optional: list[str] = []
+        for parameter in list(inspect.signature(agents[name].__init__).parameters.values())[1:]:
+            if parameter.kind in (parameter.VAR_KEYWORD, parameter.VAR_POSITIONAL):
+                continue  # **kwargs only carries deprecated names, which tensorforce refuses
+            (required if parameter.default is parameter.empty else optional).append(parameter.name)
+        table[name] = (tuple(required), tuple(optional))
+    return table
+
+
+def generate_layer_arguments() -> dict[str, tuple[tuple[str, ...], tuple[str, ...], bool]]:
+    """Read the layer table from the installed tensorforce (imports TensorFlow: tests and regeneration only)."""
+    from rlcloud.runner.compat import import_tensorforce
+
+    import_tensorforce()
+    from tensorforce.core import layer_modules
+
+    table: dict[str, tuple[tuple[str, ...], tuple[str, ...], bool]] = {}
+    for name in sorted(layer_modules):
+        parameters = list(inspect.signature(layer_modules[name].__init__).parameters.values())[1:]
+        named = [p for p in parameters if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and p.name != "input_spec"]
+        required = tuple(p.name for p in named if p.default is p.empty)
+        optional = tuple(p.name for p in named if p.default is not p.empty)
+        table[name] = (required, optional, any(p.kind == p.VAR_KEYWORD for p in parameters))
+    return table
+
+
+def main() -> int:
+    """Print both tables as Python source (``python -m rlcloud.specs.tf06``), to paste into this module."""
+    sys.stdout.write("AGENT_ARGUMENTS\n")
+    for name, (required, optional) in generate_agent_arguments().items():
+        sys.stdout.write(f"    {name!r}: (\n        {required!r},\n        {optional!r},\n    ),\n")
+    sys.stdout.write("LAYER_ARGUMENTS\n")
+    for name, (required, optional, more) in generate_layer_arguments().items():
+        sys.stdout.write(f"    {name!r}: ({required!r}, {optional!r}, {more!r}),\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
