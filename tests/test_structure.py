@@ -127,7 +127,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("rlcloud.specs", "rlcloud.config", "rlcloud.results", "rlcloud.backend"),
     ("rlcloud.storage", "rlcloud.record", "rlcloud.plotting"),
     ("rlcloud.gke", "rlcloud.k8s", "rlcloud.runner", "rlcloud.local"),
-    ("rlcloud.cluster", "rlcloud.experiment", "rlcloud.sweep", "rlcloud.compare"),
+    ("rlcloud.cluster", "rlcloud.experiment", "rlcloud.sweep", "rlcloud.compare", "rlcloud.validation"),
     ("rlcloud.cli", "rlcloud.__main__"),
 ]
 

@@ -122,7 +122,7 @@ def find_project_config(start: str | Path | None = None) -> Path | None:
 
 def load_project_config(start: str | Path | None = None) -> ProjectConfig:
     """The project config in effect here (empty defaults outside an rlcloud project)."""
-    from rlcloud.specs.loading import build_model, read_data_file
+    from rlcloud.specs.building import build_model, read_data_file
 
     path = find_project_config(start)
     if path is None:

@@ -13,7 +13,7 @@ def test_the_table_is_what_inspect_signature_reads_from_the_installed_tensorforc
 
     if importlib.util.find_spec("tensorforce") is None:  # not importorskip: compat must patch before the import
         pytest.skip("tensorforce is not installed (the runner extra)")
-    from rlcloud.specs.tf06 import generate_agent_arguments
+    from rlcloud.runner.tf06_tables import generate_agent_arguments
 
     assert generate_agent_arguments() == AGENT_ARGUMENTS, "regenerate: uv run --frozen python -m rlcloud.specs.tf06"
 
@@ -52,7 +52,8 @@ def test_the_layer_table_is_what_inspect_signature_reads() -> None:
 
     if importlib.util.find_spec("tensorforce") is None:
         pytest.skip("tensorforce is not installed (the runner extra)")
-    from rlcloud.specs.tf06 import LAYER_ARGUMENTS, generate_layer_arguments
+    from rlcloud.runner.tf06_tables import generate_layer_arguments
+    from rlcloud.specs.tf06 import LAYER_ARGUMENTS
 
     assert generate_layer_arguments() == LAYER_ARGUMENTS, "regenerate: uv run --frozen python -m rlcloud.specs.tf06"
 

@@ -21,7 +21,7 @@ SPEC = group("spec", "Validate and show spec files.", "rlcloud spec validate FIL
 )
 def validate(args: argparse.Namespace) -> int:
     """Validate each file: one line OK with key fields, or the problems (exit 2)."""
-    from rlcloud.specs.validation import validate_file
+    from rlcloud.validation import validate_file
 
     failed = False
     for path in args.paths:

@@ -316,30 +316,30 @@ class ClusterSpec(StrictModel):
     @classmethod
     def from_file(cls, path: str | Path, **overrides: Any) -> ClusterSpec:
         """Load from a YAML/JSON file (tensorforce-client cluster files too); keyword arguments override settings."""
-        from rlcloud.specs.loading import load_spec
+        from rlcloud.specs.building import check_kind, cluster_from_dict, read_data_file
 
-        spec = load_spec(path, kind="Cluster", **overrides)
-        assert isinstance(spec, ClusterSpec)
-        return spec
+        data = read_data_file(path)
+        check_kind(data, "Cluster", str(path))
+        return cluster_from_dict(data, model=cls, source=str(path), **overrides)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], **overrides: Any) -> ClusterSpec:
         """Build from a dict (legacy keys mapped) with overrides; problems raise SpecError."""
-        from rlcloud.specs.loading import cluster_from_dict
+        from rlcloud.specs.building import cluster_from_dict
 
-        return cluster_from_dict(data, **overrides)
+        return cluster_from_dict(data, model=cls, **overrides)
 
     @classmethod
     def from_yaml_text(cls, text: str, **overrides: Any) -> ClusterSpec:
         """Load from YAML/JSON text, e.g. what ``to_yaml()`` wrote."""
-        from rlcloud.specs.loading import load_spec_text
+        from rlcloud.specs.building import check_kind, cluster_from_dict, parse_data_text
 
-        spec = load_spec_text(text, kind="Cluster", **overrides)
-        assert isinstance(spec, ClusterSpec)
-        return spec
+        data = parse_data_text(text, source="<string>")
+        check_kind(data, "Cluster", "<string>")
+        return cluster_from_dict(data, model=cls, source="<string>", **overrides)
 
     def to_yaml(self) -> str:
         """This spec as YAML (with ``kind: Cluster``); loading it back gives an equal spec."""
-        from rlcloud.specs.loading import spec_to_yaml
+        from rlcloud.specs.building import dump_spec
 
-        return spec_to_yaml(self)
+        return dump_spec("Cluster", self)

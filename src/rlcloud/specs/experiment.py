@@ -376,36 +376,38 @@ class ExperimentSpec(StrictModel):
         ./configs/<kind>s/, then rlcloud's bundled configs; a file outside those places is refused.
         Dotted keys override nested settings: ``**{"resources.learner.cpu": "2"}``.
         """
-        from rlcloud.specs.loading import load_spec
+        from rlcloud.specs.building import check_kind, experiment_from_dict, read_data_file
 
-        spec = load_spec(path, kind="Experiment", **overrides)
-        assert isinstance(spec, ExperimentSpec)
-        return spec
+        path = Path(path)
+        data = read_data_file(path)
+        check_kind(data, "Experiment", str(path))
+        return experiment_from_dict(data, model=cls, base_dir=path.parent, source=str(path), **overrides)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], base_dir: str | Path | None = None, **overrides: Any) -> ExperimentSpec:
         """Build from a dict, resolving file references relative to ``base_dir`` (default: the cwd)."""
-        from rlcloud.specs.loading import experiment_from_dict
+        from rlcloud.specs.building import experiment_from_dict
 
-        return experiment_from_dict(data, base_dir=base_dir, **overrides)
+        return experiment_from_dict(data, model=cls, base_dir=base_dir, **overrides)
 
     @classmethod
     def from_yaml_text(cls, text: str, base_dir: str | Path | None = None, **overrides: Any) -> ExperimentSpec:
         """Load from YAML/JSON text, e.g. what ``to_yaml()`` wrote; references resolve against ``base_dir``."""
-        from rlcloud.specs.loading import load_spec_text
+        from rlcloud.specs.building import check_kind, experiment_from_dict, parse_data_text
 
-        spec = load_spec_text(text, kind="Experiment", base_dir=base_dir, **overrides)
-        assert isinstance(spec, ExperimentSpec)
-        return spec
+        data = parse_data_text(text, source="<string>")
+        check_kind(data, "Experiment", "<string>")
+        base = Path(base_dir) if base_dir is not None else Path.cwd()
+        return experiment_from_dict(data, model=cls, base_dir=base, source="<string>", **overrides)
 
     def to_yaml(self) -> str:
         """This spec as YAML (with ``kind: Experiment``); loading it back gives an equal spec."""
-        from rlcloud.specs.loading import spec_to_yaml
+        from rlcloud.specs.building import dump_spec
 
-        return spec_to_yaml(self)
+        return dump_spec("Experiment", self)
 
     def replace(self, **overrides: Any) -> ExperimentSpec:
         """A validated copy with some settings changed (dotted keys for nested ones)."""
-        from rlcloud.specs.loading import apply_overrides, build_model
+        from rlcloud.specs.building import apply_overrides, build_model
 
         return build_model(ExperimentSpec, apply_overrides(self.model_dump(mode="json"), overrides))

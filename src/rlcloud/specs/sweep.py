@@ -308,7 +308,7 @@ class SweepSpec(StrictModel):
 
         Keyword arguments override top-level settings (``max_parallel=2``, ``seeds=5``).
         """
-        from rlcloud.specs.loading import read_data_file
+        from rlcloud.specs.building import read_data_file
 
         path = Path(path)
         data = read_data_file(path)
@@ -321,7 +321,7 @@ class SweepSpec(StrictModel):
         cls, data: dict[str, Any], *, base_dir: str | Path | None = None, source: str | None = None, **overrides: Any
     ) -> SweepSpec:
         """Build from a mapping; an ``experiment`` given as a file name resolves against ``base_dir``."""
-        from rlcloud.specs.loading import build_model
+        from rlcloud.specs.building import build_model
 
         raw = dict(data)
         kind = raw.pop("kind", "Sweep")
@@ -352,7 +352,7 @@ class SweepSpec(StrictModel):
     @classmethod
     def from_yaml_text(cls, text: str) -> SweepSpec:
         """Load what :meth:`to_yaml` wrote."""
-        from rlcloud.specs.loading import parse_data_text
+        from rlcloud.specs.building import parse_data_text
 
         data = parse_data_text(text, source="<sweep>")
         if not isinstance(data, dict):

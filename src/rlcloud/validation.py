@@ -111,6 +111,7 @@ def validate_file(path: str | Path, *, build: bool = False) -> FileReport:
     from rlcloud.specs.experiment import ExperimentSpec
     from rlcloud.specs.legacy import LegacySpecWarning, is_legacy_agent, looks_like_legacy_network
     from rlcloud.specs.loading import experiment_from_dict, load_spec, read_data_file
+    from rlcloud.specs.sweep import SweepSpec
 
     path = Path(path)
     source = str(path)
@@ -136,13 +137,15 @@ def validate_file(path: str | Path, *, build: bool = False) -> FileReport:
                 spec: Any = experiment_from_dict(stand_in, base_dir=path.parent, source=source)
             else:
                 spec = load_spec(path)
-                report.kind = "Experiment" if isinstance(spec, ExperimentSpec) else "Cluster"
+                report.kind = _kind_of(spec)
             if isinstance(spec, ExperimentSpec):
                 from rlcloud.runner.envs import validate_experiment
 
                 validate_experiment(spec)
                 if build:
                     build_agent(spec)
+            elif isinstance(spec, SweepSpec):
+                _validate_sweep(spec, build=build)
         except SpecError as exc:
             report.problems = [_relative(p, part_field=_PART_FIELD.get(report.kind)) for p in exc.problems]
             report.notes = _notes(caught)
@@ -204,6 +207,34 @@ def _relative(problem: SpecProblem, *, part_field: str | None) -> SpecProblem:
     return SpecProblem(name, problem.message, problem.value, problem.source)
 
 
+def _kind_of(spec: Any) -> str:
+    from rlcloud.specs.experiment import ExperimentSpec
+    from rlcloud.specs.sweep import SweepSpec
+
+    if isinstance(spec, ExperimentSpec):
+        return "Experiment"
+    return "Sweep" if isinstance(spec, SweepSpec) else "Cluster"
+
+
+def _validate_sweep(sweep: Any, *, build: bool) -> None:
+    """Every trial as ``sweep start`` checks it: each configuration's spec once (seeds only differ by seed)."""
+    from rlcloud.runner.envs import validate_experiment
+
+    seen: set[str] = set()
+    for trial in sweep.trials():
+        if trial.config in seen:
+            continue
+        seen.add(trial.config)
+        try:
+            validate_experiment(trial.spec)
+            if build:
+                build_agent(trial.spec)
+        except SpecError as exc:
+            raise SpecError(
+                [SpecProblem(p.field, f"trial {trial.name}: {p.message}", p.value) for p in exc.problems]
+            ) from None
+
+
 def _summary(kind: str, spec: Any, data: Any) -> str:
     from rlcloud.specs.cluster import ClusterSpec
     from rlcloud.specs.experiment import ExperimentSpec
@@ -232,6 +263,8 @@ def _summary(kind: str, spec: Any, data: Any) -> str:
             f"experiment {spec.name}: {spec.run_mode} x{spec.num_workers}, env {env}, agent {agent_type}, "
             f"stop after {stop}"
         )
+    if kind == "Sweep":
+        return f"sweep {spec.name}: {spec.num_trials} trials ({spec.configurations} configurations)"
     assert isinstance(spec, ClusterSpec)
     gpus = f", {spec.gpus_per_node}x {spec.gpu_type.value}" if spec.gpu_type else ""
     return (
