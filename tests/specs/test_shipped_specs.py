@@ -60,6 +60,7 @@ def test_shipped_clusters_are_valid(project: Path, path: Path) -> None:
 
 @pytest.mark.parametrize("path", sorted((REPO_ROOT / "examples").glob("*.yaml")), ids=lambda p: p.name)
 def test_examples_are_valid(project: Path, path: Path) -> None:
-    shutil.copy(path, project / path.name)
+    for example in path.parent.glob("*.yaml"):  # an example may name another (the sweep, its experiment)
+        shutil.copy(example, project / example.name)
     spec = load_cleanly(project / path.name)
     assert spec.name

@@ -77,12 +77,20 @@ def _bundled_configs() -> Path:
     return Path(str(resources.files("rlcloud") / "configs"))
 
 
+def _configs_tree(base_dir: Path) -> Path | None:
+    """The configs tree a spec file sits in (``configs/experiments/x.yaml`` -> ``configs``), else None: the
+    layout tensorforce-client and ``rlcloud init`` use, whose specs name their parts as ``../agents/a.json``."""
+    return base_dir.parent if base_dir.name in ("experiments", "sweeps", *_CONFIG_DIRS.values()) else None
+
+
 def reference_roots(base_dir: Path) -> list[Path]:
-    """The directory trees a spec's file references may point into: the spec file's own directory, the
-    project's ./configs and rlcloud's bundled configs (symlinks resolved). Anything else (``/etc/passwd``,
-    ``../../.ssh/id_rsa``, ``~/.kube/config``) is refused: a spec is data, and the files it names are
-    part of it only when they sit beside it."""
-    return [base_dir.resolve(), (Path.cwd() / "configs").resolve(), _bundled_configs().resolve()]
+    """The directory trees a spec's file references may point into: the spec file's own directory (the
+    whole configs tree when it sits in one, e.g. ``configs/experiments/``), the project's ./configs and
+    rlcloud's bundled configs (symlinks resolved). Anything else (``/etc/passwd``, ``../../.ssh/id_rsa``,
+    ``~/.kube/config``) is refused: a spec is data, and the files it names are part of it only when they
+    sit beside it."""
+    tree = _configs_tree(base_dir)
+    return [(tree or base_dir).resolve(), (Path.cwd() / "configs").resolve(), _bundled_configs().resolve()]
 
 
 def _inside(path: Path, roots: list[Path]) -> bool:
@@ -96,7 +104,13 @@ def _resolve_reference(value: str, kind: str, base_dir: Path) -> Path | None:
     if not value or "\0" in value or len(value) > _MAX_REFERENCE or "\n" in value:
         return None
     names = [value] if Path(value).suffix in _SUFFIXES else [value, *(value + s for s in _SUFFIXES)]
-    dirs = [base_dir, Path.cwd() / "configs" / _CONFIG_DIRS[kind], _bundled_configs() / _CONFIG_DIRS[kind]]
+    tree = _configs_tree(base_dir)
+    dirs = [
+        base_dir,
+        *([tree / _CONFIG_DIRS[kind]] if tree is not None else []),
+        Path.cwd() / "configs" / _CONFIG_DIRS[kind],
+        _bundled_configs() / _CONFIG_DIRS[kind],
+    ]
     roots = reference_roots(base_dir)
     outside = False
     for directory in dirs:
@@ -431,7 +445,7 @@ def infer_kind(data: Mapping[str, Any]) -> SpecKind:
             return "Cluster"
         if kind.lower() in ("sweep", "sweepspec"):
             return "Sweep"
-        raise SpecError([SpecProblem("kind", "kind must be Experiment, Cluster or Sweep", kind)])
+        raise SpecError([SpecProblem("kind", "kind must be Experiment or Cluster (or Sweep, for a sweep)", kind)])
     if legacy.is_legacy_experiment(dict(data)) or "environment" in data or "agent" in data:
         return "Experiment"
     if _CLUSTER_KEYS & set(data):

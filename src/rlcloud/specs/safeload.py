@@ -298,21 +298,28 @@ def check_structure(data: Any, *, source: str = "<data>", field: str = "") -> No
     """Refuse data nested deeper than MAX_DEPTH or holding more than MAX_NODES values (iteratively, so a
     deep structure cannot exhaust the stack here). For data built in Python rather than read from text."""
     count = 0
-    stack: list[tuple[Any, int]] = [(data, 1)]
-    seen: set[int] = set()
+    # (value, level, leaving): a container is entered, its items pushed, and left once they are done, so
+    # `ancestors` holds exactly the containers on the current path. A value shared by two branches (an
+    # agent's network that is also the experiment's) is fine; one that contains itself is a cycle.
+    stack: list[tuple[Any, int, bool]] = [(data, 1, False)]
+    ancestors: set[int] = set()
     while stack:
-        value, level = stack.pop()
+        value, level, leaving = stack.pop()
+        if leaving:
+            ancestors.discard(id(value))
+            continue
         count += 1
         if count > MAX_NODES:
             raise _problem(f"more than {MAX_NODES} values", source, field)
         if level > MAX_DEPTH:
             raise _problem(f"nested more than {MAX_DEPTH} levels deep (a spec needs a handful)", source, field)
         if isinstance(value, dict | list | tuple):
-            if id(value) in seen:
+            if id(value) in ancestors:
                 raise _problem("a value contains itself (a cycle)", source, field)
-            seen.add(id(value))
+            ancestors.add(id(value))
+            stack.append((value, level, True))
             items = [*value.keys(), *value.values()] if isinstance(value, dict) else list(value)
-            stack.extend((item, level + 1) for item in items)
+            stack.extend((item, level + 1, False) for item in items)
 
 
 # ---------------------------------------------------------------------------------------------- files
