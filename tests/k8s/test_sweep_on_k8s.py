@@ -430,3 +430,32 @@ def pod_log(tmp_path: Path, pod: str) -> str:
     """The tail of a pod's container log as the fake kubelet kept it (for failure messages)."""
     path = tmp_path / "pods" / "rl" / pod / "container.log"
     return path.read_text(errors="replace")[-3000:] if path.exists() else ""
+
+
+# ------------------------------------------------------------------------------------- through the facade
+
+
+def test_the_sweep_facade_submits_to_the_clusters_kueue_queue(
+    api_client: client.ApiClient, apiserver: FakeKubeApiServer, gcs: FakeGcsServer
+) -> None:
+    from rlcloud import Cluster, Sweep
+    from rlcloud.cluster import GkeTarget
+    from rlcloud.specs import ClusterSpec
+
+    assert GkeTarget(ClusterSpec(name="rl-t4", queue="team-a")).queue == "team-a"
+    with pytest.raises(ValueError, match="Kueue LocalQueue"):  # pydantic ValidationError
+        ClusterSpec(name="rl-t4", queue="Team A")
+    cluster = Cluster.kubernetes(api_client=api_client, namespace="rl", queue="team-a")
+    sweep = Sweep(make_sweep(2), results=f"gs://{gcs.create_bucket()}/runs").start(cluster=cluster)
+    assert not sweep.already_running
+    (job,) = apiserver.list_objects("Job", "rl")
+    assert job["spec"]["suspend"] is True and job["metadata"]["labels"][KUEUE_QUEUE_LABEL] == "team-a"
+    attached = Sweep.attach("lr", cluster=cluster)
+    assert attached.spec == sweep.spec and attached.location == sweep.location
+    assert attached.status().counts() == {"queued": 4}
+    attached.stop()
+    assert apiserver.list_objects("Job", "rl") == [] and Sweep.list(cluster=cluster) == []
+    with pytest.raises(SpecError, match="env-server pods"):
+        Sweep(make_sweep(2, experiment={"run_mode": "distributed", "num_workers": 2}), results="gs://b/r").start(
+            cluster=cluster
+        )
