@@ -357,12 +357,14 @@ def test_stop_checkpoints_running_trials_and_removes_everything(
     env = {"STANDIN_EPISODES": "1000", "STANDIN_DELAY": "0.05"}
     with FakeKubelet(apiserver, tmp_path / "pods", argv_rewrite=standin, extra_env=env, max_grace=10) as kubelet:
         eventually(lambda: backend.sweep_status("lr").counts().get("running") == 2, timeout=30)
+        # both trials are training (a SIGTERM before the runner's handler is installed leaves no checkpoint)
+        names = [name for name, _, _ in sweep.trial_table()]
+        eventually(lambda: all((root / "lr" / n / "progress.json").exists() for n in names[:2]), timeout=30)
         backend.stop_sweep("lr")
         assert kubelet.running() == []
     assert sorted(code for _, _, code in kubelet.exits) == [143, 143]
     for kind in ("Job", "ConfigMap", "Pod"):
         assert apiserver.list_objects(kind, "rl") == [], kind
-    names = [name for name, _, _ in sweep.trial_table()]
     for name in names[:2]:
         assert (root / "lr" / name / "checkpoints" / "LATEST").exists()
     assert backend.list_sweeps() == []
@@ -459,3 +461,50 @@ def test_the_sweep_facade_submits_to_the_clusters_kueue_queue(
         Sweep(make_sweep(2, experiment={"run_mode": "distributed", "num_workers": 2}), results="gs://b/r").start(
             cluster=cluster
         )
+
+
+# ------------------------------------------------------------------------------------ a sweep pod's runner
+
+
+def test_a_sweep_pod_computes_its_trial_and_starts_it_under_its_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    from rlcloud.record import read_history
+    from rlcloud.runner import main as runner
+
+    for var in ("RLCLOUD_RESULTS", "RLCLOUD_EARLY_STOPPING"):
+        monkeypatch.setenv(var, "x")  # so that what the runner sets is undone after the test
+        monkeypatch.delenv(var)
+    sweep = make_sweep(2, early_stopping={"grace_timesteps": 0, "min_trials": 1})
+    path = tmp_path / "sweep.yaml"
+    path.write_text(sweep.to_yaml())
+    location = tmp_path / "results" / "lr"
+    monkeypatch.setenv(SWEEP_RESULTS_ENV, str(location))
+
+    def prepare(index: int) -> Any:
+        argv = ["--role", "single", "--index", str(index), "--sweep", str(path), "--workdir", str(tmp_path / "w")]
+        return runner._prepare_trial(runner.parse_args(argv))
+
+    trial = sweep.trial(3)
+    assert prepare(3) == (trial.spec, tmp_path / "w")
+    assert os.environ["RLCLOUD_RESULTS"] == f"{location}/{trial.name}"
+    settings = json.loads(os.environ["RLCLOUD_EARLY_STOPPING"])
+    assert settings["peers"] == str(location) and settings["trial"] == trial.name
+    trial_dir = location / trial.name
+    assert "learning_rate: 0.0003" in (trial_dir / "spec.yaml").read_text()
+    prepare(3)  # a retry of the same index (a new pod): it resumes under the same record
+    from rlcloud.storage import open_store
+
+    assert [h["event"] for h in read_history(open_store(str(trial_dir)))] == ["created", "resumed"]
+    (trial_dir / "progress.json").write_text(json.dumps({"state": "succeeded"}))
+    assert prepare(3) == runner.EXIT_OK  # a sweep started again: a finished trial is not run twice
+    assert prepare(4) == runner.EXIT_SPEC  # no such trial
+    other = sweep.trial(0)
+    (location / other.name).mkdir(parents=True)
+    (location / other.name / "spec.yaml").write_text(other.spec.replace(**{"agent.learning_rate": 0.5}).to_yaml())
+    assert prepare(0) == runner.EXIT_SPEC  # a different learning setup under that name: refused, not retried
+    monkeypatch.delenv(SWEEP_RESULTS_ENV)
+    _spec, workdir = prepare(1)  # without a results location the trial trains in <workdir>/<trial>
+    assert workdir == tmp_path / "w" / sweep.trial(1).name and "RLCLOUD_RESULTS" not in os.environ

@@ -11,6 +11,12 @@ Requests per verb (constant in the number of workers; see benchmarks/k8s_submit.
 - ``stop``: three delete-collection calls (Jobs with foreground propagation, Services, ConfigMaps),
   then Pod lists until the pods are gone.
 
+Sweeps (constant in the number of trials too; see benchmarks/sweep_objects.py): a sweep is a ConfigMap
+and ONE Indexed Job (:func:`rlcloud.k8s.builders.build_sweep_workloads`); ``start_sweep`` reads the Job
+and creates the two objects; ``sweep_status`` reads the Job and the ConfigMap and lists the pods once
+(trial states from ``completedIndexes``/``failedIndexes`` and the pods: :func:`rlcloud.k8s.status.trial_states`);
+``stop_sweep`` deletes the Job (foreground) and the ConfigMap, then lists pods until they are gone.
+
 Reading the Jobs and Pods JSON into statuses is :mod:`rlcloud.k8s.status` (pure functions); following
 pod logs is :mod:`rlcloud.k8s.logs`; this module holds the verbs.
 
