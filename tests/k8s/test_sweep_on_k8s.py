@@ -483,9 +483,11 @@ def test_a_sweep_pod_computes_its_trial_and_starts_it_under_its_record(
     location = tmp_path / "results" / "lr"
     monkeypatch.setenv(SWEEP_RESULTS_ENV, str(location))
 
-    def prepare(index: int) -> Any:
-        argv = ["--role", "single", "--index", str(index), "--sweep", str(path), "--workdir", str(tmp_path / "w")]
+    def prepare(index: int, role: str = "single") -> Any:
+        argv = ["--role", role, "--index", str(index), "--sweep", str(path), "--workdir", str(tmp_path / "w")]
         return runner._prepare_trial(runner.parse_args(argv))
+
+    assert prepare(3, role="multi") == runner.EXIT_SPEC and not location.exists()  # nothing recorded
 
     trial = sweep.trial(3)
     assert prepare(3) == (trial.spec, tmp_path / "w")

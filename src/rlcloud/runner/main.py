@@ -312,6 +312,10 @@ def _prepare_trial(args: argparse.Namespace) -> tuple[ExperimentSpec, Path] | in
     logger.info(
         "sweep %s, trial %d of %d: %s (%s)", sweep.name, trial.index, sweep.num_trials, trial.name, trial.config
     )
+    if Role(args.role).run_mode != str(trial.spec.run_mode):  # checked before anything is recorded
+        logger.error("role %s serves run_mode %s, but trial %s is %s", args.role, Role(args.role).run_mode,
+                     trial.name, trial.spec.run_mode)  # fmt: skip
+        return EXIT_SPEC
     workdir = Path(args.workdir)
     location = os.environ.get(SWEEP_RESULTS_ENV)
     if location:
