@@ -13,9 +13,9 @@ Measured here (2 cores shared with other work, 2026-11; the namespace already se
 by 2-3x from run to run on this machine):
 
     trials  objects  ConfigMap bytes  start requests  status requests  stop requests  status s
-        10        2              616               3                3              3     0.036
-       100        2              618               3                3              3     0.014
-      1000        2              620               3                3              3     0.104
+        10        2              968               3                3              3     0.025
+       100        2              970               3                3              3     0.019
+      1000        2              972               3                3              3     0.115
 
 (The ConfigMap differs by the digits of ``seeds: 5`` / ``50`` / ``500``.)
 

@@ -113,6 +113,26 @@ def test_the_job_runs_each_trial_in_an_indexed_pod_with_per_trial_retries() -> N
     assert KUEUE_QUEUE_LABEL not in job["metadata"]["labels"]
 
 
+def test_the_configmap_gives_the_pods_exactly_the_sweep_that_was_validated() -> None:
+    sweep = make_sweep(
+        2,
+        experiment={"saver_frequency": None, "summary_frequency": None, "evaluation": None},
+        early_stopping={"grace_timesteps": 5},
+    )
+    random = SweepSpec(
+        name="rs",
+        experiment=make_spec(name="base"),
+        parameters={"agent.learning_rate": {"loguniform": [1e-5, 1e-2]}, "agent.batch_size": [5, 10]},
+        samples=5,
+        seeds=[3, 7],
+    )
+    for spec in (sweep, random):
+        (cm, _job) = build(spec)
+        back = SweepSpec.from_yaml_text(cm["data"]["sweep.yaml"])
+        assert back == spec  # a null saver_frequency stays null (not the 600 s default)
+        assert [t.name for t in back.trials()] == [t.name for t in spec.trials()]
+
+
 def test_default_parallelism_is_capped_and_multi_threaded_trials_get_the_learner_resources() -> None:
     sweep = make_sweep(
         500, experiment={"run_mode": "multi-threaded", "num_workers": 4, "resources": {"learner": {"cpu": "4"}}}

@@ -79,6 +79,7 @@ __all__ = [
     "sweep_labels",
     "sweep_object_name",
     "sweep_selector",
+    "sweep_yaml",
     "to_dict",
 ]
 
@@ -648,6 +649,20 @@ def sweep_selector(sweep: str | None = None) -> str:
     return f"{selector},{LABEL_SWEEP}={sweep}" if sweep else f"{selector},{LABEL_SWEEP}"
 
 
+def sweep_yaml(sweep: SweepSpec) -> str:
+    """The sweep as the YAML its pods read back: loading it gives an equal SweepSpec, so every pod computes
+    exactly the trials the facade validated.
+
+    Explicit nulls are kept (as ``ExperimentSpec.to_yaml`` keeps them): a trial's ``saver_frequency: null``
+    left out would come back as the field's default (600 s). ``SweepSpec.to_yaml()`` drops them at the
+    time of writing, hence this serialisation of its own.
+    """
+    import yaml
+
+    data = {"kind": "Sweep", **sweep.model_dump(mode="json")}
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, allow_unicode=True)
+
+
 def _index_env() -> k8s.V1EnvVar:
     """``RLCLOUD_INDEX``: the pod's completion index (downward API), for ``--index $(RLCLOUD_INDEX)``."""
     return k8s.V1EnvVar(
@@ -741,7 +756,7 @@ def build_sweep_workloads(
     object_name = sweep_object_name(name)
     trials = sweep.num_trials
 
-    data = {CONFIG_KEY_SWEEP: sweep.to_yaml()}
+    data = {CONFIG_KEY_SWEEP: sweep_yaml(sweep)}
     if results:
         data[CONFIG_KEY_RESULTS] = results
     config_map = _stamp(
