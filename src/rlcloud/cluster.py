@@ -65,9 +65,14 @@ class Cluster(ABC):
         api_client: Any = None,
         image: str | None = None,
         gpu_type: str | None = None,
+        queue: str | None = None,
     ) -> KubernetesTarget:
         """Any Kubernetes cluster: from ``kubeconfig`` (default ~/.kube/config or $KUBECONFIG) and ``context``,
-        or an already built ``kubernetes.client.ApiClient``. Experiments go into ``namespace``."""
+        or an already built ``kubernetes.client.ApiClient``. Experiments go into ``namespace``.
+
+        ``queue``: a Kueue LocalQueue in that namespace; sweeps are submitted to it (their Job is created
+        suspended and Kueue admits it when the queue has quota).
+        """
         return KubernetesTarget(
             kubeconfig=kubeconfig,
             context=context,
@@ -75,6 +80,7 @@ class Cluster(ABC):
             api_client=api_client,
             image=image,
             gpu_type=gpu_type,
+            queue=queue,
         )
 
     @staticmethod
@@ -241,6 +247,7 @@ class KubernetesTarget(Cluster):
         api_client: Any = None,
         image: str | None = None,
         gpu_type: str | None = None,
+        queue: str | None = None,
     ) -> None:
         """Prefer :meth:`Cluster.kubernetes`."""
         super().__init__()
@@ -249,6 +256,8 @@ class KubernetesTarget(Cluster):
         self.namespace = namespace
         self.image = image
         self.gpu_type = gpu_type
+        #: the Kueue LocalQueue sweeps are submitted to (None: no Kueue)
+        self.queue = queue
         self._api_client = api_client
 
     def describe(self) -> str:
@@ -259,6 +268,8 @@ class KubernetesTarget(Cluster):
         rows = [("context", self.context or "(current)"), ("namespace", self.namespace)]
         if self.gpu_type:
             rows.append(("GPUs", self.gpu_type))
+        if self.queue:
+            rows.append(("Kueue queue", self.queue))
         return rows
 
     def kube_client(self) -> Any:
@@ -283,6 +294,7 @@ class KubernetesTarget(Cluster):
             gpu_type=gpu_type,
             gcp_service_account=config.gcp_service_account,
             credentials_secret=config.credentials_secret,
+            queue=self.queue,
         )
 
 
@@ -306,7 +318,7 @@ class GkeTarget(KubernetesTarget):
     ) -> None:
         """Prefer :meth:`Cluster.gke` or :meth:`Cluster.get`."""
         gpu_type = spec.gpu_type.value if spec.gpus_per_node and spec.gpu_type else None
-        super().__init__(namespace=namespace, image=image, gpu_type=gpu_type)
+        super().__init__(namespace=namespace, image=image, gpu_type=gpu_type, queue=spec.queue)
         self._spec = spec
         self.project = project
         self._credentials = credentials
@@ -343,6 +355,8 @@ class GkeTarget(KubernetesTarget):
         ]
         if spec.ttl is not None:
             rows.append(("ttl", str(spec.ttl)))
+        if spec.queue:
+            rows.append(("Kueue queue", spec.queue))
         if self.dedicated:
             rows.append(("dedicated", "yes: deleted when its experiment ends"))
         return rows

@@ -7,7 +7,9 @@ kubelet would:
 Job controller
     creates one Pod per wanted completion (``completionMode: Indexed``: one per index, with the
     ``batch.kubernetes.io/job-completion-index`` annotation/label, ``hostname <job>-<index>`` and the
-    template's ``subdomain``), owned by the Job; replaces failed pods within ``backoffLimit`` /
+    template's ``subdomain``), owned by the Job, at most ``parallelism`` at a time (lowest pending
+    indexes first: with completions > parallelism the next index starts when one ends, and
+    ``completedIndexes``/``failedIndexes`` grow as they do); replaces failed pods within ``backoffLimit`` /
     ``backoffLimitPerIndex``; applies ``podFailurePolicy`` (Ignore on a ``DisruptionTarget``
     condition, FailJob/FailIndex/Count on exit codes); honours ``suspend`` (deletes the active pods,
     the containers get SIGTERM) and ``successPolicy``; writes Job status (active, succeeded, failed,
@@ -351,7 +353,10 @@ class FakeKubelet:
                 finished = True
             else:
                 running = {self._index(p) for p in active} | terminating
-                for index in sorted(wanted - completed - running - failed_indexes):
+                # at most `parallelism` pods at once, the lowest pending indexes first (as the real
+                # controller does); a terminating pod still counts until it is gone
+                room = max(0, int(spec.get("parallelism", 1)) - len(running))
+                for index in sorted(wanted - completed - running - failed_indexes)[:room]:
                     self._create_pod(job, index if indexed else None)
                 status.setdefault("startTime", _now())
         pods = [  # again: pods were created or deleted above

@@ -12,6 +12,9 @@ exit codes and results layout as the real runner (docs/contracts.md), in miniatu
   ``RLCLOUD_HOST_MAP``) and at the end tells each one ``done``.
 - env-server listens on ``RLCLOUD_BIND_HOST:RLCLOUD_PORT`` and exits 0 when told ``done``.
 - ``STANDIN_EXIT=<code>`` makes any role exit with that code at once (spec errors: 2, 3).
+- ``--sweep SWEEP.yaml --index I`` (a sweep's pod) runs trial ``I`` into ``$RLCLOUD_SWEEP_RESULTS/<trial>``
+  (this one imports rlcloud's SweepSpec to name it); ``STANDIN_FAIL_TRIAL=<index>:<code>`` makes that
+  trial exit with that code.
 """
 
 from __future__ import annotations
@@ -124,14 +127,27 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--role", required=True)
     parser.add_argument("--index", type=int, default=0)
-    parser.add_argument("--spec", required=True)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--spec")
+    source.add_argument("--sweep")
     parser.add_argument("--workdir", required=True)
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, _on_term)
     if os.environ.get("STANDIN_EXIT"):
         print(f"exiting with {os.environ['STANDIN_EXIT']}", flush=True)
         return int(os.environ["STANDIN_EXIT"])
-    if not Path(args.spec).is_file():
+    if args.sweep:
+        # a pod of a sweep's Indexed Job: trial --index of the sweep, under <RLCLOUD_SWEEP_RESULTS>/<trial>
+        from rlcloud.specs.sweep import SweepSpec
+
+        trial = SweepSpec.from_yaml_text(Path(args.sweep).read_text()).trial(args.index)
+        failing, _, code = os.environ.get("STANDIN_FAIL_TRIAL", "").partition(":")
+        if failing and int(failing) == args.index:
+            print(f"trial {trial.name}: exiting with {code}", flush=True)
+            return int(code)
+        os.environ["RLCLOUD_RESULTS"] = os.environ["RLCLOUD_SWEEP_RESULTS"] + "/" + trial.name
+        print(f"trial {args.index}: {trial.name}", flush=True)
+    elif not Path(args.spec).is_file():
         print(f"no spec at {args.spec}", flush=True)
         return 2
     if args.role == "env-server":

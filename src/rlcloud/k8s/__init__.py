@@ -4,6 +4,7 @@ Importing this package is cheap: the ``kubernetes`` client is only imported when
 below is first used (``rlcloud.k8s.build_workloads``...), so ``import rlcloud`` stays light.
 
 - :func:`build_workloads`: the ConfigMap/Jobs/Service that run an ExperimentSpec (no API call).
+- :func:`build_sweep_workloads`: the ConfigMap and ONE Indexed Job that run every trial of a SweepSpec.
 - :func:`build_namespace_objects`: Namespace, ServiceAccount, Role, RoleBinding.
 - :class:`KubernetesBackend`: ``ExperimentBackend`` over one ``kubernetes.client.ApiClient``.
 - :func:`api_client_from_kubeconfig`: one ApiClient from a kubeconfig/context, leaving the global
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from rlcloud.k8s.builders import (
         build_credentials_secret,
         build_namespace_objects,
+        build_sweep_workloads,
         build_workloads,
     )
     from rlcloud.k8s.client import api_client_from_kubeconfig
@@ -29,6 +31,7 @@ __all__ = [
     "api_client_from_kubeconfig",
     "build_credentials_secret",
     "build_namespace_objects",
+    "build_sweep_workloads",
     "build_workloads",
 ]
 
@@ -37,6 +40,7 @@ _WHERE = {
     "api_client_from_kubeconfig": "rlcloud.k8s.client",
     "build_credentials_secret": "rlcloud.k8s.builders",
     "build_namespace_objects": "rlcloud.k8s.builders",
+    "build_sweep_workloads": "rlcloud.k8s.builders",
     "build_workloads": "rlcloud.k8s.builders",
 }
 

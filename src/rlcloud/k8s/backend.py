@@ -11,6 +11,12 @@ Requests per verb (constant in the number of workers; see benchmarks/k8s_submit.
 - ``stop``: three delete-collection calls (Jobs with foreground propagation, Services, ConfigMaps),
   then Pod lists until the pods are gone.
 
+Sweeps (constant in the number of trials too; see benchmarks/sweep_objects.py): a sweep is a ConfigMap
+and ONE Indexed Job (:func:`rlcloud.k8s.builders.build_sweep_workloads`); ``start_sweep`` reads the Job
+and creates the two objects; ``sweep_status`` reads the Job and the ConfigMap and lists the pods once
+(trial states from ``completedIndexes``/``failedIndexes`` and the pods: :func:`rlcloud.k8s.status.trial_states`);
+``stop_sweep`` deletes the Job (foreground) and the ConfigMap, then lists pods until they are gone.
+
 Reading the Jobs and Pods JSON into statuses is :mod:`rlcloud.k8s.status` (pure functions); following
 pod logs is :mod:`rlcloud.k8s.logs`; this module holds the verbs.
 
@@ -31,25 +37,41 @@ from typing import TYPE_CHECKING, Any
 from kubernetes import client as k8s
 from urllib3.exceptions import HTTPError as Urllib3Error
 
-from rlcloud.backend import ExperimentBackend, ExperimentStatus, RoleStatus
-from rlcloud.errors import AuthError, NotFoundError, RLCloudError, SpecError, SpecProblem
+from rlcloud.backend import (
+    ExperimentBackend,
+    ExperimentState,
+    ExperimentStatus,
+    RoleStatus,
+    SweepStatus,
+    TrialState,
+    TrialStatus,
+    trial_state,
+)
+from rlcloud.errors import AuthError, ConflictError, NotFoundError, RLCloudError, SpecError, SpecProblem
 from rlcloud.errors import TimeoutError as RLTimeoutError
 from rlcloud.k8s import logs as pod_logs
 from rlcloud.k8s.applier import Applier, RetryPolicy, path_for, translate
 from rlcloud.k8s.builders import (
+    ANNOTATION_CONFIG_HASH,
     CONFIG_KEY_RESULTS,
     CONFIG_KEY_SPEC,
+    CONFIG_KEY_SWEEP,
     CONFIG_ROLE,
+    KUEUE_QUEUE_LABEL,
     LABEL_EXPERIMENT,
     LABEL_ROLE,
+    LABEL_SWEEP,
     LEARNER_GRACE_SECONDS,
     RUNNER_SERVICE_ACCOUNT,
     WORKLOAD_IDENTITY_ANNOTATION,
     build_namespace_objects,
+    build_sweep_workloads,
     build_workloads,
     config_map_name,
     env_server_name,
     experiment_selector,
+    sweep_object_name,
+    sweep_selector,
 )
 from rlcloud.k8s.status import (
     JSON,
@@ -64,6 +86,7 @@ from rlcloud.k8s.status import (
     overall,
     role_rank,
     role_statuses,
+    trial_states,
 )
 from rlcloud.k8s.status import name as object_name
 from rlcloud.results import is_gcs, results_location
@@ -71,6 +94,7 @@ from rlcloud.roles import LEARNER_ROLES, Role, poll_until
 
 if TYPE_CHECKING:
     from rlcloud.specs import ExperimentSpec
+    from rlcloud.specs.sweep import SweepSpec
     from rlcloud.storage import Store
 
 __all__ = ["KubernetesBackend"]
@@ -92,7 +116,7 @@ class KubernetesBackend(ExperimentBackend):
     ``store_opener``: opens a results location (default ``rlcloud.storage.open_store``), used for
     progress, pause checkpoints and logs of pods that are gone. Results must be ``gs://`` (a pod cannot
     write to this machine's directories) unless ``local_results`` (tests whose "pods" are local
-    processes, or a path every node mounts).
+    processes, or a path every node mounts). ``queue``: a Kueue LocalQueue that sweeps are submitted to.
     """
 
     kind = "kubernetes"
@@ -114,6 +138,7 @@ class KubernetesBackend(ExperimentBackend):
         pause_timeout: float = LEARNER_GRACE_SECONDS + 120.0,
         stop_timeout: float = LEARNER_GRACE_SECONDS + 60.0,
         local_results: bool = False,
+        queue: str | None = None,
     ) -> None:
         if api_client is None:
             from rlcloud.k8s.client import api_client_from_kubeconfig
@@ -138,6 +163,11 @@ class KubernetesBackend(ExperimentBackend):
         self._results: dict[str, str] = {}
         self._stores: dict[str, Store] = {}
         self._store_opener = store_opener
+        #: the Kueue LocalQueue sweeps are submitted to (None: no Kueue)
+        self.queue = queue
+        self._sweep_configs: dict[str, tuple[str, SweepSpec, str]] = {}  # name -> (config hash, spec, root)
+        self._sweep_stores: dict[str, Store] = {}
+        self._finished_progress: dict[tuple[str, str], dict[str, Any]] = {}  # (sweep, trial) -> progress
 
     # ------------------------------------------------------------------------------------ helpers
 
@@ -259,17 +289,7 @@ class KubernetesBackend(ExperimentBackend):
         """Create the experiment's objects (idempotent: existing identical objects are kept; a paused
         experiment is resumed; objects that differ raise ConflictError). Returns without waiting: True when
         it created or resumed something, False when every Job was there and running already."""
-        if not is_gcs(results) and not self.local_results:
-            raise SpecError(
-                [
-                    SpecProblem(
-                        "results",
-                        "an experiment on Kubernetes needs a gs://BUCKET[/PREFIX] results location: its pods "
-                        "cannot write to a directory of this machine",
-                        results,
-                    )
-                ]
-            )
+        self._check_results(results, "an experiment")
         self.ensure_namespace()
         objs = build_workloads(
             spec,
@@ -480,6 +500,272 @@ class KubernetesBackend(ExperimentBackend):
         self._stores.pop(name, None)
         self._wait_pods_gone(name, None, time.monotonic() + self.stop_timeout)
 
+    # ------------------------------------------------------------------------------------ sweeps
+
+    def start_sweep(self, sweep: SweepSpec, results: str) -> bool:
+        """Create the sweep's ConfigMap and its ONE Indexed Job (:func:`build_sweep_workloads`) and return.
+
+        The Job controller runs ``max_parallel`` trials at a time and retries each on its own; nothing on
+        this machine needs to keep running. With a Kueue ``queue`` the Job is created suspended and Kueue
+        admits it. Idempotent: a sweep whose Job exists already is left alone (False; one that has
+        finished is kept as it is: stop it first to run it again, which keeps the trials that finished). A
+        different sweep of the same name raises ConflictError. Three requests for a new sweep (read the
+        Job, create two objects) whatever its number of trials.
+        """
+        self._check_results(results, "a sweep")
+        self.ensure_namespace()
+        objs = build_sweep_workloads(
+            sweep,
+            image=sweep.experiment.image or self.image,
+            namespace=self.namespace,
+            results=results,
+            gpu_type=self.gpu_type,
+            service_account=self.service_account,
+            credentials_secret=self.credentials_secret,
+            queue=self.queue,
+            kubernetes_version=self.kubernetes_version(),
+        )
+        name = sweep.name
+        job_name = sweep_object_name(name)
+        self._forget_sweep(name)
+        existing = self.applier.read("Job", job_name, self.namespace)
+        if existing is not None and not get(existing, "metadata", "deletionTimestamp"):
+            wanted = objs[-1].metadata.annotations[ANNOTATION_CONFIG_HASH]
+            if (get(existing, "metadata", "annotations") or {}).get(ANNOTATION_CONFIG_HASH) != wanted:
+                raise ConflictError(self._sweep_conflict(name))
+            self._create_sweep_object(objs[0], name)  # a ConfigMap deleted by hand comes back
+            finished = job_finished(existing)
+            if finished:
+                logger.warning("sweep %s has already %s; stop it first to run it again", name, finished)
+                return False
+            if is_suspended(existing) and not self.queue:
+                self._set_suspend(job_name, False)  # suspended by hand: go on (under Kueue, Kueue decides)
+                return True
+            logger.info("sweep %s is already running", name)
+            return False
+        for obj in objs:  # the ConfigMap first: the pods mount it
+            self._create_sweep_object(obj, name)
+        logger.info(
+            "started sweep %s in namespace %s: %d trials, %d at a time%s",
+            name,
+            self.namespace,
+            sweep.num_trials,
+            objs[-1].spec.parallelism,
+            f", queued in Kueue queue {self.queue}" if self.queue else "",
+        )
+        return True
+
+    def sweep_status(self, name: str) -> SweepStatus:
+        """Each trial's state and progress, in three Kubernetes requests whatever the number of trials: the
+        Job (``completedIndexes``/``failedIndexes``, conditions), the ConfigMap (the sweep spec) and one list
+        of the sweep's pods. Progress comes from the results store: every call for running trials, once for
+        finished ones (kept in this object)."""
+        job = self.applier.read("Job", sweep_object_name(name), self.namespace)
+        config = self._sweep_config(name)
+        if config is None:
+            if job is None:
+                raise NotFoundError(self._unknown_sweep(name))
+            raise NotFoundError(f"sweep {name}: its ConfigMap {sweep_object_name(name)} is gone; stop the sweep")
+        sweep, _root = config
+        pods = (
+            self.applier.list_items(
+                "Pod", self.namespace, label_selector=sweep_selector(name), what=f"list Pods of {name}"
+            )
+            if job is not None
+            else []
+        )
+        table = sweep.trial_table()
+        observed = trial_states(job, pods, len(table))
+        progress = self._trial_progress(
+            name, [(trial_name, seen.state) for (trial_name, _p, _s), seen in zip(table, observed, strict=True)]
+        )
+        trials: list[TrialStatus] = []
+        for index, ((trial_name, params, seed), seen) in enumerate(zip(table, observed, strict=True)):
+            got = progress.get(trial_name, {})
+            state: TrialState
+            reason = seen.reason
+            if job is None:  # stopped, or deleted after ttlSecondsAfterFinished: the store knows the rest
+                state = _state_on_record(got)
+                reason = got.get("stop_reason") or (None if state != "stopped" else "the sweep's Job is gone")
+            elif seen.state in ("succeeded", "failed", "stopped"):
+                state = trial_state(seen.state, got)
+                reason = got.get("stop_reason") or reason
+            else:
+                state = seen.state  # type: ignore[assignment]  # queued/pending/running: TrialState values
+            trials.append(TrialStatus(index, trial_name, params, seed, state, got, reason))
+        overall_state, message = _sweep_overall(job, trials)
+        return SweepStatus(name=name, state=overall_state, trials=trials, message=message, backend=self.kind)
+
+    def stop_sweep(self, name: str) -> None:
+        """Delete the sweep's Job in the foreground (running trials get SIGTERM and checkpoint; no new trial
+        starts) and its ConfigMap, then wait until its pods are gone. Idempotent. Starting the sweep again
+        later keeps the trials that finished and resumes the others from their checkpoints."""
+        selector = sweep_selector(name)
+        self.applier.delete_collection("Job", self.namespace, label_selector=selector, propagation="Foreground")
+        self.applier.delete_collection("ConfigMap", self.namespace, label_selector=selector)
+        self._forget_sweep(name)
+        self._sweep_configs.pop(name, None)
+        deadline = time.monotonic() + self.stop_timeout
+        live: builtins.list[JSON] = []
+
+        def gone() -> bool | None:
+            pods = self.applier.list_items("Pod", self.namespace, label_selector=selector, what=f"list Pods of {name}")
+            live[:] = [p for p in pods if is_live(p)]
+            return True if not live else None
+
+        if poll_until(gone, deadline, interval=self.poll_interval) is None:
+            raise RLTimeoutError(
+                f"{len(live)} pod(s) of sweep {name} still running after the wait: "
+                + ", ".join(object_name(p) for p in live[:5])
+            )
+
+    def list_sweeps(self) -> builtins.list[str]:
+        """Names of the sweeps in the namespace (from their ConfigMaps)."""
+        cms = self.applier.list_items(
+            "ConfigMap",
+            self.namespace,
+            label_selector=f"{sweep_selector()},{LABEL_ROLE}={CONFIG_ROLE}",
+            what="list sweeps",
+        )
+        return sorted({labels(cm).get(LABEL_SWEEP, "") for cm in cms} - {""})
+
+    def attach_sweep(self, name: str) -> tuple[SweepSpec, str]:
+        """The spec and results root of a sweep, rebuilt from its ConfigMap (from any machine)."""
+        config = self._sweep_config(name)
+        if config is None:
+            raise NotFoundError(self._unknown_sweep(name))
+        sweep, root = config
+        return sweep, root or sweep.results or sweep.experiment.results or ""
+
+    def _create_sweep_object(self, obj: Any, name: str) -> None:
+        try:
+            self.applier.create(obj)
+        except ConflictError as exc:
+            raise ConflictError(self._sweep_conflict(name)) from exc
+
+    def _sweep_conflict(self, name: str) -> str:
+        return (
+            f"a sweep {name!r} with a different spec is in namespace {self.namespace}: stop it first "
+            f"(Sweep.attach({name!r}, cluster=...).stop() or `rlcloud sweep stop {name}`; finished trials are "
+            "kept), or give the new sweep another name"
+        )
+
+    def _unknown_sweep(self, name: str) -> str:
+        try:
+            known = self.list_sweeps()
+        except RLCloudError:
+            known = []
+        hint = f"; sweeps there: {', '.join(known)}" if known else ""
+        return f"no sweep {name!r} in namespace {self.namespace}{hint}"
+
+    def _sweep_config(self, name: str) -> tuple[SweepSpec, str] | None:
+        """The sweep spec and results root from its ConfigMap (read every time: one request; parsed once
+        per version of it)."""
+        cm = self.applier.read("ConfigMap", sweep_object_name(name), self.namespace)
+        if cm is None:
+            self._sweep_configs.pop(name, None)
+            return None
+        key = (get(cm, "metadata", "annotations") or {}).get(ANNOTATION_CONFIG_HASH) or get(
+            cm, "metadata", "resourceVersion"
+        )
+        cached = self._sweep_configs.get(name)
+        if cached is not None and cached[0] == key:
+            return cached[1], cached[2]
+        data = cm.get("data") or {}
+        if CONFIG_KEY_SWEEP not in data:
+            raise NotFoundError(
+                f"ConfigMap {sweep_object_name(name)} holds no {CONFIG_KEY_SWEEP}: not an rlcloud sweep"
+            )
+        from rlcloud.specs.sweep import SweepSpec
+
+        sweep = SweepSpec.from_yaml_text(data[CONFIG_KEY_SWEEP])
+        root = str(data.get(CONFIG_KEY_RESULTS) or "")
+        if cached is not None:
+            self._forget_sweep(name)  # another sweep of that name: its trials' progress is not this one's
+        self._sweep_configs[name] = (key, sweep, root)
+        return sweep, root
+
+    def _forget_sweep(self, name: str) -> None:
+        self._sweep_stores.pop(name, None)
+        self._finished_progress = {k: v for k, v in self._finished_progress.items() if k[0] != name}
+
+    def _trial_progress(self, name: str, trials: builtins.list[tuple[str, str]]) -> dict[str, dict[str, Any]]:
+        """progress.json of the trials that have one to read: running ones (fresh), finished ones (once).
+
+        ``trials``: (trial name, observed state). Reads go to the results store in parallel (each a small
+        GET); none goes to the Kubernetes API.
+        """
+        out: dict[str, dict[str, Any]] = {}
+        todo: builtins.list[tuple[str, bool]] = []
+        for trial_name, state in trials:
+            cached = self._finished_progress.get((name, trial_name))
+            if cached is not None:
+                out[trial_name] = cached
+            elif state in ("running", "succeeded", "failed", "stopped"):
+                todo.append((trial_name, state != "running"))
+        if not todo:
+            return out
+        store = self._sweep_store(name)
+        if store is None:
+            return out
+
+        def read(trial_name: str) -> dict[str, Any]:
+            from rlcloud.storage import read_progress
+
+            try:
+                return read_progress(store.child(trial_name)) or {}
+            except RLCloudError as exc:
+                logger.debug("progress of %s/%s unreadable: %s", name, trial_name, exc)
+                return {}
+
+        if len(todo) == 1:
+            results = [read(todo[0][0])]
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max_workers=min(16, len(todo))) as pool:
+                results = list(pool.map(read, [t for t, _ in todo]))
+        for (trial_name, finished), got in zip(todo, results, strict=True):
+            out[trial_name] = got
+            # a finished trial's progress no longer changes, but one that has none yet (its last sync still
+            # on the way) is asked again next time
+            if finished and got.get("state") in _FINAL_PROGRESS:
+                self._finished_progress[(name, trial_name)] = got
+        return out
+
+    def _sweep_store(self, name: str) -> Store | None:
+        if name in self._sweep_stores:
+            return self._sweep_stores[name]
+        config = self._sweep_configs.get(name)
+        root = config[2] if config is not None else ""
+        if not root:
+            return None
+        opener = self._store_opener
+        if opener is None:
+            from rlcloud.storage import open_store
+
+            opener = open_store
+        try:
+            store = opener(results_location(root, name, resolve=False))
+        except RLCloudError as exc:
+            logger.debug("results store of sweep %s unavailable: %s", name, exc)
+            return None
+        self._sweep_stores[name] = store
+        return store
+
+    def _check_results(self, results: str, what: str) -> None:
+        if not is_gcs(results) and not self.local_results:
+            raise SpecError(
+                [
+                    SpecProblem(
+                        "results",
+                        f"{what} on Kubernetes needs a gs://BUCKET[/PREFIX] results location: its pods "
+                        "cannot write to a directory of this machine",
+                        results,
+                    )
+                ]
+            )
+
     def list(self) -> list[str]:
         """Names of the experiments in the namespace (from their spec ConfigMaps)."""
         cms = self.applier.list_items(
@@ -552,3 +838,42 @@ class KubernetesBackend(ExperimentBackend):
             if involved is not None and involved in names:
                 out.setdefault(involved, []).append(event)
         return out
+
+
+#: progress.json states after which a trial's progress no longer changes
+_FINAL_PROGRESS = frozenset({"succeeded", "failed", "stopped", "stopped-early"})
+
+
+def _state_on_record(progress: dict[str, Any]) -> TrialState:
+    """A trial's state when its sweep's Job is gone: what its progress.json says it came to."""
+    recorded = progress.get("state")
+    if recorded == "stopped-early":
+        return "stopped early"
+    if recorded in ("succeeded", "failed"):
+        return recorded  # type: ignore[no-any-return]
+    return "stopped"
+
+
+def _sweep_overall(job: JSON | None, trials: builtins.list[TrialStatus]) -> tuple[ExperimentState, str | None]:
+    """The sweep's state and a one-line message, from its Job (None: gone) and its trials."""
+    failed = sum(1 for t in trials if t.state == "failed")
+    if job is None:
+        if trials and all(t.state in ("succeeded", "stopped early", "failed") for t in trials):
+            return (
+                "failed" if failed else "succeeded"
+            ), "the sweep's Job has been cleaned up; results are in the store"
+        return "stopped", "the sweep's Job is gone: start the sweep again to run the trials that did not finish"
+    finished = job_finished(job)
+    if finished == "succeeded":
+        return "succeeded", None
+    if finished == "failed":
+        return "failed", f"{failed} of {len(trials)} trials failed" if failed else None
+    if is_suspended(job):
+        queue = labels(job).get(KUEUE_QUEUE_LABEL)
+        if queue:
+            return "pending", f"waiting for Kueue to admit the sweep (queue {queue})"
+        return "pending", "the sweep's Job is suspended"
+    if any(t.state == "running" for t in trials):
+        return "running", (f"{failed} trial(s) failed" if failed else None)
+    pending = next((t for t in trials if t.state == "pending" and t.reason), None)
+    return "pending", (f"{pending.name}: {pending.reason}" if pending else None)

@@ -8,6 +8,9 @@ What :func:`build_workloads` returns, per run mode (the same number of objects f
                     Indexed Job <name>-env (num_workers env-server pods <name>-env-<i>.<name>-env),
                     Job <name>-agent (the learner, dialling every env server)
 
+and :func:`build_sweep_workloads` for a sweep of any number of trials: ConfigMap ``<sweep>-sweep`` (the
+sweep spec) and Indexed Job ``<sweep>-sweep`` (pod ``i`` runs trial ``i``).
+
 With ``gpu_type`` the learner requests GPUs on nodes of that type (toleration + node selector); env
 servers request none but tolerate the GPU nodes' taint, so they may use those nodes' spare CPUs.
 
@@ -42,18 +45,22 @@ from rlcloud.roles import Role, learner_role
 
 if TYPE_CHECKING:
     from rlcloud.specs import ExperimentSpec, Resources
+    from rlcloud.specs.sweep import SweepSpec
 
 __all__ = [
     "ANNOTATION_CONFIG_HASH",
     "CONFIG_KEY_RESULTS",
     "CONFIG_KEY_SPEC",
+    "CONFIG_KEY_SWEEP",
     "DEFAULT_IMAGE",
     "ENV_SERVER_PORT",
     "LABEL_EXPERIMENT",
     "LABEL_MANAGED_BY",
     "LABEL_ROLE",
+    "LABEL_SWEEP",
     "MANAGED_BY",
     "RUNNER_SERVICE_ACCOUNT",
+    "SWEEP_RESULTS_ENV",
     "WORKDIR",
     "build_credentials_secret",
     "build_namespace",
@@ -61,6 +68,7 @@ __all__ = [
     "build_role",
     "build_role_binding",
     "build_service_account",
+    "build_sweep_workloads",
     "build_workloads",
     "config_hash",
     "config_map_name",
@@ -68,6 +76,10 @@ __all__ = [
     "experiment_selector",
     "job_names",
     "labels_for",
+    "sweep_labels",
+    "sweep_object_name",
+    "sweep_selector",
+    "sweep_yaml",
     "to_dict",
 ]
 
@@ -75,11 +87,24 @@ LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGED_BY = "rlcloud"
 LABEL_EXPERIMENT = "rlcloud.io/experiment"
 LABEL_ROLE = "rlcloud.io/role"
+#: a sweep's objects carry this label (and never LABEL_EXPERIMENT)
+LABEL_SWEEP = "rlcloud.io/sweep"
+#: the Kueue LocalQueue a Job is submitted to
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+ANNOTATION_TRIALS = "rlcloud.io/num-trials"
+#: the role label of a sweep's Job and pods
+TRIAL_ROLE = "trial"
+#: the environment variable that tells a sweep's pod where the sweep's results go (``<root>/<sweep>``)
+SWEEP_RESULTS_ENV = "RLCLOUD_SWEEP_RESULTS"
+#: trials run at once when the sweep does not say (the Job controller creates pods in batches anyway)
+DEFAULT_SWEEP_PARALLELISM = 100
+MAX_INT32 = 2**31 - 1
 #: hash of what rlcloud asked for (without server defaults): start() compares it on 409
 ANNOTATION_CONFIG_HASH = "rlcloud.io/config-hash"
 ANNOTATION_WORKERS = "rlcloud.io/num-workers"
 
 CONFIG_KEY_SPEC = "spec.yaml"
+CONFIG_KEY_SWEEP = "sweep.yaml"
 CONFIG_KEY_RESULTS = "results"
 CONTAINER = "runner"
 SPEC_DIR = "/etc/rlcloud"
@@ -308,25 +333,25 @@ def _resources(res: Resources, gpus: int) -> k8s.V1ResourceRequirements | None:
     return k8s.V1ResourceRequirements(requests=dict(amounts), limits=dict(amounts))
 
 
-def _failure_policy() -> k8s.V1PodFailurePolicy:
-    return k8s.V1PodFailurePolicy(
-        rules=[
-            # preemption, eviction, node drain: not the experiment's fault, do not spend the budget
+def _failure_policy(spec_error_action: str | None = "FailJob") -> k8s.V1PodFailurePolicy:
+    rules = [
+        # preemption, eviction, node drain: not the experiment's fault, do not spend the budget
+        k8s.V1PodFailurePolicyRule(
+            action="Ignore",
+            on_pod_conditions=[k8s.V1PodFailurePolicyOnPodConditionsPattern(type="DisruptionTarget", status="True")],
+        ),
+    ]
+    if spec_error_action is not None:
+        # the spec or the environment is wrong: every retry would fail the same way
+        rules.append(
             k8s.V1PodFailurePolicyRule(
-                action="Ignore",
-                on_pod_conditions=[
-                    k8s.V1PodFailurePolicyOnPodConditionsPattern(type="DisruptionTarget", status="True")
-                ],
-            ),
-            # the spec or the environment is wrong: every retry would fail the same way
-            k8s.V1PodFailurePolicyRule(
-                action="FailJob",
+                action=spec_error_action,
                 on_exit_codes=k8s.V1PodFailurePolicyOnExitCodesRequirement(
                     container_name=CONTAINER, operator="In", values=list(SPEC_ERROR_EXIT_CODES)
                 ),
-            ),
-        ]
-    )
+            )
+        )
+    return k8s.V1PodFailurePolicy(rules=rules)
 
 
 def _pod_spec(
@@ -345,7 +370,10 @@ def _pod_spec(
     ports: list[k8s.V1ContainerPort] | None = None,
     subdomain: str | None = None,
     tolerate_gpu_nodes: bool = False,
+    config_key: str = CONFIG_KEY_SPEC,
 ) -> k8s.V1PodSpec:
+    # the runner reads an experiment's spec (--spec) or a sweep's (--sweep), mounted from the ConfigMap
+    spec_flag = "--sweep" if config_key == CONFIG_KEY_SWEEP else "--spec"
     mounts = [
         k8s.V1VolumeMount(name="spec", mount_path=SPEC_DIR, read_only=True),
         k8s.V1VolumeMount(name="work", mount_path=WORKDIR_MOUNT),
@@ -354,7 +382,7 @@ def _pod_spec(
         k8s.V1Volume(
             name="spec",
             config_map=k8s.V1ConfigMapVolumeSource(
-                name=config_map, items=[k8s.V1KeyToPath(key=CONFIG_KEY_SPEC, path=CONFIG_KEY_SPEC)]
+                name=config_map, items=[k8s.V1KeyToPath(key=config_key, path=config_key)]
             ),
         ),
         k8s.V1Volume(name="work", empty_dir=k8s.V1EmptyDirVolumeSource()),
@@ -375,7 +403,7 @@ def _pod_spec(
         image=image,
         image_pull_policy="IfNotPresent",
         command=["python", "-m", "rlcloud.runner"],
-        args=["--role", role, "--index", index_arg, "--spec", f"{SPEC_DIR}/{CONFIG_KEY_SPEC}", "--workdir", WORKDIR],
+        args=["--role", role, "--index", index_arg, spec_flag, f"{SPEC_DIR}/{config_key}", "--workdir", WORKDIR],
         env=env,
         ports=ports,
         resources=resources,
@@ -573,14 +601,7 @@ def build_workloads(
         index_arg="$(RLCLOUD_INDEX)",
         env=[
             *base_env,
-            k8s.V1EnvVar(
-                name="RLCLOUD_INDEX",
-                value_from=k8s.V1EnvVarSource(
-                    field_ref=k8s.V1ObjectFieldSelector(
-                        field_path=f"metadata.annotations['{JOB_COMPLETION_INDEX_ANNOTATION}']"
-                    )
-                ),
-            ),
+            _index_env(),
             k8s.V1EnvVar(name="RLCLOUD_PORT", value=str(ENV_SERVER_PORT)),
             k8s.V1EnvVar(name="RLCLOUD_IDLE_TIMEOUT", value=str(IDLE_TIMEOUT_SECONDS)),
         ],
@@ -606,3 +627,200 @@ def build_workloads(
     )
     # env servers first: they listen and wait, the agent dials them as soon as it starts
     return [config_map, service, env_job, learner_job]
+
+
+# ---------------------------------------------------------------------------------------------------
+# sweeps
+
+
+def sweep_object_name(sweep: str) -> str:
+    """Name of a sweep's ConfigMap and of its Indexed Job (``<sweep>-sweep``: never an experiment's name)."""
+    return f"{sweep}-sweep"
+
+
+def sweep_labels(sweep: str, role: str) -> dict[str, str]:
+    """The labels of a sweep's objects: distinct from an experiment's, so experiments' verbs never match them."""
+    return {LABEL_MANAGED_BY: MANAGED_BY, LABEL_SWEEP: sweep, LABEL_ROLE: role}
+
+
+def sweep_selector(sweep: str | None = None) -> str:
+    """Label selector for one sweep's objects (or every sweep's when ``sweep`` is None)."""
+    selector = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
+    return f"{selector},{LABEL_SWEEP}={sweep}" if sweep else f"{selector},{LABEL_SWEEP}"
+
+
+def sweep_yaml(sweep: SweepSpec) -> str:
+    """The sweep as the YAML its pods read back: loading it gives an equal SweepSpec, so every pod computes
+    exactly the trials the facade validated.
+
+    Explicit nulls are kept (as ``ExperimentSpec.to_yaml`` keeps them): a trial's ``saver_frequency: null``
+    left out would come back as the field's default (600 s). ``SweepSpec.to_yaml()`` drops them at the
+    time of writing, hence this serialisation of its own.
+    """
+    import yaml
+
+    data = {"kind": "Sweep", **sweep.model_dump(mode="json")}
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, allow_unicode=True)
+
+
+def _index_env() -> k8s.V1EnvVar:
+    """``RLCLOUD_INDEX``: the pod's completion index (downward API), for ``--index $(RLCLOUD_INDEX)``."""
+    return k8s.V1EnvVar(
+        name="RLCLOUD_INDEX",
+        value_from=k8s.V1EnvVarSource(
+            field_ref=k8s.V1ObjectFieldSelector(field_path=f"metadata.annotations['{JOB_COMPLETION_INDEX_ANNOTATION}']")
+        ),
+    )
+
+
+def _sweep_role(sweep: SweepSpec) -> str:
+    """The learner role every trial runs as; one pod template serves all trials, so they must agree."""
+    base = sweep.experiment.run_mode
+    modes = {str(base)}
+    values = sweep.parameters.get("run_mode")
+    if isinstance(values, list):
+        modes |= {str(v) for v in values}
+    elif values is not None:  # a distribution: its choices
+        modes |= {str(v) for v in (values.choice or [])}
+    if "distributed" in modes:
+        raise SpecError(
+            [
+                SpecProblem(
+                    "experiment.run_mode",
+                    "a trial of a sweep on Kubernetes runs in one pod of an Indexed Job, which cannot hold "
+                    "distributed env-server pods: use single or multi-threaded, or run each configuration "
+                    "as its own experiment",
+                    "distributed",
+                )
+            ]
+        )
+    roles = {learner_role(mode).value for mode in modes}
+    if len(roles) > 1:
+        raise SpecError(
+            [
+                SpecProblem(
+                    "parameters.run_mode",
+                    "the trials of one sweep on Kubernetes share one pod template: sweep single and "
+                    "multi-threaded runs as two sweeps",
+                    sorted(modes),
+                )
+            ]
+        )
+    return roles.pop()
+
+
+def build_sweep_workloads(
+    sweep: SweepSpec,
+    *,
+    image: str | None = None,
+    namespace: str,
+    results: str | None = None,
+    gpu_type: str | None = None,
+    service_account: str | None = None,
+    credentials_secret: str | None = None,
+    queue: str | None = None,
+    kubernetes_version: str = "1.29",
+) -> list[Any]:
+    """The Kubernetes objects that run every trial of ``sweep``: a ConfigMap and ONE Indexed Job.
+
+    Whatever the number of trials, that is two objects, and the ConfigMap holds the sweep spec (the grid,
+    not its expansion) and the results root: a 1,000-trial sweep costs the API server what a 10-trial one
+    does. Pod ``i`` runs ``python -m rlcloud.runner --role single|multi --index i --sweep
+    /etc/rlcloud/sweep.yaml``: it computes trial ``i`` itself (:meth:`SweepSpec.trial`) and writes to
+    ``<results>/<sweep>/<trial>/`` (``RLCLOUD_SWEEP_RESULTS`` is ``<results>/<sweep>``).
+
+    The Job: ``completions`` = trials, ``parallelism`` = ``max_parallel`` (default: trials, at most
+    :data:`DEFAULT_SWEEP_PARALLELISM`); from Kubernetes 1.29 each trial is retried on its own
+    (``backoffLimitPerIndex``) and a spec error (exit 2/3) fails that trial alone (``FailIndex``); on older
+    versions the trials share one budget (``backoffLimit`` = retries x trials) and spec errors are ordinary
+    failures, because ``FailJob`` would end every other trial too. Preemption is ignored as for
+    experiments. With ``queue`` (a Kueue LocalQueue) the Job carries ``kueue.x-k8s.io/queue-name`` and is
+    created suspended: Kueue un-suspends it when it admits the sweep.
+
+    The pod template is the base experiment's: its learner resources, GPUs (``gpu_type`` as for
+    :func:`build_workloads`) and image apply to every trial. Distributed trials are refused (an Indexed
+    Job's pod cannot hold env servers), so is a ``run_mode`` parameter that mixes single and
+    multi-threaded trials.
+    """
+    from rlcloud.specs.sweep import SweepSpec as _SweepSpec
+
+    if not isinstance(sweep, _SweepSpec):
+        raise TypeError(f"build_sweep_workloads needs a SweepSpec, not {type(sweep).__name__}")
+    base = sweep.experiment
+    image = image or base.image or DEFAULT_IMAGE
+    _check_inputs(base, namespace, image)
+    version = _k8s_version(kubernetes_version)
+    role = _sweep_role(sweep)
+    results = results if results is not None else (sweep.results or base.results)
+    name = sweep.name
+    object_name = sweep_object_name(name)
+    trials = sweep.num_trials
+
+    data = {CONFIG_KEY_SWEEP: sweep_yaml(sweep)}
+    if results:
+        data[CONFIG_KEY_RESULTS] = results
+    config_map = _stamp(
+        k8s.V1ConfigMap(
+            api_version="v1",
+            kind="ConfigMap",
+            metadata=k8s.V1ObjectMeta(
+                name=object_name,
+                namespace=namespace,
+                labels=sweep_labels(name, CONFIG_ROLE),
+                annotations={ANNOTATION_TRIALS: str(trials)},
+            ),
+            data=data,
+        )
+    )
+
+    env = [k8s.V1EnvVar(name="PYTHONUNBUFFERED", value="1"), _index_env()]
+    if results:
+        # not resolved: a local path is the pod's (or the fake kubelet's), not this machine's
+        location = results_location(results, name, resolve=False)
+        env.append(k8s.V1EnvVar(name=SWEEP_RESULTS_ENV, value=_escape(location)))
+    gpus = base.resources.learner.gpus
+    if gpus is None:
+        gpus = 1 if gpu_type else 0
+    pod = _pod_spec(
+        role=role,
+        index_arg="$(RLCLOUD_INDEX)",
+        image=image,
+        env=env,
+        resources=_resources(base.resources.learner, gpus),
+        config_map=object_name,
+        grace=LEARNER_GRACE_SECONDS,
+        service_account=service_account,
+        credentials_secret=credentials_secret,
+        gpu_type=str(gpu_type) if gpu_type else None,
+        gpus=gpus,
+        config_key=CONFIG_KEY_SWEEP,
+    )
+    per_index = version >= (1, 29)
+    pod_labels = sweep_labels(name, TRIAL_ROLE)
+    job_labels = dict(pod_labels)
+    if queue:
+        job_labels[KUEUE_QUEUE_LABEL] = queue
+    spec = k8s.V1JobSpec(
+        completion_mode="Indexed",
+        completions=trials,
+        parallelism=min(sweep.max_parallel or DEFAULT_SWEEP_PARALLELISM, trials),
+        template=k8s.V1PodTemplateSpec(metadata=k8s.V1ObjectMeta(labels=pod_labels), spec=pod),
+        # FailIndex: a trial whose spec or environment is wrong fails alone, the others go on
+        pod_failure_policy=_failure_policy("FailIndex" if per_index else None),
+        ttl_seconds_after_finished=TTL_SECONDS_AFTER_FINISHED,
+        # Kueue admits a queued Job by un-suspending it
+        suspend=bool(queue),
+    )
+    if per_index:
+        spec.backoff_limit_per_index = LEARNER_BACKOFF_LIMIT
+    else:
+        spec.backoff_limit = min(LEARNER_BACKOFF_LIMIT * trials, MAX_INT32)
+    job = _stamp(
+        k8s.V1Job(
+            api_version="batch/v1",
+            kind="Job",
+            metadata=k8s.V1ObjectMeta(name=object_name, namespace=namespace, labels=job_labels),
+            spec=spec,
+        )
+    )
+    return [config_map, job]

@@ -21,6 +21,7 @@ from rlcloud.roles import LEARNER_ROLES, Role
 __all__ = [
     "JSON",
     "Observed",
+    "TrialObserved",
     "anything_pending",
     "classify_unschedulable",
     "condition",
@@ -41,6 +42,7 @@ __all__ = [
     "pod_sort_key",
     "role_rank",
     "role_statuses",
+    "trial_states",
     "why_pending",
 ]
 
@@ -349,3 +351,62 @@ def overall(
         return "running", (f"{pending.label}: {pending.reason}" if pending else None)
     pending = next((r for r in roles if r.state == "pending" and r.reason), None)
     return "pending", (f"{pending.label}: {pending.reason}" if pending else None)
+
+
+@dataclass(frozen=True)
+class TrialObserved:
+    """What a sweep's Job and pods say of one trial (completion index), before its progress is read."""
+
+    state: str  # queued | pending | running | succeeded | failed | stopped
+    reason: str | None = None
+    exit_code: int | None = None
+    restarts: int = 0
+
+
+def trial_states(job: JSON | None, pods: list[JSON], num_trials: int) -> list[TrialObserved]:
+    """Each trial's state from its sweep's Indexed Job (``status.completedIndexes``/``failedIndexes``,
+    conditions, ``suspend``) and the Job's pods, in index order. Pure; O(trials + pods).
+
+    ``job`` None (deleted after ``ttlSecondsAfterFinished``, or stopped) leaves every trial "stopped": the
+    caller asks the results store what became of it.
+    """
+    if job is None:
+        return [TrialObserved("stopped") for _ in range(num_trials)]
+    by_index: dict[int, list[JSON]] = {}
+    for pod in pods:
+        by_index.setdefault(pod_index(pod), []).append(pod)
+    completed = parse_indexes(get(job, "status", "completedIndexes"))
+    failed = parse_indexes(get(job, "status", "failedIndexes"))
+    finished = job_finished(job)
+    failed_cond = condition(job, "Failed") or condition(job, "FailureTarget")
+    job_reason = (
+        one_line(failed_cond.get("message") or failed_cond.get("reason") or "the Job failed") if failed_cond else None
+    )
+    suspended = is_suspended(job)
+    out: list[TrialObserved] = []
+    for index in range(num_trials):
+        candidates = sorted(by_index.get(index, []), key=pod_sort_key)
+        current = candidates[-1] if candidates else None
+        current_phase = phase(current) if current is not None else None
+        restarts = sum(1 for p in candidates if p is not current and phase(p) == "Failed")
+        code = exit_code(current) if current is not None else None
+        if index in completed or current_phase == "Succeeded":
+            out.append(TrialObserved("succeeded", exit_code=code, restarts=restarts))
+        elif index in failed:  # out of backoffLimitPerIndex, or FailIndex on a spec error
+            why = "a spec or environment error" if code in (2, 3) else f"exit code {code}"
+            out.append(TrialObserved("failed", f"failed ({why}) after {restarts + 1} attempt(s)", code, restarts))
+        elif finished:
+            # the Job ended without this trial (its backoff budget ran out, a deadline...): it will not run
+            out.append(TrialObserved("failed" if current_phase == "Failed" else "stopped", job_reason, code, restarts))
+        elif current_phase == "Running":
+            out.append(TrialObserved("running", restarts=restarts))
+        elif current_phase == "Pending" and current is not None:
+            out.append(TrialObserved("pending", why_pending(current, []), restarts=restarts))
+        elif current_phase == "Failed" and not suspended:
+            reason = f"restarting: the previous pod exited with code {code}"
+            out.append(TrialObserved("pending", reason, code, restarts + 1))
+        elif suspended:
+            out.append(TrialObserved("queued", "the sweep's Job is suspended", restarts=restarts))
+        else:
+            out.append(TrialObserved("queued", restarts=restarts))
+    return out

@@ -1,5 +1,8 @@
 """The runner's entry point: ``python -m rlcloud.runner --role ROLE --index N --spec PATH --workdir DIR``.
 
+A pod of a sweep's Indexed Job runs ``--sweep SWEEP.yaml --index I`` instead of ``--spec``: it computes
+trial ``I`` of the sweep and runs it as an ordinary single/multi learner (:func:`_prepare_trial`).
+
 Roles (docs/contracts.md):
 
 * ``single`` / ``multi``: train in this process (one environment, or ``num_workers`` batched or in
@@ -47,6 +50,7 @@ __all__ = [
     "EXIT_SPEC",
     "EXIT_TERMINATED",
     "ROLES",
+    "SWEEP_RESULTS_ENV",
     "main",
     "parse_args",
 ]
@@ -60,6 +64,9 @@ EXIT_CONSTRUCTION = 3
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
 
+#: Where a sweep's results go (``<results root>/<sweep>``); each trial writes to ``<that>/<trial>``.
+SWEEP_RESULTS_ENV = "RLCLOUD_SWEEP_RESULTS"
+
 #: The ``--role`` choices: every :class:`rlcloud.roles.Role`.
 ROLES: tuple[str, ...] = tuple(role.value for role in Role)
 
@@ -69,7 +76,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m rlcloud.runner", description=__doc__.split("\n")[0])
     parser.add_argument("--role", required=True, choices=ROLES, help="what this process does")
     parser.add_argument("--index", type=int, default=0, help="index of this role (env servers: 0..N-1)")
-    parser.add_argument("--spec", required=True, help="path of the resolved ExperimentSpec (spec.yaml)")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--spec", help="path of the resolved ExperimentSpec (spec.yaml)")
+    source.add_argument(
+        "--sweep", help="path of a SweepSpec (sweep.yaml): run its trial number --index (a pod of a sweep's Job)"
+    )
     parser.add_argument("--workdir", required=True, help="directory for checkpoints, metrics, summaries")
     return parser.parse_args(argv)
 
@@ -273,19 +284,91 @@ def _train(
     return EXIT_OK
 
 
+def _prepare_trial(args: argparse.Namespace) -> tuple[ExperimentSpec, Path] | int:
+    """``--sweep``: the spec and work directory of trial ``--index`` of the sweep, or an exit code.
+
+    The trial's results location is ``$RLCLOUD_SWEEP_RESULTS/<trial>`` (set as ``RLCLOUD_RESULTS`` for the
+    syncer); without that variable the trial trains in ``<workdir>/<trial>``. Like ``Experiment.start``,
+    the trial is started under its record (:mod:`rlcloud.record`): a new trial writes its spec of record,
+    a retried one is checked against it (a different learning setup is refused: exit 2) and resumes from
+    its checkpoint; either way a history line is added. A trial whose progress says it finished (a sweep
+    started again after a stop) exits 0 at once.
+    """
+    from rlcloud.errors import RLCloudError
+    from rlcloud.local.sweeper import early_stopping_env
+    from rlcloud.record import append_history, check_resume, create_record
+    from rlcloud.specs.sweep import SweepSpec
+    from rlcloud.storage import open_store, read_progress
+
+    try:
+        sweep = SweepSpec.from_yaml_text(Path(args.sweep).read_text(encoding="utf-8"))
+        trial = sweep.trial(args.index)
+    except (SpecError, IndexError) as exc:
+        logger.error("invalid sweep %s (trial %d): %s", args.sweep, args.index, exc)
+        return EXIT_SPEC
+    except OSError as exc:
+        logger.error("cannot read the sweep %s: %s", args.sweep, exc)
+        return EXIT_SPEC
+    logger.info(
+        "sweep %s, trial %d of %d: %s (%s)", sweep.name, trial.index, sweep.num_trials, trial.name, trial.config
+    )
+    if Role(args.role).run_mode != str(trial.spec.run_mode):  # checked before anything is recorded
+        logger.error("role %s serves run_mode %s, but trial %s is %s", args.role, Role(args.role).run_mode,
+                     trial.name, trial.spec.run_mode)  # fmt: skip
+        return EXIT_SPEC
+    workdir = Path(args.workdir)
+    location = os.environ.get(SWEEP_RESULTS_ENV)
+    if location:
+        results = location.rstrip("/") + "/" + trial.name
+        os.environ["RLCLOUD_RESULTS"] = results
+    else:
+        location = str(workdir)
+        workdir = workdir / trial.name
+        results = str(workdir)
+        os.environ.pop("RLCLOUD_RESULTS", None)
+    os.environ.update(early_stopping_env(sweep, trial, location))
+    try:
+        store = open_store(results)
+        done = (read_progress(store) or {}).get("state")
+        if done in ("succeeded", "stopped-early"):
+            logger.info("trial %s has finished already (%s): nothing to do", trial.name, done)
+            return EXIT_OK
+        changes = check_resume(store, trial.spec)  # a ChangedRunError is a SpecError: not retried
+        event = "created" if changes is None and create_record(store, trial.spec) else "resumed"
+        if changes is None and event == "resumed":  # a racing pod of the same index created it a moment ago
+            changes = check_resume(store, trial.spec)
+        where = f"sweep {sweep.name} index {trial.index} ({os.environ.get('HOSTNAME') or 'pod'})"
+        append_history(store, trial.spec, event=event, changes=changes or [], where=where)
+    except SpecError as exc:
+        logger.error("trial %s cannot start: %s", trial.name, exc)
+        return EXIT_SPEC
+    except RLCloudError as exc:  # the results store is unreachable: worth a retry
+        logger.error("trial %s: results store %s: %s", trial.name, results, exc)
+        return EXIT_CRASH
+    return trial.spec, workdir
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one runner role; return its exit code (see the module docstring)."""
     args = parse_args(argv)
     _setup_logging(args.role, args.index)
     workdir = Path(args.workdir)
-    try:
-        spec = _load_spec(args.spec)
-    except SpecError as exc:
-        logger.error("invalid spec %s: %s", args.spec, exc)
-        return EXIT_SPEC
-    except OSError as exc:
-        logger.error("cannot read the spec %s: %s", args.spec, exc)
-        return EXIT_SPEC
+    if args.sweep is not None:
+        prepared = _prepare_trial(args)
+        if isinstance(prepared, int):
+            return prepared
+        spec, workdir = prepared
+        # within its trial (an experiment of its own) the learner is instance 0: logs/<role>-0.log
+        args.index = 0
+    else:
+        try:
+            spec = _load_spec(args.spec)
+        except SpecError as exc:
+            logger.error("invalid spec %s: %s", args.spec, exc)
+            return EXIT_SPEC
+        except OSError as exc:
+            logger.error("cannot read the spec %s: %s", args.spec, exc)
+            return EXIT_SPEC
     if spec.debug_logging:
         _setup_logging(args.role, args.index, debug=True)
     mode = str(spec.run_mode)

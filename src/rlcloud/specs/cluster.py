@@ -19,6 +19,7 @@ REGION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
 PROJECT_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 LABEL_KEY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{0,63}$")
+QUEUE_RE = re.compile(r"^(?=.{1,63}$)[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 
 class GpuType(StrEnum):
@@ -181,6 +182,11 @@ class ClusterSpec(StrictModel):
         default_factory=list,
         description="Zones to retry in when the location has no capacity (ZONE_RESOURCE_POOL_EXHAUSTED).",
     )
+    queue: str | None = Field(
+        None,
+        description="Kueue LocalQueue that sweeps are submitted to: their Job is created suspended with the "
+        "kueue.x-k8s.io/queue-name label, and Kueue starts it when the queue has quota. Empty: no Kueue.",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -242,6 +248,18 @@ class ClusterSpec(StrictModel):
             valid = ", ".join(t.value for t in GpuType)
             raise PydanticCustomError(
                 "gpu_type", "unknown gpu_type {v}; valid: {valid}", {"v": excerpt(value), "valid": valid}
+            )
+        return value
+
+    @field_validator("queue")
+    @classmethod
+    def _queue(cls, value: str | None) -> str | None:
+        # it becomes a label value (at most 63 characters) naming a LocalQueue (a DNS-1123 name)
+        if value is not None and not QUEUE_RE.match(value):
+            raise PydanticCustomError(
+                "queue",
+                "queue must name a Kueue LocalQueue: at most 63 lowercase letters, digits, '-' or '.', starting "
+                "and ending with a letter or digit (e.g. 'team-a')",
             )
         return value
 
