@@ -429,6 +429,7 @@ class LocalBackend(ExperimentBackend):
         self._stop(name, paused=True)
 
     def _stop(self, name: str, *, paused: bool) -> bool:
+        self._reap()
         exp = self._run(name)
         # Not while a start of the same run is launching its roles: it would launch some after the stop.
         with hold_flock(exp.control_lock, self._lock_timeout, f"a start or stop of {name}"):
