@@ -517,3 +517,55 @@ def test_the_log_copy_in_a_gcs_results_location_has_the_final_lines(
     text = open_store(f"{root}/gcs-tail").read_text("logs/single-0.log")
     assert "succeeded: 3 episodes (summary)" in text
     assert "single-0 exited with code 0" in text
+
+
+# ---------------------------------------------------------------------- the real runner
+
+
+@pytest.mark.training
+def test_the_real_runner_runs_once_and_checkpoints_when_its_supervisor_is_killed(tmp_path: Path) -> None:
+    root = tmp_path / "results"
+    spec = _spec("real-life", total_timesteps=10_000_000)
+    backends = [LocalBackend(str(root), grace_period=60) for _ in range(2)]
+    barrier = threading.Barrier(2)
+    started: list[bool] = []
+
+    def start(b: LocalBackend) -> None:
+        barrier.wait()
+        started.append(b.start(spec, str(root)))
+
+    threads = [threading.Thread(target=start, args=(b,)) for b in backends]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    backend = backends[0]
+    try:
+        assert sorted(started) == [False, True]
+        workdir = root / "real-life"
+        progress = workdir / "progress.json"
+        _wait_for(lambda: progress.exists() and json.loads(progress.read_text())["timestep"] > 200, 300, "training")
+        runner = json.loads((workdir / STATE_DIR / "single-0.runner").read_text())["pid"]
+        os.kill(_supervisor(workdir), signal.SIGKILL)
+        _wait_for(lambda: not _alive(runner), backend.grace_period, "the orphaned runner to checkpoint and stop")
+        log = workdir / "logs" / "single-0.log"
+        assert "received SIGTERM: checkpointing" in log.read_text()
+        checkpoint = (workdir / "checkpoints" / "LATEST").read_text().strip()
+        assert checkpoint and json.loads(progress.read_text())["checkpoint"] == checkpoint
+        status = backend.status("real-life")
+        assert status.state == "failed" and "vanished" in (status.roles[0].reason or "")
+
+        assert backend.start(spec, str(root)) is True
+        _wait_for(lambda: f"resumed from checkpoint {checkpoint}" in log.read_text(), 300, "the resume")
+        second = json.loads((workdir / STATE_DIR / "single-0.runner").read_text())["pid"]
+        assert second != runner and _alive(second)
+        backend.stop("real-life")
+        assert backend.status("real-life").state == "stopped" and not _alive(second)
+        tail = log.read_text().splitlines()[-3:]
+        assert any("stopped:" in line and "episodes" in line for line in tail), tail  # the runner's summary
+        assert "single-0 exited with code 143" in tail[-1]
+        episodes = _episodes(workdir)
+        assert episodes == sorted(set(episodes))  # one runner at a time: each episode once
+    finally:
+        for b in backends:
+            b.stop("real-life")
