@@ -4,7 +4,8 @@ It takes the runner's arguments and, for a learner role, "trains" ``STANDIN_EPIS
 ``STANDIN_DELAY`` seconds: one ``metrics.jsonl`` record and one log line each, resuming after
 ``checkpoints/LATEST``. On SIGTERM it writes ``checkpoints/ckpt-<episode>`` + ``LATEST`` and exits 143
 (unless ``STANDIN_IGNORE_TERM`` is set: then it ignores SIGTERM, like a runner stuck in a wait). Each process
-appends its pid to ``runners.log`` in the work directory, so that a test counts the runners a run had.
+appends its pid to ``runners.log`` in the work directory, so that a test counts the runners a run had (an
+env server's line says so; it only waits for SIGTERM).
 """
 
 from __future__ import annotations
@@ -33,7 +34,11 @@ def main() -> int:
         signal.signal(signal.SIGTERM, lambda signum, _frame: terminated.append(signum))
     workdir = Path(args.workdir)
     with open(workdir / "runners.log", "a", encoding="utf-8") as fh:
-        fh.write(f"{os.getpid()}\n")
+        fh.write(f"{os.getpid()}\n" if args.role != "env-server" else f"env-server {os.getpid()}\n")
+    if args.role == "env-server":  # serves until told to stop
+        while not terminated:
+            time.sleep(0.05)
+        return 143
     episodes = int(os.environ.get("STANDIN_EPISODES", "5"))
     delay = float(os.environ.get("STANDIN_DELAY", "0.05"))
     latest = workdir / "checkpoints" / "LATEST"

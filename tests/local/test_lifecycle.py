@@ -88,9 +88,11 @@ def _workdir(tmp_path: Path, name: str) -> Path:
     return tmp_path / "results" / name
 
 
-def _runners(workdir: Path) -> list[int]:
+def _runners(workdir: Path, role: str = "learner") -> list[int]:
+    """The pids of the learner runners (or, with role="env-server", the env servers) the run has had."""
     path = workdir / "runners.log"
-    return [int(line) for line in path.read_text().split()] if path.exists() else []
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [int(line.split()[-1]) for line in lines if line.startswith("env-server") == (role == "env-server")]
 
 
 def _episodes(workdir: Path) -> list[int]:
@@ -288,6 +290,36 @@ def test_a_runner_stops_after_a_checkpoint_when_its_supervisor_is_killed(
     assert not any(_alive(pid) for pid in _runners(workdir))
     episodes = _episodes(workdir)
     assert len(set(episodes)) >= len(episodes) - 1  # at most the episode in flight at the kill, as for a crash
+
+
+def test_a_distributed_run_whose_agent_supervisor_was_killed_starts_again_with_one_set_of_roles(
+    make_backend: Callable[..., LocalBackend], tmp_path: Path
+) -> None:
+    backend = make_backend(STANDIN_EPISODES="100000", STANDIN_DELAY="0.05")
+    spec = _spec("dist-orphan", run_mode="distributed", num_workers=1)
+    backend.start(spec, str(tmp_path / "results"))
+    workdir = _workdir(tmp_path, "dist-orphan")
+    _wait_for(lambda: _progress(workdir) >= 2, 30, "training")
+    (agent,) = _runners(workdir)
+    (server,) = _runners(workdir, "env-server")
+    state = json.loads((workdir / STATE_DIR / "state.json").read_text())
+    supervisor = next(r["pid"] for r in state["roles"] if r["role"] == "agent")
+    os.kill(supervisor, signal.SIGKILL)
+    _wait_for(lambda: not _alive(agent), backend.grace_period, "the orphaned agent to stop")
+    assert _alive(server)  # nobody is left to stop it: it waits for its agent (LOCAL_IDLE_TIMEOUT)
+    assert backend.status("dist-orphan").state == "failed"
+    backend.stop("dist-orphan")  # ends the env server; the agent's loss stays a failure
+    assert not _alive(server)
+    status = backend.status("dist-orphan")
+    assert status.state == "failed" and "vanished" in (status.message or ""), status
+    # A broken run is not "already running": what is left of it ends, and one new set of roles starts.
+    assert backend.start(spec, str(tmp_path / "results")) is True
+    assert not _alive(server)
+    _wait_for(lambda: len(_runners(workdir)) == 2 and len(_runners(workdir, "env-server")) == 2, 30, "new roles")
+    assert [pid for pid in _runners(workdir) + _runners(workdir, "env-server") if _alive(pid)] == [
+        _runners(workdir)[1],
+        _runners(workdir, "env-server")[1],
+    ]
 
 
 def test_stop_finds_a_runner_whose_supervisor_was_killed(

@@ -156,9 +156,10 @@ class LocalBackend(ExperimentBackend):
             previous = exp.read()
             recorded = exp.roles(previous)
             running = [r for r in recorded if exp.role_alive(r)]
-            # A stop is under way, or a role ended and its supervisor is stopping the others: the run is
-            # ending, not running; let it end before starting again.
-            ending = previous.get("stop_requested") or any(exp.exit_code(r.label) is not None for r in recorded)
+            # A stop is under way, a role ended and its supervisor is stopping the others, or a role vanished
+            # (its supervisor killed, nobody left to stop the others): the run is ending or broken, not
+            # running; end what is left before starting again.
+            ending = previous.get("stop_requested") or len(running) < len(recorded)
             if running and not ending:
                 logger.info("experiment %s is already running (%s)", name, ", ".join(r.label for r in running))
                 return False
@@ -311,7 +312,8 @@ class LocalBackend(ExperimentBackend):
                 # Its supervisor was killed: the runner got SIGTERM with it, and checkpoints and exits.
                 why = "its supervisor is gone: the runner stops after a checkpoint"
                 return RoleStatus(role.role, role.index, "running", reason=why)
-            if requested:  # ended by a stop that had to kill it (or its supervisor) before a code was written
+            if requested and role.label not in state.get("vanished", []):
+                # ended by a stop that had to kill it (or its supervisor) before a code was written
                 return RoleStatus(
                     role.role,
                     role.index,
@@ -443,7 +445,9 @@ class LocalBackend(ExperimentBackend):
                 # into a paused one that never finishes.
                 logger.info("experiment %s is not running: nothing to %s", name, "pause" if paused else "stop")
                 return False
-            exp.update(stop_requested=True, paused=paused)
+            # Roles that had vanished before this stop (a killed supervisor) stay failed: the stop did not end them.
+            vanished = [r.label for r in exp.roles(state) if r not in running and exp.exit_code(r.label) is None]
+            exp.update(stop_requested=True, paused=paused, vanished=vanished)
             # The main role first: it checkpoints; env servers only serve it.
             running.sort(key=lambda r: r.role not in LEARNER_ROLES)
             exp.stop_roles(running, self.grace_period)
