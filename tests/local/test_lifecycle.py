@@ -601,3 +601,38 @@ def test_the_real_runner_runs_once_and_checkpoints_when_its_supervisor_is_killed
     finally:
         for b in backends:
             b.stop("real-life")
+
+
+# ---------------------------------------------------------------------- sweeps: one scheduler
+
+
+def test_sweep_starts_at_the_same_moment_launch_one_scheduler(tmp_path: Path) -> None:
+    from rlcloud.local.state import read_sweep_state, scheduler_alive
+    from rlcloud.specs.sweep import SweepSpec
+
+    root = str(tmp_path / "results")
+    sweep = SweepSpec.from_dict({"name": "race-sweep", "experiment": _spec("race-trial").model_dump(mode="json"),
+                                 "seeds": 1, "max_parallel": 1})  # fmt: skip
+    backends = [LocalBackend(root, grace_period=5) for _ in range(3)]
+    barrier = threading.Barrier(len(backends))
+    started: list[bool] = []
+
+    def start(b: LocalBackend) -> None:
+        barrier.wait()
+        started.append(b.start_sweep(sweep, root))
+
+    threads = [threading.Thread(target=start, args=(b,)) for b in backends]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    statedir = tmp_path / "results" / "race-sweep" / ".rlcloud-sweep"
+    pid = read_sweep_state(statedir)["pid"]
+    try:
+        assert sorted(started) == [False, False, True]
+    finally:
+        backends[0].stop_sweep("race-sweep")
+        for b in backends:
+            for child in b._children:
+                child.wait(30)
+    assert not scheduler_alive(statedir) and not _alive(pid)

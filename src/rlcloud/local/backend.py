@@ -75,6 +75,9 @@ logger = logging.getLogger(__name__)
 #: How long an env server waits for an agent that never (re)connects before it exits by itself.
 LOCAL_IDLE_TIMEOUT = 300.0
 
+#: How long a sweep's start or stop waits for another one (the scheduler's part of a stop takes ~10 s).
+SWEEP_LOCK_TIMEOUT = 60.0
+
 
 class LocalBackend(ExperimentBackend):
     """Runs experiments as background processes on this machine (see the module docstring).
@@ -474,6 +477,11 @@ class LocalBackend(ExperimentBackend):
         """
         statedir = self._sweep_dir(sweep.name, results)
         statedir.mkdir(parents=True, exist_ok=True)
+        # Two starts at the same moment must not launch two schedulers (a stop would end only one of them).
+        with hold_flock(statedir / "control.lock", SWEEP_LOCK_TIMEOUT, f"another start or stop of sweep {sweep.name}"):
+            return self._start_sweep_locked(sweep, results, statedir)
+
+    def _start_sweep_locked(self, sweep: SweepSpec, results: str, statedir: Path) -> bool:
         state = read_sweep_state(statedir)
         if scheduler_alive(statedir) and not state.get("stop_requested"):
             logger.info("sweep %s is already running", sweep.name)
@@ -566,11 +574,12 @@ class LocalBackend(ExperimentBackend):
         state = read_sweep_state(statedir)
         if not state:
             raise NotFoundError(f"no local sweep named {name!r} under {self.results_root}")
-        update_sweep_state(statedir, stop_requested=True)
-        poll_until(lambda: True if not scheduler_alive(statedir) else None, time.monotonic() + 10, interval=POLL_S)
-        pid = read_sweep_state(statedir).get("pid")
-        if isinstance(pid, int) and scheduler_alive(statedir):
-            signal_group(pid, signal.SIGKILL)
+        with hold_flock(statedir / "control.lock", SWEEP_LOCK_TIMEOUT, f"a start or stop of sweep {name}"):
+            update_sweep_state(statedir, stop_requested=True)
+            poll_until(lambda: True if not scheduler_alive(statedir) else None, time.monotonic() + 10, interval=POLL_S)
+            pid = read_sweep_state(statedir).get("pid")
+            if isinstance(pid, int) and scheduler_alive(statedir):
+                signal_group(pid, signal.SIGKILL)
         trials_backend = LocalBackend(str(state["location"]), grace_period=self.grace_period)
         for trial in trials_backend.list():
             trials_backend.stop(trial)
