@@ -25,6 +25,7 @@ import logging
 import os
 import signal
 import socket
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -136,7 +137,8 @@ def free_ports(count: int) -> list[int]:
 
 def atomic_write(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` so that a reader sees the old or the new content, never a part."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    # One temporary name per process and thread: two threads writing the same file must not share one.
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
 
