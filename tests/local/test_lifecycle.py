@@ -591,6 +591,9 @@ def test_the_real_runner_runs_once_and_checkpoints_when_its_supervisor_is_killed
         _wait_for(lambda: f"resumed from checkpoint {checkpoint}" in log.read_text(), 300, "the resume")
         second = json.loads((workdir / STATE_DIR / "single-0.runner").read_text())["pid"]
         assert second != runner and _alive(second)
+        resumed_at = json.loads(progress.read_text())["timestep"]
+        # training again (a stop while it still starts ends it without a checkpoint or a summary)
+        _wait_for(lambda: json.loads(progress.read_text())["timestep"] > resumed_at, 300, "training again")
         backend.stop("real-life")
         assert backend.status("real-life").state == "stopped" and not _alive(second)
         tail = log.read_text().splitlines()[-3:]

@@ -82,7 +82,8 @@ def supervise(workdir: Path, label: str, command: list[str], grace_period: float
         return _finish(run, label, 128 + received[0], grace_period, "stopped before its runner started")
     env = dict(os.environ)
     env[PARENT_ENV] = str(os.getpid())
-    # From the main thread: the kernel's parent-death signal follows the thread that forked.
+    # The runner inherits the role's lock (pass_fds): it stays held while either process lives. Forked from
+    # the main thread: the kernel's parent-death signal follows the thread that forked.
     child = subprocess.Popen(
         command, stdin=subprocess.DEVNULL, env=env, pass_fds=(lock,), preexec_fn=die_with_parent(os.getpid())
     )
