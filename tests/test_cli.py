@@ -96,7 +96,9 @@ def test_spec_show_applies_overrides_and_round_trips(tmp_path: Path) -> None:
 
 def test_bad_set_and_bad_override_exit_2_without_traceback(tmp_path: Path) -> None:
     spec = tmp_path / "exp.yaml"
-    spec.write_text("name: demo\nenvironment: {type: gym, level: CartPole-v1}\nagent: {type: ppo, batch_size: 5}\nepisodes: 5\n")
+    spec.write_text(
+        "name: demo\nenvironment: {type: gym, level: CartPole-v1}\nagent: {type: ppo, batch_size: 5}\nepisodes: 5\n"
+    )
     for args in (["--set", "novalue"], ["--set", "num_workers=0"], ["--set", "run_mode=parallel"]):
         result = run_cli("spec", "show", str(spec), *args)
         assert result.returncode == 2, args
@@ -187,7 +189,9 @@ def test_verbose_and_quiet_after_the_command(tmp_path: Path) -> None:
     from rlcloud.cli import build_parser
 
     spec = tmp_path / "exp.yaml"
-    spec.write_text("name: demo\nenvironment: {type: gym, level: CartPole-v1}\nagent: {type: ppo, batch_size: 5}\nepisodes: 5\n")
+    spec.write_text(
+        "name: demo\nenvironment: {type: gym, level: CartPole-v1}\nagent: {type: ppo, batch_size: 5}\nepisodes: 5\n"
+    )
     for argv, verbose, quiet in (
         (["spec", "validate", str(spec), "-v"], 1, False),
         (["-vv", "spec", "validate", str(spec)], 2, False),
@@ -215,7 +219,9 @@ def test_every_command_help_lists_the_global_options(capsys: pytest.CaptureFixtu
 
 def test_a_bad_set_is_blamed_on_the_flag_not_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec = tmp_path / "exp.yaml"
-    spec.write_text("name: demo\nenvironment: {type: gym, level: CartPole-v1}\nagent: {type: ppo, batch_size: 5}\nepisodes: 5\n")
+    spec.write_text(
+        "name: demo\nenvironment: {type: gym, level: CartPole-v1}\nagent: {type: ppo, batch_size: 5}\nepisodes: 5\n"
+    )
     result = run_cli("spec", "show", str(spec), "--set", "num_worker=8")
     assert result.returncode == 2
     assert result.stderr.startswith("error: --set num_worker: unknown field")

@@ -63,6 +63,8 @@ class Experiment:
         self._backend: ExperimentBackend | None = None
         #: set by start(): True when the experiment was running already and nothing was started
         self.already_running = False
+        #: set by pause(), resume() and stop(): why the last of them did nothing (None: it acted)
+        self.nothing_to_do: str | None = None
         from rlcloud.results import check_results_root
 
         # `results=""` is an error, not the default; gs:// URLs, file:// URLs and paths are checked alike
@@ -210,7 +212,7 @@ class Experiment:
             while True:
                 status = self.status()
                 callback(status)
-                if status.finished:
+                if status.finished or status.state == "paused":  # as backend.wait: a paused one waits for us
                     return status
                 if deadline is not None and time.monotonic() > deadline:
                     raise RLTimeoutError(f"experiment {self.name} still {status.state} after {timeout:g} s")
@@ -224,24 +226,60 @@ class Experiment:
         """Every role's log lines, prefixed "role-index | "; ``follow`` streams until all roles end."""
         return self.backend.logs(self.name, follow=follow)
 
-    def pause(self) -> None:
-        """Checkpoint, then stop computing (processes / pods go away); :meth:`resume` continues."""
+    def pause(self) -> bool:
+        """Checkpoint, then stop computing (processes / pods go away); :meth:`resume` continues.
+
+        Returns False, doing nothing, when the experiment is not running (finished, or paused already):
+        :attr:`nothing_to_do` says why. A finished experiment stays finished.
+        """
+        if not self._can("pause", {"running", "pending", "unknown"}):
+            return False
         self.backend.pause(self.name)
+        return True
 
-    def resume(self) -> None:
-        """Continue a paused experiment from its latest checkpoint."""
+    def resume(self) -> bool:
+        """Continue a paused (or stopped) experiment from its latest checkpoint.
+
+        Returns False, doing nothing, when it is running already or has finished by itself (succeeded or
+        failed): :attr:`nothing_to_do` says why (a failed one starts again with :meth:`start`).
+        """
+        if not self._can("resume", {"paused", "stopped", "unknown"}):
+            return False
         self.backend.resume(self.name)
+        return True
 
-    def stop(self, download: bool = False, dest: str | Path | None = None) -> None:
+    def stop(self, download: bool = False, dest: str | Path | None = None) -> bool:
         """Stop the experiment (after a checkpoint where possible); optionally download results first.
 
-        Idempotent. A dedicated cluster (the spec's own) is deleted afterwards.
+        Idempotent: returns False when it had finished already (:attr:`nothing_to_do` says so); the backend
+        still clears what the finished run left (a cluster's Jobs), and a dedicated cluster (the spec's own)
+        is deleted afterwards either way.
         """
         if download:
             self.download(dest)
+        acted = self._can("stop", {"running", "pending", "paused", "unknown"})
         self.backend.stop(self.name)
         if self._cluster is not None:
             self._cluster.release_after_experiment(self.name)
+        return acted
+
+    def _can(self, verb: str, states: set[str]) -> bool:
+        """Whether ``verb`` applies to the experiment in its current state; else say why (nothing_to_do)."""
+        status = self.status()
+        if status.state in states:
+            self.nothing_to_do = None
+            return True
+        if status.finished:
+            reason = f"{self.name} has finished ({status.state}); nothing to {verb}"
+            if verb == "resume" and status.state == "failed":
+                reason += ": start it again to retry from its latest checkpoint (rlcloud experiment start)"
+        elif status.state == "running":
+            reason = f"{self.name} is running already; nothing to {verb}"
+        else:
+            reason = f"{self.name} is {status.state}; nothing to {verb}"
+        self.nothing_to_do = reason
+        log.info("%s", reason)
+        return False
 
     # ----------------------------------------------------------------------------------------- results
 

@@ -83,7 +83,8 @@ def test_distributed_run_start_status_wait_logs_and_attach(backend: LocalBackend
         "env-server-1": ("succeeded", 0),
     }
     assert final.progress["state"] == "succeeded" and final.progress["timestep"] >= 1500
-    assert (root / "local-dist" / "spec.yaml").exists()
+    # the spec the roles ran with (the spec of record, <location>/spec.yaml, is Experiment.start's: rlcloud.record)
+    assert (root / "local-dist" / STATE_DIR / "spec.yaml").exists()
     assert (root / "local-dist" / "checkpoints" / "LATEST").exists()
 
     lines = list(other.logs("local-dist", follow=True))  # everything ended: follow returns

@@ -239,7 +239,10 @@ def _role_filter(roles: list[str] | None) -> Callable[[str], bool]:
 )
 def pause(args: argparse.Namespace) -> int:
     """Checkpoint, then stop computing; resume continues from the checkpoint."""
-    _experiment(args).pause()
+    exp = _experiment(args)
+    if not exp.pause():
+        print(exp.nothing_to_do)
+        return EXIT_OK
     print(f"paused {args.name}; resume with: rlcloud experiment resume {args.name}")
     return EXIT_OK
 
@@ -247,7 +250,10 @@ def pause(args: argparse.Namespace) -> int:
 @command("experiment resume", "Resume a paused experiment.", "rlcloud experiment resume cartpole-ppo", [NAME, *TARGET])
 def resume(args: argparse.Namespace) -> int:
     """Continue a paused experiment from its latest checkpoint."""
-    _experiment(args).resume()
+    exp = _experiment(args)
+    if not exp.resume():
+        print(exp.nothing_to_do)
+        return EXIT_OK
     print(f"resumed {args.name}")
     return EXIT_OK
 
@@ -265,7 +271,10 @@ def resume(args: argparse.Namespace) -> int:
 )
 def stop(args: argparse.Namespace) -> int:
     """Stop an experiment (download its results first unless --no-download). Idempotent."""
-    _experiment(args).stop(download=not args.no_download, dest=args.dest)
+    exp = _experiment(args)
+    if not exp.stop(download=not args.no_download, dest=args.dest):
+        print(exp.nothing_to_do)
+        return EXIT_OK
     print(f"stopped {args.name}")
     return EXIT_OK
 

@@ -89,7 +89,7 @@ def follow_experiment(exp: Experiment, *, console: Any, quiet: bool = False, sto
     try:
         with Progress(*columns, console=console, disable=quiet, transient=False) as bar:
             task = bar.add_task(exp.name, total=total, info="starting")
-            while not status.finished:
+            while not status.finished and status.state != "paused":  # a paused one ends only when resumed
                 time.sleep(0.5)
                 status = exp.status()
                 prog = status.progress
@@ -108,6 +108,9 @@ def follow_experiment(exp: Experiment, *, console: Any, quiet: bool = False, sto
         console.print(summary_table(exp, status, time.monotonic() - started))
         return 130
     console.print(summary_table(exp, status, time.monotonic() - started))
+    if status.state == "paused":
+        console.print(f"{exp.name} is paused; resume with: rlcloud experiment resume {exp.name}", markup=False)
+        return 0
     if status.state == "succeeded":
         plot = _save_plot(exp)
         if plot:

@@ -38,9 +38,10 @@ from rlcloud.backend import (
     TrialStatus,
     trial_state,
 )
-from rlcloud.errors import NotFoundError
+from rlcloud.errors import ConflictError, NotFoundError
 from rlcloud.errors import TimeoutError as RLTimeoutError
 from rlcloud.local.state import (
+    GROUP_KILL_MARGIN,
     POLL_S,
     STATE_DIR,
     SWEEP_STATE_DIR,
@@ -48,7 +49,9 @@ from rlcloud.local.state import (
     RunState,
     alive,
     atomic_write,
+    flock_held,
     free_ports,
+    hold_flock,
     last_line,
     proc_starttime,
     read_sweep_state,
@@ -71,6 +74,9 @@ logger = logging.getLogger(__name__)
 
 #: How long an env server waits for an agent that never (re)connects before it exits by itself.
 LOCAL_IDLE_TIMEOUT = 300.0
+
+#: How long a sweep's start or stop waits for another one (the scheduler's part of a stop takes ~10 s).
+SWEEP_LOCK_TIMEOUT = 60.0
 
 
 class LocalBackend(ExperimentBackend):
@@ -126,25 +132,45 @@ class LocalBackend(ExperimentBackend):
 
         Idempotent: an experiment whose processes are running is left alone (returns False). One that
         ended (stopped, paused, failed, succeeded) starts again; the runner resumes from its latest
-        checkpoint (returns True).
+        checkpoint (returns True). Starts and stops of one run take turns (the run's control lock), so two
+        starts at the same moment launch one set of processes: the second finds them running. Processes of
+        a previous start that are still ending (a stop under way, a runner whose supervisor died) are
+        waited for, so that one runner at a time writes into the run's directory; ConflictError when one
+        outlives the grace period.
         """
         name = spec.name
         workdir = local_workdir(results, name)
         exp = RunState(workdir)
         self._known[name] = workdir
         self._reap()
-        if exp.exists():
-            previous = exp.read()
-            running = [r for r in exp.roles(previous) if exp.role_alive(r)]
-            if running and not previous.get("stop_requested"):
-                logger.info("experiment %s is already running (%s)", name, ", ".join(r.label for r in running))
-                return False
-            if running:  # a stop is under way: let it finish before starting again
-                exp.stop_roles(running, self.grace_period)
         workdir.mkdir(parents=True, exist_ok=True)
         exp.state_dir.mkdir(exist_ok=True)
+        with hold_flock(exp.control_lock, self._lock_timeout, f"another start or stop of {name}"):
+            return self._start_locked(exp, spec, results)
+
+    @property
+    def _lock_timeout(self) -> float:
+        """How long a start or stop waits for another one of the same run (a stop takes this long at most)."""
+        return self.grace_period + GROUP_KILL_MARGIN + 30
+
+    def _start_locked(self, exp: RunState, spec: ExperimentSpec, results: str) -> bool:
+        name = spec.name
+        if exp.exists():
+            previous = exp.read()
+            recorded = exp.roles(previous)
+            running = [r for r in recorded if exp.role_alive(r)]
+            # A stop is under way, a role ended and its supervisor is stopping the others, or a role vanished
+            # (its supervisor killed, nobody left to stop the others): the run is ending or broken, not
+            # running; end what is left before starting again.
+            ending = previous.get("stop_requested") or len(running) < len(recorded)
+            if running and not ending:
+                logger.info("experiment %s is already running (%s)", name, ", ".join(r.label for r in running))
+                return False
+            if running:
+                exp.stop_roles(running, self.grace_period)
+        self._wait_for_previous_processes(exp)
         exp.logs_dir.mkdir(exist_ok=True)
-        for old in exp.state_dir.glob("*.exit"):
+        for old in [*exp.state_dir.glob("*.exit"), *exp.state_dir.glob("*.runner")]:
             old.unlink()
         # The spec the roles run with now; <workdir>/spec.yaml is the run's spec of record (rlcloud.record),
         # which a resume with a longer budget must not replace.
@@ -166,7 +192,7 @@ class LocalBackend(ExperimentBackend):
             "name": name,
             # Absolute, so that attach() from another working directory finds the same place.
             "results": results if results.startswith("gs://") else str(Path(results).expanduser().resolve()),
-            "workdir": str(workdir),
+            "workdir": str(exp.workdir),
             "run_mode": str(spec.run_mode),
             "started": time.time(),
             "host": socket.gethostname(),
@@ -201,6 +227,28 @@ class LocalBackend(ExperimentBackend):
             raise
         logger.info("started %s locally: %s", name, ", ".join(f"{r['role']}-{r['index']}" for r in roles))
         return True
+
+    def _wait_for_previous_processes(self, exp: RunState) -> None:
+        """Wait until no process of an earlier start of this run lives (any role's lock is held while one
+        does: a supervisor finishing up, a runner checkpointing after its supervisor died); ConflictError
+        naming them when they outlive the grace period."""
+
+        def busy() -> list[str]:
+            labels = {p.stem for p in exp.state_dir.glob("*.lock") if p.name != exp.control_lock.name}
+            roles = exp.roles() if exp.exists() else []
+            busy_roles = {r.label for r in roles if exp.role_busy(r)}
+            return sorted(busy_roles | {label for label in labels if flock_held(exp.lock_file(label))})
+
+        if not busy():
+            return
+        deadline = time.monotonic() + self.grace_period + GROUP_KILL_MARGIN
+        poll_until(lambda: True if not busy() else None, deadline, interval=POLL_S)
+        left = busy()
+        if left:
+            raise ConflictError(
+                f"processes of an earlier start of {exp.workdir.name} are still running ({', '.join(left)}); "
+                f"stop it first: rlcloud experiment stop {exp.workdir.name}"
+            )
 
     @staticmethod
     def _plan(spec: ExperimentSpec) -> list[tuple[Role, int, int | None]]:
@@ -263,6 +311,18 @@ class LocalBackend(ExperimentBackend):
         if code is None:
             if alive(role.pid, role.starttime):
                 return RoleStatus(role.role, role.index, "running")
+            if exp.runner_alive(role.label):
+                # Its supervisor was killed: the runner got SIGTERM with it, and checkpoints and exits.
+                why = "its supervisor is gone: the runner stops after a checkpoint"
+                return RoleStatus(role.role, role.index, "running", reason=why)
+            if requested and role.label not in state.get("vanished", []):
+                # ended by a stop that had to kill it (or its supervisor) before a code was written
+                return RoleStatus(
+                    role.role,
+                    role.index,
+                    "suspended" if state.get("paused") else "succeeded",
+                    reason="stopped on request (no exit code recorded)",
+                )
             # The supervisor itself was killed (e.g. kill -9 on it or a reboot): no exit code recorded.
             return RoleStatus(role.role, role.index, "failed", reason="the process vanished without an exit code")
         role_state: RoleState
@@ -293,12 +353,13 @@ class LocalBackend(ExperimentBackend):
             return "failed", f"{first.label} failed ({first.reason}); last lines of its log:\n{last}"
         running = [r for r in roles if r.state == "running"]
         main = next((r for r in roles if r.role in LEARNER_ROLES), None)
+        if main is not None and main.exit_code == 0:
+            # The learner finished its budget: a stop or pause that came too late changes nothing.
+            return "succeeded", None
         if state.get("stop_requested"):
             if running:
                 return "running", "stopping"
             return ("paused", None) if state.get("paused") else ("stopped", None)
-        if main is not None and main.state == "succeeded":
-            return "succeeded", None
         return "running", None
 
     def wait(self, name: str, timeout: float | None = None) -> ExperimentStatus:
@@ -319,10 +380,11 @@ class LocalBackend(ExperimentBackend):
             time.sleep(POLL_S if deadline is None else max(0.0, min(POLL_S, deadline - time.monotonic())))
 
     def _any_process_alive(self, name: str) -> bool:
-        """Whether a supervisor of the experiment still runs (it may be stopping the other roles)."""
+        """Whether a process of the experiment still runs (a supervisor may be stopping the other roles, a
+        runner whose supervisor died may be checkpointing)."""
         self._reap()
         exp = self._run(name)
-        return any(alive(r.pid, r.starttime) for r in exp.roles())
+        return any(exp.role_busy(r) for r in exp.roles())
 
     def logs(self, name: str, follow: bool = False) -> Iterator[str]:
         """All roles' log lines as ``"role-index | line"``; with ``follow``, until every role has ended."""
@@ -357,26 +419,43 @@ class LocalBackend(ExperimentBackend):
     # -- stop, pause, resume
 
     def stop(self, name: str) -> None:
-        """SIGTERM every role (the runner checkpoints), SIGKILL after the grace period. Idempotent."""
+        """SIGTERM every role (the runner checkpoints), SIGKILL after the grace period. Idempotent.
+
+        A run that has ended is left as it is (a paused one becomes stopped). A runner whose supervisor was
+        killed is found by its recorded identity and stopped too.
+        """
         self._stop(name, paused=False)
 
     def pause(self, name: str) -> None:
-        """Checkpoint and stop the processes; :meth:`resume` starts them again from the checkpoint."""
+        """Checkpoint and stop the processes; :meth:`resume` starts them again from the checkpoint.
+
+        A run that has ended is left as it is: pausing it would make a finished run one that never finishes.
+        """
         self._stop(name, paused=True)
 
-    def _stop(self, name: str, *, paused: bool) -> None:
-        exp = self._run(name)
-        state = exp.read()
-        running = [r for r in exp.roles(state) if exp.role_alive(r)]
-        if not running:
-            if paused and not state.get("stop_requested"):
-                exp.update(stop_requested=True, paused=True)
-            return  # finished already: nothing to stop
-        exp.update(stop_requested=True, paused=paused)
-        # The main role first: it checkpoints; env servers only serve it.
-        running.sort(key=lambda r: r.role not in LEARNER_ROLES)
-        exp.stop_roles(running, self.grace_period)
+    def _stop(self, name: str, *, paused: bool) -> bool:
         self._reap()
+        exp = self._run(name)
+        # Not while a start of the same run is launching its roles: it would launch some after the stop.
+        with hold_flock(exp.control_lock, self._lock_timeout, f"a start or stop of {name}"):
+            state = exp.read()
+            running = [r for r in exp.roles(state) if exp.role_alive(r)]
+            if not running:
+                if not paused and state.get("paused"):
+                    exp.update(paused=False)  # paused, now stopped: nothing runs either way
+                    return True
+                # Ended already (succeeded, failed, stopped, paused): marking it would turn a finished run
+                # into a paused one that never finishes.
+                logger.info("experiment %s is not running: nothing to %s", name, "pause" if paused else "stop")
+                return False
+            # Roles that had vanished before this stop (a killed supervisor) stay failed: the stop did not end them.
+            vanished = [r.label for r in exp.roles(state) if r not in running and exp.exit_code(r.label) is None]
+            exp.update(stop_requested=True, paused=paused, vanished=vanished)
+            # The main role first: it checkpoints; env servers only serve it.
+            running.sort(key=lambda r: r.role not in LEARNER_ROLES)
+            exp.stop_roles(running, self.grace_period)
+        self._reap()
+        return True
 
     def resume(self, name: str) -> None:
         """Start a paused (or stopped) experiment again from its latest checkpoint."""
@@ -398,6 +477,11 @@ class LocalBackend(ExperimentBackend):
         """
         statedir = self._sweep_dir(sweep.name, results)
         statedir.mkdir(parents=True, exist_ok=True)
+        # Two starts at the same moment must not launch two schedulers (a stop would end only one of them).
+        with hold_flock(statedir / "control.lock", SWEEP_LOCK_TIMEOUT, f"another start or stop of sweep {sweep.name}"):
+            return self._start_sweep_locked(sweep, results, statedir)
+
+    def _start_sweep_locked(self, sweep: SweepSpec, results: str, statedir: Path) -> bool:
         state = read_sweep_state(statedir)
         if scheduler_alive(statedir) and not state.get("stop_requested"):
             logger.info("sweep %s is already running", sweep.name)
@@ -490,11 +574,12 @@ class LocalBackend(ExperimentBackend):
         state = read_sweep_state(statedir)
         if not state:
             raise NotFoundError(f"no local sweep named {name!r} under {self.results_root}")
-        update_sweep_state(statedir, stop_requested=True)
-        poll_until(lambda: True if not scheduler_alive(statedir) else None, time.monotonic() + 10, interval=POLL_S)
-        pid = read_sweep_state(statedir).get("pid")
-        if isinstance(pid, int) and scheduler_alive(statedir):
-            signal_group(pid, signal.SIGKILL)
+        with hold_flock(statedir / "control.lock", SWEEP_LOCK_TIMEOUT, f"a start or stop of sweep {name}"):
+            update_sweep_state(statedir, stop_requested=True)
+            poll_until(lambda: True if not scheduler_alive(statedir) else None, time.monotonic() + 10, interval=POLL_S)
+            pid = read_sweep_state(statedir).get("pid")
+            if isinstance(pid, int) and scheduler_alive(statedir):
+                signal_group(pid, signal.SIGKILL)
         trials_backend = LocalBackend(str(state["location"]), grace_period=self.grace_period)
         for trial in trials_backend.list():
             trials_backend.stop(trial)

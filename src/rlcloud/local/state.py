@@ -8,23 +8,31 @@ directory (``<results root>/<name>/`` for a local root, a cache directory for a 
     logs/<role>-<index>.log      each role's stdout/stderr (appended across restarts)
     .rlcloud-local/state.json    pids, ports, start time, stop/pause requests
     .rlcloud-local/<role>-<index>.exit   the role's exit code, written by its supervisor
+    .rlcloud-local/<role>-<index>.runner the role's runner process (pid, start time), written by its supervisor
+    .rlcloud-local/<role>-<index>.lock   flock-ed by the role's supervisor and runner for as long as they live
+    .rlcloud-local/control.lock  flock-ed by a start or a stop while it decides and acts (one at a time)
+
+The locks are ``flock(2)`` locks: the kernel drops them with the last process holding them, so a crash or a
+reboot never leaves a stale lock behind.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import logging
 import os
 import signal
 import socket
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlcloud.errors import NotFoundError
+from rlcloud.errors import ConflictError, NotFoundError
 from rlcloud.roles import poll_until, role_label
 
 __all__ = [
@@ -32,13 +40,17 @@ __all__ = [
     "SWEEP_STATE_DIR",
     "RoleInfo",
     "RunState",
+    "acquire_flock",
     "alive",
     "atomic_write",
+    "flock_held",
     "free_ports",
+    "hold_flock",
     "last_line",
     "read_sweep_state",
     "scheduler_alive",
     "tail",
+    "try_flock",
     "update_sweep_state",
 ]
 
@@ -125,9 +137,67 @@ def free_ports(count: int) -> list[int]:
 
 def atomic_write(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` so that a reader sees the old or the new content, never a part."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    # One temporary name per process and thread: two threads writing the same file must not share one.
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
+
+
+def try_flock(path: Path) -> int | None:
+    """Open ``path`` and take an exclusive ``flock`` on it without waiting: the open descriptor (the lock is
+    held until it is closed in every process that has it), or None when another holds it."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def acquire_flock(path: Path, timeout: float, interval: float = 0.05) -> int | None:
+    """:func:`try_flock` until it succeeds or ``timeout`` seconds have passed (then None)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        fd = try_flock(path)
+        if fd is not None or time.monotonic() >= deadline:
+            return fd
+        time.sleep(interval)
+
+
+@contextlib.contextmanager
+def hold_flock(path: Path, timeout: float, what: str) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` for the ``with`` block, waiting up to ``timeout`` seconds for
+    it; ConflictError naming ``what`` holds it when the wait is over."""
+    fd = acquire_flock(path, timeout)
+    if fd is None:
+        raise ConflictError(f"{what} has held {path} for more than {timeout:g} s; try again when it is done")
+    try:
+        yield
+    finally:
+        os.close(fd)  # closing the last descriptor drops the lock
+
+
+def flock_held(path: Path) -> bool:
+    """Whether some process holds an exclusive ``flock`` on ``path`` now.
+
+    Probed with a shared lock, which conflicts only with an exclusive one; the probe itself never blocks a
+    holder for long (it is released at once), and holders take their lock with a retry for that moment.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
 
 
 def tail(path: Path, lines: int) -> str:
@@ -210,17 +280,66 @@ class RunState:
         """The log file of ``label``."""
         return self.logs_dir / f"{label}.log"
 
+    @property
+    def control_lock(self) -> Path:
+        """The lock a start or a stop holds while it decides and acts, so that two never interleave."""
+        return self.state_dir / "control.lock"
+
+    def lock_file(self, label: str) -> Path:
+        """The lock ``label``'s supervisor takes, and its runner inherits, for as long as they live."""
+        return self.state_dir / f"{label}.lock"
+
+    def runner_file(self, label: str) -> Path:
+        """Where the supervisor of ``label`` records its runner's pid and start time."""
+        return self.state_dir / f"{label}.runner"
+
+    def write_runner(self, label: str, pid: int) -> None:
+        """Record the runner process of ``label`` (so that a stop finds it even without its supervisor)."""
+        atomic_write(self.runner_file(label), json.dumps({"pid": pid, "starttime": proc_starttime(pid)}) + "\n")
+
+    def runner(self, label: str) -> tuple[int, str | None] | None:
+        """The recorded runner of ``label`` (pid, start time), or None."""
+        try:
+            data = json.loads(self.runner_file(label).read_text(encoding="utf-8"))
+            return int(data["pid"]), data.get("starttime")
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def runner_alive(self, label: str) -> bool:
+        """Whether the recorded runner of ``label`` still runs (checked by its identity, not just its pid)."""
+        runner = self.runner(label)
+        return runner is not None and alive(*runner)
+
     def role_alive(self, role: RoleInfo) -> bool:
-        """Whether ``role`` still runs: no exit code recorded and its supervisor is alive."""
-        return self.exit_code(role.label) is None and alive(role.pid, role.starttime)
+        """Whether ``role`` still runs: no exit code recorded, and its supervisor or its runner is alive (a
+        runner whose supervisor was killed goes on until it notices, checkpoints and exits)."""
+        if self.exit_code(role.label) is not None:
+            return False
+        return alive(role.pid, role.starttime) or self.runner_alive(role.label)
+
+    def role_busy(self, role: RoleInfo) -> bool:
+        """Whether any process of ``role`` still lives: its supervisor (maybe stopping the other roles after
+        its runner ended), its runner, or anything else holding the role's lock."""
+        return (
+            alive(role.pid, role.starttime) or self.runner_alive(role.label) or flock_held(self.lock_file(role.label))
+        )
 
     def stop_roles(self, roles: Sequence[RoleInfo], grace_period: float, *, reap: bool = True) -> None:
-        """SIGTERM each supervisor (it forwards to its runner and kills it after ``grace_period``);
-        SIGKILL the groups still alive a little later. Returns when every role has ended."""
+        """SIGTERM each supervisor (it forwards to its runner and kills it after ``grace_period``), or the
+        runner itself when its supervisor is gone; SIGKILL the groups still alive a little later. Returns when
+        every role has ended."""
         for role in roles:
-            if self.role_alive(role):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(role.pid, signal.SIGTERM)
+            if not self.role_alive(role):
+                continue
+            runner = self.runner(role.label)
+            if alive(role.pid, role.starttime):
+                target = role.pid
+            elif runner is not None and alive(*runner):
+                target = runner[0]  # orphaned: nobody forwards the signal for it
+            else:
+                continue
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(target, signal.SIGTERM)
         # role_alive, not the supervisor's pid: a supervisor may itself be busy stopping the others.
         poll_until(
             lambda: True if not any(self.role_alive(r) for r in roles) else None,
@@ -230,12 +349,17 @@ class RunState:
         for role in roles:
             if self.role_alive(role):
                 logger.warning("%s did not stop within %g s; killing it", role.label, grace_period)
+                # The runner stays in its supervisor's process group even once the supervisor is dead.
                 signal_group(role.pid, signal.SIGKILL)
+                runner = self.runner(role.label)
+                if runner is not None and alive(*runner):
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(runner[0], signal.SIGKILL)
         if not reap:
             return
         # Each supervisor exits right after recording its runner's exit code; give them that moment.
         poll_until(
-            lambda: True if not any(alive(r.pid, r.starttime) for r in roles) else None,
+            lambda: True if not any(alive(r.pid, r.starttime) or self.runner_alive(r.label) for r in roles) else None,
             time.monotonic() + 5,
             interval=0.05,
         )

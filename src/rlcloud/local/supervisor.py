@@ -10,7 +10,17 @@ lifecycle rules without anyone watching:
   stopped, and the run is failed.
 
 A SIGTERM/SIGINT is forwarded to the runner (it checkpoints and exits); after the grace period the
-runner's whole process group is killed.
+runner's whole process group is killed. One before the runner started means it never starts.
+
+Every process of the role is accounted for: the supervisor holds the role's lock
+(``.rlcloud-local/<label>.lock``, a ``flock`` the runner inherits) for as long as either lives, and
+refuses to start a second runner while another process holds it; it records its runner's identity in
+``.rlcloud-local/<label>.runner``; and the runner gets SIGTERM when the supervisor dies
+(:mod:`rlcloud.runner.lifeline`), so a ``kill -9`` of the supervisor leaves no runner training unseen.
+
+The exit line is written to the log before the exit code is recorded, so whoever sees the role ended also
+finds its last lines; with a ``gs://`` results location (``RLCLOUD_RESULTS``) the log is uploaded then too:
+the runner's own syncer ran before these lines were written.
 """
 
 from __future__ import annotations
@@ -27,24 +37,36 @@ from pathlib import Path
 from typing import Any
 
 from rlcloud.errors import NotFoundError, WorkloadError
-from rlcloud.local.state import POLL_S, RunState, atomic_write
+from rlcloud.local.state import POLL_S, RunState, acquire_flock, atomic_write
 from rlcloud.roles import LEARNER_ROLES, poll_until
+from rlcloud.runner.lifeline import PARENT_ENV, die_with_parent
 
-__all__ = ["DEFAULT_GRACE_PERIOD", "main", "supervise"]
+__all__ = ["DEFAULT_GRACE_PERIOD", "EXIT_DUPLICATE", "main", "supervise"]
 
 #: Seconds a supervisor gives its runner between SIGTERM and SIGKILL. The runner checkpoints and exits
 #: within 10 s on an idle machine; a busy one (first save traced by TensorFlow) can take longer, and
 #: locally there is no spot-VM deadline to meet.
 DEFAULT_GRACE_PERIOD = 30.0
 
+#: The supervisor's exit code when another process of the same role holds the role's lock: nothing was
+#: started and no exit code is recorded (the role's record belongs to the process that runs).
+EXIT_DUPLICATE = 75
+
+#: Seconds a supervisor waits for the role's lock: a status probe holds it for a moment.
+LOCK_WAIT_S = 5.0
+
 
 def supervise(workdir: Path, label: str, command: list[str], grace_period: float = DEFAULT_GRACE_PERIOD) -> int:
     """Run ``command``, record its exit code, and apply the lifecycle rules (module docstring)."""
     run = RunState(workdir)
-    child = subprocess.Popen(command, stdin=subprocess.DEVNULL)
+    received: list[int] = []
     kill_at: list[float] = []
+    child: subprocess.Popen[bytes] | None = None
 
     def forward(signum: int, _frame: Any) -> None:
+        received.append(signum)
+        if child is None:
+            return  # not started yet: it will not be
         with contextlib.suppress(ProcessLookupError):
             child.send_signal(signum)
         if not kill_at:
@@ -52,6 +74,22 @@ def supervise(workdir: Path, label: str, command: list[str], grace_period: float
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, forward)
+    lock = acquire_flock(run.lock_file(label), LOCK_WAIT_S)
+    if lock is None:
+        print(f"----- another process of {label} holds {run.lock_file(label)}: not starting a second one", flush=True)
+        return EXIT_DUPLICATE
+    if received:
+        return _finish(run, label, 128 + received[0], grace_period, "stopped before its runner started")
+    env = dict(os.environ)
+    env[PARENT_ENV] = str(os.getpid())
+    # The runner inherits the role's lock (pass_fds): it stays held while either process lives. Forked from
+    # the main thread: the kernel's parent-death signal follows the thread that forked.
+    child = subprocess.Popen(
+        command, stdin=subprocess.DEVNULL, env=env, pass_fds=(lock,), preexec_fn=die_with_parent(os.getpid())
+    )
+    run.write_runner(label, child.pid)
+    if received and not kill_at:  # a signal between the check above and the fork
+        forward(received[0], None)
     while True:
         try:
             code = child.wait(timeout=POLL_S)
@@ -60,16 +98,24 @@ def supervise(workdir: Path, label: str, command: list[str], grace_period: float
             # A runner that ignores SIGTERM too long (stuck in a wait) is killed here, with everything
             # it started (its process group is ours), after its exit code (137) has been recorded.
             if kill_at and time.monotonic() >= kill_at[0]:
-                atomic_write(run.exit_file(label), "137\n")
                 print(f"----- {label} did not stop within {grace_period:g} s of SIGTERM: killing it", flush=True)
+                _ship_log(run, label)
+                atomic_write(run.exit_file(label), "137\n")
                 if os.getpgrp() == os.getpid():  # our own session, as LocalBackend starts us
                     os.killpg(os.getpgrp(), signal.SIGKILL)
                 with contextlib.suppress(ProcessLookupError):
                     child.kill()
     if code < 0:
         code = 128 - code  # killed by a signal: the shell's convention (SIGKILL -> 137)
+    return _finish(run, label, code, grace_period)
+
+
+def _finish(run: RunState, label: str, code: int, grace_period: float, why: str = "") -> int:
+    """Record ``code`` (after its log line) and apply the lifecycle rules to the other roles."""
+    suffix = f" ({why})" if why else ""
+    print(f"----- {time.strftime('%Y-%m-%d %H:%M:%S')} {label} exited with code {code}{suffix}", flush=True)
+    _ship_log(run, label)
     atomic_write(run.exit_file(label), f"{code}\n")
-    print(f"----- {time.strftime('%Y-%m-%d %H:%M:%S')} {label} exited with code {code}", flush=True)
 
     role = label.rsplit("-", 1)[0]
     try:
@@ -81,6 +127,7 @@ def supervise(workdir: Path, label: str, command: list[str], grace_period: float
     others = [r for r in run.roles(state) if r.label != label]
     if code != 0:
         print(f"----- {label} failed: stopping the other roles", flush=True)
+        _ship_log(run, label)
     elif role in LEARNER_ROLES:
         # The agent told its env servers the run is finished; give them a moment to exit by themselves.
         poll_until(
@@ -92,6 +139,24 @@ def supervise(workdir: Path, label: str, command: list[str], grace_period: float
         return code  # an env server that ended normally: the agent decides the rest
     run.stop_roles([r for r in others if run.role_alive(r)], grace_period, reap=False)
     return code
+
+
+def _ship_log(run: RunState, label: str) -> None:
+    """Upload the role's log to a ``gs://`` results location: its last lines came after the runner's sync.
+
+    A local results location needs nothing: the log is written there. A failed upload is reported in the log
+    itself and does not change the role's outcome.
+    """
+    results = os.environ.get("RLCLOUD_RESULTS", "")
+    if not results.startswith("gs://"):
+        return
+    try:
+        sys.stdout.flush()
+        from rlcloud.storage import open_store
+
+        open_store(results).upload_file(run.log_file(label), f"logs/{label}.log")
+    except Exception as exc:  # the outcome matters more than the copy of the log
+        print(f"----- could not upload the last lines of {label}'s log to {results}: {exc}", flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

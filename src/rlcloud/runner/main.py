@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from rlcloud.errors import SpecError
 from rlcloud.roles import Role, role_label
+from rlcloud.runner.lifeline import watch_parent
 
 if TYPE_CHECKING:  # loaded when the spec is: the pydantic models are not needed before that
     from rlcloud.runner.loop import Trainer
@@ -352,6 +353,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one runner role; return its exit code (see the module docstring)."""
     args = parse_args(argv)
     _setup_logging(args.role, args.index)
+    watch_parent()  # a runner whose supervisor died stops (after a checkpoint): rlcloud.runner.lifeline
     workdir = Path(args.workdir)
     if args.sweep is not None:
         prepared = _prepare_trial(args)

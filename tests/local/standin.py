@@ -1,0 +1,66 @@
+"""A stand-in for ``python -m rlcloud.runner`` in the local lifecycle tests (standard library only).
+
+It takes the runner's arguments and, for a learner role, "trains" ``STANDIN_EPISODES`` episodes of
+``STANDIN_DELAY`` seconds: one ``metrics.jsonl`` record and one log line each, resuming after
+``checkpoints/LATEST``. On SIGTERM it writes ``checkpoints/ckpt-<episode>`` + ``LATEST`` and exits 143
+(unless ``STANDIN_IGNORE_TERM`` is set: then it ignores SIGTERM, like a runner stuck in a wait). Each process
+appends its pid to ``runners.log`` in the work directory, so that a test counts the runners a run had (an
+env server's line says so; it only waits for SIGTERM).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+terminated: list[int] = []
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--role", required=True)
+    parser.add_argument("--index", type=int, default=0)
+    parser.add_argument("--spec", required=True)
+    parser.add_argument("--workdir", required=True)
+    args = parser.parse_args()
+    if os.environ.get("STANDIN_IGNORE_TERM"):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    else:
+        signal.signal(signal.SIGTERM, lambda signum, _frame: terminated.append(signum))
+    workdir = Path(args.workdir)
+    with open(workdir / "runners.log", "a", encoding="utf-8") as fh:
+        fh.write(f"{os.getpid()}\n" if args.role != "env-server" else f"env-server {os.getpid()}\n")
+    if args.role == "env-server":  # serves until told to stop
+        while not terminated:
+            time.sleep(0.05)
+        return 143
+    episodes = int(os.environ.get("STANDIN_EPISODES", "5"))
+    delay = float(os.environ.get("STANDIN_DELAY", "0.05"))
+    latest = workdir / "checkpoints" / "LATEST"
+    start = int(latest.read_text().split("-")[1]) if latest.exists() else 0
+    if start:
+        print(f"resumed from checkpoint ckpt-{start}", flush=True)
+    for episode in range(start + 1, episodes + 1):
+        if terminated:
+            name = f"ckpt-{episode - 1}"
+            (workdir / "checkpoints" / name).mkdir(parents=True, exist_ok=True)
+            latest.with_suffix(".tmp").write_text(name)
+            latest.with_suffix(".tmp").replace(latest)
+            print(f"stopped: checkpoint {name}", flush=True)
+            return 143
+        with open(workdir / "metrics.jsonl", "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"episode": episode, "pid": os.getpid()}) + "\n")
+        (workdir / "progress.json").write_text(json.dumps({"episode": episode, "timestep": episode}))
+        print(f"episode {episode}", flush=True)
+        time.sleep(delay)
+    print(f"succeeded: {episodes} episodes (summary)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

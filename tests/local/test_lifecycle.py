@@ -1,0 +1,641 @@
+"""Local lifecycle: one runner per run, and every process accounted for (issue 13).
+
+Most tests run the real supervisor with a stand-in runner (tests/local/standin.py, milliseconds to start);
+the ``training`` ones run the real runner.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rlcloud.cli import main
+from rlcloud.errors import ConflictError
+from rlcloud.experiment import Experiment
+from rlcloud.local import STATE_DIR, LocalBackend
+from rlcloud.local import backend as backend_module
+from rlcloud.local.state import RunState, try_flock
+from rlcloud.local.supervisor import EXIT_DUPLICATE
+from rlcloud.runner.lifeline import PARENT_ENV
+from rlcloud.specs import ExperimentSpec
+
+STANDIN = Path(__file__).with_name("standin.py")
+
+
+def _spec(name: str, **overrides: object) -> ExperimentSpec:
+    data: dict[str, object] = {
+        "name": name,
+        "environment": {"type": "gym", "level": "CartPole-v1"},
+        "agent": {"type": "ppo", "batch_size": 10, "learning_rate": 1e-3},
+        "network": "auto",
+        "total_timesteps": 300,
+        "seed": 1,
+        **overrides,
+    }
+    return ExperimentSpec.from_dict(data)
+
+
+@pytest.fixture
+def standin_python(tmp_path: Path) -> Path:
+    """A ``python`` for LocalBackend that runs the stand-in for ``-m rlcloud.runner`` and is Python otherwise."""
+    script = tmp_path / "python"
+    script.write_text(
+        textwrap.dedent(f"""\
+            #!/bin/sh
+            if [ "$1" = "-m" ] && [ "$2" = "rlcloud.runner" ]; then
+                shift 2
+                exec {sys.executable} {STANDIN} "$@"
+            fi
+            exec {sys.executable} "$@"
+        """)
+    )
+    script.chmod(0o755)
+    return script
+
+
+@pytest.fixture
+def make_backend(tmp_path: Path, standin_python: Path) -> Iterator[Callable[..., LocalBackend]]:
+    """LocalBackend factory over the stand-in runner; every experiment is stopped afterwards."""
+    made: list[LocalBackend] = []
+
+    def make(grace_period: float = 5, root: str | None = None, **env: str) -> LocalBackend:
+        root = root or str(tmp_path / "results")
+        b = LocalBackend(root, grace_period=grace_period, python=str(standin_python), env=env)
+        made.append(b)
+        return b
+
+    yield make
+    for b in made:
+        for name in b.list():
+            b.stop(name)
+        for child in b._children:  # a supervisor exits a moment after its role's exit code is recorded
+            child.wait(30)
+
+
+def _workdir(tmp_path: Path, name: str) -> Path:
+    return tmp_path / "results" / name
+
+
+def _runners(workdir: Path, role: str = "learner") -> list[int]:
+    """The pids of the learner runners (or, with role="env-server", the env servers) the run has had."""
+    path = workdir / "runners.log"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [int(line.split()[-1]) for line in lines if line.startswith("env-server") == (role == "env-server")]
+
+
+def _episodes(workdir: Path) -> list[int]:
+    lines = (workdir / "metrics.jsonl").read_text().splitlines()
+    return [int(json.loads(line)["episode"]) for line in lines]
+
+
+def _supervisor(workdir: Path) -> int:
+    state = json.loads((workdir / STATE_DIR / "state.json").read_text())
+    return int(state["roles"][0]["pid"])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def _wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def _progress(workdir: Path) -> int:
+    try:
+        return int(json.loads((workdir / "progress.json").read_text()).get("episode", 0))
+    except (OSError, ValueError):
+        return 0
+
+
+# ------------------------------------------------------------------------------ one runner per run
+
+
+def test_starts_at_the_same_moment_in_threads_launch_one_runner(
+    make_backend: Callable[..., LocalBackend], tmp_path: Path
+) -> None:
+    spec = _spec("race")
+    backends = [make_backend(STANDIN_EPISODES="40", STANDIN_DELAY="0.02") for _ in range(4)]
+    barrier = threading.Barrier(len(backends))
+    started: list[bool] = []
+
+    def start(b: LocalBackend) -> None:
+        barrier.wait()
+        started.append(b.start(spec, str(tmp_path / "results")))
+
+    threads = [threading.Thread(target=start, args=(b,)) for b in backends]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sorted(started) == [False, False, False, True]
+    final = backends[0].wait("race", timeout=60)
+    assert final.state == "succeeded", final.message
+    workdir = _workdir(tmp_path, "race")
+    assert len(_runners(workdir)) == 1
+    assert _episodes(workdir) == list(range(1, 41))  # each episode once
+
+
+def test_starts_at_the_same_moment_in_processes_launch_one_runner(tmp_path: Path, standin_python: Path) -> None:
+    root = tmp_path / "results"
+    spec_file = tmp_path / "race.yaml"
+    spec_file.write_text(_spec("race-procs").to_yaml())
+    at = time.time() + 3  # every process imports rlcloud first, then they start together
+    code = textwrap.dedent(f"""\
+        import time
+        from rlcloud.local import LocalBackend
+        from rlcloud.specs import ExperimentSpec
+        spec = ExperimentSpec.from_file({str(spec_file)!r})
+        b = LocalBackend({str(root)!r}, grace_period=5, python={str(standin_python)!r},
+                         env={{"STANDIN_EPISODES": "40", "STANDIN_DELAY": "0.02"}})
+        time.sleep(max(0.0, {at} - time.time()))
+        print(b.start(spec, {str(root)!r}))
+    """)
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) for _ in range(3)]
+    outputs = sorted(p.communicate(timeout=120)[0].strip() for p in procs)
+    assert outputs == ["False", "False", "True"]
+    backend = LocalBackend(str(root))
+    try:
+        assert backend.wait("race-procs", timeout=60).state == "succeeded"
+    finally:
+        backend.stop("race-procs")
+    assert len(_runners(root / "race-procs")) == 1
+    assert _episodes(root / "race-procs") == list(range(1, 41))
+
+
+def test_a_start_waits_for_a_start_or_stop_under_way(make_backend: Callable[..., LocalBackend], tmp_path: Path) -> None:
+    backend = make_backend(STANDIN_EPISODES="5")
+    workdir = _workdir(tmp_path, "turns")
+    (workdir / STATE_DIR).mkdir(parents=True)
+    held = try_flock(RunState(workdir).control_lock)  # as a start or stop in another process holds it
+    assert held is not None
+    result: list[bool] = []
+    thread = threading.Thread(target=lambda: result.append(backend.start(_spec("turns"), str(tmp_path / "results"))))
+    thread.start()
+    time.sleep(1)
+    assert thread.is_alive() and not _runners(workdir)  # nothing launched while the other one acts
+    os.close(held)
+    thread.join(30)
+    assert result == [True]
+    assert backend.wait("turns", timeout=30).state == "succeeded"
+
+
+def test_lock_files_left_by_a_dead_run_do_not_block_a_start(
+    make_backend: Callable[..., LocalBackend], tmp_path: Path
+) -> None:
+    """After a crash or a reboot the lock files are still there, but nobody holds them (flock)."""
+    backend = make_backend(STANDIN_EPISODES="3")
+    workdir = _workdir(tmp_path, "stale")
+    state_dir = workdir / STATE_DIR
+    state_dir.mkdir(parents=True)
+    for name in ("control.lock", "single-0.lock"):
+        (state_dir / name).write_text("")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    roles = [{"role": "single", "index": 0, "pid": dead.pid, "started": 0.0, "starttime": "1"}]
+    (state_dir / "state.json").write_text(json.dumps({"name": "stale", "results": str(tmp_path), "roles": roles}))
+    assert backend.start(_spec("stale"), str(tmp_path / "results")) is True
+    assert backend.wait("stale", timeout=30).state == "succeeded"
+
+
+def test_a_process_still_holding_a_role_lock_blocks_a_start(
+    make_backend: Callable[..., LocalBackend], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(backend_module, "GROUP_KILL_MARGIN", 0)
+    backend = make_backend(grace_period=1, STANDIN_EPISODES="3")
+    workdir = _workdir(tmp_path, "held")
+    (workdir / STATE_DIR).mkdir(parents=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1], 'w'); "
+         "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
+         str(workdir / STATE_DIR / "single-0.lock")],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        with pytest.raises(ConflictError, match="single-0"):
+            backend.start(_spec("held"), str(tmp_path / "results"))
+        assert not _runners(workdir)
+    finally:
+        holder.kill()
+        holder.communicate()
+    assert backend.start(_spec("held"), str(tmp_path / "results")) is True  # its lock went with it
+
+
+def test_supervisor_refuses_to_start_a_second_runner_of_a_role(tmp_path: Path) -> None:
+    (tmp_path / STATE_DIR).mkdir()
+    held = try_flock(RunState(tmp_path).lock_file("single-0"))
+    assert held is not None
+    try:
+        marker = tmp_path / "ran"
+        result = subprocess.run(
+            [sys.executable, "-m", "rlcloud.local.supervisor", "--workdir", str(tmp_path), "--label", "single-0",
+             "--", sys.executable, "-c", f"open({str(marker)!r}, 'w')"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    finally:
+        os.close(held)
+    assert result.returncode == EXIT_DUPLICATE
+    assert "not starting a second one" in result.stdout
+    assert not marker.exists() and not (tmp_path / STATE_DIR / "single-0.exit").exists()
+
+
+# ---------------------------------------------------------------------- a supervisor killed with -9
+
+
+def test_a_runner_stops_after_a_checkpoint_when_its_supervisor_is_killed(
+    make_backend: Callable[..., LocalBackend], tmp_path: Path
+) -> None:
+    backend = make_backend(STANDIN_EPISODES="100000", STANDIN_DELAY="0.05")
+    spec = _spec("orphan")
+    backend.start(spec, str(tmp_path / "results"))
+    workdir = _workdir(tmp_path, "orphan")
+    _wait_for(lambda: _progress(workdir) >= 3, 30, "training")
+    (runner,) = _runners(workdir)
+    recorded = json.loads((workdir / STATE_DIR / "single-0.runner").read_text())
+    assert recorded["pid"] == runner and recorded["starttime"]
+    os.kill(_supervisor(workdir), signal.SIGKILL)
+    _wait_for(lambda: not _alive(runner), backend.grace_period, "the orphaned runner to stop")
+    assert (workdir / "checkpoints" / "LATEST").exists()
+    assert "stopped: checkpoint" in (workdir / "logs" / "single-0.log").read_text()
+    status = backend.status("orphan")
+    assert status.state == "failed" and "vanished" in (status.roles[0].reason or "")
+
+    assert backend.start(spec, str(tmp_path / "results")) is True
+    _wait_for(lambda: len(_runners(workdir)) == 2, 30, "the new runner")
+    assert [pid for pid in _runners(workdir) if _alive(pid)] == _runners(workdir)[1:]  # exactly one runs
+    backend.stop("orphan")
+    assert not any(_alive(pid) for pid in _runners(workdir))
+    episodes = _episodes(workdir)
+    assert len(set(episodes)) >= len(episodes) - 1  # at most the episode in flight at the kill, as for a crash
+
+
+def test_a_distributed_run_whose_agent_supervisor_was_killed_starts_again_with_one_set_of_roles(
+    make_backend: Callable[..., LocalBackend], tmp_path: Path
+) -> None:
+    backend = make_backend(STANDIN_EPISODES="100000", STANDIN_DELAY="0.05")
+    spec = _spec("dist-orphan", run_mode="distributed", num_workers=1)
+    backend.start(spec, str(tmp_path / "results"))
+    workdir = _workdir(tmp_path, "dist-orphan")
+    _wait_for(lambda: _progress(workdir) >= 2, 30, "training")
+    (agent,) = _runners(workdir)
+    (server,) = _runners(workdir, "env-server")
+    state = json.loads((workdir / STATE_DIR / "state.json").read_text())
+    supervisor = next(r["pid"] for r in state["roles"] if r["role"] == "agent")
+    os.kill(supervisor, signal.SIGKILL)
+    _wait_for(lambda: not _alive(agent), backend.grace_period, "the orphaned agent to stop")
+    assert _alive(server)  # nobody is left to stop it: it waits for its agent (LOCAL_IDLE_TIMEOUT)
+    assert backend.status("dist-orphan").state == "failed"
+    backend.stop("dist-orphan")  # ends the env server; the agent's loss stays a failure
+    assert not _alive(server)
+    status = backend.status("dist-orphan")
+    assert status.state == "failed" and "vanished" in (status.message or ""), status
+    # A broken run is not "already running": what is left of it ends, and one new set of roles starts.
+    assert backend.start(spec, str(tmp_path / "results")) is True
+    assert not _alive(server)
+    _wait_for(lambda: len(_runners(workdir)) == 2 and len(_runners(workdir, "env-server")) == 2, 30, "new roles")
+    assert [pid for pid in _runners(workdir) + _runners(workdir, "env-server") if _alive(pid)] == [
+        _runners(workdir)[1],
+        _runners(workdir, "env-server")[1],
+    ]
+
+
+def test_stop_finds_a_runner_whose_supervisor_was_killed(
+    make_backend: Callable[..., LocalBackend], tmp_path: Path
+) -> None:
+    # A runner that does not stop on SIGTERM (stuck): only its recorded identity lets a stop end it.
+    backend = make_backend(grace_period=2, STANDIN_EPISODES="100000", STANDIN_DELAY="0.05", STANDIN_IGNORE_TERM="1")
+    spec = _spec("stuck")
+    backend.start(spec, str(tmp_path / "results"))
+    workdir = _workdir(tmp_path, "stuck")
+    _wait_for(lambda: _progress(workdir) >= 2, 30, "training")
+    (runner,) = _runners(workdir)
+    os.kill(_supervisor(workdir), signal.SIGKILL)
+    time.sleep(1)
+    assert _alive(runner)
+    status = backend.status("stuck")
+    assert status.state == "running" and "supervisor is gone" in (status.roles[0].reason or "")
+    assert backend.start(spec, str(tmp_path / "results")) is False  # it still runs: no second runner
+    assert _runners(workdir) == [runner]
+
+    backend.stop("stuck")
+    assert not _alive(runner)
+    assert backend.status("stuck").state == "stopped"
+    assert backend.start(spec, str(tmp_path / "results")) is True
+    _wait_for(lambda: len(_runners(workdir)) == 2, 30, "the new runner")
+
+
+def test_a_supervisor_stopped_before_its_runner_starts_never_starts_it(tmp_path: Path) -> None:
+    (tmp_path / STATE_DIR).mkdir()
+    marker = tmp_path / "ran"
+    held = try_flock(RunState(tmp_path).lock_file("single-0"))
+    assert held is not None  # the supervisor waits for the lock: signal it meanwhile
+    supervisor = subprocess.Popen(
+        [sys.executable, "-m", "rlcloud.local.supervisor", "--workdir", str(tmp_path), "--label", "single-0",
+         "--", sys.executable, "-c", f"open({str(marker)!r}, 'w')"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    time.sleep(1.5)  # past the imports: its handlers are installed
+    supervisor.send_signal(signal.SIGTERM)
+    os.close(held)
+    out, _ = supervisor.communicate(timeout=30)
+    assert supervisor.returncode == 143, out
+    assert "before its runner started" in out
+    assert not marker.exists()
+    assert (tmp_path / STATE_DIR / "single-0.exit").read_text() == "143\n"
+
+
+def test_the_parent_watch_signals_a_process_whose_parent_is_gone(tmp_path: Path) -> None:
+    """The fallback where no parent-death signal is armed: a thread compares getppid()."""
+    child = textwrap.dedent("""\
+        import sys, time
+        from rlcloud.runner.lifeline import armed_death_signal, watch_parent
+        assert armed_death_signal() == 0
+        assert watch_parent(interval=0.1) is not None
+        print("watching", flush=True)
+        time.sleep(60)
+        sys.exit(5)
+    """)
+    parent = textwrap.dedent(f"""\
+        import os, subprocess, sys, time
+        env = dict(os.environ, {PARENT_ENV}=str(os.getpid()))
+        p = subprocess.Popen([sys.executable, "-c", {child!r}], env=env, stdout=subprocess.PIPE, text=True)
+        assert p.stdout.readline() == "watching\\n"
+        print(p.pid, flush=True)
+        time.sleep(60)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", parent], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    pid = int(proc.stdout.readline())
+    assert _alive(pid)
+    proc.kill()
+    proc.communicate()
+    _wait_for(lambda: not _alive(pid), 10, "the child to notice")
+    # a process told its parent is one that it is not (it was re-parented already) stops at once
+    gone = subprocess.run(
+        [sys.executable, "-c", "from rlcloud.runner.lifeline import watch_parent; watch_parent(); import time; "
+         "time.sleep(30)"],
+        env={**os.environ, PARENT_ENV: "1"}, timeout=30,
+    )  # fmt: skip
+    assert gone.returncode == -signal.SIGTERM
+
+
+# ---------------------------------------------------------------------- verbs on a finished run
+
+
+def _finished_run(make_backend: Callable[..., LocalBackend], tmp_path: Path, name: str) -> LocalBackend:
+    backend = make_backend(STANDIN_EPISODES="3")
+    backend.start(_spec(name), str(tmp_path / "results"))
+    assert backend.wait(name, timeout=30).state == "succeeded"
+    return backend
+
+
+def test_pause_resume_and_stop_of_a_finished_run_do_nothing_and_say_so(
+    make_backend: Callable[..., LocalBackend], tmp_path: Path
+) -> None:
+    backend = _finished_run(make_backend, tmp_path, "done")
+    exp = Experiment(_spec("done"), results=str(tmp_path / "results"))
+    assert exp.pause() is False
+    assert exp.nothing_to_do == "done has finished (succeeded); nothing to pause"
+    assert exp.status().state == "succeeded"
+    assert exp.resume() is False and exp.nothing_to_do == "done has finished (succeeded); nothing to resume"
+    assert exp.stop() is False and exp.nothing_to_do == "done has finished (succeeded); nothing to stop"
+    seen: list[str] = []
+    assert exp.wait(timeout=5, progress=lambda s: seen.append(s.state)).state == "succeeded"
+    # the backend by itself does not mark it either
+    backend.pause("done")
+    backend.stop("done")
+    assert backend.status("done").state == "succeeded"
+    state = json.loads((_workdir(tmp_path, "done") / STATE_DIR / "state.json").read_text())
+    assert not state["paused"] and not state["stop_requested"]
+    assert len(_runners(_workdir(tmp_path, "done"))) == 1  # nothing started again
+
+
+def test_the_cli_says_a_finished_run_has_nothing_to_pause_resume_or_stop(
+    make_backend: Callable[..., LocalBackend], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _finished_run(make_backend, tmp_path, "cartpole-ppo")
+    capsys.readouterr()
+    target = ["--results", str(tmp_path / "results")]
+    assert main(["experiment", "pause", "cartpole-ppo", *target]) == 0
+    assert capsys.readouterr().out.strip() == "cartpole-ppo has finished (succeeded); nothing to pause"
+    assert main(["experiment", "resume", "cartpole-ppo", *target]) == 0
+    assert capsys.readouterr().out.strip() == "cartpole-ppo has finished (succeeded); nothing to resume"
+    assert main(["experiment", "stop", "cartpole-ppo", "--no-download", *target]) == 0
+    assert capsys.readouterr().out.strip() == "cartpole-ppo has finished (succeeded); nothing to stop"
+    assert main(["experiment", "status", "cartpole-ppo", *target]) == 0
+    assert "succeeded" in capsys.readouterr().out
+
+
+def test_a_late_pause_does_not_turn_a_succeeded_run_into_a_paused_one(
+    make_backend: Callable[..., LocalBackend], tmp_path: Path
+) -> None:
+    """A pause whose SIGTERM reaches a learner that has just finished: it exits 0, and 0 means succeeded."""
+    backend = _finished_run(make_backend, tmp_path, "late")
+    RunState(_workdir(tmp_path, "late")).update(stop_requested=True, paused=True)
+    assert backend.status("late").state == "succeeded"
+    assert backend.wait("late", timeout=5).state == "succeeded"
+
+
+def test_pause_resume_and_stop_of_a_running_run(
+    make_backend: Callable[..., LocalBackend],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    standin_python: Path,
+) -> None:
+    monkeypatch.setattr(sys, "executable", str(standin_python))  # the Experiment's own backend: the stand-in
+    monkeypatch.setenv("STANDIN_EPISODES", "100000")
+    backend = make_backend(STANDIN_EPISODES="100000")
+    backend.start(_spec("live"), str(tmp_path / "results"))
+    workdir = _workdir(tmp_path, "live")
+    _wait_for(lambda: _progress(workdir) >= 2, 30, "training")
+    exp = Experiment(_spec("live"), results=str(tmp_path / "results"))
+    assert exp.resume() is False and exp.nothing_to_do == "live is running already; nothing to resume"
+    assert exp.pause() is True and exp.status().state == "paused"
+    assert exp.pause() is False and exp.nothing_to_do == "live is paused; nothing to pause"
+    assert exp.wait(timeout=5, progress=lambda s: None).state == "paused"  # a paused run does not hang a wait
+    assert main(["experiment", "attach", "live", "--quiet", "--results", str(tmp_path / "results")]) == 0
+    assert exp.resume() is True
+    _wait_for(lambda: len(_runners(workdir)) == 2, 30, "the resumed runner")
+    assert exp.pause() is True
+    assert exp.stop() is True and exp.status().state == "stopped"  # paused, then stopped for good
+    assert exp.stop() is False and exp.nothing_to_do == "live has finished (stopped); nothing to stop"
+    assert not any(_alive(pid) for pid in _runners(workdir))
+
+
+# ---------------------------------------------------------------------- the CLI's start, twice
+
+
+# Each CLI command's backend is dropped with the supervisors it started still running (as when the command
+# exits): their Popen objects say so when collected.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_second_cli_start_says_already_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, standin_python: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "executable", str(standin_python))
+    monkeypatch.setattr(Experiment, "validate", lambda self: None)  # no TensorFlow in this process
+    monkeypatch.setenv("STANDIN_EPISODES", "100000")
+    spec_file = tmp_path / "cartpole-ppo.yaml"
+    spec_file.write_text(_spec("cartpole-ppo").to_yaml())
+    target = ["--results", str(tmp_path / "results")]
+    try:
+        assert main(["experiment", "start", str(spec_file), *target]) == 0
+        assert capsys.readouterr().out.startswith("started cartpole-ppo (local)")
+        assert main(["experiment", "start", str(spec_file), *target]) == 0
+        out = capsys.readouterr().out
+        assert out.startswith("cartpole-ppo is already running (local); nothing was started"), out
+        _wait_for(lambda: _runners(_workdir(tmp_path, "cartpole-ppo")), 30, "the runner")
+        assert main(["experiment", "start", str(spec_file), *target]) == 0
+        assert "already running" in capsys.readouterr().out
+    finally:
+        assert main(["experiment", "stop", "cartpole-ppo", "--no-download", *target]) == 0
+    assert capsys.readouterr().out.strip() == "stopped cartpole-ppo"
+    assert len(_runners(_workdir(tmp_path, "cartpole-ppo"))) == 1
+    gc.collect()
+
+
+# ---------------------------------------------------------------------- the final lines of a log
+
+
+def test_the_log_has_its_final_lines_once_the_run_reads_finished(
+    make_backend: Callable[..., LocalBackend], tmp_path: Path
+) -> None:
+    backend = make_backend(STANDIN_EPISODES="3")
+    backend.start(_spec("tail"), str(tmp_path / "results"))
+    log = _workdir(tmp_path, "tail") / "logs" / "single-0.log"
+    _wait_for(lambda: backend.status("tail").finished, 30, "the end")
+    text = log.read_text()  # read at once: the exit line is written before the exit code is recorded
+    assert "succeeded: 3 episodes (summary)" in text
+    assert "single-0 exited with code 0" in text
+    assert [line.split(" | ", 1)[1] for line in backend.logs("tail")][-2:] == [
+        "succeeded: 3 episodes (summary)",
+        text.splitlines()[-1],
+    ]
+
+
+def test_the_log_copy_in_a_gcs_results_location_has_the_final_lines(
+    make_backend: Callable[..., LocalBackend], fake_gcs: Any, gcs_bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for key, value in fake_gcs.env.items():
+        monkeypatch.setenv(key, value)
+    root = f"gs://{gcs_bucket}/runs"
+    backend = make_backend(root=root, STANDIN_EPISODES="3")
+    backend.start(_spec("gcs-tail"), root)
+    assert backend.wait("gcs-tail", timeout=60).state == "succeeded"
+    from rlcloud.storage import open_store
+
+    text = open_store(f"{root}/gcs-tail").read_text("logs/single-0.log")
+    assert "succeeded: 3 episodes (summary)" in text
+    assert "single-0 exited with code 0" in text
+
+
+# ---------------------------------------------------------------------- the real runner
+
+
+@pytest.mark.training
+def test_the_real_runner_runs_once_and_checkpoints_when_its_supervisor_is_killed(tmp_path: Path) -> None:
+    root = tmp_path / "results"
+    spec = _spec("real-life", total_timesteps=10_000_000)
+    backends = [LocalBackend(str(root), grace_period=60) for _ in range(2)]
+    barrier = threading.Barrier(2)
+    started: list[bool] = []
+
+    def start(b: LocalBackend) -> None:
+        barrier.wait()
+        started.append(b.start(spec, str(root)))
+
+    threads = [threading.Thread(target=start, args=(b,)) for b in backends]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    backend = backends[0]
+    try:
+        assert sorted(started) == [False, True]
+        workdir = root / "real-life"
+        progress = workdir / "progress.json"
+        _wait_for(lambda: progress.exists() and json.loads(progress.read_text())["timestep"] > 200, 300, "training")
+        runner = json.loads((workdir / STATE_DIR / "single-0.runner").read_text())["pid"]
+        os.kill(_supervisor(workdir), signal.SIGKILL)
+        _wait_for(lambda: not _alive(runner), backend.grace_period, "the orphaned runner to checkpoint and stop")
+        log = workdir / "logs" / "single-0.log"
+        assert "received SIGTERM: checkpointing" in log.read_text()
+        checkpoint = (workdir / "checkpoints" / "LATEST").read_text().strip()
+        assert checkpoint and json.loads(progress.read_text())["checkpoint"] == checkpoint
+        status = backend.status("real-life")
+        assert status.state == "failed" and "vanished" in (status.roles[0].reason or "")
+
+        assert backend.start(spec, str(root)) is True
+        _wait_for(lambda: f"resumed from checkpoint {checkpoint}" in log.read_text(), 300, "the resume")
+        second = json.loads((workdir / STATE_DIR / "single-0.runner").read_text())["pid"]
+        assert second != runner and _alive(second)
+        resumed_at = json.loads(progress.read_text())["timestep"]
+        # training again (a stop while it still starts ends it without a checkpoint or a summary)
+        _wait_for(lambda: json.loads(progress.read_text())["timestep"] > resumed_at, 300, "training again")
+        backend.stop("real-life")
+        assert backend.status("real-life").state == "stopped" and not _alive(second)
+        tail = log.read_text().splitlines()[-3:]
+        assert any("stopped:" in line and "episodes" in line for line in tail), tail  # the runner's summary
+        assert "single-0 exited with code 143" in tail[-1]
+        episodes = _episodes(workdir)
+        assert episodes == sorted(set(episodes))  # one runner at a time: each episode once
+    finally:
+        for b in backends:
+            b.stop("real-life")
+
+
+# ---------------------------------------------------------------------- sweeps: one scheduler
+
+
+def test_sweep_starts_at_the_same_moment_launch_one_scheduler(tmp_path: Path) -> None:
+    from rlcloud.local.state import read_sweep_state, scheduler_alive
+    from rlcloud.specs.sweep import SweepSpec
+
+    root = str(tmp_path / "results")
+    sweep = SweepSpec.from_dict({"name": "race-sweep", "experiment": _spec("race-trial").model_dump(mode="json"),
+                                 "seeds": 1, "max_parallel": 1})  # fmt: skip
+    backends = [LocalBackend(root, grace_period=5) for _ in range(3)]
+    barrier = threading.Barrier(len(backends))
+    started: list[bool] = []
+
+    def start(b: LocalBackend) -> None:
+        barrier.wait()
+        started.append(b.start_sweep(sweep, root))
+
+    threads = [threading.Thread(target=start, args=(b,)) for b in backends]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    statedir = tmp_path / "results" / "race-sweep" / ".rlcloud-sweep"
+    pid = read_sweep_state(statedir)["pid"]
+    try:
+        assert sorted(started) == [False, False, True]
+    finally:
+        backends[0].stop_sweep("race-sweep")
+        for b in backends:
+            for child in b._children:
+                child.wait(30)
+    assert not scheduler_alive(statedir) and not _alive(pid)
