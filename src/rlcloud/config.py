@@ -40,6 +40,11 @@ class ProjectConfig(StrictModel):
     credentials_secret: str | None = Field(
         None, description="Instead of Workload Identity: a Kubernetes Secret holding a key file, mounted read-only."
     )
+    reaper_service_account: str | None = Field(
+        None,
+        description="Google service account the in-cluster reaper acts as (may only get and delete clusters), e.g. "
+        "rlcloud-reaper@my-project.iam.gserviceaccount.com; without it clusters with ttl/autodown get no reaper.",
+    )
 
     @field_validator("credentials")
     @classmethod
