@@ -342,6 +342,12 @@ class GkeTarget(KubernetesTarget):
         ]
         if spec.ttl is not None:
             rows.append(("ttl", str(spec.ttl)))
+        if spec.autodown is not None:
+            rows.append(("autodown", f"{spec.autodown} idle"))
+        cost = info.cost_so_far() if info is not None else None
+        if info is not None and cost is not None:
+            rows.append(("teardown", info.teardown()))
+            rows.append(("cost so far", str(cost)))
         if self.dedicated:
             rows.append(("dedicated", "yes: deleted when its experiment ends"))
         return rows

@@ -43,9 +43,9 @@ from rlcloud.gke.builders import (
 )
 from rlcloud.gke.errors import ClusterBusyError, api_errors, classify, operation_error
 from rlcloud.gke.operations import ProgressCallback, wait_operation
-from rlcloud.gke.plan import DEFAULT_POOL, GPU_POOL, plan_pools
+from rlcloud.gke.plan import DEFAULT_POOL, GPU_POOL, PoolPlan, plan_pools
 from rlcloud.gke.preflight import check_cluster_spec
-from rlcloud.gke.prices import CostEstimate, estimate_hourly_cost
+from rlcloud.gke.prices import CostEstimate, CostSoFar, estimate_cost_so_far, estimate_hourly_cost
 from rlcloud.specs.cluster import REGION_RE, Autoscaling, ClusterSpec
 
 __all__ = ["ClusterInfo", "GkeCluster", "GkeProject", "dedicated_cluster", "reap"]
@@ -67,6 +67,13 @@ _T = TypeVar("_T")
 
 def _region(location: str) -> str:
     return location if REGION_RE.match(location) else location.rsplit("-", 1)[0]
+
+
+def _span(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f}{unit}"
+    return f"{seconds:.0f}s"
 
 
 def _parse_time(text: str) -> _dt.datetime | None:
@@ -100,6 +107,8 @@ class ClusterInfo:
     disk_size: int = 0
     autoscaling: tuple[int, int] | None = None  # (min, max) nodes of the experiment pool
     nodes_per_zone: int = 0  # initial node count of the experiment pool
+    #: every pool as a plan with its node count over all its zones (for the cost so far)
+    pools: tuple[tuple[PoolPlan, int], ...] = ()
 
     @property
     def managed(self) -> bool:
@@ -123,6 +132,24 @@ class ClusterInfo:
             return False
         return self.expiry.timestamp() <= (time.time() if now is None else now)
 
+    def cost_so_far(self, now: float | None = None) -> CostSoFar | None:
+        """Estimated cost since creation (each pool at its initial size, list prices), None when the
+        creation time is unknown. An estimate: see :mod:`rlcloud.gke.prices`."""
+        age = self.age(now)
+        if age is None:
+            return None
+        return estimate_cost_so_far(list(self.pools), age / 3600)
+
+    def teardown(self, now: float | None = None) -> str:
+        """How the cluster goes away: ``ttl 2h left``, ``autodown 30m``, both, or ``-``."""
+        parts = []
+        if self.expiry is not None:
+            left = self.expiry.timestamp() - (time.time() if now is None else now)
+            parts.append("ttl expired" if left <= 0 else f"ttl {_span(left)} left")
+        if self.autodown is not None:
+            parts.append(f"autodown {_span(self.autodown)}")
+        return ", ".join(parts) or "-"
+
     def age(self, now: float | None = None) -> float | None:
         """Seconds since creation, if known."""
         if self.created is None:
@@ -145,6 +172,23 @@ class ClusterInfo:
         autoscaling = None
         if workers is not None and workers.autoscaling.enabled:
             autoscaling = (workers.autoscaling.min_node_count, workers.autoscaling.max_node_count)
+        zones = max(len(cluster.locations), 1)
+        pools_info = tuple(
+            (
+                PoolPlan(
+                    name=p.name,
+                    role="workers" if p is workers else "system",
+                    machine_type=p.config.machine_type,
+                    nodes_per_zone=p.initial_node_count,
+                    disk_size_gb=p.config.disk_size_gb,
+                    spot=bool(p.config.spot or p.config.preemptible),
+                    gpus=sum(a.accelerator_count for a in p.config.accelerators),
+                    gpu_type=p.config.accelerators[0].accelerator_type if p.config.accelerators else None,
+                ),
+                p.initial_node_count * (len(p.locations) or zones),
+            )
+            for p in pools
+        )
         return cls(
             name=cluster.name,
             project=project,
@@ -164,6 +208,7 @@ class ClusterInfo:
             disk_size=workers.config.disk_size_gb if workers else 0,
             autoscaling=autoscaling,
             nodes_per_zone=workers.initial_node_count if workers else 0,
+            pools=pools_info,
         )
 
     def to_spec(self) -> ClusterSpec:
