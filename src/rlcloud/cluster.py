@@ -190,6 +190,10 @@ class Cluster(ABC):
         """A kubernetes ApiClient for this cluster (never the global default configuration)."""
         raise SpecError([SpecProblem("cluster", f"{self.describe()} has no Kubernetes API")])
 
+    def check_image(self, spec_image: str | None) -> None:
+        """Refuse (SpecError) a run that would have no image its pods can pull. Local runs need none."""
+        return None
+
     def prepare_for(self, experiment: str) -> None:
         """Make sure the cluster can run ``experiment`` (by name) before it starts. Nothing to do here."""
         return None
@@ -268,13 +272,21 @@ class KubernetesTarget(Cluster):
             self._api_client = api_client_from_kubeconfig(self.kubeconfig, self.context)
         return self._api_client
 
+    def check_image(self, spec_image: str | None) -> None:
+        """Refuse (SpecError naming docs/images.md) when neither the experiment, this cluster nor rlcloud.yaml
+        names an image: rlcloud has no public image every cluster can pull."""
+        from rlcloud.config import check_cluster_image
+
+        check_cluster_image(spec_image, self.image, gpu=bool(self.gpu_type), where=self.describe())
+
     def _make_backend(self) -> ExperimentBackend:
-        from rlcloud.config import DEFAULT_GPU_IMAGE, DEFAULT_IMAGE, load_project_config
+        from rlcloud.config import load_project_config
         from rlcloud.k8s import KubernetesBackend
 
         config = load_project_config()
         gpu_type = self.gpu_type
-        default_image = (config.gpu_image or DEFAULT_GPU_IMAGE) if gpu_type else (config.image or DEFAULT_IMAGE)
+        # no built-in fallback here: check_image() refused the run before anything was made
+        default_image = config.gpu_image if gpu_type else config.image
         return KubernetesBackend(
             self.kube_client(),
             namespace=self.namespace,

@@ -123,6 +123,8 @@ class Experiment:
         if validate:
             self.validate()
         target = self._cluster
+        if target is not None:
+            target.check_image(self.spec.image)  # before a cluster is created or billed
         if target is None:
             from rlcloud.roles import check_local_capacity
 

@@ -118,3 +118,59 @@ def test_notebook_view_shows_teardown_and_cost_once_seen() -> None:
     cluster._last_info = _info(spec, created)  # type: ignore[attr-defined]
     page = cluster._repr_html_()
     assert "cost so far" in page and f"list prices of {PRICES_DATE}" in page and "autodown 30m" in page
+
+
+# ------------------------------------------------------------------------------------------ images and init
+
+
+def test_starting_on_a_cluster_without_an_image_is_refused_before_anything_is_made(
+    emulated: FakeClusterManager,
+) -> None:
+    from rlcloud import Cluster, Experiment, ExperimentSpec
+
+    spec = ExperimentSpec(
+        name="cp",
+        environment={"type": "gym", "level": "CartPole-v1"},
+        agent={"type": "ppo", "batch_size": 10},
+        episodes=5,
+    )
+    cluster = Cluster.gke(ClusterSpec(name="rl", gpu_type="nvidia-tesla-t4"), project=PROJECT)
+    with pytest.raises(SpecError) as info:
+        Experiment(spec, results="gs://bucket/rl").start(cluster=cluster, validate=False)
+    assert info.value.fields == ["image"]
+    assert "docs/images.md" in str(info.value) and "gpu_image" in str(info.value)
+    assert emulated.requests == []  # no cluster was created, nothing billed
+    # an image from the experiment, the cluster or rlcloud.yaml is enough
+    cluster.check_image("repo/runner-gpu:1")
+    Cluster.kubernetes(api_client=object(), image="repo/runner-cpu:1").check_image(None)
+    Path("rlcloud.yaml").write_text("image: repo/runner-cpu:2\n")
+    Cluster.kubernetes(api_client=object()).check_image(None)
+    with pytest.raises(SpecError, match="gpu_image"):
+        Cluster.kubernetes(api_client=object(), gpu_type="nvidia-l4").check_image(None)
+    Cluster.local().check_image(None)  # local runs use no image
+
+
+def test_the_default_image_names_no_registry() -> None:
+    from rlcloud.config import DEFAULT_GPU_IMAGE, DEFAULT_IMAGE
+
+    for image in (DEFAULT_IMAGE, DEFAULT_GPU_IMAGE):
+        assert "/" not in image and image.endswith(":local")
+
+
+def test_init_writes_commented_placeholders(tmp_path: Path) -> None:
+    import yaml
+
+    from rlcloud.cli.project import init_project
+
+    init_project(tmp_path, project="my-rl-project")
+    text = (tmp_path / "rlcloud.yaml").read_text()
+    for key in ("location", "image", "gpu_image", "gcp_service_account", "reaper_service_account"):
+        (line,) = [x for x in text.splitlines() if x.startswith(f"# {key}: ")]
+        assert "my-rl-project" in line or key == "location"
+    # commented: what init wrote still loads as just the settings given
+    assert set(yaml.safe_load(text)) == {"project", "results"}
+    for key in ("image", "gpu_image"):
+        ask = text.splitlines()[
+            text.splitlines().index(next(x for x in text.splitlines() if x.startswith(f"# {key}:"))) - 1
+        ]
+        assert "docs/images.md" in ask
