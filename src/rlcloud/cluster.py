@@ -391,6 +391,26 @@ class GkeTarget(KubernetesTarget):
         self._last_info = info
         return info
 
+    def doctor(self, results: str | None = None) -> builtins.list[Any]:
+        """Pre-flight checks of this cluster's project (:class:`rlcloud.doctor.Doctor`): APIs, permissions, GPU
+        quota for this spec, the results bucket (``results``, default rlcloud.yaml's), Workload Identity, the
+        runner images and the reaper's identity. Returns one ``Check`` each (``.ok``, ``.fix``); raises nothing."""
+        from rlcloud.config import google_credentials, load_project_config
+        from rlcloud.doctor import Doctor
+
+        config = load_project_config()
+        project = self.project or self._spec.project or config.project or self.handle.project
+        root = results or config.results or ""
+        checks: builtins.list[Any] = Doctor(
+            project,
+            bucket=root if root.startswith("gs://") else None,
+            spec=self._spec,
+            config=config,
+            namespace=self.namespace,
+            credentials=self._credentials or google_credentials(config),
+        ).run()
+        return checks
+
     def delete(self, wait: bool = True, progress: ProgressCallback | None = None) -> None:
         """Delete the GKE cluster. Idempotent: a cluster that is already gone is fine."""
         self.handle.delete(wait=wait, progress=progress)

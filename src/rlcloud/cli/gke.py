@@ -228,3 +228,36 @@ def cluster_reap(args: argparse.Namespace) -> int:
     deleted = reap(options["project"], credentials=options["credentials"])
     console.print(f"deleted {len(deleted)} cluster(s): {', '.join(i.name for i in deleted)}", markup=False)
     return 0
+
+
+def run_doctor(args: argparse.Namespace) -> int:
+    """`rlcloud doctor`: every check of :class:`rlcloud.doctor.Doctor`, one line each; exit 1 when one fails."""
+    from rlcloud.config import load_project_config
+    from rlcloud.doctor import Doctor
+
+    config = load_project_config()
+    options = _gke_options(args)
+    spec = None
+    if args.file:
+        from rlcloud.specs import ClusterSpec
+
+        spec = ClusterSpec.from_file(args.file)
+    project = options["project"] or (spec.project if spec else None)
+    if not project:
+        raise SpecError([SpecProblem("--project", "no project given, in rlcloud.yaml or in the cluster spec")])
+    results = args.results or config.results or ""
+    doctor = Doctor(
+        project,
+        bucket=results if results.startswith("gs://") else None,
+        spec=spec,
+        config=config,
+        credentials=options["credentials"],
+    )
+    checks = doctor.run()
+    fmt = output_format(args)
+    if fmt != "table":
+        print_data([{"check": c.name, "status": c.status, "detail": c.detail, "fix": c.fix} for c in checks], fmt)
+    else:
+        for check in checks:
+            print(check)
+    return 0 if all(c.ok for c in checks) else 1
