@@ -22,7 +22,8 @@ The rules (docs/gke-setup.md, "Teardown inside the cluster"):
 * ``autodown`` is idle teardown: it never deletes while an rlcloud Job is unfinished (and not paused) or
   an rlcloud pod is Pending or Running. A Job waiting for a GPU node counts as running: the ttl is the
   cap for that. The idle time counts from the latest of the cluster's creation and the last activity
-  seen (a Job started, finished, paused; a pod started or ended).
+  seen (a Job started, finished, paused; a pod started or ended). Activity that cannot be read (the
+  Kubernetes API refuses the lists) counts as running.
 * Deleting is idempotent: a cluster already being deleted (STOPPING) or gone is left alone, and a cluster
   busy with another operation (an upgrade) is tried again on the next run.
 
@@ -385,7 +386,7 @@ def run_once(
     """
     from google.api_core import exceptions as gexc
 
-    from rlcloud.errors import NotFoundError
+    from rlcloud.errors import NotFoundError, RLCloudError
     from rlcloud.gke.builders import AUTODOWN_LABEL, EXPIRY_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE, cluster_path
     from rlcloud.gke.cluster import GkeProject
     from rlcloud.gke.errors import api_errors
@@ -412,9 +413,14 @@ def run_once(
     api_client = api_client or _kube_api_client()
     applier = Applier(api_client)
     query = {"labelSelector": _MANAGED_SELECTOR}
-    jobs = applier.checked_json("list rlcloud Jobs", "GET", "/apis/batch/v1/jobs", query=query)
-    pods = applier.checked_json("list rlcloud pods", "GET", "/api/v1/pods", query=query)
-    seen = activity(jobs.get("items") or [], pods.get("items") or [], own_namespace=namespace)
+    try:
+        jobs = applier.checked_json("list rlcloud Jobs", "GET", "/apis/batch/v1/jobs", query=query)
+        pods = applier.checked_json("list rlcloud pods", "GET", "/api/v1/pods", query=query)
+        seen = activity(jobs.get("items") or [], pods.get("items") or [], own_namespace=namespace)
+    except RLCloudError as exc:
+        # Unknown activity counts as running: idle teardown waits, the ttl (which needs no activity) still acts.
+        log.warning("cannot list rlcloud's Jobs and pods: %s", exc)
+        seen = Activity(1, None, (f"unknown: cannot list rlcloud's Jobs and pods ({exc})",))
     decision = decide(
         now,
         created=created,

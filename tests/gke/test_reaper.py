@@ -267,6 +267,19 @@ def test_never_touches_an_unlabelled_cluster(fake: FakeClusterManager, apiserver
     assert _record(apiserver)["decision"] == "keep"
 
 
+def test_unknown_activity_postpones_autodown_but_not_the_ttl(
+    fake: FakeClusterManager, apiserver: FakeKubeApiServer, run: Run
+) -> None:
+    apiserver.inject_fault("GET", "/apis/batch/v1/jobs", status=403, count=100)
+    _put_cluster(fake, {"managed-by": "rlcloud", "autodown": "1800"})
+    decision = run()
+    assert not decision.delete and "postponed" in decision.reason
+    assert "cannot list" in _record(apiserver)["running_workloads"]
+    _put_cluster(fake, {"managed-by": "rlcloud", "autodown": "1800", "expiry": str(int(NOW - 1))})
+    assert run().delete
+    assert len(_deletes(fake)) == 1
+
+
 def test_dry_run_records_but_deletes_nothing(fake: FakeClusterManager, apiserver: FakeKubeApiServer, run: Run) -> None:
     _put_cluster(fake, {"managed-by": "rlcloud", "expiry": str(int(NOW - 60))})
     assert run(dry_run=True).delete
