@@ -385,6 +385,7 @@ def run_once(
     Kubernetes configuration); tests pass fakes. ``dry_run`` records the decision but deletes nothing.
     """
     from google.api_core import exceptions as gexc
+    from google.cloud import container_v1
 
     from rlcloud.errors import NotFoundError, RLCloudError
     from rlcloud.gke.builders import AUTODOWN_LABEL, EXPIRY_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE, cluster_path
@@ -408,8 +409,6 @@ def run_once(
         return Decision(False, "cluster not found (already deleted)")
     labels = dict(cluster.resource_labels)
     created = _ts(cluster.create_time)
-    from google.cloud import container_v1
-
     api_client = api_client or _kube_api_client()
     applier = Applier(api_client)
     query = {"labelSelector": _MANAGED_SELECTOR}
