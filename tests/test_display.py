@@ -57,7 +57,7 @@ class ScriptedCluster(KubernetesTarget):
     """A Kubernetes-kind cluster whose backend is a ScriptedBackend."""
 
     def __init__(self, backend: ExperimentBackend) -> None:
-        super().__init__(context="test", namespace="rl")
+        super().__init__(context="test", namespace="rl", image="rlcloud:test")  # a cluster run needs an image
         self.scripted_backend = backend
 
     def backend(self) -> ExperimentBackend:

@@ -126,7 +126,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("rlcloud.errors", "rlcloud.logsafety", "rlcloud.roles"),
     ("rlcloud.specs", "rlcloud.config", "rlcloud.results", "rlcloud.backend"),
     ("rlcloud.storage", "rlcloud.record", "rlcloud.plotting"),
-    ("rlcloud.gke", "rlcloud.k8s", "rlcloud.runner", "rlcloud.local"),
+    ("rlcloud.gke", "rlcloud.k8s", "rlcloud.runner", "rlcloud.local", "rlcloud.reaper", "rlcloud.doctor"),
     ("rlcloud.cluster", "rlcloud.experiment", "rlcloud.sweep", "rlcloud.compare", "rlcloud.validation"),
     ("rlcloud.cli", "rlcloud.__main__"),
 ]

@@ -197,6 +197,10 @@ class Cluster(ABC):
         """A kubernetes ApiClient for this cluster (never the global default configuration)."""
         raise SpecError([SpecProblem("cluster", f"{self.describe()} has no Kubernetes API")])
 
+    def check_image(self, spec_image: str | None) -> None:
+        """Refuse (SpecError) a run that would have no image its pods can pull. Local runs need none."""
+        return None
+
     def prepare_for(self, experiment: str) -> None:
         """Make sure the cluster can run ``experiment`` (by name) before it starts. Nothing to do here."""
         return None
@@ -280,13 +284,21 @@ class KubernetesTarget(Cluster):
             self._api_client = api_client_from_kubeconfig(self.kubeconfig, self.context)
         return self._api_client
 
+    def check_image(self, spec_image: str | None) -> None:
+        """Refuse (SpecError naming docs/images.md) when neither the experiment, this cluster nor rlcloud.yaml
+        names an image: rlcloud has no public image every cluster can pull."""
+        from rlcloud.config import check_cluster_image
+
+        check_cluster_image(spec_image, self.image, gpu=bool(self.gpu_type), where=self.describe())
+
     def _make_backend(self) -> ExperimentBackend:
-        from rlcloud.config import DEFAULT_GPU_IMAGE, DEFAULT_IMAGE, load_project_config
+        from rlcloud.config import load_project_config
         from rlcloud.k8s import KubernetesBackend
 
         config = load_project_config()
         gpu_type = self.gpu_type
-        default_image = (config.gpu_image or DEFAULT_GPU_IMAGE) if gpu_type else (config.image or DEFAULT_IMAGE)
+        # no built-in fallback here: check_image() refused the run before anything was made
+        default_image = config.gpu_image if gpu_type else config.image
         return KubernetesBackend(
             self.kube_client(),
             namespace=self.namespace,
@@ -357,6 +369,12 @@ class GkeTarget(KubernetesTarget):
             rows.append(("ttl", str(spec.ttl)))
         if spec.queue:
             rows.append(("Kueue queue", spec.queue))
+        if spec.autodown is not None:
+            rows.append(("autodown", f"{spec.autodown} idle"))
+        cost = info.cost_so_far() if info is not None else None
+        if info is not None and cost is not None:
+            rows.append(("teardown", info.teardown()))
+            rows.append(("cost so far", str(cost)))
         if self.dedicated:
             rows.append(("dedicated", "yes: deleted when its experiment ends"))
         return rows
@@ -387,6 +405,26 @@ class GkeTarget(KubernetesTarget):
         info: ClusterInfo = self.handle.create(wait=wait, progress=progress, delete_on_failure=self.dedicated)
         self._last_info = info
         return info
+
+    def doctor(self, results: str | None = None) -> builtins.list[Any]:
+        """Pre-flight checks of this cluster's project (:class:`rlcloud.doctor.Doctor`): APIs, permissions, GPU
+        quota for this spec, the results bucket (``results``, default rlcloud.yaml's), Workload Identity, the
+        runner images and the reaper's identity. Returns one ``Check`` each (``.ok``, ``.fix``); raises nothing."""
+        from rlcloud.config import google_credentials, load_project_config
+        from rlcloud.doctor import Doctor
+
+        config = load_project_config()
+        project = self.project or self._spec.project or config.project or self.handle.project
+        root = results or config.results or ""
+        checks: builtins.list[Any] = Doctor(
+            project,
+            bucket=root if root.startswith("gs://") else None,
+            spec=self._spec,
+            config=config,
+            namespace=self.namespace,
+            credentials=self._credentials or google_credentials(config),
+        ).run()
+        return checks
 
     def delete(self, wait: bool = True, progress: ProgressCallback | None = None) -> None:
         """Delete the GKE cluster. Idempotent: a cluster that is already gone is fine."""

@@ -15,8 +15,13 @@ from rlcloud.errors import SpecError, SpecProblem
 from rlcloud.specs._base import StrictModel
 
 CONFIG_FILE = "rlcloud.yaml"
-DEFAULT_IMAGE = "us-docker.pkg.dev/rlcloud/rlcloud/runner-cpu:0.1.0"
-DEFAULT_GPU_IMAGE = "us-docker.pkg.dev/rlcloud/rlcloud/runner-gpu:0.1.0"
+# rlcloud publishes no image that every cluster can pull, so the built-in defaults are the tags of images
+# built locally from images/ (`docker build -f images/cpu/Dockerfile -t rlcloud-runner-cpu:local .`), for a
+# kind or minikube cluster that was loaded with them. Starting on a cluster with no image configured is
+# refused (check_cluster_image) rather than left to fail with ImagePullBackOff; local runs use no image.
+DEFAULT_IMAGE = "rlcloud-runner-cpu:local"
+DEFAULT_GPU_IMAGE = "rlcloud-runner-gpu:local"
+IMAGES_DOC = "docs/images.md"
 
 
 class ProjectConfig(StrictModel):
@@ -40,6 +45,11 @@ class ProjectConfig(StrictModel):
     credentials_secret: str | None = Field(
         None, description="Instead of Workload Identity: a Kubernetes Secret holding a key file, mounted read-only."
     )
+    reaper_service_account: str | None = Field(
+        None,
+        description="Google service account the in-cluster reaper acts as (may only get and delete clusters), e.g. "
+        "rlcloud-reaper@my-project.iam.gserviceaccount.com; without it clusters with ttl/autodown get no reaper.",
+    )
 
     @field_validator("credentials")
     @classmethod
@@ -47,6 +57,29 @@ class ProjectConfig(StrictModel):
         if value is not None:
             check_credentials_file(value)
         return value
+
+
+def check_cluster_image(
+    spec_image: str | None, cluster_image: str | None, *, gpu: bool, where: str, config: ProjectConfig | None = None
+) -> str:
+    """The image pods of a run on a cluster use: the experiment's, else the cluster's, else rlcloud.yaml's
+    ``gpu_image`` (GPU clusters) or ``image``. With none of them: SpecError pointing at docs/images.md,
+    before anything is created or billed (the built-in default is a local tag no cluster can pull)."""
+    config = config or load_project_config()
+    key = "gpu_image" if gpu else "image"
+    image = spec_image or cluster_image or (config.gpu_image if gpu else config.image)
+    if image:
+        return image
+    raise SpecError(
+        [
+            SpecProblem(
+                "image",
+                f"no runner image for {where}: rlcloud has no public image that every cluster can pull. Build "
+                f"and push one ({IMAGES_DOC}), then set `{key}:` in {CONFIG_FILE}, or pass image= to the cluster, "
+                "or set `image:` in the experiment spec",
+            )
+        ]
+    )
 
 
 def check_credentials_file(path: str | Path) -> str:

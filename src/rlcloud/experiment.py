@@ -134,6 +134,8 @@ class Experiment:
 
             require_installed(RUNNER_MODULES, "runner", feature=f"running experiment {self.name} on this machine")
         target = self._cluster
+        if target is not None:
+            target.check_image(self.spec.image)  # before a cluster is created or billed
         if target is None:
             from rlcloud.roles import check_local_capacity
 

@@ -131,6 +131,9 @@ class Sweep:
             self._cluster, self._backend = cluster, None
         if validate:
             self.validate()
+        if self._cluster is not None:
+            for trial in self.spec.trials():
+                self._cluster.check_image(trial.spec.image)
         started = self.backend.start_sweep(self.spec, self.results_root)
         self.already_running = not started
         return self

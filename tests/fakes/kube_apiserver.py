@@ -88,6 +88,9 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ResourceType("batch", "v1", "jobs", "Job", True, frozenset({"status"}), default_propagation="Orphan"),
     ResourceType("rbac.authorization.k8s.io", "v1", "roles", "Role", True),
     ResourceType("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True),
+    ResourceType("batch", "v1", "cronjobs", "CronJob", True, frozenset({"status"})),
+    ResourceType("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
+    ResourceType("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False),
 )
 _BY_PATH: dict[tuple[str, str, str], ResourceType] = {(r.group, r.version, r.plural): r for r in RESOURCE_TYPES}
 _BY_KIND: dict[str, ResourceType] = {r.kind: r for r in RESOURCE_TYPES}

@@ -383,7 +383,7 @@ def test_spec_is_frozen_and_replace_validates() -> None:
     [
         ({"Seed": 3}, "Seed", "did you mean 'seed'?"),
         ({"resources": {"Learner": {"cpu": "2"}}}, "resources.Learner", "valid fields here: env_server, learner"),
-        ({"cluster": {"name": "c", "GPU": 1}}, "cluster.GPU", "valid fields here: autoscaling,"),
+        ({"cluster": {"name": "c", "GPU": 1}}, "cluster.GPU", "valid fields here: autodown, autoscaling,"),
         ({"cluster": {"name": "c", "labels": {"Team": 5}}}, "cluster.labels.Team", "valid string"),
         ({"evaluation": {"Every": "5e"}}, "evaluation.Every", "did you mean 'every'?"),
     ],

@@ -11,7 +11,7 @@ Command modules (declarations and handlers; imported for every run, so kept ligh
     experiment.py  experiment ..., the run|status|logs|attach shortcuts, tensorboard
     sweep.py       sweep validate|run|start|status|results|stop|list
     analysis.py    compare
-    cluster.py     cluster create|list|delete|reap
+    cluster.py     cluster create|list|delete|reap, doctor
 What handlers import when they run (never for --help):
     _common.py     console, --set, output    progress.py  the live bar and tables of a run
     project.py     init's and experiment new's file work    gke.py  the cluster commands' GKE work
@@ -75,6 +75,7 @@ COMMANDS: tuple[Command, ...] = (
     cluster.list_,
     cluster.delete,
     cluster.reap,
+    cluster.doctor,
     setup.completion,
 )
 

@@ -93,3 +93,21 @@ def reap(args: argparse.Namespace) -> int:
     from rlcloud.cli.gke import cluster_reap
 
     return cluster_reap(args)
+
+
+@command(
+    "doctor",
+    "Check a Google Cloud project before anything is billed.",
+    "rlcloud doctor --results gs://my-bucket/rl -f configs/clusters/t4.yaml",
+    args=[
+        PROJECT,
+        Arg("--results", metavar="URL", help="results root whose bucket to check (default: rlcloud.yaml)"),
+        Arg("-f", "--file", metavar="FILE", help="a cluster spec: its GPU quota and reaper are checked too"),
+    ],
+)
+def doctor(args: argparse.Namespace) -> int:
+    """Check APIs, permissions, GPU quota, the results bucket, Workload Identity, the runner images and the
+    reaper's identity; print OK or FAIL with the command that fixes it for each. Exit 1 when one fails."""
+    from rlcloud.cli.gke import run_doctor
+
+    return run_doctor(args)

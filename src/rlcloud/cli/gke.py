@@ -93,6 +93,7 @@ def cluster_create(args: argparse.Namespace, sets: dict[str, Any]) -> int:
         f"in {spec.location}: {spec.num_nodes}x {spec.effective_machine_type}{gpus}"
         + (" (spot)" if spec.spot else "")
         + (f", expires after {spec.ttl}" if spec.ttl else "")
+        + (f", deleted after {spec.autodown} idle" if spec.autodown else "")
     )
     console.print(f"cluster [bold]{text(spec.name)}[/] {text(shape)}")
     console.print(str(estimate_hourly_cost(spec)), markup=False)
@@ -103,6 +104,8 @@ def cluster_create(args: argparse.Namespace, sets: dict[str, Any]) -> int:
     with operation_bar(f"create {spec.name}", quiet=args.quiet) as progress:
         info = cluster.create(wait=not args.no_wait, progress=progress)
     console.print(f"{info.name}: {info.status} in {info.location} (project {info.project})", markup=False)
+    if cluster.reaper_note:
+        console.print(cluster.reaper_note, markup=False)
     return 0
 
 
@@ -116,7 +119,9 @@ def _age(seconds: float | None) -> str:
 
 
 def info_row(info: ClusterInfo, now: float) -> dict[str, Any]:
-    """One cluster as a JSON-ready dict (the columns of `rlcloud cluster list`)."""
+    """One cluster as a JSON-ready dict (the columns of `rlcloud cluster list`); the cost is an estimate since
+    creation (:meth:`ClusterInfo.cost_so_far`)."""
+    cost = info.cost_so_far(now)
     return {
         "name": info.name,
         "location": info.location,
@@ -127,13 +132,18 @@ def info_row(info: ClusterInfo, now: float) -> dict[str, Any]:
         "status": info.status,
         "age": _age(info.age(now)),
         "expiry": info.expiry.isoformat() if info.expiry else None,
+        "autodown_seconds": info.autodown,
+        "teardown": info.teardown(now),
+        "estimated_cost_usd": cost.usd if cost else None,
+        "cost_prices_date": cost.prices_date if cost else None,
         "experiment": info.experiment,
         "managed": info.managed,
     }
 
 
 def cluster_list(args: argparse.Namespace) -> int:
-    """`rlcloud cluster list`: name, location, machine type, nodes, GPUs per node, status, age, expiry."""
+    """`rlcloud cluster list`: name, location, machine type, nodes, GPUs per node, status, age, ttl/autodown, and
+    the estimated cost so far."""
     options = _gke_options(args)
     infos = GkeCluster.list(options["project"], credentials=options["credentials"], all_clusters=args.all)
     now = time.time()
@@ -146,14 +156,27 @@ def cluster_list(args: argparse.Namespace) -> int:
     from rich.text import Text
 
     table = Table(show_edge=False)
-    for column in ("name", "location", "machine type", "nodes", "GPUs/node", "status", "age", "expiry"):
+    columns = ("name", "location", "machine type", "nodes", "GPUs/node", "status", "age", "teardown", "cost so far*")
+    for column in columns:
         table.add_column(column)
     for r in rows:
         gpus = f"{r['gpus_per_node']}x {r['gpu_type']}" if r["gpu_type"] else "0"
-        expiry = (r["expiry"] or "-")[:16].replace("T", " ")
-        cells = (r["name"], r["location"], r["machine_type"], str(r["nodes"]), gpus, r["status"], r["age"], expiry)
+        cost = "-" if r["estimated_cost_usd"] is None else f"~${r['estimated_cost_usd']:.2f}"
+        cells = (
+            r["name"], r["location"], r["machine_type"], str(r["nodes"]), gpus, r["status"], r["age"], r["teardown"],
+            cost,
+        )  # fmt: skip
         table.add_row(*(Text(str(cell)) for cell in cells))
-    _console().print(table if rows else "no rlcloud clusters" + ("" if args.all else " (--all lists every cluster)"))
+    console = _console()
+    console.print(table if rows else "no rlcloud clusters" + ("" if args.all else " (--all lists every cluster)"))
+    if rows:
+        from rlcloud.gke.prices import PRICES_DATE, PRICES_REGION
+
+        console.print(
+            f"* estimate: each pool at its initial size since creation, list prices of {PRICES_DATE} "
+            f"({PRICES_REGION}); autoscaling, discounts and other regions differ",
+            markup=False,
+        )
     return 0
 
 
@@ -205,3 +228,36 @@ def cluster_reap(args: argparse.Namespace) -> int:
     deleted = reap(options["project"], credentials=options["credentials"])
     console.print(f"deleted {len(deleted)} cluster(s): {', '.join(i.name for i in deleted)}", markup=False)
     return 0
+
+
+def run_doctor(args: argparse.Namespace) -> int:
+    """`rlcloud doctor`: every check of :class:`rlcloud.doctor.Doctor`, one line each; exit 1 when one fails."""
+    from rlcloud.config import load_project_config
+    from rlcloud.doctor import Doctor
+
+    config = load_project_config()
+    options = _gke_options(args)
+    spec = None
+    if args.file:
+        from rlcloud.specs import ClusterSpec
+
+        spec = ClusterSpec.from_file(args.file)
+    project = options["project"] or (spec.project if spec else None)
+    if not project:
+        raise SpecError([SpecProblem("--project", "no project given, in rlcloud.yaml or in the cluster spec")])
+    results = args.results or config.results or ""
+    doctor = Doctor(
+        project,
+        bucket=results if results.startswith("gs://") else None,
+        spec=spec,
+        config=config,
+        credentials=options["credentials"],
+    )
+    checks = doctor.run()
+    fmt = output_format(args)
+    if fmt != "table":
+        print_data([{"check": c.name, "status": c.status, "detail": c.detail, "fix": c.fix} for c in checks], fmt)
+    else:
+        for check in checks:
+            print(check)
+    return 0 if all(c.ok for c in checks) else 1

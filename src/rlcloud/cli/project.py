@@ -55,6 +55,7 @@ def init_project(
         data = {"project": project, "results": results or DEFAULT_RESULTS, "credentials": credentials}
         text = "# rlcloud project settings: defaults for every rlcloud command run in this directory.\n"
         text += yaml.safe_dump({k: v for k, v in data.items() if v is not None}, sort_keys=False)
+        text += placeholders(project)
         config_path.write_text(text, encoding="utf-8")
         report.append(f"wrote {config_path}")
     copied = kept = 0
@@ -74,7 +75,29 @@ def init_project(
     elif project:
         report.append("credentials: Application Default Credentials (gcloud auth application-default login)")
     report.append(f"next: rlcloud experiment run {directory / 'configs/experiments/cartpole-ppo.yaml'}")
+    report.append(f"before a cluster run: fill in image (and gpu_image) in {config_path} (docs/images.md)")
     return report
+
+
+def placeholders(project: str | None = None) -> str:
+    """The commented settings ``rlcloud init`` writes for the user to fill in, one line each on what goes
+    there (a cluster run needs an image: rlcloud has none that every project can pull)."""
+    p = project or "my-project"
+    lines = [
+        "",
+        "# Needed on a cluster (GKE or Kubernetes): uncomment and fill in.",
+        "# Zone or region new clusters go to, e.g. us-central1-a (GPU types differ by zone):",
+        "# location: us-central1-a",
+        "# Runner image for CPU pods, built from images/cpu and pushed where your nodes can pull (docs/images.md):",
+        f"# image: us-central1-docker.pkg.dev/{p}/rlcloud/runner-cpu:0.1.0",
+        "# Runner image for GPU pods, built from images/gpu (docs/images.md):",
+        f"# gpu_image: us-central1-docker.pkg.dev/{p}/rlcloud/runner-gpu:0.1.0",
+        "# Google service account the pods write results as, through Workload Identity (docs/gke-setup.md#5):",
+        f"# gcp_service_account: rlcloud-runner@{p}.iam.gserviceaccount.com",
+        "# Google service account of the in-cluster reaper (ttl/autodown; docs/gke-setup.md#7):",
+        f"# reaper_service_account: rlcloud-reaper@{p}.iam.gserviceaccount.com",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def new_experiment_file(

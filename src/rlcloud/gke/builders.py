@@ -16,6 +16,7 @@ from rlcloud.gke.plan import POOL_LABEL, PoolPlan, plan_pools
 from rlcloud.specs.cluster import ClusterSpec
 
 __all__ = [
+    "AUTODOWN_LABEL",
     "EXPERIMENT_LABEL",
     "EXPIRY_LABEL",
     "GPU_DRIVER_VERSIONS",
@@ -36,6 +37,7 @@ MANAGED_BY_LABEL = "managed-by"
 MANAGED_BY_VALUE = "rlcloud"
 EXPERIMENT_LABEL = "experiment"
 EXPIRY_LABEL = "expiry"  # unix time (seconds) after which `rlcloud cluster reap` deletes the cluster
+AUTODOWN_LABEL = "autodown"  # idle seconds after which the in-cluster reaper deletes the cluster
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 GPU_DRIVER_VERSIONS = ("DEFAULT", "LATEST")
 
@@ -61,9 +63,10 @@ def operation_path(project: str, location: str, operation: str) -> str:
 
 
 def cluster_labels(spec: ClusterSpec, *, experiment: str | None = None, now: float | None = None) -> dict[str, str]:
-    """The GCE labels of the cluster: the spec's own, plus managed-by, experiment and expiry.
+    """The GCE labels of the cluster: the spec's own, plus managed-by, experiment, expiry and autodown.
 
-    ``expiry`` is ``now + ttl`` in unix seconds (label values cannot hold ':' or '+', so no ISO date).
+    ``expiry`` is ``now + ttl`` in unix seconds (label values cannot hold ':' or '+', so no ISO date);
+    ``autodown`` is the idle time in seconds. The in-cluster reaper reads both from the cluster itself.
     """
     labels = dict(spec.labels)
     labels[MANAGED_BY_LABEL] = MANAGED_BY_VALUE
@@ -72,6 +75,8 @@ def cluster_labels(spec: ClusterSpec, *, experiment: str | None = None, now: flo
     if spec.ttl is not None:
         start = time.time() if now is None else now
         labels[EXPIRY_LABEL] = str(int(start + spec.ttl.seconds))
+    if spec.autodown is not None:
+        labels[AUTODOWN_LABEL] = str(spec.autodown.seconds)
     return labels
 
 
@@ -82,11 +87,15 @@ def _driver_version(value: str) -> container_v1.GPUDriverInstallationConfig.GPUD
     return getattr(container_v1.GPUDriverInstallationConfig.GPUDriverVersion, upper)
 
 
-def build_node_pool(plan: PoolPlan, *, gpu_driver_version: str = "DEFAULT") -> container_v1.NodePool:
+def build_node_pool(
+    plan: PoolPlan, *, gpu_driver_version: str = "DEFAULT", service_account: str | None = None
+) -> container_v1.NodePool:
     """One NodePool message from a :class:`~rlcloud.gke.plan.PoolPlan`.
 
     GPU nodes get GKE-managed driver installation (no driver DaemonSet); nodes use the GKE metadata
     server so pods authenticate with Workload Identity rather than the node's service account.
+    ``service_account``: the Google service account the nodes run as (None: GKE's default, the
+    project's Compute Engine default service account).
     """
     config = container_v1.NodeConfig(
         machine_type=plan.machine_type,
@@ -99,6 +108,8 @@ def build_node_pool(plan: PoolPlan, *, gpu_driver_version: str = "DEFAULT") -> c
             mode=container_v1.WorkloadMetadataConfig.Mode.GKE_METADATA
         ),
     )
+    if service_account:
+        config.service_account = service_account
     if plan.gpus:
         config.accelerators = [
             container_v1.AcceleratorConfig(
@@ -147,7 +158,10 @@ def build_cluster(
     return container_v1.Cluster(
         name=spec.name,
         description=f"rlcloud cluster {spec.name}" + (f" for experiment {experiment}" if experiment else ""),
-        node_pools=[build_node_pool(p, gpu_driver_version=gpu_driver_version) for p in plan_pools(spec)],
+        node_pools=[
+            build_node_pool(p, gpu_driver_version=gpu_driver_version, service_account=spec.service_account)
+            for p in plan_pools(spec)
+        ],
         locations=list(node_locations),
         resource_labels=labels,
         workload_identity_config=container_v1.WorkloadIdentityConfig(workload_pool=f"{project}.svc.id.goog"),
@@ -194,5 +208,7 @@ def build_create_node_pool_request(
         raise SpecError([SpecProblem("pool_name", f"must be one of {sorted(plans)}", pool_name)])
     return container_v1.CreateNodePoolRequest(
         parent=cluster_path(project, location, spec.name),
-        node_pool=build_node_pool(plans[pool_name], gpu_driver_version=gpu_driver_version),
+        node_pool=build_node_pool(
+            plans[pool_name], gpu_driver_version=gpu_driver_version, service_account=spec.service_account
+        ),
     )

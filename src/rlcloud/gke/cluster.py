@@ -30,6 +30,7 @@ from google.cloud import container_v1
 
 from rlcloud.errors import BackendError, CapacityError, ConflictError, NotFoundError, RLCloudError
 from rlcloud.gke.builders import (
+    AUTODOWN_LABEL,
     EXPERIMENT_LABEL,
     EXPIRY_LABEL,
     MANAGED_BY_LABEL,
@@ -42,9 +43,9 @@ from rlcloud.gke.builders import (
 )
 from rlcloud.gke.errors import ClusterBusyError, api_errors, classify, operation_error
 from rlcloud.gke.operations import ProgressCallback, wait_operation
-from rlcloud.gke.plan import DEFAULT_POOL, GPU_POOL, plan_pools
+from rlcloud.gke.plan import DEFAULT_POOL, GPU_POOL, PoolPlan, plan_pools
 from rlcloud.gke.preflight import check_cluster_spec
-from rlcloud.gke.prices import CostEstimate, estimate_hourly_cost
+from rlcloud.gke.prices import CostEstimate, CostSoFar, estimate_cost_so_far, estimate_hourly_cost
 from rlcloud.specs.cluster import REGION_RE, Autoscaling, ClusterSpec
 
 __all__ = ["ClusterInfo", "GkeCluster", "GkeProject", "dedicated_cluster", "reap"]
@@ -66,6 +67,13 @@ _T = TypeVar("_T")
 
 def _region(location: str) -> str:
     return location if REGION_RE.match(location) else location.rsplit("-", 1)[0]
+
+
+def _span(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f}{unit}"
+    return f"{seconds:.0f}s"
 
 
 def _parse_time(text: str) -> _dt.datetime | None:
@@ -99,6 +107,8 @@ class ClusterInfo:
     disk_size: int = 0
     autoscaling: tuple[int, int] | None = None  # (min, max) nodes of the experiment pool
     nodes_per_zone: int = 0  # initial node count of the experiment pool
+    #: every pool as a plan with its node count over all its zones (for the cost so far)
+    pools: tuple[tuple[PoolPlan, int], ...] = ()
 
     @property
     def managed(self) -> bool:
@@ -110,11 +120,35 @@ class ClusterInfo:
         """The experiment a dedicated cluster was made for (label), else None."""
         return self.labels.get(EXPERIMENT_LABEL)
 
+    @property
+    def autodown(self) -> int | None:
+        """Idle seconds after which the in-cluster reaper deletes the cluster (label), else None."""
+        value = self.labels.get(AUTODOWN_LABEL, "")
+        return int(value) if value.isdigit() else None
+
     def expired(self, now: float | None = None) -> bool:
         """True when the cluster carries an expiry label that lies in the past."""
         if self.expiry is None:
             return False
         return self.expiry.timestamp() <= (time.time() if now is None else now)
+
+    def cost_so_far(self, now: float | None = None) -> CostSoFar | None:
+        """Estimated cost since creation (each pool at its initial size, list prices), None when the
+        creation time is unknown. An estimate: see :mod:`rlcloud.gke.prices`."""
+        age = self.age(now)
+        if age is None:
+            return None
+        return estimate_cost_so_far(list(self.pools), age / 3600)
+
+    def teardown(self, now: float | None = None) -> str:
+        """How the cluster goes away: ``ttl 2h left``, ``autodown 30m``, both, or ``-``."""
+        parts = []
+        if self.expiry is not None:
+            left = self.expiry.timestamp() - (time.time() if now is None else now)
+            parts.append("ttl expired" if left <= 0 else f"ttl {_span(left)} left")
+        if self.autodown is not None:
+            parts.append(f"autodown {_span(self.autodown)}")
+        return ", ".join(parts) or "-"
 
     def age(self, now: float | None = None) -> float | None:
         """Seconds since creation, if known."""
@@ -138,6 +172,23 @@ class ClusterInfo:
         autoscaling = None
         if workers is not None and workers.autoscaling.enabled:
             autoscaling = (workers.autoscaling.min_node_count, workers.autoscaling.max_node_count)
+        zones = max(len(cluster.locations), 1)
+        pools_info = tuple(
+            (
+                PoolPlan(
+                    name=p.name,
+                    role="workers" if p is workers else "system",
+                    machine_type=p.config.machine_type,
+                    nodes_per_zone=p.initial_node_count,
+                    disk_size_gb=p.config.disk_size_gb,
+                    spot=bool(p.config.spot or p.config.preemptible),
+                    gpus=sum(a.accelerator_count for a in p.config.accelerators),
+                    gpu_type=p.config.accelerators[0].accelerator_type if p.config.accelerators else None,
+                ),
+                p.initial_node_count * (len(p.locations) or zones),
+            )
+            for p in pools
+        )
         return cls(
             name=cluster.name,
             project=project,
@@ -157,11 +208,12 @@ class ClusterInfo:
             disk_size=workers.config.disk_size_gb if workers else 0,
             autoscaling=autoscaling,
             nodes_per_zone=workers.initial_node_count if workers else 0,
+            pools=pools_info,
         )
 
     def to_spec(self) -> ClusterSpec:
         """A ClusterSpec that describes this cluster as it is (for attaching to a cluster by name)."""
-        ours = {MANAGED_BY_LABEL, EXPERIMENT_LABEL, EXPIRY_LABEL}
+        ours = {MANAGED_BY_LABEL, EXPERIMENT_LABEL, EXPIRY_LABEL, AUTODOWN_LABEL}
         return ClusterSpec(
             name=self.name,
             project=self.project,
@@ -176,6 +228,7 @@ class ClusterInfo:
                 Autoscaling(min_nodes=self.autoscaling[0], max_nodes=self.autoscaling[1]) if self.autoscaling else None
             ),
             labels={k: v for k, v in self.labels.items() if k not in ours},
+            autodown=self.autodown,
         )
 
 
@@ -187,6 +240,12 @@ class GkeCluster:
     ``container_client``: a ``container_v1.ClusterManagerClient`` (default: built from the credentials).
     ``experiment`` labels the cluster as made for that experiment. ``poll_interval``/``max_poll_interval``
     bound the operation polling backoff (seconds).
+
+    On a spec with ``ttl`` or ``autodown``, ``create()`` installs the in-cluster reaper
+    (:mod:`rlcloud.reaper`): ``reaper_service_account`` is the Google service account it acts as and
+    ``reaper_image`` the cpu runner image it runs (defaults: ``reaper_service_account`` and ``image`` of
+    rlcloud.yaml). ``kube_api_client``: the cluster's Kubernetes ``ApiClient`` (default: built from the
+    cluster's endpoint and the credentials).
     """
 
     def __init__(
@@ -201,6 +260,9 @@ class GkeCluster:
         gpu_driver_version: str = "DEFAULT",
         poll_interval: float = 2.0,
         max_poll_interval: float = 20.0,
+        reaper_service_account: str | None = None,
+        reaper_image: str | None = None,
+        kube_api_client: Any = None,
     ) -> None:
         self.spec = spec
         # The project's client, credentials and id; shared with the GkeProject that found this cluster.
@@ -214,6 +276,11 @@ class GkeCluster:
         # Where the cluster is (or will be): moves to a fallback zone after a stockout.
         self.location = spec.location
         self._node_locations: tuple[str, ...] = ()
+        self.reaper_service_account = reaper_service_account
+        self.reaper_image = reaper_image
+        self._kube_api_client = kube_api_client
+        #: what the latest create() did about the in-cluster reaper (one line; "" when it had nothing to do)
+        self.reaper_note = ""
 
     # ------------------------------------------------------------------ plumbing (the project's)
 
@@ -419,12 +486,56 @@ class GkeCluster:
         allowed = list(self.spec.fallback_zones if fallback_zones is None else fallback_zones)
         deadline = time.monotonic() + timeout
         try:
-            return self._create(wait, progress, deadline, allowed)
+            info = self._create(wait, progress, deadline, allowed)
         except BaseException:
             if delete_on_failure:
                 log.warning("creating cluster %s failed or was interrupted: deleting what was made", self.name)
                 self._delete_after_failure(progress)
             raise
+        if wait and (self.spec.ttl is not None or self.spec.autodown is not None):
+            self.reaper_note = self.install_reaper()
+        return info
+
+    def install_reaper(self) -> str:
+        """Install (or update) the in-cluster reaper that deletes this cluster when its ttl or autodown is due.
+
+        Never raises: a cluster without the reaper's identity or image set up, or one whose API refuses,
+        keeps today's behaviour (``rlcloud cluster reap`` acts on the expiry label) and the returned line,
+        also logged as a warning, says what is missing and how to fix it.
+        """
+        from rlcloud.config import load_project_config
+
+        try:
+            config = load_project_config()
+            account = self.reaper_service_account or config.reaper_service_account
+            image = self.reaper_image or config.image
+        except RLCloudError as exc:
+            account = image = None
+            log.debug("rlcloud.yaml unreadable for the reaper: %s", exc)
+        fallback = "its ttl is enforced only by `rlcloud cluster reap`, autodown not at all"
+        if not account:
+            note = (
+                f"cluster {self.name}: no in-cluster reaper ({fallback}): create the reaper's service account "
+                "(docs/gke-setup.md#7-teardown-inside-the-cluster) and add `reaper_service_account: "
+                f"rlcloud-reaper@{self.project}.iam.gserviceaccount.com` to rlcloud.yaml"
+            )
+        elif not image:
+            note = (
+                f"cluster {self.name}: no in-cluster reaper ({fallback}): no runner image to run it in: add "
+                "`image: <your cpu runner image>` to rlcloud.yaml (docs/images.md)"
+            )
+        else:
+            from rlcloud.k8s.reaper_install import install_reaper
+
+            try:
+                api = self._kube_api_client or self.kube_client()
+                install_reaper(api, image=image, gcp_service_account=account)
+            except Exception as exc:  # the create succeeded: a reaper problem must never undo or fail it
+                note = f"cluster {self.name}: the in-cluster reaper could not be installed ({fallback}): {exc}"
+            else:
+                return f"cluster {self.name}: in-cluster reaper installed (namespace rlcloud-system, every 5 minutes)"
+        log.warning("%s", note)
+        return note
 
     def wait(self, timeout: float = 1800.0, progress: ProgressCallback | None = None) -> ClusterInfo:
         """Wait until the cluster (e.g. after ``create(wait=False)``) is running with all its pools.
@@ -720,9 +831,12 @@ class GkeCluster:
         return cluster
 
     def kube_client(self) -> Any:
-        """A ``kubernetes.client.ApiClient`` for this cluster: its endpoint, CA and a self-refreshing token."""
+        """A ``kubernetes.client.ApiClient`` for this cluster: its endpoint, CA and a self-refreshing token
+        (the ``kube_api_client`` given, if any)."""
         from rlcloud.gke.kube import build_kube_client
 
+        if self._kube_api_client is not None:
+            return self._kube_api_client
         cluster = self._running_cluster()
         return build_kube_client(cluster.endpoint, cluster.master_auth.cluster_ca_certificate, self.credentials)
 

@@ -41,6 +41,8 @@ __all__ = [
     "SPOT_FRACTION",
     "CostEstimate",
     "CostItem",
+    "CostSoFar",
+    "estimate_cost_so_far",
     "estimate_hourly_cost",
 ]
 
@@ -211,4 +213,49 @@ def estimate_hourly_cost(spec: ClusterSpec) -> CostEstimate:
         items=items,
         max_hourly=round(max_hourly, 4) if max_hourly is not None else None,
         unknown=sorted(set(unknown)),
+    )
+
+
+@dataclass(frozen=True)
+class CostSoFar:
+    """What a running cluster has cost since it was created, estimated from its pools and the price table.
+
+    ``node_hours``: nodes x hours over every pool; ``usd``: those at list price plus the cluster fee.
+    """
+
+    usd: float
+    hours: float
+    node_hours: float
+    unknown: list[str] = field(default_factory=list)
+    prices_date: str = PRICES_DATE
+    region: str = PRICES_REGION
+
+    @property
+    def label(self) -> str:
+        """Short form for tables, e.g. ``~$12.40 (est.)``."""
+        return f"~${self.usd:.2f} (est.)"
+
+    def __str__(self) -> str:
+        text = (
+            f"~${self.usd:.2f} so far over {self.hours:.1f} h, {self.node_hours:.1f} node-hours "
+            f"(estimate; list prices of {self.prices_date}, {self.region})"
+        )
+        if self.unknown:
+            text += f"; no price for {', '.join(self.unknown)}"
+        return text
+
+
+def estimate_cost_so_far(pools: list[tuple[PoolPlan, int]], hours: float) -> CostSoFar:
+    """Estimate what a cluster cost over ``hours``: each pool's ``nodes`` (all its zones together) for the
+    whole time, plus the GKE cluster fee — an estimate (autoscaled pools are taken at the size given)."""
+    hours = max(hours, 0.0)
+    unknown: list[str] = []
+    hourly = CLUSTER_FEE_PER_HOUR
+    node_hours = 0.0
+    for plan, nodes in pools:
+        spot_factor = SPOT_FRACTION if plan.spot else 1.0
+        hourly += sum(i.hourly for i in _pool_items(plan, nodes, spot_factor, unknown) if i.hourly is not None)
+        node_hours += nodes * hours
+    return CostSoFar(
+        usd=round(hourly * hours, 2), hours=hours, node_hours=round(node_hours, 2), unknown=sorted(set(unknown))
     )

@@ -20,6 +20,10 @@ PROJECT_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 LABEL_KEY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{0,63}$")
 QUEUE_RE = re.compile(r"^(?=.{1,63}$)[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+# A Google service account's email: 6-30 character account id @ project id (or a Google-managed domain).
+SERVICE_ACCOUNT_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]@[a-z0-9.-]+\.gserviceaccount\.com$")
+#: The in-cluster reaper runs every 5 minutes, so a shorter idle time could not be honoured.
+MIN_AUTODOWN_SECONDS = 600
 
 
 class GpuType(StrEnum):
@@ -187,6 +191,17 @@ class ClusterSpec(StrictModel):
         description="Kueue LocalQueue that sweeps are submitted to: their Job is created suspended with the "
         "kueue.x-k8s.io/queue-name label, and Kueue starts it when the queue has quota. Empty: no Kueue.",
     )
+    autodown: Duration | None = Field(
+        None,
+        description="Idle time, e.g. '30m': the cluster deletes itself after running no rlcloud workload for this "
+        "long (an in-cluster reaper checks every 5 minutes; at least 10m).",
+    )
+    service_account: str | None = Field(
+        None,
+        description="Google service account the nodes run as, e.g. rlcloud-nodes@my-project.iam.gserviceaccount.com "
+        "(least privilege: roles/container.defaultNodeServiceAccount and roles/artifactregistry.reader); "
+        "none: the project's default Compute Engine service account.",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -230,6 +245,29 @@ class ClusterSpec(StrictModel):
         if bad:
             raise PydanticCustomError(
                 "zones", "fallback_zones must be zones such as 'us-central1-b'; not {bad}", {"bad": excerpt(bad)}
+            )
+        return value
+
+    @field_validator("autodown")
+    @classmethod
+    def _autodown(cls, value: Duration | None) -> Duration | None:
+        if value is not None and value.seconds < MIN_AUTODOWN_SECONDS:
+            raise PydanticCustomError(
+                "autodown",
+                "autodown must be at least 10m: the in-cluster reaper looks every 5 minutes; got {v}",
+                {"v": str(value)},
+            )
+        return value
+
+    @field_validator("service_account")
+    @classmethod
+    def _service_account(cls, value: str | None) -> str | None:
+        if value is not None and not SERVICE_ACCOUNT_RE.match(value):
+            raise PydanticCustomError(
+                "service_account",
+                "service_account must be a Google service account email such as "
+                "rlcloud-nodes@my-project.iam.gserviceaccount.com; got {v}",
+                {"v": excerpt(value)},
             )
         return value
 

@@ -1,0 +1,477 @@
+"""The in-cluster reaper: ``python -m rlcloud.reaper`` deletes its own GKE cluster when it is due.
+
+A CronJob (:mod:`rlcloud.k8s.reaper_builders`) runs it every 5 minutes on clusters whose spec has a
+``ttl`` or an ``autodown``, so a cluster goes away even when no rlcloud client is running (the laptop
+closed). Each run:
+
+1. learns its project, location and cluster name from the GCE metadata server;
+2. reads the cluster's labels through the Container API: ``managed-by=rlcloud`` (a cluster rlcloud did
+   not create is never deleted), ``expiry`` (unix seconds, from ``ttl``) and ``autodown`` (idle seconds);
+3. lists rlcloud's Jobs and pods (label ``app.kubernetes.io/managed-by=rlcloud``, experiments and sweeps
+   alike) in every namespace but its own, to know whether anything runs and when the last one ended;
+4. decides with :func:`decide` (pure), writes the decision into the ConfigMap ``rlcloud-reaper`` of its
+   namespace (``kubectl -n rlcloud-system get configmap rlcloud-reaper -o yaml`` shows why a cluster is
+   about to go), and when due asks the Container API to delete the cluster (and records an Event).
+
+The rules (docs/gke-setup.md, "Teardown inside the cluster"):
+
+* ``ttl`` is a hard lifetime, a spending cap: once the expiry label lies in the past the cluster is
+  deleted **even while experiments run**. They checkpoint to the results store and resume from their
+  latest checkpoint when started again (on another cluster). A ttl that could be postponed forever by a
+  stuck experiment would not cap anything.
+* ``autodown`` is idle teardown: it never deletes while an rlcloud Job is unfinished (and not paused) or
+  an rlcloud pod is Pending or Running. A Job waiting for a GPU node counts as running: the ttl is the
+  cap for that. The idle time counts from the latest of the cluster's creation and the last activity
+  seen (a Job started, finished, paused; a pod started or ended). Activity that cannot be read (the
+  Kubernetes API refuses the lists) counts as running.
+* Deleting is idempotent: a cluster already being deleted (STOPPING) or gone is left alone, and a cluster
+  busy with another operation (an upgrade) is tried again on the next run.
+
+Environment overrides (for tests and odd set-ups): ``RLCLOUD_METADATA_HOST`` (``host:port`` of the
+metadata server), ``RLCLOUD_KUBE_API`` (a Kubernetes API URL instead of the in-cluster configuration),
+``RLCLOUD_GKE_EMULATOR_HOST`` (a gRPC Container API fake), ``RLCLOUD_REAPER_NAMESPACE``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import logging
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "Activity",
+    "ClusterIdentity",
+    "Decision",
+    "activity",
+    "decide",
+    "main",
+    "metadata_identity",
+    "run_once",
+]
+
+log = logging.getLogger("rlcloud.reaper")
+
+METADATA_HOST_ENV = "RLCLOUD_METADATA_HOST"
+KUBE_API_ENV = "RLCLOUD_KUBE_API"
+NAMESPACE_ENV = "RLCLOUD_REAPER_NAMESPACE"
+DEFAULT_METADATA_HOST = "metadata.google.internal"
+_METADATA_PATHS = {
+    "project": "/computeMetadata/v1/project/project-id",
+    "name": "/computeMetadata/v1/instance/attributes/cluster-name",
+    "location": "/computeMetadata/v1/instance/attributes/cluster-location",
+}
+_MANAGED_SELECTOR = "app.kubernetes.io/managed-by=rlcloud"
+_FINISHED_CONDITIONS = {"Complete", "Failed"}
+_LIVE_PHASES = {"Pending", "Running"}
+
+
+# ---------------------------------------------------------------------------------------------- decisions
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What one reaper run decided: delete the cluster or keep it, and why.
+
+    ``due``: when the cluster would be deleted if nothing changes (unix seconds), None when never.
+    """
+
+    delete: bool
+    reason: str
+    due: float | None = None
+
+    @property
+    def action(self) -> str:
+        """``delete`` or ``keep``."""
+        return "delete" if self.delete else "keep"
+
+
+def _when(seconds: float) -> str:
+    return _dt.datetime.fromtimestamp(seconds, _dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _span(seconds: float) -> str:
+    seconds = max(seconds, 0.0)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f}{unit}".replace(".0", "")
+    return f"{seconds:.0f}s"
+
+
+def decide(
+    now: float,
+    *,
+    created: float | None,
+    expiry: float | None,
+    autodown: float | None,
+    last_activity: float | None,
+    running: int,
+    managed: bool = True,
+    deleting: bool = False,
+) -> Decision:
+    """Whether to delete the cluster now (pure: every input is given).
+
+    Args:
+        now: the current time, unix seconds.
+        created: when the cluster was created (unix seconds), None when unknown.
+        expiry: the ttl's expiry (unix seconds), None without a ttl.
+        autodown: the idle time after which the cluster goes (seconds), None without autodown.
+        last_activity: the latest time an rlcloud workload started, ended or paused, None when none ever ran.
+        running: how many rlcloud workloads run (unfinished, unpaused Jobs; Pending or Running pods).
+        managed: the cluster carries ``managed-by=rlcloud``; when False it is never deleted.
+        deleting: the cluster is already being deleted (STOPPING).
+
+    Returns:
+        The decision and its reason. The ttl deletes whatever runs; autodown waits for running
+        workloads; unknown creation and activity times never count as idle.
+    """
+    if not managed:
+        return Decision(False, "not made by rlcloud (no label managed-by=rlcloud): the reaper never deletes it")
+    if deleting:
+        return Decision(False, "already being deleted")
+    if expiry is not None and now >= expiry:
+        busy = (
+            f"; {running} running rlcloud workload(s) stop and resume from their latest checkpoint" if running else ""
+        )
+        return Decision(True, f"ttl expired at {_when(expiry)}{busy}", expiry)
+    if autodown is None:
+        if expiry is None:
+            return Decision(False, "no ttl and no autodown label: nothing to do")
+        return Decision(False, f"ttl expires at {_when(expiry)} (in {_span(expiry - now)})", expiry)
+    if running:
+        until = f"; ttl expires at {_when(expiry)}" if expiry is not None else ""
+        return Decision(False, f"{running} rlcloud workload(s) running: idle teardown postponed{until}", expiry)
+    known = [t for t in (created, last_activity) if t is not None]
+    if not known:
+        return Decision(False, "creation time unknown and no activity seen: not counted as idle", expiry)
+    idle_since = max(known)
+    due = idle_since + autodown
+    if expiry is not None:
+        due = min(due, expiry)
+    idle = now - idle_since
+    since = (
+        "creation" if last_activity is None or (created is not None and created >= last_activity) else "last activity"
+    )
+    if idle >= autodown:
+        return Decision(True, f"idle for {_span(idle)} since {since} (autodown {_span(autodown)})", due)
+    return Decision(False, f"idle for {_span(idle)} since {since}; autodown after {_span(autodown)}", due)
+
+
+# ----------------------------------------------------------------------------------------------- activity
+
+
+@dataclass(frozen=True)
+class Activity:
+    """What rlcloud runs in the cluster: how many workloads, and the latest start/end/pause seen."""
+
+    running: int
+    last: float | None
+    running_names: tuple[str, ...] = ()
+
+
+def _ts(value: Any) -> float | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return _dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _job_running(job: Mapping[str, Any]) -> bool:
+    status = job.get("status") or {}
+    for condition in status.get("conditions") or []:
+        if condition.get("type") in _FINISHED_CONDITIONS and condition.get("status") == "True":
+            return False
+    # a paused experiment (suspend: true) holds no pods: it does not keep the cluster up
+    return not (job.get("spec") or {}).get("suspend")
+
+
+def _job_times(job: Mapping[str, Any]) -> Iterable[float | None]:
+    status = job.get("status") or {}
+    yield _ts((job.get("metadata") or {}).get("creationTimestamp"))
+    yield _ts(status.get("startTime"))
+    yield _ts(status.get("completionTime"))
+    for condition in status.get("conditions") or []:
+        yield _ts(condition.get("lastTransitionTime"))
+
+
+def _pod_times(pod: Mapping[str, Any]) -> Iterable[float | None]:
+    status = pod.get("status") or {}
+    yield _ts((pod.get("metadata") or {}).get("creationTimestamp"))
+    yield _ts(status.get("startTime"))
+    for container in status.get("containerStatuses") or []:
+        terminated = (container.get("state") or {}).get("terminated") or {}
+        yield _ts(terminated.get("finishedAt"))
+
+
+def activity(jobs: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]], *, own_namespace: str) -> Activity:
+    """Count running rlcloud workloads and find the latest activity (pure).
+
+    Objects in ``own_namespace`` (the reaper's own Jobs and pods) are ignored: they run every 5 minutes
+    and would otherwise keep every cluster busy forever.
+    """
+    running: list[str] = []
+    times: list[float] = []
+
+    def ours(obj: Mapping[str, Any]) -> bool:
+        return (obj.get("metadata") or {}).get("namespace") != own_namespace
+
+    for job in filter(ours, jobs):
+        meta = job.get("metadata") or {}
+        if _job_running(job):
+            running.append(f"job {meta.get('namespace')}/{meta.get('name')}")
+        times += [t for t in _job_times(job) if t is not None]
+    for pod in filter(ours, pods):
+        meta = pod.get("metadata") or {}
+        if (pod.get("status") or {}).get("phase", "Pending") in _LIVE_PHASES:
+            running.append(f"pod {meta.get('namespace')}/{meta.get('name')}")
+        times += [t for t in _pod_times(pod) if t is not None]
+    return Activity(len(running), max(times) if times else None, tuple(running))
+
+
+# ----------------------------------------------------------------------------------------------- identity
+
+
+@dataclass(frozen=True)
+class ClusterIdentity:
+    """Which cluster the reaper runs in."""
+
+    project: str
+    location: str
+    name: str
+
+
+def metadata_identity(host: str | None = None, *, timeout: float = 5.0, attempts: int = 3) -> ClusterIdentity:
+    """Project, location and cluster name from the GCE metadata server (GKE's serves them to pods too).
+
+    ``host``: ``host[:port]`` (default ``$RLCLOUD_METADATA_HOST``, else ``metadata.google.internal``).
+    Raises :class:`~rlcloud.errors.BackendError` when the server cannot be read.
+    """
+    from rlcloud.errors import BackendError
+
+    host = host or os.environ.get(METADATA_HOST_ENV) or DEFAULT_METADATA_HOST
+    values: dict[str, str] = {}
+    for key, path in _METADATA_PATHS.items():
+        url = f"http://{host}{path}"
+        request = urllib.request.Request(url, headers={"Metadata-Flavor": "Google"})
+        for attempt in range(attempts):
+            try:
+                with urllib.request.urlopen(request, timeout=timeout) as response:
+                    # only the metadata server answers with this header: anything else is not to be trusted
+                    if response.headers.get("Metadata-Flavor") != "Google":
+                        raise BackendError(f"{url} did not answer as a metadata server (no Metadata-Flavor: Google)")
+                    values[key] = response.read(4096).decode("utf-8").strip()
+                break
+            except (urllib.error.URLError, OSError) as exc:
+                if attempt == attempts - 1:
+                    raise BackendError(f"cannot read {url} from the metadata server: {exc}") from exc
+                time.sleep(0.5 * (attempt + 1))
+    if not all(values.values()):
+        raise BackendError(f"the metadata server gave an empty value: {sorted(k for k, v in values.items() if not v)}")
+    return ClusterIdentity(project=values["project"], location=values["location"], name=values["name"])
+
+
+# ---------------------------------------------------------------------------------------------- one run
+
+
+def _kube_api_client() -> Any:
+    from kubernetes import client, config
+
+    url = os.environ.get(KUBE_API_ENV)
+    configuration = type.__call__(client.Configuration)  # never the library's global default
+    if url:
+        configuration.host = url
+    else:
+        config.load_incluster_config(client_configuration=configuration)
+    return client.ApiClient(configuration=configuration)
+
+
+def _label_seconds(labels: Mapping[str, str], key: str) -> float | None:
+    value = labels.get(key, "")
+    return float(value) if value.isdigit() else None
+
+
+def _record(applier: Any, namespace: str, data: dict[str, str]) -> None:
+    """Write the decision into the ConfigMap (create, else merge-patch its data)."""
+    from kubernetes import client as k8s
+
+    from rlcloud.k8s.applier import path_for
+    from rlcloud.k8s.reaper_builders import LABEL_COMPONENT, REAPER_COMPONENT, REAPER_CONFIG_MAP
+
+    body = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": REAPER_CONFIG_MAP,
+            "namespace": namespace,
+            "labels": {"app.kubernetes.io/managed-by": "rlcloud", LABEL_COMPONENT: REAPER_COMPONENT},
+        },
+        "data": data,
+    }
+    what = f"write ConfigMap {REAPER_CONFIG_MAP}"
+    try:
+        applier.request_json(what, "POST", path_for("ConfigMap", namespace), body=body)
+    except k8s.ApiException as exc:
+        if exc.status != 409:
+            raise
+        applier.request_json(
+            what,
+            "PATCH",
+            path_for("ConfigMap", namespace, REAPER_CONFIG_MAP),
+            body={"data": data},
+            content_type="application/merge-patch+json",
+        )
+
+
+def _event(applier: Any, namespace: str, decision: Decision, now: float) -> None:
+    from rlcloud.k8s.applier import path_for
+    from rlcloud.k8s.reaper_builders import REAPER_CONFIG_MAP
+
+    stamp = _dt.datetime.fromtimestamp(now, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    body = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"rlcloud-reaper.{int(now)}", "namespace": namespace},
+        "involvedObject": {"apiVersion": "v1", "kind": "ConfigMap", "name": REAPER_CONFIG_MAP, "namespace": namespace},
+        "reason": "ClusterDelete",
+        "message": f"rlcloud reaper deletes this cluster: {decision.reason}",
+        "type": "Warning",
+        "source": {"component": "rlcloud-reaper"},
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+    }
+    applier.request_json("record the reaper's event", "POST", path_for("Event", namespace), body=body)
+
+
+def _delete_cluster(client: Any, identity: ClusterIdentity) -> str:
+    """Ask the Container API to delete the cluster, without waiting (this pod goes with it)."""
+    from rlcloud.errors import NotFoundError
+    from rlcloud.gke.builders import cluster_path
+    from rlcloud.gke.errors import ClusterBusyError, api_errors
+
+    path = cluster_path(identity.project, identity.location, identity.name)
+    try:
+        with api_errors(project=identity.project, action=f"delete cluster {identity.name}"):
+            operation = client.delete_cluster(name=path)
+    except NotFoundError:
+        return "already gone"
+    except ClusterBusyError as exc:
+        return f"busy with another operation, tried again on the next run ({exc})"
+    return f"delete requested ({getattr(operation, 'name', '') or 'operation'})"
+
+
+def run_once(
+    *,
+    now: float | None = None,
+    identity: ClusterIdentity | None = None,
+    container_client: Any = None,
+    api_client: Any = None,
+    namespace: str | None = None,
+    dry_run: bool = False,
+) -> Decision:
+    """One reaper run: read, decide, record, and delete the cluster when due. Returns the decision.
+
+    Every client defaults to what a pod of the CronJob has (metadata server, Workload Identity, in-cluster
+    Kubernetes configuration); tests pass fakes. ``dry_run`` records the decision but deletes nothing.
+    """
+    from google.api_core import exceptions as gexc
+    from google.cloud import container_v1
+
+    from rlcloud.errors import NotFoundError, RLCloudError
+    from rlcloud.gke.builders import AUTODOWN_LABEL, EXPIRY_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE, cluster_path
+    from rlcloud.gke.cluster import GkeProject
+    from rlcloud.gke.errors import api_errors
+    from rlcloud.k8s.applier import Applier
+    from rlcloud.k8s.reaper_builders import REAPER_NAMESPACE
+
+    now = time.time() if now is None else now
+    namespace = namespace or os.environ.get(NAMESPACE_ENV) or REAPER_NAMESPACE
+    identity = identity or metadata_identity()
+    if container_client is None:
+        # Workload Identity: Application Default Credentials are the reaper's Google service account
+        container_client = GkeProject(identity.project).client
+    path = cluster_path(identity.project, identity.location, identity.name)
+    try:
+        with api_errors(project=identity.project, action=f"get cluster {identity.name}"):
+            cluster = container_client.get_cluster(name=path)
+    except (NotFoundError, gexc.NotFound):
+        log.info("cluster %s is gone: nothing to do", path)
+        return Decision(False, "cluster not found (already deleted)")
+    labels = dict(cluster.resource_labels)
+    created = _ts(cluster.create_time)
+    api_client = api_client or _kube_api_client()
+    applier = Applier(api_client)
+    query = {"labelSelector": _MANAGED_SELECTOR}
+    try:
+        jobs = applier.checked_json("list rlcloud Jobs", "GET", "/apis/batch/v1/jobs", query=query)
+        pods = applier.checked_json("list rlcloud pods", "GET", "/api/v1/pods", query=query)
+        seen = activity(jobs.get("items") or [], pods.get("items") or [], own_namespace=namespace)
+    except RLCloudError as exc:
+        # Unknown activity counts as running: idle teardown waits, the ttl (which needs no activity) still acts.
+        log.warning("cannot list rlcloud's Jobs and pods: %s", exc)
+        seen = Activity(1, None, (f"unknown: cannot list rlcloud's Jobs and pods ({exc})",))
+    decision = decide(
+        now,
+        created=created,
+        expiry=_label_seconds(labels, EXPIRY_LABEL),
+        autodown=_label_seconds(labels, AUTODOWN_LABEL),
+        last_activity=seen.last,
+        running=seen.running,
+        managed=labels.get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE,
+        deleting=int(cluster.status) == int(container_v1.Cluster.Status.STOPPING),
+    )
+    outcome = "dry run: nothing deleted" if dry_run and decision.delete else ""
+    if decision.delete and not dry_run:
+        outcome = _delete_cluster(container_client, identity)
+    log.info(
+        "cluster %s: %s (%s)%s", identity.name, decision.action, decision.reason, f": {outcome}" if outcome else ""
+    )
+    data = {
+        "decision": decision.action,
+        "reason": decision.reason,
+        "checked": _when(now),
+        "due": _when(decision.due) if decision.due is not None else "",
+        "running": str(seen.running),
+        "running_workloads": json.dumps(list(seen.running_names[:20])),
+        "last_activity": _when(seen.last) if seen.last is not None else "",
+        "outcome": outcome,
+    }
+    try:
+        # recorded after the delete request: the record must never stand between a due cluster and its delete
+        _record(applier, namespace, data)
+        if decision.delete and not dry_run:
+            _event(applier, namespace, decision, now)
+    except Exception as exc:  # any failure: the API may already be going away with the cluster
+        log.warning("could not record the decision in ConfigMap %s/rlcloud-reaper: %s", namespace, exc)
+    return decision
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m rlcloud.reaper [--dry-run]``: one run; exit 0 unless the cluster could not be read."""
+    parser = argparse.ArgumentParser(prog="python -m rlcloud.reaper", description=__doc__.splitlines()[0])
+    parser.add_argument("--dry-run", action="store_true", help="decide and record, delete nothing")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    from rlcloud.errors import RLCloudError
+
+    try:
+        decision = run_once(dry_run=args.dry_run)
+    except RLCloudError as exc:
+        log.error("reaper run failed: %s", exc)
+        return 1
+    print(json.dumps({"decision": decision.action, "reason": decision.reason}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,382 @@
+"""The in-cluster reaper: its decisions as pure functions, and the program against the gRPC GKE fake, the fake
+apiserver and a metadata server faked over HTTP; the install at create time."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import http.server
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from google.cloud import container_v1
+from kubernetes import client as k8s
+
+from rlcloud import reaper
+from rlcloud.gke.cluster import GkeCluster
+from rlcloud.reaper import ClusterIdentity, Decision, activity, decide, run_once
+from rlcloud.specs import ClusterSpec
+from tests.fakes.gke import FakeClusterManager
+from tests.fakes.kube_apiserver import FakeKubeApiServer
+from tests.gke.conftest import PROJECT
+
+LOCATION = "us-central1-a"
+NOW = 1_800_000_000.0
+H = 3600.0
+GSA = f"rlcloud-reaper@{PROJECT}.iam.gserviceaccount.com"
+
+
+# ------------------------------------------------------------------------------------------ pure decisions
+
+
+@pytest.mark.parametrize(
+    ("inputs", "delete", "reason"),
+    [
+        # never a cluster rlcloud did not make, even past its expiry and idle
+        ({"managed": False, "expiry": NOW - 1, "autodown": 60}, False, "not made by rlcloud"),
+        ({"deleting": True, "expiry": NOW - 1}, False, "already being deleted"),
+        # the ttl is a hard cap: it deletes while experiments run
+        ({"expiry": NOW - 1, "running": 2}, True, "ttl expired"),
+        ({"expiry": NOW}, True, "ttl expired"),
+        ({"expiry": NOW + H}, False, "ttl expires"),
+        ({}, False, "no ttl and no autodown"),
+        # autodown: a running experiment postpones it, however long idle the cluster was before
+        ({"autodown": 1800, "running": 1}, False, "postponed"),
+        ({"autodown": 1800, "created": NOW - 2 * H}, True, "idle for 2h since creation"),
+        ({"autodown": 1800, "created": NOW - 2 * H, "last_activity": NOW - 600}, False, "since last activity"),
+        ({"autodown": 1800, "created": NOW - 2 * H, "last_activity": NOW - 1800}, True, "since last activity"),
+        ({"autodown": 1800, "created": NOW - 600, "last_activity": NOW - 5 * H}, False, "since creation"),
+        ({"autodown": 1800, "created": None}, False, "creation time unknown"),
+        ({"autodown": 1800, "created": NOW - 2 * H, "expiry": NOW + H}, True, "idle"),
+    ],
+)
+def test_decide(inputs: dict[str, Any], delete: bool, reason: str) -> None:
+    args: dict[str, Any] = {"created": NOW - 10 * H, "expiry": None, "autodown": None, "last_activity": None}
+    args.update({"running": 0, **inputs})
+    decision = decide(NOW, **args)
+    assert decision.delete is delete
+    assert reason in decision.reason
+
+
+def test_decide_says_when_it_is_due() -> None:
+    idle = decide(NOW, created=NOW - 600, expiry=None, autodown=1800, last_activity=None, running=0)
+    assert idle == Decision(False, "idle for 10m since creation; autodown after 30m", NOW + 1200)
+    # the ttl comes first when it is sooner
+    capped = decide(NOW, created=NOW - 600, expiry=NOW + 60, autodown=1800, last_activity=None, running=0)
+    assert capped.due == NOW + 60
+    assert decide(NOW, created=NOW, expiry=None, autodown=None, last_activity=None, running=0).due is None
+
+
+def _ts(seconds: float) -> str:
+    return _dt.datetime.fromtimestamp(seconds, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _job(name: str, ns: str = "rlcloud", *, done_at: float | None = None, suspend: bool = False) -> dict[str, Any]:
+    status: dict[str, Any] = {"startTime": _ts(NOW - 5 * H)}
+    if done_at is not None:
+        status["conditions"] = [{"type": "Complete", "status": "True", "lastTransitionTime": _ts(done_at)}]
+        status["completionTime"] = _ts(done_at)
+    return {"metadata": {"name": name, "namespace": ns}, "spec": {"suspend": suspend}, "status": status}
+
+
+def test_activity_counts_unfinished_unpaused_jobs_and_live_pods() -> None:
+    jobs = [
+        _job("done", done_at=NOW - 3 * H),
+        _job("paused", suspend=True),
+        _job("training"),
+        _job("reaper-run", ns="rlcloud-system"),  # the reaper's own run never counts
+    ]
+    pods = [
+        {"metadata": {"name": "p", "namespace": "rlcloud"}, "status": {"phase": "Pending"}},
+        {
+            "metadata": {"name": "q", "namespace": "rlcloud"},
+            "status": {
+                "phase": "Succeeded",
+                "containerStatuses": [{"state": {"terminated": {"finishedAt": _ts(NOW - 2 * H)}}}],
+            },
+        },
+    ]
+    seen = activity(jobs, pods, own_namespace="rlcloud-system")
+    assert seen.running == 2
+    assert seen.running_names == ("job rlcloud/training", "pod rlcloud/p")
+    assert seen.last == NOW - 2 * H
+    idle = activity([_job("done", done_at=NOW - 3 * H)], [], own_namespace="rlcloud-system")
+    assert (idle.running, idle.last) == (0, NOW - 3 * H)
+    assert activity([], [], own_namespace="x").last is None
+
+
+# ------------------------------------------------------------------------------------------ the program
+
+
+class _Metadata(http.server.BaseHTTPRequestHandler):
+    values: dict[str, str] = {}
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        value = self.values.get(self.path)
+        if self.headers.get("Metadata-Flavor") != "Google" or value is None:
+            self.send_response(403 if value is not None else 404)
+            self.end_headers()
+            return
+        body = value.encode()
+        self.send_response(200)
+        self.send_header("Metadata-Flavor", "Google")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def metadata() -> Iterator[str]:
+    """A GCE metadata server (the three values the reaper reads); yields host:port."""
+    handler = type(
+        "Handler",
+        (_Metadata,),
+        {
+            "values": {
+                "/computeMetadata/v1/project/project-id": PROJECT,
+                "/computeMetadata/v1/instance/attributes/cluster-name": "rl",
+                "/computeMetadata/v1/instance/attributes/cluster-location": LOCATION,
+            }
+        },
+    )
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _put_cluster(fake: FakeClusterManager, labels: dict[str, str], *, created: float = NOW - 10 * H) -> None:
+    fake.clusters[(PROJECT, LOCATION, "rl")] = container_v1.Cluster(
+        name="rl",
+        location=LOCATION,
+        zone=LOCATION,
+        status=container_v1.Cluster.Status.RUNNING,
+        create_time=_dt.datetime.fromtimestamp(created, _dt.UTC).isoformat().replace("+00:00", "Z"),
+        resource_labels=labels,
+    )
+
+
+def _experiment(apiserver: FakeKubeApiServer, name: str, *, done_at: float | None = None) -> None:
+    if apiserver.get_object("Namespace", "rlcloud") is None:
+        apiserver.create_object("Namespace", {"metadata": {"name": "rlcloud"}})
+    labels = {"app.kubernetes.io/managed-by": "rlcloud", "rlcloud.io/experiment": name}
+    body = {
+        "metadata": {"name": name, "namespace": "rlcloud", "labels": labels},
+        "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}},
+    }
+    apiserver.create_object("Job", body, "rlcloud")
+    if done_at is not None:
+        condition = {"type": "Complete", "status": "True", "lastTransitionTime": _ts(done_at)}
+        apiserver.update_status("Job", name, "rlcloud", {"conditions": [condition], "completionTime": _ts(done_at)})
+
+
+def _deletes(fake: FakeClusterManager) -> list[Any]:
+    return fake.requests_of("DeleteCluster")
+
+
+Run = Callable[..., Decision]
+
+
+@pytest.fixture
+def run(fake: FakeClusterManager, container_client: Any, apiserver: FakeKubeApiServer) -> Iterator[Run]:
+    api = k8s.ApiClient(k8s.Configuration(host=apiserver.url))
+
+    def once(now: float = NOW, **options: Any) -> Decision:
+        identity = ClusterIdentity(PROJECT, LOCATION, "rl")
+        return run_once(now=now, identity=identity, container_client=container_client, api_client=api, **options)
+
+    try:
+        yield once
+    finally:
+        api.close()
+
+
+def _record(apiserver: FakeKubeApiServer) -> dict[str, str]:
+    config_map = apiserver.get_object("ConfigMap", "rlcloud-reaper", "rlcloud-system")
+    assert config_map is not None
+    return dict(config_map["data"])
+
+
+@pytest.fixture
+def apiserver() -> Iterator[FakeKubeApiServer]:
+    with FakeKubeApiServer() as server:
+        server.create_object("Namespace", {"metadata": {"name": "rlcloud-system"}})
+        yield server
+
+
+def test_deletes_an_expired_cluster_even_while_an_experiment_runs(
+    fake: FakeClusterManager, apiserver: FakeKubeApiServer, run: Run
+) -> None:
+    _put_cluster(fake, {"managed-by": "rlcloud", "expiry": str(int(NOW - 60))})
+    _experiment(apiserver, "still-training")
+    decision = run()
+    assert decision.delete and "ttl expired" in decision.reason
+    assert len(_deletes(fake)) == 1
+    record = _record(apiserver)
+    assert record["decision"] == "delete" and record["running"] == "1"
+    assert record["outcome"].startswith("delete requested")
+    (event,) = apiserver.list_objects("Event", "rlcloud-system")
+    assert event["reason"] == "ClusterDelete" and "ttl expired" in event["message"]
+    # idempotent: the next run finds the cluster STOPPING and sends no second delete
+    assert run(NOW + 300).reason == "already being deleted"
+    assert len(_deletes(fake)) == 1
+    assert _record(apiserver)["decision"] == "keep"
+
+
+def test_deletes_an_idle_cluster(fake: FakeClusterManager, apiserver: FakeKubeApiServer, run: Run) -> None:
+    _put_cluster(fake, {"managed-by": "rlcloud", "autodown": "1800"})
+    _experiment(apiserver, "finished", done_at=NOW - 3600)
+    decision = run()
+    assert decision.delete and "idle for 1h since last activity" in decision.reason
+    assert len(_deletes(fake)) == 1
+
+
+def test_a_running_experiment_postpones_idle_teardown(
+    fake: FakeClusterManager, apiserver: FakeKubeApiServer, run: Run
+) -> None:
+    _put_cluster(fake, {"managed-by": "rlcloud", "autodown": "1800"})
+    _experiment(apiserver, "finished", done_at=NOW - 5 * H)
+    _experiment(apiserver, "training")
+    decision = run()
+    assert not decision.delete and "postponed" in decision.reason
+    assert _deletes(fake) == []
+    record = _record(apiserver)
+    assert record["decision"] == "keep" and "job rlcloud/training" in record["running_workloads"]
+    # the experiment ends: 30 minutes later the cluster goes
+    apiserver.update_status("Job", "training", "rlcloud", {"conditions": [{"type": "Complete", "status": "True",
+                            "lastTransitionTime": _ts(NOW + 60)}]})  # fmt: skip
+    assert not run(NOW + 600).delete
+    assert run(NOW + 60 + 1800).delete
+    assert len(_deletes(fake)) == 1
+
+
+def test_never_touches_an_unlabelled_cluster(fake: FakeClusterManager, apiserver: FakeKubeApiServer, run: Run) -> None:
+    # made outside rlcloud, yet carrying labels that would make it due
+    _put_cluster(fake, {"expiry": str(int(NOW - 3600)), "autodown": "600"})
+    decision = run()
+    assert not decision.delete and "not made by rlcloud" in decision.reason
+    assert _deletes(fake) == []
+    assert _record(apiserver)["decision"] == "keep"
+
+
+def test_unknown_activity_postpones_autodown_but_not_the_ttl(
+    fake: FakeClusterManager, apiserver: FakeKubeApiServer, run: Run
+) -> None:
+    apiserver.inject_fault("GET", "/apis/batch/v1/jobs", status=403, count=100)
+    _put_cluster(fake, {"managed-by": "rlcloud", "autodown": "1800"})
+    decision = run()
+    assert not decision.delete and "postponed" in decision.reason
+    assert "cannot list" in _record(apiserver)["running_workloads"]
+    _put_cluster(fake, {"managed-by": "rlcloud", "autodown": "1800", "expiry": str(int(NOW - 1))})
+    assert run().delete
+    assert len(_deletes(fake)) == 1
+
+
+def test_dry_run_records_but_deletes_nothing(fake: FakeClusterManager, apiserver: FakeKubeApiServer, run: Run) -> None:
+    _put_cluster(fake, {"managed-by": "rlcloud", "expiry": str(int(NOW - 60))})
+    assert run(dry_run=True).delete
+    assert _deletes(fake) == []
+    assert _record(apiserver)["outcome"] == "dry run: nothing deleted"
+
+
+def test_a_busy_cluster_is_tried_again_next_run(
+    fake: FakeClusterManager, apiserver: FakeKubeApiServer, run: Run
+) -> None:
+    import grpc
+
+    _put_cluster(fake, {"managed-by": "rlcloud", "expiry": str(int(NOW - 60))})
+    fake.fail_next(
+        "DeleteCluster",
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "Cluster is running incompatible operation operation-123.",
+        reason="CLUSTER_ALREADY_HAS_OPERATION",
+    )
+    assert run().delete
+    assert "busy with another operation" in _record(apiserver)["outcome"]
+    run(NOW + 300)
+    assert fake.clusters[(PROJECT, LOCATION, "rl")].status == container_v1.Cluster.Status.STOPPING
+
+
+def test_the_program_reads_its_identity_from_the_metadata_server(
+    fake: FakeClusterManager, apiserver: FakeKubeApiServer, metadata: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _put_cluster(fake, {"managed-by": "rlcloud", "expiry": "1000"})  # expired long ago
+    monkeypatch.setenv("RLCLOUD_METADATA_HOST", metadata)
+    monkeypatch.setenv("RLCLOUD_KUBE_API", apiserver.url)
+    monkeypatch.setenv("RLCLOUD_GKE_EMULATOR_HOST", fake.address)
+    assert reaper.metadata_identity() == ClusterIdentity(PROJECT, LOCATION, "rl")
+    assert reaper.main([]) == 0
+    (request,) = _deletes(fake)
+    assert request.name == f"projects/{PROJECT}/locations/{LOCATION}/clusters/rl"
+
+
+def test_a_server_that_is_not_the_metadata_server_is_refused(apiserver: FakeKubeApiServer) -> None:
+    from rlcloud.errors import BackendError
+
+    # the fake apiserver answers HTTP, but not as a metadata server: the reaper must not trust it
+    with pytest.raises(BackendError):
+        reaper.metadata_identity(apiserver.url.removeprefix("http://"), attempts=1)
+
+
+# ------------------------------------------------------------------------------------------ install at create
+
+
+def test_create_installs_the_reaper_on_a_cluster_with_autodown(
+    make_cluster: Callable[..., GkeCluster], apiserver: FakeKubeApiServer
+) -> None:
+    api = k8s.ApiClient(k8s.Configuration(host=apiserver.url))
+    cluster = make_cluster(
+        ClusterSpec(name="rl", autodown="30m"),
+        reaper_service_account=GSA,
+        reaper_image="repo/runner-cpu:1",
+        kube_api_client=api,
+    )
+    info = cluster.create()
+    assert info.autodown == 1800 and info.status == "RUNNING"
+    assert "reaper installed" in cluster.reaper_note
+    (cron,) = apiserver.list_objects("CronJob", "rlcloud-system")
+    assert cron["spec"]["schedule"] == "*/5 * * * *"
+    (sa,) = apiserver.list_objects("ServiceAccount", "rlcloud-system")
+    assert sa["metadata"]["annotations"]["iam.gke.io/gcp-service-account"] == GSA
+    api.close()
+
+
+def test_create_without_the_reapers_identity_says_so_and_goes_on(
+    make_cluster: Callable[..., GkeCluster], caplog: pytest.LogCaptureFixture
+) -> None:
+    cluster = make_cluster(ClusterSpec(name="rl", ttl="6h"), reaper_image="repo/runner-cpu:1")
+    with caplog.at_level("WARNING", logger="rlcloud.gke"):
+        info = cluster.create()
+    assert info.status == "RUNNING" and info.expiry is not None
+    note = cluster.reaper_note
+    assert "no in-cluster reaper" in note and "\n" not in note
+    assert f"reaper_service_account: rlcloud-reaper@{PROJECT}.iam.gserviceaccount.com" in note
+    assert "docs/gke-setup.md" in note
+    assert note in caplog.text
+
+
+def test_a_reaper_install_failure_never_fails_the_create(
+    make_cluster: Callable[..., GkeCluster], apiserver: FakeKubeApiServer
+) -> None:
+    api = k8s.ApiClient(k8s.Configuration(host=apiserver.url))
+    apiserver.inject_fault(None, "rlcloud-system|clusterrole", status=403, count=100)
+    cluster = make_cluster(
+        ClusterSpec(name="rl", ttl="2h"), reaper_service_account=GSA, reaper_image="i:1", kube_api_client=api
+    )
+    assert cluster.create().status == "RUNNING"
+    assert "could not be installed" in cluster.reaper_note
+    api.close()
+
+
+def test_no_reaper_without_ttl_or_autodown(make_cluster: Callable[..., GkeCluster]) -> None:
+    cluster = make_cluster(ClusterSpec(name="rl"), reaper_service_account=GSA, reaper_image="i:1")
+    cluster.create()
+    assert cluster.reaper_note == ""
