@@ -132,9 +132,16 @@ class Sweep:
         if validate:
             self.validate()
         if self._cluster is not None:
-            for trial in self.spec.trials():
-                self._cluster.check_image(trial.spec.image)
-        started = self.backend.start_sweep(self.spec, self.results_root)
+            self._cluster.check_image(self.spec.experiment.image)  # trials share the experiment's image
+            # a GKE cluster that does not exist yet is created first (a dedicated one goes when the sweep fails
+            # to start); nothing is created when a trial is invalid (validated above)
+            self._cluster.prepare_for(self.name)
+        try:
+            started = self.backend.start_sweep(self.spec, self.results_root)
+        except BaseException:
+            if self._cluster is not None:
+                self._cluster.release_after_failure(self.name)
+            raise
         self.already_running = not started
         return self
 

@@ -650,17 +650,9 @@ def sweep_selector(sweep: str | None = None) -> str:
 
 
 def sweep_yaml(sweep: SweepSpec) -> str:
-    """The sweep as the YAML its pods read back: loading it gives an equal SweepSpec, so every pod computes
-    exactly the trials the facade validated.
-
-    Explicit nulls are kept (as ``ExperimentSpec.to_yaml`` keeps them): a trial's ``saver_frequency: null``
-    left out would come back as the field's default (600 s). ``SweepSpec.to_yaml()`` drops them at the
-    time of writing, hence this serialisation of its own.
-    """
-    import yaml
-
-    data = {"kind": "Sweep", **sweep.model_dump(mode="json")}
-    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, allow_unicode=True)
+    """The sweep as the YAML its pods read back (``SweepSpec.to_yaml``): loading it gives an equal SweepSpec, so
+    every pod computes exactly the trials the facade validated."""
+    return sweep.to_yaml()
 
 
 def _index_env() -> k8s.V1EnvVar:

@@ -19,6 +19,7 @@ are the same every time the spec is read. Each trial is an ordinary experiment n
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import itertools
 import math
@@ -343,11 +344,11 @@ class SweepSpec(StrictModel):
         return build_model(cls, raw, source=source)
 
     def to_yaml(self) -> str:
-        """The sweep as YAML (``kind: Sweep`` first, the experiment inline): what a pod reads back."""
-        import yaml
+        """The sweep as YAML (``kind: Sweep`` first, the experiment inline): what a pod reads back. Explicit
+        nulls are kept: a trial's ``saver_frequency: null`` left out would come back as the default."""
+        from rlcloud.specs.building import dump_spec
 
-        data = {"kind": "Sweep", **self.model_dump(mode="json", exclude_none=True)}
-        return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, allow_unicode=True)
+        return dump_spec("Sweep", self)
 
     @classmethod
     def from_yaml_text(cls, text: str) -> SweepSpec:
@@ -409,10 +410,9 @@ def _trial_names(sweep: SweepSpec) -> list[str]:
                 name = name[: MAX_NAME_LENGTH - 7].rstrip("-") + "-" + digest
             names.append(name)
     # two configurations can read the same once shortened (or once values are rounded): number them
-    seen: dict[str, int] = {}
+    counts = collections.Counter(names)
     for i, name in enumerate(names):
-        if name in seen or names.count(name) > 1:
+        if counts[name] > 1:
             suffix = f"-{i}"
             names[i] = name[: MAX_NAME_LENGTH - len(suffix)].rstrip("-") + suffix
-        seen[names[i]] = i
     return names
