@@ -66,7 +66,7 @@ CLIENT_SCRIPT = textwrap.dedent(
 
     # Kubernetes: the experiment starts (its spec checked by schema only, with one warning) and stops
     logging.basicConfig(level=logging.WARNING, stream=sys.stdout, format="LOG %(message)s")
-    k8s = Cluster.kubernetes(kubeconfig=kubeconfig)
+    k8s = Cluster.kubernetes(kubeconfig=kubeconfig, image="rlcloud-runner-cpu:test")
     exp = Experiment(spec, results=f"gs://{bucket}/rl")
     exp.start(cluster=k8s)
     out["k8s_state"] = exp.status().state

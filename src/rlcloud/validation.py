@@ -138,7 +138,13 @@ def validate_file(path: str | Path, *, build: bool = False) -> FileReport:
             else:
                 spec = load_spec(path)
                 report.kind = _kind_of(spec)
-            if isinstance(spec, ExperimentSpec):
+            if isinstance(spec, ExperimentSpec | SweepSpec) and not _runner_installed():
+                # the client install: the schema is checked; environment ids and agents need the runner extra
+                report.notes.append(
+                    "checked without the runner extra: environment ids, agent and network types are checked "
+                    "where the experiment runs (pip install 'rlcloud[runner]' to check them here)"
+                )
+            elif isinstance(spec, ExperimentSpec):
                 from rlcloud.runner.envs import validate_experiment
 
                 validate_experiment(spec)
@@ -150,7 +156,7 @@ def validate_file(path: str | Path, *, build: bool = False) -> FileReport:
             report.problems = [_relative(p, part_field=_PART_FIELD.get(report.kind)) for p in exc.problems]
             report.notes = _notes(caught)
             return report
-    report.notes = _notes(caught)
+    report.notes = [*_notes(caught), *report.notes]
     report.summary = _summary(report.kind, spec, data)
     if report.kind == "Network" and _has_default_dense(data) and not report.notes:
         report.notes.append(
@@ -205,6 +211,17 @@ def _relative(problem: SpecProblem, *, part_field: str | None) -> SpecProblem:
     elif name.startswith(part_field + ".") or name.startswith(part_field + "["):
         name = name[len(part_field) :].lstrip(".")
     return SpecProblem(name, problem.message, problem.value, problem.source)
+
+
+def _runner_installed() -> bool:
+    from rlcloud.errors import MissingExtraError, require_installed
+    from rlcloud.experiment import RUNNER_MODULES
+
+    try:
+        require_installed(RUNNER_MODULES, "runner", feature="checking environments and agents")
+    except MissingExtraError:
+        return False
+    return True
 
 
 def _kind_of(spec: Any) -> str:

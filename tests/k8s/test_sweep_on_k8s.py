@@ -467,7 +467,7 @@ def test_the_sweep_facade_submits_to_the_clusters_kueue_queue(
     assert GkeTarget(ClusterSpec(name="rl-t4", queue="team-a")).queue == "team-a"
     with pytest.raises(ValueError, match="Kueue LocalQueue"):  # pydantic ValidationError
         ClusterSpec(name="rl-t4", queue="Team A")
-    cluster = Cluster.kubernetes(api_client=api_client, namespace="rl", queue="team-a")
+    cluster = Cluster.kubernetes(api_client=api_client, namespace="rl", queue="team-a", image="rlcloud:test")
     sweep = Sweep(make_sweep(2), results=f"gs://{gcs.create_bucket()}/runs").start(cluster=cluster)
     assert not sweep.already_running
     (job,) = apiserver.list_objects("Job", "rl")
