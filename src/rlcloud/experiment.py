@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from rlcloud.cluster import Cluster
     from rlcloud.specs import ExperimentSpec
 
-__all__ = ["Experiment"]
+__all__ = ["Experiment", "display_rate", "display_state"]
 
 log = logging.getLogger(__name__)
 
@@ -211,16 +211,24 @@ class Experiment:
         """Continue a paused experiment from its latest checkpoint."""
         self.backend.resume(self.name)
 
-    def stop(self, download: bool = False, dest: str | Path | None = None) -> None:
-        """Stop the experiment (after a checkpoint where possible); optionally download results first.
+    def stop(self, download: bool = True, dest: str | Path | None = None) -> Path | None:
+        """Stop the experiment (after a checkpoint where possible), then bring its results to this machine.
 
-        Idempotent. A dedicated cluster (the spec's own) is deleted afterwards.
+        ``download`` (default True, as `rlcloud experiment stop`; ``download=False`` / ``--no-download``
+        skips it): results in Cloud Storage are copied to ``dest`` (default ./rlcloud-results/<name>) after
+        the stop, so the final checkpoint is among them; results in a local directory are already here and
+        are copied only when ``dest`` is given. Returns where the results are on this machine (None when
+        not downloaded). Idempotent. A dedicated cluster (the spec's own) is deleted afterwards; the
+        results stay in the store.
         """
-        if download:
-            self.download(dest)
         self.backend.stop(self.name)
         if self._cluster is not None:
             self._cluster.release_after_experiment(self.name)
+        if not download:
+            return None
+        if dest is None and not is_gcs(self.location):
+            return Path(self.location)
+        return self.download(dest)
 
     # ----------------------------------------------------------------------------------------- results
 
@@ -320,8 +328,9 @@ class Experiment:
         if status is None:
             rows.append(("state", "not started"))
         else:
-            state = html.escape(status.state)
-            color = _STATE_COLORS.get(status.state, "#666")
+            shown = display_state(status)
+            state = html.escape(shown)
+            color = _STATE_COLORS.get(shown, "#666")
             rows.append(("state", f"<b style='color:{color}'>{state}</b>"))
             roles = _roles_summary(status)
             if roles:
@@ -340,7 +349,7 @@ class Experiment:
             if isinstance(prog.get(other), int):
                 rows.append((f"{other}s", f"{prog[other]:,}"))
             rows.append(("mean return", _fmt(prog.get("mean_return"))))
-            rows.append(("steps/s", _fmt(prog.get("steps_per_second"))))
+            rows.append(("steps/s", _fmt(display_rate(status) if status else None)))
         rows.append(("results", html.escape(self.location)))
         body = "".join(
             f"<tr><th style='text-align:left;padding-right:1em'>{key}</th><td style='text-align:left'>{value}</td></tr>"
@@ -349,7 +358,26 @@ class Experiment:
         return f"<table class='rlcloud-experiment'>{body}</table>"
 
 
+def display_state(status: ExperimentStatus) -> str:
+    """The state to show a person: ``starting`` while the experiment runs but its learner has not begun
+    training yet (TensorFlow imports, the agent is built, a checkpoint loads: up to a minute, during which
+    progress.json is absent or still the previous run's), else the backend's state."""
+    recorded = status.progress.get("state")
+    if status.state == "running" and (not status.progress or recorded not in (None, "running")):
+        return "starting"
+    return status.state
+
+
+def display_rate(status: ExperimentStatus) -> float | None:
+    """Steps per second to show, or None ("-"): none while starting (a previous run's figure would be stale)."""
+    rate = status.progress.get("steps_per_second")
+    if display_state(status) == "starting" or not isinstance(rate, int | float):
+        return None
+    return float(rate)
+
+
 _STATE_COLORS = {
+    "starting": "#1a73e8",
     "running": "#1a73e8",
     "succeeded": "#188038",
     "failed": "#d93025",
@@ -390,9 +418,9 @@ class _TqdmProgress:
         done = int(status.progress.get(self.unit, 0) or 0)
         self.bar.n = min(done, self.bar.total or done)
         self.bar.set_postfix(
-            state=status.state,
+            state=display_state(status),
             ret=_fmt(status.progress.get("mean_return")),
-            sps=_fmt(status.progress.get("steps_per_second")),
+            sps=_fmt(display_rate(status)),
             refresh=False,
         )
         self.bar.refresh()

@@ -250,19 +250,21 @@ def resume(args: argparse.Namespace) -> int:
 
 @command(
     "experiment stop",
-    "Stop an experiment (downloads results first).",
+    "Stop an experiment and download its results.",
     "rlcloud experiment stop cartpole-ppo",
     args=[
         NAME,
         *TARGET,
-        Arg("--no-download", action="store_true", help="do not download the results first"),
+        Arg("--no-download", action="store_true", help="leave the results in the store; download nothing"),
         Arg("--dest", metavar="DIR", help="download directory (default ./rlcloud-results/NAME)"),
     ],
 )
 def stop(args: argparse.Namespace) -> int:
-    """Stop an experiment (download its results first unless --no-download). Idempotent."""
-    _experiment(args).stop(download=not args.no_download, dest=args.dest)
-    print(f"stopped {args.name}")
+    """Stop an experiment (after a checkpoint), then download its results, as Experiment.stop() does: results
+    in Cloud Storage go to --dest (default ./rlcloud-results/NAME); local results are already on this disk
+    and are copied only to a --dest. --no-download skips it. Idempotent."""
+    where = _experiment(args).stop(download=not args.no_download, dest=args.dest)
+    print(f"stopped {args.name}" + (f"; results in {where}" if where is not None else ""))
     return EXIT_OK
 
 
@@ -341,16 +343,27 @@ def tensorboard(args: argparse.Namespace) -> int:
         logdir = Path(exp.location) / "summaries"
     else:
         logdir = sync_tensorboard(exp._store(), Path(args.dest or Path(DEFAULT_RESULTS) / exp.name))
-    import shutil
     import subprocess
 
-    exe = shutil.which("tensorboard")
+    exe = tensorboard_executable()
     if exe is None or args.print_only:
         print(f"TensorBoard logdir: {logdir}")
         if exe is None:
             print("(tensorboard is not installed here: pip install tensorboard, then: tensorboard --logdir DIR)")
         return EXIT_OK
     return subprocess.call([exe, "--logdir", str(logdir), "--port", str(args.port)])
+
+
+def tensorboard_executable() -> str | None:
+    """The ``tensorboard`` program: the one installed next to this Python first (a venv that is not on PATH,
+    `uv run rlcloud`, pipx), else the first on PATH, else None."""
+    import shutil
+    import sys
+    from pathlib import Path
+
+    # sys.executable, not its resolved target: a venv's python is a symlink out of the venv's bin/
+    here = Path(sys.executable).parent
+    return shutil.which("tensorboard", path=str(here)) or shutil.which("tensorboard")
 
 
 #: `rlcloud run|status|logs|attach`: the everyday verbs without `experiment`, same arguments
