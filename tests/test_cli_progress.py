@@ -133,7 +133,7 @@ def test_experiment_run_without_a_terminal_and_its_final_evaluation(tmp_path: Pa
     )
     assert result.returncode == 0, result.stderr
     lines = result.stderr.splitlines()
-    assert lines[0].startswith("tiny: starting · timestep -/600 · ") or lines[0].startswith("tiny: running"), lines
+    assert any(line.startswith("tiny: starting · timestep -/600 · ") for line in lines), lines
     assert "\x1b[" not in result.stderr and "tiny: succeeded" in result.stderr
     from rlcloud.runner.loop import read_jsonl
 
@@ -146,10 +146,13 @@ def test_experiment_run_without_a_terminal_and_its_final_evaluation(tmp_path: Pa
 
 def test_a_running_experiment_without_training_progress_is_starting() -> None:
     assert display_state(status(progress={})) == "starting"
-    # a resumed run: progress.json is still the previous run's until the learner writes its own
-    stale = {"state": "stopped", "timestep": 5000, "steps_per_second": 0.6}
+    # a resumed run: the runner keeps the previous run's counters while it starts
+    stale = {"state": "starting", "timestep": 5000, "steps_per_second": 0.6}
     assert display_state(status(progress=stale)) == "starting"
     assert display_rate(status(progress=stale)) is None
+    # a run that has just finished (its processes are closing) is not starting again
+    finishing = {"state": "succeeded", "timestep": 9000, "steps_per_second": 300.0}
+    assert display_state(status(progress=finishing)) == "running"
     live = {"state": "running", "timestep": 5200, "steps_per_second": 412.0}
     assert display_state(status(progress=live)) == "running" and display_rate(status(progress=live)) == 412.0
     assert display_state(status("pending")) == "pending"
@@ -158,7 +161,7 @@ def test_a_running_experiment_without_training_progress_is_starting() -> None:
 
 
 def test_starting_is_shown_in_tables_notebooks_and_the_tqdm_bar(tmp_path: Path) -> None:
-    stale = {"state": "stopped", "timestep": 5000, "episode": 80, "steps_per_second": 0.6}
+    stale = {"state": "starting", "timestep": 5000, "episode": 80, "steps_per_second": 0.6}
     shown = rendered(status_table(status(progress=stale)))
     assert "cartpole-ppo: starting" in shown and "steps/s -" in shown and "0.6" not in shown
 
@@ -182,7 +185,14 @@ def test_the_runner_reports_no_rate_before_its_first_step(tmp_path: Path) -> Non
 
     from rlcloud.runner.loop import Trainer
 
+    # the previous run's progress.json: the runner says "starting" at once, keeping its counters
+    (tmp_path / "progress.json").write_text(
+        json.dumps({"state": "stopped", "timestep": 5000, "episode": 80, "steps_per_second": 310.0})
+    )
     trainer = Trainer(ExperimentSpec.from_file(SPEC), tmp_path)
+    trainer._mark_starting()
+    progress = json.loads((tmp_path / "progress.json").read_text())
+    assert progress["state"] == "starting" and progress["timestep"] == 5000 and progress["steps_per_second"] is None
     trainer._counters.timestep = 5000  # resumed from a checkpoint, no step made by this process yet
     trainer._write_progress("running")
     progress = json.loads((tmp_path / "progress.json").read_text())

@@ -360,10 +360,9 @@ class Experiment:
 
 def display_state(status: ExperimentStatus) -> str:
     """The state to show a person: ``starting`` while the experiment runs but its learner has not begun
-    training yet (TensorFlow imports, the agent is built, a checkpoint loads: up to a minute, during which
-    progress.json is absent or still the previous run's), else the backend's state."""
-    recorded = status.progress.get("state")
-    if status.state == "running" and (not status.progress or recorded not in (None, "running")):
+    training yet (TensorFlow imports, the agent is built, a checkpoint loads: up to a minute; the runner's
+    progress.json is absent or says "starting"), else the backend's state."""
+    if status.state == "running" and (not status.progress or status.progress.get("state") == "starting"):
         return "starting"
     return status.state
 

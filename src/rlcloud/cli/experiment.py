@@ -71,7 +71,8 @@ def _new_experiment(args: argparse.Namespace) -> Any:
     args=[FILE, SET, *TARGET],
 )
 def run(args: argparse.Namespace) -> int:
-    """Start an experiment and follow it with a live progress bar until it ends; Ctrl-C stops it cleanly."""
+    """Start an experiment and follow it until it ends: a live progress bar on a terminal, a plain progress
+    line every 30 s without one (CI, nohup, a pod's log). Ctrl-C stops it cleanly."""
     from rlcloud.cli._common import console
     from rlcloud.cli.progress import follow_experiment
 

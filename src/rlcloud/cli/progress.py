@@ -1,4 +1,5 @@
-"""Terminal progress for the CLI: a live rich bar while an experiment runs, and summary tables.
+"""Progress for the CLI: a live rich bar while an experiment runs (plain lines when there is no terminal),
+and summary tables.
 
 Data (names, pod reasons, messages, paths) is shown as text, never read as rich markup: a reason such as
 ``image gcr.io/p/runner:[tag]`` or a message ``pip install 'rlcloud[runner]'`` must keep its brackets.
@@ -155,11 +156,11 @@ def follow_experiment(
         return 0
     _, details = _message_parts(status.message)
     if details:  # the failed role's log tail: printed once, here, not in the table too
-        console.print(details, markup=False, highlight=False)
+        console.print(details, markup=False, highlight=False, soft_wrap=True)
         return 1
     tail = [line for line in exp.logs(follow=False)][-15:]
     if tail:
-        console.print("last log lines:\n" + "\n".join(tail), markup=False, highlight=False)
+        console.print("last log lines:\n" + "\n".join(tail), markup=False, highlight=False, soft_wrap=True)
     return 1
 
 

@@ -336,6 +336,7 @@ class Trainer:
         """Train until a stop condition or :meth:`request_stop`; checkpoint at the end; return the result."""
         state = "failed"
         try:
+            self._mark_starting()
             self.setup()
             state = self._loop()
             return self._result(state)
@@ -594,6 +595,23 @@ class Trainer:
         window = [(t, s) for t, s in self._rate if t1 - t <= 60.0]
         t0, s0 = window[0]
         return (s1 - s0) / (t1 - t0) if t1 > t0 else 0.0
+
+    def _mark_starting(self) -> None:
+        """progress.json says "starting" while TensorFlow loads and the agent is built (up to a minute), with
+        the previous run's counters kept: a resumed run's figures are not a live rate."""
+        path = self.workdir / "progress.json"
+        try:
+            previous = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            previous = {}
+        progress = {**(previous if isinstance(previous, dict) else {}), "state": "starting"}
+        progress.update(steps_per_second=None, updated=time.time())
+        progress.pop("stop_reason", None)
+        try:
+            self.workdir.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(path, json.dumps(progress) + "\n")
+        except OSError:
+            logger.exception("could not write progress.json")
 
     def _write_progress(self, state: str) -> None:
         c = self._counters
