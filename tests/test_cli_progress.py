@@ -197,6 +197,11 @@ def test_the_runner_reports_no_rate_before_its_first_step(tmp_path: Path) -> Non
     trainer._write_progress("running")
     progress = json.loads((tmp_path / "progress.json").read_text())
     assert progress["timestep"] == 5000 and progress["steps_per_second"] is None
+    # a fresh run's: the counters are there from the start, at 0
+    (tmp_path / "progress.json").unlink()
+    trainer._mark_starting()
+    progress = json.loads((tmp_path / "progress.json").read_text())
+    assert (progress["state"], progress["timestep"], progress["episode"]) == ("starting", 0, 0)
 
 
 # ------------------------------------------------------------------------- a failure's traceback once

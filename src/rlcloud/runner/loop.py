@@ -604,8 +604,9 @@ class Trainer:
             previous = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             previous = {}
-        progress = {**(previous if isinstance(previous, dict) else {}), "state": "starting"}
-        progress.update(steps_per_second=None, updated=time.time())
+        progress: dict[str, Any] = {"timestep": 0, "episode": 0, "mean_return": None, "checkpoint": None}
+        progress.update(previous if isinstance(previous, dict) else {})
+        progress.update(state="starting", steps_per_second=None, updated=time.time())
         progress.pop("stop_reason", None)
         try:
             self.workdir.mkdir(parents=True, exist_ok=True)
