@@ -89,6 +89,13 @@ def test_names_of_experiments_sweeps_and_clusters(
     assert "t4" in complete("cluster create -f x.yaml --gpu-type ")
 
 
+def test_kubeconfig_contexts(project: Path) -> None:
+    kubeconfig = project / "kubeconfig"
+    kubeconfig.write_text("contexts:\n- name: kind-rl\n  context: {cluster: kind}\n- name: gke-rl\n")
+    assert complete(f"experiment list --kubeconfig {kubeconfig} --context k") == ["kind-rl"]
+    assert complete(f"experiment list --kubeconfig {project / 'missing'} --context ") == []
+
+
 def test_hidden_complete_command_prints_one_candidate_a_line(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["__complete", "bash", "experiment", "status", ""]) == 0
     assert capsys.readouterr().out == "cartpole-ppo\n"

@@ -6,8 +6,9 @@ empty) and show what comes back, one candidate a line. The candidates come from 
 the commands run with, so completion keeps working after positionals and flag values, and knows each
 flag's choices. Names come from what is on this machine, never the network: experiment and sweep names
 from the results root (``--results`` on the line, else rlcloud.yaml's, else ./rlcloud-results), cluster
-names from the list the last `rlcloud cluster list` saw (:func:`remember_clusters`), spec files from
-the file system. A directory is offered with a trailing ``/`` (the shell then adds no space).
+names from the list the last `rlcloud cluster list` saw (:func:`remember_clusters`), kubeconfig contexts
+from the kubeconfig file, spec files from the file system. A directory is offered with a trailing ``/``
+(the shell then adds no space).
 
 Loaded only for ``__complete`` and ``completion``, never for `rlcloud --help`.
 """
@@ -149,6 +150,8 @@ def _values(action: argparse.Action, current: str, path: Sequence[str], words: S
         if "FILE" in metavar:
             found += _files(current, SPEC_SUFFIXES)
         return found
+    if dest == "context":
+        return _prefixed(kube_contexts(_flag_value(words, "--kubeconfig")), current)
     if dest == "template":
         return _prefixed(_bundled_experiments(), current)
     if dest == "role":
@@ -200,13 +203,38 @@ def _files(current: str, suffixes: Sequence[str] | None = None, *, dirs_only: bo
     return out
 
 
+def _flag_value(words: Sequence[str], flag: str) -> str | None:
+    """The value given to ``flag`` on the line (``--flag VALUE`` or ``--flag=VALUE``), or None."""
+    for i, word in enumerate(words):
+        if word == flag and i + 1 < len(words):
+            return words[i + 1]
+        if word.startswith(flag + "="):
+            return word.partition("=")[2]
+    return None
+
+
+def kube_contexts(kubeconfig: str | None = None) -> list[str]:
+    """Context names of the kubeconfig (the one given, else $KUBECONFIG's files, else ~/.kube/config): read
+    from the file, no cluster is asked."""
+    import yaml
+
+    paths = [kubeconfig] if kubeconfig else (os.environ.get("KUBECONFIG") or "~/.kube/config").split(os.pathsep)
+    names: list[str] = []
+    for path in paths:
+        try:
+            with open(os.path.expanduser(path), encoding="utf-8") as fh:
+                config = yaml.safe_load(fh)
+            names += [c["name"] for c in config.get("contexts") or () if isinstance(c.get("name"), str)]
+        except (OSError, yaml.YAMLError, AttributeError, TypeError, KeyError):
+            continue  # a missing or odd kubeconfig offers no contexts
+    return names
+
+
 def _results(words: Sequence[str]) -> str:
     """The results root the line names (--results), else the project's, else the default."""
-    for i, word in enumerate(words):
-        if word == "--results" and i + 1 < len(words):
-            return words[i + 1]
-        if word.startswith("--results="):
-            return word.partition("=")[2]
+    given = _flag_value(words, "--results")
+    if given:
+        return given
     # rlcloud.config (pydantic: a third of a second) only where there is a project config to read; the
     # look-up is config.find_project_config's, without its import
     here = Path.cwd()
