@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         if status is None or not status.finished:
             # an error or Ctrl-C: checkpoint and stop the pods before the cluster goes away
             try:
-                exp.stop()
+                exp.stop(download=False)
             except Exception as exc:  # the cluster may never have come up: nothing to stop
                 print(f"could not stop {exp.name}: {exc}", file=sys.stderr)
         if args.keep_cluster:

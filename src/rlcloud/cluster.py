@@ -253,13 +253,13 @@ class KubernetesTarget(Cluster):
         gpu_type: str | None = None,
         queue: str | None = None,
     ) -> None:
-        """Prefer :meth:`Cluster.kubernetes`."""
+        """Prefer :meth:`Cluster.kubernetes`. ``gpu_type`` may be a short name (``t4``, ``a100-80gb``)."""
         super().__init__()
         self.kubeconfig = kubeconfig
         self.context = context
         self.namespace = namespace
         self.image = image
-        self.gpu_type = gpu_type
+        self.gpu_type = _gpu_type(gpu_type)
         #: the Kueue LocalQueue sweeps are submitted to (None: no Kueue)
         self.queue = queue
         self._api_client = api_client
@@ -487,3 +487,17 @@ def _gke_project(project: str | None, *, credentials: Any = None, container_clie
     if credentials is None:
         credentials = google_credentials(config)
     return GkeProject(project or config.project, credentials=credentials, container_client=container_client)
+
+
+def _gpu_type(value: str | None) -> str | None:
+    """GKE's accelerator name for ``value`` (``t4`` -> ``nvidia-tesla-t4``); SpecError naming gpu_type if unknown."""
+    if value is None:
+        return None
+    from rlcloud.specs.cluster import gpu_type_value, valid_gpu_types
+
+    known = gpu_type_value(value)
+    if known is None:
+        from rlcloud.errors import SpecError, SpecProblem
+
+        raise SpecError([SpecProblem("gpu_type", f"unknown GPU type; valid: {valid_gpu_types()}", value)])
+    return known

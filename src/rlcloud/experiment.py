@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from rlcloud.cluster import Cluster
     from rlcloud.specs import ExperimentSpec
 
-__all__ = ["Experiment"]
+__all__ = ["Experiment", "display_rate", "display_state"]
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +65,8 @@ class Experiment:
         self.already_running = False
         #: set by pause(), resume() and stop(): why the last of them did nothing (None: it acted)
         self.nothing_to_do: str | None = None
+        #: set by stop(): where the results are on this machine (None: not downloaded)
+        self.results_here: Path | None = None
         from rlcloud.results import check_results_root
 
         # `results=""` is an error, not the default; gs:// URLs, file:// URLs and paths are checked alike
@@ -250,19 +252,28 @@ class Experiment:
         self.backend.resume(self.name)
         return True
 
-    def stop(self, download: bool = False, dest: str | Path | None = None) -> bool:
-        """Stop the experiment (after a checkpoint where possible); optionally download results first.
+    def stop(self, download: bool = True, dest: str | Path | None = None) -> bool:
+        """Stop the experiment (after a checkpoint where possible), then bring its results to this machine.
 
-        Idempotent: returns False when it had finished already (:attr:`nothing_to_do` says so); the backend
-        still clears what the finished run left (a cluster's Jobs), and a dedicated cluster (the spec's own)
-        is deleted afterwards either way.
+        ``download`` (default True, as `rlcloud experiment stop`; ``download=False`` / ``--no-download``
+        skips it): results in Cloud Storage are copied to ``dest`` (default ./rlcloud-results/<name>) after
+        the stop, so the final checkpoint is among them; results in a local directory are already here and
+        are copied only when ``dest`` is given. :attr:`results_here` says where they are on this machine
+        afterwards (None when not downloaded). Idempotent: returns False when it had finished already
+        (:attr:`nothing_to_do` says so); the backend still clears what the finished run left (a cluster's
+        Jobs), and a dedicated cluster (the spec's own) is deleted afterwards either way; the results stay
+        in the store.
         """
-        if download:
-            self.download(dest)
         acted = self._can("stop", {"running", "pending", "paused", "unknown"})
         self.backend.stop(self.name)
         if self._cluster is not None:
             self._cluster.release_after_experiment(self.name)
+        self.results_here = None
+        if download:
+            if dest is None and not is_gcs(self.location):
+                self.results_here = Path(self.location)
+            else:
+                self.results_here = self.download(dest)
         return acted
 
     def _can(self, verb: str, states: set[str]) -> bool:
@@ -379,8 +390,9 @@ class Experiment:
         if status is None:
             rows.append(("state", "not started"))
         else:
-            state = html.escape(status.state)
-            color = _STATE_COLORS.get(status.state, "#666")
+            shown = display_state(status)
+            state = html.escape(shown)
+            color = _STATE_COLORS.get(shown, "#666")
             rows.append(("state", f"<b style='color:{color}'>{state}</b>"))
             roles = _roles_summary(status)
             if roles:
@@ -399,7 +411,7 @@ class Experiment:
             if isinstance(prog.get(other), int):
                 rows.append((f"{other}s", f"{prog[other]:,}"))
             rows.append(("mean return", _fmt(prog.get("mean_return"))))
-            rows.append(("steps/s", _fmt(prog.get("steps_per_second"))))
+            rows.append(("steps/s", _fmt(display_rate(status) if status else None)))
         rows.append(("results", html.escape(self.location)))
         body = "".join(
             f"<tr><th style='text-align:left;padding-right:1em'>{key}</th><td style='text-align:left'>{value}</td></tr>"
@@ -408,7 +420,25 @@ class Experiment:
         return f"<table class='rlcloud-experiment'>{body}</table>"
 
 
+def display_state(status: ExperimentStatus) -> str:
+    """The state to show a person: ``starting`` while the experiment runs but its learner has not begun
+    training yet (TensorFlow imports, the agent is built, a checkpoint loads: up to a minute; the runner's
+    progress.json is absent or says "starting"), else the backend's state."""
+    if status.state == "running" and (not status.progress or status.progress.get("state") == "starting"):
+        return "starting"
+    return status.state
+
+
+def display_rate(status: ExperimentStatus) -> float | None:
+    """Steps per second to show, or None ("-"): none while starting (a previous run's figure would be stale)."""
+    rate = status.progress.get("steps_per_second")
+    if display_state(status) == "starting" or not isinstance(rate, int | float):
+        return None
+    return float(rate)
+
+
 _STATE_COLORS = {
+    "starting": "#1a73e8",
     "running": "#1a73e8",
     "succeeded": "#188038",
     "failed": "#d93025",
@@ -464,9 +494,9 @@ class _TqdmProgress:
         done = int(status.progress.get(self.unit, 0) or 0)
         self.bar.n = min(done, self.bar.total or done)
         self.bar.set_postfix(
-            state=status.state,
+            state=display_state(status),
             ret=_fmt(status.progress.get("mean_return")),
-            sps=_fmt(status.progress.get("steps_per_second")),
+            sps=_fmt(display_rate(status)),
             refresh=False,
         )
         self.bar.refresh()

@@ -15,7 +15,8 @@ Command modules (declarations and handlers; imported for every run, so kept ligh
 What handlers import when they run (never for --help):
     _common.py     console, --set, output    progress.py  the live bar and tables of a run
     project.py     init's and experiment new's file work    gke.py  the cluster commands' GKE work
-Machinery: _parser.py (Command, Arg, @command, the table -> argparse).
+Machinery: _parser.py (Command, Arg, @command, the table -> argparse); complete.py (shell completion: the
+scripts, and the hidden `rlcloud __complete SHELL WORD...` they call on TAB).
 """
 
 from __future__ import annotations
@@ -111,6 +112,10 @@ def _cli_wording_filter(record: logging.LogRecord) -> bool:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (0 ok, 1 failure, 2 bad input, 130 interrupted)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["__complete"]:  # what the completion scripts call on TAB: hidden, not a command
+        from rlcloud.cli.complete import complete_main
+
+        return complete_main(argv[1:])
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     handler = getattr(args, "handler", None)

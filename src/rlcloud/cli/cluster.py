@@ -23,7 +23,12 @@ YES = Arg("-y", "--yes", action="store_true", help="do not ask first")
         Arg("-n", "--name", metavar="NAME", help="cluster name (overrides the file)"),
         Arg("--num-nodes", metavar="N", type=int, help="number of experiment nodes (overrides the file)"),
         Arg("--gpus-per-node", metavar="N", type=int, help="GPUs per node (overrides the file)"),
-        Arg("--gpu-type", metavar="TYPE", help="GPU type, e.g. nvidia-tesla-t4 (overrides the file)"),
+        Arg(
+            "--gpu-type",
+            metavar="TYPE",
+            help="GPU type: t4, l4, a100, a100-80gb, h100, h200, v100, p100, p4 or GKE's name (nvidia-tesla-t4); "
+            "overrides the file",
+        ),
         Arg("--machine-type", metavar="TYPE", help="machine type, e.g. n1-standard-8 (overrides the file)"),
         Arg("--location", metavar="LOCATION", help="zone or region (overrides the file)"),
         Arg("--spot", action="store_true", default=None, help="use Spot VMs (overrides the file)"),
@@ -36,10 +41,26 @@ YES = Arg("-y", "--yes", action="store_true", help="do not ask first")
 def create(args: argparse.Namespace) -> int:
     """Create a GKE cluster from a file (flags override its settings): pre-flight checks, the cost estimate,
     a confirmation, then the creation with a progress bar."""
-    from rlcloud.cli._common import parse_sets
+    from rlcloud.cli._common import blame_flags, parse_sets
     from rlcloud.cli.gke import cluster_create
 
-    return cluster_create(args, parse_sets(args.set))
+    # a bad --gpu-type / --num-nodes is the flag's fault, not the spec file's
+    given = {field: flag for field, flag in _OVERRIDE_FLAGS.items() if getattr(args, field, None) is not None}
+    with blame_flags(given):
+        return cluster_create(args, parse_sets(args.set))
+
+
+#: ClusterSpec field -> the `cluster create` flag that overrides it
+_OVERRIDE_FLAGS = {
+    "name": "--name",
+    "num_nodes": "--num-nodes",
+    "gpus_per_node": "--gpus-per-node",
+    "gpu_type": "--gpu-type",
+    "machine_type": "--machine-type",
+    "location": "--location",
+    "spot": "--spot",
+    "project": "--project",
+}
 
 
 @command(

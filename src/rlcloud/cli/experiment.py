@@ -75,7 +75,8 @@ def _new_experiment(args: argparse.Namespace) -> Any:
     args=[FILE, SET, *TARGET],
 )
 def run(args: argparse.Namespace) -> int:
-    """Start an experiment and follow it with a live progress bar until it ends; Ctrl-C stops it cleanly."""
+    """Start an experiment and follow it until it ends: a live progress bar on a terminal, a plain progress
+    line every 30 s without one (CI, nohup, a pod's log). Ctrl-C stops it cleanly."""
     from rlcloud.cli._common import console
     from rlcloud.cli.progress import follow_experiment
 
@@ -260,22 +261,25 @@ def resume(args: argparse.Namespace) -> int:
 
 @command(
     "experiment stop",
-    "Stop an experiment (downloads results first).",
+    "Stop an experiment and download its results.",
     "rlcloud experiment stop cartpole-ppo",
     args=[
         NAME,
         *TARGET,
-        Arg("--no-download", action="store_true", help="do not download the results first"),
+        Arg("--no-download", action="store_true", help="leave the results in the store; download nothing"),
         Arg("--dest", metavar="DIR", help="download directory (default ./rlcloud-results/NAME)"),
     ],
 )
 def stop(args: argparse.Namespace) -> int:
-    """Stop an experiment (download its results first unless --no-download). Idempotent."""
+    """Stop an experiment (after a checkpoint), then download its results, as Experiment.stop() does: results
+    in Cloud Storage go to --dest (default ./rlcloud-results/NAME); local results are already on this disk
+    and are copied only to a --dest. --no-download skips it. Idempotent."""
     exp = _experiment(args)
     if not exp.stop(download=not args.no_download, dest=args.dest):
         print(exp.nothing_to_do)
         return EXIT_OK
-    print(f"stopped {args.name}")
+    where = exp.results_here
+    print(f"stopped {args.name}" + (f"; results in {where}" if where is not None else ""))
     return EXIT_OK
 
 
@@ -417,12 +421,11 @@ def download(args: argparse.Namespace) -> int:
 def tensorboard(args: argparse.Namespace) -> int:
     """Sync the TensorBoard event files of each run locally and start one TensorBoard on them, each run
     under its own name (a sweep's trials as SWEEP/TRIAL)."""
-    import shutil
     import subprocess
 
     runs = _tensorboard_runs(args)
     spec = ",".join(f"{name}:{logdir}" for name, logdir in runs)
-    exe = shutil.which("tensorboard")
+    exe = tensorboard_executable()
     if exe is None or args.print_only:
         for name, logdir in runs:
             print(f"{name}: {logdir}")
@@ -464,6 +467,18 @@ def _tensorboard_runs(args: argparse.Namespace) -> list[tuple[str, Any]]:
             else:
                 runs.append((label, sync_tensorboard(exp._store(), dest / label)))
     return runs
+
+
+def tensorboard_executable() -> str | None:
+    """The ``tensorboard`` program: the one installed next to this Python first (a venv that is not on PATH,
+    `uv run rlcloud`, pipx), else the first on PATH, else None."""
+    import shutil
+    import sys
+    from pathlib import Path
+
+    # sys.executable, not its resolved target: a venv's python is a symlink out of the venv's bin/
+    here = Path(sys.executable).parent
+    return shutil.which("tensorboard", path=str(here)) or shutil.which("tensorboard")
 
 
 #: `rlcloud run|status|logs|attach`: the everyday verbs without `experiment`, same arguments

@@ -148,6 +148,9 @@ def cluster_list(args: argparse.Namespace) -> int:
     infos = GkeCluster.list(options["project"], credentials=options["credentials"], all_clusters=args.all)
     now = time.time()
     rows = [info_row(i, now) for i in infos]
+    from rlcloud.cli.complete import remember_clusters
+
+    remember_clusters(r["name"] for r in rows)  # shell completion offers these names, without asking GKE
     fmt = output_format(args)
     if fmt != "table":
         print_data(rows, fmt)

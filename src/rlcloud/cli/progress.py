@@ -1,4 +1,5 @@
-"""Terminal progress for the CLI: a live rich bar while an experiment runs, and summary tables.
+"""Progress for the CLI: a live rich bar while an experiment runs (plain lines when there is no terminal),
+and summary tables.
 
 Data (names, pod reasons, messages, paths) is shown as text, never read as rich markup: a reason such as
 ``image gcr.io/p/runner:[tag]`` or a message ``pip install 'rlcloud[runner]'`` must keep its brackets.
@@ -18,13 +19,25 @@ def _num(value: Any, fmt: str = "{:,.0f}") -> str:
     return fmt.format(value) if isinstance(value, int | float) else "-"
 
 
+def _message_parts(message: str | None) -> tuple[str, str]:
+    """A status message's first line (for a table cell) and the rest (a log tail or traceback, printed below
+    the table once rather than squeezed into the cell)."""
+    head, _, rest = (message or "").partition("\n")
+    return head, rest.strip("\n")
+
+
 def status_table(status: ExperimentStatus) -> Any:
-    """A rich Table: the experiment's state and progress, then one row per role."""
+    """A rich renderable: the experiment's state and progress, one row per role, then the message's
+    details (a failed role's log tail) below the table."""
+    from rich.console import Group
     from rich.table import Table
     from rich.text import Text
 
+    from rlcloud.experiment import display_rate, display_state
+
     prog = status.progress
-    table = Table(title=Text(f"{status.name}: {status.state}"), title_justify="left", show_edge=False)
+    head, details = _message_parts(status.message)
+    table = Table(title=Text(f"{status.name}: {display_state(status)}"), title_justify="left", show_edge=False)
     table.add_column("role")
     table.add_column("state")
     table.add_column("restarts", justify="right")
@@ -34,19 +47,24 @@ def status_table(status: ExperimentStatus) -> Any:
         table.add_row(Text(role.label), Text(role.state), str(role.restarts), Text(detail))
     table.caption = Text(
         f"timesteps {_num(prog.get('timestep'))} · episodes {_num(prog.get('episode'))} · "
-        f"mean return {_num(prog.get('mean_return'), '{:.1f}')} · steps/s {_num(prog.get('steps_per_second'))}"
-        + (f"\n{status.message}" if status.message else "")
+        f"mean return {_num(prog.get('mean_return'), '{:.1f}')} · steps/s {_num(display_rate(status))}"
+        + (f"\n{head}" if head else "")
     )
-    return table
+    return Group(table, Text(details)) if details else table
 
 
 def summary_table(exp: Experiment, status: ExperimentStatus, elapsed: float) -> Any:
-    """The table printed when `rlcloud experiment run` ends."""
+    """The table printed when `rlcloud experiment run` ends (the message's first line only: the rest, a
+    failed role's log tail, is for :func:`follow_experiment` to print once below it)."""
     from rich.table import Table
     from rich.text import Text
 
+    from rlcloud.experiment import display_rate, display_state
+
     prog = status.progress
-    table = Table(title=Text(f"{exp.name}: {status.state}"), title_justify="left", show_header=False, show_edge=False)
+    table = Table(
+        title=Text(f"{exp.name}: {display_state(status)}"), title_justify="left", show_header=False, show_edge=False
+    )
     table.add_column("what", style="bold")
     table.add_column("value")
     rows = [
@@ -54,56 +72,79 @@ def summary_table(exp: Experiment, status: ExperimentStatus, elapsed: float) -> 
         ("timesteps", _num(prog.get("timestep"))),
         ("episodes", _num(prog.get("episode"))),
         ("mean return (last 20)", _num(prog.get("mean_return"), "{:.1f}")),
-        ("steps/s", _num(prog.get("steps_per_second"))),
+        ("steps/s", _num(display_rate(status))),
         ("wall time", f"{elapsed / 60:.1f} min"),
         ("latest checkpoint", str(prog.get("checkpoint") or "-")),
         ("results", exp.location),
     ]
     for key, value in rows:
         table.add_row(key, Text(value))
-    if status.message:
-        table.add_row("message", Text(status.message))
+    head, _ = _message_parts(status.message)
+    if head:
+        table.add_row("message", Text(head))
     return table
 
 
-def follow_experiment(exp: Experiment, *, console: Any, quiet: bool = False, stop_on_interrupt: bool = True) -> int:
-    """Show a live progress bar until ``exp`` ends, then a summary; returns the CLI exit code.
+#: Seconds between two plain progress lines when there is no terminal (CI, nohup, a pod's log).
+PLAIN_INTERVAL_S = 30.0
 
-    Ctrl-C stops the experiment cleanly (the runner checkpoints first) when ``stop_on_interrupt``,
-    else just stops following.
+
+def progress_line(status: ExperimentStatus, total: int | None, unit: str, elapsed: float) -> str:
+    """One plain line of progress, for logs without a terminal:
+    ``cartpole-ppo: running · timestep 12,000/72,000 (17%) · episode 150 · mean return 85.3 · 420 steps/s · 1:30``.
     """
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rlcloud.experiment import display_rate, display_state
 
+    prog = status.progress
+    done = prog.get(unit)
+    amount = f"{unit} {_num(done)}"
+    if total:
+        amount += f"/{total:,}"
+        if isinstance(done, int | float):
+            amount += f" ({min(100.0, 100.0 * done / total):.0f}%)"
+    other = "episode" if unit == "timestep" else "timestep"
+    minutes, seconds = divmod(int(elapsed), 60)
+    hours, minutes = divmod(minutes, 60)
+    clock = f"{hours}:{minutes:02d}:{seconds:02d}" if hours else f"{minutes}:{seconds:02d}"
+    return (
+        f"{status.name}: {display_state(status)} · {amount} · {other} {_num(prog.get(other))} · "
+        f"mean return {_num(prog.get('mean_return'), '{:.1f}')} · {_num(display_rate(status))} steps/s · {clock}"
+    )
+
+
+def follow_experiment(
+    exp: Experiment,
+    *,
+    console: Any,
+    quiet: bool = False,
+    stop_on_interrupt: bool = True,
+    plain_interval: float = PLAIN_INTERVAL_S,
+    poll_interval: float = 0.5,
+) -> int:
+    """Show progress until ``exp`` ends, then a summary; returns the CLI exit code.
+
+    On a terminal a live bar; without one (CI, nohup, a pod) a plain line every ``plain_interval`` seconds
+    and whenever the state changes, which a log keeps readable. ``quiet``: neither. Ctrl-C stops the
+    experiment cleanly (the runner checkpoints first) when ``stop_on_interrupt``, else just stops following.
+    """
     spec = exp.spec
     unit = "timestep" if spec.total_timesteps else "episode"
     total = spec.total_timesteps or spec.episodes
     started = time.monotonic()
     status = exp.status()
-    columns = (
-        TextColumn("{task.description}", style="bold", markup=False),
-        BarColumn(),
-        TextColumn("{task.completed:,.0f}/{task.total:,.0f} " + unit + "s"),
-        TextColumn("{task.fields[info]}", markup=False),
-        TimeElapsedColumn(),
-    )
     try:
-        with Progress(*columns, console=console, disable=quiet, transient=False) as bar:
-            task = bar.add_task(exp.name, total=total, info="starting")
-            while not status.finished and status.state != "paused":  # a paused one ends only when resumed
-                time.sleep(0.5)
-                status = exp.status()
-                prog = status.progress
-                info = (
-                    f"{status.state} · ep {_num(prog.get('episode'))} · ret {_num(prog.get('mean_return'), '{:.1f}')}"
-                    f" · {_num(prog.get('steps_per_second'))} steps/s"
-                )
-                bar.update(task, completed=min(int(prog.get(unit) or 0), total or 0), info=info)
+        if quiet or not console.is_terminal:
+            status = _follow_plain(
+                exp, status, console, total, unit, started, plain_interval if not quiet else None, poll_interval
+            )
+        else:
+            status = _follow_bar(exp, status, console, total, unit, poll_interval)
     except KeyboardInterrupt:
         if not stop_on_interrupt:
             console.print(f"stopped following {exp.name}; it keeps running", markup=False)
             return 130
         console.print(f"stopping {exp.name} after a checkpoint ...", markup=False)
-        exp.stop()
+        exp.stop(download=False)  # Ctrl-C should be quick: the results stay where the run wrote them
         status = exp.status()
         console.print(summary_table(exp, status, time.monotonic() - started))
         return 130
@@ -116,10 +157,69 @@ def follow_experiment(exp: Experiment, *, console: Any, quiet: bool = False, sto
         if plot:
             console.print(f"returns plot: {plot}", markup=False)
         return 0
+    _, details = _message_parts(status.message)
+    if details:  # the failed role's log tail: printed once, here, not in the table too
+        console.print(details, markup=False, highlight=False, soft_wrap=True)
+        return 1
     tail = [line for line in exp.logs(follow=False)][-15:]
     if tail:
-        console.print("last log lines:\n" + "\n".join(tail), markup=False)
+        console.print("last log lines:\n" + "\n".join(tail), markup=False, highlight=False, soft_wrap=True)
     return 1
+
+
+def _follow_bar(
+    exp: Experiment, status: ExperimentStatus, console: Any, total: int | None, unit: str, poll: float
+) -> ExperimentStatus:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from rlcloud.experiment import display_rate, display_state
+
+    columns = (
+        TextColumn("{task.description}", style="bold", markup=False),
+        BarColumn(),
+        TextColumn("{task.completed:,.0f}/{task.total:,.0f} " + unit + "s"),
+        TextColumn("{task.fields[info]}", markup=False),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console, transient=False) as bar:
+        task = bar.add_task(exp.name, total=total, info=display_state(status))
+        while not status.finished and status.state != "paused":  # a paused one ends only when resumed
+            time.sleep(poll)
+            status = exp.status()
+            prog = status.progress
+            info = (
+                f"{display_state(status)} · ep {_num(prog.get('episode'))} · "
+                f"ret {_num(prog.get('mean_return'), '{:.1f}')} · {_num(display_rate(status))} steps/s"
+            )
+            bar.update(task, completed=min(int(prog.get(unit) or 0), total or 0), info=info)
+    return status
+
+
+def _follow_plain(
+    exp: Experiment,
+    status: ExperimentStatus,
+    console: Any,
+    total: int | None,
+    unit: str,
+    started: float,
+    interval: float | None,
+    poll: float,
+) -> ExperimentStatus:
+    """Poll until ``exp`` finishes, writing a plain line every ``interval`` s and on each change of state
+    (none when ``interval`` is None). Straight to the file: a console without a terminal would wrap at 80."""
+    from rlcloud.experiment import display_state
+
+    last_line, last_state = float("-inf"), None
+    while True:
+        now = time.monotonic()
+        state = display_state(status)
+        if interval is not None and (now - last_line >= interval or state != last_state) and not status.finished:
+            print(progress_line(status, total, unit, now - started), file=console.file, flush=True)
+            last_line, last_state = now, state
+        if status.finished or status.state == "paused":  # a paused one ends only when resumed
+            return status
+        time.sleep(poll)
+        status = exp.status()
 
 
 def _save_plot(exp: Experiment) -> str | None:

@@ -35,45 +35,17 @@ def init(args: argparse.Namespace) -> int:
 
 @command(
     "completion",
-    "Print a shell completion script.",
+    "Print a shell completion script (bash, zsh, fish).",
     'eval "$(rlcloud completion bash)"',
-    args=[Arg("shell", choices=("bash", "zsh"))],
+    args=[Arg("shell", choices=("bash", "zsh", "fish"))],
 )
 def completion(args: argparse.Namespace) -> int:
-    """Print a shell completion script (bash or zsh): eval it in the shell's start-up file."""
-    from rlcloud.cli import build_parser
+    """Print a shell completion script. bash: add `eval "$(rlcloud completion bash)"` to ~/.bashrc; zsh: the
+    same with zsh in ~/.zshrc, after compinit; fish: `rlcloud completion fish >
+    ~/.config/fish/completions/rlcloud.fish`. It completes commands, flags and their values, experiment and
+    sweep names (from the results root), cluster names (those the last `rlcloud cluster list` saw) and spec
+    files."""
+    from rlcloud.cli.complete import completion_script
 
-    print(completion_script(build_parser(), args.shell))
+    print(completion_script(args.shell), end="")
     return EXIT_OK
-
-
-def completion_script(parser: argparse.ArgumentParser, shell: str) -> str:
-    """A static completion script for bash (zsh through bashcompinit) from the parser's commands."""
-    tree: dict[str, list[str]] = {}
-
-    def walk(p: argparse.ArgumentParser, prefix: str) -> None:
-        words: list[str] = []
-        for action in p._actions:
-            words += [o for o in action.option_strings if o.startswith("--")]
-            if isinstance(action, argparse._SubParsersAction):
-                for name, child in action.choices.items():
-                    words.append(name)
-                    walk(child, f"{prefix} {name}".strip())
-        tree[prefix] = words
-
-    walk(parser, "")
-    cases = "\n".join(f'    "{k}") words="{" ".join(v)}" ;;' for k, v in sorted(tree.items()) if k)
-    script = f"""# rlcloud {shell} completion: eval "$(rlcloud completion {shell})"
-_rlcloud_complete() {{
-  local cur="${{COMP_WORDS[COMP_CWORD]}}" path="" w words
-  for w in "${{COMP_WORDS[@]:1:COMP_CWORD-1}}"; do [[ "$w" != -* ]] && path="${{path:+$path }}$w"; done
-  case "$path" in
-{cases}
-    *) words="{" ".join(tree[""])}" ;;
-  esac
-  COMPREPLY=( $(compgen -W "$words" -- "$cur") $(compgen -f -- "$cur") )
-}}
-"""
-    if shell == "zsh":
-        script += "autoload -U +X bashcompinit && bashcompinit\n"
-    return script + "complete -F _rlcloud_complete rlcloud\n"

@@ -7,7 +7,8 @@ per-environment Python bookkeeping, not TensorFlow, is what caps its throughput 
 What the loop writes into the work directory (docs/contracts.md, "Results layout"):
 
 * ``metrics.jsonl``: one line per finished training episode, flushed at once so a crash loses nothing
-  complete; ``evaluation.jsonl``: the same for evaluation episodes plus ``at_episode``/``at_timestep``.
+  complete; ``evaluation.jsonl``: the same for evaluation episodes plus ``at_episode``/``at_timestep``
+  (every ``evaluation.every``, and once more when the run reaches its stop condition off the schedule).
 * ``progress.json``: the latest counters, replaced atomically (tmp + rename).
 * ``checkpoints/<name>/`` (agent files + ``state.json``) and ``checkpoints/LATEST``: the directory is
   complete before LATEST names it, so a crash mid-save leaves the previous checkpoint loadable.
@@ -241,6 +242,7 @@ class Trainer:
         self._checkpoint: str | None = None
         self._returns: deque[float] = deque(maxlen=MEAN_WINDOW)
         self._rate: deque[tuple[float, int]] = deque(maxlen=64)
+        self._timestep0: int | None = None  # the timestep this process started training at
         self._summary_writer: Any = None
         #: True once the training loop runs (a stop request is then honoured with a checkpoint).
         self.running = False
@@ -334,6 +336,7 @@ class Trainer:
         """Train until a stop condition or :meth:`request_stop`; checkpoint at the end; return the result."""
         state = "failed"
         try:
+            self._mark_starting()
             self.setup()
             state = self._loop()
             return self._result(state)
@@ -359,12 +362,14 @@ class Trainer:
 
         ep_return = np.zeros(n)
         ep_length = np.zeros(n, dtype=np.int64)
+        evaluated_at: int | None = None  # the position (episode or timestep) of the last evaluation
         start = time.monotonic()
         base_elapsed = c.elapsed
         last_save = (start, c.episode, c.timestep)
         last_summary = (start, c.timestep)
         last_tick = last_log = start
         self._rate.append((start, c.timestep))
+        self._timestep0 = c.timestep
 
         metrics = open(self.workdir / "metrics.jsonl", "a", encoding="utf-8")  # noqa: SIM115 - closed below
         try:
@@ -410,10 +415,13 @@ class Trainer:
                 if len(ended):
                     metrics.flush()
                 done = self._done(max_episodes, max_timesteps)
-                if evaluation is not None and c.next_evaluation is not None and not done:
+                if evaluation is not None and c.next_evaluation is not None:
                     position = c.episode if evaluation.every.unit == "e" else c.timestep
-                    if position >= c.next_evaluation:
+                    # the end of training is evaluated too, wherever it falls in the schedule: the last
+                    # evaluation line should describe the agent the run leaves behind
+                    if position >= c.next_evaluation or (done and position != evaluated_at):
                         self._evaluate(evaluation.episodes)
+                        evaluated_at = position
                         while c.next_evaluation <= position:
                             c.next_evaluation += evaluation.every.value
                 if summary is not None and (done or self._due(summary, last_summary[0], now, None, last_summary[1])):
@@ -588,6 +596,24 @@ class Trainer:
         t0, s0 = window[0]
         return (s1 - s0) / (t1 - t0) if t1 > t0 else 0.0
 
+    def _mark_starting(self) -> None:
+        """progress.json says "starting" while TensorFlow loads and the agent is built (up to a minute), with
+        the previous run's counters kept: a resumed run's figures are not a live rate."""
+        path = self.workdir / "progress.json"
+        try:
+            previous = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            previous = {}
+        progress: dict[str, Any] = {"timestep": 0, "episode": 0, "mean_return": None, "checkpoint": None}
+        progress.update(previous if isinstance(previous, dict) else {})
+        progress.update(state="starting", steps_per_second=None, updated=time.time())
+        progress.pop("stop_reason", None)
+        try:
+            self.workdir.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(path, json.dumps(progress) + "\n")
+        except OSError:
+            logger.exception("could not write progress.json")
+
     def _write_progress(self, state: str) -> None:
         c = self._counters
         if not self.workdir.exists():
@@ -597,7 +623,8 @@ class Trainer:
             "timestep": c.timestep,
             "episode": c.episode,
             "mean_return": self._mean_return(),
-            "steps_per_second": round(self._steps_per_second(), 1),
+            # None ("-") until this process has made a step: a resumed run's 0 would read as "stuck"
+            "steps_per_second": (None if self._timestep0 in (None, c.timestep) else round(self._steps_per_second(), 1)),
             "updated": time.time(),
             "checkpoint": self._checkpoint,
             # this process's CPU time (TensorFlow's start included): what packing trials onto cores costs

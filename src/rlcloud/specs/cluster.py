@@ -41,6 +41,48 @@ class GpuType(StrEnum):
     H200 = "nvidia-h200-141gb"
 
 
+#: The short names people type (`--gpu-type t4`, ``gpu_type: a100``) for each accelerator type.
+GPU_TYPE_ALIASES: dict[str, GpuType] = {
+    "p100": GpuType.P100,
+    "p4": GpuType.P4,
+    "v100": GpuType.V100,
+    "t4": GpuType.T4,
+    "l4": GpuType.L4,
+    "a100": GpuType.A100,
+    "a100-40gb": GpuType.A100,
+    "a100-80gb": GpuType.A100_80GB,
+    "h100": GpuType.H100,
+    "h100-80gb": GpuType.H100,
+    "h100-mega": GpuType.H100_MEGA,
+    "h100-mega-80gb": GpuType.H100_MEGA,
+    "h200": GpuType.H200,
+    "h200-141gb": GpuType.H200,
+}
+
+
+def valid_gpu_types() -> str:
+    """Every accepted GPU type for an error message: the GKE names, each with its short aliases."""
+    short: dict[GpuType, list[str]] = {}
+    for alias, gpu in GPU_TYPE_ALIASES.items():
+        short.setdefault(gpu, []).append(alias)
+    return ", ".join(f"{t.value} ({'/'.join(short[t])})" if t in short else t.value for t in GpuType)
+
+
+def gpu_type_value(value: str) -> str | None:
+    """The GKE accelerator type ``value`` names (itself, or what a short alias such as ``t4`` stands for;
+    any case, surrounding spaces ignored), or None when it names none."""
+    key = value.strip().lower()
+    if key in GPU_TYPE_ALIASES:
+        return GPU_TYPE_ALIASES[key].value
+    if key in {t.value for t in GpuType}:
+        return key
+    # "nvidia-t4" / "tesla-t4": a GKE prefix around an alias
+    for prefix in ("nvidia-tesla-", "nvidia-", "tesla-"):
+        if key.startswith(prefix) and key[len(prefix) :] in GPU_TYPE_ALIASES:
+            return GPU_TYPE_ALIASES[key[len(prefix) :]].value
+    return None
+
+
 RETIRED_GPU_TYPES = {
     "nvidia-tesla-k80": "nvidia-tesla-k80 reached end of support on 2024-05-01 and GKE can no longer create it",
 }
@@ -169,7 +211,8 @@ class ClusterSpec(StrictModel):
     )
     gpu_type: GpuType | None = Field(
         None,
-        description="Accelerator type, e.g. 'nvidia-tesla-t4' or 'nvidia-l4'; required when gpus_per_node > 0.",
+        description="Accelerator type, e.g. 'nvidia-tesla-t4' or 'nvidia-l4' (short names such as 't4', 'l4', "
+        "'a100', 'a100-80gb', 'h100' are accepted); required when gpus_per_node > 0.",
     )
     spot: bool = Field(False, description="Use Spot VMs for the experiment nodes (much cheaper, can be preempted).")
     autoscaling: Autoscaling | None = Field(
@@ -274,19 +317,23 @@ class ClusterSpec(StrictModel):
     @field_validator("gpu_type", mode="before")
     @classmethod
     def _gpu_type(cls, value: Any) -> Any:
-        if isinstance(value, str) and value.lower() in RETIRED_GPU_TYPES:
-            valid = ", ".join(t.value for t in GpuType)
+        if isinstance(value, str) and value.strip().lower() in RETIRED_GPU_TYPES:
             raise PydanticCustomError(
                 "gpu_type",
                 "{why}; use one of the current types instead: {valid} (nvidia-tesla-t4 is the usual "
                 "low-cost replacement)",
-                {"why": RETIRED_GPU_TYPES[value.lower()], "valid": valid},
+                {"why": RETIRED_GPU_TYPES[value.strip().lower()], "valid": valid_gpu_types()},
             )
-        if isinstance(value, str) and value not in {t.value for t in GpuType}:
-            valid = ", ".join(t.value for t in GpuType)
-            raise PydanticCustomError(
-                "gpu_type", "unknown gpu_type {v}; valid: {valid}", {"v": excerpt(value), "valid": valid}
-            )
+        if isinstance(value, str):
+            # short names (t4, a100-80gb) are what people type; the spec keeps GKE's name
+            known = gpu_type_value(value)
+            if known is None:
+                raise PydanticCustomError(
+                    "gpu_type",
+                    "unknown gpu_type {v}; valid: {valid}",
+                    {"v": excerpt(value), "valid": valid_gpu_types()},
+                )
+            return known
         return value
 
     @field_validator("queue")

@@ -21,7 +21,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from rlcloud.specs._base import Duration, Frequency
-from rlcloud.specs.cluster import RETIRED_GPU_TYPES, Autoscaling, ClusterSpec, GpuType
+from rlcloud.specs.cluster import GPU_TYPE_ALIASES, RETIRED_GPU_TYPES, Autoscaling, ClusterSpec, GpuType
 from rlcloud.specs.experiment import EvaluationSpec, ExperimentSpec, Resources, RolesResources
 
 __all__ = ["MODELS", "REGENERATE", "main", "render"]
@@ -170,7 +170,8 @@ def _value_types() -> Iterator[str]:
     yield inspect.cleandoc(GpuType.__doc__ or "")
     yield ""
     for member in GpuType:
-        yield f"- `{member.value}`"
+        aliases = [f"`{alias}`" for alias, gpu in GPU_TYPE_ALIASES.items() if gpu is member]
+        yield f"- `{member.value}`" + (f" (also {', '.join(aliases)})" if aliases else "")
     yield ""
     for gpu, why in sorted(RETIRED_GPU_TYPES.items()):
         yield f"Refused: `{gpu}` ({why.removeprefix(gpu).strip()})."
