@@ -242,9 +242,13 @@ def test_stop_downloads_by_default_in_the_api_and_the_cli(monkeypatch: pytest.Mo
     calls: list[dict[str, Any]] = []
 
     class Stoppable:
-        def stop(self, download: bool = True, dest: str | None = None) -> Path | None:
+        nothing_to_do = None
+        results_here: Path | None = None
+
+        def stop(self, download: bool = True, dest: str | None = None) -> bool:
             calls.append({"download": download, "dest": dest})
-            return Path("here") if download else None
+            self.results_here = Path("here") if download else None
+            return True
 
     import rlcloud.cli.experiment
 

@@ -67,7 +67,7 @@ def test_names_of_experiments_sweeps_and_clusters(
 ) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
     assert complete("experiment status ") == ["cartpole-ppo"]
-    assert complete("tensorboard ") == ["cartpole-ppo"]
+    assert complete("tensorboard ") == ["cartpole-ppo", "lr-sweep"]  # tensorboard takes sweeps too
     assert complete("sweep status ") == ["lr-sweep"]
     assert complete("experiment new ") == []  # a new name: nothing to offer
     # another results root on the line

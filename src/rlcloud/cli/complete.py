@@ -141,6 +141,9 @@ def _values(action: argparse.Action, current: str, path: Sequence[str], words: S
         return []
     dest, metavar = action.dest, str(action.metavar or "")
     command = path[0] if path else ""
+    if dest == "names" and command == "tensorboard":  # experiments and sweeps
+        results = _results(words)
+        return _prefixed(sorted({*experiment_names(results), *sweep_names(results)}), current)
     if dest == "name" and command in _EXPERIMENT_COMMANDS and path[-1:] != ["new"]:
         return _prefixed(experiment_names(_results(words)), current)
     if dest == "name" and command == "sweep":
