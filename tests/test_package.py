@@ -69,7 +69,7 @@ def test_errors_tree() -> None:
     assert issubclass(rlcloud.QuotaExceededError, rlcloud.ProvisioningError)
     assert issubclass(rlcloud.CapacityError, rlcloud.ProvisioningError)
     assert issubclass(rlcloud.SpecError, rlcloud.RLCloudError)
-    assert issubclass(rlcloud.TimeoutError, TimeoutError)
+    assert issubclass(rlcloud.WaitTimeoutError, TimeoutError)
     err = rlcloud.SpecError("bad")
     assert str(err) == "bad"
 

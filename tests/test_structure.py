@@ -209,7 +209,17 @@ def test_all_is_sorted_and_complete() -> None:
     public = {n for n in dir(rlcloud) if not n.startswith("_") and n not in ("TYPE_CHECKING",)}
     # every public name is in __all__ (submodules loaded by other tests are attributes, not API)
     modules = {n for n in public if type(getattr(rlcloud, n)).__name__ == "module"}
-    assert public - modules - {"annotations"} <= set(rlcloud.__all__) | {"TimeoutError"}
+    assert public - modules - {"annotations"} <= set(rlcloud.__all__)
+
+
+def test_the_old_timeout_error_name_still_works_and_says_so() -> None:
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        old = rlcloud.TimeoutError
+    assert old is rlcloud.WaitTimeoutError
+    assert [w.category for w in caught] == [DeprecationWarning]
 
 
 def test_the_suite_runs_outside_the_repository_and_home(tmp_path_factory: object) -> None:

@@ -22,7 +22,7 @@ from rlcloud.errors import (
     RLCloudError,
     SpecError,
     StorageError,
-    TimeoutError,
+    WaitTimeoutError,
     WorkloadError,
 )
 
@@ -57,7 +57,7 @@ __all__ = [
     "StorageError",
     "Sweep",
     "SweepSpec",
-    "TimeoutError",
+    "WaitTimeoutError",
     "WorkloadError",
     "__version__",
     "compare",
@@ -75,6 +75,10 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
+    if name == "TimeoutError":  # the old name of WaitTimeoutError (it shadowed the builtin); deprecated
+        from rlcloud import errors
+
+        return errors.__getattr__(name)
     # pydantic model construction costs ~0.3 s here: load the specs and facades on first use only.
     if name in _LAZY:
         import importlib

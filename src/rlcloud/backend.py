@@ -188,7 +188,7 @@ class ExperimentBackend(ABC):
 
     @abstractmethod
     def wait(self, name: str, timeout: float | None = None) -> ExperimentStatus:
-        """Block until the experiment finishes; rlcloud.errors.TimeoutError after ``timeout`` seconds."""
+        """Block until the experiment finishes; rlcloud.errors.WaitTimeoutError after ``timeout`` seconds."""
 
     @abstractmethod
     def logs(self, name: str, follow: bool = False) -> Iterator[str]:

@@ -16,7 +16,7 @@ per backend (``raise ... from exc``), so the original stays reachable as ``__cau
     ├── WorkloadError              the experiment's processes or pods failed
     ├── BackendError               an API call failed for another reason (after retries)
     ├── MissingExtraError          an optional part is not installed (also an ImportError): names the extra
-    └── TimeoutError               a wait ran past its timeout (also a builtin TimeoutError)
+    └── WaitTimeoutError           a wait ran past its timeout (also a builtin TimeoutError)
 
 :func:`require` and :func:`require_installed` are the one way a module asks for an optional dependency.
 """
@@ -43,7 +43,7 @@ __all__ = [
     "SpecError",
     "SpecProblem",
     "StorageError",
-    "TimeoutError",
+    "WaitTimeoutError",
     "WorkloadError",
     "excerpt",
     "require",
@@ -178,8 +178,12 @@ class BackendError(RLCloudError):
     """An API call failed for a reason not covered by a more specific error (after retries)."""
 
 
-class TimeoutError(RLCloudError, builtins.TimeoutError):
-    """A wait ran past its timeout. Also an instance of the builtin ``TimeoutError``."""
+class WaitTimeoutError(RLCloudError, builtins.TimeoutError):
+    """A wait ran past its timeout. Also an instance of the builtin ``TimeoutError``.
+
+    It was called ``rlcloud.TimeoutError`` before, a name that shadowed the builtin wherever it was imported;
+    that name still works, with a DeprecationWarning.
+    """
 
 
 class MissingExtraError(RLCloudError, ImportError):
@@ -238,3 +242,17 @@ def require_installed(modules: Iterable[str], extra: str, *, feature: str) -> No
             found = False
         if not found:
             raise MissingExtraError(module, extra, feature)
+
+
+def __getattr__(name: str) -> object:
+    # the old name of WaitTimeoutError, kept for code written against rlcloud 0.1
+    if name == "TimeoutError":
+        import warnings
+
+        warnings.warn(
+            "rlcloud.errors.TimeoutError is now WaitTimeoutError (the old name shadowed the builtin)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return WaitTimeoutError
+    raise AttributeError(f"module 'rlcloud.errors' has no attribute {name!r}")

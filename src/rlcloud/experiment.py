@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlcloud.errors import TimeoutError as RLTimeoutError
+from rlcloud.errors import WaitTimeoutError
 from rlcloud.results import DEFAULT_RESULTS, is_gcs, results_location, results_root
 
 if TYPE_CHECKING:
@@ -196,7 +196,7 @@ class Experiment:
         """Block until the experiment finishes and return its final status.
 
         ``progress=True`` shows a tqdm bar (notebook-aware); a callable gets each status. Raises
-        rlcloud.TimeoutError after ``timeout`` seconds (the experiment keeps running).
+        rlcloud.WaitTimeoutError after ``timeout`` seconds (the experiment keeps running).
         """
         if progress is False:
             status = self.backend.wait(self.name, timeout)
@@ -219,7 +219,7 @@ class Experiment:
                 if status.finished or status.state == "paused":  # as backend.wait: a paused one waits for us
                     return status
                 if deadline is not None and time.monotonic() > deadline:
-                    raise RLTimeoutError(f"experiment {self.name} still {status.state} after {timeout:g} s")
+                    raise WaitTimeoutError(f"experiment {self.name} still {status.state} after {timeout:g} s")
                 time.sleep(poll_interval)
         finally:
             close = getattr(callback, "close", None)

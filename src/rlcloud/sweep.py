@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlcloud.errors import TimeoutError as RLTimeoutError
+from rlcloud.errors import WaitTimeoutError
 from rlcloud.results import results_location, results_root
 
 if TYPE_CHECKING:
@@ -159,7 +159,7 @@ class Sweep:
         """Block until every trial has finished; return the final status.
 
         ``progress=True`` logs a line per trial as its state changes; a callable gets each status. Raises
-        rlcloud.TimeoutError after ``timeout`` seconds (the sweep keeps running).
+        rlcloud.WaitTimeoutError after ``timeout`` seconds (the sweep keeps running).
         """
         callback = progress if callable(progress) else (_LogProgress() if progress else None)
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -170,7 +170,7 @@ class Sweep:
             if status.finished:
                 return status
             if deadline is not None and time.monotonic() > deadline:
-                raise RLTimeoutError(f"sweep {self.name} still {status.state} after {timeout:g} s: {status.counts()}")
+                raise WaitTimeoutError(f"sweep {self.name} still {status.state} after {timeout:g} s: {status.counts()}")
             time.sleep(poll_interval)
 
     def stop(self) -> None:

@@ -16,7 +16,7 @@ from rlcloud.errors import (
     ConflictError,
     NotFoundError,
     QuotaExceededError,
-    TimeoutError,
+    WaitTimeoutError,
 )
 from rlcloud.gke.cluster import ClusterInfo, GkeCluster, dedicated_cluster, reap
 from rlcloud.gke.operations import OperationUpdate
@@ -285,7 +285,7 @@ def test_an_error_cluster_from_an_earlier_attempt_is_replaced(
 
 def test_timeout_leaves_the_operation_to_attach_to(fake: FakeClusterManager, make_cluster: MakeCluster) -> None:
     fake.polls_to_done = 10_000
-    with pytest.raises(TimeoutError) as caught:
+    with pytest.raises(WaitTimeoutError) as caught:
         make_cluster().create(timeout=0.05)
     assert isinstance(caught.value, builtins.TimeoutError)
     assert "run the same command again" in str(caught.value)

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from rlcloud.errors import BackendError, ConflictError, NotFoundError, SpecError
-from rlcloud.errors import TimeoutError as RLTimeoutError
+from rlcloud.errors import BackendError, ConflictError, NotFoundError, SpecError, WaitTimeoutError
 from rlcloud.k8s.applier import RetryPolicy
 from rlcloud.k8s.backend import KubernetesBackend
 from tests.fakes.kube_apiserver import FakeKubeApiServer
@@ -254,7 +253,7 @@ def test_preemption_does_not_spend_the_budget(
 
 def test_wait_times_out(backend: KubernetesBackend, results: str) -> None:
     backend.start(make_spec(), results)  # no kubelet: stays pending
-    with pytest.raises(RLTimeoutError, match="still pending"):
+    with pytest.raises(WaitTimeoutError, match="still pending"):
         backend.wait("cartpole", timeout=0.3)
 
 

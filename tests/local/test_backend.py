@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rlcloud.errors import NotFoundError, RLCloudError
-from rlcloud.errors import TimeoutError as RLTimeoutError
+from rlcloud.errors import NotFoundError, RLCloudError, WaitTimeoutError
 from rlcloud.local import STATE_DIR, LocalBackend
 from rlcloud.specs import ExperimentSpec
 
@@ -107,7 +106,7 @@ def test_stop_checkpoints_is_idempotent_and_start_resumes(backend: LocalBackend,
     backend.start(spec, str(root))
     progress = root / "local-stop" / "progress.json"
     _wait_for(lambda: progress.exists() and json.loads(progress.read_text())["timestep"] > 300, 300, "training")
-    with pytest.raises(RLTimeoutError, match="still running"):
+    with pytest.raises(WaitTimeoutError, match="still running"):
         backend.wait("local-stop", timeout=0.5)
 
     follower = backend.logs("local-stop", follow=True)

@@ -432,9 +432,9 @@ class GkeCluster:
     def _sleep_until(self, deadline: float, seconds: float) -> None:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            from rlcloud.errors import TimeoutError
+            from rlcloud.errors import WaitTimeoutError
 
-            raise TimeoutError(f"cluster {self.name}: timed out waiting for GKE")
+            raise WaitTimeoutError(f"cluster {self.name}: timed out waiting for GKE")
         time.sleep(min(seconds, remaining))
 
     def _mutate(self, call: Callable[[], _T], deadline: float, progress: ProgressCallback | None, action: str) -> _T:

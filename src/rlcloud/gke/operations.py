@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from rlcloud.errors import TimeoutError
+from rlcloud.errors import WaitTimeoutError
 from rlcloud.gke.builders import operation_path
 from rlcloud.gke.errors import api_errors
 
@@ -186,7 +186,7 @@ def wait_operation(
     """Poll ``operation`` until DONE and return the finished Operation (its error is for the caller to read).
 
     The interval grows x1.5 from ``poll_interval`` to ``max_poll_interval``; ``deadline`` is a
-    ``clock()`` value after which rlcloud TimeoutError is raised (the operation itself keeps running
+    ``clock()`` value after which rlcloud WaitTimeoutError is raised (the operation itself keeps running
     in GKE, so calling create/delete again attaches to it).
     """
     report = progress or logging_progress()
@@ -199,7 +199,7 @@ def wait_operation(
     while int(operation.status) != int(done):
         remaining = deadline - clock()
         if remaining <= 0:
-            raise TimeoutError(
+            raise WaitTimeoutError(
                 f"{action + ': ' if action else ''}operation {operation.name} "
                 f"({type(operation).Type(operation.operation_type).name}) is still "
                 f"{type(operation).Status(operation.status).name} after waiting {clock() - started:.0f}s. It keeps "

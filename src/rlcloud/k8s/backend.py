@@ -47,8 +47,15 @@ from rlcloud.backend import (
     TrialStatus,
     trial_state,
 )
-from rlcloud.errors import AuthError, ConflictError, NotFoundError, RLCloudError, SpecError, SpecProblem
-from rlcloud.errors import TimeoutError as RLTimeoutError
+from rlcloud.errors import (
+    AuthError,
+    ConflictError,
+    NotFoundError,
+    RLCloudError,
+    SpecError,
+    SpecProblem,
+    WaitTimeoutError,
+)
 from rlcloud.k8s import logs as pod_logs
 from rlcloud.k8s.applier import Applier, RetryPolicy, path_for, translate
 from rlcloud.k8s.builders import (
@@ -353,7 +360,7 @@ class KubernetesBackend(ExperimentBackend):
 
     def wait(self, name: str, timeout: float | None = None) -> ExperimentStatus:
         """Block until the experiment finishes (watching its Jobs, re-reading the status at least every
-        ``watch_window`` seconds and logging changes); rlcloud TimeoutError after ``timeout`` seconds."""
+        ``watch_window`` seconds and logging changes); rlcloud WaitTimeoutError after ``timeout`` seconds."""
         deadline = None if timeout is None else time.monotonic() + timeout
         last: tuple[str, str | None] | None = None
         while True:
@@ -366,7 +373,7 @@ class KubernetesBackend(ExperimentBackend):
                 self._release_env_servers(name, status)
                 return status
             if deadline is not None and time.monotonic() >= deadline:
-                raise RLTimeoutError(
+                raise WaitTimeoutError(
                     f"experiment {name} still {status.state} after {timeout:.0f}s"
                     + (f": {status.message}" if status.message else "")
                 )
@@ -614,7 +621,7 @@ class KubernetesBackend(ExperimentBackend):
             return True if not live else None
 
         if poll_until(gone, deadline, interval=self.poll_interval) is None:
-            raise RLTimeoutError(
+            raise WaitTimeoutError(
                 f"{len(live)} pod(s) of sweep {name} still running after the wait: "
                 + ", ".join(object_name(p) for p in live[:5])
             )
@@ -819,7 +826,7 @@ class KubernetesBackend(ExperimentBackend):
             return True if not live else None
 
         if poll_until(gone, deadline, interval=self.poll_interval) is None:
-            raise RLTimeoutError(
+            raise WaitTimeoutError(
                 f"{len(live)} pod(s) of {name} still running after the wait: "
                 + ", ".join(object_name(p) for p in live[:5])
             )

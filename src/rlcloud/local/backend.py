@@ -38,8 +38,7 @@ from rlcloud.backend import (
     TrialStatus,
     trial_state,
 )
-from rlcloud.errors import ConflictError, NotFoundError
-from rlcloud.errors import TimeoutError as RLTimeoutError
+from rlcloud.errors import ConflictError, NotFoundError, WaitTimeoutError
 from rlcloud.local.state import (
     GROUP_KILL_MARGIN,
     POLL_S,
@@ -363,7 +362,7 @@ class LocalBackend(ExperimentBackend):
         return "running", None
 
     def wait(self, name: str, timeout: float | None = None) -> ExperimentStatus:
-        """Block until the experiment finishes and all its processes have ended; rlcloud.errors.TimeoutError
+        """Block until the experiment finishes and all its processes have ended; rlcloud.errors.WaitTimeoutError
         after ``timeout`` seconds (the experiment keeps running)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
@@ -373,7 +372,7 @@ class LocalBackend(ExperimentBackend):
             if (status.finished or status.state == "paused") and not self._any_process_alive(name):
                 return status
             if deadline is not None and time.monotonic() >= deadline:
-                raise RLTimeoutError(
+                raise WaitTimeoutError(
                     f"experiment {name!r} still {status.state} after {timeout:g} s "
                     f"(timestep {status.progress.get('timestep', 0)}); it keeps running: wait again or stop it"
                 )

@@ -31,8 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from rlcloud.errors import TimeoutError as RLTimeoutError
-from rlcloud.errors import WorkloadError
+from rlcloud.errors import WaitTimeoutError, WorkloadError
 from rlcloud.runner.protocol import (
     PROTOCOL_VERSION,
     ProtocolError,
@@ -66,7 +65,7 @@ class EnvServerError(WorkloadError):
     """An env server reported a failure (its environment raised), or answered out of turn."""
 
 
-class EnvServersUnreachableError(WorkloadError, RLTimeoutError):
+class EnvServersUnreachableError(WorkloadError, WaitTimeoutError):
     """Some env servers could not be reached within the timeout. ``servers`` names them."""
 
     def __init__(self, message: str, servers: Sequence[str]) -> None:
