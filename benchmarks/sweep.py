@@ -3,7 +3,7 @@
 Two measurements, one command each::
 
     uv run --frozen python benchmarks/sweep.py packing [--trials 8] [--timesteps 3000]
-    uv run --frozen python benchmarks/sweep.py early-stopping [--timesteps 20000]
+    uv run --frozen python benchmarks/sweep.py early-stopping [--timesteps 20000] [--keep DIR]
     uv run --frozen python benchmarks/sweep.py plot --results DIR --name NAME --out docs/img/sweep.png
 
 * ``packing``: a sweep of ``--trials`` short CartPole PPO trials (seeds of one configuration), run
@@ -66,8 +66,9 @@ def packing(trials: int, timesteps: int) -> None:
     print(f"{'wall / ideal':>28}: {wall / ideal:8.2f}  (goal <= 1.15)")
 
 
-def early_stopping(timesteps: int) -> None:
-    """Timesteps trained with and without the median rule, on a sweep where half cannot learn."""
+def early_stopping(timesteps: int, keep: str | None = None) -> None:
+    """Timesteps trained with and without the median rule, on a sweep where half cannot learn. With
+    ``keep``, the run without early stopping is kept there (for ``plot``)."""
     from rlcloud import SweepSpec
 
     cores = os.cpu_count() or 1
@@ -82,7 +83,7 @@ def early_stopping(timesteps: int) -> None:
             early_stopping=rule,
         )
         with tempfile.TemporaryDirectory() as tmp:
-            wall, status = _run(spec, tmp)
+            wall, status = _run(spec, keep if keep and rule is None else tmp)
         steps = sum(int(t.progress.get("timestep", 0)) for t in status.trials)
         best = max(status.trials, key=lambda t: t.progress.get("mean_return") or 0.0)
         stopped = [t.name for t in status.trials if t.state == "stopped early"]
@@ -114,6 +115,7 @@ def main() -> None:
     p.add_argument("--timesteps", type=int, default=3000)
     e = sub.add_parser("early-stopping")
     e.add_argument("--timesteps", type=int, default=20000)
+    e.add_argument("--keep", metavar="DIR", help="keep the run without early stopping here (for plot)")
     g = sub.add_parser("plot")
     g.add_argument("--results", required=True)
     g.add_argument("--name", required=True)
@@ -122,7 +124,7 @@ def main() -> None:
     if args.what == "packing":
         packing(args.trials, args.timesteps)
     elif args.what == "early-stopping":
-        early_stopping(args.timesteps)
+        early_stopping(args.timesteps, args.keep)
     else:
         plot(args.results, args.name, args.out)
 
