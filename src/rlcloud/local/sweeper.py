@@ -31,7 +31,7 @@ __all__ = ["early_stopping_env", "main", "run_sweep"]
 
 logger = logging.getLogger(__name__)
 
-_POLL_S = 1.0
+_POLL_S = 0.25  # a finished trial frees its slot within this; each poll reads a few small files per trial
 
 
 def early_stopping_env(sweep: SweepSpec, trial: Trial, location: str) -> dict[str, str]:
