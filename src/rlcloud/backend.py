@@ -46,7 +46,9 @@ class RoleStatus:
     @property
     def label(self) -> str:
         """``role-index``, the prefix of this role's log lines."""
-        return f"{self.role}-{self.index}"
+        from rlcloud.roles import role_label
+
+        return role_label(self.role, self.index)
 
 
 @dataclass(frozen=True)

@@ -247,9 +247,16 @@ class KubernetesBackend(ExperimentBackend):
 
     def _store(self, name: str) -> Store | None:
         """The experiment's results store (opened once per experiment: a GCS client is not cheap)."""
-        if name in self._stores:
-            return self._stores[name]
-        root = self._results_root(name)
+        if name not in self._stores:
+            store = self._open_store(self._results_root(name), name)
+            if store is None:
+                return None
+            self._stores[name] = store
+        return self._stores[name]
+
+    def _open_store(self, root: str | None, name: str) -> Store | None:
+        """The store at ``<root>/<name>`` (an experiment's or a sweep's), or None when there is no root or it
+        cannot be opened now."""
         if not root:
             return None
         opener = self._store_opener
@@ -258,12 +265,10 @@ class KubernetesBackend(ExperimentBackend):
 
             opener = open_store
         try:
-            store = opener(results_location(root, name, resolve=False))
+            return opener(results_location(root, name, resolve=False))
         except RLCloudError as exc:
-            logger.debug("results store for %s unavailable: %s", name, exc)
+            logger.debug("results store of %s unavailable: %s", name, exc)
             return None
-        self._stores[name] = store
-        return store
 
     def _results_root(self, name: str) -> str | None:
         if name not in self._results:
@@ -741,24 +746,13 @@ class KubernetesBackend(ExperimentBackend):
         return out
 
     def _sweep_store(self, name: str) -> Store | None:
-        if name in self._sweep_stores:
-            return self._sweep_stores[name]
-        config = self._sweep_configs.get(name)
-        root = config[2] if config is not None else ""
-        if not root:
-            return None
-        opener = self._store_opener
-        if opener is None:
-            from rlcloud.storage import open_store
-
-            opener = open_store
-        try:
-            store = opener(results_location(root, name, resolve=False))
-        except RLCloudError as exc:
-            logger.debug("results store of sweep %s unavailable: %s", name, exc)
-            return None
-        self._sweep_stores[name] = store
-        return store
+        if name not in self._sweep_stores:
+            config = self._sweep_configs.get(name)
+            store = self._open_store(config[2] if config is not None else None, name)
+            if store is None:
+                return None
+            self._sweep_stores[name] = store
+        return self._sweep_stores[name]
 
     def _check_results(self, results: str, what: str) -> None:
         if not is_gcs(results) and not self.local_results:
