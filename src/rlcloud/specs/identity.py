@@ -147,7 +147,7 @@ class ChangedRunError(SpecError):
 
     def __init__(self, name: str, location: str, changes: list[Change]) -> None:
         self.name = name
-        self.location = location
+        self.location = location.removeprefix("file://")  # a directory reads as a path
         self.changes = changes
         problems = [
             SpecProblem(c.field, f"differs from the recorded run: {_show(c.before)} -> {_show(c.after)}")
