@@ -179,11 +179,17 @@ class Sweep:
 
     # ----------------------------------------------------------------------------------------- results
 
-    def experiments(self) -> builtins.list[Experiment]:
-        """One Experiment per trial (started or not), reading its results from ``<results>/<sweep>/<trial>``."""
+    def experiments(self, *, started: bool = False) -> builtins.list[Experiment]:
+        """One Experiment per trial, reading its results from ``<results>/<sweep>/<trial>``; with ``started``
+        only the trials that have started (their spec of record exists)."""
         from rlcloud.experiment import Experiment
+        from rlcloud.record import SPEC_FILE
+        from rlcloud.storage import open_store
 
-        return [Experiment(trial.spec, results=self.location) for trial in self.spec.trials()]
+        runs = [Experiment(trial.spec, results=self.location) for trial in self.spec.trials()]
+        if started:
+            runs = [exp for exp in runs if open_store(exp.location).exists(SPEC_FILE)]
+        return runs
 
     def results(self, **options: Any) -> Any:
         """One row per trial (pandas DataFrame): the swept parameters, seed, state, timesteps, the objective,
@@ -191,23 +197,14 @@ class Sweep:
         from rlcloud.compare import compare
 
         options.setdefault("objective", self.spec.objective)
-        return compare(self._finished_or_started(), **options)
+        return compare(self.experiments(started=True), **options)
 
     def plot(self, path: str | Path | None = None, **options: Any) -> Any:
         """Mean return per configuration over seeds, with a 95% confidence band (a matplotlib Figure;
         saved as PNG when ``path`` is given)."""
         from rlcloud.compare import plot_runs
 
-        return plot_runs(self._finished_or_started(), path=path, title=self.name, **options)
-
-    def _finished_or_started(self) -> builtins.list[Experiment]:
-        from rlcloud.storage import open_store
-
-        runs = []
-        for exp in self.experiments():
-            if open_store(exp.location).exists("spec.yaml"):
-                runs.append(exp)
-        return runs
+        return plot_runs(self.experiments(started=True), path=path, title=self.name, **options)
 
     # --------------------------------------------------------------------------------- finding them again
 

@@ -458,7 +458,7 @@ def _tensorboard_runs(args: argparse.Namespace) -> list[tuple[str, Any]]:
                 sweep = Sweep.attach(name, cluster=cluster, results=args.results)
             except (NotFoundError, NotImplementedError):
                 raise NotFoundError(f"no experiment or sweep named {name!r}") from None
-            experiments = [(f"{name}/{exp.name}", exp) for exp in sweep._finished_or_started()]
+            experiments = [(f"{name}/{exp.name}", exp) for exp in sweep.experiments(started=True)]
         for label, exp in experiments:
             if not exp.location.startswith("gs://"):
                 # a local run's event files are already on this disk: copying them into its own directory
