@@ -58,6 +58,10 @@ _KINDS: dict[str, tuple[str, str, bool]] = {
     "Job": ("/apis/batch/v1", "jobs", True),
     "Role": ("/apis/rbac.authorization.k8s.io/v1", "roles", True),
     "RoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "rolebindings", True),
+    # the in-cluster reaper's kinds (k8s/reaper_install.py)
+    "ClusterRole": ("/apis/rbac.authorization.k8s.io/v1", "clusterroles", False),
+    "ClusterRoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "clusterrolebindings", False),
+    "CronJob": ("/apis/batch/v1", "cronjobs", True),
 }
 
 

@@ -479,6 +479,20 @@ def _job(
     )
 
 
+def _config_map(
+    name: str, namespace: str, labels: dict[str, str], annotations: dict[str, str], data: dict[str, str]
+) -> k8s.V1ConfigMap:
+    """The ConfigMap an experiment's or a sweep's pods read their spec from (stamped with its config hash)."""
+    return _stamp(
+        k8s.V1ConfigMap(
+            api_version="v1",
+            kind="ConfigMap",
+            metadata=k8s.V1ObjectMeta(name=name, namespace=namespace, labels=labels, annotations=annotations),
+            data=data,
+        )
+    )
+
+
 def _check_inputs(spec: ExperimentSpec, namespace: str, image: str) -> None:
     problems = []
     if not isinstance(namespace, str) or len(namespace) > 63 or not _DNS_LABEL.match(namespace):
@@ -526,18 +540,8 @@ def build_workloads(
     data = {CONFIG_KEY_SPEC: spec.to_yaml()}
     if results:
         data[CONFIG_KEY_RESULTS] = results
-    config_map = _stamp(
-        k8s.V1ConfigMap(
-            api_version="v1",
-            kind="ConfigMap",
-            metadata=k8s.V1ObjectMeta(
-                name=cm_name,
-                namespace=namespace,
-                labels=labels_for(name, CONFIG_ROLE),
-                annotations={ANNOTATION_WORKERS: str(spec.num_workers)},
-            ),
-            data=data,
-        )
+    config_map = _config_map(
+        cm_name, namespace, labels_for(name, CONFIG_ROLE), {ANNOTATION_WORKERS: str(spec.num_workers)}, data
     )
 
     base_env = [k8s.V1EnvVar(name="PYTHONUNBUFFERED", value="1")]
@@ -751,18 +755,8 @@ def build_sweep_workloads(
     data = {CONFIG_KEY_SWEEP: sweep_yaml(sweep)}
     if results:
         data[CONFIG_KEY_RESULTS] = results
-    config_map = _stamp(
-        k8s.V1ConfigMap(
-            api_version="v1",
-            kind="ConfigMap",
-            metadata=k8s.V1ObjectMeta(
-                name=object_name,
-                namespace=namespace,
-                labels=sweep_labels(name, CONFIG_ROLE),
-                annotations={ANNOTATION_TRIALS: str(trials)},
-            ),
-            data=data,
-        )
+    config_map = _config_map(
+        object_name, namespace, sweep_labels(name, CONFIG_ROLE), {ANNOTATION_TRIALS: str(trials)}, data
     )
 
     env = [k8s.V1EnvVar(name="PYTHONUNBUFFERED", value="1"), _index_env()]

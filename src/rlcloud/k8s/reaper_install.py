@@ -5,35 +5,15 @@ from __future__ import annotations
 
 import logging
 from typing import Any
-from urllib.parse import quote
 
 from kubernetes import client as k8s
 
-from rlcloud.k8s.applier import Applier, translate
+from rlcloud.k8s.applier import Applier, path_for, translate
 from rlcloud.k8s.reaper_builders import REAPER_NAMESPACE, build_reaper_objects
 
-__all__ = ["install_reaper", "object_path"]
+__all__ = ["install_reaper"]
 
 log = logging.getLogger(__name__)
-
-# kind -> (API prefix, plural, namespaced): the kinds the reaper is made of (the Applier's table covers
-# only what experiments use).
-_KINDS: dict[str, tuple[str, str, bool]] = {
-    "Namespace": ("/api/v1", "namespaces", False),
-    "ServiceAccount": ("/api/v1", "serviceaccounts", True),
-    "ClusterRole": ("/apis/rbac.authorization.k8s.io/v1", "clusterroles", False),
-    "ClusterRoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "clusterrolebindings", False),
-    "Role": ("/apis/rbac.authorization.k8s.io/v1", "roles", True),
-    "RoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "rolebindings", True),
-    "CronJob": ("/apis/batch/v1", "cronjobs", True),
-}
-
-
-def object_path(kind: str, namespace: str | None, name: str | None = None) -> str:
-    """The REST path of a collection (``name=None``) or an object of one of the reaper's kinds."""
-    prefix, plural, namespaced = _KINDS[kind]
-    path = prefix + (f"/namespaces/{quote(namespace or '', safe='')}" if namespaced else "") + f"/{plural}"
-    return path + (f"/{quote(name, safe='')}" if name is not None else "")
 
 
 def install_reaper(
@@ -48,13 +28,13 @@ def install_reaper(
         ns = obj.metadata.namespace
         what = f"install the reaper's {kind} {name}"
         try:
-            applier.request_json(what, "POST", object_path(kind, ns), body=obj)
+            applier.request_json(what, "POST", path_for(kind, ns), body=obj)
         except k8s.ApiException as exc:
             if exc.status != 409:
                 raise translate(exc, what) from exc
             if kind != "Namespace":  # a namespace has nothing of ours to update
                 # no resourceVersion in the body: an unconditional replace, last writer wins
-                applier.checked_json(what, "PUT", object_path(kind, ns, name), body=obj)
+                applier.checked_json(what, "PUT", path_for(kind, ns, name), body=obj)
         except Exception as exc:
             raise translate(exc, what) from exc
         done.append(f"{kind}/{name}")
