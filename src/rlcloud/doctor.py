@@ -1,6 +1,7 @@
 """``rlcloud doctor``: pre-flight checks of a Google Cloud project, so nothing is billed for a run that cannot work.
 
-Each check answers OK, or FAIL with the one command that fixes it (a SKIP when it does not apply):
+Each check answers OK, or FAIL with the one command that fixes it (SKIP when it does not apply, WARN when it
+could not tell and refuses nothing):
 
 * ``apis``: the APIs rlcloud needs are enabled (Service Usage);
 * ``permissions``: the caller may create, read and delete clusters (Resource Manager testIamPermissions);
@@ -8,37 +9,41 @@ Each check answers OK, or FAIL with the one command that fixes it (a SKIP when i
 * ``bucket``: the results bucket exists and is reachable, and soft delete is off (Cloud Storage);
 * ``workload-identity``: the runner's Google service account lets ``PROJECT.svc.id.goog[NS/rlcloud-runner]``
   act as it (IAM);
-* ``images``: the runner images named in rlcloud.yaml exist in Artifact Registry;
+* ``images``: the runner images exist in Artifact Registry, and the cluster's nodes may pull them: their
+  service account (the spec's ``service_account``, else the project's default Compute Engine account) holds
+  ``roles/artifactregistry.reader`` or a role that includes it on the repository or its project;
 * ``reaper``: the reaper's Google service account lets ``rlcloud-system/rlcloud-reaper`` act as it (IAM),
   when a spec has a ttl or autodown.
 
-The calls are the services' public REST (JSON) APIs, sent through google-auth's ``AuthorizedSession`` with
-Application Default Credentials (Cloud Storage through google-cloud-storage): one client for all, no extra
-dependency per service. ``RLCLOUD_GOOGLE_API_HOST`` (or ``api_host=``) sends every REST call to one local
-fake instead of Google, without credentials (tests).
+Each service is called through its official client library (google-cloud-service-usage,
+-resource-manager, -compute, -iam, -artifact-registry, -storage), imported inside the check that uses it:
+REST transports, and gRPC for IAM, whose admin client has no REST transport. Credentials are Application
+Default Credentials unless given. ``RLCLOUD_GOOGLE_API_HOST`` (or ``api_host=``), e.g.
+``http://127.0.0.1:8080``, sends every call but Cloud Storage's to one local fake instead of Google, without
+credentials (tests): the REST clients as HTTP/1.1 and the IAM client as plaintext gRPC (HTTP/2) to the same
+address. Cloud Storage follows ``STORAGE_EMULATOR_HOST`` or ``storage_client=``.
+
+``Doctor.run(cheap_only=True)`` (APIs, permissions, GPU quota, images: a few requests) is what creating a
+cluster runs first (:meth:`rlcloud.gke.GkeCluster.create`).
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from rlcloud.config import ProjectConfig
+from rlcloud.logsafety import redact
 from rlcloud.specs.cluster import REGION_RE, ClusterSpec
 
-__all__ = ["Check", "Doctor", "gpu_quota_metric"]
+__all__ = ["API_HOST_ENV", "PULL_ROLES", "Check", "Doctor", "gpu_quota_metric"]
 
 API_HOST_ENV = "RLCLOUD_GOOGLE_API_HOST"
-HOSTS = {
-    "serviceusage": "https://serviceusage.googleapis.com",
-    "cloudresourcemanager": "https://cloudresourcemanager.googleapis.com",
-    "compute": "https://compute.googleapis.com",
-    "iam": "https://iam.googleapis.com",
-    "artifactregistry": "https://artifactregistry.googleapis.com",
-}
+CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 #: What creating, using and deleting a cluster needs (roles/container.admin holds all of them).
 CLUSTER_PERMISSIONS = (
     "container.clusters.create",
@@ -49,6 +54,18 @@ CLUSTER_PERMISSIONS = (
     "container.operations.get",
     "container.operations.list",
 )
+#: Roles that let a principal pull from an Artifact Registry repository (reader, and the roles that include it).
+PULL_ROLES = frozenset(
+    {
+        "roles/artifactregistry.reader",
+        "roles/artifactregistry.writer",
+        "roles/artifactregistry.repoAdmin",
+        "roles/artifactregistry.admin",
+        "roles/editor",
+        "roles/owner",
+    }
+)
+_TIMEOUT = 30.0
 _AR_IMAGE_RE = re.compile(r"^([a-z0-9-]+)-docker\.pkg\.dev/([^/]+)/([^/]+)/(.+?)(?::([\w.-]+))?(?:@.*)?$")
 _GPU_QUOTA_NAMES = {
     "nvidia-tesla-p100": "P100",
@@ -66,7 +83,7 @@ _GPU_QUOTA_NAMES = {
 
 @dataclass(frozen=True)
 class Check:
-    """One check's outcome: ``status`` is OK, FAIL or SKIP; ``fix`` the one command that fixes a FAIL."""
+    """One check's outcome: ``status`` is OK, FAIL, SKIP or WARN; ``fix`` the one command that fixes a FAIL."""
 
     name: str
     status: str
@@ -75,7 +92,7 @@ class Check:
 
     @property
     def ok(self) -> bool:
-        """True unless the check failed."""
+        """True unless the check failed (a WARN could not tell, and refuses nothing)."""
         return self.status != "FAIL"
 
     def __str__(self) -> str:
@@ -89,13 +106,37 @@ def gpu_quota_metric(gpu_type: str, *, spot: bool) -> str:
     return ("PREEMPTIBLE_" if spot else "") + f"NVIDIA_{name.replace('-', '_')}_GPUS"
 
 
+class _CheckFailedError(Exception):
+    """A check's API call failed: carries the FAIL (or WARN) the check reports instead."""
+
+    def __init__(self, check: Check) -> None:
+        super().__init__(check.detail)
+        self.check = check
+
+
+def _describe(exc: BaseException) -> str:
+    """A short, secret-free account of a failed call: the error's class and Google's message, without the URL
+    the REST transports put in front of it."""
+    message = str(getattr(exc, "message", None) or exc)
+    message = re.sub(r"^[A-Z]+ \S+: ", "", message).splitlines()[0] if message else ""
+    return redact(f"{type(exc).__name__}: {message}"[:240])
+
+
+def _grants(bindings: Any, member: str, roles: frozenset[str]) -> bool:
+    """True when a policy's ``bindings`` give ``member`` (or everyone) one of ``roles``."""
+    who = {member, "allUsers", "allAuthenticatedUsers"}
+    return any(b.role in roles and who & set(b.members) for b in bindings)
+
+
 class Doctor:
     """Pre-flight checks for ``project``: the results ``bucket`` (``gs://b/...`` or a name), an optional cluster
     ``spec``, the project ``config`` (rlcloud.yaml: images, service accounts).
 
-    ``session``: a requests-compatible session for the REST calls (default: google-auth's
-    ``AuthorizedSession`` over ``credentials`` or Application Default Credentials); ``storage_client``: a
-    ``google.cloud.storage.Client``; ``api_host``: send every REST call there (a local fake).
+    ``images``: the runner images to check (default: rlcloud.yaml's ``image`` and ``gpu_image``, and a FAIL
+    when it names none; an explicit empty list is a SKIP: each experiment names its own).
+    ``credentials``: google-auth credentials (default: Application Default Credentials, looked up on first
+    use); ``storage_client``: a ``google.cloud.storage.Client``; ``api_host``: send every other call there (a
+    local fake, default ``$RLCLOUD_GOOGLE_API_HOST``), without credentials.
     """
 
     def __init__(
@@ -105,9 +146,9 @@ class Doctor:
         bucket: str | None = None,
         spec: ClusterSpec | None = None,
         config: ProjectConfig | None = None,
+        images: Sequence[str] | None = None,
         namespace: str = "rlcloud",
         credentials: Any = None,
-        session: Any = None,
         storage_client: Any = None,
         api_host: str | None = None,
     ) -> None:
@@ -115,47 +156,101 @@ class Doctor:
         self.bucket = bucket.removeprefix("gs://").split("/", 1)[0] if bucket else None
         self.spec = spec
         self.config = config or ProjectConfig()
+        self.images = list(images) if images is not None else None
         self.namespace = namespace
         self._credentials = credentials
-        self._session = session
         self._storage = storage_client
-        self.api_host = api_host or os.environ.get(API_HOST_ENV)
+        host = api_host or os.environ.get(API_HOST_ENV) or None
+        self.api_host = host if host is None or "://" in host else f"http://{host}"
 
-    # ------------------------------------------------------------------------------------------ plumbing
+    # ------------------------------------------------------------------------------------------ clients
 
-    @property
-    def session(self) -> Any:
-        """The HTTP session the REST checks use (built on first use)."""
-        if self._session is None and self.api_host and self._credentials is None:
-            import requests
-
-            # a local fake (like RLCLOUD_GKE_EMULATOR_HOST for the Container API) needs no credentials
-            self._session = requests.Session()
-        if self._session is None:
+    def _google_credentials(self) -> Any:
+        if self._credentials is None:
             import google.auth
-            from google.auth.transport.requests import AuthorizedSession
 
-            credentials = self._credentials
-            if credentials is None:
-                credentials, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
-            self._session = AuthorizedSession(credentials)
-        return self._session
+            self._credentials, _ = google.auth.default(scopes=[CLOUD_PLATFORM_SCOPE])
+        return self._credentials
 
-    def _url(self, service: str, path: str) -> str:
-        return (self.api_host.rstrip("/") if self.api_host else HOSTS[service]) + path
+    @contextmanager
+    def _client(self, client_class: Any) -> Iterator[Any]:
+        """A REST client of ``client_class`` (a generated GAPIC client), closed after use."""
+        if self.api_host:
+            from google.auth.credentials import AnonymousCredentials
 
-    def _call(self, method: str, service: str, path: str, **kwargs: Any) -> tuple[int, dict[str, Any]]:
-        response = self.session.request(method, self._url(service, path), timeout=30, **kwargs)
+            # the generated REST transports take an http:// endpoint as it is: a local fake, no TLS, no token
+            client = client_class(
+                credentials=AnonymousCredentials(), transport="rest", client_options={"api_endpoint": self.api_host}
+            )
+        else:
+            client = client_class(credentials=self._google_credentials(), transport="rest")
+        with client:
+            yield client
+
+    @contextmanager
+    def _iam_client(self) -> Iterator[Any]:
+        """The IAM admin client (service accounts' policies): gRPC, the only transport it has."""
+        from google.cloud import iam_admin_v1
+
+        if self.api_host:
+            import grpc
+            from google.cloud.iam_admin_v1.services.iam.transports import IAMGrpcTransport
+
+            address = self.api_host.split("://", 1)[1].rstrip("/")
+            client = iam_admin_v1.IAMClient(transport=IAMGrpcTransport(channel=grpc.insecure_channel(address)))
+        else:
+            client = iam_admin_v1.IAMClient(credentials=self._google_credentials())
+        with client:
+            yield client
+
+    def _failure(
+        self,
+        name: str,
+        exc: BaseException,
+        what: str,
+        *,
+        api: str,
+        denied: str,
+        not_found: tuple[str, str] | None = None,
+    ) -> Check:
+        """The FAIL for a call that raised ``exc`` while ``what``: the fix for its cause (no credentials, API
+        disabled, permission denied, not found), or what it said when it is none of those."""
+        from google.api_core import exceptions as gexc
+        from google.auth import exceptions as auth_exc
+
+        login = "gcloud auth application-default login"
+        if isinstance(exc, auth_exc.GoogleAuthError | gexc.Unauthenticated | gexc.Unauthorized):
+            return Check(name, "FAIL", f"cannot {what}: no usable Google credentials ({_describe(exc)})", login)
+        if isinstance(exc, gexc.NotFound) and not_found is not None:
+            return Check(name, "FAIL", not_found[0], not_found[1])
+        if isinstance(exc, gexc.PermissionDenied | gexc.Forbidden):
+            text = str(exc)
+            if (
+                getattr(exc, "reason", None) == "SERVICE_DISABLED"
+                or "has not been used" in text
+                or "is disabled" in text
+            ):
+                return Check(
+                    name,
+                    "FAIL",
+                    f"cannot {what}: {api} is not enabled",
+                    f"gcloud services enable {api} --project={self.project}",
+                )
+            return Check(name, "FAIL", f"cannot {what}: permission denied ({_describe(exc)})", denied)
+        # an API error of another kind (say, 400 or 503) may mean a disabled or unreachable service; anything
+        # else (a refused connection, a timeout) has no command that fixes it
+        enable = f"gcloud services enable {api} --project={self.project}"
+        return Check(name, "FAIL", f"cannot {what} ({_describe(exc)})", enable if isinstance(exc, gexc.GoogleAPICallError) else "")
+
+    @contextmanager
+    def _calling(self, name: str, what: str, **fixes: Any) -> Iterator[None]:
+        """Turn an exception of the calls inside into the check's FAIL (raised as :class:`_CheckFailedError`)."""
         try:
-            body = response.json()
-        except ValueError:
-            body = {}
-        return response.status_code, body if isinstance(body, dict) else {}
-
-    @staticmethod
-    def _error(status: int, body: dict[str, Any]) -> str:
-        message = str((body.get("error") or {}).get("message") or "")[:200]
-        return f"HTTP {status}" + (f": {message}" if message else "")
+            yield
+        except _CheckFailedError:
+            raise
+        except Exception as exc:  # every API, auth and transport error becomes the check's answer
+            raise _CheckFailedError(self._failure(name, exc, what, **fixes)) from exc
 
     # ------------------------------------------------------------------------------------------ checks
 
@@ -164,21 +259,33 @@ class Doctor:
         needed = ["container.googleapis.com", "compute.googleapis.com"]
         if self.bucket:
             needed.append("storage.googleapis.com")
-        if any(_AR_IMAGE_RE.match(i or "") for i in (self.config.image, self.config.gpu_image)):
+        if any(_AR_IMAGE_RE.match(i) for i in self._images()):
             needed.append("artifactregistry.googleapis.com")
-        names = [("names", f"projects/{self.project}/services/{s}") for s in needed]
-        status, body = self._call("GET", "serviceusage", f"/v1/projects/{self.project}/services:batchGet", params=names)
-        if status != 200:
-            return Check(
-                "apis",
-                "FAIL",
-                f"cannot read the enabled APIs ({self._error(status, body)})",
-                f"gcloud services enable serviceusage.googleapis.com --project={self.project}",
-            )
+        from google.cloud import service_usage_v1
+
+        try:
+            with (
+                self._calling(
+                    "apis",
+                    "read the enabled APIs",
+                    api="serviceusage.googleapis.com",
+                    denied=self._grant_fix("roles/serviceusage.serviceUsageConsumer"),
+                ),
+                self._client(service_usage_v1.ServiceUsageClient) as client,
+            ):
+                response = client.batch_get_services(
+                    request={
+                        "parent": f"projects/{self.project}",
+                        "names": [f"projects/{self.project}/services/{s}" for s in needed],
+                    },
+                    timeout=_TIMEOUT,
+                )
+        except _CheckFailedError as failed:
+            return failed.check
         enabled = {
-            s.get("config", {}).get("name") or str(s.get("name", "")).rsplit("/", 1)[-1]
-            for s in body.get("services") or []
-            if s.get("state") == "ENABLED"
+            s.config.name or s.name.rsplit("/", 1)[-1]
+            for s in response.services
+            if s.state == service_usage_v1.State.ENABLED
         }
         missing = [s for s in needed if s not in enabled]
         if missing:
@@ -190,34 +297,43 @@ class Doctor:
             )
         return Check("apis", "OK", f"enabled: {', '.join(needed)}")
 
+    def _grant_fix(self, role: str) -> str:
+        return f"gcloud projects add-iam-policy-binding {self.project} --member=user:YOU@example.com --role={role}"
+
     def check_permissions(self) -> Check:
         """The caller holds what creating and deleting clusters needs (``projects:testIamPermissions``)."""
-        status, body = self._call(
-            "POST",
-            "cloudresourcemanager",
-            f"/v1/projects/{self.project}:testIamPermissions",
-            json={"permissions": list(CLUSTER_PERMISSIONS)},
-        )
-        if status != 200:
-            return Check(
-                "permissions",
-                "FAIL",
-                f"cannot test permissions ({self._error(status, body)})",
-                "gcloud auth application-default login",
-            )
-        missing = sorted(set(CLUSTER_PERMISSIONS) - set(body.get("permissions") or []))
+        from google.cloud import resourcemanager_v3
+
+        try:
+            with (
+                self._calling(
+                    "permissions",
+                    "test permissions",
+                    api="cloudresourcemanager.googleapis.com",
+                    denied="gcloud auth application-default login",
+                    not_found=(
+                        f"project {self.project} does not exist or is not visible to these credentials",
+                        "gcloud projects list",
+                    ),
+                ),
+                self._client(resourcemanager_v3.ProjectsClient) as client,
+            ):
+                response = client.test_iam_permissions(
+                    request={"resource": f"projects/{self.project}", "permissions": list(CLUSTER_PERMISSIONS)},
+                    timeout=_TIMEOUT,
+                )
+        except _CheckFailedError as failed:
+            return failed.check
+        missing = sorted(set(CLUSTER_PERMISSIONS) - set(response.permissions))
         if missing:
             return Check(
-                "permissions",
-                "FAIL",
-                f"missing {', '.join(missing)}",
-                f"gcloud projects add-iam-policy-binding {self.project} --member=user:YOU@example.com "
-                "--role=roles/container.admin",
+                "permissions", "FAIL", f"missing {', '.join(missing)}", self._grant_fix("roles/container.admin")
             )
         return Check("permissions", "OK", "may create, read and delete clusters")
 
     def check_gpu_quota(self) -> Check:
-        """The region's quota of the spec's GPU type and GPUS_ALL_REGIONS cover the spec at its largest."""
+        """The region's quota of the spec's GPU type and GPUS_ALL_REGIONS cover the spec at its largest
+        (Compute ``regions.get`` and ``projects.get``)."""
         spec = self.spec
         if spec is None or not spec.gpus_per_node or spec.gpu_type is None:
             return Check("gpu-quota", "SKIP", "no GPUs in the cluster spec")
@@ -226,31 +342,33 @@ class Doctor:
         nodes = spec.autoscaling.max_nodes if spec.autoscaling else spec.num_nodes
         need = spec.gpus_per_node * nodes * zones
         metric = gpu_quota_metric(spec.gpu_type.value, spot=spec.spot)
+        from google.cloud import compute_v1
+
+        try:
+            with self._calling(
+                "gpu-quota",
+                "read quotas",
+                api="compute.googleapis.com",
+                denied=self._grant_fix("roles/compute.viewer"),
+                not_found=(f"region {region} does not exist", "gcloud compute regions list"),
+            ):
+                with self._client(compute_v1.RegionsClient) as regions:
+                    regional = regions.get(project=self.project, region=region, timeout=_TIMEOUT).quotas
+                with self._client(compute_v1.ProjectsClient) as projects:
+                    overall = projects.get(project=self.project, timeout=_TIMEOUT).quotas
+        except _CheckFailedError as failed:
+            return failed.check
         fix = f"request more in the Console: https://console.cloud.google.com/iam-admin/quotas?project={self.project}"
-        checks: list[tuple[str, str]] = [(f"/compute/v1/projects/{self.project}/regions/{region}", metric)]
-        checks.append((f"/compute/v1/projects/{self.project}", "GPUS_ALL_REGIONS"))
         found = []
-        for path, name in checks:
-            status, body = self._call("GET", "compute", path)
-            if status != 200:
+        for quotas, name, where in ((regional, metric, f" in {region}"), (overall, "GPUS_ALL_REGIONS", "")):
+            quota = next((q for q in quotas if q.metric == name), None)
+            limit = float(quota.limit) if quota else 0.0
+            free = limit - (float(quota.usage) if quota else 0.0)
+            if free < need:
                 return Check(
-                    "gpu-quota",
-                    "FAIL",
-                    f"cannot read quotas ({self._error(status, body)})",
-                    f"gcloud services enable compute.googleapis.com --project={self.project}",
+                    "gpu-quota", "FAIL", f"{name}{where}: {free:g} free of {limit:g}, the spec needs {need}", fix
                 )
-            quota = next((q for q in body.get("quotas") or [] if q.get("metric") == name), None)
-            limit = float(quota.get("limit", 0)) if quota else 0.0
-            usage = float(quota.get("usage", 0)) if quota else 0.0
-            if limit - usage < need:
-                where = f" in {region}" if "regions" in path else ""
-                return Check(
-                    "gpu-quota",
-                    "FAIL",
-                    f"{name}{where}: {limit - usage:g} free of {limit:g}, the spec needs {need}",
-                    fix,
-                )
-            found.append(f"{name} {limit - usage:g} free")
+            found.append(f"{name} {free:g} free")
         return Check("gpu-quota", "OK", f"{'; '.join(found)} (needs {need})")
 
     def check_bucket(self) -> Check:
@@ -293,26 +411,36 @@ class Doctor:
         return Check("bucket", "OK", f"gs://{self.bucket} reachable, soft delete off")
 
     def _wi_check(self, name: str, account: str | None, member: str, missing: str) -> Check:
+        """``member`` may act as the Google service account ``account`` (IAM ``serviceAccounts.getIamPolicy``)."""
         if not account:
             return Check(name, "SKIP", missing)
-        path = f"/v1/projects/{self.project}/serviceAccounts/{account}:getIamPolicy"
-        status, body = self._call("POST", "iam", path, json={})
         fix = (
             f"gcloud iam service-accounts add-iam-policy-binding {account} --role=roles/iam.workloadIdentityUser "
             f'--member="{member}"'
         )
-        if status == 404:
-            return Check(
-                name,
-                "FAIL",
-                f"service account {account} does not exist",
-                f"gcloud iam service-accounts create {account.split('@')[0]} --project={self.project}",
-            )
-        if status != 200:
-            return Check(name, "FAIL", f"cannot read the IAM policy of {account} ({self._error(status, body)})", fix)
-        for binding in body.get("bindings") or []:
-            if binding.get("role") == "roles/iam.workloadIdentityUser" and member in (binding.get("members") or []):
-                return Check(name, "OK", f"{member} may act as {account}")
+        from google.iam.v1 import iam_policy_pb2
+
+        try:
+            with (
+                self._calling(
+                    name,
+                    f"read the IAM policy of {account}",
+                    api="iam.googleapis.com",
+                    denied=fix,
+                    not_found=(
+                        f"service account {account} does not exist",
+                        f"gcloud iam service-accounts create {account.split('@')[0]} --project={self.project}",
+                    ),
+                ),
+                self._iam_client() as client,
+            ):
+                # projects/-: the service account's own project, whichever it is
+                request = iam_policy_pb2.GetIamPolicyRequest(resource=f"projects/-/serviceAccounts/{account}")
+                policy = client.get_iam_policy(request=request, timeout=_TIMEOUT)
+        except _CheckFailedError as failed:
+            return failed.check
+        if _grants(policy.bindings, member, frozenset({"roles/iam.workloadIdentityUser"})):
+            return Check(name, "OK", f"{member} may act as {account}")
         return Check(name, "FAIL", f"{member} may not act as {account}", fix)
 
     def check_workload_identity(self) -> Check:
@@ -339,49 +467,145 @@ class Doctor:
             )
         return check
 
+    def _images(self) -> list[str]:
+        if self.images is not None:
+            return self.images
+        return [i for i in (self.config.image, self.config.gpu_image) if i]
+
     def check_images(self) -> Check:
-        """The runner images named in rlcloud.yaml exist (Artifact Registry images are looked up by tag)."""
-        images = [i for i in (self.config.image, self.config.gpu_image) if i]
+        """The runner images exist (Artifact Registry images are looked up by tag) and the cluster's nodes may
+        pull them (the repositories' and their projects' IAM policies; folder and organisation policies are
+        not read)."""
+        images = self._images()
         if not images:
+            if self.images is not None:
+                return Check("images", "SKIP", "no runner image named (each experiment names its own)")
             return Check(
                 "images",
                 "FAIL",
                 "no image in rlcloud.yaml: a cluster run has no image to pull",
                 "build and push one (docs/images.md), then set image: and gpu_image: in rlcloud.yaml",
             )
-        seen = []
-        for image in images:
-            match = _AR_IMAGE_RE.match(image)
-            if not match:
-                seen.append(f"{image} (not in Artifact Registry: not checked)")
+        from google.cloud import artifactregistry_v1
+
+        found: list[str] = []
+        outside: list[str] = []
+        repositories: dict[tuple[str, str, str], None] = {}  # (project, location, repository), in order
+        try:
+            for image in images:
+                match = _AR_IMAGE_RE.match(image)
+                if not match:
+                    outside.append(image)
+                    continue
+                location, project, repository, package, tag = match.groups()
+                variant = "gpu" if image == self.config.gpu_image else "cpu"
+                with (
+                    self._calling(
+                        "images",
+                        f"look up {image}",
+                        api="artifactregistry.googleapis.com",
+                        denied=self._grant_fix("roles/artifactregistry.reader"),
+                        not_found=(
+                            f"{image} does not exist",
+                            "gcloud builds submit --config images/cloudbuild.yaml "
+                            f"--substitutions=_VARIANT={variant} .",
+                        ),
+                    ),
+                    self._client(artifactregistry_v1.ArtifactRegistryClient) as client,
+                ):
+                    # a package name with slashes is one path segment in the resource name: %2F
+                    name = (
+                        f"projects/{project}/locations/{location}/repositories/{repository}/packages/"
+                        f"{package.replace('/', '%2F')}/tags/{tag or 'latest'}"
+                    )
+                    client.get_tag(name=name, timeout=_TIMEOUT)
+                found.append(image)
+                repositories[(project, location, repository)] = None
+            pull = self._node_pull(list(repositories))
+        except _CheckFailedError as failed:
+            return failed.check
+        notes = [f"{i} (not in Artifact Registry: not checked)" for i in outside]
+        detail = ", ".join(found + notes)
+        if pull is None:
+            return Check("images", "OK", detail)
+        return Check("images", pull.status, f"{detail}; {pull.detail}", pull.fix)
+
+    def _node_account(self) -> str:
+        """The service account the cluster's nodes run as: the spec's, else the project's default Compute
+        Engine account (its number from Resource Manager ``projects.get``)."""
+        if self.spec is not None and self.spec.service_account:
+            return self.spec.service_account
+        from google.cloud import resourcemanager_v3
+
+        with (
+            self._calling(
+                "images",
+                f"read project {self.project}'s number (for its default compute service account)",
+                api="cloudresourcemanager.googleapis.com",
+                denied=self._grant_fix("roles/browser"),
+            ),
+            self._client(resourcemanager_v3.ProjectsClient) as client,
+        ):
+            project = client.get_project(name=f"projects/{self.project}", timeout=_TIMEOUT)
+        number = project.name.rsplit("/", 1)[-1]
+        return f"{number}-compute@developer.gserviceaccount.com"
+
+    def _node_pull(self, repositories: list[tuple[str, str, str]]) -> Check | None:
+        """Whether the nodes may pull from each of ``repositories``: a binding of their service account (or of
+        everyone) to a role in :data:`PULL_ROLES`, on the repository or on its project. None: nothing to pull
+        from Artifact Registry."""
+        if not repositories:
+            return None
+        from google.api_core import exceptions as gexc
+        from google.cloud import artifactregistry_v1, resourcemanager_v3
+
+        account = self._node_account()
+        member = f"serviceAccount:{account}"
+        unknown: list[str] = []
+        for project, location, repository in repositories:
+            path = f"projects/{project}/locations/{location}/repositories/{repository}"
+            readers = [
+                (artifactregistry_v1.ArtifactRegistryClient, path, "artifactregistry.googleapis.com"),
+                (resourcemanager_v3.ProjectsClient, f"projects/{project}", "cloudresourcemanager.googleapis.com"),
+            ]
+            granted, unreadable = False, []
+            for client_class, resource, api in readers:
+                what = f"read the IAM policy of {resource}"
+                try:
+                    with self._client(client_class) as client:
+                        policy = client.get_iam_policy(request={"resource": resource}, timeout=_TIMEOUT)
+                except (gexc.PermissionDenied, gexc.Forbidden) as exc:
+                    if getattr(exc, "reason", None) == "SERVICE_DISABLED":
+                        raise _CheckFailedError(self._failure("images", exc, what, api=api, denied="")) from exc
+                    # reading a policy takes more than pulling does: say so, and refuse nothing
+                    unreadable.append(resource)
+                    continue
+                except Exception as exc:  # auth, transport, other API errors: the check's FAIL
+                    raise _CheckFailedError(self._failure("images", exc, what, api=api, denied="")) from exc
+                if _grants(policy.bindings, member, PULL_ROLES):
+                    granted = True
+                    break
+            if granted:
                 continue
-            location, project, repository, package, tag = match.groups()
-            package_id = package.replace("/", "%2F")
-            path = (
-                f"/v1/projects/{project}/locations/{location}/repositories/{repository}/packages/{package_id}"
-                f"/tags/{tag or 'latest'}"
+            if unreadable:
+                unknown.append(f"{path} (the IAM policy of {' and '.join(unreadable)} is not readable here)")
+                continue
+            return Check(
+                "images",
+                "FAIL",
+                f"the nodes run as {account}, which may not pull from {path} (no roles/artifactregistry.reader)",
+                f"gcloud artifacts repositories add-iam-policy-binding {repository} --location={location} "
+                f"--member={member} --role=roles/artifactregistry.reader --project={project}",
             )
-            status, body = self._call("GET", "artifactregistry", path)
-            if status == 404:
-                return Check(
-                    "images",
-                    "FAIL",
-                    f"{image} does not exist",
-                    "gcloud builds submit --config images/cloudbuild.yaml --substitutions=_VARIANT="
-                    f"{'gpu' if image == self.config.gpu_image else 'cpu'} .",
-                )
-            if status != 200:
-                return Check(
-                    "images",
-                    "FAIL",
-                    f"cannot look up {image} ({self._error(status, body)})",
-                    f"gcloud services enable artifactregistry.googleapis.com --project={project}",
-                )
-            seen.append(image)
-        return Check("images", "OK", ", ".join(seen))
+        if unknown:
+            return Check(
+                "images", "WARN", f"cannot tell whether the nodes ({account}) may pull from {'; '.join(unknown)}"
+            )
+        return Check("images", "OK", f"the nodes ({account}) may pull them")
 
     def checks(self, *, cheap_only: bool = False) -> list[Callable[[], Check]]:
-        """The checks in the order they run; ``cheap_only``: those worth running before every create."""
+        """The checks in the order they run; ``cheap_only``: those worth running before every create (a few
+        requests each: APIs, permissions, GPU quota, images)."""
         cheap = [self.check_apis, self.check_permissions, self.check_gpu_quota, self.check_images]
         if cheap_only:
             return list(cheap)
@@ -395,5 +619,5 @@ class Doctor:
                 results.append(check())
             except Exception as exc:  # one broken check must not hide the others
                 name = check.__name__.removeprefix("check_").replace("_", "-")
-                results.append(Check(name, "FAIL", f"{type(exc).__name__}: {str(exc)[:200]}"))
+                results.append(Check(name, "FAIL", _describe(exc)))
         return results

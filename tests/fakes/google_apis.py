@@ -1,0 +1,341 @@
+"""FakeGoogleApis: one local server for what ``rlcloud doctor`` asks Google, spoken as the official clients speak.
+
+The REST (JSON over HTTP/1.1) APIs the generated clients' REST transports call, at their exact paths:
+
+* Service Usage v1: ``GET /v1/projects/P/services:batchGet?names=...``;
+* Resource Manager v3: ``POST /v3/projects/P:testIamPermissions``, ``GET /v3/projects/P`` (its ``name`` is
+  ``projects/NUMBER``), ``POST /v3/projects/P:getIamPolicy``;
+* Compute v1: ``GET /compute/v1/projects/P/regions/R`` and ``GET /compute/v1/projects/P`` (their quotas);
+* Artifact Registry v1: ``GET /v1/projects/P/locations/L/repositories/R/packages/PKG/tags/T`` and
+  ``GET /v1/projects/P/locations/L/repositories/R:getIamPolicy``;
+
+and, as gRPC (HTTP/2, plaintext), ``google.iam.admin.v1.IAM/GetIamPolicy`` (service accounts' policies):
+the IAM admin client has no REST transport. Both protocols share one port: each connection is handed to the
+HTTP server or relayed to the gRPC server by its first bytes (HTTP/2's preface starts ``PRI``), so that one
+``RLCLOUD_GOOGLE_API_HOST=http://127.0.0.1:PORT`` sends every doctor client here.
+
+Errors have Google's JSON shape (``{"error": {"code", "message", "status", "details"}}``, an ``ErrorInfo``
+with reason ``SERVICE_DISABLED`` for a disabled API), or a gRPC status. :attr:`FakeGoogleApis.requests`
+lists what was asked, as ``(operation, path)``.
+
+A new instance knows a project where everything is set up (all APIs on, every permission granted, 64 GPUs
+of every kind), with no service account, image or IAM binding: tests add what they need to :attr:`state`.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import re
+import socket
+import threading
+from concurrent import futures
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import grpc
+from google.iam.v1 import iam_policy_pb2, policy_pb2
+
+__all__ = ["FakeGoogleApis", "GoogleState", "default_compute_account"]
+
+PROJECT_NUMBER = "123456789012"
+_GPUS = ("T4", "L4", "P4", "P100", "V100", "A100", "A100_80GB", "H100", "H100_MEGA", "H200")
+_STATUS = {403: "PERMISSION_DENIED", 404: "NOT_FOUND", 401: "UNAUTHENTICATED", 400: "INVALID_ARGUMENT"}
+
+
+def default_compute_account(number: str = PROJECT_NUMBER) -> str:
+    """The project's default Compute Engine service account, what nodes run as when a spec names none."""
+    return f"{number}-compute@developer.gserviceaccount.com"
+
+
+def _all_gpu_quotas(limit: float) -> dict[str, float]:
+    return {f"{prefix}NVIDIA_{gpu}_GPUS": limit for gpu in _GPUS for prefix in ("", "PREEMPTIBLE_")}
+
+
+@dataclass
+class GoogleState:
+    """What the fake Google APIs know about every project they are asked about."""
+
+    project_number: str = PROJECT_NUMBER
+    enabled: set[str] = field(
+        default_factory=lambda: {
+            "container.googleapis.com",
+            "compute.googleapis.com",
+            "storage.googleapis.com",
+            "artifactregistry.googleapis.com",
+        }
+    )
+    #: None: every permission asked about is granted
+    granted: set[str] | None = None
+    region_quotas: dict[str, float] = field(default_factory=lambda: _all_gpu_quotas(64))
+    project_quotas: dict[str, float] = field(default_factory=lambda: {"GPUS_ALL_REGIONS": 64})
+    #: service account email -> its policy's bindings; a missing one does not exist (NOT_FOUND)
+    service_accounts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: "repository/package:tag" of the images that exist
+    tags: set[str] = field(default_factory=set)
+    #: repository -> its policy's bindings (none: an empty policy)
+    repository_policies: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    project_policy: list[dict[str, Any]] = field(default_factory=list)
+    #: operation (as in :attr:`FakeGoogleApis.requests`) -> (HTTP status, message, ErrorInfo reason or "")
+    errors: dict[str, tuple[int, str, str]] = field(default_factory=dict)
+
+    def deny(self, operation: str, reason: str = "IAM_PERMISSION_DENIED") -> None:
+        """Make ``operation`` answer 403 PERMISSION_DENIED (``reason`` SERVICE_DISABLED: the API is off)."""
+        message = (
+            "API has not been used in project before or it is disabled"
+            if reason == "SERVICE_DISABLED"
+            else "The caller does not have permission"
+        )
+        self.errors[operation] = (403, message, reason)
+
+
+def _policy_json(bindings: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"version": 1, "etag": "BwXfake=", "bindings": bindings}
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    server: _HttpServer
+    protocol_version = "HTTP/1.1"  # keep-alive, as Google's front ends do: the clients reuse connections
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _send(self, code: int, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json; charset=UTF-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _error(self, code: int, message: str, reason: str = "") -> None:
+        error: dict[str, Any] = {"code": code, "message": message, "status": _STATUS.get(code, "UNKNOWN")}
+        if reason:
+            error["details"] = [
+                {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": reason, "domain": "googleapis.com"}
+            ]
+        self._send(code, {"error": error})
+
+    def _route(self, method: str) -> None:
+        fake = self.server.fake
+        state = fake.state
+        url = urlsplit(self.path)
+        path = unquote(url.path)  # once, as Google's front end does: a package's %2F stays %2F
+        length = int(self.headers.get("Content-Length") or 0)
+        body = json.loads(self.rfile.read(length) or b"{}") if length else {}
+        for operation, pattern, verb in _ROUTES:
+            match = re.fullmatch(pattern, path)
+            if match and verb == method:
+                fake.record(operation, path)
+                if operation in state.errors:
+                    return self._error(*state.errors[operation])
+                return getattr(self, "_" + operation.replace(".", "_"))(match, parse_qs(url.query), body)
+        fake.record("unknown", path)
+        return self._error(404, f"{method} {path}: no such method in the fake")
+
+    def do_GET(self) -> None:
+        self._route("GET")
+
+    def do_POST(self) -> None:
+        self._route("POST")
+
+    # ---------------------------------------------------------------------------------------- operations
+
+    def _serviceusage_batchGet(self, match: Any, query: dict[str, list[str]], body: Any) -> None:
+        state = self.server.fake.state
+        services = []
+        for name in query.get("names", []):
+            service = name.rsplit("/", 1)[-1]
+            services.append(
+                {
+                    "name": f"projects/{state.project_number}/services/{service}",
+                    "parent": f"projects/{state.project_number}",
+                    "config": {"name": service},
+                    "state": "ENABLED" if service in state.enabled else "DISABLED",
+                }
+            )
+        self._send(200, {"services": services})
+
+    def _projects_testIamPermissions(self, match: Any, query: Any, body: dict[str, Any]) -> None:
+        asked = body.get("permissions") or []
+        granted = self.server.fake.state.granted
+        self._send(200, {"permissions": [p for p in asked if granted is None or p in granted]})
+
+    def _projects_get(self, match: Any, query: Any, body: Any) -> None:
+        number = self.server.fake.state.project_number
+        self._send(200, {"name": f"projects/{number}", "projectId": match.group(1), "state": "ACTIVE"})
+
+    def _projects_getIamPolicy(self, match: Any, query: Any, body: Any) -> None:
+        self._send(200, _policy_json(self.server.fake.state.project_policy))
+
+    def _regions_get(self, match: Any, query: Any, body: Any) -> None:
+        quotas = [{"metric": k, "limit": v, "usage": 0.0} for k, v in self.server.fake.state.region_quotas.items()]
+        self._send(200, {"kind": "compute#region", "name": match.group(2), "quotas": quotas})
+
+    def _compute_projects_get(self, match: Any, query: Any, body: Any) -> None:
+        quotas = [{"metric": k, "limit": v, "usage": 0.0} for k, v in self.server.fake.state.project_quotas.items()]
+        self._send(200, {"kind": "compute#project", "name": match.group(1), "quotas": quotas})
+
+    def _tags_get(self, match: Any, query: Any, body: Any) -> None:
+        repository, package, tag = match.group(3), unquote(match.group(4)), match.group(5)
+        if f"{repository}/{package}:{tag}" not in self.server.fake.state.tags:
+            return self._error(404, f'Requested entity was not found: tag "{tag}" of package "{package}"')
+        name = self.path.split("?", 1)[0].removeprefix("/v1/")
+        return self._send(200, {"name": name, "version": f"{name.split('/tags/')[0]}/versions/sha256:0abc"})
+
+    def _repositories_getIamPolicy(self, match: Any, query: Any, body: Any) -> None:
+        self._send(200, _policy_json(self.server.fake.state.repository_policies.get(match.group(3), [])))
+
+
+_ROUTES = [
+    ("serviceusage.batchGet", r"/v1/projects/([^/]+)/services:batchGet", "GET"),
+    ("projects.testIamPermissions", r"/v3/projects/([^/]+):testIamPermissions", "POST"),
+    ("projects.getIamPolicy", r"/v3/projects/([^/]+):getIamPolicy", "POST"),
+    ("projects.get", r"/v3/projects/([^/:]+)", "GET"),
+    ("regions.get", r"/compute/v1/projects/([^/]+)/regions/([^/]+)", "GET"),
+    ("compute.projects.get", r"/compute/v1/projects/([^/]+)", "GET"),
+    (
+        "tags.get",
+        r"/v1/projects/([^/]+)/locations/([^/]+)/repositories/([^/]+)/packages/([^/]+)/tags/([^/]+)",
+        "GET",
+    ),
+    ("repositories.getIamPolicy", r"/v1/projects/([^/]+)/locations/([^/]+)/repositories/([^/:]+):getIamPolicy", "GET"),
+]
+
+
+class _HttpServer(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, fake: FakeGoogleApis) -> None:
+        # never bound: connections arrive from the shared port (process_request), not from a socket of its own
+        super().__init__(("127.0.0.1", 0), _Handler, bind_and_activate=False)
+        self.fake = fake
+
+
+class FakeGoogleApis:
+    """The fake's server: REST and gRPC on one port of 127.0.0.1. Use as a context manager; :attr:`url` is what
+    ``RLCLOUD_GOOGLE_API_HOST`` (or ``Doctor(api_host=...)``) takes."""
+
+    def __init__(self, state: GoogleState | None = None) -> None:
+        self.state = state or GoogleState()
+        self.requests: list[tuple[str, str]] = []
+        self._lock = threading.Lock()
+        self._http = _HttpServer(self)
+        self._grpc = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        handlers = {
+            "GetIamPolicy": grpc.unary_unary_rpc_method_handler(
+                self._service_account_policy,
+                request_deserializer=iam_policy_pb2.GetIamPolicyRequest.FromString,
+                response_serializer=policy_pb2.Policy.SerializeToString,
+            )
+        }
+        self._grpc.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("google.iam.admin.v1.IAM", handlers),))
+        self._grpc_port = self._grpc.add_insecure_port("127.0.0.1:0")
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self._listener.getsockname()[1]
+        self._open: set[socket.socket] = set()
+        self._stopped = threading.Event()
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:PORT``."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def record(self, operation: str, path: str) -> None:
+        """Note a request (thread-safe)."""
+        with self._lock:
+            self.requests.append((operation, path))
+
+    def operations(self) -> list[str]:
+        """The operations asked for, in order (e.g. ``["serviceusage.batchGet", "projects.get"]``)."""
+        with self._lock:
+            return [operation for operation, _ in self.requests]
+
+    # ------------------------------------------------------------------------------------------ gRPC IAM
+
+    def _service_account_policy(self, request: Any, context: grpc.ServicerContext) -> policy_pb2.Policy:
+        account = request.resource.rsplit("/", 1)[-1]
+        self.record("serviceAccounts.getIamPolicy", request.resource)
+        if "serviceAccounts.getIamPolicy" in self.state.errors:
+            code, message, _ = self.state.errors["serviceAccounts.getIamPolicy"]
+            context.abort(grpc.StatusCode.PERMISSION_DENIED if code == 403 else grpc.StatusCode.INTERNAL, message)
+        if account not in self.state.service_accounts:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"Service account {account} does not exist.")
+        bindings = [
+            policy_pb2.Binding(role=b["role"], members=b["members"]) for b in self.state.service_accounts[account]
+        ]
+        return policy_pb2.Policy(version=1, etag=b"BwXfake=", bindings=bindings)
+
+    # ------------------------------------------------------------------------------------------ one port
+
+    def _accept(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                conn, address = self._listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._dispatch, args=(conn, address), daemon=True).start()
+
+    def _dispatch(self, conn: socket.socket, address: Any) -> None:
+        try:
+            first = conn.recv(3, socket.MSG_PEEK)
+        except OSError:
+            conn.close()
+            return
+        if first != b"PRI":  # HTTP/1.1: the REST clients
+            self._http.process_request(conn, address)
+            return
+        try:
+            upstream = socket.create_connection(("127.0.0.1", self._grpc_port))
+        except OSError:
+            conn.close()
+            return
+        with self._lock:
+            self._open.update((conn, upstream))
+        threading.Thread(target=self._pipe, args=(upstream, conn), daemon=True).start()
+        self._pipe(conn, upstream)
+
+    def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (source, sink):
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                sock.close()
+            with self._lock:
+                self._open.difference_update((source, sink))
+
+    # ------------------------------------------------------------------------------------------ lifecycle
+
+    def start(self) -> FakeGoogleApis:
+        """Serve in background threads."""
+        self._grpc.start()
+        threading.Thread(target=self._accept, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close every connection."""
+        self._stopped.set()
+        self._listener.close()
+        with self._lock:
+            open_sockets = list(self._open)
+        for sock in open_sockets:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self._grpc.stop(grace=None).wait()
+        self._http.server_close()
+
+    def __enter__(self) -> FakeGoogleApis:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
