@@ -25,8 +25,9 @@ os.environ.pop("RLCLOUD_RESULTS", None)
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-# fake-gcs-server fixtures (session server, per-test buckets) for every test directory
-pytest_plugins = ["tests.fakes.gcs_fixtures"]
+# fake-gcs-server fixtures (session server, per-test buckets) and the fake Google APIs of `rlcloud doctor` (a
+# session fake every cluster create asks, a fresh one per test on demand) for every test directory
+pytest_plugins = ["tests.fakes.gcs_fixtures", "tests.fakes.google_api_fixtures"]
 
 
 @pytest.fixture(scope="session", autouse=True)

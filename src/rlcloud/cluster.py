@@ -93,12 +93,15 @@ class Cluster(ABC):
         namespace: str = DEFAULT_NAMESPACE,
         image: str | None = None,
         dedicated: bool = False,
+        doctor: bool = True,
     ) -> GkeTarget:
         """A GKE cluster described by ``spec`` (a ClusterSpec or a cluster file), created on first use.
 
         ``project`` defaults to the spec's, then the project config's, then Application Default
         Credentials'. ``credentials`` (google.auth) and ``container_client`` (ClusterManagerClient) are
-        built from the environment when not given.
+        built from the environment when not given. ``doctor``: before the cluster is created, run the cheap
+        checks of ``rlcloud doctor`` (APIs, permissions, GPU quota, the run's image and whether the nodes may
+        pull it) and refuse with :class:`~rlcloud.errors.PreflightError` when one fails; False skips them.
         """
         from rlcloud.specs import ClusterSpec
 
@@ -112,6 +115,7 @@ class Cluster(ABC):
             namespace=namespace,
             image=image,
             dedicated=dedicated,
+            doctor=doctor,
         )
 
     @staticmethod
@@ -263,6 +267,7 @@ class KubernetesTarget(Cluster):
         #: the Kueue LocalQueue sweeps are submitted to (None: no Kueue)
         self.queue = queue
         self._api_client = api_client
+        self._run_image: str | None = None  # what the latest check_image() found the run will pull
 
     def describe(self) -> str:
         """``kubernetes:<context>``."""
@@ -289,7 +294,7 @@ class KubernetesTarget(Cluster):
         names an image: rlcloud has no public image every cluster can pull."""
         from rlcloud.config import check_cluster_image
 
-        check_cluster_image(spec_image, self.image, gpu=bool(self.gpu_type), where=self.describe())
+        self._run_image = check_cluster_image(spec_image, self.image, gpu=bool(self.gpu_type), where=self.describe())
 
     def _make_backend(self) -> ExperimentBackend:
         from rlcloud.config import load_project_config
@@ -327,6 +332,7 @@ class GkeTarget(KubernetesTarget):
         image: str | None = None,
         dedicated: bool = False,
         handle: GkeCluster | None = None,
+        doctor: bool = True,
     ) -> None:
         """Prefer :meth:`Cluster.gke` or :meth:`Cluster.get`."""
         gpu_type = spec.gpu_type.value if spec.gpus_per_node and spec.gpu_type else None
@@ -340,6 +346,8 @@ class GkeTarget(KubernetesTarget):
         self.experiment: str | None = None
         self._handle = handle
         self._last_info: ClusterInfo | None = None  # the latest seen (create/info), shown by _repr_html_
+        #: run the doctor's cheap checks before creating the cluster (see :meth:`Cluster.gke`)
+        self.doctor_first = doctor
 
     @property
     def spec(self) -> ClusterSpec:
@@ -391,7 +399,7 @@ class GkeTarget(KubernetesTarget):
                 credentials=self._credentials,
                 container_client=self._container_client,
             )
-            self._handle = gke_project.cluster(self._spec, experiment=self.experiment)
+            self._handle = gke_project.cluster(self._spec, experiment=self.experiment, doctor=self.doctor_first)
         return self._handle
 
     # ---------------------------------------------------------------------------------- cluster verbs
@@ -400,9 +408,16 @@ class GkeTarget(KubernetesTarget):
         """Create the GKE cluster (and its GPU node pool) if it does not exist; returns its ClusterInfo.
 
         Safe to run again after an interrupt: it attaches to the in-flight operation or the existing
-        cluster instead of failing or duplicating.
+        cluster instead of failing or duplicating. A cluster that does not exist yet is checked first (the
+        cheap checks of ``rlcloud doctor``, unless ``doctor=False``): PreflightError, and nothing is created,
+        when one fails.
         """
-        info: ClusterInfo = self.handle.create(wait=wait, progress=progress, delete_on_failure=self.dedicated)
+        handle = self.handle
+        handle.doctor = self.doctor_first
+        if self._run_image is not None:
+            # an experiment is about to start: its image is the one the nodes must be able to pull
+            handle.run_images = [self._run_image]
+        info: ClusterInfo = handle.create(wait=wait, progress=progress, delete_on_failure=self.dedicated)
         self._last_info = info
         return info
 

@@ -240,7 +240,8 @@ class Doctor:
         # an API error of another kind (say, 400 or 503) may mean a disabled or unreachable service; anything
         # else (a refused connection, a timeout) has no command that fixes it
         enable = f"gcloud services enable {api} --project={self.project}"
-        return Check(name, "FAIL", f"cannot {what} ({_describe(exc)})", enable if isinstance(exc, gexc.GoogleAPICallError) else "")
+        fix = enable if isinstance(exc, gexc.GoogleAPICallError) else ""
+        return Check(name, "FAIL", f"cannot {what} ({_describe(exc)})", fix)
 
     @contextmanager
     def _calling(self, name: str, what: str, **fixes: Any) -> Iterator[None]:

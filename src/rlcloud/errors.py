@@ -6,6 +6,7 @@ per backend (``raise ... from exc``), so the original stays reachable as ``__cau
 
     RLCloudError
     ├── SpecError                  bad user input: every problem found, each with field, value, hint
+    │   └── PreflightError         the project cannot run what was asked (rlcloud doctor's failed checks)
     ├── AuthError                  missing/invalid credentials, permission denied, API not enabled
     ├── ProvisioningError          a cluster or node pool could not be made
     │   ├── QuotaExceededError     a quota (e.g. GPUS_ALL_REGIONS) is too low
@@ -37,6 +38,7 @@ __all__ = [
     "ConflictError",
     "MissingExtraError",
     "NotFoundError",
+    "PreflightError",
     "ProvisioningError",
     "QuotaExceededError",
     "RLCloudError",
@@ -132,6 +134,33 @@ class SpecError(RLCloudError, ValueError):
             return str(self.problems[0])
         head = f"{len(self.problems)} problems" + (f" in {self.source}" if self.source else "")
         return head + ":\n" + "\n".join(f"  - {p}" for p in self.problems)
+
+
+class PreflightError(SpecError):
+    """The Google Cloud project cannot run what was asked: the pre-flight checks (``rlcloud doctor``'s cheap
+    ones) that failed, found before anything was created or billed.
+
+    ``checks`` are the failed :class:`rlcloud.doctor.Check` objects; each problem's field is a check's name
+    and its message says what is wrong and the command that fixes it. ``how_to_skip`` ends the message with how
+    to go on without the checks (e.g. ``--skip-doctor``). A SpecError, so the CLI exits with 2 as for bad input:
+    the set-up must change, not the attempt be repeated.
+    """
+
+    def __init__(self, checks: Iterable[object], *, project: str, how_to_skip: str = "") -> None:
+        self.checks = list(checks)
+        self.project = project
+        self.how_to_skip = how_to_skip
+        problems = []
+        for check in self.checks:
+            fix = getattr(check, "fix", "")
+            message = str(getattr(check, "detail", check)) + (f"; fix: {fix}" if fix else "")
+            problems.append(SpecProblem(field=str(getattr(check, "name", "")), message=message))
+        super().__init__(problems)
+
+    def _render(self) -> str:
+        lines = "\n".join(str(check) for check in self.checks)
+        head = f"project {self.project} is not ready (nothing was created):"
+        return f"{head}\n{lines}" + (f"\n{self.how_to_skip}" if self.how_to_skip else "")
 
 
 class AuthError(RLCloudError):

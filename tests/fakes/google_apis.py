@@ -24,6 +24,7 @@ of every kind), with no service account, image or IAM binding: tests add what th
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import re
@@ -230,7 +231,9 @@ class FakeGoogleApis:
                 response_serializer=policy_pb2.Policy.SerializeToString,
             )
         }
-        self._grpc.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("google.iam.admin.v1.IAM", handlers),))
+        self._grpc.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler("google.iam.admin.v1.IAM", handlers),)
+        )
         self._grpc_port = self._grpc.add_insecure_port("127.0.0.1:0")
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port: int = self._listener.getsockname()[1]
@@ -304,10 +307,8 @@ class FakeGoogleApis:
             pass
         finally:
             for sock in (source, sink):
-                try:
+                with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
                 sock.close()
             with self._lock:
                 self._open.difference_update((source, sink))
@@ -327,10 +328,8 @@ class FakeGoogleApis:
         with self._lock:
             open_sockets = list(self._open)
         for sock in open_sockets:
-            try:
+            with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
         self._grpc.stop(grace=None).wait()
         self._http.server_close()
 

@@ -1,116 +1,33 @@
-"""`rlcloud doctor`: each check passes and fails against local fakes (a small server speaking the Service Usage,
-Resource Manager, Compute, IAM and Artifact Registry REST APIs; fake-gcs-server for the bucket)."""
+"""`rlcloud doctor`: each check passes and fails against local fakes that speak each service's protocol to its
+official client (tests/fakes/google_apis.py: Service Usage, Resource Manager, Compute and Artifact Registry
+over REST, IAM over gRPC; fake-gcs-server for the bucket)."""
 
 from __future__ import annotations
 
-import http.server
 import json
-import re
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
-import requests
 
 from rlcloud.cli import main
 from rlcloud.config import ProjectConfig
 from rlcloud.doctor import CLUSTER_PERMISSIONS, Doctor, gpu_quota_metric
+from rlcloud.errors import SpecError
+from rlcloud.gke.cluster import EMULATOR_ENV
 from rlcloud.specs import ClusterSpec
 from tests.fakes.gcs import FakeGcsServer
+from tests.fakes.gke import FakeClusterManager
+from tests.fakes.google_apis import FakeGoogleApis, default_compute_account
 from tests.gke.conftest import PROJECT
 
 RUNNER = f"rlcloud-runner@{PROJECT}.iam.gserviceaccount.com"
 REAPER = f"rlcloud-reaper@{PROJECT}.iam.gserviceaccount.com"
+NODES = f"rlcloud-nodes@{PROJECT}.iam.gserviceaccount.com"
 IMAGE = f"us-central1-docker.pkg.dev/{PROJECT}/rlcloud/runner-cpu:0.1.0"
 GPU_IMAGE = f"us-central1-docker.pkg.dev/{PROJECT}/rlcloud/runner-gpu:0.1.0"
 T4_SPOT = ClusterSpec(name="rl", gpu_type="nvidia-tesla-t4", spot=True, num_nodes=2, ttl="6h")
-
-
-@dataclass
-class GoogleState:
-    """What the fake Google APIs know about the project."""
-
-    enabled: set[str] = field(
-        default_factory=lambda: {"container.googleapis.com", "compute.googleapis.com", "storage.googleapis.com",
-                                 "artifactregistry.googleapis.com"}
-    )  # fmt: skip
-    granted: set[str] = field(default_factory=lambda: set(CLUSTER_PERMISSIONS))
-    region_quotas: dict[str, float] = field(default_factory=lambda: {"PREEMPTIBLE_NVIDIA_T4_GPUS": 4})
-    project_quotas: dict[str, float] = field(default_factory=lambda: {"GPUS_ALL_REGIONS": 4})
-    policies: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # service account -> bindings
-    tags: set[str] = field(default_factory=set)  # "repository/package:tag"
-
-
-def _handler(state: GoogleState) -> type[http.server.BaseHTTPRequestHandler]:
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-        def _send(self, code: int, body: dict[str, Any]) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def _not_found(self) -> None:
-            self._send(404, {"error": {"code": 404, "message": f"{self.path} not found", "status": "NOT_FOUND"}})
-
-        def do_GET(self) -> None:
-            url = urlsplit(self.path)
-            if m := re.fullmatch(r"/v1/projects/([^/]+)/services:batchGet", url.path):
-                names = parse_qs(url.query).get("names", [])
-                services = []
-                for name in names:
-                    service = name.rsplit("/", 1)[-1]
-                    state_ = "ENABLED" if service in state.enabled else "DISABLED"
-                    services.append({"name": f"projects/123/services/{service}", "config": {"name": service},
-                                     "state": state_})  # fmt: skip
-                return self._send(200, {"services": services})
-            if re.fullmatch(r"/compute/v1/projects/[^/]+/regions/[^/]+", url.path):
-                quotas = [{"metric": k, "limit": v, "usage": 0} for k, v in state.region_quotas.items()]
-                return self._send(200, {"name": url.path.rsplit("/", 1)[-1], "quotas": quotas})
-            if re.fullmatch(r"/compute/v1/projects/[^/]+", url.path):
-                quotas = [{"metric": k, "limit": v, "usage": 0} for k, v in state.project_quotas.items()]
-                return self._send(200, {"quotas": quotas})
-            if m := re.fullmatch(
-                r"/v1/projects/[^/]+/locations/[^/]+/repositories/([^/]+)/packages/([^/]+)/tags/([^/]+)", url.path
-            ):
-                repository, package, tag = m.group(1), unquote(m.group(2)), m.group(3)
-                if f"{repository}/{package}:{tag}" in state.tags:
-                    return self._send(200, {"name": url.path.removeprefix("/v1/"), "version": "sha256:abc"})
-            return self._not_found()
-
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = json.loads(self.rfile.read(length) or b"{}")
-            if re.fullmatch(r"/v1/projects/[^/]+:testIamPermissions", self.path):
-                return self._send(200, {"permissions": sorted(set(body["permissions"]) & state.granted)})
-            if m := re.fullmatch(r"/v1/projects/[^/]+/serviceAccounts/([^/:]+):getIamPolicy", self.path):
-                account = m.group(1)
-                if account not in state.policies:
-                    return self._not_found()
-                return self._send(200, {"version": 1, "etag": "BwX=", "bindings": state.policies[account]})
-            return self._not_found()
-
-    return Handler
-
-
-@pytest.fixture
-def google() -> Iterator[tuple[GoogleState, str]]:
-    state = GoogleState()
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield state, f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.fixture(scope="module")
@@ -124,26 +41,31 @@ def _wi(account: str, ns_sa: str) -> list[dict[str, Any]]:
     return [{"role": "roles/iam.workloadIdentityUser", "members": [member]}]
 
 
-def _doctor(google: tuple[GoogleState, str], gcs: FakeGcsServer | None = None, **options: Any) -> Doctor:
-    state, url = google
-    state.policies.setdefault(RUNNER, _wi(RUNNER, "rlcloud/rlcloud-runner"))
-    state.policies.setdefault(REAPER, _wi(REAPER, "rlcloud-system/rlcloud-reaper"))
+def _doctor(google: FakeGoogleApis, gcs: FakeGcsServer | None = None, **options: Any) -> Doctor:
+    """A doctor of a project where everything is set up (a test breaks what it checks)."""
+    state = google.state
+    state.service_accounts.setdefault(RUNNER, _wi(RUNNER, "rlcloud/rlcloud-runner"))
+    state.service_accounts.setdefault(REAPER, _wi(REAPER, "rlcloud-system/rlcloud-reaper"))
     state.tags.update({"rlcloud/runner-cpu:0.1.0", "rlcloud/runner-gpu:0.1.0"})
+    if not state.project_policy:
+        reader = {"role": "roles/artifactregistry.reader", "members": [f"serviceAccount:{default_compute_account()}"]}
+        state.project_policy.append(reader)
     config = options.pop(
         "config",
         ProjectConfig(image=IMAGE, gpu_image=GPU_IMAGE, gcp_service_account=RUNNER, reaper_service_account=REAPER),
     )
     storage = gcs.client() if gcs is not None else None
-    return Doctor(PROJECT, config=config, session=requests.Session(), api_host=url, storage_client=storage, **options)
+    return Doctor(PROJECT, config=config, api_host=google.url, storage_client=storage, **options)
 
 
 def _by_name(doctor: Doctor) -> dict[str, Any]:
     return {c.name: c for c in doctor.run()}
 
 
-def test_everything_set_up_passes(google: tuple[GoogleState, str], gcs: FakeGcsServer) -> None:
+def test_everything_set_up_passes(google_apis: FakeGoogleApis, gcs: FakeGcsServer) -> None:
     bucket = gcs.create_bucket()
-    checks = _by_name(_doctor(google, gcs, bucket=f"gs://{bucket}/rl", spec=T4_SPOT))
+    google_apis.state.region_quotas["PREEMPTIBLE_NVIDIA_T4_GPUS"] = 4
+    checks = _by_name(_doctor(google_apis, gcs, bucket=f"gs://{bucket}/rl", spec=T4_SPOT))
     assert {name: c.status for name, c in checks.items()} == {
         "apis": "OK",
         "permissions": "OK",
@@ -154,39 +76,58 @@ def test_everything_set_up_passes(google: tuple[GoogleState, str], gcs: FakeGcsS
         "reaper": "OK",
     }
     assert "PREEMPTIBLE_NVIDIA_T4_GPUS 4 free" in checks["gpu-quota"].detail
+    assert f"the nodes ({default_compute_account()}) may pull them" in checks["images"].detail
+    # each official client asked the fake at the service's own path
+    assert google_apis.requests[:2] == [
+        ("serviceusage.batchGet", f"/v1/projects/{PROJECT}/services:batchGet"),
+        ("projects.testIamPermissions", f"/v3/projects/{PROJECT}:testIamPermissions"),
+    ]
+    assert ("regions.get", f"/compute/v1/projects/{PROJECT}/regions/us-central1") in google_apis.requests
+    assert ("serviceAccounts.getIamPolicy", f"projects/-/serviceAccounts/{RUNNER}") in google_apis.requests  # gRPC
 
 
-def test_apis(google: tuple[GoogleState, str]) -> None:
-    google[0].enabled.discard("container.googleapis.com")
-    check = _doctor(google).check_apis()
+def test_apis(google_apis: FakeGoogleApis) -> None:
+    assert _doctor(google_apis).check_apis().ok
+    google_apis.state.enabled.discard("container.googleapis.com")
+    check = _doctor(google_apis).check_apis()
     assert check.status == "FAIL" and "container.googleapis.com" in check.detail
-    assert check.fix.startswith("gcloud services enable container.googleapis.com")
+    assert check.fix == f"gcloud services enable container.googleapis.com --project={PROJECT}"
+    # Service Usage itself off: Google's 403 SERVICE_DISABLED names what to enable
+    google_apis.state.deny("serviceusage.batchGet", reason="SERVICE_DISABLED")
+    check = _doctor(google_apis).check_apis()
+    assert check.status == "FAIL" and "serviceusage.googleapis.com is not enabled" in check.detail
+    assert check.fix == f"gcloud services enable serviceusage.googleapis.com --project={PROJECT}"
 
 
-def test_permissions(google: tuple[GoogleState, str]) -> None:
-    assert _doctor(google).check_permissions().ok
-    google[0].granted.discard("container.clusters.delete")
-    check = _doctor(google).check_permissions()
+def test_permissions(google_apis: FakeGoogleApis) -> None:
+    assert _doctor(google_apis).check_permissions().ok
+    google_apis.state.granted = set(CLUSTER_PERMISSIONS) - {"container.clusters.delete"}
+    check = _doctor(google_apis).check_permissions()
     assert check.status == "FAIL" and check.detail == "missing container.clusters.delete"
     assert "--role=roles/container.admin" in check.fix
 
 
-def test_gpu_quota(google: tuple[GoogleState, str]) -> None:
+def test_gpu_quota(google_apis: FakeGoogleApis) -> None:
+    state = google_apis.state
     assert gpu_quota_metric("nvidia-l4", spot=False) == "NVIDIA_L4_GPUS"
     assert gpu_quota_metric("nvidia-a100-80gb", spot=True) == "PREEMPTIBLE_NVIDIA_A100_80GB_GPUS"
-    assert _doctor(google).check_gpu_quota().status == "SKIP"  # no spec
-    google[0].region_quotas["PREEMPTIBLE_NVIDIA_T4_GPUS"] = 1
-    check = _doctor(google, spec=T4_SPOT).check_gpu_quota()
+    assert _doctor(google_apis).check_gpu_quota().status == "SKIP"  # no spec
+    assert _doctor(google_apis, spec=T4_SPOT).check_gpu_quota().ok
+    state.region_quotas["PREEMPTIBLE_NVIDIA_T4_GPUS"] = 1
+    check = _doctor(google_apis, spec=T4_SPOT).check_gpu_quota()
     assert check.status == "FAIL" and "PREEMPTIBLE_NVIDIA_T4_GPUS in us-central1: 1 free of 1" in check.detail
     assert "quotas?project=" in check.fix
-    google[0].region_quotas["PREEMPTIBLE_NVIDIA_T4_GPUS"] = 8
-    google[0].project_quotas["GPUS_ALL_REGIONS"] = 0  # a new project's GPUs start at 0
-    check = _doctor(google, spec=T4_SPOT).check_gpu_quota()
+    state.region_quotas["PREEMPTIBLE_NVIDIA_T4_GPUS"] = 8
+    state.project_quotas["GPUS_ALL_REGIONS"] = 0  # a new project's GPUs start at 0
+    check = _doctor(google_apis, spec=T4_SPOT).check_gpu_quota()
     assert check.status == "FAIL" and "GPUS_ALL_REGIONS" in check.detail
+    state.deny("regions.get")
+    check = _doctor(google_apis, spec=T4_SPOT).check_gpu_quota()
+    assert check.status == "FAIL" and "permission denied" in check.detail and "roles/compute.viewer" in check.fix
 
 
-def test_bucket(google: tuple[GoogleState, str], gcs: FakeGcsServer) -> None:
-    check = _doctor(google, gcs, bucket="gs://no-such-bucket-here/rl").check_bucket()
+def test_bucket(google_apis: FakeGoogleApis, gcs: FakeGcsServer) -> None:
+    check = _doctor(google_apis, gcs, bucket="gs://no-such-bucket-here/rl").check_bucket()
     assert check.status == "FAIL" and "does not exist" in check.detail
     assert "--soft-delete-duration=0" in check.fix
 
@@ -197,81 +138,233 @@ def test_bucket(google: tuple[GoogleState, str], gcs: FakeGcsServer) -> None:
         def get_bucket(self, name: str) -> Bucket:
             return Bucket()
 
-    doctor = _doctor(google, bucket="gs://kept/rl")
+    doctor = _doctor(google_apis, bucket="gs://kept/rl")
     doctor._storage = Storage()  # soft delete on: fake-gcs-server does not model it
     check = doctor.check_bucket()
     assert check.status == "FAIL" and "7 days" in check.detail
     assert check.fix == "gcloud storage buckets update gs://kept --clear-soft-delete"
-    assert _doctor(google).check_bucket().status == "SKIP"
+    assert _doctor(google_apis).check_bucket().status == "SKIP"
 
 
-def test_workload_identity(google: tuple[GoogleState, str]) -> None:
-    google[0].policies[RUNNER] = []
-    check = _doctor(google).check_workload_identity()
+def test_workload_identity(google_apis: FakeGoogleApis) -> None:
+    state = google_apis.state
+    assert _doctor(google_apis).check_workload_identity().ok
+    state.service_accounts[RUNNER] = []
+    check = _doctor(google_apis).check_workload_identity()
     assert check.status == "FAIL"
     assert check.fix == (
         f"gcloud iam service-accounts add-iam-policy-binding {RUNNER} --role=roles/iam.workloadIdentityUser "
         f'--member="serviceAccount:{PROJECT}.svc.id.goog[rlcloud/rlcloud-runner]"'
     )
     # the namespace is part of the member
-    google[0].policies[RUNNER] = _wi(RUNNER, "rlcloud/rlcloud-runner")
-    assert _doctor(google, namespace="team-a").check_workload_identity().status == "FAIL"
-    assert _doctor(google, config=ProjectConfig()).check_workload_identity().status == "SKIP"
+    state.service_accounts[RUNNER] = _wi(RUNNER, "rlcloud/rlcloud-runner")
+    assert _doctor(google_apis, namespace="team-a").check_workload_identity().status == "FAIL"
+    assert _doctor(google_apis, config=ProjectConfig()).check_workload_identity().status == "SKIP"
+    # gRPC PERMISSION_DENIED from IAM: a FAIL, never a traceback
+    state.deny("serviceAccounts.getIamPolicy")
+    check = _doctor(google_apis).check_workload_identity()
+    assert check.status == "FAIL" and "permission denied" in check.detail
 
 
-def test_reaper(google: tuple[GoogleState, str]) -> None:
-    check = _doctor(google, spec=T4_SPOT, config=ProjectConfig(image=IMAGE)).check_reaper()
+def test_reaper(google_apis: FakeGoogleApis) -> None:
+    state = google_apis.state
+    assert _doctor(google_apis, spec=T4_SPOT).check_reaper().ok
+    check = _doctor(google_apis, spec=T4_SPOT, config=ProjectConfig(image=IMAGE)).check_reaper()
     assert check.status == "FAIL" and "reaper_service_account" in check.detail
-    google[0].policies[REAPER] = []
-    assert _doctor(google, spec=T4_SPOT).check_reaper().status == "FAIL"
-    del google[0].policies[REAPER]
-    google[0].policies["other@x.iam.gserviceaccount.com"] = []
-    url = google[1]
-    doctor = Doctor(PROJECT, spec=T4_SPOT, config=ProjectConfig(reaper_service_account=REAPER),
-                    session=requests.Session(), api_host=url)  # fmt: skip
+    state.service_accounts[REAPER] = []
+    assert _doctor(google_apis, spec=T4_SPOT).check_reaper().status == "FAIL"
+    del state.service_accounts[REAPER]
+    doctor = Doctor(
+        PROJECT, spec=T4_SPOT, config=ProjectConfig(reaper_service_account=REAPER), api_host=google_apis.url
+    )
     check = doctor.check_reaper()
     assert check.status == "FAIL" and "does not exist" in check.detail and "service-accounts create" in check.fix
-    assert _doctor(google, spec=ClusterSpec(name="rl")).check_reaper().status == "SKIP"
-    assert _doctor(google, config=ProjectConfig()).check_reaper().status == "SKIP"  # no spec, no reaper
+    assert _doctor(google_apis, spec=ClusterSpec(name="rl")).check_reaper().status == "SKIP"
+    assert _doctor(google_apis, config=ProjectConfig()).check_reaper().status == "SKIP"  # no spec, no reaper
 
 
-def test_images(google: tuple[GoogleState, str]) -> None:
-    assert _doctor(google).check_images().ok
-    check = _doctor(google, config=ProjectConfig()).check_images()
+def test_images_exist(google_apis: FakeGoogleApis) -> None:
+    assert _doctor(google_apis).check_images().ok
+    check = _doctor(google_apis, config=ProjectConfig()).check_images()
     assert check.status == "FAIL" and "docs/images.md" in check.fix
+    assert _doctor(google_apis, images=[]).check_images().status == "SKIP"  # a create that names no image yet
     missing = ProjectConfig(image=IMAGE.replace("0.1.0", "9.9.9"))
-    check = _doctor(google, config=missing).check_images()
+    check = _doctor(google_apis, config=missing).check_images()
     assert check.status == "FAIL" and "does not exist" in check.detail and "_VARIANT=cpu" in check.fix
-    elsewhere = ProjectConfig(image="ghcr.io/me/runner:1")
-    assert "not checked" in _doctor(google, config=elsewhere).check_images().detail
+    # a package with a slash is one segment of the resource name (%2F), as Artifact Registry names it
+    google_apis.state.tags.add("rlcloud/team/runner:1")
+    nested = f"us-central1-docker.pkg.dev/{PROJECT}/rlcloud/team/runner:1"
+    assert _doctor(google_apis, images=[nested]).check_images().ok
+    assert (
+        "tags.get",
+        f"/v1/projects/{PROJECT}/locations/us-central1/repositories/rlcloud/packages/team%2Frunner/tags/1",
+    ) in google_apis.requests
+    elsewhere = _doctor(google_apis, config=ProjectConfig(image="docker.io/me/runner:1")).check_images()
+    assert elsewhere.status == "OK" and "not in Artifact Registry: not checked" in elsewhere.detail
+
+
+def test_images_the_nodes_may_pull(google_apis: FakeGoogleApis) -> None:
+    state = google_apis.state
+    doctor = _doctor(google_apis, images=[IMAGE])
+    state.project_policy[:] = [{"role": "roles/viewer", "members": [f"serviceAccount:{default_compute_account()}"]}]
+    check = doctor.check_images()
+    assert check.status == "FAIL"
+    assert f"the nodes run as {default_compute_account()}, which may not pull" in check.detail
+    assert check.fix == (
+        "gcloud artifacts repositories add-iam-policy-binding rlcloud --location=us-central1 "
+        f"--member=serviceAccount:{default_compute_account()} --role=roles/artifactregistry.reader --project={PROJECT}"
+    )
+    # a role that includes reading, on the repository, is enough
+    state.repository_policies["rlcloud"] = [
+        {"role": "roles/artifactregistry.writer", "members": [f"serviceAccount:{default_compute_account()}"]}
+    ]
+    assert doctor.check_images().ok
+    # the spec's node service account is the one that pulls, not the default
+    with_nodes = _doctor(google_apis, images=[IMAGE], spec=ClusterSpec(name="rl", service_account=NODES))
+    check = with_nodes.check_images()
+    assert check.status == "FAIL" and NODES in check.detail and f"--member=serviceAccount:{NODES}" in check.fix
+    state.project_policy.append({"role": "roles/artifactregistry.reader", "members": [f"serviceAccount:{NODES}"]})
+    assert with_nodes.check_images().ok
+    # a public repository: everyone may pull
+    state.project_policy[:] = []
+    state.repository_policies["rlcloud"] = [{"role": "roles/artifactregistry.reader", "members": ["allUsers"]}]
+    assert with_nodes.check_images().ok
+    # policies these credentials may not read: cannot tell, refuses nothing
+    state.repository_policies.clear()
+    state.deny("repositories.getIamPolicy")
+    state.deny("projects.getIamPolicy")
+    check = with_nodes.check_images()
+    assert check.status == "WARN" and check.ok and "cannot tell" in check.detail
 
 
 def test_cli_prints_each_check_and_fails_when_one_fails(
-    google: tuple[GoogleState, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    google_apis: FakeGoogleApis, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    state, url = google
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("RLCLOUD_GOOGLE_API_HOST", url)
     (tmp_path / "rlcloud.yaml").write_text(f"project: {PROJECT}\nresults: ./local-results\nimage: {IMAGE}\n")
-    state.tags.add("rlcloud/runner-cpu:0.1.0")
+    google_apis.state.tags.add("rlcloud/runner-cpu:0.1.0")
+    google_apis.state.repository_policies["rlcloud"] = [
+        {"role": "roles/artifactregistry.reader", "members": [f"serviceAccount:{default_compute_account()}"]}
+    ]
 
     assert main(["doctor"]) == 0
     out = capsys.readouterr().out
     assert "OK   apis" in out and "OK   images" in out and "SKIP workload-identity" in out
-    state.enabled.discard("compute.googleapis.com")
+    google_apis.state.enabled.discard("compute.googleapis.com")
     assert main(["doctor", "-o", "json"]) == 1
     rows = json.loads(capsys.readouterr().out)
     (apis,) = [r for r in rows if r["check"] == "apis"]
     assert apis["status"] == "FAIL" and apis["fix"].startswith("gcloud services enable compute.googleapis.com")
 
 
-def test_cluster_gke_doctor(google: tuple[GoogleState, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_credentials_is_a_fail_not_a_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rlcloud.doctor import API_HOST_ENV
+
+    monkeypatch.delenv(API_HOST_ENV)  # Google itself, and no Application Default Credentials in the suite
+    checks = {c.name: c for c in Doctor(PROJECT, spec=T4_SPOT, images=[]).run(cheap_only=True)}
+    assert checks["apis"].status == "FAIL" and "no usable Google credentials" in checks["apis"].detail
+    assert checks["apis"].fix == "gcloud auth application-default login"
+    assert checks["images"].status == "SKIP"
+
+
+def test_cluster_gke_doctor(google_apis: FakeGoogleApis, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from rlcloud import Cluster
 
-    state, url = google
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("RLCLOUD_GOOGLE_API_HOST", url)
-    state.region_quotas.clear()
+    google_apis.state.region_quotas.clear()
     checks = {c.name: c for c in Cluster.gke(T4_SPOT, project=PROJECT, container_client=object()).doctor()}
     assert checks["gpu-quota"].status == "FAIL" and checks["apis"].ok
     assert checks["images"].status == "FAIL"  # no rlcloud.yaml here: no image
+
+
+# ------------------------------------------------------------------------- the cheap checks before a create
+
+BUNDLED = Path(__file__).resolve().parents[2] / "src" / "rlcloud" / "configs" / "clusters"
+
+
+@pytest.fixture
+def gke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeClusterManager]:
+    monkeypatch.chdir(tmp_path)  # no rlcloud.yaml: no image named
+    with FakeClusterManager(polls_to_done=0) as fake:
+        monkeypatch.setenv(EMULATOR_ENV, fake.address)
+        yield fake
+
+
+def test_cluster_create_is_refused_when_a_cheap_check_fails(
+    gke: FakeClusterManager, google_apis: FakeGoogleApis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    google_apis.state.project_quotas["GPUS_ALL_REGIONS"] = 0  # a new project's GPUs start at 0
+    code = main(["cluster", "create", "-f", str(BUNDLED / "t4.yaml"), "-n", "rl-t4", "--project", PROJECT, "--yes"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert f"project {PROJECT} is not ready (nothing was created)" in err
+    assert "FAIL gpu-quota: GPUS_ALL_REGIONS: 0 free of 0" in err and "fix: request more in the Console" in err
+    assert "--skip-doctor" in err
+    assert gke.requests_of("CreateCluster") == [] and gke.cluster_names() == []
+    # the checks ran before anything was asked of GKE but where the cluster is (t4.yaml has fallback zones)
+    assert {method for method, _ in gke.requests} <= {"GetCluster", "ListClusters"}
+    assert "regions.get" in google_apis.operations()
+
+    # the opt-out creates it all the same
+    code = main(["cluster", "create", "-f", str(BUNDLED / "t4.yaml"), "-n", "rl-t4", "--project", PROJECT, "--yes",
+                 "--skip-doctor"])  # fmt: skip
+    assert code == 0 and gke.cluster_names() == ["rl-t4"]
+    # an existing cluster is adopted without the checks (its own GPUs are what use the quota)
+    asked = len(google_apis.requests)
+    assert (
+        main(["cluster", "create", "-f", str(BUNDLED / "t4.yaml"), "-n", "rl-t4", "--project", PROJECT, "--yes"]) == 0
+    )
+    assert len(google_apis.requests) == asked
+
+
+def test_cluster_create_prints_the_checks_when_they_pass(
+    gke: FakeClusterManager, google_apis: FakeGoogleApis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["cluster", "create", "-f", str(BUNDLED / "t4.yaml"), "-n", "rl-t4", "--project", PROJECT, "--yes"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "OK   apis" in out and "OK   gpu-quota" in out and "SKIP images" in out
+    assert gke.cluster_names() == ["rl-t4"]
+
+
+def test_the_first_start_on_a_new_cluster_is_refused_when_the_nodes_cannot_pull_its_image(
+    gke: FakeClusterManager, google_apis: FakeGoogleApis
+) -> None:
+    from rlcloud import Cluster, Experiment, ExperimentSpec
+    from rlcloud.errors import PreflightError
+
+    google_apis.state.tags.add("rlcloud/runner-gpu:0.1.0")  # it exists, but no one granted the nodes a read
+    spec = ExperimentSpec(
+        name="cp",
+        environment={"type": "gym", "level": "CartPole-v1"},
+        agent={"type": "ppo", "batch_size": 10},
+        episodes=5,
+        image=GPU_IMAGE,
+    )
+    cluster = Cluster.gke(ClusterSpec(name="rl", gpu_type="nvidia-tesla-t4"), project=PROJECT, dedicated=True)
+    with pytest.raises(PreflightError) as refused:
+        Experiment(spec, results=f"{Path.cwd()}/results").start(cluster=cluster, validate=False)
+    assert refused.value.fields == ["images"]
+    assert "--role=roles/artifactregistry.reader" in str(refused.value)
+    assert f"--member=serviceAccount:{default_compute_account()}" in str(refused.value)
+    assert gke.requests_of("CreateCluster") == [] and gke.cluster_names() == []
+    # granted: the same start creates the cluster (the experiment itself then needs a Kubernetes API)
+    google_apis.state.repository_policies["rlcloud"] = [
+        {"role": "roles/artifactregistry.reader", "members": [f"serviceAccount:{default_compute_account()}"]}
+    ]
+    assert cluster.handle.check_project()[3].status == "OK"
+    cluster.handle.poll_interval = cluster.handle.max_poll_interval = 0.001
+    assert cluster.create().status == "RUNNING"
+
+
+def test_doctor_false_creates_without_the_checks(gke: FakeClusterManager, google_apis: FakeGoogleApis) -> None:
+    from rlcloud import Cluster
+
+    google_apis.state.enabled.clear()
+    refused = Cluster.gke(ClusterSpec(name="rl"), project=PROJECT)
+    with pytest.raises(SpecError, match=r"not enabled: container\.googleapis\.com"):
+        refused.create()
+    assert gke.cluster_names() == []
+    asked = len(google_apis.requests)
+    assert Cluster.gke(ClusterSpec(name="rl"), project=PROJECT, doctor=False).create().status == "RUNNING"
+    assert len(google_apis.requests) == asked

@@ -36,11 +36,18 @@ YES = Arg("-y", "--yes", action="store_true", help="do not ask first")
         PROJECT,
         Arg("-y", "--yes", action="store_true", help="do not ask before creating (the cost estimate is shown)"),
         Arg("--no-wait", action="store_true", help="return once the request is accepted"),
+        Arg(
+            "--skip-doctor",
+            action="store_true",
+            help="create without first running the cheap checks of `rlcloud doctor` (APIs, permissions, GPU "
+            "quota, images)",
+        ),
     ],
 )
 def create(args: argparse.Namespace) -> int:
-    """Create a GKE cluster from a file (flags override its settings): pre-flight checks, the cost estimate,
-    a confirmation, then the creation with a progress bar."""
+    """Create a GKE cluster from a file (flags override its settings): pre-flight checks (the spec's, then the
+    project's: `rlcloud doctor`'s cheap ones), the cost estimate, a confirmation, then the creation with a
+    progress bar."""
     from rlcloud.cli._common import blame_flags, parse_sets
     from rlcloud.cli.gke import cluster_create
 

@@ -81,7 +81,8 @@ def _spec_from_args(args: argparse.Namespace, sets: dict[str, Any]) -> Any:
 
 
 def cluster_create(args: argparse.Namespace, sets: dict[str, Any]) -> int:
-    """`rlcloud cluster create -f FILE`: pre-flight, cost estimate, confirmation, create with a progress bar."""
+    """`rlcloud cluster create -f FILE`: pre-flight (the spec's rules, then the doctor's cheap checks of the
+    project unless --skip-doctor), cost estimate, confirmation, create with a progress bar."""
     from rlcloud.gke.preflight import check_cluster_spec
 
     with blame_flags(set_flags(sets)):
@@ -97,10 +98,14 @@ def cluster_create(args: argparse.Namespace, sets: dict[str, Any]) -> int:
     )
     console.print(f"cluster [bold]{text(spec.name)}[/] {text(shape)}")
     console.print(str(estimate_hourly_cost(spec)), markup=False)
+    cluster = GkeCluster(spec, doctor=not args.skip_doctor, **_gke_options(args))
+    if cluster.doctor and not cluster.exists():
+        # before asking: a project that cannot run this cluster is refused (PreflightError, exit 2) up front
+        for check in cluster.check_project():
+            console.print(str(check), markup=False)
     if not _confirm("Create this cluster?", args.yes):
         console.print("nothing created")
         return 1
-    cluster = GkeCluster(spec, **_gke_options(args))
     with operation_bar(f"create {spec.name}", quiet=args.quiet) as progress:
         info = cluster.create(wait=not args.no_wait, progress=progress)
     console.print(f"{info.name}: {info.status} in {info.location} (project {info.project})", markup=False)

@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 from google.cloud import container_v1
 
-from rlcloud.errors import BackendError, CapacityError, ConflictError, NotFoundError, RLCloudError
+from rlcloud.errors import BackendError, CapacityError, ConflictError, NotFoundError, PreflightError, RLCloudError
 from rlcloud.gke.builders import (
     AUTODOWN_LABEL,
     EXPERIMENT_LABEL,
@@ -246,6 +246,11 @@ class GkeCluster:
     ``reaper_image`` the cpu runner image it runs (defaults: ``reaper_service_account`` and ``image`` of
     rlcloud.yaml). ``kube_api_client``: the cluster's Kubernetes ``ApiClient`` (default: built from the
     cluster's endpoint and the credentials).
+
+    ``doctor``: before creating a cluster that does not exist yet, ``create()`` runs ``rlcloud doctor``'s cheap
+    checks (:meth:`check_project`) and refuses with :class:`~rlcloud.errors.PreflightError` when one fails;
+    False skips them. ``run_images``: the runner images runs on this cluster will pull, checked by them
+    (default: rlcloud.yaml's ``image``, and ``gpu_image`` when the spec has GPUs).
     """
 
     def __init__(
@@ -263,6 +268,8 @@ class GkeCluster:
         reaper_service_account: str | None = None,
         reaper_image: str | None = None,
         kube_api_client: Any = None,
+        doctor: bool = True,
+        run_images: builtins.list[str] | None = None,
     ) -> None:
         self.spec = spec
         # The project's client, credentials and id; shared with the GkeProject that found this cluster.
@@ -281,6 +288,9 @@ class GkeCluster:
         self._kube_api_client = kube_api_client
         #: what the latest create() did about the in-cluster reaper (one line; "" when it had nothing to do)
         self.reaper_note = ""
+        self.doctor = doctor
+        self.run_images = run_images
+        self._project_checked = False
 
     # ------------------------------------------------------------------ plumbing (the project's)
 
@@ -390,6 +400,36 @@ class GkeCluster:
         """Check the spec against GCE's GPU rules without calling any API (raises SpecError)."""
         check_cluster_spec(self.spec)
 
+    def check_project(self) -> builtins.list[Any]:
+        """Run ``rlcloud doctor``'s cheap checks for this cluster (APIs, permissions, GPU quota for the spec,
+        the runner images and whether the nodes may pull them: a few requests); return them, or raise
+        :class:`~rlcloud.errors.PreflightError` listing each FAIL with its fix. Checked once per handle.
+
+        The checks ask Google with this project's credentials, or the fake that ``RLCLOUD_GOOGLE_API_HOST``
+        names (:mod:`rlcloud.doctor`).
+        """
+        from rlcloud.config import load_project_config
+        from rlcloud.doctor import API_HOST_ENV, Doctor
+
+        config = load_project_config()
+        images = self.run_images
+        if images is None:
+            images = [i for i in (config.image, config.gpu_image if self.spec.gpus_per_node else None) if i]
+        # a fake named by RLCLOUD_GOOGLE_API_HOST needs no credentials: do not look up ADC for it
+        credentials = None if os.environ.get(API_HOST_ENV) else self.credentials
+        doctor = Doctor(self.project, spec=self.spec, config=config, images=images, credentials=credentials)
+        checks = doctor.run(cheap_only=True)
+        failed = [c for c in checks if not c.ok]
+        if failed:
+            raise PreflightError(
+                failed,
+                project=self.project,
+                how_to_skip="(`rlcloud doctor` runs every check; `cluster create --skip-doctor` or "
+                "Cluster.gke(..., doctor=False) creates without them)",
+            )
+        self._project_checked = True
+        return checks
+
     # ------------------------------------------------------------------ operations
 
     def _wait(self, operation: Any, deadline: float, progress: ProgressCallback | None, action: str) -> Any:
@@ -480,13 +520,17 @@ class GkeCluster:
         the first allowed zone (``fallback_zones``, default ``spec.fallback_zones``) that Google reports
         as having capacity; without one, CapacityError names those zones. ``timeout`` bounds the whole
         call (seconds). ``delete_on_failure``: any failure or interrupt (KeyboardInterrupt included)
-        deletes whatever was made — for dedicated clusters.
+        deletes whatever was made — for dedicated clusters. Before a new cluster is created, the doctor's cheap
+        checks run (:meth:`check_project`, unless ``doctor`` is False): a failed one raises PreflightError and
+        nothing is created.
         """
         check_cluster_spec(self.spec)
         allowed = list(self.spec.fallback_zones if fallback_zones is None else fallback_zones)
         deadline = time.monotonic() + timeout
         try:
             info = self._create(wait, progress, deadline, allowed)
+        except PreflightError:
+            raise  # refused before anything was made: nothing to delete
         except BaseException:
             if delete_on_failure:
                 log.warning("creating cluster %s failed or was interrupted: deleting what was made", self.name)
@@ -563,6 +607,9 @@ class GkeCluster:
             cluster = self._find()
             error: RLCloudError | None = None
             if cluster is None:
+                if self.doctor and not self._project_checked:
+                    # a new cluster only: an existing one is adopted as it is (its own GPUs use the quota)
+                    self.check_project()
                 operation = self._send_create(deadline, progress)
                 if operation is None:
                     continue  # someone else created it meanwhile: adopt it
