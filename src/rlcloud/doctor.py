@@ -529,7 +529,9 @@ class Doctor:
         detail = ", ".join(found + notes)
         if pull is None:
             return Check("images", "OK", detail)
-        return Check("images", pull.status, f"{detail}; {pull.detail}", pull.fix)
+        if pull.status != "OK":  # the repository it names says which images
+            return pull
+        return Check("images", "OK", f"{detail}; {pull.detail}")
 
     def _node_account(self) -> str:
         """The service account the cluster's nodes run as: the spec's, else the project's default Compute
@@ -589,12 +591,14 @@ class Doctor:
             if granted:
                 continue
             if unreadable:
-                unknown.append(f"{path} (the IAM policy of {' and '.join(unreadable)} is not readable here)")
+                where = f"{location}-docker.pkg.dev/{project}/{repository}"
+                unknown.append(f"{where} (the IAM policy of {' and '.join(unreadable)} is not readable here)")
                 continue
             return Check(
                 "images",
                 "FAIL",
-                f"the nodes run as {account}, which may not pull from {path} (no roles/artifactregistry.reader)",
+                f"the nodes run as {account}, which may not pull from {location}-docker.pkg.dev/{project}/"
+                f"{repository} (no roles/artifactregistry.reader or a role including it, on it or its project)",
                 f"gcloud artifacts repositories add-iam-policy-binding {repository} --location={location} "
                 f"--member={member} --role=roles/artifactregistry.reader --project={project}",
             )
