@@ -288,7 +288,9 @@ class GkeCluster:
         self._kube_api_client = kube_api_client
         #: what the latest create() did about the in-cluster reaper (one line; "" when it had nothing to do)
         self.reaper_note = ""
+        #: run the doctor's cheap checks before creating a new cluster (:meth:`check_project`)
         self.doctor = doctor
+        #: the images runs here pull, for those checks (None: rlcloud.yaml's)
         self.run_images = run_images
         self._project_checked = False
 
