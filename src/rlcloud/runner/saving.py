@@ -3,7 +3,8 @@
 Tensorforce's ``Agent.save(format="checkpoint")`` writes every variable reachable from the model, also
 those it creates with ``is_saved=False``: the observe buffers that hold each environment's unfinished
 episode (``states_buffer``, ``actions_buffer``, ``buffer_index``, ...; ``parallel_interactions x
-max_episode_timesteps`` states when the agent runs several environments), and the episode counters.
+max_episode_timesteps`` states when the agent runs several environments), the episode counters and the
+summaries' step counters.
 ``Agent.restore`` then resets ``buffer_index`` to zero (``TensorforceModel.reset``), so what those buffers
 held is never used again, and rlcloud's loop resets the environments on resume anyway. For the Space
 Invaders DQN example with 4 environments they are 564 MB of a 912 MB checkpoint (the replay memory, which
