@@ -124,7 +124,10 @@ JOB_COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 TTL_SECONDS_AFTER_FINISHED = 3 * 24 * 3600  # status stays readable for a long weekend
 LEARNER_BACKOFF_LIMIT = 4
 ENV_SERVER_BACKOFF_PER_INDEX = 3
-LEARNER_GRACE_SECONDS = 120  # SIGTERM -> the runner writes a checkpoint, then exits 143
+# SIGTERM -> the runner writes a checkpoint, uploads it, then exits 143. Honoured on stop/pause, node
+# upgrades and scale-down; a Spot preemption cuts it to 15 s, which the DQN example's learner fits (its
+# checkpoint is in the store ~7 s after SIGTERM: docs/troubleshooting.md); a larger replay memory may not.
+LEARNER_GRACE_SECONDS = 120
 ENV_SERVER_GRACE_SECONDS = 10
 SPEC_ERROR_EXIT_CODES = [2, 3]
 # On a cluster the agent and the env servers may start many minutes apart: a GPU node is created and

@@ -43,6 +43,7 @@ import numpy as np
 
 from rlcloud.errors import SpecError, SpecProblem
 from rlcloud.runner.envs import DETERMINISTIC_PROBLEM, EnvAdapter
+from rlcloud.runner.saving import save_agent
 from rlcloud.runner.vector import EnvFactory, VectorEnv, make_vector_env
 
 if TYPE_CHECKING:  # the runner imports the spec models only when it loads a spec
@@ -544,7 +545,10 @@ class Trainer:
         tmp = root / f".tmp-{name}-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         started = time.monotonic()
-        self.agent.save(directory=str(tmp), filename="agent", format="checkpoint")
+        # Without the per-environment episode buffers Tensorforce discards on restore (runner/saving.py):
+        # most of a replay agent's checkpoint with several environments, and a SIGTERM checkpoint must
+        # reach the store within the 15 s a Spot pod gets.
+        save_agent(self.agent, tmp)
         state = {
             "name": name,
             "timestep": c.timestep,
@@ -562,8 +566,14 @@ class Trainer:
         os.replace(tmp, final)
         atomic_write_text(root / "LATEST", name + "\n", fsync=True)
         self._checkpoint = name
+        size = sum(f.stat().st_size for f in final.iterdir() if f.is_file())
         logger.info(
-            "checkpoint %s (timestep %d, episode %d) in %.2f s", name, c.timestep, c.episode, time.monotonic() - started
+            "checkpoint %s (timestep %d, episode %d, %.1f MB) in %.2f s",
+            name,
+            c.timestep,
+            c.episode,
+            size / 1e6,
+            time.monotonic() - started,
         )
         self._prune(root, keep=name)
         self._write_progress("running")
