@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from rlcloud.errors import SpecError, SpecProblem
+from rlcloud.runner.agent_calls import AgentCalls
 from rlcloud.runner.envs import DETERMINISTIC_PROBLEM, EnvAdapter
 from rlcloud.runner.saving import save_agent
 from rlcloud.runner.vector import EnvFactory, VectorEnv, make_vector_env
@@ -352,7 +353,7 @@ class Trainer:
         venv, agent, c = self._venv, self.agent, self._counters
         spec = self.spec
         n = venv.num_envs
-        rows = np.arange(n)
+        calls = AgentCalls(agent, np.arange(n))
         max_episodes = spec.episodes
         max_timesteps = spec.total_timesteps
         saver = spec.saver_frequency
@@ -389,9 +390,9 @@ class Trainer:
                     c.elapsed = base_elapsed + time.monotonic() - start
                     self._save()
                     return "stopped-early" if self._stopped_early else "stopped"
-                actions = agent.act(states=states, parallel=rows)
+                actions = calls.act(states)
                 states, rewards, terminals = venv.step(actions)
-                agent.observe(reward=rewards, terminal=terminals, parallel=rows)
+                calls.observe(rewards, terminals)
                 ep_return += rewards
                 ep_length += 1
                 c.timestep += n

@@ -1,0 +1,176 @@
+"""The training loop's ``act``/``observe`` calls, with Tensorforce's per-call Python work done once.
+
+Profiled at 16 CartPole environments (issue 15), a vector step spent about two thirds of its time in
+Tensorforce's Python wrappers around the TensorFlow functions, not in TensorFlow: ``Agent.act`` re-derives
+the batching structure of its input, re-checks every argument, rebuilds the all-true action masks and the
+``parallel`` tensor, and unbatches the actions into a list of Python scalars; ``Agent.observe`` re-parses
+its arguments the same way. The loop always calls with the same structure (a batch of every row, numpy
+arrays), so :class:`AgentCalls` does that work once and then calls the agent's model functions
+(``Model.act`` / ``Model.observe``, the same TensorFlow functions ``Agent.act``/``observe`` call) directly.
+
+It keeps the agent's Python-side state exactly as Tensorforce's own calls would (``timestep_completed``,
+``timestep_counter``, the observe buffers, ``timesteps``/``episodes``/``updates``), so the public
+``Agent.act``/``observe``/``save`` keep working on the same agent, and a run makes the same TensorFlow calls
+with the same values in the same order as through the public API: the same seed learns the same thing
+(tests/runner/test_agent_calls.py compares the two). Anything outside that common case (dict states,
+action masks in the states, a recorder, a non-Tensorforce agent, a different Tensorforce) goes through
+the public API unchanged; :attr:`AgentCalls.direct` says which one is used.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+
+__all__ = ["AgentCalls"]
+
+logger = logging.getLogger(__name__)
+
+#: The Tensorforce version whose internals the direct calls mirror (``Agent.act``/``observe``, 0.6.5).
+_MIRRORED_VERSION = "0.6.5"
+
+
+class AgentCalls:
+    """``act(states, rows)`` / ``observe(rewards, terminals, rows)`` for a batch of every row.
+
+    ``agent`` is a Tensorforce agent built with ``parallel_interactions >= len(rows)``; ``rows`` the row
+    indices (``np.arange(num_envs)``), the same on every call. Returns and accepts numpy arrays.
+    """
+
+    def __init__(self, agent: Any, rows: np.ndarray) -> None:
+        self.agent = agent
+        self.rows = np.asarray(rows)
+        why = _unsupported(agent)
+        #: whether the model functions are called directly (False: through the public Agent API)
+        self.direct = why is None
+        if why is not None:
+            logger.debug("agent calls through Tensorforce's Agent API: %s", why)
+            return
+        from rlcloud.runner.compat import import_tensorforce
+
+        core = import_tensorforce().core
+        self._array_dict = core.ArrayDict
+        self._parallel = agent.parallel_spec.to_tensor(value=self.rows, batched=True, name="Agent.act parallel")
+        self._auxiliaries = agent.auxiliaries_spec.to_tensor(
+            value=_default_auxiliaries(agent, len(self.rows), core.ArrayDict),
+            batched=True,
+            name="Agent.act auxiliaries",
+        )
+        self._observe_parallel = [
+            agent.parallel_spec.to_tensor(value=int(p), batched=False, name="Agent.observe parallel")
+            for p in range(int(agent.parallel_interactions))
+        ]
+        self._terminal_type = agent.terminal_spec.np_type()
+        self._reward_type = agent.reward_spec.np_type()
+        self._buffer_observe = agent.config.buffer_observe
+
+    def act(self, states: Any) -> Any:
+        """Actions for a batch of states of every row (an array; a dict of arrays for dict actions)."""
+        agent = self.agent
+        if not self.direct:
+            actions = agent.act(states=states, parallel=self.rows)
+            return _as_batch(actions)
+        rows = self.rows
+        completed = agent.timestep_completed
+        if not completed[rows].all():
+            return agent.act(states=states, parallel=rows)  # Tensorforce raises its own error
+        completed[rows] = False
+        states_t = agent.states_spec.to_tensor(
+            value=self._array_dict(singleton=np.asarray(states)), batched=True, name="Agent.act states"
+        )
+        actions, timesteps = agent.model.act(states=states_t, auxiliaries=self._auxiliaries, parallel=self._parallel)
+        agent.timesteps = timesteps.numpy().item()
+        actions = agent.actions_spec.from_tensor(tensor=actions, batched=True, name="Agent.act output actions")
+        if agent.model.saver is not None:
+            agent.model.save()
+        if agent.actions_spec.is_singleton():
+            return actions.singleton()
+        return dict(actions.items())
+
+    def observe(self, rewards: np.ndarray, terminals: np.ndarray) -> int:
+        """Rewards and terminals (0/1/2) of every row after :meth:`act`; returns the updates performed."""
+        agent = self.agent
+        if not self.direct:
+            return int(agent.observe(reward=rewards, terminal=terminals, parallel=self.rows))
+        rows = self.rows
+        terminals = np.asarray(terminals)
+        completed = agent.timestep_completed
+        if completed[rows].any():
+            return int(agent.observe(reward=rewards, terminal=terminals, parallel=rows))  # raises
+        completed[rows] = True
+        counter = agent.timestep_counter
+        counter[rows] += 1
+        limit = agent.max_episode_timesteps
+        if limit is not None and np.logical_and(terminals == 0, counter[rows] > limit).any():
+            return int(agent.observe(reward=rewards, terminal=terminals, parallel=rows))  # raises
+        counter[rows] = np.where(terminals > 0, 0, counter[rows])
+
+        # Agent.observe: buffer per row; call the model at an episode's end (or when the buffer is full)
+        buffer_observe = self._buffer_observe
+        terminal_buffer, reward_buffer = agent.terminal_buffer, agent.reward_buffer
+        num_updates = 0
+        for p, t, r in zip(rows.tolist(), terminals.tolist(), np.asarray(rewards).tolist(), strict=True):
+            terminal_buffer[p].append(t)
+            reward_buffer[p].append(r)
+            if t == 0 and (buffer_observe == "episode" or len(terminal_buffer[p]) < buffer_observe):
+                continue
+            ts = np.asarray(terminal_buffer[p], dtype=self._terminal_type)
+            rs = np.asarray(reward_buffer[p], dtype=self._reward_type)
+            terminal_buffer[p].clear()
+            reward_buffer[p].clear()
+            updated, episodes, updates = agent.model.observe(
+                terminal=agent.terminal_spec.to_tensor(value=ts, batched=True, name="Agent.observe terminal"),
+                reward=agent.reward_spec.to_tensor(value=rs, batched=True, name="Agent.observe reward"),
+                parallel=self._observe_parallel[p],
+            )
+            num_updates += int(updated.numpy().item())
+            agent.episodes = episodes.numpy().item()
+            agent.updates = updates.numpy().item()
+        if agent.model.saver is not None:
+            agent.model.save()
+        return num_updates
+
+
+def _unsupported(agent: Any) -> str | None:
+    """Why the direct calls cannot stand in for this agent's public ones (None: they can)."""
+    from importlib.metadata import version
+
+    from rlcloud.runner.compat import import_tensorforce
+
+    tensorforce = import_tensorforce()
+    installed = version("tensorforce")
+    if installed != _MIRRORED_VERSION:
+        return f"Tensorforce {installed} (the direct calls mirror {_MIRRORED_VERSION})"
+    if not getattr(agent, "_is_agent", False) or agent.__class__.fn_act is not tensorforce.Agent.fn_act:
+        return "not a Tensorforce model agent"
+    if agent.recorder is not None:
+        return "the agent records traces"
+    if not agent.states_spec.is_singleton():
+        return "dict states (action masks may come with the states)"
+    for name in ("timestep_completed", "timestep_counter", "terminal_buffer", "reward_buffer", "model"):
+        if not hasattr(agent, name):
+            return f"the agent has no {name}"
+    return None
+
+
+def _default_auxiliaries(agent: Any, num_rows: int, array_dict: Any) -> Any:
+    """The all-true action masks ``Agent.fn_act`` makes when the states bring none (as it builds them)."""
+
+    def function(name: str | None, spec: Any) -> Any:
+        auxiliary = array_dict()
+        if agent.config.enable_int_action_masking and spec.type == "int" and spec.num_values is not None:
+            auxiliary["mask"] = np.ones(shape=(num_rows, *spec.shape, spec.num_values), dtype=spec.np_type())
+        return auxiliary
+
+    return agent.actions_spec.fmap(function=function, cls=array_dict, with_names=True)
+
+
+def _as_batch(actions: Any) -> Any:
+    """The public ``Agent.act``'s batched result (a list of per-row actions) as one array or dict of arrays."""
+    if isinstance(actions, dict):
+        return {name: np.asarray(value) for name, value in actions.items()}
+    if isinstance(actions, list) and actions and isinstance(actions[0], dict):
+        return {name: np.stack([np.asarray(row[name]) for row in actions]) for name in actions[0]}
+    return np.asarray(actions)
