@@ -8,7 +8,7 @@ environment that costs a fixed time per step (a simulator), the loop's rate is t
 :class:`OverlappedStepper` splits the rows into two fixed halves A and B, as EnvPool's async mode does,
 and alternates::
 
-    start:  act(A) -> send A;  act(B) -> send B
+    start:  act(A) -> send A;  act(B) -> send B         (after the first, synchronous, step)
     step:   receive A -> observe(A) -> act(A) -> send A        (B steps meanwhile)
     step:   receive B -> observe(B) -> act(B) -> send B        (A steps meanwhile)
     ...
@@ -90,6 +90,30 @@ class OverlappedStepper:
         self.agent.observe(reward=rewards, terminal=terminals, parallel=rows)
         self.venv.send_actions(rows, self.agent.act(states=states, parallel=rows))
         return rows, rewards, terminals
+
+    def finish(self) -> tuple[Any, np.ndarray, np.ndarray]:
+        """Complete the steps in flight (both halves, in turn order) and observe them; return
+        ``(states, rewards, terminals)`` of all rows, as a synchronous step would: the synchronous
+        loop can continue from here (every act observed)."""
+        parts: dict[int, tuple[Any, np.ndarray, np.ndarray]] = {}
+        for _ in range(2):
+            rows = self._halves[self._turn]
+            self._turn ^= 1
+            states, rewards, terminals = self.venv.receive(rows)
+            self.agent.observe(reward=rewards, terminal=terminals, parallel=rows)
+            parts[int(rows[0])] = (states, rewards, terminals)
+        first, second = parts[0], parts[int(self._halves[1][0])]
+        return (
+            _join(first[0], second[0]),
+            np.concatenate([first[1], second[1]]),
+            np.concatenate([first[2], second[2]]),
+        )
+
+
+def _join(a: Any, b: Any) -> Any:
+    if isinstance(a, Mapping):
+        return {name: _join(a[name], b[name]) for name in a}
+    return np.concatenate([a, b])
 
 
 def overlapped_stepper(agent: Any, venv: Any, states: Any) -> OverlappedStepper | None:
