@@ -380,6 +380,15 @@ class ExecutionChoice:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def _runqueue_seconds() -> float | None:
+    """Time this thread has spent runnable but waiting for a CPU (Linux schedstat), or None elsewhere."""
+    try:
+        with open("/proc/thread-self/schedstat", encoding="ascii") as fh:
+            return int(fh.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def pool_size(num_envs: int, cpus: int, cpu_fraction: float | None) -> int:
     """How many worker processes step ``num_envs`` rows on ``cpus`` CPUs.
 
@@ -398,13 +407,14 @@ def choose_execution(factory: Callable[[], EnvAdapter], *, probe_steps: int = 64
 
     Processes only when a step costs clearly more than the messaging (:data:`PROCESS_THRESHOLD_S`) and
     there is more than one CPU to spread over, or the step mostly waits (then processes wait in
-    parallel even on one CPU). ``extra["cpu_fraction"]`` is the step's CPU time over its wall time, from
-    which :func:`pool_size` sizes the pool.
+    parallel even on one CPU). ``extra["cpu_fraction"]`` is the step's CPU time over its wall time (less
+    the time it waited for a CPU, where Linux tells it), from which :func:`pool_size` sizes the pool.
     """
     env = factory()
     rng = np.random.default_rng(0)
     try:
         env.reset(seed=0)
+        queued_start = _runqueue_seconds()
         start = time.perf_counter()
         cpu_start = time.thread_time()
         for _ in range(probe_steps):
@@ -413,10 +423,14 @@ def choose_execution(factory: Callable[[], EnvAdapter], *, probe_steps: int = 64
                 env.reset()
         cpu = time.thread_time() - cpu_start
         wall = time.perf_counter() - start
+        queued_end = _runqueue_seconds()
     finally:
         env.close()
     per_step = wall / probe_steps
-    cpu_fraction = min(1.0, cpu / wall) if wall > 0 else 1.0
+    # On a busy machine a computing step also waits for a CPU: that time is not the environment waiting.
+    queued = queued_end - queued_start if queued_start is not None and queued_end is not None else 0.0
+    own = max(wall - queued, cpu)
+    cpu_fraction = min(1.0, cpu / own) if own > 0 else 1.0
     extra = {"cpu_fraction": cpu_fraction}
     cpus = os.cpu_count() or 1
     cost = f"a step takes {per_step * 1e6:.0f} µs, {cpu_fraction:.0%} of it computing"
