@@ -24,8 +24,19 @@ agent and servers, and the best window of each is reported. Usage::
 
 Goal: >= 80 % of the ideal until the learner saturates.
 
-Measured 2026-11 on the 2-core development VM shared with three other jobs (best of 3 rounds of 3 s):
-see the figures at the end of this docstring (filled in from a run of this script).
+Measured 2026-11 on the 2-core development VM shared with three other jobs, with this branch's test
+suite running at the same time for part of it (so the CPU-bound learner was starved; treat these as
+lower bounds), ``--rounds 3 --seconds 2``, best of 3, steps/s:
+
+* protocol per step, 1 local server, free env: round trip 187 µs, of which serialisation (encode and
+  decode of the request and of the result) 32 µs; the rest is two loopback TCP hops and the server loop.
+* learner alone (act + observe on in-process CartPole rows), synchronous / in halves: 2 rows 640 / 293,
+  4 rows 678 / 1161, 8 rows 2525 / 1878, 16 rows 8062 / 3829 (noisy: load from other jobs).
+* distributed, 5 ms sleep env, synchronous vs overlapped (% of ideal): 2 servers 143 (36 %) vs 143
+  (36 %); 4: 351 (44 %) vs 293 (37 %); 8: 486 (30 %) vs 524 (33 %). An earlier single-round run of 4
+  servers with less load on the machine gave 391 (49 %) overlapped. The goal (>= 80 %) is not reached
+  on this machine: the learner's own act/observe time, starved of CPU, dominates. Re-measure on an idle
+  machine with more cores before drawing conclusions from the overlap's effect.
 """
 
 from __future__ import annotations
