@@ -34,7 +34,9 @@ lower bounds), ``--rounds 3 --seconds 2``, best of 3, steps/s:
   4 rows 678 / 1161, 8 rows 2525 / 1878, 16 rows 8062 / 3829 (noisy: load from other jobs).
 * distributed, 5 ms sleep env, synchronous vs overlapped (% of ideal): 2 servers 143 (36 %) vs 143
   (36 %); 4: 351 (44 %) vs 293 (37 %); 8: 486 (30 %) vs 524 (33 %). An earlier single-round run of 4
-  servers with less load on the machine gave 391 (49 %) overlapped. The goal (>= 80 %) is not reached
+  servers with less load on the machine gave 391 (49 %) overlapped; 16 servers: 943 (29 %) vs 994 (31 %).
+  5 ms spin env (2 CPUs cap it at 400): 2 servers 90 vs 89; 4: 94 vs 96; 8: 131 vs 116.
+  The goal (>= 80 %) is not reached
   on this machine: the learner's own act/observe time, starved of CPU, dominates. Re-measure on an idle
   machine with more cores before drawing conclusions from the overlap's effect.
 """
