@@ -27,8 +27,10 @@ CARTPOLE = {"type": "gym", "level": "CartPole-v1"}
 class ThreadedServer:
     """An EnvServer running in a thread; ``result`` holds serve()'s exit code once it returns."""
 
-    def __init__(self, port: int = 0, idle_timeout: float = 30.0, max_steps: int | None = None) -> None:
-        env = make_env(CARTPOLE, max_timesteps_per_episode=max_steps)
+    def __init__(
+        self, port: int = 0, idle_timeout: float = 30.0, max_steps: int | None = None, environment: dict | None = None
+    ) -> None:
+        env = make_env(environment or CARTPOLE, max_timesteps_per_episode=max_steps)
         self.server = EnvServer(env, host="127.0.0.1", port=port, idle_timeout=idle_timeout, seed=1)
         self.port = self.server.port
         self.result: int | None = None
@@ -291,3 +293,76 @@ def test_connections_without_a_hello_do_not_disturb_the_agent(servers: list[Thre
         assert [s.server.connections for s in servers] == [1, 1]
     finally:
         venv.close()
+
+
+# ------------------------------------------------------------------------------- overlapped stepping
+
+
+def test_split_send_and_receive_step_halves_independently(servers: list[ThreadedServer]) -> None:
+    venv = RemoteVectorEnv([_address(s.port) for s in servers], connect_timeout=10, overlap=True)
+    try:
+        assert venv.overlap is True
+        venv.reset()
+        venv.send_actions([1], np.array([0]))
+        venv.send_actions([0], np.array([1]))
+        with pytest.raises(WorkloadError, match="twice"):
+            venv.send_actions([0], np.array([1]))
+        states, rewards, terminals = venv.receive([0])
+        assert states.shape == (1, 4) and rewards.tolist() == [1.0] and terminals.tolist() == [0]
+        states, rewards, _ = venv.receive([1])
+        assert states.shape == (1, 4) and rewards.tolist() == [1.0]
+        with pytest.raises(WorkloadError, match="without actions"):
+            venv.receive([1])
+        venv.send_actions([0, 1], np.array([0, 1]))  # left in flight: close reads the answers first
+    finally:
+        venv.close()
+    for s in servers:
+        s.thread.join(timeout=10)
+        assert s.result == EXIT_FINISHED
+    assert [s.server.steps for s in servers] == [2, 2]
+
+
+@pytest.mark.parametrize(("step_ms", "expected"), [(0.0, False), (3.0, True)])
+def test_auto_overlap_is_decided_by_the_step_cost_the_servers_report(step_ms: float, expected: bool) -> None:
+    env = {"type": "rlcloud.runner.costly:CostlyCartPole", "step_ms": step_ms}
+    started = [ThreadedServer(environment=env), ThreadedServer(environment=env)]
+    venv = RemoteVectorEnv([_address(s.port) for s in started], connect_timeout=10, overlap=None)
+    try:
+        venv.reset()
+        assert venv.overlap is None
+        venv.step(np.array([0, 1]))
+        assert venv.overlap is expected
+        assert venv.env_step_seconds is not None and (venv.env_step_seconds > 2e-3) is expected
+    finally:
+        venv.close()
+        for s in started:
+            s.stop()
+
+
+def test_a_server_that_dies_while_its_half_steps_comes_back_truncated() -> None:
+    keep = ThreadedServer()
+    dies = ThreadedServer()
+    port = dies.port
+    venv = RemoteVectorEnv([_address(keep.port), _address(port)], connect_timeout=20, overlap=True)
+    back: list[ThreadedServer] = []
+    try:
+        venv.reset()
+        dies.stop()
+        venv.send_actions([1], np.array([0]))
+        venv.send_actions([0], np.array([1]))
+        _, rewards, terminals = venv.receive([0])
+        assert terminals.tolist() == [0] and rewards.tolist() == [1.0]
+        timer = threading.Timer(0.5, lambda: back.append(ThreadedServer(port=port)))
+        timer.start()
+        states, rewards, terminals = venv.receive([1])
+        timer.join()
+        assert terminals.tolist() == [2] and rewards.tolist() == [0.0] and states.shape == (1, 4)
+        assert venv.reconnects == 1
+        venv.send_actions([1], np.array([1]))
+        assert venv.receive([1])[1].tolist() == [1.0]
+    finally:
+        venv.close()
+        keep.thread.join(timeout=10)
+        if back:
+            back[0].thread.join(timeout=10)
+    assert back and back[0].result == EXIT_FINISHED

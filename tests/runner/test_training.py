@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -130,6 +131,41 @@ def test_single_mode_is_reproducible(tmp_path: Path) -> None:
             ]
         )
     assert runs[0] == runs[1] and len(runs[0]) > 50
+
+
+@pytest.mark.training
+def test_overlapped_distributed_mode_is_reproducible(tmp_path: Path) -> None:
+    # overlap: the agent acts on half the env servers while the other half steps; the order of its calls
+    # is fixed, so the same seed gives the same episodes whichever server answers first
+    from rlcloud.runner.envs import make_env
+    from rlcloud.runner.envserver import EnvServer
+    from rlcloud.runner.remote import RemoteVectorEnv
+
+    example = ExperimentSpec.from_file(Path(__file__).resolve().parents[2] / "examples" / "cartpole_ppo.yaml")
+    environment = {"type": "rlcloud.runner.costly:CostlyCartPole", "step_ms": 2.0}
+    spec = example.replace(
+        run_mode="distributed", num_workers=4, environment=environment, total_timesteps=2000,
+        saver_frequency="1s", summary_frequency=None, evaluation=None,
+    )  # fmt: skip
+    runs = []
+    for name in ("a", "b"):
+        servers = [
+            EnvServer(make_env(environment), host="127.0.0.1", port=0, idle_timeout=60, seed=1 + 1000 * (i + 1))
+            for i in range(4)
+        ]
+        threads = [threading.Thread(target=s.serve, daemon=True) for s in servers]
+        for thread in threads:
+            thread.start()
+        venv = RemoteVectorEnv([f"127.0.0.1:{s.port}" for s in servers], connect_timeout=20, overlap=None)
+        result = Trainer(spec, tmp_path / name, vector_env=venv).run()
+        for thread in threads:
+            thread.join(timeout=10)
+        assert result.state == "succeeded" and venv.overlap is True
+        runs.append(
+            [{k: v for k, v in r.items() if k != "time"} for r in read_jsonl(tmp_path / name / "metrics.jsonl")]
+        )
+    assert runs[0] == runs[1] and len(runs[0]) > 50
+    assert {r["worker"] for r in runs[0]} == {0, 1, 2, 3}
 
 
 class CaptureOnCheckpoint:

@@ -16,6 +16,7 @@ from rlcloud.runner.vector import (
     VectorEnv,
     choose_execution,
     make_vector_env,
+    pool_size,
     stack_states,
     take_row,
 )
@@ -137,3 +138,24 @@ def test_dict_states_stack_and_rows() -> None:
     batch = stack_states([{"a": np.zeros(2), "b": 1}, {"a": np.ones(2), "b": 2}], spec)
     assert batch["a"].shape == (2, 2) and batch["b"].tolist() == [1, 2]
     assert take_row(batch, 1)["b"] == 2
+
+
+def test_pool_size_one_process_per_cpu_for_computing_envs_more_for_waiting_ones() -> None:
+    # computing (CPU time = wall time): one process per CPU, never more than rows
+    assert pool_size(8, 2, 1.0) == 2
+    assert pool_size(8, 2, None) == 2
+    assert pool_size(1, 4, 1.0) == 1
+    # waiting: enough processes to keep the CPUs busy, cpus / cpu_fraction, capped at one per row
+    assert pool_size(8, 2, 0.5) == 4
+    assert pool_size(8, 2, 0.01) == 8
+    assert pool_size(64, 2, 0.1) == 20
+    assert pool_size(8, 2, 0.0) == 8  # a pure wait
+    assert pool_size(8, 2, 1.7) == 2  # a probe's CPU share above 1 (threads) counts as computing
+
+
+def test_the_probe_tells_sleeping_from_computing_steps() -> None:
+    costly = "rlcloud.runner.costly:CostlyCartPole"
+    sleeping = choose_execution(EnvFactory({"type": costly, "step_ms": 3}), probe_steps=8)
+    spinning = choose_execution(EnvFactory({"type": costly, "step_ms": 3, "mode": "spin"}), probe_steps=8)
+    assert sleeping.extra["cpu_fraction"] < 0.5 < spinning.extra["cpu_fraction"]
+    assert sleeping.execution == "processes"

@@ -44,6 +44,7 @@ import numpy as np
 from rlcloud.errors import SpecError, SpecProblem
 from rlcloud.runner.agent_calls import AgentCalls
 from rlcloud.runner.envs import DETERMINISTIC_PROBLEM, EnvAdapter
+from rlcloud.runner.overlap import overlapped_stepper
 from rlcloud.runner.saving import save_agent
 from rlcloud.runner.vector import EnvFactory, VectorEnv, make_vector_env
 
@@ -353,7 +354,8 @@ class Trainer:
         venv, agent, c = self._venv, self.agent, self._counters
         spec = self.spec
         n = venv.num_envs
-        calls = AgentCalls(agent, np.arange(n))
+        rows = np.arange(n)
+        calls = AgentCalls(agent, rows)
         max_episodes = spec.episodes
         max_timesteps = spec.total_timesteps
         saver = spec.saver_frequency
@@ -385,20 +387,28 @@ class Trainer:
             if self._done(max_episodes, max_timesteps):
                 return "succeeded"
             states = venv.reset()
+            overlapped = None
             while True:
                 if self._stop.is_set():
                     c.elapsed = base_elapsed + time.monotonic() - start
                     self._save()
                     return "stopped-early" if self._stopped_early else "stopped"
-                actions = calls.act(states)
-                states, rewards, terminals = venv.step(actions)
-                calls.observe(rewards, terminals)
-                ep_return += rewards
-                ep_length += 1
-                c.timestep += n
+                stepped = rows
+                if overlapped is not None:
+                    stepped, rewards, terminals = overlapped.step()
+                else:
+                    actions = calls.act(states)
+                    states, rewards, terminals = venv.step(actions)
+                    calls.observe(rewards, terminals)
+                    # Env servers that step some rows while the agent acts on others (runner/overlap.py);
+                    # an automatic choice is made after the first step.
+                    overlapped = overlapped_stepper(agent, venv, states)
+                ep_return[stepped] += rewards
+                ep_length[stepped] += 1
+                c.timestep += len(stepped)
                 now = time.monotonic()
                 c.elapsed = base_elapsed + now - start
-                ended = np.flatnonzero(terminals)
+                ended = stepped[np.flatnonzero(terminals)]
                 for row in ended:
                     c.episode += 1
                     ret = float(ep_return[row])

@@ -45,6 +45,7 @@ from rlcloud.runner.protocol import (
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_STEP_TIMEOUT",
+    "OVERLAP_THRESHOLD_S",
     "EnvServerError",
     "EnvServersUnreachableError",
     "RemoteVectorEnv",
@@ -59,6 +60,10 @@ logger = logging.getLogger(__name__)
 DEFAULT_CONNECT_TIMEOUT = 300.0
 #: How long one reset/step may take on a server before the agent counts it as dead.
 DEFAULT_STEP_TIMEOUT = 120.0
+#: Auto overlap: environments whose step costs more than this (an agent act + observe call costs ~1-3 ms
+#: on a small machine) step while the agent acts on other rows; cheaper ones step synchronously, where
+#: fewer, larger agent calls are faster.
+OVERLAP_THRESHOLD_S = 1e-3
 
 
 class EnvServerError(WorkloadError):
@@ -187,7 +192,11 @@ class RemoteVectorEnv:
     arrays for multi-state environments); ``step(actions)`` takes a batch of actions the same way and
     returns ``(states, rewards, terminals)`` with terminals 0 (running), 1 (terminated) or 2 (truncated),
     autoresetting on the same step. All servers step concurrently: the actions are sent to every server
-    before any answer is read.
+    before any answer is read. :meth:`send_actions` and :meth:`receive` do the two halves of a step for
+    some of the rows; ``overlap=True`` (:attr:`overlap`) asks the training loop to use them to act on one
+    half of the servers while the other half steps, ``False`` keeps every step synchronous, and ``None``
+    decides after the first step: overlapped when the servers report an environment step costing more
+    than :data:`OVERLAP_THRESHOLD_S`.
 
     ``connect_timeout`` bounds the wait for every server at start and for a server that died to come
     back; ``step_timeout`` bounds one reset/step on a server before it counts as dead.
@@ -207,6 +216,7 @@ class RemoteVectorEnv:
         step_timeout: float = DEFAULT_STEP_TIMEOUT,
         watch_signals: bool = False,
         should_stop: Callable[[], bool] | None = None,
+        overlap: bool | None = False,
     ) -> None:
         addresses = [s if isinstance(s, ServerAddress) else parse_env_servers(s)[0] for s in servers]
         if not addresses:
@@ -220,6 +230,14 @@ class RemoteVectorEnv:
         self._interrupted = threading.Event()
         self._should_stop = should_stop
         self._last_states: list[Any] = [None] * len(self._servers)
+        # Rows whose actions were sent and whose result is not read yet: None, or why the send failed.
+        self._pending: dict[int, str | None] = {}
+        #: Whether the training loop should overlap acting with stepping (alternating halves of the
+        #: servers, runner/overlap.py): the agent acts on one half while the other half steps. None
+        #: (auto) until the first step of every server, which decides by the environment's step cost.
+        self.overlap: bool | None = None if overlap is None else (overlap and len(self._servers) >= 2)
+        #: The environments' step cost the servers reported for the first step (median), in seconds.
+        self.env_step_seconds: float | None = None
         self._restore_signals: Callable[[], None] = self._watch_signals() if watch_signals else (lambda: None)
         try:
             self._connect(list(self._servers))
@@ -240,7 +258,11 @@ class RemoteVectorEnv:
 
     @classmethod
     def from_environ(
-        cls, environ: Mapping[str, str] | None = None, *, should_stop: Callable[[], bool] | None = None
+        cls,
+        environ: Mapping[str, str] | None = None,
+        *,
+        should_stop: Callable[[], bool] | None = None,
+        overlap: bool | None = None,
     ) -> RemoteVectorEnv:
         """Build from ``RLCLOUD_ENV_SERVERS``, ``RLCLOUD_HOST_MAP``, ``RLCLOUD_CONNECT_TIMEOUT`` and
         ``RLCLOUD_STEP_TIMEOUT`` (the agent role in distributed mode)."""
@@ -254,6 +276,7 @@ class RemoteVectorEnv:
             step_timeout=step_timeout,
             watch_signals=True,
             should_stop=should_stop,
+            overlap=overlap,
         )
 
     # -- properties the loop reads
@@ -391,6 +414,7 @@ class RemoteVectorEnv:
     def reset(self) -> Any:
         """Reset every environment; return the batch of first states."""
         self._check_open()
+        self._drain()
         failed: dict[int, str] = {}
         for server in self._servers:
             try:
@@ -414,34 +438,96 @@ class RemoteVectorEnv:
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray]:
         """Send each environment its action, then gather ``(states, rewards, terminals)`` from all."""
+        rows = np.arange(self.num_envs)
+        self.send_actions(rows, actions)
+        if self.overlap is not None:
+            return self.receive(rows)
+        costs: list[float] = []
+        result = self.receive(rows, costs)
+        self._decide_overlap(costs)
+        return result
+
+    def _decide_overlap(self, costs: list[float]) -> None:
+        """Auto: overlap when a step costs the environment more than an agent call costs the learner."""
+        if not costs:
+            return  # old servers do not report it (or every server was revived): decide next step
+        self.env_step_seconds = float(np.median(costs))
+        self.overlap = self.num_envs >= 2 and self.env_step_seconds > OVERLAP_THRESHOLD_S
+        logger.info(
+            "env servers report %.0f µs per step: %s stepping",
+            self.env_step_seconds * 1e6,
+            "overlapped" if self.overlap else "synchronous",
+        )
+
+    def send_actions(self, rows: Sequence[int] | np.ndarray, actions: Any) -> None:
+        """Send the environments ``rows`` their actions (a batch with one entry per row, in ``rows`` order)
+        and return without waiting: :meth:`receive` collects the results.
+
+        Together with :meth:`receive` this lets the agent act on some rows while others step (the
+        training loop's overlapped stepping, see :attr:`overlap`). A row must be received before it is
+        sent again.
+        """
         self._check_open()
-        per_env = _unstack(actions, self.num_envs)
-        failed: dict[int, str] = {}
-        for server in self._servers:
+        rows = [int(r) for r in rows]
+        per_row = _unstack(actions, len(rows))
+        for row, action in zip(rows, per_row, strict=True):
+            server = self._servers[row]
+            if row in self._pending:
+                raise WorkloadError(f"env server {server.address}: actions sent twice without a receive")
+            self._pending[row] = None
             try:
                 if server.sock is None:
                     raise ConnectionResetError("not connected")
-                send_message(server.sock, {"type": "step"}, {"actions": per_env[server.index]})
+                send_message(server.sock, {"type": "step"}, {"actions": action})
             except OSError as exc:
-                failed[server.index] = f"send: {exc or type(exc).__name__}"
-        states: list[Any] = [None] * self.num_envs
-        rewards = np.zeros(self.num_envs, dtype=np.float64)
-        terminals = np.zeros(self.num_envs, dtype=np.int64)
-        for server in self._servers:
-            if server.index not in failed:
+                self._pending[row] = f"send: {exc or type(exc).__name__}"
+
+    def receive(
+        self, rows: Sequence[int] | np.ndarray, costs: list[float] | None = None
+    ) -> tuple[Any, np.ndarray, np.ndarray]:
+        """Wait for the results of the environments ``rows`` (sent by :meth:`send_actions`):
+        ``(states, rewards, terminals)`` batched in ``rows`` order. A server that died is reconnected and
+        its row comes back truncated (terminal 2, reward 0) with the first states of a new episode.
+        ``costs`` collects the environments' step times the servers report."""
+        self._check_open()
+        rows = [int(r) for r in rows]
+        states: list[Any] = [None] * len(rows)
+        rewards = np.zeros(len(rows), dtype=np.float64)
+        terminals = np.zeros(len(rows), dtype=np.int64)
+        for i, row in enumerate(rows):
+            server = self._servers[row]
+            if row not in self._pending:
+                raise WorkloadError(f"env server {server.address}: receive without actions sent")
+            why = self._pending.pop(row)
+            if why is None:
                 try:
                     header, values = self._expect(server, "result")
                 except OSError as exc:
-                    failed[server.index] = f"receive: {exc or type(exc).__name__}"
+                    why = f"receive: {exc or type(exc).__name__}"
                 else:
-                    states[server.index] = values["states"]
-                    rewards[server.index] = float(header["reward"])
-                    terminals[server.index] = int(header["terminal"])
+                    states[i] = values["states"]
+                    rewards[i] = float(header["reward"])
+                    terminals[i] = int(header["terminal"])
+                    self._last_states[row] = states[i]
+                    if costs is not None and "step_s" in header:
+                        costs.append(float(header["step_s"]))
                     continue
-            states[server.index] = self._revive(server, failed[server.index])
-            terminals[server.index] = 2
-        self._last_states = states
+            states[i] = self._revive(server, why)
+            terminals[i] = 2
+            self._last_states[row] = states[i]
         return _stack(states), rewards, terminals
+
+    def _drain(self) -> None:
+        """Read the answers to steps still in flight, so that the next request's answer is its own."""
+        for row in list(self._pending):
+            server = self._servers[row]
+            if self._pending.pop(row) is None and server.sock is not None:
+                try:
+                    server.sock.settimeout(min(self.step_timeout, 5.0))
+                    self._expect(server, "result")
+                    server.sock.settimeout(self.step_timeout)
+                except (OSError, WorkloadError):
+                    server.drop()  # answering late or gone: the next reset/close reconnects or skips it
 
     def close(self, finished: bool | None = None) -> None:
         """Disconnect from every server (idempotent).
@@ -457,6 +543,7 @@ class RemoteVectorEnv:
         if finished is None:
             finished = not self._stopping() and sys.exc_info()[0] is None
         self._restore_signals()
+        self._drain()
         for server in self._servers:
             if server.sock is None:
                 continue

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import multiprocessing as mp
 import os
 import signal
@@ -44,6 +45,7 @@ __all__ = [
     "choose_execution",
     "is_single_spec",
     "make_vector_env",
+    "pool_size",
     "sample_action",
     "stack_states",
     "take_row",
@@ -378,28 +380,63 @@ class ExecutionChoice:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def _runqueue_seconds() -> float | None:
+    """Time this thread has spent runnable but waiting for a CPU (Linux schedstat), or None elsewhere."""
+    try:
+        with open("/proc/thread-self/schedstat", encoding="ascii") as fh:
+            return int(fh.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def pool_size(num_envs: int, cpus: int, cpu_fraction: float | None) -> int:
+    """How many worker processes step ``num_envs`` rows on ``cpus`` CPUs.
+
+    ``cpu_fraction`` is the share of a step's wall time the environment spends computing (its CPU time
+    over its wall time; None: unknown, taken as 1). An environment that computes gets one process per
+    CPU, each stepping its rows in turn. One that waits (a remote simulator, I/O) gets as many processes
+    as keep the CPUs busy, ``cpus / cpu_fraction``: each waits in parallel with the others. Never more
+    processes than rows.
+    """
+    share = 1.0 if cpu_fraction is None else min(1.0, max(cpu_fraction, 1e-3))
+    return max(1, min(num_envs, max(cpus, math.ceil(cpus / share - 1e-9))))
+
+
 def choose_execution(factory: Callable[[], EnvAdapter], *, probe_steps: int = 64) -> ExecutionChoice:
     """Time ``probe_steps`` random steps of one environment and pick ``batched`` or ``processes``.
 
     Processes only when a step costs clearly more than the messaging (:data:`PROCESS_THRESHOLD_S`) and
-    there is more than one CPU to spread over.
+    there is more than one CPU to spread over, or the step mostly waits (then processes wait in
+    parallel even on one CPU). ``extra["cpu_fraction"]`` is the step's CPU time over its wall time (less
+    the time it waited for a CPU, where Linux tells it), from which :func:`pool_size` sizes the pool.
     """
     env = factory()
     rng = np.random.default_rng(0)
     try:
         env.reset(seed=0)
+        queued_start = _runqueue_seconds()
         start = time.perf_counter()
+        cpu_start = time.thread_time()
         for _ in range(probe_steps):
             _state, _reward, terminal = env.step(sample_action(env.actions_spec, rng))
             if terminal:
                 env.reset()
-        per_step = (time.perf_counter() - start) / probe_steps
+        cpu = time.thread_time() - cpu_start
+        wall = time.perf_counter() - start
+        queued_end = _runqueue_seconds()
     finally:
         env.close()
+    per_step = wall / probe_steps
+    # On a busy machine a computing step also waits for a CPU: that time is not the environment waiting.
+    queued = queued_end - queued_start if queued_start is not None and queued_end is not None else 0.0
+    own = max(wall - queued, cpu)
+    cpu_fraction = min(1.0, cpu / own) if own > 0 else 1.0
+    extra = {"cpu_fraction": cpu_fraction}
     cpus = os.cpu_count() or 1
-    if per_step > PROCESS_THRESHOLD_S and cpus > 1:
-        return ExecutionChoice("processes", per_step, f"a step takes {per_step * 1e6:.0f} µs (> messaging)")
-    return ExecutionChoice("batched", per_step, f"a step takes {per_step * 1e6:.0f} µs (cheap: in-process)")
+    cost = f"a step takes {per_step * 1e6:.0f} µs, {cpu_fraction:.0%} of it computing"
+    if per_step > PROCESS_THRESHOLD_S and (cpus > 1 or cpu_fraction < 0.5):
+        return ExecutionChoice("processes", per_step, f"{cost} (> messaging)", extra)
+    return ExecutionChoice("batched", per_step, f"{cost} (cheap: in-process)", extra)
 
 
 def make_vector_env(
@@ -411,18 +448,26 @@ def make_vector_env(
 ) -> VectorEnv:
     """Build ``num_envs`` environments stepped together, batched in-process or over processes.
 
-    ``execution``: ``"batched"``, ``"processes"``, or ``"auto"`` (time a few steps and choose; a single
+    ``execution``: ``"batched"``, ``"processes"`` (one per CPU), or ``"auto"`` (time a few steps and
+    choose, sizing the pool by the step's CPU time against its wall time, :func:`pool_size`; a single
     environment is always batched).
     """
     if execution not in ("auto", "batched", "processes"):
         raise SpecError([SpecProblem("execution", "must be one of auto, batched, processes", execution)])
+    num_processes = None  # one per CPU
     if execution == "auto":
         if num_envs == 1:
             execution = "batched"
         else:
             choice = choose_execution(factory)
-            logger.info("execution: %s (%s)", choice.execution, choice.reason)
             execution = choice.execution
+            num_processes = pool_size(num_envs, os.cpu_count() or 1, choice.extra.get("cpu_fraction"))
+            logger.info(
+                "execution: %s (%s)%s",
+                execution,
+                choice.reason,
+                f", {num_processes} processes" if execution == "processes" else "",
+            )
     if execution == "processes":
-        return ProcessVectorEnv(factory, num_envs, seed=seed)
+        return ProcessVectorEnv(factory, num_envs, seed=seed, num_processes=num_processes)
     return BatchedVectorEnv.from_factory(factory, num_envs, seed=seed)

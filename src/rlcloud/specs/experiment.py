@@ -15,7 +15,7 @@ from rlcloud.specs.cluster import ClusterSpec
 from rlcloud.specs.dotted import DottedPathError, code_strings, resolve_dotted_class
 
 RunMode = Literal["single", "multi-threaded", "distributed"]
-Execution = Literal["auto", "batched", "processes"]
+Execution = Literal["auto", "batched", "processes", "synchronous", "overlapped"]
 
 GS_URL_RE = re.compile(r"^gs://([a-z0-9][a-z0-9._-]{1,220}[a-z0-9])(/.*)?$")
 DEFAULT_WORKERS: dict[str, int] = {"single": 1, "multi-threaded": 4, "distributed": 2}
@@ -203,8 +203,10 @@ class ExperimentSpec(StrictModel):
     )
     execution: Execution = Field(
         "auto",
-        description="multi-threaded stepping: 'batched' in-process (cheap envs), 'processes' (slow envs), "
-        "or 'auto' to choose by the measured cost of an env step.",
+        description="multi-threaded stepping: 'batched' in-process (cheap envs), 'processes' (slow envs); "
+        "distributed: 'overlapped' (the agent acts on half the env servers while the other half steps) or "
+        "'synchronous' (all step, then the agent acts on all; batched/processes read as auto there); 'auto' "
+        "chooses by the measured cost of an env step.",
     )
     saver_frequency: Frequency | None = Field(
         Frequency(600, "s"),
@@ -355,6 +357,12 @@ class ExperimentSpec(StrictModel):
                 "at:num_workers",
                 "run_mode single runs one worker; for num_workers={n} use run_mode multi-threaded or distributed",
                 {"n": self.num_workers},
+            )
+        if self.execution in ("synchronous", "overlapped") and self.run_mode != "distributed":
+            raise PydanticCustomError(
+                "at:execution",
+                "execution {value} is for run_mode distributed; multi-threaded takes auto, batched or processes",
+                {"value": self.execution},
             )
         if self.run_mode == "multi-threaded" and self.num_workers < 2:
             raise PydanticCustomError(

@@ -1,0 +1,345 @@
+"""Distributed env servers scale (issue 15, goal 3): steps/s against the ideal, before and after overlap.
+
+One command prints, with the machine's CPU count:
+
+* the protocol's per-step overhead: the round trip of one step to one env server with a free
+  environment (learner side, no agent), and the serialisation (encode + decode of a step request and
+  its result) alone;
+* the learner's own limit: the example agent's act + observe on N rows of CartPole in this process
+  (~10 µs a row), synchronous (one call of N rows) and in halves (two calls of N/2, as overlapped);
+* for 2 / 4 / 8 / 16 local env servers (``python -m rlcloud.runner --role env-server``) serving
+  ``rlcloud.runner.costly:CostlyCartPole`` with a 5 ms step, slept (waiting) and spun (computing):
+  steps/s synchronous (before) and overlapped (after), the ideal (servers / step time) and the % of
+  it; the ceiling is the ideal capped by the learner's limit and, for spinning servers, by the CPUs
+  (cpus / step time);
+* multi-threaded mode, 8 workers of the same environment in processes: one process per CPU (before)
+  against the pool :func:`rlcloud.runner.vector.pool_size` sizes from the probe's CPU time against its
+  wall time (after).
+
+Each configuration runs in a fresh interpreter with one agent (examples/cartpole_ppo.yaml's); inside
+it the before/after variants alternate in windows of ``--seconds`` for ``--rounds`` rounds on the same
+agent and servers, and the best window of each is reported. Usage::
+
+    uv run --frozen python benchmarks/distributed_scaling.py [--rounds 3] [--seconds 3] [--only ...]
+
+Goal: >= 80 % of the ideal until the learner saturates.
+
+Measured 2026-11 on the 2-core development VM shared with three other jobs, with this branch's test
+suite running at the same time for part of it (so the CPU-bound learner was starved; treat these as
+lower bounds), ``--rounds 3 --seconds 2``, best of 3, steps/s:
+
+* protocol per step, 1 local server, free env: round trip 187 µs, of which serialisation (encode and
+  decode of the request and of the result) 32 µs; the rest is two loopback TCP hops and the server loop.
+* learner alone (act + observe on in-process CartPole rows), synchronous / in halves: 2 rows 640 / 293,
+  4 rows 678 / 1161, 8 rows 2525 / 1878, 16 rows 8062 / 3829 (noisy: load from other jobs).
+* distributed, 5 ms sleep env, synchronous vs overlapped (% of ideal): 2 servers 143 (36 %) vs 143
+  (36 %); 4: 351 (44 %) vs 293 (37 %); 8: 486 (30 %) vs 524 (33 %). An earlier single-round run of 4
+  servers with less load on the machine gave 391 (49 %) overlapped; 16 servers: 943 (29 %) vs 994 (31 %).
+  5 ms spin env (2 CPUs cap it at 400): 2 servers 90 vs 89; 4: 94 vs 96; 8: 131 vs 116.
+  The goal (>= 80 %) is not reached
+  on this machine: the learner's own act/observe time, starved of CPU, dominates. Re-measure on an idle
+  machine with more cores before drawing conclusions from the overlap's effect.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # runner_throughput's env-server launcher
+
+from runner_throughput import local_env_servers
+
+STEP_MS = 5.0
+SERVERS = (2, 4, 8, 16)
+MODES = ("sleep", "spin")
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "cartpole_ppo.yaml"
+
+
+def costly(mode: str, step_ms: float = STEP_MS) -> dict[str, Any]:
+    """The environment spec of a CartPole costing ``step_ms`` per step, slept or spun."""
+    return {"type": "rlcloud.runner.costly:CostlyCartPole", "step_ms": step_ms, "mode": mode}
+
+
+def _agent(venv: Any) -> Any:
+    from rlcloud.runner.compat import import_tensorforce
+    from rlcloud.runner.loop import build_agent_kwargs
+    from rlcloud.specs import ExperimentSpec
+
+    spec = ExperimentSpec.from_file(EXAMPLE)
+    tensorforce = import_tensorforce()
+    return tensorforce.Agent.create(**build_agent_kwargs(spec, venv))
+
+
+def _sync_window(agent: Any, venv: Any, states: Any, seconds: float, min_steps: int = 0) -> tuple[Any, float]:
+    """The training loop's synchronous step (runner/loop.py) for ``seconds``: (states, steps/s)."""
+    rows = np.arange(venv.num_envs)
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds or steps < min_steps:
+        actions = agent.act(states=states, parallel=rows)
+        states, rewards, terminals = venv.step(actions)
+        agent.observe(reward=rewards, terminal=terminals, parallel=rows)
+        steps += len(rows)
+    return states, steps / (time.perf_counter() - start)
+
+
+def _overlapped_window(agent: Any, venv: Any, states: Any, seconds: float) -> tuple[Any, float]:
+    """The loop's overlapped stepping (runner/overlap.py) for ``seconds``, then back to synchronous."""
+    from rlcloud.runner.overlap import OverlappedStepper
+
+    steps, start = 0, time.perf_counter()
+    stepper = OverlappedStepper(agent, venv, states)
+    while time.perf_counter() - start < seconds:
+        rows, _rewards, _terminals = stepper.step()
+        steps += len(rows)
+    states, _rewards, _terminals = stepper.finish()
+    return states, (steps + venv.num_envs) / (time.perf_counter() - start)
+
+
+def _warm_up(agent: Any, venv: Any, states: Any, split: Any) -> Any:
+    """Run past TensorFlow's tracing of act, observe and the first updates (PPO updates every 5 episodes)."""
+    states, _ = _sync_window(agent, venv, states, 2.0, min_steps=800)
+    if split is not None:
+        states, _ = _overlapped_window(agent, split, states, 1.0)
+    return states
+
+
+class _Halves:
+    """In-process rows with the split send/receive of RemoteVectorEnv: the learner's limit in halves."""
+
+    def __init__(self, venv: Any) -> None:
+        self.venv = venv
+        self.num_envs = venv.num_envs
+        self.overlap = True
+        self._results: dict[int, tuple[Any, float, int]] = {}
+
+    def send_actions(self, rows: Any, actions: Any) -> None:
+        for i, row in enumerate(rows):
+            env = self.venv.envs[row]
+            state, reward, terminal = env.step(actions[i])
+            if terminal:
+                state = env.reset()
+            self._results[int(row)] = (state, reward, terminal)
+
+    def receive(self, rows: Any) -> tuple[Any, np.ndarray, np.ndarray]:
+        results = [self._results.pop(int(row)) for row in rows]
+        return (
+            np.stack([r[0] for r in results]),
+            np.array([r[1] for r in results], dtype=np.float64),
+            np.array([r[2] for r in results], dtype=np.int64),
+        )
+
+
+# ------------------------------------------------------------------------------------- measurements
+
+
+def protocol_overhead(steps: int = 3000) -> dict[str, float]:
+    """Round trip of a step to one local env server (free environment), and serialisation alone."""
+    from rlcloud.runner.protocol import recv_message, send_message
+    from rlcloud.runner.remote import RemoteVectorEnv
+
+    with local_env_servers(1, costly("sleep", 0.0)) as addresses:
+        venv = RemoteVectorEnv(addresses, connect_timeout=60, overlap=False)
+        try:
+            venv.reset()
+            actions = np.zeros(1, dtype=np.int64)
+            best = float("inf")
+            for _ in range(3):
+                start = time.perf_counter()
+                for _ in range(steps):
+                    venv.step(actions)
+                best = min(best, (time.perf_counter() - start) / steps)
+            env_s = venv.env_step_seconds or 0.0
+        finally:
+            venv.close(finished=True)
+    a, b = socket.socketpair()
+    try:
+        state = np.zeros(4, dtype=np.float32)
+        action = np.zeros((), dtype=np.int64)
+        ser = float("inf")
+        for _ in range(3):
+            start = time.perf_counter()
+            for _ in range(steps):
+                send_message(a, {"type": "step"}, {"actions": action})
+                recv_message(b)
+                send_message(b, {"type": "result", "reward": 1.0, "terminal": 0, "step_s": 1e-5}, {"states": state})
+                recv_message(a)
+            ser = min(ser, (time.perf_counter() - start) / steps)
+    finally:
+        a.close()
+        b.close()
+    return {"round_trip_s": best, "serialisation_s": ser, "server_env_step_s": env_s}
+
+
+def learner_limit(rows: int, seconds: float, rounds: int) -> dict[str, float]:
+    """The agent's act + observe rate on ``rows`` in-process CartPole rows: synchronous and in halves."""
+    from rlcloud.runner.vector import BatchedVectorEnv, EnvFactory
+
+    venv = BatchedVectorEnv.from_factory(EnvFactory({"type": "gym", "level": "CartPole-v1"}), rows, seed=1)
+    agent = _agent(venv)
+    halves = _Halves(venv)
+    states = venv.reset()
+    states = _warm_up(agent, venv, states, halves)
+    best = {"sync": 0.0, "halves": 0.0}
+    for _ in range(rounds):
+        states, rate = _sync_window(agent, venv, states, seconds)
+        best["sync"] = max(best["sync"], rate)
+        states, rate = _overlapped_window(agent, halves, states, seconds)  # type: ignore[arg-type]
+        best["halves"] = max(best["halves"], rate)
+    return best
+
+
+def distributed(servers: int, mode: str, seconds: float, rounds: int) -> dict[str, float]:
+    """Steps/s of ``servers`` local env servers of CostlyCartPole: synchronous and overlapped."""
+    from rlcloud.runner.remote import RemoteVectorEnv
+
+    with local_env_servers(servers, costly(mode)) as addresses:
+        venv = RemoteVectorEnv(addresses, connect_timeout=120, overlap=False)
+        try:
+            agent = _agent(venv)
+            states = venv.reset()
+            states = _warm_up(agent, venv, states, venv)
+            best = {"sync": 0.0, "overlapped": 0.0, "server_env_step_s": venv.env_step_seconds or 0.0}
+            for _ in range(rounds):
+                states, rate = _sync_window(agent, venv, states, seconds)
+                best["sync"] = max(best["sync"], rate)
+                states, rate = _overlapped_window(agent, venv, states, seconds)
+                best["overlapped"] = max(best["overlapped"], rate)
+        finally:
+            venv.close(finished=True)
+    return best
+
+
+def multi_threaded(workers: int, mode: str, seconds: float, rounds: int) -> dict[str, float]:
+    """Steps/s of ``workers`` rows in processes: one per CPU (before) vs sized by the probe (after)."""
+    from rlcloud.runner.vector import EnvFactory, ProcessVectorEnv, choose_execution, pool_size
+
+    factory = EnvFactory(costly(mode))
+    choice = choose_execution(factory, probe_steps=32)
+    cpus = os.cpu_count() or 1
+    sized = pool_size(workers, cpus, choice.extra.get("cpu_fraction"))
+    before = ProcessVectorEnv(factory, workers, seed=1)
+    after = ProcessVectorEnv(factory, workers, seed=1, num_processes=sized)
+    try:
+        agent = _agent(before)
+        states = {"before": before.reset(), "after": after.reset()}
+        best = {"before": 0.0, "after": 0.0, "cpu_fraction": float(choice.extra.get("cpu_fraction", 1.0))}
+        best.update(processes_after=float(sized), processes_before=float(min(cpus, workers)))
+        states["before"] = _warm_up(agent, before, states["before"], None)
+        for _ in range(rounds):
+            for name, venv in (("before", before), ("after", after)):
+                # The same agent rows drive both vectors: each window ends with every act observed.
+                states[name], rate = _sync_window(agent, venv, states[name], seconds)
+                best[name] = max(best[name], rate)
+    finally:
+        before.close()
+        after.close()
+    return best
+
+
+# ------------------------------------------------------------------------------------------- driver
+
+
+def _in_subprocess(kind: str, args: list[str], timeout: float = 900) -> dict[str, float]:
+    command = [sys.executable, __file__, "--one", kind, *args]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        tail = done.stderr.strip().splitlines()[-3:]
+        raise RuntimeError(" | ".join(tail) or f"exit {done.returncode}")
+    return dict(json.loads(lines[-1]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the measurements and print the table."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=3, help="alternating windows per variant (best is kept)")
+    parser.add_argument("--seconds", type=float, default=3.0, help="length of one measured window")
+    parser.add_argument("--servers", default=",".join(map(str, SERVERS)), help="env-server counts")
+    parser.add_argument("--only", default="protocol,learner,distributed,multi", help="groups to run")
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    parser.add_argument("--arg", action="append", default=[], help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    logging.getLogger().addFilter(lambda record: "bound specified" not in str(record.msg))
+    if args.one:
+        a = args.arg
+        if args.one == "protocol":
+            result = protocol_overhead()
+        elif args.one == "learner":
+            result = learner_limit(int(a[0]), args.seconds, args.rounds)
+        elif args.one == "distributed":
+            result = distributed(int(a[0]), a[1], args.seconds, args.rounds)
+        else:
+            result = multi_threaded(int(a[0]), a[1], args.seconds, args.rounds)
+        print(json.dumps(result))
+        return 0
+
+    cpus = os.cpu_count() or 1
+    groups = set(args.only.split(","))
+    counts = [int(n) for n in args.servers.split(",")]
+    common = ["--rounds", str(args.rounds), "--seconds", str(args.seconds)]
+    print(f"{cpus} CPUs; env step {STEP_MS:g} ms; agent {EXAMPLE.name}; best of {args.rounds} x {args.seconds:g} s")
+    if "protocol" in groups:
+        p = _in_subprocess("protocol", common)
+        print(
+            f"protocol per step (1 local server, free env): round trip {p['round_trip_s'] * 1e6:.0f} µs, "
+            f"of which serialisation (encode+decode, both ways) {p['serialisation_s'] * 1e6:.0f} µs and the "
+            f"server's env step {p['server_env_step_s'] * 1e6:.0f} µs"
+        )
+    limits: dict[int, dict[str, float]] = {}
+    if "learner" in groups:
+        print("\nlearner alone (act + observe, in-process CartPole rows), steps/s:")
+        for n in counts:
+            limits[n] = _in_subprocess("learner", [*common, "--arg", str(n)])
+            sync, halves = limits[n]["sync"], limits[n]["halves"]
+            print(f"  {n:>2} rows: synchronous {sync:6.0f}, in halves {halves:6.0f}", flush=True)
+    if "distributed" in groups:
+        print("\ndistributed, steps/s (ideal = servers / step time; ceiling = ideal capped by learner and CPUs):")
+        print(
+            f"{'env':<6}{'servers':>8}{'ideal':>8}{'ceiling':>9}{'sync':>8}{'%ideal':>8}"
+            f"{'overlap':>9}{'%ideal':>8}{'%ceil':>7}"
+        )
+        for mode in MODES:
+            for n in counts:
+                try:
+                    r = _in_subprocess("distributed", [*common, "--arg", str(n), "--arg", mode])
+                except Exception as exc:  # one broken configuration should not hide the others
+                    print(f"{mode:<6}{n:>8}  failed: {exc}", flush=True)
+                    continue
+                ideal = n / (STEP_MS / 1000)
+                ceiling = ideal
+                if mode == "spin":
+                    ceiling = min(ceiling, cpus / (STEP_MS / 1000))
+                if n in limits:
+                    ceiling = min(ceiling, max(limits[n].values()))
+                print(
+                    f"{mode:<6}{n:>8}{ideal:>8.0f}{ceiling:>9.0f}{r['sync']:>8.0f}{r['sync'] / ideal:>8.0%}"
+                    f"{r['overlapped']:>9.0f}{r['overlapped'] / ideal:>8.0%}{r['overlapped'] / ceiling:>7.0%}",
+                    flush=True,
+                )
+    if "multi" in groups:
+        print("\nmulti-threaded, 8 workers in processes, steps/s: one per CPU (before) vs sized by the probe (after)")
+        for mode in MODES:
+            r = _in_subprocess("multi", [*common, "--arg", "8", "--arg", mode])
+            print(
+                f"  {mode:<6} probe CPU/wall {r['cpu_fraction']:.0%}: before {r['before']:6.0f} "
+                f"({r['processes_before']:.0f} processes), after {r['after']:6.0f} ({r['processes_after']:.0f} "
+                f"processes): {r['after'] / r['before']:.2f}x; ideal 8 / step time = {8 / (STEP_MS / 1000):.0f}",
+                flush=True,
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,103 @@
+"""Overlapped stepping: the agent acts on one half of the environments while the other half steps.
+
+The synchronous loop (runner/loop.py) does ``act(all) -> step(all) -> observe(all)``: while the env
+servers step, the agent waits, and while the agent acts and observes, every server waits. For an
+environment that costs a fixed time per step (a simulator), the loop's rate is then
+``num_envs / (agent time + step time)``, far below the ideal ``num_envs / step time``.
+
+:class:`OverlappedStepper` splits the rows into two fixed halves A and B, as EnvPool's async mode does,
+and alternates::
+
+    start:  act(A) -> send A;  act(B) -> send B         (after the first, synchronous, step)
+    step:   receive A -> observe(A) -> act(A) -> send A        (B steps meanwhile)
+    step:   receive B -> observe(B) -> act(B) -> send B        (A steps meanwhile)
+    ...
+
+The order of the agent's calls is fixed (it never depends on which server answers first), so a run with
+a fixed seed is reproducible. It is not the synchronous order: the agent samples the two halves in
+separate calls and an update triggered by one half's observe comes before the other half's next act, so
+the same seed gives other episodes than the synchronous mode (``execution: synchronous`` keeps that).
+
+A vector environment offers it by having ``overlap`` true and ``send_actions(rows, actions)`` /
+``receive(rows)`` (:class:`~rlcloud.runner.remote.RemoteVectorEnv` does, for two or more servers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from rlcloud.runner.agent_calls import AgentCalls
+
+__all__ = ["OverlappedStepper", "SplitStepVectorEnv", "overlapped_stepper"]
+
+
+@runtime_checkable
+class SplitStepVectorEnv(Protocol):
+    """A vector environment whose step can be sent for some rows and received later."""
+
+    @property
+    def num_envs(self) -> int:
+        """How many environments (rows) there are."""
+        ...
+
+    @property
+    def overlap(self) -> bool | None:
+        """Whether the loop should overlap acting with stepping (None: not decided yet, step synchronously)."""
+        ...
+
+    def send_actions(self, rows: Sequence[int] | np.ndarray, actions: Any) -> None:
+        """Send ``rows`` their actions (one entry per row, in ``rows`` order); do not wait."""
+        ...
+
+    def receive(self, rows: Sequence[int] | np.ndarray) -> tuple[Any, np.ndarray, np.ndarray]:
+        """``(states, rewards, terminals)`` of ``rows``, whose actions were sent."""
+        ...
+
+
+def _rows_of(batch: Any, rows: slice) -> Any:
+    if isinstance(batch, Mapping):
+        return {name: _rows_of(value, rows) for name, value in batch.items()}
+    return batch[rows]
+
+
+class OverlappedStepper:
+    """Drives ``agent`` over ``venv`` in two alternating halves (see the module docstring).
+
+    ``states`` is the batch :meth:`reset` returned; the constructor acts on it and sends both halves.
+    Each :meth:`step` then completes one half's step: it returns ``(rows, rewards, terminals)`` of the
+    rows that stepped (after observing them and sending their next actions).
+    """
+
+    def __init__(self, agent: Any, venv: SplitStepVectorEnv, states: Any) -> None:
+        n = venv.num_envs
+        if n < 2:
+            raise ValueError("overlapped stepping needs at least two environments")
+        self.agent = agent
+        self.venv = venv
+        middle = (n + 1) // 2
+        self._halves = (np.arange(0, middle), np.arange(middle, n))
+        self._calls = tuple(AgentCalls(agent, rows) for rows in self._halves)
+        self._turn = 0
+        for rows, calls in zip(self._halves, self._calls, strict=True):
+            part = _rows_of(states, slice(int(rows[0]), int(rows[-1]) + 1))
+            venv.send_actions(rows, calls.act(part))
+
+    def step(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Receive, observe, act on and send the next half; ``(rows, rewards, terminals)`` of that half."""
+        rows, calls = self._halves[self._turn], self._calls[self._turn]
+        self._turn ^= 1
+        states, rewards, terminals = self.venv.receive(rows)
+        calls.observe(rewards, terminals)
+        self.venv.send_actions(rows, calls.act(states))
+        return rows, rewards, terminals
+
+
+def overlapped_stepper(agent: Any, venv: Any, states: Any) -> OverlappedStepper | None:
+    """An :class:`OverlappedStepper` when ``venv`` offers overlapped stepping, else None (synchronous)."""
+    # getattr first: the loop asks after every synchronous step until the vector env has decided.
+    if getattr(venv, "overlap", None) is True and isinstance(venv, SplitStepVectorEnv) and venv.num_envs >= 2:
+        return OverlappedStepper(agent, venv, states)
+    return None
