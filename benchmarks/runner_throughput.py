@@ -226,7 +226,7 @@ CONFIGS: dict[str, tuple[str, Callable[[int], float]]] = {
     "tensorforce Runner, 1 env": ("tensorforce", lambda t: tensorforce_runner_rate(1, t)),
     **{
         f"tensorforce Runner, num_parallel={n}": ("tensorforce-parallel", lambda t, n=n: tensorforce_runner_rate(n, t))
-        for n in (8, 16)
+        for n in (8, 16, 32)
     },
     "rlcloud single": ("single", lambda t: rlcloud_rate("single", 1, t)),
     **{
@@ -316,6 +316,13 @@ def main(argv: list[str] | None = None) -> int:
     multi = [rate for label, rate in rows if "multi-threaded" in label]
     if single and multi:
         print(f"best multi-threaded / rlcloud single: {max(multi) / single:.2f}x (goal >= 5x)")
+    measured = dict(rows)
+    for n in (8, 16, 32):
+        ours, peer = measured.get(f"rlcloud multi-threaded, {n} workers"), measured.get(
+            f"tensorforce Runner, num_parallel={n}"
+        )
+        if ours and peer:
+            print(f"rlcloud multi-threaded / tensorforce Runner at {n} environments: {ours / peer:.2f}x (goal >= 1.3x)")
     return 0
 
 

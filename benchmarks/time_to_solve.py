@@ -1,0 +1,243 @@
+"""Time to solve CartPole-v1 with PPO: rlcloud's multi-threaded loop vs. Tensorforce's Runner.
+
+"Solved" is the first episode after which the mean return of the last 20 episodes is >= 450 (CartPole-v1
+caps a return at 500). For each configuration and seed this prints the wall time from the start (the
+agent's construction included, TensorFlow's import not: both pay that once) to that episode, and the
+timesteps it took. Every configuration uses the agent of examples/cartpole_ppo.yaml (PPO, batch of 5
+episodes, a critic) with the same seed; the environments are seeded alike (row ``i`` with ``seed + i``).
+
+* rlcloud: ``multi-threaded`` with N environments in one process (the training loop of runner/loop.py,
+  metrics and progress files included);
+* Tensorforce: ``Runner(num_parallel=N, batch_agent_calls=True)`` over the same environments.
+
+Each run is a fresh interpreter; configurations interleave per seed. Medians over the seeds, and the ratio
+rlcloud best / Runner best (goal <= 0.5). Usage::
+
+    uv run --frozen python benchmarks/time_to_solve.py [--seeds 1,2,3] [--rlcloud 8,16,32] [--runner 4,8,16]
+
+A run that does not solve within ``--max-timesteps`` counts as not solved (its time is not in the median).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "cartpole_ppo.yaml"
+WINDOW = 20
+TARGET = 450.0
+
+
+def _example() -> dict[str, Any]:
+    return dict(yaml.safe_load(EXAMPLE.read_text()))
+
+
+def _solved_at(returns: list[float]) -> int | None:
+    """Index of the first episode after which the mean of the last WINDOW returns reaches TARGET."""
+    window: list[float] = []
+    for index, ret in enumerate(returns):
+        window.append(ret)
+        if len(window) > WINDOW:
+            window.pop(0)
+        if len(window) == WINDOW and sum(window) / WINDOW >= TARGET:
+            return index
+    return None
+
+
+def rlcloud_run(workers: int, seed: int, max_timesteps: int) -> dict[str, Any]:
+    """Train with rlcloud's loop until solved; wall time (agent construction included) and timesteps."""
+    from rlcloud.runner.compat import import_tensorforce
+
+    import_tensorforce()
+    from rlcloud.runner.loop import Trainer, read_jsonl
+    from rlcloud.specs import ExperimentSpec
+
+    example = _example()
+    spec = ExperimentSpec(
+        name="solve",
+        environment=example["environment"],
+        agent=example["agent"],
+        network=example["network"],
+        seed=seed,
+        run_mode="multi-threaded",
+        num_workers=workers,
+        execution="batched",
+        total_timesteps=max_timesteps,
+    )
+    workdir = Path(tempfile.mkdtemp(prefix="rlcloud-solve-"))
+    try:
+        start = time.perf_counter()
+        trainer = Trainer(spec, workdir)
+        trainer.setup()
+        setup_s = time.perf_counter() - start
+
+        class StopWhenSolved:
+            def on_tick(self) -> None:
+                returns = [r["return"] for r in read_jsonl(workdir / "metrics.jsonl")]
+                if _solved_at(returns) is not None:
+                    trainer.request_stop("solved")
+
+        trainer.hooks = StopWhenSolved()
+        trainer.run()
+        records = read_jsonl(workdir / "metrics.jsonl")
+        index = _solved_at([r["return"] for r in records])
+        if index is None:
+            return {"solved": False, "timesteps": records[-1]["timestep"] if records else 0}
+        return {"solved": True, "seconds": setup_s + records[index]["time"], "timesteps": records[index]["timestep"]}
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def runner_run(num_parallel: int, seed: int, max_timesteps: int) -> dict[str, Any]:
+    """Train with ``tensorforce.Runner`` until solved; wall time (agent construction included), timesteps."""
+    from rlcloud.runner.compat import import_tensorforce
+
+    tensorforce = import_tensorforce()
+    from rlcloud.runner.envs import make_env
+
+    example = _example()
+
+    class CartPole(tensorforce.Environment):  # type: ignore[misc,name-defined]
+        """Gymnasium CartPole as a plain Tensorforce environment, seeded like rlcloud's row ``index``."""
+
+        def __init__(self, index: int) -> None:
+            super().__init__()
+            self.env = make_env(example["environment"])
+            self.seed: int | None = seed + index
+
+        def states(self) -> dict[str, Any]:
+            return self.env.states_spec
+
+        def actions(self) -> dict[str, Any]:
+            return self.env.actions_spec
+
+        def max_episode_timesteps(self) -> int | None:
+            return self.env.max_episode_timesteps
+
+        def reset(self) -> Any:
+            state = self.env.reset(seed=self.seed)
+            self.seed = None
+            return state
+
+        def execute(self, actions: Any) -> tuple[Any, int, float]:
+            state, reward, terminal = self.env.step(actions)
+            return state, terminal, reward
+
+    start = time.perf_counter()
+    envs = [tensorforce.Environment.create(environment=CartPole(i)) for i in range(num_parallel)]
+    agent_spec = dict(example["agent"])
+    agent = tensorforce.Agent.create(
+        agent=agent_spec.pop("type"),
+        network=example["network"],
+        states=envs[0].states(),
+        actions=envs[0].actions(),
+        max_episode_timesteps=envs[0].max_episode_timesteps(),
+        parallel_interactions=num_parallel,
+        config=dict(seed=seed),
+        **agent_spec,
+    )
+    solved: dict[str, Any] = {}
+
+    def callback(runner: Any, parallel: int) -> bool:
+        index = _solved_at([float(r) for r in runner.episode_returns])
+        if index is not None:
+            solved.update(seconds=time.perf_counter() - start, timesteps=int(runner.timesteps))
+            return False
+        return True
+
+    runner = tensorforce.Runner(agent=agent, environments=envs, num_parallel=num_parallel)
+    runner.run(
+        num_timesteps=max_timesteps,
+        use_tqdm=False,
+        batch_agent_calls=True,
+        callback=callback,
+        callback_episode_frequency=1,
+    )
+    timesteps = int(runner.timesteps)
+    runner.close()
+    agent.close()
+    if not solved:
+        return {"solved": False, "timesteps": timesteps}
+    return {"solved": True, **solved}
+
+
+def _in_subprocess(kind: str, n: int, seed: int, max_timesteps: int) -> dict[str, Any]:
+    command = [sys.executable, __file__, "--one", f"{kind}:{n}:{seed}", "--max-timesteps", str(max_timesteps)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=3600)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        tail = done.stderr.strip().splitlines()[-1:] or [f"exit {done.returncode}"]
+        return {"solved": False, "error": tail[0]}
+    return dict(json.loads(lines[-1]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run every configuration for every seed and print the figures."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seeds", default="1,2,3")
+    parser.add_argument("--rlcloud", default="8,16,32", help="multi-threaded environment counts")
+    parser.add_argument("--runner", default="4,8,16", help="Runner num_parallel values")
+    parser.add_argument("--max-timesteps", type=int, default=300_000)
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: kind:n:seed, prints one JSON result
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    logging.getLogger().addFilter(lambda record: "bound specified" not in str(record.msg))
+    if args.one:
+        kind, n, seed = args.one.split(":")
+        run = rlcloud_run if kind == "rlcloud" else runner_run
+        print(json.dumps(run(int(n), int(seed), args.max_timesteps)))
+        return 0
+    seeds = [int(s) for s in args.seeds.split(",")]
+    configs = [("rlcloud", int(n)) for n in args.rlcloud.split(",") if n]
+    configs += [("runner", int(n)) for n in args.runner.split(",") if n]
+    print(f"CartPole-v1 PPO (examples/cartpole_ppo.yaml's agent), solved = mean of last {WINDOW} >= {TARGET:.0f}, "
+          f"seeds {seeds}, {os.cpu_count()} CPUs")  # fmt: skip
+    results: dict[tuple[str, int], list[dict[str, Any]]] = {c: [] for c in configs}
+    for seed in seeds:
+        for kind, n in configs:
+            result = _in_subprocess(kind, n, seed, args.max_timesteps)
+            results[(kind, n)].append(result)
+            label = f"{'rlcloud multi-threaded' if kind == 'rlcloud' else 'tensorforce Runner'}, N={n}, seed {seed}"
+            if result.get("solved"):
+                print(f"{label:<44} {result['seconds']:7.1f} s {result['timesteps']:8d} timesteps", flush=True)
+            else:
+                print(f"{label:<44} not solved ({result.get('error') or result.get('timesteps')})", flush=True)
+    print("\nmedians over the seeds (solved runs):")
+    medians: dict[tuple[str, int], float] = {}
+    for (kind, n), runs in results.items():
+        solved = [r for r in runs if r.get("solved")]
+        if not solved:
+            print(f"  {kind} N={n}: not solved")
+            continue
+        seconds = statistics.median(r["seconds"] for r in solved)
+        steps = statistics.median(r["timesteps"] for r in solved)
+        medians[(kind, n)] = seconds
+        print(f"  {kind:<8} N={n:<3} {seconds:7.1f} s {steps:9.0f} timesteps ({len(solved)}/{len(runs)} solved)")
+    ours = [(s, n) for (k, n), s in medians.items() if k == "rlcloud"]
+    peer = [(s, n) for (k, n), s in medians.items() if k == "runner"]
+    if ours and peer:
+        best, best_peer = min(ours), min(peer)
+        print(
+            f"\nrlcloud best (N={best[1]}) {best[0]:.1f} s / Runner best (N={best_peer[1]}) {best_peer[0]:.1f} s "
+            f"= {best[0] / best_peer[0]:.2f}x (goal <= 0.5x)"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    np.set_printoptions(precision=3)
+    sys.exit(main())
