@@ -37,7 +37,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -185,9 +184,10 @@ def main() -> None:
                         extra = ""
                         if run.delays:
                             d = sorted(run.delays.values())
+                            superseded = f" ({len(run.unpublished)} superseded)" if run.unpublished else ""
                             extra = (
                                 f", {len(d)} checkpoints stored after median {statistics.median(d):.2f} s, "
-                                f"max {d[-1]:.2f} s" + (f" ({len(run.unpublished)} superseded)" if run.unpublished else "")
+                                f"max {d[-1]:.2f} s{superseded}"
                             )
                         print(f"round {r + 1} {mode:<5} {run.steps_per_s:8.0f} steps/s{extra}", flush=True)
                 client.close()
