@@ -182,6 +182,8 @@ def report(runs: dict[str, Runs], mb: float, title: str, floor_parallel: int) ->
             f"best speed-up any client could show here (naive / floor): {med['naive'] / med['floor']:.2f}x; "
             f"rlcloud time / floor time: {med['rlcloud'] / med['floor']:.2f}x"
         )
+        share = (med["naive"] / med["rlcloud"]) / (med["naive"] / med["floor"])
+        print(f"rlcloud's speed-up as a share of the floor's: {share:.0%} (goal >= 70% through the 20 ms proxy)")
     if "cp" in med:
         print(f"rlcloud time / cp -r time: {med['rlcloud'] / med['cp']:.1f}x")
 
