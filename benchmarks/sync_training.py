@@ -17,7 +17,9 @@ gs / local (goal >= 0.95); for every checkpoint of the gs runs, the delay betwee
 saying it is complete on disk (written right after the local ``checkpoints/LATEST`` names it) and the
 syncer's log line saying the stored ``LATEST`` names it (written after that write has been answered, so
 the figure is an upper bound): median and max (goal <= 2 s); and the machine's core count. After each gs run
-the stored ``LATEST`` is read back and must name the local one. Run with::
+the stored ``LATEST`` is read back and must name the local one. Also printed: the runner process's CPU
+seconds (``progress.json``), a figure less sensitive than wall time to what else runs on the machine. Run
+with::
 
     uv run --frozen python benchmarks/sync_training.py [--rounds 3] [--timesteps 60000] [--workers 8]
 
@@ -63,6 +65,7 @@ class Run:
     """One training run: its steps/s and, when synced, each checkpoint's delay to the store."""
 
     steps_per_s: float
+    cpu_s: float
     delays: dict[str, float] = field(default_factory=dict)
     unpublished: list[str] = field(default_factory=list)
 
@@ -174,7 +177,8 @@ def main() -> None:
                             if args.sync_interval is not None:
                                 env["RLCLOUD_SYNC_INTERVAL"] = str(args.sync_interval)
                         lines = train(spec_path, workdir, env, work / f"{mode}-{r}.log")
-                        run = Run(steps_per_second(workdir))
+                        progress = json.loads((workdir / "progress.json").read_text())
+                        run = Run(steps_per_second(workdir), float(progress.get("cpu_seconds") or 0.0))
                         if mode == "gs":
                             run.delays, run.unpublished = checkpoint_delays(lines)
                             local = (workdir / "checkpoints" / "LATEST").read_text().strip()
@@ -189,7 +193,10 @@ def main() -> None:
                                 f", {len(d)} checkpoints stored after median {statistics.median(d):.2f} s, "
                                 f"max {d[-1]:.2f} s{superseded}"
                             )
-                        print(f"round {r + 1} {mode:<5} {run.steps_per_s:8.0f} steps/s{extra}", flush=True)
+                        print(
+                            f"round {r + 1} {mode:<5} {run.steps_per_s:8.0f} steps/s, {run.cpu_s:.1f} CPU s{extra}",
+                            flush=True,
+                        )
                 client.close()
             finally:
                 proxy.terminate()
@@ -210,6 +217,12 @@ def main() -> None:
     print(
         f"  ratio gs / local: {statistics.median(gs) / statistics.median(local):.3f} (of medians; per round "
         f"{', '.join(f'{x:.3f}' for x in ratios)}; goal >= 0.95)"
+    )
+    cpu_local = statistics.median(r.cpu_s for r in runs["local"])
+    cpu_gs = statistics.median(r.cpu_s for r in runs["gs"])
+    print(
+        f"  runner process CPU seconds (whole run: imports, restore, training, final sync), median: local "
+        f"{cpu_local:.1f}, gs {cpu_gs:.1f} ({cpu_gs / cpu_local - 1:+.1%})"
     )
     if delays:
         print(
