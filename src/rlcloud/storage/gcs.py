@@ -386,13 +386,16 @@ class GcsStore(Store):
         """
         import google_crc32c
         from google.api_core import exceptions as gexc
+        from google.cloud.storage._helpers import _get_default_headers
+        from google.cloud.storage.blob import _get_host_name
         from google.cloud.storage.exceptions import DataCorruption
 
         key = self._key(name)
         client = self.client
-        url = f"{client._connection.API_BASE_URL}/upload/storage/v1/b/{_quote(self.bucket_name)}/o"
+        # the URL and headers the library's own uploads use (mTLS endpoint, user agent, invocation id)
+        url = f"{_get_host_name(client._connection)}/upload/storage/v1{self.bucket.path}/o"
         params = {"uploadType": "media", "name": key}
-        headers = {"Content-Type": _content_type(name), "User-Agent": client._connection.user_agent}
+        headers = _get_default_headers(client._connection.user_agent, _content_type(name))
         with open(path, "rb") as fh:
             data = fh.read() if size < self.large_file_bytes else None
             if data is not None:
@@ -757,12 +760,6 @@ class _CrcReader:
 
 def _b64_crc(crc: int) -> str:
     return base64.b64encode(crc.to_bytes(4, "big")).decode("ascii")
-
-
-def _quote(text: str) -> str:
-    from urllib.parse import quote
-
-    return quote(text, safe="")
 
 
 def _tmp_path(dst: Path) -> Path:
