@@ -62,6 +62,8 @@ _MAX_PARTS = 10_000
 # Each part in flight is held in memory (read whole, checksummed, sent): at most 8 parts of 8 MiB keep
 # a large upload's buffers near 64 MiB, in a runner process that also holds a model.
 _PART_WORKERS = 8
+# Block size of a streamed upload's body (see _CrcReader).
+_STREAM_BLOCK = 1 << 20
 
 
 class _ChunkedSupport:
@@ -737,7 +739,11 @@ def _content_type(name: str) -> str:
 
 class _CrcReader:
     """The first ``size`` bytes of an open file as a request body (sent in blocks, never read whole), and
-    their CRC32C (``crc``) once sent. ``__len__`` gives the request its Content-Length."""
+    their CRC32C (``crc``) once sent. ``__len__`` gives the request its Content-Length.
+
+    Blocks are at least 1 MiB, whatever the HTTP library asks for (16 KiB): each block sent is one
+    acquisition of the interpreter lock, contended by the threads uploading small files alongside, and
+    64 MiB in 16 KiB blocks would wait for it 4,096 times."""
 
     def __init__(self, fh: Any, size: int) -> None:
         self._fh = fh
@@ -752,7 +758,7 @@ class _CrcReader:
 
         if self._left <= 0:
             return b""
-        chunk = self._fh.read(self._left if n is None or n < 0 else min(n, self._left))
+        chunk = self._fh.read(self._left if n is None or n < 0 else min(max(n, _STREAM_BLOCK), self._left))
         self._left -= len(chunk)
         self.crc = google_crc32c.extend(self.crc, chunk)
         return bytes(chunk)
