@@ -281,10 +281,19 @@ LOG = [
 
 
 class _LoggedExperiment:
-    """Stands in for Experiment.attach(): logs() as a backend gives them (follow adds one new line)."""
+    """Stands in for Experiment.attach(): logs() as a backend gives them (follow adds one new line), of
+    the roles asked for (following: the learner's by default)."""
 
-    def logs(self, follow: bool = False) -> list[str]:
-        return [*LOG, "agent-0 | episode 3"] if follow else list(LOG)
+    def __init__(self) -> None:
+        self.asked: list[tuple[bool, list[str] | None]] = []
+
+    def logs(self, follow: bool = False, roles: list[str] | None = None) -> list[str]:
+        from rlcloud.roles import role_selector
+
+        self.asked.append((follow, roles))
+        selected = role_selector(roles or (["learner"] if follow else None))
+        lines = [*LOG, "agent-0 | episode 3"] if follow else list(LOG)
+        return [line for line in lines if selected(line.partition(" | ")[0])]
 
 
 @pytest.mark.parametrize(
@@ -300,6 +309,10 @@ class _LoggedExperiment:
         (["--role", "env-server", "--tail", "1"], [LOG[4]]),
         (["--tail", "1", "-f"], [LOG[5], "agent-0 | episode 3"]),
         (["--role", "env-server", "--tail", "1", "-f"], [LOG[4]]),
+        (["-f"], [LOG[0], LOG[3], LOG[5], "agent-0 | episode 3"]),  # following: the learner's by default
+        (["--role", "learner"], [LOG[0], LOG[3], LOG[5]]),
+        (["-f", "--env-servers"], [*LOG, "agent-0 | episode 3"]),
+        (["-f", "--role", "env-server-0"], [LOG[1]]),
     ],
 )
 def test_logs_filter_by_role_and_tail(
@@ -314,7 +327,28 @@ def test_logs_filter_by_role_and_tail(
     assert capsys.readouterr().out.splitlines() == expected
 
 
-@pytest.mark.parametrize("flags", [["--role", "learner"], ["--role", "env-server-x"], ["--tail", "-1"]])
+def test_logs_follow_asks_the_backend_for_the_learner_only(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The selection reaches the backend (which then opens only those streams), not just a filter here."""
+    import rlcloud.cli.experiment
+
+    exp = _LoggedExperiment()
+    monkeypatch.setattr(rlcloud.cli.experiment, "_experiment", lambda args: exp)
+    assert main(["experiment", "logs", "demo", "-f"]) == 0
+    assert main(["experiment", "logs", "demo", "-f", "--env-servers"]) == 0
+    assert main(["experiment", "logs", "demo", "--env-servers", "--role", "agent"]) == 0
+    assert main(["experiment", "logs", "demo"]) == 0
+    capsys.readouterr()
+    assert exp.asked == [
+        (True, ["learner"]),
+        (True, ["learner", "env-server"]),
+        (False, ["agent", "env-server"]),
+        (False, None),
+    ]
+
+
+@pytest.mark.parametrize("flags", [["--role", "learners"], ["--role", "env-server-x"], ["--tail", "-1"]])
 def test_logs_bad_role_or_tail_exits_2(flags: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["experiment", "logs", "demo", *flags]) == 2
     err = capsys.readouterr().err

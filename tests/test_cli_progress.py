@@ -53,7 +53,7 @@ class Scripted:
     def status(self) -> ExperimentStatus:
         return self.statuses.pop(0) if len(self.statuses) > 1 else self.statuses[0]
 
-    def logs(self, follow: bool = False) -> Iterator[str]:
+    def logs(self, follow: bool = False, roles: list[str] | None = None) -> Iterator[str]:
         self.logs_read += 1
         return iter(["agent-0 | Traceback (most recent call last):", "agent-0 | ValueError: bad batch"])
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ class ScriptedBackend(ExperimentBackend):
     def wait(self, name: str, timeout: float | None = None) -> ExperimentStatus:
         return self.scripted
 
-    def logs(self, name: str, follow: bool = False) -> Iterator[str]:
+    def logs(self, name: str, follow: bool = False, roles: Sequence[str] | None = None) -> Iterator[str]:
         return iter(())
 
     def pause(self, name: str) -> None: ...

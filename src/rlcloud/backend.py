@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import builtins
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -193,8 +193,14 @@ class ExperimentBackend(ABC):
         """Block until the experiment finishes; rlcloud.errors.WaitTimeoutError after ``timeout`` seconds."""
 
     @abstractmethod
-    def logs(self, name: str, follow: bool = False) -> Iterator[str]:
-        """All roles' log lines as "role-index | line"; with ``follow``, until every role has ended."""
+    def logs(self, name: str, follow: bool = False, roles: Sequence[str] | None = None) -> Iterator[str]:
+        """Log lines as "role-index | line"; with ``follow``, until every role has ended.
+
+        ``roles``: whose lines (``rlcloud.roles.role_selector``: ``"env-server"``, ``"env-server-3"``,
+        ``"learner"``); only their logs are read or streamed. None: every role's, except that ``follow``
+        streams the learner's only (one stream per role instance would be 1,000 for a large distributed
+        run: ask for ``["learner", "env-server"]`` to follow them all).
+        """
 
     @abstractmethod
     def pause(self, name: str) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import html
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -226,9 +226,15 @@ class Experiment:
             if close:
                 close()
 
-    def logs(self, follow: bool = False) -> Iterator[str]:
-        """Every role's log lines, prefixed "role-index | "; ``follow`` streams until all roles end."""
-        return self.backend.logs(self.name, follow=follow)
+    def logs(self, follow: bool = False, roles: Sequence[str] | None = None) -> Iterator[str]:
+        """Log lines prefixed "role-index | "; ``follow`` streams them until all roles end.
+
+        ``roles``: whose lines: role names (``"env-server"``), instances (``"env-server-3"``) or
+        ``"learner"``. By default every role's, except that ``follow`` streams only the learner's: a
+        distributed run's env servers (one log stream each) are followed when asked for,
+        ``logs(follow=True, roles=["learner", "env-server"])``.
+        """
+        return self.backend.logs(self.name, follow=follow, roles=roles)
 
     def pause(self) -> bool:
         """Checkpoint, then stop computing (processes / pods go away); :meth:`resume` continues.

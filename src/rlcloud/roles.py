@@ -4,20 +4,22 @@ A run mode maps to the roles it starts (``roles_for``): ``single`` runs one ``si
 ``multi-threaded`` one ``multi`` role, ``distributed`` one ``agent`` plus ``num_workers`` ``env-server``
 roles. The *learner* is the role that holds the agent and writes checkpoints (single, multi or agent).
 Each role instance is ``<role>-<index>`` in logs and on disk (:func:`role_label`), and its log lines
-are shown as ``"<role>-<index> | <line>"`` (:func:`log_line`).
+are shown as ``"<role>-<index> | <line>"`` (:func:`log_line`); :func:`role_selector` picks role
+instances by name (``env-server``, ``env-server-3``, ``learner``), e.g. which logs to read.
 """
 
 from __future__ import annotations
 
 import enum
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     from rlcloud.specs import ExperimentSpec
 
 __all__ = [
+    "LEARNER",
     "LEARNER_ROLES",
     "LOCAL_MAX_WORKERS",
     "Role",
@@ -26,6 +28,7 @@ __all__ = [
     "log_line",
     "poll_until",
     "role_label",
+    "role_selector",
     "roles_for",
 ]
 
@@ -85,6 +88,41 @@ def roles_for(spec: ExperimentSpec) -> list[tuple[Role, int]]:
 def role_label(role: str, index: int) -> str:
     """``role-index``, e.g. ``env-server-3``: the name of a role instance's log file and log prefix."""
     return f"{role}-{index}"
+
+
+#: In a role selection (:func:`role_selector`): whichever role is the learner (single, multi or agent).
+LEARNER = "learner"
+
+
+def role_selector(roles: Sequence[str] | None, *, field: str = "roles") -> Callable[[str], bool]:
+    """Whether a role instance's label (``"env-server-3"``) is among ``roles``: role names (every instance of
+    it), instances (``"env-server-3"``) or ``"learner"`` (:data:`LEARNER`). None or empty selects every role.
+
+    Raises ``SpecError`` (naming ``field``) for a name that is none of these.
+    """
+    if not roles:
+        return lambda label: True
+    import re
+
+    names = "|".join(re.escape(r.value) for r in Role)
+    for role in roles:
+        if role != LEARNER and not re.fullmatch(rf"(?:{names})(?:-\d+)?", role):
+            from rlcloud.errors import SpecError, SpecProblem
+
+            valid = ", ".join(r.value for r in Role)
+            raise SpecError(
+                [SpecProblem(field, f"a role ({valid}), one instance of it (env-server-3), or {LEARNER}", role)]
+            )
+    wanted = set(roles)
+    learners = {r.value for r in LEARNER_ROLES} if LEARNER in wanted else set()
+
+    def selected(label: str) -> bool:
+        role, _, index = label.rpartition("-")
+        if not index.isdigit():
+            return label in wanted
+        return label in wanted or role in wanted or role in learners
+
+    return selected
 
 
 def log_line(label: str, line: str) -> str:

@@ -162,9 +162,9 @@ def test_distributed_follow_logs_waits_for_pods_and_all_roles_finish(
     apiserver: FakeKubeApiServer, backend: KubernetesBackend, tmp_path: Path, results: str
 ) -> None:
     backend.start(make_spec("distributed", 3), results)
-    # logs(follow=True) called while nothing runs yet: it waits for the pods, then streams every role
+    # logs(follow=True) called while nothing runs yet: it waits for the pods, then streams every role asked for
     with kubelet_for(apiserver, tmp_path, STANDIN_EPISODES="4", STANDIN_DELAY="0.1"):
-        lines = list(backend.logs("cartpole", follow=True))
+        lines = list(backend.logs("cartpole", follow=True, roles=["learner", "env-server"]))
         status = backend.wait("cartpole", timeout=30)
     assert "agent-0 | agent: training with 3 env servers" in lines
     for i in range(3):

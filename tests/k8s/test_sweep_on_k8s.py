@@ -530,3 +530,38 @@ def test_a_sweep_pod_computes_its_trial_and_starts_it_under_its_record(
     monkeypatch.delenv(SWEEP_RESULTS_ENV)
     _spec, workdir = prepare(1)  # without a results location the trial trains in <workdir>/<trial>
     assert workdir == tmp_path / "w" / sweep.trial(1).name and "RLCLOUD_RESULTS" not in os.environ
+
+
+def _role_pod(apiserver: FakeKubeApiServer, job_name: str, index: int, pod_name: str) -> None:
+    """A finished pod of ``job_name`` (its template's labels, its completion index), with one log line."""
+    job = apiserver.get_object("Job", job_name, "rl")
+    assert job is not None
+    labels = job["spec"]["template"]["metadata"]["labels"]
+    meta = {"name": pod_name, "labels": labels, "annotations": {"batch.kubernetes.io/job-completion-index": str(index)}}
+    apiserver.create_object("Pod", {"metadata": meta, "spec": {"containers": [{"name": "runner", "image": "x"}]}}, "rl")
+    apiserver.update_status("Pod", pod_name, "rl", {"phase": "Succeeded"})
+    apiserver.append_log("rl", pod_name, f"{labels['rlcloud.io/role']} {index} done\n".encode())
+
+
+def test_following_the_logs_of_1000_env_servers_opens_the_learners_stream_only(
+    backend: KubernetesBackend, apiserver: FakeKubeApiServer, tmp_path: Path
+) -> None:
+    backend.start(make_spec("distributed", 1000, name="wide"), str(tmp_path))
+    jobs = {labels["rlcloud.io/role"]: job["metadata"]["name"] for job in apiserver.list_objects("Job", "rl")
+            if (labels := job["metadata"]["labels"]).get("rlcloud.io/role")}  # fmt: skip
+    _role_pod(apiserver, jobs["agent"], 0, "wide-agent-0-x")
+    for i in range(1000):
+        _role_pod(apiserver, jobs["env-server"], i, f"wide-env-server-{i}-x")
+    for job in jobs.values():
+        apiserver.update_status("Job", job, "rl", {"conditions": [{"type": "Complete", "status": "True"}]})
+
+    def streams(**kwargs: Any) -> tuple[list[str], int]:
+        lines, reqs = _requests(apiserver, lambda: list(backend.logs("wide", follow=True, **kwargs)))
+        return lines, sum(r.endswith("/log") for r in reqs)
+
+    assert streams() == (["agent-0 | agent 0 done"], 1)  # by default: the learner's log, one stream
+    assert streams(roles=["env-server-7"]) == (["env-server-7 | env-server 7 done"], 1)
+    lines, opened = streams(roles=["learner", "env-server"])  # on request: every pod's
+    assert opened == 1001 and len(lines) == 1001 and lines[0] == "agent-0 | agent 0 done"
+    # without follow every role's log is read, as before
+    assert len(list(backend.logs("wide"))) == 1001

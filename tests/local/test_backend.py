@@ -87,7 +87,9 @@ def test_distributed_run_start_status_wait_logs_and_attach(backend: LocalBackend
     assert (root / "local-dist" / STATE_DIR / "spec.yaml").exists()
     assert (root / "local-dist" / "checkpoints" / "LATEST").exists()
 
-    lines = list(other.logs("local-dist", follow=True))  # everything ended: follow returns
+    # everything ended: follow returns; by default with the learner's lines only
+    assert {line.split(" | ", 1)[0] for line in other.logs("local-dist", follow=True)} == {"agent-0"}
+    lines = list(other.logs("local-dist", follow=True, roles=["learner", "env-server"]))
     labels = {line.split(" | ", 1)[0] for line in lines}
     assert labels == {"agent-0", "env-server-0", "env-server-1"}
     assert any(line.startswith("agent-0 | ") and "succeeded" in line for line in lines)

@@ -89,7 +89,7 @@ def test_large_file_goes_up_in_parts_with_the_production_defaults(
     assert seen[-1] == (src.stat().st_size, src.stat().st_size)
 
 
-def test_without_xml_mpu_large_files_fall_back_to_resumable_once_per_store(
+def test_without_xml_mpu_large_files_fall_back_to_one_request_once_per_store(
     faulty_proxy: Callable[..., Any],
     small_store_via: Callable[..., GcsStore],
     fake_gcs: FakeGcsServer,
@@ -99,7 +99,8 @@ def test_without_xml_mpu_large_files_fall_back_to_resumable_once_per_store(
 ) -> None:
     proxy = faulty_proxy()  # plain fake-gcs-server behind it: POST ...?uploads is answered 404
     store = small_store_via(proxy, gcs_bucket)
-    # Over 8 MiB the library's upload_from_filename goes resumable (a JSON multipart request below that).
+    # Over 8 MiB the library's upload_from_filename would go resumable (two requests or more): the store
+    # streams the file in one media upload instead.
     first = random_file(tmp_path / "a.bin", 9 * MiB, seed=1)
     second = random_file(tmp_path / "b.bin", 5 * MiB, seed=2)
     third = random_file(tmp_path / "c.bin", 4 * MiB, seed=3)
@@ -114,7 +115,8 @@ def test_without_xml_mpu_large_files_fall_back_to_resumable_once_per_store(
         [a] = store.upload_files([(first, "a.bin")])
         assert (initiations(), json_uploads()) == (1, 1)
         assert [r.status for r in proxy.snapshot() if r.is_upload] == [200]
-        assert "uploadType=resumable" in next(r.query for r in proxy.snapshot() if r.is_upload)
+        assert "uploadType=media" in next(r.query for r in proxy.snapshot() if r.is_upload)
+        assert not [r for r in proxy.snapshot() if r.method == "PUT"]  # no resumable session
         [b] = store.upload_files([(second, "b.bin")])
         assert (initiations(), json_uploads()) == (1, 2)  # no second attempt
         [c] = store.child("sub").upload_files([(third, "c.bin")])

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from rlcloud.storage import Syncer, restore_latest
+from rlcloud.storage.base import crc32c_of_file
 from rlcloud.storage.local import LocalStore
 from rlcloud.storage.sync import LATEST, SyncHook, read_latest
 
@@ -422,3 +423,34 @@ def test_background_sync_survives_a_failing_store(
         assert store.read_text("metrics.jsonl") == '{"episode": 1}\n'
     finally:
         syncer.stop(final_sync=False)
+
+
+def test_each_new_file_and_checkpoint_costs_one_request(
+    faulty_proxy: Any, gcs_store_via: Any, gcs_store: Any, gcs_bucket: str, tmp_path: Path
+) -> None:
+    """Under latency the requests are the cost: a small file is one upload whose answer describes the stored
+    object (no metadata read), a checkpoint is its files plus the LATEST write (no read-back)."""
+    local = tmp_path / "work"
+    for i in range(12):
+        (local / "summaries").mkdir(parents=True, exist_ok=True)
+        (local / "summaries" / f"events.{i}").write_bytes(os.urandom(1000 + i))
+    (local / "checkpoints" / "ckpt-1").mkdir(parents=True)
+    for i in range(3):
+        (local / "checkpoints" / "ckpt-1" / f"part-{i}").write_bytes(os.urandom(500))
+    (local / LATEST).write_text("ckpt-1\n")
+    proxy = faulty_proxy()
+    syncer = Syncer(local, gcs_store_via(proxy, gcs_bucket))
+    syncer.sync()  # the first sync also looks the bucket up once
+    (local / "checkpoints" / "ckpt-2").mkdir()
+    for i in range(3):
+        (local / "checkpoints" / "ckpt-2" / f"part-{i}").write_bytes(os.urandom(500))
+    (local / LATEST).write_text("ckpt-2\n")
+    (local / "summaries" / "events.12").write_bytes(os.urandom(100))
+    proxy.reset_counts()
+    report = syncer.sync()
+    assert report.published == "ckpt-2" and len(report.uploaded) == 4
+    seen = proxy.snapshot()
+    # one listing, 3 checkpoint files + LATEST + 1 new file: nothing else
+    assert (proxy.list_calls, proxy.uploads, len(seen)) == (1, 5, 6), [(r.method, r.path, r.query) for r in seen]
+    stored = {o.name: o for o in gcs_store.list()}
+    assert stored["summaries/events.12"].crc32c == crc32c_of_file(local / "summaries" / "events.12")

@@ -8,7 +8,6 @@ from rlcloud.cli._parser import EXIT_OK, SET, Arg, command, group
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
     from typing import Any
 
 EXPERIMENT = group("experiment", "Run and manage experiments.", "rlcloud experiment run FILE")
@@ -156,46 +155,62 @@ def status(args: argparse.Namespace) -> int:
     args=[
         NAME,
         *TARGET,
-        Arg("-f", "--follow", action="store_true", help="keep streaming until every role ends"),
+        Arg(
+            "-f",
+            "--follow",
+            action="store_true",
+            help="keep streaming until every role ends (the learner's log; add --env-servers or --role for more)",
+        ),
         Arg("--tail", metavar="N", type=int, help="only the last N lines (then new ones with -f)"),
         Arg(
             "--role",
             action="append",
             metavar="ROLE",
-            help="only this role's lines: a role (agent, env-server, single, multi) or one instance of it "
-            "(env-server-3); repeatable",
+            help="only this role's lines: a role (agent, env-server, single, multi), one instance of it "
+            "(env-server-3) or learner; repeatable",
+        ),
+        Arg(
+            "--env-servers",
+            action="store_true",
+            help="with -f, also stream every env server's log (one stream per pod: many for a large run)",
         ),
     ],
 )
 def logs(args: argparse.Namespace) -> int:
-    """Print every role's logs as "ROLE-INDEX | line"; --role keeps some roles, --tail the last N lines,
-    -f follows them until every role has ended."""
-    keep = _role_filter(args.role)
+    """Print every role's logs as "ROLE-INDEX | line" (with -f, the learner's only, unless --env-servers or
+    --role ask for more); --role keeps some roles, --tail the last N lines, -f follows them until every
+    role has ended."""
+    from rlcloud.roles import LEARNER, Role, role_selector
+
+    roles = list(args.role or [])
+    if args.env_servers:
+        roles = [*(roles or [LEARNER]), Role.ENV_SERVER.value]
+    elif args.follow and not roles:
+        # One stream per pod: a distributed run's 1,000 env servers are not followed unless asked for.
+        roles = [LEARNER]
+    role_selector(roles, field="--role")  # a bad name is an error before anything is read
     if args.tail is not None and args.tail < 0:
         from rlcloud.errors import SpecError, SpecProblem
 
         raise SpecError([SpecProblem("--tail", "a number of lines, 0 or more", args.tail)])
     exp = _experiment(args)
+    selection = roles or None
     if args.tail is None:
-        for line in exp.logs(follow=args.follow):
-            if keep(line):
-                print(line, flush=True)
+        for line in exp.logs(follow=args.follow, roles=selection):
+            print(line, flush=True)
         return EXIT_OK
     from collections import Counter, deque
 
     seen: Counter[str] = Counter()
     last: deque[str] = deque(maxlen=args.tail)
-    for line in exp.logs(follow=False):
-        if keep(line):
-            seen[_label(line)] += 1
-            last.append(line)
+    for line in exp.logs(follow=False, roles=selection):
+        seen[_label(line)] += 1
+        last.append(line)
     for line in last:
         print(line, flush=True)
     if args.follow:
         # following starts each role from its first line again: skip, per role, the lines already read
-        for line in exp.logs(follow=True):
-            if not keep(line):
-                continue
+        for line in exp.logs(follow=True, roles=selection):
             label = _label(line)
             if seen[label] > 0:
                 seen[label] -= 1
@@ -208,31 +223,6 @@ def _label(line: str) -> str:
     """The role instance of a log line ("env-server-3" of "env-server-3 | ..."; "" for a line without one)."""
     label, sep, _ = line.partition(" | ")
     return label if sep else ""
-
-
-def _role_filter(roles: list[str] | None) -> Callable[[str], bool]:
-    """Whether a log line belongs to one of ``roles`` (a role name matches each of its instances)."""
-    if not roles:
-        return lambda line: True
-    import re
-
-    from rlcloud.roles import Role
-
-    names = "|".join(re.escape(r.value) for r in Role)
-    for role in roles:
-        if not re.fullmatch(rf"(?:{names})(?:-\d+)?", role):
-            from rlcloud.errors import SpecError, SpecProblem
-
-            valid = ", ".join(r.value for r in Role)
-            raise SpecError([SpecProblem("--role", f"a role ({valid}), or one instance of it: env-server-3", role)])
-    wanted = set(roles)
-
-    def keep(line: str) -> bool:
-        label = _label(line)
-        role, _, index = label.rpartition("-")
-        return label in wanted or (index.isdigit() and role in wanted)
-
-    return keep
 
 
 @command(

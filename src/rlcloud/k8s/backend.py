@@ -31,7 +31,7 @@ from __future__ import annotations
 import builtins
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kubernetes import client as k8s
@@ -97,7 +97,7 @@ from rlcloud.k8s.status import (
 )
 from rlcloud.k8s.status import name as object_name
 from rlcloud.results import is_gcs, results_location
-from rlcloud.roles import LEARNER_ROLES, Role, poll_until
+from rlcloud.roles import LEARNER, LEARNER_ROLES, Role, poll_until, role_selector
 
 if TYPE_CHECKING:
     from rlcloud.specs import ExperimentSpec
@@ -434,17 +434,20 @@ class KubernetesBackend(ExperimentBackend):
             logger.info("%s failed: stopping its env servers", name)
             self._set_suspend(env_server_name(name), True)
 
-    def logs(self, name: str, follow: bool = False) -> Iterator[str]:
-        """Every role's log lines as ``role-index | line``. With ``follow``, pods still Pending are waited
-        for and followed as they start (retries too) until every Job has finished or is suspended.
-        Without pods (finished long ago) the logs saved in the results store are shown."""
+    def logs(self, name: str, follow: bool = False, roles: Sequence[str] | None = None) -> Iterator[str]:
+        """Log lines as ``role-index | line``. With ``follow``, pods still Pending are waited for and
+        followed as they start (retries too) until every Job has finished or is suspended. Without pods
+        (finished long ago) the logs saved in the results store are shown. ``roles``: whose (default: every
+        role's, the learner's only when following: one HTTP stream per followed pod; see
+        :meth:`Backend.logs`)."""
+        selected = role_selector(roles if roles or not follow else [LEARNER])
         observed = self._observe(name)
         if not observed.jobs and not observed.pods:
             if self._results_root(name) is None:
                 raise NotFoundError(self._unknown(name))
             store = self._store(name)
             if store is not None:
-                yield from pod_logs.stored_lines(store)
+                yield from pod_logs.stored_lines(store, selected)
             return
         if follow:
             yield from pod_logs.follow(
@@ -453,9 +456,10 @@ class KubernetesBackend(ExperimentBackend):
                 observed,
                 lambda: self._observe(name),
                 poll_interval=self.poll_interval,
+                selected=selected,
             )
         else:
-            yield from pod_logs.pod_lines(self.applier, self.namespace, observed.pods)
+            yield from pod_logs.pod_lines(self.applier, self.namespace, observed.pods, selected)
 
     def pause(self, name: str) -> None:
         """Suspend the learner (it checkpoints on SIGTERM), wait until its pod is gone and the store

@@ -1,9 +1,10 @@
 """An experiment's log lines, as ``role-index | line``: from its pods, followed as they start, or from the
 results store once the pods are gone.
 
-:func:`follow` streams every started pod's log in a thread of its own (one HTTP stream per pod) into
-one queue, and polls the Jobs and Pods (through the ``observe`` callback) for pods that start later
-(env servers still Pending, retries) until every Job has finished or is suspended.
+:func:`follow` streams the log of every started pod it is asked for (``selected``: by default the
+backend asks for the learner's only) in a thread of its own (one HTTP stream per pod) into one queue,
+and polls the Jobs and Pods (through the ``observe`` callback, a list call each) for pods that start
+later (env servers still Pending, retries) until every Job has finished or is suspended.
 """
 
 from __future__ import annotations
@@ -53,19 +54,29 @@ def pod_order(pod: JSON) -> tuple[int, int, str]:
     return role_rank(labels(pod).get(LABEL_ROLE, "")), pod_index(pod), created
 
 
-def stored_lines(store: Store) -> Iterator[str]:
-    """The logs the runners saved in the results store (``logs/<role>-<index>.log``), role by role."""
+def _every(label: str) -> bool:
+    return True
+
+
+def stored_lines(store: Store, selected: Callable[[str], bool] = _every) -> Iterator[str]:
+    """The logs the runners saved in the results store (``logs/<role>-<index>.log``), role by role: those
+    of the role instances ``selected`` accepts (by label, ``env-server-3``)."""
     from rlcloud.storage import read_logs
 
     for label, text in sorted(read_logs(store).items()):
+        if not selected(label):
+            continue
         for line in text.splitlines():
             yield log_line(label, line)
 
 
-def pod_lines(applier: Applier, namespace: str, pods: list[JSON]) -> Iterator[str]:
-    """The logs so far of the pods that have started, one pod after the other (see :func:`pod_order`)."""
+def pod_lines(
+    applier: Applier, namespace: str, pods: list[JSON], selected: Callable[[str], bool] = _every
+) -> Iterator[str]:
+    """The logs so far of the pods that have started and that ``selected`` accepts (by label), one pod
+    after the other (see :func:`pod_order`)."""
     for pod in sorted(pods, key=pod_order):
-        if not is_started(pod):
+        if not is_started(pod) or not selected(pod_label(pod)):
             continue
         label = pod_label(pod)
         what = f"read the log of pod {name(pod)}"
@@ -86,9 +97,11 @@ def follow(
     observe: Callable[[], Observed],
     *,
     poll_interval: float,
+    selected: Callable[[str], bool] = _every,
 ) -> Iterator[str]:
-    """Every pod's log lines as they are written, pods that start later included, until every Job has
-    finished or is suspended and every stream has ended (or the experiment's objects are gone).
+    """The log lines of the pods ``selected`` accepts (by label, ``env-server-3``) as they are written,
+    pods that start later included, until every Job has finished or is suspended and every stream has
+    ended (or the experiment's objects are gone). A pod not selected costs no request of its own.
 
     ``observed``: the experiment's Jobs and Pods now; ``observe`` reads them again, every
     ``poll_interval`` seconds. Closing the iterator closes the streams.
@@ -128,7 +141,7 @@ def follow(
         while True:
             for pod in sorted(observed.pods, key=pod_order):
                 pod_name = name(pod)
-                if pod_name in followed or not is_started(pod):
+                if pod_name in followed or not is_started(pod) or not selected(pod_label(pod)):
                     continue
                 with lock:
                     followed.add(pod_name)

@@ -24,7 +24,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -61,7 +61,16 @@ from rlcloud.local.state import (
 )
 from rlcloud.local.supervisor import DEFAULT_GRACE_PERIOD
 from rlcloud.results import is_gcs, local_workdir, results_location, results_root
-from rlcloud.roles import LEARNER_ROLES, Role, log_line, poll_until, role_label, roles_for
+from rlcloud.roles import (
+    LEARNER,
+    LEARNER_ROLES,
+    Role,
+    log_line,
+    poll_until,
+    role_label,
+    role_selector,
+    roles_for,
+)
 
 if TYPE_CHECKING:
     from rlcloud.specs import ExperimentSpec
@@ -385,15 +394,18 @@ class LocalBackend(ExperimentBackend):
         exp = self._run(name)
         return any(exp.role_busy(r) for r in exp.roles())
 
-    def logs(self, name: str, follow: bool = False) -> Iterator[str]:
-        """All roles' log lines as ``"role-index | line"``; with ``follow``, until every role has ended."""
+    def logs(self, name: str, follow: bool = False, roles: Sequence[str] | None = None) -> Iterator[str]:
+        """Log lines as ``"role-index | line"``; with ``follow``, until every role has ended. ``roles``: whose
+        (default: every role's, the learner's only when following; see :meth:`Backend.logs`)."""
+        selected = role_selector(roles if roles or not follow else [LEARNER])
         exp = self._run(name)
-        roles = exp.roles()
-        offsets = {r.label: 0 for r in roles}
-        partial = {r.label: b"" for r in roles}
+        every = exp.roles()
+        shown = [r for r in every if selected(r.label)]
+        offsets = {r.label: 0 for r in shown}
+        partial = {r.label: b"" for r in shown}
         while True:
-            ended = not follow or not any(exp.role_alive(r) for r in roles)
-            for role in roles:
+            ended = not follow or not any(exp.role_alive(r) for r in every)
+            for role in shown:
                 path = exp.log_file(role.label)
                 try:
                     with open(path, "rb") as fh:
@@ -409,7 +421,7 @@ class LocalBackend(ExperimentBackend):
                     yield log_line(role.label, line.decode("utf-8", "replace").rstrip())
             if ended:
                 # Everything has been read after the last process ended: flush unterminated last lines.
-                for role in roles:
+                for role in shown:
                     if partial[role.label]:
                         yield log_line(role.label, partial[role.label].decode("utf-8", "replace").rstrip())
                 return

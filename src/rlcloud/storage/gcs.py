@@ -8,19 +8,24 @@ error is translated here, in one place (:func:`_translate`), into the rlcloud er
 - 412 on a conditional write -> ``PreconditionFailedError`` (a ``StorageError``)
 - anything else, after the client library's retries -> ``StorageError``
 
-Many files go through ``transfer_manager`` with thread workers (threads, not processes: the runner
-process holds TensorFlow, and forking it is unsafe); large downloads are split into concurrent ranged
-reads with ``download_chunks_concurrently``. Large uploads go in concurrent parts through the XML
-multipart upload API (``upload_chunks_concurrently``), then one metadata read gives the stored CRC32C.
-Not every endpoint offers that API (fake-gcs-server answers 404 to its initiation): by default the
-first large upload finds out, and the store (with its ``child()`` stores) then uploads large files as
-one resumable upload each. A failed chunked upload is aborted by the library; one it could not abort
+Many files go through thread workers (threads, not processes: the runner process holds TensorFlow, and
+forking it is unsafe): downloads with ``transfer_manager``, large ones split into concurrent ranged reads
+with ``download_chunks_concurrently``; small uploads as one JSON API media upload each, made here on the
+client's session (one request per file, whose answer describes the stored object: the library's
+``Blob`` path cost twice the client CPU per small file, which bounds throughput on a small machine
+under latency). Large uploads go in concurrent parts through the XML multipart upload API
+(``upload_chunks_concurrently``), then one metadata read gives the stored CRC32C. Not every endpoint
+offers that API (fake-gcs-server answers 404 to its initiation): by default the first large upload
+finds out, and the store (with its ``child()`` stores) then streams each large file in one media upload
+(a resumable session took twice as long against fake-gcs-server through a 20 ms proxy). A failed
+chunked upload is aborted by the library; one it could not abort
 (the process was killed) stays billed until a bucket lifecycle rule (AbortIncompleteMultipartUpload)
 removes it, see docs/gke-setup.md.
 """
 
 from __future__ import annotations
 
+import base64
 import builtins
 import contextlib
 import logging
@@ -57,6 +62,8 @@ _MAX_PARTS = 10_000
 # Each part in flight is held in memory (read whole, checksummed, sent): at most 8 parts of 8 MiB keep
 # a large upload's buffers near 64 MiB, in a runner process that also holds a model.
 _PART_WORKERS = 8
+# Block size of a streamed upload's body (see _CrcReader).
+_STREAM_BLOCK = 1 << 20
 
 
 class _ChunkedSupport:
@@ -78,7 +85,7 @@ class _ChunkedSupport:
             self.offered = False
         if first:  # once per store family, not once per large file
             logger.debug(
-                "the endpoint of %s does not offer XML multipart uploads; large files go as resumable uploads",
+                "the endpoint of %s does not offer XML multipart uploads; large files go in one request each",
                 url,
             )
 
@@ -96,7 +103,8 @@ class GcsStore(Store):
     short ones). Files of at least ``large_file_bytes`` are downloaded as concurrent ranged reads and
     uploaded as XML multipart uploads in parts of ``chunk_bytes`` (GCS needs at least 5 MiB; more for
     files over 10,000 parts). ``chunked_uploads``: None (default) tries the multipart upload and falls
-    back to one resumable upload per large file where the endpoint does not offer it (e.g. an emulator);
+    back to one streamed single-request upload per large file where the endpoint does not offer it (e.g.
+    an emulator);
     True always uses it (its errors surface); False never does.
     """
 
@@ -274,14 +282,14 @@ class GcsStore(Store):
         return self._info(blob)
 
     def upload_files(self, pairs: Sequence[tuple[Path, str]], *, progress: Progress | None = None) -> ObjectList:
-        """Upload files with ``transfer_manager`` (threads), retrying failed ones: small files with
-        ``upload_many``, files of at least ``large_file_bytes`` one at a time in concurrent parts with
-        ``upload_chunks_concurrently`` (or resumable uploads, see ``chunked_uploads``).
+        """Upload files in threads, retrying failed ones: small files one request each
+        (:meth:`_upload_simple`), files of at least ``large_file_bytes`` one at a time in concurrent parts
+        with ``upload_chunks_concurrently`` (or streamed in one request each, see ``chunked_uploads``).
 
         Each stored object's CRC32C (computed by the server) must equal the local file's: a mismatch
         means the file changed during the upload, and the object reflects the bytes actually sent.
         """
-        from google.cloud.storage import transfer_manager as tm
+        from concurrent.futures import ThreadPoolExecutor
 
         results: builtins.list[ObjectInfo | None] = [None] * len(pairs)
         sizes = [_size(p) for p, _ in pairs]
@@ -292,18 +300,17 @@ class GcsStore(Store):
         batch_len = self.max_workers * 4
         attempt = 0
 
-        def upload(batch: builtins.list[int], workers: int) -> builtins.list[tuple[int, Any, Any]]:
-            blobs = [self.bucket.blob(self._key(pairs[i][1])) for i in batch]
-            outcome = tm.upload_many(
-                [(str(pairs[i][0]), b) for i, b in zip(batch, blobs, strict=True)],
-                upload_kwargs={"retry": self.retry, "checksum": "auto"},
-                worker_type=tm.THREAD,
-                max_workers=workers,
-                raise_exception=False,
-            )
-            return list(zip(batch, blobs, outcome, strict=True))
+        def upload_one(i: int) -> tuple[int, ObjectInfo | BaseException]:
+            try:
+                return i, self._upload_simple(pairs[i][0], pairs[i][1], sizes[i])
+            except Exception as exc:
+                return i, exc
 
-        def upload_large(batch: builtins.list[int], out: builtins.list[tuple[int, Any, Any]]) -> None:
+        def upload(batch: builtins.list[int], workers: int) -> builtins.list[tuple[int, ObjectInfo | BaseException]]:
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rlcloud-upload") as pool:
+                return list(pool.map(upload_one, batch))
+
+        def upload_large(batch: builtins.list[int], out: builtins.list[tuple[int, ObjectInfo | BaseException]]) -> None:
             # One chunked upload at a time: each already keeps its parts in flight concurrently.
             resumable = []
             for i in batch:
@@ -314,10 +321,10 @@ class GcsStore(Store):
                 try:
                     chunked = self._upload_chunked(pairs[i][0], pairs[i][1], blob, sizes[i])
                 except Exception as exc:
-                    out.append((i, blob, exc))
+                    out.append((i, exc))
                     continue
                 if chunked:
-                    out.append((i, blob, None))
+                    out.append((i, self._info(blob)))
                 else:
                     resumable.append(i)
             if resumable:
@@ -327,7 +334,7 @@ class GcsStore(Store):
             failed: builtins.list[tuple[int, BaseException]] = []
             large = [i for i in pending if sizes[i] >= self.large_file_bytes]
             small = [i for i in pending if sizes[i] < self.large_file_bytes]
-            large_done: builtins.list[tuple[int, Any, Any]] = []
+            large_done: builtins.list[tuple[int, ObjectInfo | BaseException]] = []
             large_thread = None
             if large:
                 large_thread = threading.Thread(
@@ -346,11 +353,11 @@ class GcsStore(Store):
                     finished = large_done
                 else:
                     break
-                for i, blob, res in finished:
+                for i, res in finished:
                     if isinstance(res, BaseException):
                         failed.append((i, res))
                         continue
-                    results[i] = self._info(blob)
+                    results[i] = res
                     done += sizes[i]
                 if progress:
                     progress(done, total)
@@ -369,6 +376,51 @@ class GcsStore(Store):
                     raise err from exc
                 time.sleep(self.retry_initial_s * attempt)
         return [r for r in results if r is not None]
+
+    def _upload_simple(self, path: Path, name: str, size: int) -> ObjectInfo:
+        """Upload one file in one request (a JSON API media upload; retried), and return the stored
+        object as the answer describes it: no second request for its metadata.
+
+        A file smaller than ``large_file_bytes`` is read whole and sent with its CRC32C in ``X-Goog-Hash``
+        (Cloud Storage refuses a body that does not match it); a larger one (where the endpoint offers no
+        XML multipart upload) is streamed from disk, its first ``size`` bytes, their CRC32C computed on the
+        way. Either way the stored CRC32C must equal that of the bytes sent, else ``DataCorruption``.
+        """
+        import google_crc32c
+        from google.api_core import exceptions as gexc
+        from google.cloud.storage._helpers import _get_default_headers
+        from google.cloud.storage.blob import _get_host_name
+        from google.cloud.storage.exceptions import DataCorruption
+
+        key = self._key(name)
+        client = self.client
+        # the URL and headers the library's own uploads use (mTLS endpoint, user agent, invocation id)
+        url = f"{_get_host_name(client._connection)}/upload/storage/v1{self.bucket.path}/o"
+        params = {"uploadType": "media", "name": key}
+        headers = _get_default_headers(client._connection.user_agent, _content_type(name))
+        with open(path, "rb") as fh:
+            data = fh.read() if size < self.large_file_bytes else None
+            if data is not None:
+                headers["X-Goog-Hash"] = "crc32c=" + _b64_crc(google_crc32c.value(data))
+
+            def attempt() -> ObjectInfo:
+                body: bytes | _CrcReader
+                if data is None:
+                    fh.seek(0)
+                    body = _CrcReader(fh, size)
+                else:
+                    body = data
+                response = client._http.post(url, params=params, data=body, headers=headers, timeout=60)
+                if response.status_code >= 400:
+                    raise gexc.from_http_response(response)
+                blob = self.bucket.blob(key)
+                blob._set_properties(response.json())
+                sent = _b64_crc(google_crc32c.value(data) if data is not None else body.crc)  # type: ignore[union-attr]
+                if blob.crc32c != sent:
+                    raise DataCorruption(response, f"stored crc32c {blob.crc32c} of {key}, sent {sent}")
+                return self._info(blob)
+
+            return self._call(f"uploading {path} to {self.describe(name)}", self.retry(attempt), name=name)
 
     def _chunked_wanted(self, size: int) -> bool:
         if size <= 0:  # an XML multipart upload needs at least one part
@@ -406,7 +458,7 @@ class GcsStore(Store):
                     raise StorageError(
                         f"uploading {path} to {self.describe(name)}: the endpoint does not offer XML multipart "
                         f"uploads (chunked_uploads=True); leave chunked_uploads unset to fall back to "
-                        f"resumable uploads"
+                        f"single-request uploads"
                     ) from exc
                 self._chunked.not_offered(self.url)
                 return False
@@ -683,6 +735,37 @@ def _content_type(name: str) -> str:
     if name.endswith((".txt", ".log", ".yaml")) or name.rsplit("/", 1)[-1] == "LATEST":
         return "text/plain"
     return "application/octet-stream"
+
+
+class _CrcReader:
+    """The first ``size`` bytes of an open file as a request body (sent in blocks, never read whole), and
+    their CRC32C (``crc``) once sent. ``__len__`` gives the request its Content-Length.
+
+    Blocks are at least 1 MiB, whatever the HTTP library asks for (16 KiB): each block sent is one
+    acquisition of the interpreter lock, contended by the threads uploading small files alongside, and
+    64 MiB in 16 KiB blocks would wait for it 4,096 times."""
+
+    def __init__(self, fh: Any, size: int) -> None:
+        self._fh = fh
+        self._size = self._left = size
+        self.crc = 0
+
+    def __len__(self) -> int:
+        return self._size
+
+    def read(self, n: int = -1) -> bytes:
+        import google_crc32c
+
+        if self._left <= 0:
+            return b""
+        chunk = self._fh.read(self._left if n is None or n < 0 else min(max(n, _STREAM_BLOCK), self._left))
+        self._left -= len(chunk)
+        self.crc = google_crc32c.extend(self.crc, chunk)
+        return bytes(chunk)
+
+
+def _b64_crc(crc: int) -> str:
+    return base64.b64encode(crc.to_bytes(4, "big")).decode("ascii")
 
 
 def _tmp_path(dst: Path) -> Path:

@@ -351,9 +351,12 @@ class Syncer:
                     expected=expected,
                 ) from None
             self._published = current
+            now = self.store.stat(LATEST)
+            if now is not None:
+                remote[LATEST] = now
         else:
             self._published = (name, info.generation)
-        remote[LATEST] = self.store.stat(LATEST) or remote.get(LATEST) or info
+            remote[LATEST] = info  # the write's answer describes the object: no read-back request
         report.published = name
         logger.info("published checkpoint %s to %s", name, self.store.describe(prefix))
 
