@@ -318,8 +318,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"best multi-threaded / rlcloud single: {max(multi) / single:.2f}x (goal >= 5x)")
     measured = dict(rows)
     for n in (8, 16, 32):
-        ours, peer = measured.get(f"rlcloud multi-threaded, {n} workers"), measured.get(
-            f"tensorforce Runner, num_parallel={n}"
+        ours, peer = (
+            measured.get(f"rlcloud multi-threaded, {n} workers"),
+            measured.get(f"tensorforce Runner, num_parallel={n}"),
         )
         if ours and peer:
             print(f"rlcloud multi-threaded / tensorforce Runner at {n} environments: {ours / peer:.2f}x (goal >= 1.3x)")

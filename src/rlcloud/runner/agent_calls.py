@@ -62,6 +62,15 @@ class AgentCalls:
             agent.parallel_spec.to_tensor(value=int(p), batched=False, name="Agent.observe parallel")
             for p in range(int(agent.parallel_interactions))
         ]
+        # The traced TensorFlow functions behind Model.act/observe and their signatures: Tensorforce's
+        # wrapper recomputes both signatures on every call, then calls this function inside the model's
+        # context (its device and name scope), as _call does.
+        model = agent.model
+        self._functions = {
+            name: (getattr(model, f"_{name}_graphs")["()"], model.input_signature(function=name),
+                   model.output_signature(function=name))
+            for name in ("act", "observe")
+        }  # fmt: skip
         self._terminal_type = agent.terminal_spec.np_type()
         self._reward_type = agent.reward_spec.np_type()
         self._buffer_observe = agent.config.buffer_observe
@@ -80,7 +89,7 @@ class AgentCalls:
         states_t = agent.states_spec.to_tensor(
             value=self._array_dict(singleton=np.asarray(states)), batched=True, name="Agent.act states"
         )
-        actions, timesteps = agent.model.act(states=states_t, auxiliaries=self._auxiliaries, parallel=self._parallel)
+        actions, timesteps = self._call("act", states=states_t, auxiliaries=self._auxiliaries, parallel=self._parallel)
         agent.timesteps = timesteps.numpy().item()
         actions = agent.actions_spec.from_tensor(tensor=actions, batched=True, name="Agent.act output actions")
         if agent.model.saver is not None:
@@ -120,7 +129,8 @@ class AgentCalls:
             rs = np.asarray(reward_buffer[p], dtype=self._reward_type)
             terminal_buffer[p].clear()
             reward_buffer[p].clear()
-            updated, episodes, updates = agent.model.observe(
+            updated, episodes, updates = self._call(
+                "observe",
                 terminal=agent.terminal_spec.to_tensor(value=ts, batched=True, name="Agent.observe terminal"),
                 reward=agent.reward_spec.to_tensor(value=rs, batched=True, name="Agent.observe reward"),
                 parallel=self._observe_parallel[p],
@@ -131,6 +141,14 @@ class AgentCalls:
         if agent.model.saver is not None:
             agent.model.save()
         return num_updates
+
+    def _call(self, name: str, **kwargs: Any) -> Any:
+        """``Model.<name>(**kwargs)`` as Tensorforce's ``tf_function`` wrapper makes it, with the traced
+        function and its signatures looked up once (module.py, ``decorated``)."""
+        function, inputs, outputs = self._functions[name]
+        with self.agent.model:
+            results = function(*inputs.kwargs_to_args(kwargs=kwargs, to_dict=False, outer_tuple=True))
+        return outputs.args_to_kwargs(args=results, outer_tuple=True, from_dict=False)
 
 
 def _unsupported(agent: Any) -> str | None:
@@ -152,6 +170,9 @@ def _unsupported(agent: Any) -> str | None:
     for name in ("timestep_completed", "timestep_counter", "terminal_buffer", "reward_buffer", "model"):
         if not hasattr(agent, name):
             return f"the agent has no {name}"
+    for name in ("act", "observe"):
+        if "()" not in getattr(agent.model, f"_{name}_graphs", {}):
+            return f"the model has no traced {name} function"
     return None
 
 
