@@ -322,23 +322,6 @@ def test_split_send_and_receive_step_halves_independently(servers: list[Threaded
     assert [s.server.steps for s in servers] == [2, 2]
 
 
-@pytest.mark.parametrize(("step_ms", "expected"), [(0.0, False), (3.0, True)])
-def test_auto_overlap_is_decided_by_the_step_cost_the_servers_report(step_ms: float, expected: bool) -> None:
-    env = {"type": "rlcloud.runner.costly:CostlyCartPole", "step_ms": step_ms}
-    started = [ThreadedServer(environment=env), ThreadedServer(environment=env)]
-    venv = RemoteVectorEnv([_address(s.port) for s in started], connect_timeout=10, overlap=None)
-    try:
-        venv.reset()
-        assert venv.overlap is None
-        venv.step(np.array([0, 1]))
-        assert venv.overlap is expected
-        assert venv.env_step_seconds is not None and (venv.env_step_seconds > 2e-3) is expected
-    finally:
-        venv.close()
-        for s in started:
-            s.stop()
-
-
 def test_a_server_that_dies_while_its_half_steps_comes_back_truncated() -> None:
     keep = ThreadedServer()
     dies = ThreadedServer()

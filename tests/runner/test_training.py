@@ -156,7 +156,7 @@ def test_overlapped_distributed_mode_is_reproducible(tmp_path: Path) -> None:
         threads = [threading.Thread(target=s.serve, daemon=True) for s in servers]
         for thread in threads:
             thread.start()
-        venv = RemoteVectorEnv([f"127.0.0.1:{s.port}" for s in servers], connect_timeout=20, overlap=None)
+        venv = RemoteVectorEnv([f"127.0.0.1:{s.port}" for s in servers], connect_timeout=20, overlap=True)
         result = Trainer(spec, tmp_path / name, vector_env=venv).run()
         for thread in threads:
             thread.join(timeout=10)

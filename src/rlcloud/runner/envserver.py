@@ -305,11 +305,7 @@ class EnvServer:
                     return False
                 if "actions" not in values:
                     raise ProtocolError("step without actions")
-                started = time.perf_counter()
                 states, reward, terminal = self.environment.step(_to_env_actions(values["actions"]))
-                # The environment's own cost, without the network: the agent decides from it whether to
-                # overlap acting with stepping (runner/remote.py).
-                step_s = time.perf_counter() - started
                 terminal = int(terminal)
                 reward = float(reward)
                 self.steps += 1
@@ -321,11 +317,7 @@ class EnvServer:
                     del self._returns[:-100]
                     self._episode_return = 0.0
                     states = self.environment.reset()
-                send_message(
-                    conn,
-                    {"type": "result", "reward": reward, "terminal": terminal, "step_s": round(step_s, 6)},
-                    {"states": states},
-                )
+                send_message(conn, {"type": "result", "reward": reward, "terminal": terminal}, {"states": states})
             elif kind == "close":
                 finished = bool(header.get("finished"))
                 send_message(conn, {"type": "bye"})

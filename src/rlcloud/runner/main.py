@@ -257,8 +257,8 @@ def _train(
         if args.role == Role.AGENT:
             from rlcloud.runner.remote import RemoteVectorEnv
 
-            overlap = {"synchronous": False, "overlapped": True}.get(spec.execution)  # auto: None
-            vector_env = RemoteVectorEnv.from_environ(overlap=overlap)
+            # auto is synchronous: overlapping changes the order of the agent's calls (what a seed learns)
+            vector_env = RemoteVectorEnv.from_environ(overlap=spec.execution == "overlapped")
         chain = _HookChain([hooks] if hooks is not None else [])
         trainer = Trainer(spec, workdir, vector_env=vector_env, hooks=chain)
         trainer_box.append(trainer)

@@ -14,9 +14,9 @@ every request with exactly one message)::
 
     hello {protocol}                -> spec {states_spec, actions_spec, max_episode_timesteps, index}
     reset                           -> states [states]
-    step [actions]                  -> result {reward, terminal, step_s} [states]   (same-step
-                                       autoreset: after a terminal, the states are the next episode's;
-                                       step_s: seconds the environment's step took, optional)
+    step [actions]                  -> result {reward, terminal} [states]   (same-step autoreset: after
+                                                                               a terminal, the states
+                                                                               are the next episode's)
     close {finished}                -> bye                                  (finished: the server exits)
     any request that fails          -> error {message}
 """

@@ -45,7 +45,6 @@ from rlcloud.runner.protocol import (
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_STEP_TIMEOUT",
-    "OVERLAP_THRESHOLD_S",
     "EnvServerError",
     "EnvServersUnreachableError",
     "RemoteVectorEnv",
@@ -60,10 +59,6 @@ logger = logging.getLogger(__name__)
 DEFAULT_CONNECT_TIMEOUT = 300.0
 #: How long one reset/step may take on a server before the agent counts it as dead.
 DEFAULT_STEP_TIMEOUT = 120.0
-#: Auto overlap: environments whose step costs more than this (an agent act + observe call costs ~1-3 ms
-#: on a small machine) step while the agent acts on other rows; cheaper ones step synchronously, where
-#: fewer, larger agent calls are faster.
-OVERLAP_THRESHOLD_S = 1e-3
 
 
 class EnvServerError(WorkloadError):
@@ -194,9 +189,7 @@ class RemoteVectorEnv:
     autoresetting on the same step. All servers step concurrently: the actions are sent to every server
     before any answer is read. :meth:`send_actions` and :meth:`receive` do the two halves of a step for
     some of the rows; ``overlap=True`` (:attr:`overlap`) asks the training loop to use them to act on one
-    half of the servers while the other half steps, ``False`` keeps every step synchronous, and ``None``
-    decides after the first step: overlapped when the servers report an environment step costing more
-    than :data:`OVERLAP_THRESHOLD_S`.
+    half of the servers while the other half steps, ``False`` (default) keeps every step synchronous.
 
     ``connect_timeout`` bounds the wait for every server at start and for a server that died to come
     back; ``step_timeout`` bounds one reset/step on a server before it counts as dead.
@@ -216,7 +209,7 @@ class RemoteVectorEnv:
         step_timeout: float = DEFAULT_STEP_TIMEOUT,
         watch_signals: bool = False,
         should_stop: Callable[[], bool] | None = None,
-        overlap: bool | None = False,
+        overlap: bool = False,
     ) -> None:
         addresses = [s if isinstance(s, ServerAddress) else parse_env_servers(s)[0] for s in servers]
         if not addresses:
@@ -233,11 +226,8 @@ class RemoteVectorEnv:
         # Rows whose actions were sent and whose result is not read yet: None, or why the send failed.
         self._pending: dict[int, str | None] = {}
         #: Whether the training loop should overlap acting with stepping (alternating halves of the
-        #: servers, runner/overlap.py): the agent acts on one half while the other half steps. None
-        #: (auto) until the first step of every server, which decides by the environment's step cost.
-        self.overlap: bool | None = None if overlap is None else (overlap and len(self._servers) >= 2)
-        #: The environments' step cost the servers reported for the first step (median), in seconds.
-        self.env_step_seconds: float | None = None
+        #: servers, runner/overlap.py): the agent acts on one half while the other half steps.
+        self.overlap = overlap and len(self._servers) >= 2
         self._restore_signals: Callable[[], None] = self._watch_signals() if watch_signals else (lambda: None)
         try:
             self._connect(list(self._servers))
@@ -262,7 +252,7 @@ class RemoteVectorEnv:
         environ: Mapping[str, str] | None = None,
         *,
         should_stop: Callable[[], bool] | None = None,
-        overlap: bool | None = None,
+        overlap: bool = False,
     ) -> RemoteVectorEnv:
         """Build from ``RLCLOUD_ENV_SERVERS``, ``RLCLOUD_HOST_MAP``, ``RLCLOUD_CONNECT_TIMEOUT`` and
         ``RLCLOUD_STEP_TIMEOUT`` (the agent role in distributed mode)."""
@@ -440,24 +430,7 @@ class RemoteVectorEnv:
         """Send each environment its action, then gather ``(states, rewards, terminals)`` from all."""
         rows = np.arange(self.num_envs)
         self.send_actions(rows, actions)
-        if self.overlap is not None:
-            return self.receive(rows)
-        costs: list[float] = []
-        result = self.receive(rows, costs)
-        self._decide_overlap(costs)
-        return result
-
-    def _decide_overlap(self, costs: list[float]) -> None:
-        """Auto: overlap when a step costs the environment more than an agent call costs the learner."""
-        if not costs:
-            return  # old servers do not report it (or every server was revived): decide next step
-        self.env_step_seconds = float(np.median(costs))
-        self.overlap = self.num_envs >= 2 and self.env_step_seconds > OVERLAP_THRESHOLD_S
-        logger.info(
-            "env servers report %.0f µs per step: %s stepping",
-            self.env_step_seconds * 1e6,
-            "overlapped" if self.overlap else "synchronous",
-        )
+        return self.receive(rows)
 
     def send_actions(self, rows: Sequence[int] | np.ndarray, actions: Any) -> None:
         """Send the environments ``rows`` their actions (a batch with one entry per row, in ``rows`` order)
@@ -482,13 +455,10 @@ class RemoteVectorEnv:
             except OSError as exc:
                 self._pending[row] = f"send: {exc or type(exc).__name__}"
 
-    def receive(
-        self, rows: Sequence[int] | np.ndarray, costs: list[float] | None = None
-    ) -> tuple[Any, np.ndarray, np.ndarray]:
+    def receive(self, rows: Sequence[int] | np.ndarray) -> tuple[Any, np.ndarray, np.ndarray]:
         """Wait for the results of the environments ``rows`` (sent by :meth:`send_actions`):
         ``(states, rewards, terminals)`` batched in ``rows`` order. A server that died is reconnected and
-        its row comes back truncated (terminal 2, reward 0) with the first states of a new episode.
-        ``costs`` collects the environments' step times the servers report."""
+        its row comes back truncated (terminal 2, reward 0) with the first states of a new episode."""
         self._check_open()
         rows = [int(r) for r in rows]
         states: list[Any] = [None] * len(rows)
@@ -509,8 +479,6 @@ class RemoteVectorEnv:
                     rewards[i] = float(header["reward"])
                     terminals[i] = int(header["terminal"])
                     self._last_states[row] = states[i]
-                    if costs is not None and "step_s" in header:
-                        costs.append(float(header["step_s"]))
                     continue
             states[i] = self._revive(server, why)
             terminals[i] = 2

@@ -205,8 +205,9 @@ class ExperimentSpec(StrictModel):
         "auto",
         description="multi-threaded stepping: 'batched' in-process (cheap envs), 'processes' (slow envs); "
         "distributed: 'overlapped' (the agent acts on half the env servers while the other half steps) or "
-        "'synchronous' (all step, then the agent acts on all; batched/processes read as auto there); 'auto' "
-        "chooses by the measured cost of an env step.",
+        "'synchronous' (all step, then the agent acts on all; batched/processes read as auto there). 'auto': "
+        "multi-threaded chooses by the measured cost of an env step, distributed is synchronous (overlapping "
+        "changes the order of the agent's calls, so a seed learns another run).",
     )
     saver_frequency: Frequency | None = Field(
         Frequency(600, "s"),
