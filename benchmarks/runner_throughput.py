@@ -14,14 +14,21 @@ built earlier in a process slow down later ones). Usage::
 
     uv run --frozen python benchmarks/runner_throughput.py [--timesteps 20000] [--repeat 2] [--only single,multi]
 
-Figures depend on the machine and on what else runs on it; the goals (issue 3) are rlcloud single >=
-0.95x plain Tensorforce single and the best multi-threaded >= 5x single on a 2-core machine.
+Figures depend on the machine and on what else runs on it; the goals: rlcloud single >= 0.95x plain
+Tensorforce single, the best multi-threaded >= 5x single on a 2-core machine (issue 3), and multi-threaded
+>= 1.3x Tensorforce's Runner at equal parallelism N = 8, 16, 32 (issue 15).
 
 Measured 2026-11-22 on the 2-core development VM (shared with other jobs; single runs varied by up to
 +-40 % between rounds), ``--timesteps 10000 --repeat 2``, best of the two rounds, steps/s:
-raw env 45.7k (gymnasium) / 33.6k (rlcloud adapter); tensorforce Runner 1 env 390, num_parallel=8 2326,
-num_parallel=16 4037; rlcloud single 405 (1.04x Tensorforce's Runner); multi-threaded 4: 1072,
-8: 2375, 16: 4620, 32: 6457 (15.9x single); distributed 2 local env servers 505, 4: 870.
+raw env 45.7k (gymnasium) / 33.6k (rlcloud adapter); tensorforce Runner 1 env 390; rlcloud single 405
+(1.04x Tensorforce's Runner); distributed 2 local env servers 505, 4: 870.
+
+Issue 15, 2026-11-23, same VM, ``--only tensorforce-parallel,multi --timesteps 10000 --repeat 3`` (best of
+3 interleaved rounds), steps/s, before (Tensorforce's Agent.act/observe) -> after (runner/agent_calls.py):
+rlcloud multi-threaded 8: 4,844 -> 5,931; 16: 9,073 -> 10,704; 32: 10,086 -> 12,654; Tensorforce Runner
+num_parallel=8: 5,219, =16: 6,831, =32: 8,814; ratio at equal parallelism 1.14x (8), 1.57x (16), 1.44x (32)
+(before: 1.07x, 1.36x, 1.20x). Round-to-round spread on this VM is +-30 %, so the ratios move by ~0.1
+between runs.
 """
 
 from __future__ import annotations

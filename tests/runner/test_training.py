@@ -118,8 +118,9 @@ def test_single_mode_is_reproducible(tmp_path: Path) -> None:
     # summaries) made frequent and an evaluation in between: none of them may change what is learned
     example = ExperimentSpec.from_file(Path(__file__).resolve().parents[2] / "examples" / "cartpole_ppo.yaml")
     spec = example.replace(
-        total_timesteps=3000, saver_frequency="1s", summary_frequency="1s", evaluation={"every": "1000t", "episodes": 1}
-    )
+        run_mode="single", num_workers=1, total_timesteps=3000, saver_frequency="1s", summary_frequency="1s",
+        evaluation={"every": "1000t", "episodes": 1},
+    )  # fmt: skip
     runs = []
     for name in ("a", "b"):
         Trainer(spec, tmp_path / name).run()
