@@ -145,10 +145,20 @@ def tensorforce_runner_rate(num_parallel: int, timesteps: int) -> float:
     return rate
 
 
-def rlcloud_rate(run_mode: str, workers: int, timesteps: int, vector_env: Any = None) -> float:
-    """Steps/s of rlcloud's training loop (metrics, progress and counters included)."""
+def rlcloud_rate(
+    run_mode: str, workers: int, timesteps: int, vector_env: Any = None, *, agent_api: bool = False
+) -> float:
+    """Steps/s of rlcloud's training loop (metrics, progress and counters included).
+
+    ``agent_api``: drive the agent through Tensorforce's public ``Agent.act``/``observe`` (what the loop did
+    before runner/agent_calls.py), for a before/after comparison in one run.
+    """
+    from rlcloud.runner import agent_calls
     from rlcloud.runner.loop import Trainer
     from rlcloud.specs import ExperimentSpec
+
+    if agent_api:
+        agent_calls._unsupported = lambda agent: "benchmark: Tensorforce's public Agent API"  # type: ignore[assignment]
 
     spec = ExperimentSpec(
         name="bench",
@@ -241,6 +251,13 @@ CONFIGS: dict[str, tuple[str, Callable[[int], float]]] = {
         for n in (4, 8, 16, 32)
     },
     **{
+        f"rlcloud multi-threaded, {n} workers, Agent API": (
+            "multi-agent-api",
+            lambda t, n=n: rlcloud_rate("multi-threaded", n, t, agent_api=True),
+        )
+        for n in (8, 16, 32)
+    },
+    **{
         f"rlcloud distributed, {n} local env servers": ("distributed", lambda t, n=n: distributed_rate(n, t))
         for n in (2, 4)
     },
@@ -273,7 +290,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         default="raw,tensorforce,tensorforce-parallel,single,multi,distributed",
-        help="comma-separated groups: raw, tensorforce, tensorforce-parallel, single, multi, distributed",
+        help="comma-separated groups: raw, tensorforce, tensorforce-parallel, single, multi, multi-agent-api "
+        "(the loop through Tensorforce's Agent API, as before issue 15), distributed",
     )
     parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: measure one configuration, print it
     args = parser.parse_args(argv)
@@ -331,6 +349,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         if ours and peer:
             print(f"rlcloud multi-threaded / tensorforce Runner at {n} environments: {ours / peer:.2f}x (goal >= 1.3x)")
+        before = measured.get(f"rlcloud multi-threaded, {n} workers, Agent API")
+        if ours and before:
+            print(f"  AgentCalls / the loop through Tensorforce's Agent API at {n} environments: {ours / before:.2f}x")
     return 0
 
 

@@ -85,7 +85,7 @@ def test_experiment_not_started_shows_the_spec(tmp_path: Path) -> None:
     assert "<table class='rlcloud-experiment'>" in page
     assert "cartpole-ppo" in page
     assert "ppo on CartPole-v1" in page
-    assert "single, 1 worker(s)" in page
+    assert "multi-threaded, 32 worker(s)" in page
     assert "not started" in page
     assert "- / 200,000 timesteps" in page
     assert "<progress" not in page

@@ -332,7 +332,7 @@ def _builder_commands() -> list[tuple[list[str], list[str]]]:
     """(command, args) of every container the Kubernetes builders create, over all three run modes."""
     from rlcloud.k8s.builders import build_workloads
 
-    base = ExperimentSpec.from_file(ROOT / "examples" / "cartpole_ppo.yaml")
+    base = ExperimentSpec.from_file(ROOT / "examples" / "cartpole_ppo.yaml", run_mode="single", num_workers=1)
     specs = [
         base,
         base.replace(run_mode="multi-threaded", num_workers=2),

@@ -91,7 +91,7 @@ def test_bad_sweeps_name_the_field(fields: dict[str, Any], field: str, says: str
 
 
 def test_an_invalid_trial_is_named_before_anything_starts() -> None:
-    sweep = _sweep(parameters={"num_workers": [1, 0]})
+    sweep = _sweep(parameters={"num_workers": [2, 0]})
     with pytest.raises(SpecError) as info:
         sweep.trials()
     assert info.value.fields == ["parameters.num_workers"]
@@ -177,7 +177,10 @@ def test_early_stopper_publishes_reads_peers_and_stops(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------------------------- real local sweeps
 
-TINY = {"total_timesteps": 300, "saver_frequency": None, "summary_frequency": None, "evaluation": None}
+TINY = {
+    "total_timesteps": 300, "run_mode": "single", "num_workers": 1, "saver_frequency": None, "summary_frequency": None,
+    "evaluation": None,
+}  # fmt: skip
 
 
 @pytest.mark.training
