@@ -192,7 +192,7 @@ def rlcloud_rate(
         # final checkpoint and closing are not part of the stepping rate.
         t0, s0, cpu0 = next(((t, s, c) for t, s, c in marks if s >= WARMUP), marks[0])
         _t1, s1, cpu1 = marks[-1]  # CPU time is read at ticks only: the steps between the same two ticks
-        CPU_RATE.append((s1 - s0) / (cpu1 - cpu0))
+        CPU_RATE.append((s1 - s0) / (cpu1 - cpu0) if cpu1 > cpu0 else float("nan"))
         return (result.timesteps - s0) / (result.elapsed - t0)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

@@ -75,7 +75,6 @@ class OverlappedStepper:
         n = venv.num_envs
         if n < 2:
             raise ValueError("overlapped stepping needs at least two environments")
-        self.agent = agent
         self.venv = venv
         middle = (n + 1) // 2
         self._halves = (np.arange(0, middle), np.arange(middle, n))
