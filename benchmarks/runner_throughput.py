@@ -23,12 +23,13 @@ Measured 2026-11-22 on the 2-core development VM (shared with other jobs; single
 raw env 45.7k (gymnasium) / 33.6k (rlcloud adapter); tensorforce Runner 1 env 390; rlcloud single 405
 (1.04x Tensorforce's Runner); distributed 2 local env servers 505, 4: 870.
 
-Issue 15, 2026-11-23, same VM, ``--only tensorforce-parallel,multi --timesteps 10000 --repeat 3`` (best of
-3 interleaved rounds), steps/s, before (Tensorforce's Agent.act/observe) -> after (runner/agent_calls.py):
-rlcloud multi-threaded 8: 4,844 -> 5,931; 16: 9,073 -> 10,704; 32: 10,086 -> 12,654; Tensorforce Runner
-num_parallel=8: 5,219, =16: 6,831, =32: 8,814; ratio at equal parallelism 1.14x (8), 1.57x (16), 1.44x (32)
-(before: 1.07x, 1.36x, 1.20x). Round-to-round spread on this VM is +-30 %, so the ratios move by ~0.1
-between runs.
+Issue 15, 2026-11-23, same VM, ``--only tensorforce-parallel,multi-agent-api,multi --timesteps 30000
+--repeat 2`` (best of 2 interleaved rounds; 10,000 steps are too short a window at 10k steps/s), steps/s:
+Tensorforce Runner num_parallel=8: 4,287, =16: 8,006, =32: 9,091; rlcloud multi-threaded through
+Tensorforce's Agent API (before): 5,044 / 9,101 / 12,544; with runner/agent_calls.py (after): 6,380 /
+11,075 / 13,054. After / Runner: **1.49x (8), 1.38x (16), 1.44x (32)** per wall second (1.49x, 1.38x, 1.42x
+per CPU second); after / before 1.26x, 1.22x, 1.04x. Rounds differ by up to +-30 % on this VM; shorter runs
+(10,000 steps, 3 rounds) gave 1.14x / 1.57x / 1.44x.
 """
 
 from __future__ import annotations

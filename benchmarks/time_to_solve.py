@@ -22,7 +22,7 @@ rlcloud multi-threaded N=4 18.5 s / 49,948; N=8 10.5 s / 28,488 (seeds 24.3, 10.
 64,352; N=32 9.5 s / 61,728. Tensorforce Runner num_parallel=8 12.6 s / 39,337; =16 15.7 s / 86,549.
 rlcloud best (N=32) / Runner best (N=8): 0.76x (goal <= 0.5x, not reached). About half of each run is the
 one-time cost both pay alike (building the agent and TensorFlow tracing its act/observe/update functions,
-~4-5 s here); on the stepping after it rlcloud is 1.14-1.57x the Runner (runner_throughput.py). Sample
+~4-5 s here); on the stepping after it rlcloud is 1.38-1.49x the Runner (runner_throughput.py). Sample
 efficiency falls with more environments (N=8 needs the fewest timesteps in the median, with the widest
 spread between seeds), wall time is lowest at 32: examples/cartpole_ppo.yaml uses 32.
 """
