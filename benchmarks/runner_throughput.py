@@ -54,8 +54,8 @@ CARTPOLE = {"type": "gym", "level": "CartPole-v1"}
 AGENT = {"type": "ppo", "batch_size": 10, "learning_rate": 1e-3}
 SEED = 1
 WARMUP = 1000
-#: Steps per CPU second (all of the process's threads) of the latest measurement: the machine's other load
-#: and the hypervisor's steal time hardly change it, unlike steps per wall second.
+#: Steps per CPU second (all of the process's threads) of the latest measurement: a cross-check of the wall
+#: figure (time the process waited for a CPU is not in it); on the development VM the two moved together.
 CPU_RATE: list[float] = []
 
 
