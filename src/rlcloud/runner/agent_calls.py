@@ -33,10 +33,11 @@ _MIRRORED_VERSION = "0.6.5"
 
 
 class AgentCalls:
-    """``act(states, rows)`` / ``observe(rewards, terminals, rows)`` for a batch of every row.
+    """``act(states)`` / ``observe(rewards, terminals)`` for a fixed set of rows, batched.
 
-    ``agent`` is a Tensorforce agent built with ``parallel_interactions >= len(rows)``; ``rows`` the row
-    indices (``np.arange(num_envs)``), the same on every call. Returns and accepts numpy arrays.
+    ``agent`` is a Tensorforce agent built with ``parallel_interactions`` covering ``rows``; ``rows`` the
+    row indices every call is for (``np.arange(num_envs)``, or one half of them when env servers step
+    overlapped). Returns and accepts numpy arrays.
     """
 
     def __init__(self, agent: Any, rows: np.ndarray) -> None:
@@ -76,7 +77,7 @@ class AgentCalls:
         self._buffer_observe = agent.config.buffer_observe
 
     def act(self, states: Any) -> Any:
-        """Actions for a batch of states of every row (an array; a dict of arrays for dict actions)."""
+        """Actions for a batch of states of the rows (an array; a dict of arrays for dict actions)."""
         agent = self.agent
         if not self.direct:
             actions = agent.act(states=states, parallel=self.rows)
@@ -99,7 +100,7 @@ class AgentCalls:
         return dict(actions.items())
 
     def observe(self, rewards: np.ndarray, terminals: np.ndarray) -> int:
-        """Rewards and terminals (0/1/2) of every row after :meth:`act`; returns the updates performed."""
+        """Rewards and terminals (0/1/2) of the rows after :meth:`act`; returns the updates performed."""
         agent = self.agent
         if not self.direct:
             return int(agent.observe(reward=rewards, terminal=terminals, parallel=self.rows))

@@ -1,8 +1,10 @@
 """The training loop: one Tensorforce agent driven over a :class:`~rlcloud.runner.vector.VectorEnv`.
 
-The agent is driven directly, not through ``tensorforce.Runner``: one ``act(states=batch,
-parallel=rows)`` and one ``observe(reward=, terminal=, parallel=rows)`` per vector step. The Runner's
-per-environment Python bookkeeping, not TensorFlow, is what caps its throughput (FACTS.md).
+The agent is driven directly, not through ``tensorforce.Runner``: one act and one observe for every row
+per vector step, through :class:`~rlcloud.runner.agent_calls.AgentCalls`, which calls the agent's
+TensorFlow functions without Tensorforce's per-call Python work. The Runner's per-environment Python
+bookkeeping, and that work, not TensorFlow, is what capped the throughput (FACTS.md; issue 15's figures in
+benchmarks/runner_throughput.py).
 
 What the loop writes into the work directory (docs/contracts.md, "Results layout"):
 
@@ -400,8 +402,8 @@ class Trainer:
                     actions = calls.act(states)
                     states, rewards, terminals = venv.step(actions)
                     calls.observe(rewards, terminals)
-                    # Env servers that step some rows while the agent acts on others (runner/overlap.py);
-                    # an automatic choice is made after the first step.
+                    # `execution: overlapped` (env servers): from here on the agent acts on one half of
+                    # the rows while the other half steps (runner/overlap.py); otherwise None.
                     overlapped = overlapped_stepper(agent, venv, states)
                 ep_return[stepped] += rewards
                 ep_length[stepped] += 1
