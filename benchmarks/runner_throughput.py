@@ -99,22 +99,20 @@ def _agent_kwargs(num_parallel: int) -> dict[str, Any]:
     return kwargs
 
 
-def tensorforce_runner_rate(num_parallel: int, timesteps: int) -> float:
-    """Steps/s of plain ``tensorforce.Runner`` over gymnasium CartPole (Tensorforce-style wrapper)."""
+def tensorforce_environments(environment: dict[str, Any], seed: int, count: int) -> list[Any]:
+    """``count`` copies of ``environment`` as plain Tensorforce environments (what a Tensorforce user would
+    write around gymnasium), copy ``i`` seeded with ``seed + i`` like rlcloud's row ``i``: with the same
+    agent seed both then see the same episodes, so rates differ by loop overhead only."""
     from rlcloud.runner.compat import import_tensorforce
 
     tensorforce = import_tensorforce()
     from rlcloud.runner.envs import make_env
 
-    class CartPole(tensorforce.Environment):  # type: ignore[misc,name-defined]
-        """Gymnasium CartPole as a plain Tensorforce environment (what a Tensorforce user would write)."""
-
-        def __init__(self, index: int = 0) -> None:
+    class Wrapped(tensorforce.Environment):  # type: ignore[misc,name-defined]
+        def __init__(self, index: int) -> None:
             super().__init__()
-            self.env = make_env(CARTPOLE)
-            # Seeded like rlcloud's row `index`: with the same agent seed both runs then see the same
-            # episodes and make the same updates, so the rates differ by loop overhead only.
-            self.seed: int | None = SEED + index
+            self.env = make_env(environment)
+            self.seed: int | None = seed + index
 
         def states(self) -> dict[str, Any]:
             return self.env.states_spec
@@ -134,8 +132,16 @@ def tensorforce_runner_rate(num_parallel: int, timesteps: int) -> float:
             state, reward, terminal = self.env.step(actions)
             return state, terminal, reward
 
+    return [tensorforce.Environment.create(environment=Wrapped(i)) for i in range(count)]
+
+
+def tensorforce_runner_rate(num_parallel: int, timesteps: int) -> float:
+    """Steps/s of plain ``tensorforce.Runner`` over gymnasium CartPole (Tensorforce-style wrapper)."""
+    from rlcloud.runner.compat import import_tensorforce
+
+    tensorforce = import_tensorforce()
     agent = tensorforce.Agent.create(**_agent_kwargs(num_parallel))
-    envs = [tensorforce.Environment.create(environment=CartPole(i)) for i in range(num_parallel)]
+    envs = tensorforce_environments(CARTPOLE, SEED, num_parallel)
     if num_parallel == 1:
         runner = tensorforce.Runner(agent=agent, environment=envs[0])
     else:

@@ -45,14 +45,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tests.fakes
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # for sweep_objects
 
 import sweep_objects
-from kubernetes import client
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 
-from rlcloud.k8s.applier import RetryPolicy
 from rlcloud.k8s.backend import KubernetesBackend
 from rlcloud.specs import ExperimentSpec
 
-NAMESPACE = "bench"
+NAMESPACE = sweep_objects.NAMESPACE
 
 
 def _pods(server: FakeKubeApiServer, job: dict[str, Any], count: int, role: str) -> list[str]:
@@ -116,17 +114,7 @@ def main() -> None:
     args = parser.parse_args()
     rows = []
     with FakeKubeApiServer() as server, tempfile.TemporaryDirectory() as tmp:
-        api = client.ApiClient(client.Configuration(host=server.url))
-        backend = KubernetesBackend(
-            api,
-            namespace=NAMESPACE,
-            image="rlcloud:bench",
-            retry=RetryPolicy(attempts=2, initial=0.01, maximum=0.01),
-            poll_interval=0.05,
-            local_results=True,
-        )
-        backend.ensure_namespace()
-        backend.kubernetes_version()
+        api, backend = sweep_objects.fake_backend(server)
         for n in args.sizes:
             rows.append(experiment_row(server, backend, Path(tmp), n))
         api.close()

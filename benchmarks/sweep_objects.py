@@ -103,21 +103,27 @@ def measure(server: FakeKubeApiServer, fn: Any) -> tuple[Any, int, float]:
     return value, len(server.requests), time.perf_counter() - t0
 
 
+def fake_backend(server: FakeKubeApiServer) -> tuple[client.ApiClient, KubernetesBackend]:
+    """The real Kubernetes client and rlcloud's backend against ``server``, its namespace made."""
+    api = client.ApiClient(client.Configuration(host=server.url))
+    backend = KubernetesBackend(
+        api,
+        namespace=NAMESPACE,
+        image="rlcloud:bench",
+        retry=RetryPolicy(attempts=2, initial=0.01, maximum=0.01),
+        poll_interval=0.05,
+        local_results=True,
+    )
+    backend.ensure_namespace()
+    backend.kubernetes_version()
+    return api, backend
+
+
 def run(trial_counts: list[int]) -> list[dict[str, Any]]:
     """One row of figures per number of trials."""
     rows = []
     with FakeKubeApiServer() as server, tempfile.TemporaryDirectory() as tmp:
-        api = client.ApiClient(client.Configuration(host=server.url))
-        backend = KubernetesBackend(
-            api,
-            namespace=NAMESPACE,
-            image="rlcloud:bench",
-            retry=RetryPolicy(attempts=2, initial=0.01, maximum=0.01),
-            poll_interval=0.05,
-            local_results=True,
-        )
-        backend.ensure_namespace()
-        backend.kubernetes_version()
+        api, backend = fake_backend(server)
         results = Path(tmp)
         for trials in trial_counts:
             sweep = sweep_for(trials)

@@ -116,38 +116,11 @@ def runner_run(num_parallel: int, seed: int, max_timesteps: int) -> dict[str, An
     from rlcloud.runner.compat import import_tensorforce
 
     tensorforce = import_tensorforce()
-    from rlcloud.runner.envs import make_env
+    from runner_throughput import tensorforce_environments
 
     example = _example()
-
-    class CartPole(tensorforce.Environment):  # type: ignore[misc,name-defined]
-        """Gymnasium CartPole as a plain Tensorforce environment, seeded like rlcloud's row ``index``."""
-
-        def __init__(self, index: int) -> None:
-            super().__init__()
-            self.env = make_env(example["environment"])
-            self.seed: int | None = seed + index
-
-        def states(self) -> dict[str, Any]:
-            return self.env.states_spec
-
-        def actions(self) -> dict[str, Any]:
-            return self.env.actions_spec
-
-        def max_episode_timesteps(self) -> int | None:
-            return self.env.max_episode_timesteps
-
-        def reset(self) -> Any:
-            state = self.env.reset(seed=self.seed)
-            self.seed = None
-            return state
-
-        def execute(self, actions: Any) -> tuple[Any, int, float]:
-            state, reward, terminal = self.env.step(actions)
-            return state, terminal, reward
-
     start = time.perf_counter()
-    envs = [tensorforce.Environment.create(environment=CartPole(i)) for i in range(num_parallel)]
+    envs = tensorforce_environments(example["environment"], seed, num_parallel)
     agent_spec = dict(example["agent"])
     agent = tensorforce.Agent.create(
         agent=agent_spec.pop("type"),
