@@ -55,6 +55,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tests.fakes
 
+from tests.fakes.faulty_proxy import proxy_process
 from tests.fakes.gcs import FakeGcsServer
 
 from rlcloud.roles import Role
@@ -257,34 +258,22 @@ def main() -> None:
     )
     runs: list[Run] = []
     try:
-        with FakeGcsServer() as server:
-            proxy = subprocess.Popen(
-                [sys.executable, "-m", "tests.fakes.faulty_proxy", server.url, "--latency-ms", str(args.latency_ms)],
-                cwd=ROOT,
-                stdout=subprocess.PIPE,
-                text=True,
-            )
-            try:
-                assert proxy.stdout is not None
-                proxy_url = proxy.stdout.readline().strip()
-                warm_up(server, work, args.warm_up_mb)
-                for i in range(args.repeats):
-                    run = one_run(server, proxy_url, spec_path, role, work, args)
-                    runs.append(run)
-                    print(
-                        f"run {i + 1}: SIGTERM at timestep ~{run.timestep}: local {_fmt(run.local_s)}, "
-                        f"store {_fmt(run.store_s)}, exit {_fmt(run.exit_s)} (code {run.exit_code}); "
-                        f"{run.name} {run.size / 1e6:.1f} MB in {run.files} files",
-                        flush=True,
-                    )
-                    if args.log:
-                        after = next((k for k, line in enumerate(run.log) if "received SIGTERM" in line), 0)
-                        print("".join("    | " + line for line in run.log[after:]), end="")
-                    if args.keep is None and i + 1 < args.repeats and run.workdir is not None:
-                        shutil.rmtree(run.workdir, ignore_errors=True)  # ~1 GB each; the last one is read below
-            finally:
-                proxy.terminate()
-                proxy.wait()
+        with FakeGcsServer() as server, proxy_process(server.url, latency_ms=args.latency_ms) as proxy_url:
+            warm_up(server, work, args.warm_up_mb)
+            for i in range(args.repeats):
+                run = one_run(server, proxy_url, spec_path, role, work, args)
+                runs.append(run)
+                print(
+                    f"run {i + 1}: SIGTERM at timestep ~{run.timestep}: local {_fmt(run.local_s)}, "
+                    f"store {_fmt(run.store_s)}, exit {_fmt(run.exit_s)} (code {run.exit_code}); "
+                    f"{run.name} {run.size / 1e6:.1f} MB in {run.files} files",
+                    flush=True,
+                )
+                if args.log:
+                    after = next((k for k, line in enumerate(run.log) if "received SIGTERM" in line), 0)
+                    print("".join("    | " + line for line in run.log[after:]), end="")
+                if args.keep is None and i + 1 < args.repeats and run.workdir is not None:
+                    shutil.rmtree(run.workdir, ignore_errors=True)  # ~1 GB each; the last one is read below
         print()
         print(summary("(a) SIGTERM -> checkpoint complete on local disk", [r.local_s for r in runs]))
         print(summary("(b) SIGTERM -> checkpoint complete in the store ", [r.store_s for r in runs]))

@@ -49,7 +49,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tests.fakes
 
-from tests.fakes.faulty_proxy import FaultyProxy
+from tests.fakes.faulty_proxy import FaultyProxy, proxy_process
 from tests.fakes.gcs import FakeGcsServer
 
 from rlcloud.storage import Syncer, SyncReport, open_store
@@ -251,22 +251,9 @@ def main() -> None:
                     proxied.close()
 
             if args.latency_ms > 0:
-                root = Path(__file__).resolve().parents[1]
-                latency = ["--latency-ms", str(args.latency_ms)]
-                proc = subprocess.Popen(
-                    [sys.executable, "-m", "tests.fakes.faulty_proxy", server.url, *latency],
-                    cwd=root,
-                    stdout=subprocess.PIPE,
-                    text=True,
-                )
-                try:
-                    assert proc.stdout is not None
-                    url = proc.stdout.readline().strip()
+                with proxy_process(server.url, latency_ms=args.latency_ms) as url:
                     runs, _, _ = measure(server, url, tree, files, args, work, with_cp=False)
                     report(runs, mb, f"through a proxy adding {args.latency_ms:g} ms per request", args.floor_parallel)
-                finally:
-                    proc.terminate()
-                    proc.wait()
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -52,6 +52,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tests.fakes
 
+from tests.fakes.faulty_proxy import proxy_process
 from tests.fakes.gcs import FakeGcsServer
 
 from rlcloud.specs import ExperimentSpec
@@ -157,58 +158,45 @@ def main() -> None:
         f"{args.rounds} rounds, local and gs interleaved"
     )
     runs: dict[str, list[Run]] = {"local": [], "gs": []}
-    root = Path(__file__).resolve().parents[1]
     base_env = {k: v for k, v in os.environ.items() if k not in ("RLCLOUD_RESULTS", "STORAGE_EMULATOR_HOST")}
     base_env["TF_CPP_MIN_LOG_LEVEL"] = "2"
     try:
-        with FakeGcsServer() as server:
-            proxy = subprocess.Popen(
-                [sys.executable, "-m", "tests.fakes.faulty_proxy", server.url, "--latency-ms", str(args.latency_ms)],
-                cwd=root,
-                stdout=subprocess.PIPE,
-                text=True,
-            )
-            try:
-                assert proxy.stdout is not None
-                url = proxy.stdout.readline().strip()
-                client = server.client_for()
-                for r in range(args.rounds):
-                    order = ("local", "gs") if r % 2 == 0 else ("gs", "local")
-                    for mode in order:
-                        workdir = work / f"{mode}-{r}"
-                        env = dict(base_env)
-                        bucket = ""
-                        if mode == "gs":
-                            bucket = server.create_bucket()
-                            env["RLCLOUD_RESULTS"] = f"gs://{bucket}/synctrain"
-                            env["STORAGE_EMULATOR_HOST"] = url
-                            if args.sync_interval is not None:
-                                env["RLCLOUD_SYNC_INTERVAL"] = str(args.sync_interval)
-                        lines = train(spec_path, workdir, env, work / f"{mode}-{r}.log")
-                        progress = json.loads((workdir / "progress.json").read_text())
-                        run = Run(steps_per_second(workdir), float(progress.get("cpu_seconds") or 0.0))
-                        if mode == "gs":
-                            run.delays, run.unpublished = checkpoint_delays(lines)
-                            local = (workdir / "checkpoints" / "LATEST").read_text().strip()
-                            stored = client.bucket(bucket).blob("synctrain/checkpoints/LATEST").download_as_text()
-                            assert stored.strip() == local, (stored, local)
-                        runs[mode].append(run)
-                        extra = ""
-                        if run.delays:
-                            d = sorted(run.delays.values())
-                            superseded = f" ({len(run.unpublished)} superseded)" if run.unpublished else ""
-                            extra = (
-                                f", {len(d)} checkpoints stored after median {statistics.median(d):.2f} s, "
-                                f"max {d[-1]:.2f} s{superseded}"
-                            )
-                        print(
-                            f"round {r + 1} {mode:<5} {run.steps_per_s:8.0f} steps/s, {run.cpu_s:.1f} CPU s{extra}",
-                            flush=True,
+        with FakeGcsServer() as server, proxy_process(server.url, latency_ms=args.latency_ms) as url:
+            client = server.client_for()
+            for r in range(args.rounds):
+                order = ("local", "gs") if r % 2 == 0 else ("gs", "local")
+                for mode in order:
+                    workdir = work / f"{mode}-{r}"
+                    env = dict(base_env)
+                    bucket = ""
+                    if mode == "gs":
+                        bucket = server.create_bucket()
+                        env["RLCLOUD_RESULTS"] = f"gs://{bucket}/synctrain"
+                        env["STORAGE_EMULATOR_HOST"] = url
+                        if args.sync_interval is not None:
+                            env["RLCLOUD_SYNC_INTERVAL"] = str(args.sync_interval)
+                    lines = train(spec_path, workdir, env, work / f"{mode}-{r}.log")
+                    progress = json.loads((workdir / "progress.json").read_text())
+                    run = Run(steps_per_second(workdir), float(progress.get("cpu_seconds") or 0.0))
+                    if mode == "gs":
+                        run.delays, run.unpublished = checkpoint_delays(lines)
+                        local = (workdir / "checkpoints" / "LATEST").read_text().strip()
+                        stored = client.bucket(bucket).blob("synctrain/checkpoints/LATEST").download_as_text()
+                        assert stored.strip() == local, (stored, local)
+                    runs[mode].append(run)
+                    extra = ""
+                    if run.delays:
+                        d = sorted(run.delays.values())
+                        superseded = f" ({len(run.unpublished)} superseded)" if run.unpublished else ""
+                        extra = (
+                            f", {len(d)} checkpoints stored after median {statistics.median(d):.2f} s, "
+                            f"max {d[-1]:.2f} s{superseded}"
                         )
-                client.close()
-            finally:
-                proxy.terminate()
-                proxy.wait()
+                    print(
+                        f"round {r + 1} {mode:<5} {run.steps_per_s:8.0f} steps/s, {run.cpu_s:.1f} CPU s{extra}",
+                        flush=True,
+                    )
+            client.close()
     finally:
         if args.keep:
             print(f"work directories and runner logs kept in {work}")

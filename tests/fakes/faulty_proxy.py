@@ -34,7 +34,8 @@ import threading
 import time
 import urllib.parse
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Self
@@ -356,6 +357,23 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(status, headers, data, truncate=fault == "truncate")
 
     do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = _handle
+
+
+@contextmanager
+def proxy_process(upstream: str, *, latency_ms: float = 0.0) -> Iterator[str]:
+    """Run :func:`main` in a process of its own for the ``with`` block; yields the proxy's URL (benchmarks)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    command = [sys.executable, "-m", "tests.fakes.faulty_proxy", upstream, "--latency-ms", str(latency_ms)]
+    proc = subprocess.Popen(command, cwd=Path(__file__).resolve().parents[2], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        yield proc.stdout.readline().strip()
+    finally:
+        proc.terminate()
+        proc.wait()
 
 
 def main() -> None:
