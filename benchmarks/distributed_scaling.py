@@ -83,12 +83,15 @@ def _agent(venv: Any) -> Any:
 
 def _sync_window(agent: Any, venv: Any, states: Any, seconds: float, min_steps: int = 0) -> tuple[Any, float]:
     """The training loop's synchronous step (runner/loop.py) for ``seconds``: (states, steps/s)."""
+    from rlcloud.runner.agent_calls import AgentCalls
+
     rows = np.arange(venv.num_envs)
+    calls = AgentCalls(agent, rows)
     steps, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds or steps < min_steps:
-        actions = agent.act(states=states, parallel=rows)
+        actions = calls.act(states)
         states, rewards, terminals = venv.step(actions)
-        agent.observe(reward=rewards, terminal=terminals, parallel=rows)
+        calls.observe(rewards, terminals)
         steps += len(rows)
     return states, steps / (time.perf_counter() - start)
 
@@ -102,8 +105,20 @@ def _overlapped_window(agent: Any, venv: Any, states: Any, seconds: float) -> tu
     while time.perf_counter() - start < seconds:
         rows, _rewards, _terminals = stepper.step()
         steps += len(rows)
-    states, _rewards, _terminals = stepper.finish()
+    states = _finish(stepper)
     return states, (steps + venv.num_envs) / (time.perf_counter() - start)
+
+
+def _finish(stepper: Any) -> Any:
+    """Receive and observe both halves still stepping; the batch of states, for a synchronous window next."""
+    parts: dict[int, Any] = {}
+    for _ in range(2):
+        rows, calls = stepper._halves[stepper._turn], stepper._calls[stepper._turn]
+        stepper._turn ^= 1
+        states, rewards, terminals = stepper.venv.receive(rows)
+        calls.observe(rewards, terminals)
+        parts[int(rows[0])] = states
+    return np.concatenate([parts[first] for first in sorted(parts)])
 
 
 def _warm_up(agent: Any, venv: Any, states: Any, split: Any) -> Any:
@@ -159,7 +174,6 @@ def protocol_overhead(steps: int = 3000) -> dict[str, float]:
                 for _ in range(steps):
                     venv.step(actions)
                 best = min(best, (time.perf_counter() - start) / steps)
-            env_s = venv.env_step_seconds or 0.0
         finally:
             venv.close(finished=True)
     a, b = socket.socketpair()
@@ -178,45 +192,73 @@ def protocol_overhead(steps: int = 3000) -> dict[str, float]:
     finally:
         a.close()
         b.close()
-    return {"round_trip_s": best, "serialisation_s": ser, "server_env_step_s": env_s}
+    return {"round_trip_s": best, "serialisation_s": ser, "server_env_step_s": _free_env_step(steps)}
 
 
-def learner_limit(rows: int, seconds: float, rounds: int) -> dict[str, float]:
-    """The agent's act + observe rate on ``rows`` in-process CartPole rows: synchronous and in halves."""
+def _free_env_step(steps: int) -> float:
+    """Seconds of one step of the free environment in this process (the server's share of the trip)."""
+    from rlcloud.runner.costly import CostlyCartPole
+
+    env = CostlyCartPole(step_ms=0.0)
+    env.reset(seed=1)
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        for _ in range(steps):
+            _, _, terminated, truncated, _ = env.step(0)
+            if terminated or truncated:
+                env.reset()
+        best = min(best, (time.perf_counter() - start) / steps)
+    return best
+
+
+def learner_limit(servers: int, seconds: float, rounds: int) -> dict[str, float]:
+    """The agent's act + observe rate on in-process CartPole rows, as it runs with ``servers`` env servers:
+    synchronous on ``servers`` rows, and in halves of ``servers`` rows each (overlapped: 2 x ``servers``)."""
     from rlcloud.runner.vector import BatchedVectorEnv, EnvFactory
 
-    venv = BatchedVectorEnv.from_factory(EnvFactory({"type": "gym", "level": "CartPole-v1"}), rows, seed=1)
-    agent = _agent(venv)
-    halves = _Halves(venv)
-    states = venv.reset()
-    states = _warm_up(agent, venv, states, halves)
+    factory = EnvFactory({"type": "gym", "level": "CartPole-v1"})
+    sync = BatchedVectorEnv.from_factory(factory, servers, seed=1)
+    doubled = BatchedVectorEnv.from_factory(factory, 2 * servers, seed=1)
+    agents = {"sync": _agent(sync), "halves": _agent(doubled)}
+    halves = _Halves(doubled)
+    states = {"sync": _warm_up(agents["sync"], sync, sync.reset(), None)}
+    states["halves"] = _warm_up(agents["halves"], doubled, doubled.reset(), halves)
     best = {"sync": 0.0, "halves": 0.0}
     for _ in range(rounds):
-        states, rate = _sync_window(agent, venv, states, seconds)
+        states["sync"], rate = _sync_window(agents["sync"], sync, states["sync"], seconds)
         best["sync"] = max(best["sync"], rate)
-        states, rate = _overlapped_window(agent, halves, states, seconds)  # type: ignore[arg-type]
+        states["halves"], rate = _overlapped_window(agents["halves"], halves, states["halves"], seconds)  # type: ignore[arg-type]
         best["halves"] = max(best["halves"], rate)
     return best
 
 
 def distributed(servers: int, mode: str, seconds: float, rounds: int) -> dict[str, float]:
-    """Steps/s of ``servers`` local env servers of CostlyCartPole: synchronous and overlapped."""
+    """Steps/s of ``servers`` local env servers of CostlyCartPole: synchronous (one environment each) and
+    overlapped (two each, runner/overlap.py), side by side, each with its own agent."""
     from rlcloud.runner.remote import RemoteVectorEnv
 
-    with local_env_servers(servers, costly(mode)) as addresses:
-        venv = RemoteVectorEnv(addresses, connect_timeout=120, overlap=False)
+    with (
+        local_env_servers(servers, costly(mode)) as plain,
+        local_env_servers(servers, costly(mode), execution="overlapped") as doubled,
+    ):
+        sync = RemoteVectorEnv(plain, connect_timeout=120)
+        overlapped = RemoteVectorEnv(doubled, connect_timeout=120, overlap=True)
         try:
-            agent = _agent(venv)
-            states = venv.reset()
-            states = _warm_up(agent, venv, states, venv)
-            best = {"sync": 0.0, "overlapped": 0.0, "server_env_step_s": venv.env_step_seconds or 0.0}
+            agents = {"sync": _agent(sync), "overlapped": _agent(overlapped)}
+            states = {"sync": sync.reset(), "overlapped": overlapped.reset()}
+            states["sync"] = _warm_up(agents["sync"], sync, states["sync"], None)
+            states["overlapped"] = _warm_up(agents["overlapped"], overlapped, states["overlapped"], overlapped)
+            best = {"sync": 0.0, "overlapped": 0.0}
             for _ in range(rounds):
-                states, rate = _sync_window(agent, venv, states, seconds)
+                states["sync"], rate = _sync_window(agents["sync"], sync, states["sync"], seconds)
                 best["sync"] = max(best["sync"], rate)
-                states, rate = _overlapped_window(agent, venv, states, seconds)
-                best["overlapped"] = max(best["overlapped"], rate)
+                windowed = _overlapped_window(agents["overlapped"], overlapped, states["overlapped"], seconds)
+                states["overlapped"] = windowed[0]
+                best["overlapped"] = max(best["overlapped"], windowed[1])
         finally:
-            venv.close(finished=True)
+            sync.close(finished=True)
+            overlapped.close(finished=True)
     return best
 
 
@@ -299,15 +341,18 @@ def main(argv: list[str] | None = None) -> int:
         )
     limits: dict[int, dict[str, float]] = {}
     if "learner" in groups:
-        print("\nlearner alone (act + observe, in-process CartPole rows), steps/s:")
+        print("\nlearner alone (act + observe, in-process CartPole rows, as with N servers), steps/s:")
         for n in counts:
             limits[n] = _in_subprocess("learner", [*common, "--arg", str(n)])
             sync, halves = limits[n]["sync"], limits[n]["halves"]
-            print(f"  {n:>2} rows: synchronous {sync:6.0f}, in halves {halves:6.0f}", flush=True)
+            print(
+                f"  N={n:>2}: synchronous ({n} rows) {sync:6.0f}, overlapped (2 x {n} rows, in halves) {halves:6.0f}",
+                flush=True,
+            )
     if "distributed" in groups:
         print("\ndistributed, steps/s (ideal = servers / step time; ceiling = ideal capped by learner and CPUs):")
         print(
-            f"{'env':<6}{'servers':>8}{'ideal':>8}{'ceiling':>9}{'sync':>8}{'%ideal':>8}"
+            f"{'env':<6}{'servers':>8}{'ideal':>8}{'sync':>8}{'%ideal':>8}{'%ceil':>7}"
             f"{'overlap':>9}{'%ideal':>8}{'%ceil':>7}"
         )
         for mode in MODES:
@@ -318,14 +363,16 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{mode:<6}{n:>8}  failed: {exc}", flush=True)
                     continue
                 ideal = n / (STEP_MS / 1000)
-                ceiling = ideal
-                if mode == "spin":
-                    ceiling = min(ceiling, cpus / (STEP_MS / 1000))
-                if n in limits:
-                    ceiling = min(ceiling, max(limits[n].values()))
+                ceiling = {"sync": ideal, "overlapped": ideal}
+                for variant, limit in (("sync", "sync"), ("overlapped", "halves")):
+                    if mode == "spin":
+                        ceiling[variant] = min(ceiling[variant], cpus / (STEP_MS / 1000))
+                    if n in limits:
+                        ceiling[variant] = min(ceiling[variant], limits[n][limit])
                 print(
-                    f"{mode:<6}{n:>8}{ideal:>8.0f}{ceiling:>9.0f}{r['sync']:>8.0f}{r['sync'] / ideal:>8.0%}"
-                    f"{r['overlapped']:>9.0f}{r['overlapped'] / ideal:>8.0%}{r['overlapped'] / ceiling:>7.0%}",
+                    f"{mode:<6}{n:>8}{ideal:>8.0f}{r['sync']:>8.0f}{r['sync'] / ideal:>8.0%}"
+                    f"{r['sync'] / ceiling['sync']:>7.0%}{r['overlapped']:>9.0f}{r['overlapped'] / ideal:>8.0%}"
+                    f"{r['overlapped'] / ceiling['overlapped']:>7.0%}",
                     flush=True,
                 )
     if "multi" in groups:

@@ -212,14 +212,16 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def local_env_servers(count: int, environment: dict[str, Any] | None = None) -> Iterator[list[str]]:
+def local_env_servers(
+    count: int, environment: dict[str, Any] | None = None, execution: str = "auto"
+) -> Iterator[list[str]]:
     """Start ``count`` env-server processes on 127.0.0.1 (the distributed mode's env side) serving
-    ``environment`` (default: CartPole-v1)."""
+    ``environment`` (default: CartPole-v1); ``execution="overlapped"``: two environments each."""
     from rlcloud.specs import ExperimentSpec
 
     spec = ExperimentSpec(
         name="bench", environment=environment or CARTPOLE, agent=AGENT, seed=SEED, run_mode="distributed",
-        num_workers=count, total_timesteps=1,
+        num_workers=count, total_timesteps=1, execution=execution,
     )  # fmt: skip
     workdir = Path(tempfile.mkdtemp(prefix="rlcloud-bench-servers-"))
     (workdir / "spec.yaml").write_text(spec.to_yaml())

@@ -84,6 +84,23 @@ def test_budget_and_placement_changes_are_allowed(change: dict[str, object]) -> 
     assert fingerprint(_spec()) == fingerprint(_spec(**change))
 
 
+def test_only_overlapped_execution_changes_what_is_learned() -> None:
+    # overlapped gives every env server two environments (twice the agent's rows); the others step the same
+    distributed = _spec(run_mode="distributed", num_workers=2)
+    overlapped = _spec(run_mode="distributed", num_workers=2, execution="overlapped")
+    learning, _ = split_changes(diff_specs(distributed, overlapped))
+    assert [c.field for c in learning] == ["execution"]
+    assert fingerprint(distributed) != fingerprint(overlapped)
+    synchronous = _spec(run_mode="distributed", num_workers=2, execution="synchronous")
+    assert split_changes(diff_specs(distributed, synchronous))[0] == []
+    batched, processes = (
+        _spec(run_mode="multi-threaded", num_workers=4, execution=e) for e in ("batched", "processes")
+    )
+    learning, other = split_changes(diff_specs(batched, processes))
+    assert learning == [] and [c.field for c in other] == ["execution"]
+    assert fingerprint(batched) == fingerprint(processes)
+
+
 def test_a_record_is_compared_as_stored(tmp_path: Path) -> None:
     store = open_store(tmp_path / "run")
     assert check_resume(store, _spec()) is None

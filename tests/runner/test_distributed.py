@@ -191,6 +191,31 @@ def test_distributed_cartpole_ppo_learns_and_servers_exit_with_the_agent(procs: 
     assert last > 1.5 * first and last > 50, (first, last)
 
 
+@pytest.mark.training
+def test_overlapped_servers_host_two_environments_each(procs: Procs, tmp_path: Path) -> None:
+    spec = _write_spec(tmp_path, total_timesteps=1200, execution="overlapped")
+    (tmp_path / "plain").mkdir()
+    plain = _write_spec(tmp_path / "plain")
+    ports = _free_ports(3)
+    servers = [procs.env_server(i, spec, port) for i, port in enumerate(ports[:2])]
+    agent = procs.start("agent", 0, spec, RLCLOUD_ENV_SERVERS=",".join(f"127.0.0.1:{p}" for p in ports[:2]))
+    assert agent.wait(timeout=300) == 0, procs.log("agent", 0)[-3000:]
+    assert [s.wait(timeout=30) for s in servers] == [0, 0]
+    records = _metrics(tmp_path)
+    assert {r["worker"] for r in records} == {0, 1, 2, 3}  # 2 servers x 2 environments
+    assert _timestep(tmp_path) >= 1200
+    # A server started from a spec without `execution: overlapped` hosts one environment: the agent says so.
+    odd = procs.env_server(2, plain, ports[2])
+    agent = procs.start(
+        "agent", 1, spec, RLCLOUD_ENV_SERVERS=f"127.0.0.1:{ports[2]}", RLCLOUD_CONNECT_TIMEOUT="30"
+    )  # fmt: skip
+    assert agent.wait(timeout=120) not in (0, None)
+    assert "hosts 1 environment(s), the agent expects 2 (execution: overlapped on one side only)" in procs.log(
+        "agent", 1
+    )
+    odd.kill()
+
+
 def _wait_until(condition: Callable[[], bool], agent: subprocess.Popen[bytes], procs: Procs, what: str) -> None:
     deadline = time.monotonic() + 300
     while not condition():

@@ -17,8 +17,21 @@ import pytest
 from rlcloud.errors import RLCloudError, WorkloadError
 from rlcloud.runner.envs import make_env
 from rlcloud.runner.envserver import EXIT_FINISHED, EXIT_TERMINATED, EnvServer
-from rlcloud.runner.protocol import ProtocolError, decode_spec, encode_spec, recv_message, send_message
-from rlcloud.runner.remote import EnvServersUnreachableError, RemoteVectorEnv, ServerAddress, parse_env_servers
+from rlcloud.runner.protocol import (
+    PROTOCOL_VERSION,
+    ProtocolError,
+    decode_spec,
+    encode_spec,
+    recv_message,
+    send_message,
+)
+from rlcloud.runner.remote import (
+    EnvServerError,
+    EnvServersUnreachableError,
+    RemoteVectorEnv,
+    ServerAddress,
+    parse_env_servers,
+)
 from rlcloud.runner.vector import VectorEnv
 
 CARTPOLE = {"type": "gym", "level": "CartPole-v1"}
@@ -28,10 +41,15 @@ class ThreadedServer:
     """An EnvServer running in a thread; ``result`` holds serve()'s exit code once it returns."""
 
     def __init__(
-        self, port: int = 0, idle_timeout: float = 30.0, max_steps: int | None = None, environment: dict | None = None
+        self,
+        port: int = 0,
+        idle_timeout: float = 30.0,
+        max_steps: int | None = None,
+        environment: dict | None = None,
+        slots: int = 1,
     ) -> None:
-        env = make_env(environment or CARTPOLE, max_timesteps_per_episode=max_steps)
-        self.server = EnvServer(env, host="127.0.0.1", port=port, idle_timeout=idle_timeout, seed=1)
+        envs = [make_env(environment or CARTPOLE, max_timesteps_per_episode=max_steps) for _ in range(slots)]
+        self.server = EnvServer(envs, host="127.0.0.1", port=port, idle_timeout=idle_timeout, seed=1)
         self.port = self.server.port
         self.result: int | None = None
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -50,6 +68,14 @@ class ThreadedServer:
 @pytest.fixture
 def servers() -> Iterator[list[ThreadedServer]]:
     started = [ThreadedServer(max_steps=20), ThreadedServer(max_steps=20)]
+    yield started
+    for s in started:
+        s.stop()
+
+
+@pytest.fixture
+def two_slot_servers() -> Iterator[list[ThreadedServer]]:
+    started = [ThreadedServer(max_steps=20, slots=2), ThreadedServer(max_steps=20, slots=2)]
     yield started
     for s in started:
         s.stop()
@@ -257,11 +283,18 @@ def test_env_server_refuses_steps_before_reset_and_unknown_requests() -> None:
     srv = ThreadedServer()
     try:
         with socket.create_connection(("127.0.0.1", srv.port), timeout=5) as sock:
-            send_message(sock, {"type": "hello", "protocol": 1})
+            send_message(sock, {"type": "hello", "protocol": PROTOCOL_VERSION})
             assert recv_message(sock)[0]["type"] == "spec"
             send_message(sock, {"type": "step"}, {"actions": np.int64(0)})
             header, _ = recv_message(sock)
             assert header == {"type": "error", "message": "step before reset on this connection"}
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=5) as sock:
+            # a slot the server does not host: the connection is dropped, the server keeps serving
+            send_message(sock, {"type": "hello", "protocol": PROTOCOL_VERSION})
+            assert recv_message(sock)[0]["slots"] == 1
+            send_message(sock, {"type": "reset", "slot": 1})
+            with pytest.raises((ConnectionError, ProtocolError)):
+                recv_message(sock)
         with socket.create_connection(("127.0.0.1", srv.port), timeout=5) as sock:
             send_message(sock, {"type": "hello", "protocol": 99})
             header, _ = recv_message(sock)
@@ -298,51 +331,104 @@ def test_connections_without_a_hello_do_not_disturb_the_agent(servers: list[Thre
 # ------------------------------------------------------------------------------- overlapped stepping
 
 
-def test_split_send_and_receive_step_halves_independently(servers: list[ThreadedServer]) -> None:
-    venv = RemoteVectorEnv([_address(s.port) for s in servers], connect_timeout=10, overlap=True)
+def test_overlap_gives_every_server_two_environments_stepped_independently(
+    two_slot_servers: list[ThreadedServer],
+) -> None:
+    venv = RemoteVectorEnv([_address(s.port) for s in two_slot_servers], connect_timeout=10, overlap=True)
     try:
-        assert venv.overlap is True
-        venv.reset()
-        venv.send_actions([1], np.array([0]))
-        venv.send_actions([0], np.array([1]))
+        assert venv.overlap is True and venv.slots == 2 and venv.num_envs == 4
+        first = venv.reset()
+        # rows 0, 1: slot 0 of servers 0, 1; rows 2, 3: their slot 1 (seeded seed + 1: other episodes)
+        assert first.shape == (4, 4) and not np.array_equal(first[0], first[2])
+        venv.send_actions([2, 3], np.array([0, 0]))
+        venv.send_actions([0, 1], np.array([1, 1]))
         with pytest.raises(WorkloadError, match="twice"):
             venv.send_actions([0], np.array([1]))
-        states, rewards, terminals = venv.receive([0])
-        assert states.shape == (1, 4) and rewards.tolist() == [1.0] and terminals.tolist() == [0]
-        states, rewards, _ = venv.receive([1])
-        assert states.shape == (1, 4) and rewards.tolist() == [1.0]
+        states, rewards, terminals = venv.receive([0, 1])
+        assert states.shape == (2, 4) and rewards.tolist() == [1.0, 1.0] and terminals.tolist() == [0, 0]
+        assert states[0][1] > first[0][1]  # action 1 pushed the cart right: its velocity grew
+        states, _, _ = venv.receive([2, 3])
+        assert states[0][1] < first[2][1]
         with pytest.raises(WorkloadError, match="without actions"):
             venv.receive([1])
-        venv.send_actions([0, 1], np.array([0, 1]))  # left in flight: close reads the answers first
+        ended = np.zeros(4, dtype=np.int64)
+        for _ in range(25):  # past the 20-step limit: each environment ends its episodes on its own
+            _, _, terminals = venv.step(np.zeros(4, dtype=np.int64))
+            ended += terminals > 0
+        assert (ended >= 1).all()
+        venv.send_actions([0, 1, 2, 3], np.zeros(4, dtype=np.int64))  # left in flight: close reads them first
     finally:
         venv.close()
-    for s in servers:
+    for s in two_slot_servers:
         s.thread.join(timeout=10)
         assert s.result == EXIT_FINISHED
-    assert [s.server.steps for s in servers] == [2, 2]
+    assert [s.server.steps for s in two_slot_servers] == [27 * 2, 27 * 2]  # each slot: 1 + 25 + 1 steps
+    assert [s.server.episodes for s in two_slot_servers] == [ended[0] + ended[2], ended[1] + ended[3]]
 
 
-def test_a_server_that_dies_while_its_half_steps_comes_back_truncated() -> None:
-    keep = ThreadedServer()
-    dies = ThreadedServer()
+def test_servers_and_agent_must_agree_on_the_environments_per_server(
+    servers: list[ThreadedServer], two_slot_servers: list[ThreadedServer]
+) -> None:
+    with pytest.raises(EnvServerError, match=r"hosts 1 environment\(s\), the agent expects 2"):
+        RemoteVectorEnv([_address(s.port) for s in servers], connect_timeout=10, overlap=True)
+    with pytest.raises(EnvServerError, match=r"hosts 2 environment\(s\), the agent expects 1"):
+        RemoteVectorEnv([_address(two_slot_servers[0].port)], connect_timeout=10)
+
+
+def test_a_server_that_dies_with_both_its_environments_in_flight_truncates_both() -> None:
+    keep = ThreadedServer(slots=2)
+    dies = ThreadedServer(slots=2)
     port = dies.port
     venv = RemoteVectorEnv([_address(keep.port), _address(port)], connect_timeout=20, overlap=True)
     back: list[ThreadedServer] = []
     try:
         venv.reset()
         dies.stop()
-        venv.send_actions([1], np.array([0]))
-        venv.send_actions([0], np.array([1]))
+        venv.send_actions([0, 1], np.array([1, 1]))
+        venv.send_actions([2, 3], np.array([0, 0]))
         _, rewards, terminals = venv.receive([0])
         assert terminals.tolist() == [0] and rewards.tolist() == [1.0]
-        timer = threading.Timer(0.5, lambda: back.append(ThreadedServer(port=port)))
+        timer = threading.Timer(0.5, lambda: back.append(ThreadedServer(port=port, slots=2)))
         timer.start()
-        states, rewards, terminals = venv.receive([1])
+        states, rewards, terminals = venv.receive([1, 2, 3])
         timer.join()
-        assert terminals.tolist() == [2] and rewards.tolist() == [0.0] and states.shape == (1, 4)
-        assert venv.reconnects == 1
-        venv.send_actions([1], np.array([1]))
-        assert venv.receive([1])[1].tolist() == [1.0]
+        # row 1 (its slot 0) and row 3 (its slot 1, whose step was lost with the connection too) end
+        # truncated with new first states; row 2 on the other server is untouched
+        assert terminals.tolist() == [2, 0, 2] and rewards.tolist() == [0.0, 1.0, 0.0]
+        assert states.shape == (3, 4) and venv.reconnects == 1
+        venv.send_actions([0, 1], np.array([1, 1]))
+        venv.send_actions([2, 3], np.array([1, 1]))
+        assert venv.receive([0, 1, 2, 3])[1].tolist() == [1.0, 1.0, 1.0, 1.0]
+    finally:
+        venv.close()
+        keep.thread.join(timeout=10)
+        if back:
+            back[0].thread.join(timeout=10)
+    assert back and back[0].result == EXIT_FINISHED
+    assert back[0].server.steps == 2  # one step for each slot after its reset: nothing was stepped twice
+
+
+def test_a_server_that_dies_between_its_two_environments_steps_comes_back_truncated() -> None:
+    keep = ThreadedServer(slots=2)
+    dies = ThreadedServer(slots=2)
+    port = dies.port
+    venv = RemoteVectorEnv([_address(keep.port), _address(port)], connect_timeout=20, overlap=True)
+    back: list[ThreadedServer] = []
+    try:
+        venv.reset()
+        venv.send_actions([0, 1], np.array([1, 1]))
+        venv.receive([0, 1])  # both slot 0 stepped; now slot 1 is not in flight and the server dies
+        dies.stop()
+        timer = threading.Timer(0.5, lambda: back.append(ThreadedServer(port=port, slots=2)))
+        timer.start()
+        venv.send_actions([2, 3], np.array([0, 0]))
+        venv.send_actions([0, 1], np.array([0, 0]))
+        _, rewards, terminals = venv.receive([2, 3])
+        timer.join()
+        assert terminals.tolist() == [0, 2] and rewards.tolist() == [1.0, 0.0]
+        # its slot 0's step went to the lost connection too (or was never delivered): truncated as well
+        _, rewards, terminals = venv.receive([0, 1])
+        assert terminals.tolist() == [0, 2] and venv.reconnects == 1
     finally:
         venv.close()
         keep.thread.join(timeout=10)

@@ -136,8 +136,9 @@ def test_single_mode_is_reproducible(tmp_path: Path) -> None:
 
 @pytest.mark.training
 def test_overlapped_distributed_mode_is_reproducible(tmp_path: Path) -> None:
-    # overlap: the agent acts on half the env servers while the other half steps; the order of its calls
-    # is fixed, so the same seed gives the same episodes whichever server answers first
+    # overlap: every env server hosts two environments and steps one while the agent acts on the other;
+    # the order of the agent's calls is fixed, so the same seed gives the same episodes whichever server
+    # answers first
     from rlcloud.runner.envs import make_env
     from rlcloud.runner.envserver import EnvServer
     from rlcloud.runner.remote import RemoteVectorEnv
@@ -151,7 +152,13 @@ def test_overlapped_distributed_mode_is_reproducible(tmp_path: Path) -> None:
     runs = []
     for name in ("a", "b"):
         servers = [
-            EnvServer(make_env(environment), host="127.0.0.1", port=0, idle_timeout=60, seed=1 + 1000 * (i + 1))
+            EnvServer(
+                [make_env(environment), make_env(environment)],
+                host="127.0.0.1",
+                port=0,
+                idle_timeout=60,
+                seed=1 + 1000 * (i + 1),
+            )
             for i in range(4)
         ]
         threads = [threading.Thread(target=s.serve, daemon=True) for s in servers]
@@ -166,7 +173,7 @@ def test_overlapped_distributed_mode_is_reproducible(tmp_path: Path) -> None:
             [{k: v for k, v in r.items() if k != "time"} for r in read_jsonl(tmp_path / name / "metrics.jsonl")]
         )
     assert runs[0] == runs[1] and len(runs[0]) > 50
-    assert {r["worker"] for r in runs[0]} == {0, 1, 2, 3}
+    assert {r["worker"] for r in runs[0]} == set(range(8))  # 4 servers x 2 environments
 
 
 class CaptureOnCheckpoint:

@@ -1,8 +1,10 @@
-"""Distributed mode, env-server side: one environment served over TCP to the agent (learner).
+"""Distributed mode, env-server side: the experiment's environment served over TCP to the agent (learner).
 
 ``python -m rlcloud.runner --role env-server --index N ...`` ends up in :func:`run_env_server`, which
 builds the experiment's environment with the runner's adapter and serves it with :class:`EnvServer`
-(protocol: :mod:`rlcloud.runner.protocol`).
+(protocol: :mod:`rlcloud.runner.protocol`). With ``execution: overlapped`` a server hosts two copies of the
+environment ("slots") and steps them in turn: while it steps one, the agent acts on the other's last
+states, so a server whose steps are expensive never waits for the agent.
 
 Lifecycle, so that no env server runs forever:
 
@@ -29,7 +31,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -60,6 +62,7 @@ __all__ = [
     "ServedEnvironment",
     "run_env_server",
     "serve_environment",
+    "slots_per_server",
 ]
 
 logger = logging.getLogger(__name__)
@@ -97,15 +100,18 @@ class ServedEnvironment(Protocol):
 
 
 class EnvServer:
-    """Serve one environment to one agent at a time over TCP (see the module docstring).
+    """Serve an environment (or several, one per slot) to one agent at a time over TCP (see the module
+    docstring).
 
-    ``port=0`` picks a free port (read :attr:`port` after construction). :meth:`serve` runs until the
-    agent finishes, the idle timeout passes, or :meth:`stop` is called, and returns the exit code.
+    ``environment`` is one environment or a sequence of them (slot 0, 1, ...; the same environment, built
+    once per slot). ``seed`` seeds slot ``k``'s first episode with ``seed + k``. ``port=0`` picks a free port
+    (read :attr:`port` after construction). :meth:`serve` runs until the agent finishes, the idle timeout
+    passes, or :meth:`stop` is called, and returns the exit code.
     """
 
     def __init__(
         self,
-        environment: ServedEnvironment,
+        environment: ServedEnvironment | Sequence[ServedEnvironment],
         *,
         host: str = "0.0.0.0",
         port: int = DEFAULT_PORT,
@@ -113,10 +119,14 @@ class EnvServer:
         name: str = Role.ENV_SERVER.value,
         seed: int | None = None,
     ) -> None:
-        self.environment = environment
-        # Seeds the first episode only: a reconnecting agent continues the random stream rather than
-        # replaying the same episodes.
-        self._seed = seed
+        self.environments: list[ServedEnvironment] = (
+            list(environment) if isinstance(environment, Sequence) else [environment]
+        )
+        if not self.environments:
+            raise WorkloadError("EnvServer needs at least one environment")
+        # Seed the first episode of each slot only: a reconnecting agent continues the random streams
+        # rather than replaying the same episodes.
+        self._seeds: list[int | None] = [None if seed is None else seed + k for k in range(len(self.environments))]
         self.idle_timeout = idle_timeout
         self.name = name
         self._listener = socket.create_server((host, port), reuse_port=False)
@@ -125,13 +135,13 @@ class EnvServer:
         self._stop = threading.Event()
         self._conn: socket.socket | None = None
         self._pending: set[socket.socket] = set()  # accepted, hello not read yet
-        self._needs_reset = True
+        self._needs_reset = set(range(len(self.environments)))  # slots not reset on this connection yet
         self._idle_since = time.monotonic()
         # Counters for the periodic log line; the agent keeps the real ones.
         self.steps = 0
         self.episodes = 0
         self.connections = 0
-        self._episode_return = 0.0
+        self._episode_returns = [0.0] * len(self.environments)
         self._returns: list[float] = []
 
     def stop(self) -> None:
@@ -238,7 +248,7 @@ class EnvServer:
             selector.modify(sock, selectors.EVENT_READ, "agent")
             sock.settimeout(_MESSAGE_TIMEOUT)
             self._conn = sock
-            self._needs_reset = True
+            self._needs_reset = set(range(len(self.environments)))
             self.connections += 1
             self._send_spec(sock)
         except OSError as exc:
@@ -249,7 +259,7 @@ class EnvServer:
                 self._discard(selector, sock)
 
     def _send_spec(self, sock: socket.socket) -> None:
-        env = self.environment
+        env = self.environments[0]
         send_message(
             sock,
             {
@@ -259,6 +269,7 @@ class EnvServer:
                 "actions_spec": encode_spec(env.actions_spec),
                 "max_episode_timesteps": _optional_int(env.max_episode_timesteps),
                 "name": self.name,
+                "slots": len(self.environments),
             },
         )
 
@@ -271,7 +282,7 @@ class EnvServer:
             self._conn.close()
         self._conn = None
         self._idle_since = time.monotonic()
-        self._episode_return = 0.0
+        self._episode_returns = [0.0] * len(self.environments)
 
     def _connection_lost(self, selector: selectors.BaseSelector, exc: BaseException) -> None:
         """The agent's connection broke: drop it and keep serving, the agent reconnects after a restart."""
@@ -294,29 +305,32 @@ class EnvServer:
             if kind == "hello":  # the same agent again on its connection: the spec, nothing else
                 self._send_spec(conn)
             elif kind == "reset":
-                states = self.environment.reset(seed=self._seed)
-                self._seed = None
-                self._needs_reset = False
-                self._episode_return = 0.0
+                slot = self._slot(header)
+                states = self.environments[slot].reset(seed=self._seeds[slot])
+                self._seeds[slot] = None
+                self._needs_reset.discard(slot)
+                self._episode_returns[slot] = 0.0
                 send_message(conn, {"type": "states"}, {"states": states})
             elif kind == "step":
-                if self._needs_reset:
+                slot = self._slot(header)
+                if slot in self._needs_reset:
                     send_message(conn, {"type": "error", "message": "step before reset on this connection"})
                     return False
                 if "actions" not in values:
                     raise ProtocolError("step without actions")
-                states, reward, terminal = self.environment.step(_to_env_actions(values["actions"]))
+                env = self.environments[slot]
+                states, reward, terminal = env.step(_to_env_actions(values["actions"]))
                 terminal = int(terminal)
                 reward = float(reward)
                 self.steps += 1
-                self._episode_return += reward
+                self._episode_returns[slot] += reward
                 if terminal:
                     # Same-step autoreset: the agent gets the next episode's first states right away.
                     self.episodes += 1
-                    self._returns.append(self._episode_return)
+                    self._returns.append(self._episode_returns[slot])
                     del self._returns[:-100]
-                    self._episode_return = 0.0
-                    states = self.environment.reset()
+                    self._episode_returns[slot] = 0.0
+                    states = env.reset()
                 send_message(conn, {"type": "result", "reward": reward, "terminal": terminal}, {"states": states})
             elif kind == "close":
                 finished = bool(header.get("finished"))
@@ -337,6 +351,12 @@ class EnvServer:
                 send_message(conn, {"type": "error", "message": f"{self.name}: {type(exc).__name__}: {exc}"})
             raise
         return False
+
+    def _slot(self, header: Mapping[str, Any]) -> int:
+        slot = header.get("slot", 0)
+        if isinstance(slot, bool) or not isinstance(slot, int) or not 0 <= slot < len(self.environments):
+            raise ProtocolError(f"slot {slot!r} is not one of this server's {len(self.environments)} environment(s)")
+        return slot
 
 
 def _optional_int(value: Any) -> int | None:
@@ -371,16 +391,17 @@ def _install_signal_handlers(server: EnvServer) -> Callable[[], None]:
 
 
 def serve_environment(
-    environment: ServedEnvironment,
+    environment: ServedEnvironment | Sequence[ServedEnvironment],
     *,
     index: int = 0,
     seed: int | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> int:
-    """Serve ``environment`` as env server ``index`` with settings from the environment variables
-    (``RLCLOUD_PORT``, ``RLCLOUD_BIND_HOST``, ``RLCLOUD_IDLE_TIMEOUT``); return the exit code.
+    """Serve ``environment`` (one, or one per slot) as env server ``index`` with settings from the
+    environment variables (``RLCLOUD_PORT``, ``RLCLOUD_BIND_HOST``, ``RLCLOUD_IDLE_TIMEOUT``); return the
+    exit code.
 
-    SIGTERM/SIGINT stop it (143). The environment is closed when the server ends.
+    SIGTERM/SIGINT stop it (143). The environments are closed when the server ends.
     """
     env = os.environ if environ is None else environ
     raw_port = env.get("RLCLOUD_PORT") or str(DEFAULT_PORT)
@@ -399,10 +420,11 @@ def serve_environment(
         return server.serve()
     finally:
         restore()
-        try:
-            environment.close()
-        except Exception:  # closing must not mask the exit code
-            logger.warning("env-server-%d: closing the environment failed", index, exc_info=True)
+        for each in server.environments:
+            try:
+                each.close()
+            except Exception:  # closing must not mask the exit code
+                logger.warning("env-server-%d: closing the environment failed", index, exc_info=True)
 
 
 def run_env_server(
@@ -413,7 +435,8 @@ def run_env_server(
     environ: Mapping[str, str] | None = None,
 ) -> int:
     """The env-server role: build the experiment's environment (same adapter, step limit and action
-    repeat as every other run mode) and serve it; return the process exit code.
+    repeat as every other run mode; twice, one per slot, with ``execution: overlapped``) and serve it;
+    return the process exit code.
 
     A SpecError propagates (the runner exits 2); any other error building the environment is logged and
     gives exit code 3 (do not retry).
@@ -421,12 +444,16 @@ def run_env_server(
     """
     from rlcloud.runner.envs import make_env
 
+    environments: list[ServedEnvironment] = []
     try:
-        environment = make_env(
-            spec.environment,
-            repeat_actions=spec.repeat_actions,
-            max_timesteps_per_episode=spec.max_timesteps_per_episode,
-        )
+        for _ in range(slots_per_server(spec)):
+            environments.append(
+                make_env(
+                    spec.environment,
+                    repeat_actions=spec.repeat_actions,
+                    max_timesteps_per_episode=spec.max_timesteps_per_episode,
+                )
+            )
     except SpecError:
         raise
     except Exception:
@@ -434,7 +461,13 @@ def run_env_server(
         logger.exception("env-server-%d: could not build the environment %s", index, spec.environment)
         return EXIT_CONSTRUCTION
     seed = spec.seed
-    # Distinct, reproducible streams per server; far apart so that neighbouring seeds do not overlap.
+    # Distinct, reproducible streams per server (slot k: + k); far apart so that neighbouring seeds do not
+    # overlap.
     return serve_environment(
-        environment, index=index, seed=None if seed is None else seed + 1000 * (index + 1), environ=environ
+        environments, index=index, seed=None if seed is None else seed + 1000 * (index + 1), environ=environ
     )
+
+
+def slots_per_server(spec: ExperimentSpec) -> int:
+    """How many environments each env server hosts: 2 with ``execution: overlapped``, else 1."""
+    return 2 if spec.run_mode == "distributed" and spec.execution == "overlapped" else 1

@@ -5,21 +5,28 @@ servers step, the agent waits, and while the agent acts and observes, every serv
 environment that costs a fixed time per step (a simulator), the loop's rate is then
 ``num_envs / (agent time + step time)``, far below the ideal ``num_envs / step time``.
 
-:class:`OverlappedStepper` splits the rows into two fixed halves A and B, as EnvPool's async mode does,
-and alternates::
+With ``execution: overlapped`` every env server hosts two environments (runner/envserver.py), and
+:class:`OverlappedStepper` splits the rows into two fixed halves A and B, one environment of every server
+each (:class:`~rlcloud.runner.remote.RemoteVectorEnv` orders its rows so), and alternates, as EnvPool's
+async mode does::
 
     start:  act(A) -> send A;  act(B) -> send B         (after the first, synchronous, step)
-    step:   receive A -> observe(A) -> act(A) -> send A        (B steps meanwhile)
-    step:   receive B -> observe(B) -> act(B) -> send B        (A steps meanwhile)
+    step:   receive A -> observe(A) -> act(A) -> send A        (the servers step B meanwhile)
+    step:   receive B -> observe(B) -> act(B) -> send B        (the servers step A meanwhile)
     ...
 
+A server always has the next step queued while the agent works, so it never waits for the agent as long
+as the agent's time for a half is below a step's (issue 15: 86-87 % of the ideal with 2 and 4 servers of
+5 ms steps, against 53-60 % synchronous; benchmarks/distributed_scaling.py). Halves of the servers instead
+(one environment each) gained nothing: each server then still waited for its half's act.
+
 The order of the agent's calls is fixed (it never depends on which server answers first), so a run with
-a fixed seed is reproducible. It is not the synchronous order: the agent samples the two halves in
-separate calls and an update triggered by one half's observe comes before the other half's next act, so
-the same seed gives other episodes than the synchronous mode (``execution: synchronous`` keeps that).
+a fixed seed is reproducible. It is another run than the synchronous mode's: twice the environments, the
+two halves sampled in separate calls, and an update triggered by one half's observe comes before the
+other half's next act (``execution: synchronous`` keeps one environment per server).
 
 A vector environment offers it by having ``overlap`` true and ``send_actions(rows, actions)`` /
-``receive(rows)`` (:class:`~rlcloud.runner.remote.RemoteVectorEnv` does, for two or more servers).
+``receive(rows)``.
 """
 
 from __future__ import annotations

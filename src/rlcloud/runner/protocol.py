@@ -12,13 +12,16 @@ Only numeric/boolean dtypes are accepted, and sizes are bounded, so a stray clie
 process allocate without limit or run code. Conversation (the agent speaks first, the server answers
 every request with exactly one message)::
 
-    hello {protocol}                -> spec {states_spec, actions_spec, max_episode_timesteps, index}
-    reset                           -> states [states]
-    step [actions]                  -> result {reward, terminal} [states]   (same-step autoreset: after
+    hello {protocol}                -> spec {states_spec, actions_spec, max_episode_timesteps, name, slots}
+    reset {slot}                    -> states [states]
+    step {slot} [actions]           -> result {reward, terminal} [states]   (same-step autoreset: after
                                                                                a terminal, the states
                                                                                are the next episode's)
     close {finished}                -> bye                                  (finished: the server exits)
     any request that fails          -> error {message}
+
+A server hosts ``slots`` environments (1, or 2 for overlapped stepping), stepped one request at a time in
+the order the requests arrive; ``slot`` (default 0) says which one a reset or step is for.
 """
 
 from __future__ import annotations
@@ -45,8 +48,8 @@ __all__ = [
     "send_message",
 ]
 
-#: Sent in ``hello`` and ``spec``: both ends must speak the same version.
-PROTOCOL_VERSION = 1
+#: Sent in ``hello`` and ``spec``: both ends must speak the same version (2: environment slots).
+PROTOCOL_VERSION = 2
 _PREFIX = struct.Struct("!II")
 _MAX_HEADER = 1 << 20  # 1 MiB of JSON is far more than any spec or step needs
 _MAX_PAYLOAD = 1 << 30  # 1 GiB: a batch of Atari frames is a few hundred KiB

@@ -6,9 +6,14 @@ the wire protocol of :mod:`rlcloud.runner.protocol`.
 ``states_spec``, ``actions_spec``, ``max_episode_timesteps``, ``reset()``, ``step()``, ``close()``), so
 episodes and timesteps are counted across all workers by the same loop that drives local environments.
 
+With ``overlap=True`` (``execution: overlapped``) every server hosts two environments (slots 0 and 1):
+rows ``0..S-1`` are slot 0 of servers ``0..S-1`` and rows ``S..2S-1`` their slot 1, so the training
+loop's two halves (runner/overlap.py) are one environment of every server each, and a server steps one
+slot while the agent acts on the other.
+
 Fault handling: the agent waits (``connect_timeout``) until every server is reachable and raises
 :class:`EnvServersUnreachableError` naming the ones that are not. A server that dies mid-run is
-reconnected (same timeout); the episode it was running ends as truncated (terminal 2, reward 0).
+reconnected (same timeout); the episodes it was running end as truncated (terminal 2, reward 0).
 
 Environment variables (see docs/contracts.md): ``RLCLOUD_ENV_SERVERS`` "host:port,...",
 ``RLCLOUD_HOST_MAP`` "name=127.0.0.1:port,..." (tests: maps pod DNS names to local ports),
@@ -25,6 +30,7 @@ import socket
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -188,8 +194,9 @@ class RemoteVectorEnv:
     returns ``(states, rewards, terminals)`` with terminals 0 (running), 1 (terminated) or 2 (truncated),
     autoresetting on the same step. All servers step concurrently: the actions are sent to every server
     before any answer is read. :meth:`send_actions` and :meth:`receive` do the two halves of a step for
-    some of the rows; ``overlap=True`` (:attr:`overlap`) asks the training loop to use them to act on one
-    half of the servers while the other half steps, ``False`` (default) keeps every step synchronous.
+    some of the rows; ``overlap=True`` (:attr:`overlap`) gives every server two environments and asks the
+    training loop to act on one of each server's while the other steps (see the module docstring),
+    ``False`` (default) one environment per server and every step synchronous.
 
     ``connect_timeout`` bounds the wait for every server at start and for a server that died to come
     back; ``step_timeout`` bounds one reset/step on a server before it counts as dead.
@@ -215,6 +222,8 @@ class RemoteVectorEnv:
         if not addresses:
             raise WorkloadError("RemoteVectorEnv needs at least one env server address")
         self._servers = [_Server(i, a) for i, a in enumerate(addresses)]
+        #: Environments per server (the servers must host as many: execution: overlapped on both sides).
+        self.slots = 2 if overlap else 1
         self.connect_timeout = connect_timeout
         self.step_timeout = step_timeout
         #: How many times a server had to be reconnected mid-run (each ended one episode as truncated).
@@ -222,12 +231,19 @@ class RemoteVectorEnv:
         self._closed = False
         self._interrupted = threading.Event()
         self._should_stop = should_stop
-        self._last_states: list[Any] = [None] * len(self._servers)
+        self._last_states: list[Any] = [None] * self.num_envs
         # Rows whose actions were sent and whose result is not read yet: None, or why the send failed.
         self._pending: dict[int, str | None] = {}
-        #: Whether the training loop should overlap acting with stepping (alternating halves of the
-        #: servers, runner/overlap.py): the agent acts on one half while the other half steps.
-        self.overlap = overlap and len(self._servers) >= 2
+        # Per server, the rows whose step request is on its connection, in the order sent: a server answers
+        # in that order, so a receive out of it keeps the answers for earlier rows in `_early`.
+        self._in_flight: list[deque[int]] = [deque() for _ in self._servers]
+        self._early: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
+        # Rows of a server that was reconnected while the agent had them: the new episode's first states,
+        # returned (as truncated) by their next receive instead of a step's result.
+        self._fresh: dict[int, Any] = {}
+        #: Whether the training loop should overlap acting with stepping (runner/overlap.py): the agent
+        #: acts on one slot of every server while the servers step the other.
+        self.overlap = overlap
         self._restore_signals: Callable[[], None] = self._watch_signals() if watch_signals else (lambda: None)
         try:
             self._connect(list(self._servers))
@@ -237,7 +253,7 @@ class RemoteVectorEnv:
             self.states_spec: dict[str, Any] = decode_spec(first["states_spec"])
             self.actions_spec: dict[str, Any] = decode_spec(first["actions_spec"])
             self.max_episode_timesteps: int | None = first.get("max_episode_timesteps")
-            for server in self._servers[1:]:
+            for server in self._servers:
                 self._check_same_spec(server)
         except BaseException:
             # Leave the servers that did answer free for the next agent.
@@ -273,13 +289,21 @@ class RemoteVectorEnv:
 
     @property
     def num_envs(self) -> int:
-        """How many environments (one per env server)."""
-        return len(self._servers)
+        """How many environments (:attr:`slots` per env server)."""
+        return len(self._servers) * self.slots
 
     @property
     def servers(self) -> list[ServerAddress]:
-        """The env servers' addresses, in environment order."""
+        """The env servers' addresses, in server order (row ``r`` is on server ``r % len(servers)``)."""
         return [s.address for s in self._servers]
+
+    def _server_of(self, row: int) -> tuple[_Server, int]:
+        """The server a row lives on, and its slot there."""
+        count = len(self._servers)
+        return self._servers[row % count], row // count
+
+    def _rows_of(self, server: _Server) -> list[int]:
+        return [server.index + slot * len(self._servers) for slot in range(self.slots)]
 
     # -- signals
 
@@ -349,14 +373,20 @@ class RemoteVectorEnv:
 
     def _check_same_spec(self, server: _Server) -> None:
         spec = server.spec or {}
+        if spec.get("slots", 1) != self.slots:
+            raise EnvServerError(
+                f"env server {server.address} hosts {spec.get('slots', 1)} environment(s), the agent expects "
+                f"{self.slots} (execution: overlapped on one side only): all env servers must run the "
+                "experiment's spec"
+            )
         if any(spec.get(key) != self._reference.get(key) for key in ("states_spec", "actions_spec")):
             raise EnvServerError(
                 f"env server {server.address} runs a different environment than {self._servers[0].address} "
                 "(states/actions specs differ): all env servers must run the experiment's spec"
             )
 
-    def _revive(self, server: _Server, why: str) -> Any:
-        """Reconnect to a server that failed and reset it; return its first states.
+    def _revive(self, server: _Server, why: str) -> list[Any]:
+        """Reconnect to a server that failed and reset it; return the first states of each of its slots.
 
         Interrupted by a signal, it returns the server's last states instead (the loop checkpoints and
         stops before acting on them) and leaves the server disconnected.
@@ -370,8 +400,9 @@ class RemoteVectorEnv:
                 self._connect([server])
                 self._check_same_spec(server)
                 assert server.sock is not None
-                send_message(server.sock, {"type": "reset"})
-                _header, values = self._expect(server, "states")
+                for slot in range(self.slots):
+                    send_message(server.sock, {"type": "reset", "slot": slot})
+                firsts = [self._expect(server, "states")[1]["states"] for _ in range(self.slots)]
             except OSError as exc:
                 # Accepted the hello and died again (e.g. restarting twice): keep trying until the deadline.
                 server.drop()
@@ -383,12 +414,40 @@ class RemoteVectorEnv:
                     ) from exc
                 continue
             except WorkloadError:
-                if self._stopping() and self._last_states[server.index] is not None:
+                last = [self._last_states[row] for row in self._rows_of(server)]
+                if self._stopping() and all(states is not None for states in last):
                     logger.info("stopping while env server %s is away", server.address)
-                    return self._last_states[server.index]
+                    return last
                 raise
             logger.info("env server %s is back", server.address)
-            return values["states"]
+            return firsts
+
+    def _revive_row(self, row: int, why: str) -> Any:
+        """Revive ``row``'s server (see :meth:`_revive`); its other rows' next receive comes back truncated
+        with their new first states (whether their step was in flight on the lost connection or not sent
+        yet). Returns ``row``'s new first states."""
+        server, slot = self._server_of(row)
+        self._in_flight[server.index].clear()
+        firsts = self._revive(server, why)
+        for other, states in zip(self._rows_of(server), firsts, strict=True):
+            self._early.pop(other, None)
+            if other != row:
+                self._fresh[other] = states
+        return firsts[slot]
+
+    def _read_result(self, row: int) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The answer to ``row``'s step, reading (and keeping) the answers to steps sent before it."""
+        if row in self._early:
+            return self._early.pop(row)
+        server, _slot = self._server_of(row)
+        queue = self._in_flight[server.index]
+        while True:
+            first = queue[0]
+            answer = self._expect(server, "result")
+            queue.popleft()
+            if first == row:
+                return answer
+            self._early[first] = answer
 
     def _expect(self, server: _Server, kind: str) -> tuple[dict[str, Any], dict[str, Any]]:
         assert server.sock is not None
@@ -405,24 +464,29 @@ class RemoteVectorEnv:
         """Reset every environment; return the batch of first states."""
         self._check_open()
         self._drain()
+        self._fresh.clear()
         failed: dict[int, str] = {}
         for server in self._servers:
             try:
                 if server.sock is None:
                     raise ConnectionResetError("not connected")
-                send_message(server.sock, {"type": "reset"})
+                for slot in range(self.slots):
+                    send_message(server.sock, {"type": "reset", "slot": slot})
             except OSError as exc:
                 failed[server.index] = f"send: {exc or type(exc).__name__}"
         states: list[Any] = [None] * self.num_envs
         for server in self._servers:
+            rows = self._rows_of(server)
             why = failed.get(server.index)
             if why is None:
                 try:
-                    states[server.index] = self._expect(server, "states")[1]["states"]
+                    for row in rows:
+                        states[row] = self._expect(server, "states")[1]["states"]
                     continue
                 except OSError as exc:
                     why = f"receive: {exc or type(exc).__name__}"
-            states[server.index] = self._revive(server, why)
+            for row, first in zip(rows, self._revive(server, why), strict=True):
+                states[row] = first
         self._last_states = states
         return _stack(states)
 
@@ -444,14 +508,17 @@ class RemoteVectorEnv:
         rows = [int(r) for r in rows]
         per_row = _unstack(actions, len(rows))
         for row, action in zip(rows, per_row, strict=True):
-            server = self._servers[row]
+            server, slot = self._server_of(row)
             if row in self._pending:
                 raise WorkloadError(f"env server {server.address}: actions sent twice without a receive")
             self._pending[row] = None
+            if row in self._fresh:
+                continue  # its server was reconnected: the receive ends the episode, nothing to step
             try:
                 if server.sock is None:
                     raise ConnectionResetError("not connected")
-                send_message(server.sock, {"type": "step"}, {"actions": action})
+                send_message(server.sock, {"type": "step", "slot": slot}, {"actions": action})
+                self._in_flight[server.index].append(row)
             except OSError as exc:
                 self._pending[row] = f"send: {exc or type(exc).__name__}"
 
@@ -465,13 +532,15 @@ class RemoteVectorEnv:
         rewards = np.zeros(len(rows), dtype=np.float64)
         terminals = np.zeros(len(rows), dtype=np.int64)
         for i, row in enumerate(rows):
-            server = self._servers[row]
+            server, _slot = self._server_of(row)
             if row not in self._pending:
                 raise WorkloadError(f"env server {server.address}: receive without actions sent")
             why = self._pending.pop(row)
-            if why is None:
+            if row in self._fresh:
+                why = ""  # truncated by its server's reconnection, below
+            elif why is None:
                 try:
-                    header, values = self._expect(server, "result")
+                    header, values = self._read_result(row)
                 except OSError as exc:
                     why = f"receive: {exc or type(exc).__name__}"
                 else:
@@ -480,22 +549,25 @@ class RemoteVectorEnv:
                     terminals[i] = int(header["terminal"])
                     self._last_states[row] = states[i]
                     continue
-            states[i] = self._revive(server, why)
+            states[i] = self._fresh.pop(row) if row in self._fresh else self._revive_row(row, why)
             terminals[i] = 2
             self._last_states[row] = states[i]
         return _stack(states), rewards, terminals
 
     def _drain(self) -> None:
         """Read the answers to steps still in flight, so that the next request's answer is its own."""
-        for row in list(self._pending):
-            server = self._servers[row]
-            if self._pending.pop(row) is None and server.sock is not None:
+        self._pending.clear()
+        self._early.clear()
+        for server, queue in zip(self._servers, self._in_flight, strict=True):
+            if queue and server.sock is not None:
                 try:
                     server.sock.settimeout(min(self.step_timeout, 5.0))
-                    self._expect(server, "result")
+                    for _ in queue:
+                        self._expect(server, "result")
                     server.sock.settimeout(self.step_timeout)
                 except (OSError, WorkloadError):
                     server.drop()  # answering late or gone: the next reset/close reconnects or skips it
+            queue.clear()
 
     def close(self, finished: bool | None = None) -> None:
         """Disconnect from every server (idempotent).

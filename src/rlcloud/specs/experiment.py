@@ -204,10 +204,11 @@ class ExperimentSpec(StrictModel):
     execution: Execution = Field(
         "auto",
         description="multi-threaded stepping: 'batched' in-process (cheap envs), 'processes' (slow envs); "
-        "distributed: 'overlapped' (the agent acts on half the env servers while the other half steps) or "
+        "distributed: 'overlapped' (each env server hosts two environments and steps one while the agent "
+        "acts on the other: servers never wait for the agent; the agent has 2 x num_workers environments) or "
         "'synchronous' (all step, then the agent acts on all; batched/processes read as auto there). 'auto': "
-        "multi-threaded chooses by the measured cost of an env step, distributed is synchronous (overlapping "
-        "changes the order of the agent's calls, so a seed learns another run).",
+        "multi-threaded chooses by the measured cost of an env step, distributed is synchronous (overlapped "
+        "learns another run: twice the environments; a run cannot switch to or from it).",
     )
     saver_frequency: Frequency | None = Field(
         Frequency(600, "s"),

@@ -55,7 +55,13 @@ class Change:
 
     @property
     def learning(self) -> bool:
-        """Whether the field changes what is learned (see :data:`LEARNING_FIELDS`)."""
+        """Whether the field changes what is learned (see :data:`LEARNING_FIELDS`).
+
+        ``execution`` does only to or from ``overlapped``: that gives every env server two environments
+        (twice the agent's rows, which a checkpoint cannot change); the other values step the same rows.
+        """
+        if self.field == "execution":
+            return "overlapped" in (self.before, self.after)
         return self.field.split(".", 1)[0] in LEARNING_FIELDS
 
     def to_dict(self) -> dict[str, Any]:
@@ -135,6 +141,8 @@ def fingerprint(spec: ExperimentSpec | dict[str, Any]) -> str:
     data = _dump(spec)
     defaults = _defaults()
     learning = {name: data.get(name, defaults.get(name)) for name in LEARNING_FIELDS}
+    if data.get("execution") == "overlapped":  # see Change.learning; absent otherwise, as before it existed
+        learning["execution"] = "overlapped"
     canonical = json.dumps(learning, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
