@@ -5,8 +5,8 @@ One command prints, with the machine's CPU count:
 * the protocol's per-step overhead: the round trip of one step to one env server with a free
   environment (learner side, no agent), and the serialisation (encode + decode of a step request and
   its result) alone;
-* the learner's own limit: the example agent's act + observe on N rows of CartPole in this process
-  (~10 µs a row), synchronous (one call of N rows) and in halves (two calls of N/2, as overlapped);
+* the learner's own limit with N servers: the example agent's act + observe on CartPole rows in this
+  process, synchronous (one call of N rows) and overlapped (2N rows, two calls of N alternating);
 * for 2 / 4 / 8 / 16 local env servers (``python -m rlcloud.runner --role env-server``) serving
   ``rlcloud.runner.costly:CostlyCartPole`` with a 5 ms step, slept (waiting) and spun (computing):
   steps/s synchronous (before) and overlapped (after), the ideal (servers / step time) and the % of
@@ -16,29 +16,37 @@ One command prints, with the machine's CPU count:
   against the pool :func:`rlcloud.runner.vector.pool_size` sizes from the probe's CPU time against its
   wall time (after).
 
-Each configuration runs in a fresh interpreter with one agent (examples/cartpole_ppo.yaml's); inside
-it the before/after variants alternate in windows of ``--seconds`` for ``--rounds`` rounds on the same
-agent and servers, and the best window of each is reported. Usage::
+Each configuration runs in a fresh interpreter with examples/cartpole_ppo.yaml's agent (one per variant:
+synchronous has N rows, overlapped 2N); inside it the before/after variants alternate in windows of
+``--seconds`` for ``--rounds`` rounds, and the best window of each is reported. Usage::
 
     uv run --frozen python benchmarks/distributed_scaling.py [--rounds 3] [--seconds 3] [--only ...]
 
 Goal: >= 80 % of the ideal until the learner saturates.
 
-Measured 2026-11 on the 2-core development VM shared with three other jobs, with this branch's test
-suite running at the same time for part of it (so the CPU-bound learner was starved; treat these as
-lower bounds), ``--rounds 3 --seconds 2``, best of 3, steps/s:
+Before (measured 2026-11-22, same VM under load from other jobs, ``--rounds 3 --seconds 2``), overlap
+meaning halves of the servers with one environment each: 2 / 4 / 8 / 16 servers of 5 ms sleep, synchronous
+143 / 351 / 486 / 943 steps/s (36 / 44 / 30 / 29 % of ideal), overlapped 143 / 293 / 524 / 994 (no gain:
+each server still waited for its half's act and observe).
 
-* protocol per step, 1 local server, free env: round trip 187 µs, of which serialisation (encode and
-  decode of the request and of the result) 32 µs; the rest is two loopback TCP hops and the server loop.
-* learner alone (act + observe on in-process CartPole rows), synchronous / in halves: 2 rows 640 / 293,
-  4 rows 678 / 1161, 8 rows 2525 / 1878, 16 rows 8062 / 3829 (noisy: load from other jobs).
-* distributed, 5 ms sleep env, synchronous vs overlapped (% of ideal): 2 servers 143 (36 %) vs 143
-  (36 %); 4: 351 (44 %) vs 293 (37 %); 8: 486 (30 %) vs 524 (33 %). An earlier single-round run of 4
-  servers with less load on the machine gave 391 (49 %) overlapped; 16 servers: 943 (29 %) vs 994 (31 %).
-  5 ms spin env (2 CPUs cap it at 400): 2 servers 90 vs 89; 4: 94 vs 96; 8: 131 vs 116.
-  The goal (>= 80 %) is not reached
-  on this machine: the learner's own act/observe time, starved of CPU, dominates. Re-measure on an idle
-  machine with more cores before drawing conclusions from the overlap's effect.
+After (2026-11-23, the 2-core development VM otherwise idle, ``--rounds 3 --seconds 3``; overlapped: two
+environments per server, the agent acting on one while the server steps the other), steps/s:
+
+* protocol per step (1 local server, free env): round trip 164 µs, of which serialisation (encode and
+  decode of the request and of the result) 28 µs and the env step 6 µs; the rest is two loopback TCP hops
+  and the server loop.
+* learner alone (act + observe with its updates, in-process CartPole rows), as with N servers: synchronous
+  on N rows / overlapped on 2N rows in halves: N=2 1754 / 2009, 4 3519 / 3150, 8 4847 / 4109, 16 9315 / 10219.
+* 5 ms sleep env, synchronous vs overlapped (% of ideal): 2 servers 224 (56 %) vs 345 (86 %); 4: 457 (57 %)
+  vs 696 (87 %); 8: 877 (55 %) vs 1391 (87 %); 16: 1322 (41 %) vs 2276 (71 %). The goal (>= 80 %) is met up
+  to 8 servers; at 16 the learner waits for the slowest of 16 processes sharing 2 CPUs every half step,
+  and every PPO update (all servers idle meanwhile) weighs more at the higher rate.
+* 5 ms spin env (each server computes; 2 CPUs cap the total at 400 steps/s, less the learner's share):
+  2 servers 233 vs 279; 4: 280 vs 317; 8: 302 vs 339; 16: 330 vs 343 (79-86 % of the CPUs' cap from 4 on).
+* multi-threaded, 8 workers in processes: sleep env, probe CPU/wall 3 %: one process per CPU 322, sized by
+  the probe (8 processes) 857 steps/s (2.66x); spin env, 100 %: 315 with 2 processes; the probe's 97 %
+  then gave 3 processes (278, 0.88x), so :func:`~rlcloud.runner.vector.pool_size` now rounds to the
+  nearest count (2 here).
 """
 
 from __future__ import annotations

@@ -25,6 +25,17 @@ one-time cost both pay alike (building the agent and TensorFlow tracing its act/
 ~4-5 s here); on the stepping after it rlcloud is 1.38-1.49x the Runner (runner_throughput.py). Sample
 efficiency falls with more environments (N=8 needs the fewest timesteps in the median, with the widest
 spread between seeds), wall time is lowest at 32: examples/cartpole_ppo.yaml uses 32.
+
+Where one rlcloud N=32 run's time goes (seed 1, 55,200 timesteps, solved at ~10 s; timed per call): the
+first observe 3.2-4.1 s (TensorFlow tracing the observe function with PPO's whole update inside it; the
+Runner pays the same), first act 0.4-0.5 s, then act 2.4-2.9 s (~1,900 calls of 1.4 ms) and the
+episode-end observes with their 67 updates ~2 s: nearly all of it TensorFlow executing Tensorforce's
+graphs, the same graphs the Runner runs. The 0.5x goal would need the Runner's own TensorFlow work to
+shrink, which a faster loop around the same agent cannot do. Building the agent without Tensorforce's
+in-graph assertions (rlcloud's default since, ``debug_logging`` keeps them) learns identically and traces
+faster; re-measured after it (2026-11-23, seeds 1-3, medians): rlcloud N=16 10.7 s / 64,352, N=32 11.4 s
+/ 61,728 (one seed 7.6 s); Runner num_parallel=8 13.8 s / 39,337, with the same lean agent 13.5 s:
+0.78x (the VM measured ~10 % slower this day than the figures above).
 """
 
 from __future__ import annotations
@@ -111,8 +122,11 @@ def rlcloud_run(workers: int, seed: int, max_timesteps: int) -> dict[str, Any]:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def runner_run(num_parallel: int, seed: int, max_timesteps: int) -> dict[str, Any]:
-    """Train with ``tensorforce.Runner`` until solved; wall time (agent construction included), timesteps."""
+def runner_run(num_parallel: int, seed: int, max_timesteps: int, assertions: bool = True) -> dict[str, Any]:
+    """Train with ``tensorforce.Runner`` until solved; wall time (agent construction included), timesteps.
+
+    ``assertions=False`` builds the agent as rlcloud's runner does (``create_tf_assertions`` off), to
+    show what the Runner gains from that alone."""
     from rlcloud.runner.compat import import_tensorforce
 
     tensorforce = import_tensorforce()
@@ -129,7 +143,7 @@ def runner_run(num_parallel: int, seed: int, max_timesteps: int) -> dict[str, An
         actions=envs[0].actions(),
         max_episode_timesteps=envs[0].max_episode_timesteps(),
         parallel_interactions=num_parallel,
-        config=dict(seed=seed),
+        config=dict(seed=seed, create_tf_assertions=assertions),
         **agent_spec,
     )
     solved: dict[str, Any] = {}
@@ -157,6 +171,13 @@ def runner_run(num_parallel: int, seed: int, max_timesteps: int) -> dict[str, An
     return {"solved": True, **solved}
 
 
+LABELS = {
+    "rlcloud": "rlcloud multi-threaded",
+    "runner": "tensorforce Runner",
+    "runner-lean": "Runner, no tf assertions",
+}
+
+
 def _in_subprocess(kind: str, n: int, seed: int, max_timesteps: int) -> dict[str, Any]:
     command = [sys.executable, __file__, "--one", f"{kind}:{n}:{seed}", "--max-timesteps", str(max_timesteps)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=3600)
@@ -173,6 +194,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--rlcloud", default="8,16,32", help="multi-threaded environment counts")
     parser.add_argument("--runner", default="4,8,16", help="Runner num_parallel values")
+    parser.add_argument(
+        "--runner-lean", default="", help="Runner num_parallel values with the agent built as rlcloud builds it"
+    )
     parser.add_argument("--max-timesteps", type=int, default=300_000)
     parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: kind:n:seed, prints one JSON result
     args = parser.parse_args(argv)
@@ -180,12 +204,16 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger().addFilter(lambda record: "bound specified" not in str(record.msg))
     if args.one:
         kind, n, seed = args.one.split(":")
-        run = rlcloud_run if kind == "rlcloud" else runner_run
-        print(json.dumps(run(int(n), int(seed), args.max_timesteps)))
+        if kind == "rlcloud":
+            result = rlcloud_run(int(n), int(seed), args.max_timesteps)
+        else:
+            result = runner_run(int(n), int(seed), args.max_timesteps, assertions=kind == "runner")
+        print(json.dumps(result))
         return 0
     seeds = [int(s) for s in args.seeds.split(",")]
     configs = [("rlcloud", int(n)) for n in args.rlcloud.split(",") if n]
     configs += [("runner", int(n)) for n in args.runner.split(",") if n]
+    configs += [("runner-lean", int(n)) for n in args.runner_lean.split(",") if n]
     print(f"CartPole-v1 PPO (examples/cartpole_ppo.yaml's agent), solved = mean of last {WINDOW} >= {TARGET:.0f}, "
           f"seeds {seeds}, {os.cpu_count()} CPUs")  # fmt: skip
     results: dict[tuple[str, int], list[dict[str, Any]]] = {c: [] for c in configs}
@@ -193,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         for kind, n in configs:
             result = _in_subprocess(kind, n, seed, args.max_timesteps)
             results[(kind, n)].append(result)
-            label = f"{'rlcloud multi-threaded' if kind == 'rlcloud' else 'tensorforce Runner'}, N={n}, seed {seed}"
+            label = f"{LABELS[kind]}, N={n}, seed {seed}"
             if result.get("solved"):
                 print(f"{label:<44} {result['seconds']:7.1f} s {result['timesteps']:8d} timesteps", flush=True)
             else:
@@ -208,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
         seconds = statistics.median(r["seconds"] for r in solved)
         steps = statistics.median(r["timesteps"] for r in solved)
         medians[(kind, n)] = seconds
-        print(f"  {kind:<8} N={n:<3} {seconds:7.1f} s {steps:9.0f} timesteps ({len(solved)}/{len(runs)} solved)")
+        print(f"  {kind:<11} N={n:<3} {seconds:7.1f} s {steps:9.0f} timesteps ({len(solved)}/{len(runs)} solved)")
     ours = [(s, n) for (k, n), s in medians.items() if k == "rlcloud"]
     peer = [(s, n) for (k, n), s in medians.items() if k == "runner"]
     if ours and peer:

@@ -1,8 +1,10 @@
 """AgentCalls (the loop's direct act/observe) learns exactly what Tensorforce's public Agent API learns.
 
-Two agents with the same seed are driven over the same seeded CartPole environments, one through
-``Agent.act``/``observe`` and one through :class:`AgentCalls`: every action, every update count and the
-agents' counters must be identical, and the public API must keep working on the directly driven agent.
+Two agents with the same seed are driven over the same seeded CartPole environments, one as Tensorforce
+builds and drives it by default (``Agent.act``/``observe``, in-graph assertions on) and one as the loop does
+(:class:`AgentCalls`, ``create_tf_assertions`` off: runner/loop.py ``build_agent_kwargs``): every action,
+every update count and the agents' counters must be identical, and the public API must keep working on
+the directly driven agent.
 """
 
 from __future__ import annotations
@@ -20,14 +22,14 @@ CARTPOLE = EnvFactory({"type": "gym", "level": "CartPole-v1"})
 ROWS = 4
 
 
-def _agent(venv: BatchedVectorEnv, **agent: Any) -> Any:
+def _agent(venv: BatchedVectorEnv, assertions: bool = True, **agent: Any) -> Any:
     tensorforce = import_tensorforce()
     return tensorforce.Agent.create(
         states=venv.states_spec,
         actions=venv.actions_spec,
         max_episode_timesteps=venv.max_episode_timesteps,
         parallel_interactions=venv.num_envs,
-        config=dict(seed=7),
+        config=dict(seed=7, create_tf_assertions=assertions),
         **agent,
     )
 
@@ -77,7 +79,7 @@ def test_direct_calls_make_the_same_actions_and_updates_as_the_public_api(agent:
     runs, counters = [], []
     for direct in (False, True):  # one agent at a time: Tensorforce keeps one module stack per process
         venv = BatchedVectorEnv.from_factory(CARTPOLE, ROWS, seed=3)
-        tf_agent = _agent(venv, **agent)
+        tf_agent = _agent(venv, assertions=not direct, **agent)
         venv.close()
         runs.append(_drive(tf_agent, direct=direct, steps=steps))
         counters.append([tf_agent.timesteps, tf_agent.episodes, tf_agent.updates])

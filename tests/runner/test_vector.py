@@ -151,6 +151,7 @@ def test_pool_size_one_process_per_cpu_for_computing_envs_more_for_waiting_ones(
     assert pool_size(64, 2, 0.1) == 20
     assert pool_size(8, 2, 0.0) == 8  # a pure wait
     assert pool_size(8, 2, 1.7) == 2  # a probe's CPU share above 1 (threads) counts as computing
+    assert pool_size(8, 2, 0.95) == 2  # a computing probe measured a little under 100 %
 
 
 def test_the_probe_tells_sleeping_from_computing_steps() -> None:

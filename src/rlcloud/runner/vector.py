@@ -395,11 +395,12 @@ def pool_size(num_envs: int, cpus: int, cpu_fraction: float | None) -> int:
     ``cpu_fraction`` is the share of a step's wall time the environment spends computing (its CPU time
     over its wall time; None: unknown, taken as 1). An environment that computes gets one process per
     CPU, each stepping its rows in turn. One that waits (a remote simulator, I/O) gets as many processes
-    as keep the CPUs busy, ``cpus / cpu_fraction``: each waits in parallel with the others. Never more
-    processes than rows.
+    as keep the CPUs busy, ``cpus / cpu_fraction`` (rounded to the nearest: a probe measured at 97 % CPU
+    is computing, and one process more than CPUs measured 0.88x there): each waits in parallel with the
+    others. Never more processes than rows.
     """
     share = 1.0 if cpu_fraction is None else min(1.0, max(cpu_fraction, 1e-3))
-    return max(1, min(num_envs, max(cpus, math.ceil(cpus / share - 1e-9))))
+    return max(1, min(num_envs, max(cpus, math.floor(cpus / share + 0.5))))
 
 
 def choose_execution(factory: Callable[[], EnvAdapter], *, probe_steps: int = 64) -> ExecutionChoice:
