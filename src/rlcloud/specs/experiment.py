@@ -174,7 +174,9 @@ class ExperimentSpec(StrictModel):
         json_schema_extra=why("Atari uses 4; past 1000 the agent no longer acts"),
         description="Repeat each action this many times, summing the rewards.",
     )
-    debug_logging: bool = Field(False, description="Verbose runner logs.")
+    debug_logging: bool = Field(
+        False, description="Verbose runner logs, and Tensorforce's in-graph argument checks (slower; same learning)."
+    )
     seed: Annotated[int | None, NOT_BOOL] = Field(
         None,
         ge=0,
