@@ -135,11 +135,11 @@ def _time_receives(venv: Any) -> list[float]:
 
 
 def _finish(stepper: Any) -> Any:
-    """Receive and observe both halves still stepping; the batch of states, for a synchronous window next."""
+    """Receive and observe every group still stepping; the batch of states, for a synchronous window next."""
     parts: dict[int, Any] = {}
-    for _ in range(2):
-        rows, calls = stepper._halves[stepper._turn], stepper._calls[stepper._turn]
-        stepper._turn ^= 1
+    for _ in stepper._groups:
+        rows, calls = stepper._groups[stepper._turn], stepper._calls[stepper._turn]
+        stepper._turn = (stepper._turn + 1) % len(stepper._groups)
         states, rewards, terminals = stepper.venv.receive(rows)
         calls.observe(rewards, terminals)
         parts[int(rows[0])] = states
@@ -154,13 +154,14 @@ def _warm_up(agent: Any, venv: Any, states: Any, split: Any) -> Any:
     return states
 
 
-class _Halves:
-    """In-process rows with the split send/receive of RemoteVectorEnv: the learner's limit in halves."""
+class _Groups:
+    """In-process rows with the split send/receive of RemoteVectorEnv: the learner's limit overlapped."""
 
-    def __init__(self, venv: Any) -> None:
+    def __init__(self, venv: Any, slots: int) -> None:
         self.venv = venv
         self.num_envs = venv.num_envs
         self.overlap = True
+        self.slots = slots
         self._results: dict[int, tuple[Any, float, int]] = {}
 
     def send_actions(self, rows: Any, actions: Any) -> None:
@@ -237,38 +238,38 @@ def _free_env_step(steps: int) -> float:
     return best
 
 
-def learner_limit(servers: int, seconds: float, rounds: int) -> dict[str, float]:
+def learner_limit(servers: int, seconds: float, rounds: int, slots: int = 2) -> dict[str, float]:
     """The agent's act + observe rate on in-process CartPole rows, as it runs with ``servers`` env servers:
-    synchronous on ``servers`` rows, and in halves of ``servers`` rows each (overlapped: 2 x ``servers``)."""
+    synchronous on ``servers`` rows, and overlapped on ``slots`` x ``servers`` rows in groups of ``servers``."""
     from rlcloud.runner.vector import BatchedVectorEnv, EnvFactory
 
     factory = EnvFactory({"type": "gym", "level": "CartPole-v1"})
     sync = BatchedVectorEnv.from_factory(factory, servers, seed=1)
-    doubled = BatchedVectorEnv.from_factory(factory, 2 * servers, seed=1)
-    agents = {"sync": _agent(sync), "halves": _agent(doubled)}
-    halves = _Halves(doubled)
+    several = BatchedVectorEnv.from_factory(factory, slots * servers, seed=1)
+    agents = {"sync": _agent(sync), "overlapped": _agent(several)}
+    groups = _Groups(several, slots)
     states = {"sync": _warm_up(agents["sync"], sync, sync.reset(), None)}
-    states["halves"] = _warm_up(agents["halves"], doubled, doubled.reset(), halves)
-    best = {"sync": 0.0, "halves": 0.0}
+    states["overlapped"] = _warm_up(agents["overlapped"], several, several.reset(), groups)
+    best = {"sync": 0.0, "overlapped": 0.0}
     for _ in range(rounds):
         states["sync"], rate = _sync_window(agents["sync"], sync, states["sync"], seconds)
         best["sync"] = max(best["sync"], rate)
-        states["halves"], rate = _overlapped_window(agents["halves"], halves, states["halves"], seconds)  # type: ignore[arg-type]
-        best["halves"] = max(best["halves"], rate)
+        states["overlapped"], rate = _overlapped_window(agents["overlapped"], groups, states["overlapped"], seconds)
+        best["overlapped"] = max(best["overlapped"], rate)
     return best
 
 
-def distributed(servers: int, mode: str, seconds: float, rounds: int) -> dict[str, float]:
+def distributed(servers: int, mode: str, seconds: float, rounds: int, slots: int = 2) -> dict[str, float]:
     """Steps/s of ``servers`` local env servers of CostlyCartPole: synchronous (one environment each) and
-    overlapped (two each, runner/overlap.py), side by side, each with its own agent."""
+    overlapped (``slots`` each, runner/overlap.py), side by side, each with its own agent."""
     from rlcloud.runner.remote import RemoteVectorEnv
 
     with (
         local_env_servers(servers, costly(mode)) as plain,
-        local_env_servers(servers, costly(mode), execution="overlapped") as doubled,
+        local_env_servers(servers, costly(mode), envs_per_server=slots) as several,
     ):
         sync = RemoteVectorEnv(plain, connect_timeout=120)
-        overlapped = RemoteVectorEnv(doubled, connect_timeout=120, overlap=True)
+        overlapped = RemoteVectorEnv(several, connect_timeout=120, overlap=True, slots=slots)
         try:
             agents = {"sync": _agent(sync), "overlapped": _agent(overlapped)}
             states = {"sync": sync.reset(), "overlapped": overlapped.reset()}
@@ -337,6 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="alternating windows per variant (best is kept)")
     parser.add_argument("--seconds", type=float, default=3.0, help="length of one measured window")
     parser.add_argument("--servers", default=",".join(map(str, SERVERS)), help="env-server counts")
+    parser.add_argument("--slots", type=int, default=2, help="environments per server, overlapped")
     parser.add_argument("--only", default="protocol,learner,distributed,multi", help="groups to run")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--arg", action="append", default=[], help=argparse.SUPPRESS)
@@ -348,9 +350,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.one == "protocol":
             result = protocol_overhead()
         elif args.one == "learner":
-            result = learner_limit(int(a[0]), args.seconds, args.rounds)
+            result = learner_limit(int(a[0]), args.seconds, args.rounds, args.slots)
         elif args.one == "distributed":
-            result = distributed(int(a[0]), a[1], args.seconds, args.rounds)
+            result = distributed(int(a[0]), a[1], args.seconds, args.rounds, args.slots)
         else:
             result = multi_threaded(int(a[0]), a[1], args.seconds, args.rounds)
         print(json.dumps(result))
@@ -359,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     cpus = os.cpu_count() or 1
     groups = set(args.only.split(","))
     counts = [int(n) for n in args.servers.split(",")]
-    common = ["--rounds", str(args.rounds), "--seconds", str(args.seconds)]
+    common = ["--rounds", str(args.rounds), "--seconds", str(args.seconds), "--slots", str(args.slots)]
     print(f"{cpus} CPUs; env step {STEP_MS:g} ms; agent {EXAMPLE.name}; best of {args.rounds} x {args.seconds:g} s")
     if "protocol" in groups:
         p = _in_subprocess("protocol", common)
@@ -373,13 +375,17 @@ def main(argv: list[str] | None = None) -> int:
         print("\nlearner alone (act + observe, in-process CartPole rows, as with N servers), steps/s:")
         for n in counts:
             limits[n] = _in_subprocess("learner", [*common, "--arg", str(n)])
-            sync, halves = limits[n]["sync"], limits[n]["halves"]
+            sync, overlapped = limits[n]["sync"], limits[n]["overlapped"]
             print(
-                f"  N={n:>2}: synchronous ({n} rows) {sync:6.0f}, overlapped (2 x {n} rows, in halves) {halves:6.0f}",
+                f"  N={n:>2}: synchronous ({n} rows) {sync:6.0f}, overlapped ({args.slots} x {n} rows, in groups of "
+                f"{n}) {overlapped:6.0f}",
                 flush=True,
             )
     if "distributed" in groups:
-        print("\ndistributed, steps/s (ideal = servers / step time; ceiling = ideal capped by learner and CPUs):")
+        print(
+            f"\ndistributed, steps/s (overlapped: {args.slots} environments per server; ideal = servers / step "
+            "time; ceiling = ideal capped by learner and CPUs):"
+        )
         print(
             f"{'env':<6}{'servers':>8}{'ideal':>8}{'sync':>8}{'%ideal':>8}{'%ceil':>7}"
             f"{'overlap':>9}{'%ideal':>8}{'%ceil':>7}{'learner waits':>15}"
@@ -393,11 +399,11 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 ideal = n / (STEP_MS / 1000)
                 ceiling = {"sync": ideal, "overlapped": ideal}
-                for variant, limit in (("sync", "sync"), ("overlapped", "halves")):
+                for variant in ("sync", "overlapped"):
                     if mode == "spin":
                         ceiling[variant] = min(ceiling[variant], cpus / (STEP_MS / 1000))
                     if n in limits:
-                        ceiling[variant] = min(ceiling[variant], limits[n][limit])
+                        ceiling[variant] = min(ceiling[variant], limits[n][variant])
                 print(
                     f"{mode:<6}{n:>8}{ideal:>8.0f}{r['sync']:>8.0f}{r['sync'] / ideal:>8.0%}"
                     f"{r['sync'] / ceiling['sync']:>7.0%}{r['overlapped']:>9.0f}{r['overlapped'] / ideal:>8.0%}"

@@ -213,15 +213,15 @@ def _free_port() -> int:
 
 @contextlib.contextmanager
 def local_env_servers(
-    count: int, environment: dict[str, Any] | None = None, execution: str = "auto"
+    count: int, environment: dict[str, Any] | None = None, envs_per_server: int = 1
 ) -> Iterator[list[str]]:
-    """Start ``count`` env-server processes on 127.0.0.1 (the distributed mode's env side) serving
-    ``environment`` (default: CartPole-v1); ``execution="overlapped"``: two environments each."""
+    """Start ``count`` env-server processes on 127.0.0.1 (the distributed mode's env side), each serving
+    ``envs_per_server`` copies of ``environment`` (default: CartPole-v1)."""
     from rlcloud.specs import ExperimentSpec
 
     spec = ExperimentSpec(
         name="bench", environment=environment or CARTPOLE, agent=AGENT, seed=SEED, run_mode="distributed",
-        num_workers=count, total_timesteps=1, execution=execution,
+        num_workers=count, total_timesteps=1, envs_per_server=envs_per_server,
     )  # fmt: skip
     workdir = Path(tempfile.mkdtemp(prefix="rlcloud-bench-servers-"))
     (workdir / "spec.yaml").write_text(spec.to_yaml())

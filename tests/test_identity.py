@@ -101,6 +101,17 @@ def test_only_overlapped_execution_changes_what_is_learned() -> None:
     assert fingerprint(batched) == fingerprint(processes)
 
 
+def test_environments_per_server_are_a_learning_field_that_left_old_fingerprints_alone() -> None:
+    two = _spec(run_mode="distributed", num_workers=2, execution="overlapped")
+    three = _spec(run_mode="distributed", num_workers=2, execution="overlapped", envs_per_server=3)
+    learning, _ = split_changes(diff_specs(two, three))
+    assert [c.field for c in learning] == ["envs_per_server"]
+    assert fingerprint(two) != fingerprint(three)
+    # the fingerprints rlcloud gave these specs before envs_per_server existed (sweeps compare them)
+    assert fingerprint(_spec()) == "27ad9acaa6ac8b45"
+    assert fingerprint(_spec(run_mode="distributed", num_workers=2)) == "d2343fa468bb1aea"
+
+
 def test_a_record_is_compared_as_stored(tmp_path: Path) -> None:
     store = open_store(tmp_path / "run")
     assert check_resume(store, _spec()) is None

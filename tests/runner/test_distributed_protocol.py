@@ -435,3 +435,42 @@ def test_a_server_that_dies_between_its_two_environments_steps_comes_back_trunca
         if back:
             back[0].thread.join(timeout=10)
     assert back and back[0].result == EXIT_FINISHED
+
+
+class _RecordingAgent:
+    """Not a Tensorforce agent: AgentCalls drives it through the public act/observe, which record the rows."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, list[int]]] = []
+
+    def act(self, states: np.ndarray, parallel: np.ndarray) -> np.ndarray:
+        self.calls.append(("act", parallel.tolist()))
+        return np.ones(len(parallel), dtype=np.int64)
+
+    def observe(self, reward: np.ndarray, terminal: np.ndarray, parallel: np.ndarray) -> int:
+        self.calls.append(("observe", parallel.tolist()))
+        return 0
+
+
+def test_three_environments_per_server_step_in_turn_with_the_agent_on_one_group() -> None:
+    from rlcloud.runner.overlap import OverlappedStepper
+
+    servers = [ThreadedServer(slots=3), ThreadedServer(slots=3)]
+    venv = RemoteVectorEnv([_address(s.port) for s in servers], connect_timeout=10, overlap=True, slots=3)
+    agent = _RecordingAgent()
+    try:
+        assert venv.num_envs == 6
+        stepper = OverlappedStepper(agent, venv, venv.reset())
+        stepped = [stepper.step()[0].tolist() for _ in range(6)]
+        # groups are one environment of every server each, completed in a fixed round
+        assert stepped == [[0, 1], [2, 3], [4, 5]] * 2
+        assert agent.calls[:3] == [("act", [0, 1]), ("act", [2, 3]), ("act", [4, 5])]
+        assert agent.calls[3:7] == [("observe", [0, 1]), ("act", [0, 1]), ("observe", [2, 3]), ("act", [2, 3])]
+    finally:
+        venv.close()
+    for s in servers:
+        s.thread.join(timeout=10)
+        assert s.result == EXIT_FINISHED
+        assert s.server.steps == 3 + 6  # the first step of every slot, then two rounds
+    with pytest.raises(WorkloadError, match="needs 2 or more"):
+        RemoteVectorEnv([_address(servers[0].port)], connect_timeout=1, overlap=True, slots=1)

@@ -150,6 +150,25 @@ def test_run_modes(run_mode: str, workers: int, default: int) -> None:
 def test_num_envs_follows_run_mode() -> None:
     assert experiment(run_mode="multi-threaded", num_workers=6).num_envs == 6
     assert experiment(run_mode="distributed", num_workers=3).num_envs == 3
+    # overlapped: every env server hosts envs_per_server environments, 2 unless given
+    assert experiment(run_mode="distributed", num_workers=3, execution="overlapped").num_envs == 6
+    assert experiment(run_mode="distributed", num_workers=3, execution="overlapped", envs_per_server=3).num_envs == 9
+    assert experiment(run_mode="distributed", num_workers=3, envs_per_server=2).num_envs == 6
+
+
+@pytest.mark.parametrize(
+    ("changes", "says"),
+    [
+        ({"run_mode": "multi-threaded", "num_workers": 4, "envs_per_server": 2}, "is for run_mode distributed"),
+        ({"run_mode": "distributed", "execution": "overlapped", "envs_per_server": 1}, "must be 2 or more"),
+        ({"run_mode": "distributed", "envs_per_server": 9}, "less than or equal to 8"),
+        ({"run_mode": "distributed", "envs_per_server": True}, ""),
+    ],
+)
+def test_envs_per_server_is_checked(changes: dict[str, Any], says: str) -> None:
+    field, message = only_problem(**changes)
+    assert field == "envs_per_server"
+    assert says in message
 
 
 def test_single_mode_runs_one_worker() -> None:

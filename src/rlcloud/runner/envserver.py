@@ -2,9 +2,10 @@
 
 ``python -m rlcloud.runner --role env-server --index N ...`` ends up in :func:`run_env_server`, which
 builds the experiment's environment with the runner's adapter and serves it with :class:`EnvServer`
-(protocol: :mod:`rlcloud.runner.protocol`). With ``execution: overlapped`` a server hosts two copies of the
-environment ("slots") and steps them in turn: while it steps one, the agent acts on the other's last
-states, so a server whose steps are expensive never waits for the agent.
+(protocol: :mod:`rlcloud.runner.protocol`). With ``envs_per_server`` (2 by default with ``execution:
+overlapped``) a server hosts that many copies of the environment ("slots") and steps them in turn: with
+overlapped execution, while it steps one the agent acts on another's last states, so a server whose steps
+are expensive never waits for the agent.
 
 Lifecycle, so that no env server runs forever:
 
@@ -62,7 +63,6 @@ __all__ = [
     "ServedEnvironment",
     "run_env_server",
     "serve_environment",
-    "slots_per_server",
 ]
 
 logger = logging.getLogger(__name__)
@@ -435,7 +435,7 @@ def run_env_server(
     environ: Mapping[str, str] | None = None,
 ) -> int:
     """The env-server role: build the experiment's environment (same adapter, step limit and action
-    repeat as every other run mode; twice, one per slot, with ``execution: overlapped``) and serve it;
+    repeat as every other run mode; once per slot: ``envs_per_server``) and serve it;
     return the process exit code.
 
     A SpecError propagates (the runner exits 2); any other error building the environment is logged and
@@ -446,7 +446,7 @@ def run_env_server(
 
     environments: list[ServedEnvironment] = []
     try:
-        for _ in range(slots_per_server(spec)):
+        for _ in range(spec.servers_envs):
             environments.append(
                 make_env(
                     spec.environment,
@@ -466,8 +466,3 @@ def run_env_server(
     return serve_environment(
         environments, index=index, seed=None if seed is None else seed + 1000 * (index + 1), environ=environ
     )
-
-
-def slots_per_server(spec: ExperimentSpec) -> int:
-    """How many environments each env server hosts: 2 with ``execution: overlapped``, else 1."""
-    return 2 if spec.run_mode == "distributed" and spec.execution == "overlapped" else 1

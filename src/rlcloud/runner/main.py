@@ -258,7 +258,7 @@ def _train(
             from rlcloud.runner.remote import RemoteVectorEnv
 
             # auto is synchronous: overlapping changes the order of the agent's calls (what a seed learns)
-            vector_env = RemoteVectorEnv.from_environ(overlap=spec.execution == "overlapped")
+            vector_env = RemoteVectorEnv.from_environ(overlap=spec.execution == "overlapped", slots=spec.servers_envs)
         chain = _HookChain([hooks] if hooks is not None else [])
         trainer = Trainer(spec, workdir, vector_env=vector_env, hooks=chain)
         trainer_box.append(trainer)

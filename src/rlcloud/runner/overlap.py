@@ -71,30 +71,31 @@ def _rows_of(batch: Any, rows: slice) -> Any:
 
 
 class OverlappedStepper:
-    """Drives ``agent`` over ``venv`` in two alternating halves (see the module docstring).
+    """Drives ``agent`` over ``venv`` in alternating groups of rows (see the module docstring).
 
-    ``states`` is the batch :meth:`reset` returned; the constructor acts on it and sends both halves.
-    Each :meth:`step` then completes one half's step: it returns ``(rows, rewards, terminals)`` of the
-    rows that stepped (after observing them and sending their next actions).
+    ``states`` is the batch :meth:`reset` returned; the constructor acts on it and sends every group.
+    The rows split into ``venv.slots`` groups (two if it does not say), one environment of every server
+    each. Each :meth:`step` then completes one group's step: it returns ``(rows, rewards, terminals)`` of
+    the rows that stepped (after observing them and sending their next actions).
     """
 
     def __init__(self, agent: Any, venv: SplitStepVectorEnv, states: Any) -> None:
         n = venv.num_envs
-        if n < 2:
-            raise ValueError("overlapped stepping needs at least two environments")
+        count = int(getattr(venv, "slots", 2))
+        if count < 2 or n < count:
+            raise ValueError(f"overlapped stepping needs at least two groups of environments, not {count} of {n}")
         self.venv = venv
-        middle = (n + 1) // 2
-        self._halves = (np.arange(0, middle), np.arange(middle, n))
-        self._calls = tuple(AgentCalls(agent, rows) for rows in self._halves)
+        self._groups = tuple(np.array_split(np.arange(n), count))
+        self._calls = tuple(AgentCalls(agent, rows) for rows in self._groups)
         self._turn = 0
-        for rows, calls in zip(self._halves, self._calls, strict=True):
+        for rows, calls in zip(self._groups, self._calls, strict=True):
             part = _rows_of(states, slice(int(rows[0]), int(rows[-1]) + 1))
             venv.send_actions(rows, calls.act(part))
 
     def step(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Receive, observe, act on and send the next half; ``(rows, rewards, terminals)`` of that half."""
-        rows, calls = self._halves[self._turn], self._calls[self._turn]
-        self._turn ^= 1
+        """Receive, observe, act on and send the next group; ``(rows, rewards, terminals)`` of that group."""
+        rows, calls = self._groups[self._turn], self._calls[self._turn]
+        self._turn = (self._turn + 1) % len(self._groups)
         states, rewards, terminals = self.venv.receive(rows)
         calls.observe(rewards, terminals)
         self.venv.send_actions(rows, calls.act(states))

@@ -6,10 +6,10 @@ the wire protocol of :mod:`rlcloud.runner.protocol`.
 ``states_spec``, ``actions_spec``, ``max_episode_timesteps``, ``reset()``, ``step()``, ``close()``), so
 episodes and timesteps are counted across all workers by the same loop that drives local environments.
 
-With ``overlap=True`` (``execution: overlapped``) every server hosts two environments (slots 0 and 1):
-rows ``0..S-1`` are slot 0 of servers ``0..S-1`` and rows ``S..2S-1`` their slot 1, so the training
-loop's two halves (runner/overlap.py) are one environment of every server each, and a server steps one
-slot while the agent acts on the other.
+Every server hosts ``slots`` environments (``envs_per_server``; 2 by default with ``overlap=True``, i.e.
+``execution: overlapped``, else 1): rows ``0..S-1`` are slot 0 of servers ``0..S-1``, rows ``S..2S-1``
+their slot 1, and so on, so the training loop's overlapped groups (runner/overlap.py) are one environment
+of every server each, and a server steps one slot while the agent acts on another.
 
 Fault handling: the agent waits (``connect_timeout``) until every server is reachable and raises
 :class:`EnvServersUnreachableError` naming the ones that are not. A server that dies mid-run is
@@ -194,9 +194,9 @@ class RemoteVectorEnv:
     returns ``(states, rewards, terminals)`` with terminals 0 (running), 1 (terminated) or 2 (truncated),
     autoresetting on the same step. All servers step concurrently: the actions are sent to every server
     before any answer is read. :meth:`send_actions` and :meth:`receive` do the two halves of a step for
-    some of the rows; ``overlap=True`` (:attr:`overlap`) gives every server two environments and asks the
-    training loop to act on one of each server's while the other steps (see the module docstring),
-    ``False`` (default) one environment per server and every step synchronous.
+    some of the rows; ``overlap=True`` (:attr:`overlap`) asks the training loop to act on one environment
+    of each server while the servers step another (see the module docstring), ``False`` (default) keeps
+    every step synchronous. ``slots``: environments per server (default 2 overlapped, else 1).
 
     ``connect_timeout`` bounds the wait for every server at start and for a server that died to come
     back; ``step_timeout`` bounds one reset/step on a server before it counts as dead.
@@ -217,13 +217,16 @@ class RemoteVectorEnv:
         watch_signals: bool = False,
         should_stop: Callable[[], bool] | None = None,
         overlap: bool = False,
+        slots: int | None = None,
     ) -> None:
         addresses = [s if isinstance(s, ServerAddress) else parse_env_servers(s)[0] for s in servers]
         if not addresses:
             raise WorkloadError("RemoteVectorEnv needs at least one env server address")
         self._servers = [_Server(i, a) for i, a in enumerate(addresses)]
-        #: Environments per server (the servers must host as many: execution: overlapped on both sides).
-        self.slots = 2 if overlap else 1
+        #: Environments per server (the servers must host as many: the same spec on both sides).
+        self.slots = slots if slots is not None else (2 if overlap else 1)
+        if self.slots < 1 or (overlap and self.slots < 2):
+            raise WorkloadError(f"{self.slots} environment(s) per server: overlapped stepping needs 2 or more")
         self.connect_timeout = connect_timeout
         self.step_timeout = step_timeout
         #: How many times a server had to be reconnected mid-run (each ended one episode as truncated).
@@ -269,6 +272,7 @@ class RemoteVectorEnv:
         *,
         should_stop: Callable[[], bool] | None = None,
         overlap: bool = False,
+        slots: int | None = None,
     ) -> RemoteVectorEnv:
         """Build from ``RLCLOUD_ENV_SERVERS``, ``RLCLOUD_HOST_MAP``, ``RLCLOUD_CONNECT_TIMEOUT`` and
         ``RLCLOUD_STEP_TIMEOUT`` (the agent role in distributed mode)."""
@@ -283,6 +287,7 @@ class RemoteVectorEnv:
             watch_signals=True,
             should_stop=should_stop,
             overlap=overlap,
+            slots=slots,
         )
 
     # -- properties the loop reads
@@ -376,8 +381,8 @@ class RemoteVectorEnv:
         if spec.get("slots", 1) != self.slots:
             raise EnvServerError(
                 f"env server {server.address} hosts {spec.get('slots', 1)} environment(s), the agent expects "
-                f"{self.slots} (execution: overlapped on one side only): all env servers must run the "
-                "experiment's spec"
+                f"{self.slots} (envs_per_server or execution differ between them): all env servers must run "
+                "the experiment's spec"
             )
         if any(spec.get(key) != self._reference.get(key) for key in ("states_spec", "actions_spec")):
             raise EnvServerError(

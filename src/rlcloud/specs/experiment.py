@@ -26,6 +26,9 @@ DEFAULT_WORKERS: dict[str, int] = {"single": 1, "multi-threaded": 4, "distribute
 #: one learner, which steps them all; past 1024 the learner is the bottleneck and a typo (100000) would
 #: start a hundred thousand pods. A local run is bounded lower, by the machine (roles.check_local_capacity).
 MAX_WORKERS = 1024
+#: Environments one env server hosts (distributed): 2-3 keep a server busy while the learner acts; past 8
+#: a server's memory, not the learner, is what grows.
+MAX_ENVS_PER_SERVER = 8
 #: Training episodes: a billion is decades of CartPole at full speed.
 MAX_EPISODES = 10**9
 #: Timesteps (Tensorforce counts them in int64); 10^12 is years at the fastest measured rates.
@@ -212,6 +215,15 @@ class ExperimentSpec(StrictModel):
         "multi-threaded chooses by the measured cost of an env step, distributed is synchronous (overlapped "
         "learns another run: twice the environments; a run cannot switch to or from it).",
     )
+    envs_per_server: Annotated[int | None, NOT_BOOL] = Field(
+        None,
+        ge=1,
+        le=MAX_ENVS_PER_SERVER,
+        json_schema_extra=why("each is a full environment in the server's memory, stepped one after another"),
+        description="distributed: environments each env server hosts and steps one after another (the agent "
+        "has num_workers x this many). Empty: 2 with execution overlapped, else 1. With overlapped, 3 keeps "
+        "many or uneven servers busier (16 servers of 5 ms steps: 73-76 % of the ideal against 57-71 % with 2).",
+    )
     saver_frequency: Frequency | None = Field(
         Frequency(600, "s"),
         description="Checkpoint every N seconds ('600s'), episodes ('100e') or timesteps ('5000t'); empty: at the end.",
@@ -368,6 +380,17 @@ class ExperimentSpec(StrictModel):
                 "execution {value} is for run_mode distributed; multi-threaded takes auto, batched or processes",
                 {"value": self.execution},
             )
+        if self.envs_per_server is not None and self.run_mode != "distributed":
+            raise PydanticCustomError(
+                "at:envs_per_server",
+                "envs_per_server is for run_mode distributed (multi-threaded: num_workers environments already)",
+            )
+        if self.execution == "overlapped" and self.envs_per_server == 1:
+            raise PydanticCustomError(
+                "at:envs_per_server",
+                "execution overlapped steps one environment of each server while the agent acts on another: "
+                "envs_per_server must be 2 or more (or empty: 2)",
+            )
         if self.run_mode == "multi-threaded" and self.num_workers < 2:
             raise PydanticCustomError(
                 "at:num_workers",
@@ -376,9 +399,18 @@ class ExperimentSpec(StrictModel):
         return self
 
     @property
+    def servers_envs(self) -> int:
+        """Environments per env server (distributed; 1 otherwise): ``envs_per_server``, or its default."""
+        if self.run_mode != "distributed":
+            return 1
+        if self.envs_per_server is not None:
+            return self.envs_per_server
+        return 2 if self.execution == "overlapped" else 1
+
+    @property
     def num_envs(self) -> int:
-        """Environments feeding the agent: 1 in single mode, num_workers otherwise."""
-        return 1 if self.run_mode == "single" else self.num_workers
+        """Environments feeding the agent: 1 in single mode, num_workers (x servers_envs) otherwise."""
+        return 1 if self.run_mode == "single" else self.num_workers * self.servers_envs
 
     @classmethod
     def from_file(cls, path: str | Path, **overrides: Any) -> ExperimentSpec:

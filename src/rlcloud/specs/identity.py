@@ -2,9 +2,9 @@
 
 A run is created once, with a spec of record. Starting it again resumes it, which is only honest when
 the learning setup is the same: the environment, agent, network, seed, run mode, workers, episode
-cap, action repeat, deterministic acting. Fields that only say how long, how often or where (episodes,
-total_timesteps, saver/summary/evaluation schedules, resources, image, results, cluster, logging) may
-change between starts. Pure functions; no I/O.
+cap, action repeat, deterministic acting, environments per server (and overlapped execution). Fields
+that only say how long, how often or where (episodes, total_timesteps, saver/summary/evaluation
+schedules, resources, image, results, cluster, logging) may change between starts. Pure functions; no I/O.
 """
 
 from __future__ import annotations
@@ -40,7 +40,11 @@ LEARNING_FIELDS: tuple[str, ...] = (
     "max_timesteps_per_episode",
     "repeat_actions",
     "deterministic",
+    "envs_per_server",
 )
+#: Learning fields added after runs were recorded, with the value they had implicitly before: left out of
+#: the fingerprint at that value, so that fingerprints of specs written before them stay the same.
+_LATER_FIELDS: dict[str, Any] = {"envs_per_server": None}
 #: Fields that are neither learning nor worth a history line (the name is the run itself).
 _IGNORED_FIELDS = frozenset({"name"})
 
@@ -58,7 +62,8 @@ class Change:
         """Whether the field changes what is learned (see :data:`LEARNING_FIELDS`).
 
         ``execution`` does only to or from ``overlapped``: that gives every env server two environments
-        (twice the agent's rows, which a checkpoint cannot change); the other values step the same rows.
+        (twice the agent's rows, which a checkpoint cannot change) and another order of the agent's calls;
+        the other values step the same rows in the same order.
         """
         if self.field == "execution":
             return "overlapped" in (self.before, self.after)
@@ -141,6 +146,9 @@ def fingerprint(spec: ExperimentSpec | dict[str, Any]) -> str:
     data = _dump(spec)
     defaults = _defaults()
     learning = {name: data.get(name, defaults.get(name)) for name in LEARNING_FIELDS}
+    for name, before in _LATER_FIELDS.items():
+        if learning.get(name) == before:
+            del learning[name]
     if data.get("execution") == "overlapped":  # see Change.learning; absent otherwise, as before it existed
         learning["execution"] = "overlapped"
     canonical = json.dumps(learning, sort_keys=True, separators=(",", ":"), default=str)
