@@ -29,24 +29,31 @@ meaning halves of the servers with one environment each: 2 / 4 / 8 / 16 servers 
 143 / 351 / 486 / 943 steps/s (36 / 44 / 30 / 29 % of ideal), overlapped 143 / 293 / 524 / 994 (no gain:
 each server still waited for its half's act and observe).
 
-After (2026-11-23, the 2-core development VM otherwise idle, ``--rounds 3 --seconds 3``; overlapped: two
-environments per server, the agent acting on one while the server steps the other), steps/s:
+After (2026-11-23, the 2-core development VM with no other job of ours, ``--rounds 3 --seconds 3``;
+overlapped: ``--slots`` environments per server, the agent acting on one group while the servers step
+the others), steps/s, two runs (the VM itself varies: the protocol's round trip measured 164 µs in one and
+300 µs in the other):
 
-* protocol per step (1 local server, free env): round trip 164 µs, of which serialisation (encode and
-  decode of the request and of the result) 28 µs and the env step 6 µs; the rest is two loopback TCP hops
-  and the server loop.
+* protocol per step (1 local server, free env): round trip 164-300 µs, of which serialisation (encode and
+  decode of the request and of the result) 28-45 µs and the env step 6-10 µs; the rest is two loopback
+  TCP hops and the server loop.
 * learner alone (act + observe with its updates, in-process CartPole rows), as with N servers: synchronous
-  on N rows / overlapped on 2N rows in halves: N=2 1754 / 2009, 4 3519 / 3150, 8 4847 / 4109, 16 9315 / 10219.
-* 5 ms sleep env, synchronous vs overlapped (% of ideal): 2 servers 224 (56 %) vs 345 (86 %); 4: 457 (57 %)
-  vs 696 (87 %); 8: 877 (55 %) vs 1391 (87 %); 16: 1322 (41 %) vs 2276 (71 %). The goal (>= 80 %) is met up
-  to 8 servers; at 16 the learner waits for the slowest of 16 processes sharing 2 CPUs every half step,
-  and every PPO update (all servers idle meanwhile) weighs more at the higher rate.
-* 5 ms spin env (each server computes; 2 CPUs cap the total at 400 steps/s, less the learner's share):
-  2 servers 233 vs 279; 4: 280 vs 317; 8: 302 vs 339; 16: 330 vs 343 (79-86 % of the CPUs' cap from 4 on).
-* multi-threaded, 8 workers in processes: sleep env, probe CPU/wall 3 %: one process per CPU 322, sized by
-  the probe (8 processes) 857 steps/s (2.66x); spin env, 100 %: 315 with 2 processes; the probe's 97 %
-  then gave 3 processes (278, 0.88x), so :func:`~rlcloud.runner.vector.pool_size` now rounds to the
-  nearest count (2 here).
+  on N rows / overlapped on 2N rows in groups of N: N=2 1317-1754 / 1406-2009, 4 2404-3519 / 2483-3150,
+  8 4127-4847 / 4109-4274, 16 6836-9315 / 7740-10219.
+* 5 ms sleep env, synchronous vs overlapped with 2 environments per server (% of ideal): 2 servers 214-224
+  (54-56 %) vs 345-352 (86-88 %); 4: 423-457 (53-57 %) vs 691-696 (86-87 %); 8: 821-877 (51-55 %) vs
+  1357-1391 (85-87 %); 16: 1322-1342 (41-42 %) vs 2186-2276 (68-71 %); the learner waits for the servers
+  38-56 % of an overlapped window, so it is not what limits. The goal (>= 80 %) is met up to 8 servers.
+  At 16 every group waits for the slowest of 16 processes sharing 2 CPUs: ``--slots 3`` (a third
+  environment per server, ``envs_per_server: 3``) gives the servers a step in hand and reached 2367 (74 %),
+  side by side with synchronous at 1261 (39 %); 4 slots measured the same as 3 (75-76 % in a trial run).
+* 5 ms spin env (each server computes; 2 CPUs cap the total at 400 steps/s, less the learner's own CPU):
+  2 servers 221 vs 276; 4: 256 vs 304; 8: 293 vs 325; 16: 307 vs 328 (76-82 % of the CPUs' cap from 4
+  servers on; 3 slots: 8 and 16 servers 331, 83 %).
+* multi-threaded, 8 workers in processes: sleep env (probe CPU/wall 3-8 %): one process per CPU 298-322,
+  sized by the probe (8 processes) 665-857 steps/s (2.2-2.7x); spin env (100 %): 300 with 2 processes both
+  ways. One earlier run's probe measured 97 % and gave 3 processes (278, 0.88x):
+  :func:`~rlcloud.runner.vector.pool_size` now rounds to the nearest count.
 """
 
 from __future__ import annotations
