@@ -193,7 +193,7 @@ class RemoteVectorEnv:
     arrays for multi-state environments); ``step(actions)`` takes a batch of actions the same way and
     returns ``(states, rewards, terminals)`` with terminals 0 (running), 1 (terminated) or 2 (truncated),
     autoresetting on the same step. All servers step concurrently: the actions are sent to every server
-    before any answer is read. :meth:`send_actions` and :meth:`receive` do the two halves of a step for
+    before any answer is read. :meth:`send_actions` and :meth:`receive` do the two parts of a step for
     some of the rows; ``overlap=True`` (:attr:`overlap`) asks the training loop to act on one environment
     of each server while the servers step another (see the module docstring), ``False`` (default) keeps
     every step synchronous. ``slots``: environments per server (default 2 overlapped, else 1).
