@@ -375,21 +375,45 @@ def test_servers_and_agent_must_agree_on_the_environments_per_server(
         RemoteVectorEnv([_address(two_slot_servers[0].port)], connect_timeout=10)
 
 
+class _OneOfTwoDies:
+    """Two env servers of two environments each and an overlapped agent on them; the second server can be
+    stopped (:attr:`dies`) and brought back on its port half a second after :meth:`restart_soon`. On exit
+    the agent finishes the run and the server that came back must have exited by itself."""
+
+    def __enter__(self) -> _OneOfTwoDies:
+        self.keep = ThreadedServer(slots=2)
+        self.dies = ThreadedServer(slots=2)
+        self.back: list[ThreadedServer] = []
+        self.venv = RemoteVectorEnv(
+            [_address(self.keep.port), _address(self.dies.port)], connect_timeout=20, overlap=True
+        )
+        self.venv.reset()
+        return self
+
+    def restart_soon(self) -> threading.Timer:
+        port = self.dies.port
+        timer = threading.Timer(0.5, lambda: self.back.append(ThreadedServer(port=port, slots=2)))
+        timer.start()
+        return timer
+
+    def __exit__(self, *exc: object) -> None:
+        self.venv.close()
+        self.keep.thread.join(timeout=10)
+        if self.back:
+            self.back[0].thread.join(timeout=10)
+        if exc[0] is None:
+            assert self.back and self.back[0].result == EXIT_FINISHED
+
+
 def test_a_server_that_dies_with_both_its_environments_in_flight_truncates_both() -> None:
-    keep = ThreadedServer(slots=2)
-    dies = ThreadedServer(slots=2)
-    port = dies.port
-    venv = RemoteVectorEnv([_address(keep.port), _address(port)], connect_timeout=20, overlap=True)
-    back: list[ThreadedServer] = []
-    try:
-        venv.reset()
-        dies.stop()
+    with _OneOfTwoDies() as pair:
+        venv = pair.venv
+        pair.dies.stop()
         venv.send_actions([0, 1], np.array([1, 1]))
         venv.send_actions([2, 3], np.array([0, 0]))
         _, rewards, terminals = venv.receive([0])
         assert terminals.tolist() == [0] and rewards.tolist() == [1.0]
-        timer = threading.Timer(0.5, lambda: back.append(ThreadedServer(port=port, slots=2)))
-        timer.start()
+        timer = pair.restart_soon()
         states, rewards, terminals = venv.receive([1, 2, 3])
         timer.join()
         # row 1 (its slot 0) and row 3 (its slot 1, whose step was lost with the connection too) end
@@ -399,28 +423,16 @@ def test_a_server_that_dies_with_both_its_environments_in_flight_truncates_both(
         venv.send_actions([0, 1], np.array([1, 1]))
         venv.send_actions([2, 3], np.array([1, 1]))
         assert venv.receive([0, 1, 2, 3])[1].tolist() == [1.0, 1.0, 1.0, 1.0]
-    finally:
-        venv.close()
-        keep.thread.join(timeout=10)
-        if back:
-            back[0].thread.join(timeout=10)
-    assert back and back[0].result == EXIT_FINISHED
-    assert back[0].server.steps == 2  # one step for each slot after its reset: nothing was stepped twice
+    assert pair.back[0].server.steps == 2  # one step for each slot after its reset: nothing was stepped twice
 
 
 def test_a_server_that_dies_between_its_two_environments_steps_comes_back_truncated() -> None:
-    keep = ThreadedServer(slots=2)
-    dies = ThreadedServer(slots=2)
-    port = dies.port
-    venv = RemoteVectorEnv([_address(keep.port), _address(port)], connect_timeout=20, overlap=True)
-    back: list[ThreadedServer] = []
-    try:
-        venv.reset()
+    with _OneOfTwoDies() as pair:
+        venv = pair.venv
         venv.send_actions([0, 1], np.array([1, 1]))
         venv.receive([0, 1])  # both slot 0 stepped; now slot 1 is not in flight and the server dies
-        dies.stop()
-        timer = threading.Timer(0.5, lambda: back.append(ThreadedServer(port=port, slots=2)))
-        timer.start()
+        pair.dies.stop()
+        timer = pair.restart_soon()
         venv.send_actions([2, 3], np.array([0, 0]))
         venv.send_actions([0, 1], np.array([0, 0]))
         _, rewards, terminals = venv.receive([2, 3])
@@ -429,12 +441,6 @@ def test_a_server_that_dies_between_its_two_environments_steps_comes_back_trunca
         # its slot 0's step went to the lost connection too (or was never delivered): truncated as well
         _, rewards, terminals = venv.receive([0, 1])
         assert terminals.tolist() == [0, 2] and venv.reconnects == 1
-    finally:
-        venv.close()
-        keep.thread.join(timeout=10)
-        if back:
-            back[0].thread.join(timeout=10)
-    assert back and back[0].result == EXIT_FINISHED
 
 
 class _RecordingAgent:

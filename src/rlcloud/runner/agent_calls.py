@@ -36,7 +36,7 @@ class AgentCalls:
     """``act(states)`` / ``observe(rewards, terminals)`` for a fixed set of rows, batched.
 
     ``agent`` is a Tensorforce agent built with ``parallel_interactions`` covering ``rows``; ``rows`` the
-    row indices every call is for (``np.arange(num_envs)``, or one half of them when env servers step
+    row indices every call is for (``np.arange(num_envs)``, or one group of them when env servers step
     overlapped). Returns and accepts numpy arrays.
     """
 

@@ -405,8 +405,8 @@ class Trainer:
                     actions = calls.act(states)
                     states, rewards, terminals = venv.step(actions)
                     calls.observe(rewards, terminals)
-                    # `execution: overlapped` (env servers): from here on the agent acts on one half of
-                    # the rows while the other half steps (runner/overlap.py); otherwise None.
+                    # `execution: overlapped` (env servers): from here on the agent acts on one group of
+                    # the rows while the servers step the others (runner/overlap.py); otherwise None.
                     overlapped = overlapped_stepper(agent, venv, states)
                 ep_return[stepped] += rewards
                 ep_length[stepped] += 1

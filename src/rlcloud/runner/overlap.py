@@ -23,9 +23,9 @@ as the agent's time for a half is below a step's (issue 15: 85-88 % of the ideal
 (16 servers on 2 CPUs: 74 % with 3 against 68-71 % with 2).
 
 The order of the agent's calls is fixed (it never depends on which server answers first), so a run with
-a fixed seed is reproducible. It is another run than the synchronous mode's: twice the environments, the
-two halves sampled in separate calls, and an update triggered by one half's observe comes before the
-other half's next act (``execution: synchronous`` keeps one environment per server).
+a fixed seed is reproducible. It is another run than the synchronous mode's: more environments, the
+groups sampled in separate calls, and an update triggered by one group's observe comes before the next
+group's act (``execution: synchronous`` keeps one environment per server).
 
 A vector environment offers it by having ``overlap`` true and ``send_actions(rows, actions)`` /
 ``receive(rows)``.

@@ -47,6 +47,7 @@ from rlcloud.runner.protocol import (
     recv_message,
     send_message,
 )
+from rlcloud.specs.experiment import OVERLAPPED_ENVS_PER_SERVER
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
@@ -224,7 +225,7 @@ class RemoteVectorEnv:
             raise WorkloadError("RemoteVectorEnv needs at least one env server address")
         self._servers = [_Server(i, a) for i, a in enumerate(addresses)]
         #: Environments per server (the servers must host as many: the same spec on both sides).
-        self.slots = slots if slots is not None else (2 if overlap else 1)
+        self.slots = slots if slots is not None else (OVERLAPPED_ENVS_PER_SERVER if overlap else 1)
         if self.slots < 1 or (overlap and self.slots < 2):
             raise WorkloadError(f"{self.slots} environment(s) per server: overlapped stepping needs 2 or more")
         self.connect_timeout = connect_timeout

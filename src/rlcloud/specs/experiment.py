@@ -29,6 +29,9 @@ MAX_WORKERS = 1024
 #: Environments one env server hosts (distributed): 2-3 keep a server busy while the learner acts; past 8
 #: a server's memory, not the learner, is what grows.
 MAX_ENVS_PER_SERVER = 8
+#: Environments per env server when ``execution: overlapped`` does not say: one steps while the agent acts
+#: on the other.
+OVERLAPPED_ENVS_PER_SERVER = 2
 #: Training episodes: a billion is decades of CartPole at full speed.
 MAX_EPISODES = 10**9
 #: Timesteps (Tensorforce counts them in int64); 10^12 is years at the fastest measured rates.
@@ -209,11 +212,12 @@ class ExperimentSpec(StrictModel):
     execution: Execution = Field(
         "auto",
         description="multi-threaded stepping: 'batched' in-process (cheap envs), 'processes' (slow envs); "
-        "distributed: 'overlapped' (each env server hosts two environments and steps one while the agent "
-        "acts on the other: servers never wait for the agent; the agent has 2 x num_workers environments) or "
+        "distributed: 'overlapped' (each env server hosts envs_per_server environments, 2 by default, and "
+        "steps one while the agent acts on another: servers never wait for the agent) or "
         "'synchronous' (all step, then the agent acts on all; batched/processes read as auto there). 'auto': "
         "multi-threaded chooses by the measured cost of an env step, distributed is synchronous (overlapped "
-        "learns another run: twice the environments; a run cannot switch to or from it).",
+        "learns another run: more environments, another order of the agent's calls; a run cannot switch to "
+        "or from it).",
     )
     envs_per_server: Annotated[int | None, NOT_BOOL] = Field(
         None,
@@ -222,7 +226,7 @@ class ExperimentSpec(StrictModel):
         json_schema_extra=why("each is a full environment in the server's memory, stepped one after another"),
         description="distributed: environments each env server hosts and steps one after another (the agent "
         "has num_workers x this many). Empty: 2 with execution overlapped, else 1. With overlapped, 3 keeps "
-        "many or uneven servers busier (16 servers of 5 ms steps: 73-76 % of the ideal against 57-71 % with 2).",
+        "many or uneven servers busier (16 servers of 5 ms steps: 74 % of the ideal against 68-71 % with 2).",
     )
     saver_frequency: Frequency | None = Field(
         Frequency(600, "s"),
@@ -405,7 +409,7 @@ class ExperimentSpec(StrictModel):
             return 1
         if self.envs_per_server is not None:
             return self.envs_per_server
-        return 2 if self.execution == "overlapped" else 1
+        return OVERLAPPED_ENVS_PER_SERVER if self.execution == "overlapped" else 1
 
     @property
     def num_envs(self) -> int:
