@@ -55,6 +55,8 @@ def _drive(agent: Any, direct: bool, steps: int) -> tuple[list[list[int]], list[
             returns.append(float(ep_return[row]))
             ep_return[row] = 0.0
     venv.close()
+    if direct:  # after their first calls, act and observe run as their traced graphs with flat tensors
+        assert calls.flat
     return actions_seen, updates, returns
 
 

@@ -7,6 +7,9 @@ the batching structure of its input, re-checks every argument, rebuilds the all-
 its arguments the same way. The loop always calls with the same structure (a batch of every row, numpy
 arrays), so :class:`AgentCalls` does that work once and then calls the agent's model functions
 (``Model.act`` / ``Model.observe``, the same TensorFlow functions ``Agent.act``/``observe`` call) directly.
+After a function's first call it calls the function's one traced graph (its concrete function) with the flat
+list of input tensors: ``tf.function`` would otherwise bind the arguments, match their types against its
+traces and cast them again on every call, about 0.3 of the 1.2 ms an act call at 32 CartPoles takes.
 
 It keeps the agent's Python-side state exactly as Tensorforce's own calls would (``timestep_completed``,
 ``timestep_counter``, the observe buffers, ``timesteps``/``episodes``/``updates``), so the public
@@ -75,6 +78,8 @@ class AgentCalls:
         self._terminal_type = agent.terminal_spec.np_type()
         self._reward_type = agent.reward_spec.np_type()
         self._buffer_observe = agent.config.buffer_observe
+        # each function's traced graph after its first call (None: keep calling through tf.function)
+        self._concrete: dict[str, Any] = {}
 
     def act(self, states: Any) -> Any:
         """Actions for a batch of states of the rows (an array; a dict of arrays for dict actions)."""
@@ -143,13 +148,55 @@ class AgentCalls:
             agent.model.save()
         return num_updates
 
+    @property
+    def flat(self) -> bool:
+        """Whether act and observe are now called as their traced graphs with flat tensors."""
+        return all(self._concrete.get(name) is not None for name in ("act", "observe"))
+
     def _call(self, name: str, **kwargs: Any) -> Any:
         """``Model.<name>(**kwargs)`` as Tensorforce's ``tf_function`` wrapper makes it, with the traced
         function and its signatures looked up once (module.py, ``decorated``)."""
         function, inputs, outputs = self._functions[name]
+        args = inputs.kwargs_to_args(kwargs=kwargs, to_dict=False, outer_tuple=True)
         with self.agent.model:
-            results = function(*inputs.kwargs_to_args(kwargs=kwargs, to_dict=False, outer_tuple=True))
+            if name not in self._concrete:  # the first call traces the function
+                results = function(*args)
+                self._concrete[name] = _concrete_function(function, args)
+            elif (concrete := self._concrete[name]) is not None:
+                # what tf.function does once it has found this trace for the arguments (tracing_compilation.py)
+                results = concrete._call_flat(_flatten(args), concrete.captured_inputs)
+            else:
+                results = function(*args)
         return outputs.args_to_kwargs(args=results, outer_tuple=True, from_dict=False)
+
+
+def _flatten(args: Any) -> list[Any]:
+    import tensorflow as tf
+
+    return list(tf.nest.flatten(args))
+
+
+def _concrete_function(function: Any, args: Any) -> Any:
+    """The one graph ``function`` traced for ``args`` when it can be called with their flat tensors, else None.
+
+    Tensorforce gives its functions an input signature, so every later call (batches of one row count,
+    episodes of any length) uses this trace; the check makes sure the flat inputs are what the graph takes.
+    """
+    try:
+        concrete = function.get_concrete_function(*args)
+        flat = _flatten(args)
+        specs = [spec for spec in _flatten(concrete.structured_input_signature) if hasattr(spec, "dtype")]
+        if not hasattr(concrete, "_call_flat") or len(specs) != len(flat):
+            return None
+        if not all(
+            spec.dtype == arg.dtype and spec.shape.is_compatible_with(arg.shape)
+            for spec, arg in zip(specs, flat, strict=True)
+        ):
+            return None
+    except Exception as error:  # any surprise keeps the tf.function call, which always works
+        logger.debug("calling %s through tf.function: %s", getattr(function, "__name__", function), error)
+        return None
+    return concrete
 
 
 def _unsupported(agent: Any) -> str | None:
