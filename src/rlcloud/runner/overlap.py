@@ -16,11 +16,11 @@ async mode does::
     ...
 
 A server always has the next step queued while the agent works, so it never waits for the agent as long
-as the agent's time for a half is below a step's (issue 15: 85-88 % of the ideal with 2 to 8 servers of
+as the agent's time for a group is below a step's (issue 15: 84-88 % of the ideal with 2 to 8 servers of
 5 ms steps, against 51-57 % synchronous; benchmarks/distributed_scaling.py). Halves of the servers instead
 (one environment each) gained nothing: each server then still waited for its half's act. With
 ``envs_per_server`` k > 2 the rows split into k groups taken in turn, and a server has k - 1 steps in hand
-(16 servers on 2 CPUs: 74 % with 3 against 68-71 % with 2).
+(16 servers sharing 2 CPUs: 81 % with 3 against 75 % with 2).
 
 The order of the agent's calls is fixed (it never depends on which server answers first), so a run with
 a fixed seed is reproducible. It is another run than the synchronous mode's: more environments, the
