@@ -125,8 +125,9 @@ def rlcloud_run(workers: int, seed: int, max_timesteps: int) -> dict[str, Any]:
 def runner_run(num_parallel: int, seed: int, max_timesteps: int, assertions: bool = True) -> dict[str, Any]:
     """Train with ``tensorforce.Runner`` until solved; wall time (agent construction included), timesteps.
 
-    ``assertions=False`` builds the agent as rlcloud's runner does (``create_tf_assertions`` off), to
-    show what the Runner gains from that alone."""
+    ``assertions=False`` builds the agent as rlcloud's runner does (``create_tf_assertions`` off; the
+    ``runner-lean`` configuration also runs it on the same CPU kernels), to show what the Runner gains
+    from rlcloud's TensorFlow settings alone."""
     from rlcloud.runner.compat import import_tensorforce
 
     tensorforce = import_tensorforce()
@@ -174,13 +175,16 @@ def runner_run(num_parallel: int, seed: int, max_timesteps: int, assertions: boo
 LABELS = {
     "rlcloud": "rlcloud multi-threaded",
     "runner": "tensorforce Runner",
-    "runner-lean": "Runner, no tf assertions",
+    "runner-lean": "Runner, rlcloud's TF settings",
 }
 
 
 def _in_subprocess(kind: str, n: int, seed: int, max_timesteps: int) -> dict[str, Any]:
     command = [sys.executable, __file__, "--one", f"{kind}:{n}:{seed}", "--max-timesteps", str(max_timesteps)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=3600)
+    env = dict(os.environ)
+    if kind == "runner-lean":  # the kernels rlcloud's runner chooses for this dense agent (runner/kernels.py)
+        env["TF_ENABLE_ONEDNN_OPTS"] = "0"
+    done = subprocess.run(command, capture_output=True, text=True, timeout=3600, env=env)
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
         tail = done.stderr.strip().splitlines()[-1:] or [f"exit {done.returncode}"]
@@ -195,7 +199,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rlcloud", default="8,16,32", help="multi-threaded environment counts")
     parser.add_argument("--runner", default="4,8,16", help="Runner num_parallel values")
     parser.add_argument(
-        "--runner-lean", default="", help="Runner num_parallel values with the agent built as rlcloud builds it"
+        "--runner-lean",
+        default="",
+        help="Runner num_parallel values with rlcloud's TensorFlow settings (no in-graph assertions, CPU kernels)",
     )
     parser.add_argument("--max-timesteps", type=int, default=300_000)
     parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: kind:n:seed, prints one JSON result

@@ -46,6 +46,7 @@ import numpy as np
 from rlcloud.errors import SpecError, SpecProblem
 from rlcloud.runner.agent_calls import AgentCalls
 from rlcloud.runner.envs import DETERMINISTIC_PROBLEM, EnvAdapter
+from rlcloud.runner.kernels import choose_cpu_kernels
 from rlcloud.runner.overlap import overlapped_stepper
 from rlcloud.runner.saving import save_agent
 from rlcloud.runner.vector import EnvFactory, VectorEnv, make_vector_env
@@ -290,6 +291,8 @@ class Trainer:
             # Before TensorFlow loads: a bad environment fails in a second, not after an 11 s import, and
             # environment processes are spawned from a process without TensorFlow's threads.
             self._venv = build_vector_env(self.spec)
+        # Before TensorFlow's first import, which alone reads the choice (runner/kernels.py).
+        choose_cpu_kernels(self.spec.network, self.spec.agent, self._venv.states_spec)
         tensorforce = import_tensorforce()
         kwargs = build_agent_kwargs(self.spec, self._venv)
         summary = self.spec.summary_frequency
