@@ -36,6 +36,22 @@ in-graph assertions (rlcloud's default since, ``debug_logging`` keeps them) lear
 faster; re-measured after it (2026-11-23, seeds 1-3, medians): rlcloud N=16 10.7 s / 64,352, N=32 11.4 s
 / 61,728 (one seed 7.6 s); Runner num_parallel=8 13.8 s / 39,337, with the same lean agent 13.5 s:
 0.78x (the VM measured ~10 % slower this day than the figures above).
+
+Then (2026-11-23 again, a slower and more variable day: the Runner's seed 3 took 13.9 to 20.8 s in three
+runs) two changes, neither of which changes a single action (tests compare): runner/agent_calls.py calls
+act/observe as their traced graphs with flat tensors after the first call (act at 32 rows 1.45 -> 0.98 ms),
+and the runner runs dense-only networks on Eigen instead of oneDNN CPU kernels (runner/kernels.py; N=32
+seeds 1-3 side by side: 10.2 / 12.3 / 10.7 s with oneDNN, 7.5 / 11.0 / 8.3 s without). Three full runs
+after the first change, the last with both (medians): rlcloud N=32 9.6 / 9.9 / 9.7 s, N=64 9.1 / 10.7 /
+8.9 s, N=8 11.0 s; Runner num_parallel=8 13.9 / 17.3 / 15.7 s: **0.65x / 0.57x / 0.57x** (goal <= 0.5x, not
+reached). The Runner with rlcloud's TensorFlow settings (no assertions, Eigen): 13.2 s (first run), 14.3 s
+(last). Where an N=32 run's time goes now (48,000 timesteps, medians of 4 runs): the first observe
+(tracing observe with PPO's update, and Grappler optimising it) 3.2 s, later observes with 63 updates
+1.6 s, act 1.3 s (0.8 ms a call, of which TensorFlow executing the graph ~0.6 ms), the 32 CartPoles 0.7 s,
+the loop 0.3 s: 7.1 s. Tried and not kept: Grappler without its layout/memory passes and with one
+iteration (first observe -0.2 s, later observes +0.2 s), If/While ops left unlowered (first observe
+-1 s, later ones +1.5 s), XLA auto-clustering (14.7 s of compiling), TensorFlow's single-threaded
+executor (hangs on Tensorforce's graphs).
 """
 
 from __future__ import annotations
@@ -79,11 +95,13 @@ def _solved_at(returns: list[float]) -> int | None:
 
 
 def rlcloud_run(workers: int, seed: int, max_timesteps: int) -> dict[str, Any]:
-    """Train with rlcloud's loop until solved; wall time (agent construction included) and timesteps."""
-    from rlcloud.runner.compat import import_tensorforce
+    """Train with rlcloud's loop until solved; wall time (agent construction included) and timesteps.
 
-    import_tensorforce()
-    from rlcloud.runner.loop import Trainer, read_jsonl
+    The runner's own order: environments, then the CPU kernels chosen for the agent's networks, then
+    TensorFlow (its import not timed), then the agent (runner/loop.py ``Trainer.setup``)."""
+    from rlcloud.runner.compat import import_tensorforce
+    from rlcloud.runner.kernels import choose_cpu_kernels
+    from rlcloud.runner.loop import Trainer, build_vector_env, read_jsonl
     from rlcloud.specs import ExperimentSpec
 
     example = _example()
@@ -101,9 +119,14 @@ def rlcloud_run(workers: int, seed: int, max_timesteps: int) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="rlcloud-solve-"))
     try:
         start = time.perf_counter()
-        trainer = Trainer(spec, workdir)
+        venv = build_vector_env(spec)
+        envs_s = time.perf_counter() - start
+        choose_cpu_kernels(spec.network, spec.agent, venv.states_spec)
+        import_tensorforce()
+        start = time.perf_counter()
+        trainer = Trainer(spec, workdir, vector_env=venv)
         trainer.setup()
-        setup_s = time.perf_counter() - start
+        setup_s = envs_s + time.perf_counter() - start
 
         class StopWhenSolved:
             def on_tick(self) -> None:
