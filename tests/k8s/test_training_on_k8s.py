@@ -93,7 +93,8 @@ def test_pause_checkpoints_to_gcs_and_resume_continues_with_the_real_runner(
 ) -> None:
     bucket = gcs.create_bucket()
     root = f"gs://{bucket}/runs"
-    spec = make_spec(name="pausable", episodes=None, total_timesteps=2500, seed=2)
+    # long enough that the pause lands mid-run on a fast learner (Eigen kernels: 2,500 finished before it)
+    spec = make_spec(name="pausable", episodes=None, total_timesteps=8000, seed=2)
     backend = KubernetesBackend(api_client, namespace="rl", image="rlcloud:test", retry=FAST_RETRY, poll_interval=0.5)
     backend.start(spec, root)
     env = {**gcs.env, "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2", "RLCLOUD_SYNC_INTERVAL": "1"}

@@ -1,7 +1,8 @@
 """Which CPU kernels TensorFlow runs the learner's graphs with: oneDNN for convolutions, Eigen otherwise.
 
 TensorFlow on x86 runs its CPU ops through oneDNN unless ``TF_ENABLE_ONEDNN_OPTS=0`` is set before its first
-import. oneDNN pays off for convolutions (an Atari DQN update measured 77 ms with it, 382 ms without), but
+import. oneDNN pays off for convolutions (a DQN update with the Space Invaders example's network: 77 ms with it, 382
+ms without), but
 the graphs of a small dense network (CartPole's PPO: a 32 x 4 input, layers of 64) are hundreds of tiny ops
 whose oneDNN calls cost more than the arithmetic: without it the same run took 22 % less wall time to solve
 CartPole (seeds 1-3, 10.7 -> 8.3 s median) and made every action and update identical
