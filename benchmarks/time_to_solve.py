@@ -204,9 +204,11 @@ LABELS = {
 
 def _in_subprocess(kind: str, n: int, seed: int, max_timesteps: int) -> dict[str, Any]:
     command = [sys.executable, __file__, "--one", f"{kind}:{n}:{seed}", "--max-timesteps", str(max_timesteps)]
+    from rlcloud.runner.kernels import ONEDNN_VARIABLE
+
     env = dict(os.environ)
     if kind == "runner-lean":  # the kernels rlcloud's runner chooses for this dense agent (runner/kernels.py)
-        env["TF_ENABLE_ONEDNN_OPTS"] = "0"
+        env[ONEDNN_VARIABLE] = "0"
     done = subprocess.run(command, capture_output=True, text=True, timeout=3600, env=env)
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:

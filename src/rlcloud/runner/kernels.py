@@ -24,6 +24,8 @@ import sys
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from rlcloud.runner.vector import is_single_spec
+
 __all__ = ["ONEDNN_VARIABLE", "choose_cpu_kernels", "convolution_free"]
 
 logger = logging.getLogger(__name__)
@@ -94,8 +96,6 @@ def _unknown_or_convolving(key: str, value: str) -> bool:
 
 
 def _components(states_spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    from rlcloud.runner.vector import is_single_spec
-
     if is_single_spec(states_spec):
         return [states_spec]
     return [spec for value in states_spec.values() if isinstance(value, Mapping) for spec in _components(value)]
