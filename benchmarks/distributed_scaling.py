@@ -102,6 +102,7 @@ def costly(mode: str, step_ms: float = STEP_MS) -> dict[str, Any]:
 
 def _agent(venv: Any) -> Any:
     from rlcloud.runner.compat import import_tensorforce
+    from rlcloud.runner.inlining import inline_nested_functions
     from rlcloud.runner.kernels import choose_cpu_kernels
     from rlcloud.runner.loop import build_agent_kwargs
     from rlcloud.specs import ExperimentSpec
@@ -109,6 +110,7 @@ def _agent(venv: Any) -> Any:
     spec = ExperimentSpec.from_file(EXAMPLE)
     choose_cpu_kernels(spec.network, spec.agent, venv.states_spec)  # as the learner's Trainer.setup does
     tensorforce = import_tensorforce()
+    inline_nested_functions()
     return tensorforce.Agent.create(**build_agent_kwargs(spec, venv))
 
 

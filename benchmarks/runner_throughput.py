@@ -40,6 +40,10 @@ executing the graph 0.64 ms of 0.93 ms; the rest is Tensorforce's state/action c
 With the runner also choosing Eigen CPU kernels for this dense agent (runner/kernels.py), same command:
 Runner 3,642 / 4,708 / 6,416; rlcloud 8,792 / 10,414 / 11,966 steps/s: **2.41x, 2.21x, 1.86x** per wall
 second (2.38x, 2.14x, 1.82x per CPU second).
+
+With Tensorforce's nested functions traced inline too (runner/inlining.py; it shortens tracing, which the
+warm-up excludes here), same command, a slower hour of the VM: Runner 3,266 / 4,556 / 5,307; rlcloud 6,183 /
+8,828 / 12,829 steps/s: **1.89x, 1.94x, 2.42x** per wall second (1.88x, 1.88x, 2.26x per CPU second).
 """
 
 from __future__ import annotations

@@ -46,6 +46,7 @@ import numpy as np
 from rlcloud.errors import SpecError, SpecProblem
 from rlcloud.runner.agent_calls import AgentCalls
 from rlcloud.runner.envs import DETERMINISTIC_PROBLEM, EnvAdapter
+from rlcloud.runner.inlining import inline_nested_functions
 from rlcloud.runner.kernels import choose_cpu_kernels
 from rlcloud.runner.overlap import overlapped_stepper
 from rlcloud.runner.saving import save_agent
@@ -294,6 +295,7 @@ class Trainer:
         # Before TensorFlow's first import, which alone reads the choice (runner/kernels.py).
         choose_cpu_kernels(self.spec.network, self.spec.agent, self._venv.states_spec)
         tensorforce = import_tensorforce()
+        inline_nested_functions()
         kwargs = build_agent_kwargs(self.spec, self._venv)
         summary = self.spec.summary_frequency
         if summary is not None:
