@@ -23,6 +23,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -86,6 +87,23 @@ LOCAL_IDLE_TIMEOUT = 300.0
 #: How long a sweep's start or stop waits for another one (the scheduler's part of a stop takes ~10 s).
 SWEEP_LOCK_TIMEOUT = 60.0
 
+# The detached processes this Python started and has not yet seen exit. Kept here, not on the backend:
+# they outlive any backend object, and a Popen dropped while its process runs warns (ResourceWarning) and
+# leaves a zombie until something reaps it; each backend call reaps the exited ones.
+_CHILDREN: list[subprocess.Popen[bytes]] = []
+_CHILDREN_LOCK = threading.Lock()
+
+
+def _keep(proc: subprocess.Popen[bytes]) -> None:
+    with _CHILDREN_LOCK:
+        _CHILDREN.append(proc)
+
+
+def _reap() -> None:
+    """Collect exited supervisors and sweepers we started, so that they do not linger as zombies."""
+    with _CHILDREN_LOCK:
+        _CHILDREN[:] = [p for p in _CHILDREN if p.poll() is None]
+
 
 class LocalBackend(ExperimentBackend):
     """Runs experiments as background processes on this machine (see the module docstring).
@@ -112,7 +130,6 @@ class LocalBackend(ExperimentBackend):
         self.python = python or sys.executable
         # Experiments started from this object may live under other roots than the default.
         self._known: dict[str, Path] = {}
-        self._children: list[subprocess.Popen[bytes]] = []
 
     # -- locations
 
@@ -150,7 +167,7 @@ class LocalBackend(ExperimentBackend):
         workdir = local_workdir(results, name)
         exp = RunState(workdir)
         self._known[name] = workdir
-        self._reap()
+        _reap()
         workdir.mkdir(parents=True, exist_ok=True)
         exp.state_dir.mkdir(exist_ok=True)
         with hold_flock(exp.control_lock, self._lock_timeout, f"another start or stop of {name}"):
@@ -290,18 +307,14 @@ class LocalBackend(ExperimentBackend):
                 start_new_session=True,  # detached: survives this Python, gets no terminal Ctrl-C
                 close_fds=True,
             )
-        self._children.append(proc)
+        _keep(proc)
         return proc
-
-    def _reap(self) -> None:
-        """Collect exited supervisors we started, so that they do not linger as zombies."""
-        self._children = [p for p in self._children if p.poll() is None]
 
     # -- status
 
     def status(self, name: str) -> ExperimentStatus:
         """State per role (from the processes and their exit codes) plus progress.json."""
-        self._reap()
+        _reap()
         exp = self._run(name)
         state = exp.read()
         roles = [self._role_status(exp, r, state) for r in exp.roles(state)]
@@ -390,7 +403,7 @@ class LocalBackend(ExperimentBackend):
     def _any_process_alive(self, name: str) -> bool:
         """Whether a process of the experiment still runs (a supervisor may be stopping the other roles, a
         runner whose supervisor died may be checkpointing)."""
-        self._reap()
+        _reap()
         exp = self._run(name)
         return any(exp.role_busy(r) for r in exp.roles())
 
@@ -445,7 +458,7 @@ class LocalBackend(ExperimentBackend):
         self._stop(name, paused=True)
 
     def _stop(self, name: str, *, paused: bool) -> bool:
-        self._reap()
+        _reap()
         exp = self._run(name)
         # Not while a start of the same run is launching its roles: it would launch some after the stop.
         with hold_flock(exp.control_lock, self._lock_timeout, f"a start or stop of {name}"):
@@ -465,7 +478,7 @@ class LocalBackend(ExperimentBackend):
             # The main role first: it checkpoints; env servers only serve it.
             running.sort(key=lambda r: r.role not in LEARNER_ROLES)
             exp.stop_roles(running, self.grace_period)
-        self._reap()
+        _reap()
         return True
 
     def resume(self, name: str) -> None:
@@ -528,7 +541,7 @@ class LocalBackend(ExperimentBackend):
                 start_new_session=True,  # detached: the sweep outlives this Python
                 close_fds=True,
             )
-        self._children.append(proc)
+        _keep(proc)
         update_sweep_state(statedir, pid=proc.pid, starttime=proc_starttime(proc.pid))
         logger.info(
             "started sweep %s locally: %d trials, %s at a time", sweep.name, sweep.num_trials, sweep.max_parallel
@@ -539,7 +552,7 @@ class LocalBackend(ExperimentBackend):
         """Each trial's state and progress, and the sweep's overall state."""
         from rlcloud.specs.sweep import SweepSpec
 
-        self._reap()
+        _reap()
         statedir = self._sweep_dir(name)
         state = read_sweep_state(statedir)
         if not state:
@@ -594,7 +607,7 @@ class LocalBackend(ExperimentBackend):
         trials_backend = LocalBackend(str(state["location"]), grace_period=self.grace_period)
         for trial in trials_backend.list():
             trials_backend.stop(trial)
-        self._reap()
+        _reap()
 
     def attach_sweep(self, name: str) -> tuple[SweepSpec, str]:
         """The spec and results root of a sweep started on this machine."""
