@@ -570,5 +570,75 @@ def validate_experiment(spec: ExperimentSpec | Mapping[str, Any], *, import_user
         problems += [SpecProblem(path, why) for path, why in code_strings(value, name)]
     if deterministic:
         problems.append(DETERMINISTIC_PROBLEM)
+    if not problems:
+        problems += _layer_input_problems(environment, agent, network)
     if problems:
         raise SpecError(problems)
+
+
+def _state_spec(environment: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The Tensorforce state spec of a gymnasium environment (one state), or None when it cannot be told
+    cheaply: a user's class, a Tensorforce environment, a dict/tuple space, or an id this install cannot
+    make (e.g. Atari without ale-py on a client): those are checked by the runner when it builds the agent."""
+    if _user_class_path(environment) is not None:
+        return None
+    env = dict(environment)
+    if (env.pop("type", None) or env.pop("environment", None)) not in GYM_TYPES:
+        return None
+    level = env.pop("level", None)
+    if not isinstance(level, str):
+        return None
+    try:
+        import gymnasium
+
+        _register_ale(level)
+        gym_env = gymnasium.make(level, **env)
+    except Exception:  # any failure here only means "cannot tell"; the runner reports it
+        return None
+    try:
+        spec = gym_space_to_spec(gym_env.observation_space)
+    except SpecError:
+        return None
+    finally:
+        gym_env.close()
+    return spec if isinstance(spec.get("type"), str) else None
+
+
+def _as_layers(value: Any) -> list[Any] | None:
+    if isinstance(value, list):
+        return value
+    if isinstance(value, Mapping) and "type" in value and value.get("type") != "layered":
+        return [value]  # one preprocessing layer
+    if isinstance(value, Mapping) and value.get("type", "layered") == "layered" and "layers" in value:
+        return value["layers"] if isinstance(value["layers"], list) else None
+    return None
+
+
+def _layer_input_problems(environment: Any, agent: Any, network: Any) -> list[SpecProblem]:
+    """Layers that cannot take the environment's states (an embedding on CartPole's
+    float states, a dense layer on FrozenLake's int states, conv2d on a vector) are named here, without
+    building the TensorFlow graph, instead of failing the run when Tensorforce builds the agent."""
+    if not isinstance(environment, Mapping) or not isinstance(agent, Mapping):
+        return []
+    field, layers = "network", network
+    if network in (None, "auto") and "network" in agent:
+        field, layers = "agent.network", agent["network"]
+    if isinstance(layers, Mapping):
+        field = f"{field}.layers"
+    network_layers = _as_layers(layers)
+    if not network_layers:
+        return []
+    preprocessing = agent.get("state_preprocessing")
+    pre_layers = [] if preprocessing in (None, "linear_normalization") else _as_layers(preprocessing)
+    if pre_layers is None:
+        return []  # per-state preprocessing (a mapping by state name): not judged here
+    state = _state_spec(environment)
+    if state is None:
+        return []
+    from rlcloud.specs.tf06 import layer_flow
+
+    if pre_layers:
+        problems, state = layer_flow(pre_layers, state, "agent.state_preprocessing")
+        if problems or state is None:
+            return problems
+    return layer_flow(network_layers, state, field)[0]

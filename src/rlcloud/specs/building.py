@@ -93,6 +93,35 @@ def reference_roots(base_dir: Path) -> list[Path]:
     return [(tree or base_dir).resolve(), (Path.cwd() / "configs").resolve(), _bundled_configs().resolve()]
 
 
+#: Files that mark a project's directory: rlcloud's project config (config.CONFIG_FILE) and
+#: tensorforce-client's project file (tfcli ran from the folder holding it).
+PROJECT_MARKERS = ("rlcloud.yaml", ".tensorforce.json")
+
+
+def project_root(base_dir: Path) -> Path:
+    """The project a spec belongs to: the nearest directory holding rlcloud.yaml or .tensorforce.json above the
+    spec file, else above the working directory, else the working directory (symlinks resolved).
+
+    tensorforce-client resolved ``"network": "configs/networks/mlp2_network.json"`` against this directory
+    (``read_json_spec``), so a tfc project's references hold such paths as often as bare names.
+    """
+    for start in (base_dir, Path.cwd()):
+        here = start.resolve()
+        for directory in (here, *here.parents):
+            if any((directory / marker).is_file() for marker in PROJECT_MARKERS):
+                return directory
+    return Path.cwd().resolve()
+
+
+def _in_project(candidate: Path, project: Path) -> bool:
+    """A project-relative reference may name any file of the project except inside hidden directories
+    (``.ssh``, ``.kube``, ``.config/gcloud``, ``.git``: where keys and credentials live when the project is a
+    home directory) and hidden files."""
+    if not candidate.is_relative_to(project) or candidate == project:
+        return False
+    return not any(part.startswith(".") for part in candidate.relative_to(project).parts)
+
+
 def _inside(path: Path, roots: list[Path]) -> bool:
     return any(path == root or path.is_relative_to(root) for root in roots)
 
@@ -112,15 +141,21 @@ def _resolve_reference(value: str, kind: str, base_dir: Path) -> Path | None:
         _bundled_configs() / _CONFIG_DIRS[kind],
     ]
     roots = reference_roots(base_dir)
+    project = project_root(base_dir)
     outside = False
-    for directory in dirs:
-        for name in names:
+    # (directory, names, the project tree this candidate is confined to or None for the usual roots)
+    places: list[tuple[Path, list[str], Path | None]] = [(d, names, None) for d in dirs]
+    places.insert(1, (project, [value], project))  # tfc: a path relative to the project, used as given
+    for directory, tried, confined in places:
+        for name in tried:
             try:
                 candidate = Path(os.path.realpath(directory / name))
             except (OSError, ValueError):  # a name too long for the file system, a loop of symlinks
                 continue
-            if not _inside(candidate, roots):
-                outside = True
+            allowed = _in_project(candidate, confined) if confined is not None else _inside(candidate, roots)
+            if not allowed:
+                if confined is None or os.path.lexists(directory / name):
+                    outside = True  # a project path that does not exist is simply not this reference
                 continue
             try:
                 if candidate.is_file():
@@ -133,7 +168,8 @@ def _resolve_reference(value: str, kind: str, base_dir: Path) -> Path | None:
                 SpecProblem(
                     kind,
                     f"the file reference {excerpt(value)} points outside the places a spec may read from: the "
-                    "spec file's directory, ./configs and rlcloud's bundled configs (copy the file there)",
+                    "spec file's directory, the project's files (not hidden ones), ./configs and rlcloud's bundled "
+                    "configs (copy the file there)",
                 )
             ]
         )
@@ -212,7 +248,10 @@ def _foreign_kind(data: Any, kind: str) -> str | None:
 def _load_reference(value: str, kind: str, base_dir: Path, origin: Path | None = None) -> Any:
     found = _resolve_reference(value, kind, base_dir)
     if found is None:
-        tried = f"{base_dir}/, ./configs/{_CONFIG_DIRS[kind]}/ and rlcloud's bundled configs"
+        tried = (
+            f"{base_dir}/, the project {project_root(base_dir)}/, ./configs/{_CONFIG_DIRS[kind]}/ and rlcloud's "
+            "bundled configs"
+        )
         raise SpecError([SpecProblem(kind, f"file {excerpt(value)} not found (looked in {tried})")])
     if origin is not None and found == origin:
         # references are followed one level only (a referenced file's own references are not), so a
@@ -493,9 +532,6 @@ def _experiment_from_dict(
     base = Path(base_dir) if base_dir is not None else Path.cwd()
     raw = dict(data)
     raw.pop("kind", None)
-    tfc = legacy.is_legacy_experiment(raw)
-    if tfc:
-        raw = legacy.convert_legacy_experiment(raw)
     # Whole settings are replaced before file references resolve (so `agent="other.yaml"` is read), dotted
     # ones after (so `**{"agent.batch_size": 32}` changes the agent file's content instead of replacing it).
     raw = apply_overrides(raw, {k: v for k, v in overrides.items() if "." not in k})
@@ -520,6 +556,11 @@ def _experiment_from_dict(
     if isinstance(raw.get("cluster"), dict) and str(raw["cluster"].get("kind", "")).lower() == "cluster":
         # an inline copy of a cluster file (or of ClusterSpec.to_yaml()) keeps its kind line
         raw["cluster"] = {k: v for k, v in raw["cluster"].items() if k != "kind"}
+    # A tfc experiment is recognised by any of its markers, those of the files it names included (a tfc
+    # file may hold only name, environment, agent and cluster, each a file name), hence after resolving.
+    tfc = legacy.is_legacy_experiment(raw)
+    if tfc:
+        raw = legacy.convert_legacy_experiment(raw)
     converters: dict[str, Any] = {
         "environment": legacy.convert_legacy_environment,
         "agent": legacy.convert_legacy_agent,

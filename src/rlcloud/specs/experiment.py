@@ -131,8 +131,8 @@ class ExperimentSpec(StrictModel):
     """A Tensorforce experiment: environment, agent, network, stop conditions, run mode, outputs.
 
     File references in environment/agent/network/cluster are resolved by ``from_file``/``from_dict``
-    (relative to the spec file, then ``./configs/<kind>s/``, then the bundled configs; nothing outside them
-    is read); the model itself holds resolved data only. A spec is data: see docs/security.md.
+    (relative to the spec file, then to the project, then ``./configs/<kind>s/``, then the bundled configs;
+    nothing outside them is read); the model itself holds resolved data only. A spec is data: see docs/security.md.
     """
 
     name: str = Field(..., description="Experiment name: a DNS-1123 label of at most 40 characters.")
@@ -421,8 +421,9 @@ class ExperimentSpec(StrictModel):
     def from_file(cls, path: str | Path, **overrides: Any) -> ExperimentSpec:
         """Load from a YAML/JSON file (tensorforce-client files too); keyword arguments override settings.
 
-        File references (environment/agent/network/cluster) resolve relative to the file, then
-        ./configs/<kind>s/, then rlcloud's bundled configs; a file outside those places is refused.
+        File references (environment/agent/network/cluster) resolve relative to the file, then to the
+        project (the directory holding rlcloud.yaml or .tensorforce.json, else the working directory),
+        then ./configs/<kind>s/, then rlcloud's bundled configs; a file outside those places is refused.
         Dotted keys override nested settings: ``**{"resources.learner.cpu": "2"}``.
         """
         from rlcloud.specs.building import check_kind, experiment_from_dict, read_data_file

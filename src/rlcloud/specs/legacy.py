@@ -222,8 +222,30 @@ TFC_EXPERIMENT_DEFAULTS: dict[str, Any] = {
 
 
 def is_legacy_experiment(data: Mapping[str, Any]) -> bool:
-    """True for a tensorforce-client experiment file (``"type": "experiment"`` or its ``timesteps`` key)."""
-    return data.get("type") == "experiment" or ("timesteps" in data and "total_timesteps" not in data)
+    """True for a tensorforce-client experiment, recognised by any one of its markers.
+
+    The markers: ``"type": "experiment"``, its ``timesteps`` key, one of tfc's bookkeeping keys
+    (``k8s_config``, ``status``...), an environment in tfc's terms (``gym_id``, a ``tensorforce.contrib``
+    or ``OpenAIGym`` type), a Tensorforce 0.3/0.4 agent (``dqn_agent``, a key only 0.4 had) or a cluster
+    with tfc's ``type`` key. ``data`` holds the referenced files' contents once they are read, so a tfc
+    file with just ``name``, ``environment``, ``agent`` and ``cluster`` is recognised by what it names.
+    """
+    if data.get("type") == "experiment" or ("timesteps" in data and "total_timesteps" not in data):
+        return True
+    if any(key in data for key in _LEGACY_EXPERIMENT_KEYS_DROPPED if key != "type"):
+        return True
+    environment, agent, cluster = data.get("environment"), data.get("agent"), data.get("cluster")
+    if isinstance(environment, Mapping) and _is_tfc_environment(environment):
+        return True
+    if isinstance(agent, Mapping) and "agent" not in agent and _is_04_agent(agent):
+        return True
+    return isinstance(cluster, Mapping) and "type" in cluster
+
+
+def _is_tfc_environment(env: Mapping[str, Any]) -> bool:
+    type_ = env.get("type")
+    tfc_type = isinstance(type_, str) and (type_.startswith("tensorforce.contrib.") or type_.endswith("OpenAIGym"))
+    return tfc_type or "gym_id" in env
 
 
 def _hyphenate(name: Any, what: str, key: str) -> Any:
@@ -263,9 +285,7 @@ def convert_legacy_experiment(data: dict[str, Any]) -> dict[str, Any]:
             )
     if "name" in out:
         out["name"] = _hyphenate(out["name"], "experiment name", "name")
-    if isinstance(out.get("cluster"), dict):
-        out["cluster"] = convert_legacy_cluster(out["cluster"], tfc=True)
-    return out
+    return out  # the environment, agent, network and cluster are converted by their own converters
 
 
 def _is_tfc_cluster(data: Mapping[str, Any]) -> bool:

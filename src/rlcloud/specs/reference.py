@@ -189,7 +189,9 @@ def render() -> str:
         "keyword arguments: `ExperimentSpec.from_file(path, **overrides)`, where dotted keys such as "
         '`**{"resources.learner.cpu": "2"}` override nested settings. Unknown fields are errors. '
         "In a file, `environment`, `agent`, `network` and `cluster` may name a JSON/YAML file, looked up next to "
-        "the spec file, then in `./configs/<kind>s/`, then in rlcloud's bundled configs; no file outside those "
+        "the spec file, then as a path relative to the project (the directory holding `rlcloud.yaml` or "
+        "`.tensorforce.json`, else the working directory), then in `./configs/<kind>s/`, then in rlcloud's "
+        "bundled configs; no file outside those "
         "places is read ([security.md](security.md) says what a spec can and cannot do, and the limits). "
         "tensorforce-client's JSON files are read with their meaning kept (or refused/warned by name, see "
         "migrating.md); each legacy setting is reported once as a `LegacySpecWarning` naming the file and key "

@@ -21,6 +21,7 @@ __all__ = [
     "RUNNER_ARGUMENTS",
     "agent_argument_problems",
     "layer_argument_problems",
+    "layer_flow",
 ]
 
 # Arguments the runner passes itself (from the environment and the run mode); a spec must not set them.
@@ -648,3 +649,90 @@ def agent_argument_problems(agent: Mapping[str, Any], field: str = "agent") -> l
         if key not in RUNNER_ARGUMENTS and key not in agent:
             problems.append(SpecProblem(f"{field}.{key}", f"required by Tensorforce 0.6 agent {agent_type!r}"))
     return problems
+
+
+# What each Tensorforce 0.6.5 layer takes and gives, from its ``default_input_spec`` / ``output_spec``
+# (tensorforce/core/layers/*.py): layer type -> (accepted input types, required input rank or None for any,
+# output type or None for "the input's", output rank: an int, None for "the input's", or "+1"). Layers whose
+# effect depends on their arguments or on other layers (register, retrieve, reuse, block, function, keras,
+# reshape) end the check: nothing after them is judged.
+_FLOAT = frozenset({"float"})
+_ANY = frozenset({"float", "int", "bool"})
+LAYER_FLOW: dict[str, tuple[frozenset[str], int | None, str | None, int | str | None]] = {
+    "dense": (_FLOAT, 1, "float", 1),
+    "linear": (_FLOAT, None, "float", None),
+    "embedding": (frozenset({"int", "bool"}), None, "float", "+1"),
+    "conv1d": (_FLOAT, 2, "float", 2),
+    "conv2d": (_FLOAT, 3, "float", 3),
+    "conv1d_transpose": (_FLOAT, 2, "float", 2),
+    "conv2d_transpose": (_FLOAT, 3, "float", 3),
+    "pool1d": (_FLOAT, 2, "float", 2),
+    "pool2d": (_FLOAT, 3, "float", 3),
+    "pooling": (_FLOAT, None, "float", 1),
+    "flatten": (_ANY, None, None, 1),
+    "activation": (_FLOAT, None, "float", None),
+    "dropout": (_FLOAT, None, "float", None),
+    "clipping": (_FLOAT, None, "float", None),
+    "deltafier": (_FLOAT, None, "float", None),
+    "sequence": (_FLOAT, None, "float", None),
+    "image": (_FLOAT, 3, "float", 3),
+    "linear_normalization": (_FLOAT, None, "float", None),
+    "exponential_normalization": (_FLOAT, None, "float", None),
+    "instance_normalization": (_FLOAT, None, "float", None),
+    "batch_normalization": (_FLOAT, None, "float", None),
+    "self_attention": (_FLOAT, None, "float", None),
+    "rnn": (_FLOAT, 1, "float", 1),
+    "gru": (_FLOAT, 1, "float", 1),
+    "lstm": (_FLOAT, 1, "float", 1),
+    "input_rnn": (_FLOAT, 2, "float", 1),
+    "input_gru": (_FLOAT, 2, "float", 1),
+    "input_lstm": (_FLOAT, 2, "float", 1),
+}
+
+
+def layer_flow(
+    layers: Any, state: Mapping[str, Any], field: str = "network"
+) -> tuple[list[SpecProblem], dict[str, Any] | None]:
+    """Carry a state spec through layers as Tensorforce's would transform it; name the first that refuses it.
+
+    ``state`` is one Tensorforce state spec (``{"type": "float", "shape": (4,)}``). The type and rank of
+    the state are carried through the layers in order; the first layer that would refuse its input is
+    returned as a problem (Tensorforce says so only when the agent is built, on the cluster: "Embedding
+    input mismatch for argument type: float != ('int', 'bool')"). Also returns the spec (type and rank)
+    that leaves the last layer, or None when a layer's effect is not known from its type alone (a
+    user's class, register/retrieve, reshape): the check ends there, so nothing is refused that
+    Tensorforce might accept.
+    """
+    if not isinstance(layers, list) or not isinstance(state.get("type"), str):
+        return [], None
+    kind = str(state["type"])
+    shape = state.get("shape", ())
+    if not isinstance(shape, tuple | list):
+        return [], None
+    rank = len(shape)
+    for i, layer in enumerate(layers):
+        layer_type = layer.get("type") if isinstance(layer, Mapping) else None
+        if not isinstance(layer_type, str) or layer_type not in LAYER_FLOW:
+            return [], None
+        accepts, needs_rank, out_type, out_rank = LAYER_FLOW[layer_type]
+        what = f"the {kind} states of rank {rank} that reach it"
+        if i == 0:
+            what = f"the environment's {kind} states of shape {tuple(shape)}"
+        problem = None
+        if kind not in accepts:
+            hint = ""
+            if layer_type == "embedding":
+                hint = " (an embedding takes discrete states, e.g. FrozenLake's; use dense layers for float states)"
+            elif kind in ("int", "bool"):
+                hint = " (discrete states need an embedding layer first)"
+            problem = f"takes {' or '.join(sorted(accepts))} input, not {what}{hint}"
+        elif needs_rank is not None and rank != needs_rank:
+            hint = " (add a flatten layer before it)" if needs_rank == 1 and rank > 1 else ""
+            problem = f"takes input of rank {needs_rank}, not {what}{hint}"
+        if problem is not None:
+            return [
+                SpecProblem(f"{field}[{i}].type", f"Tensorforce 0.6 layer {layer_type!r} {problem}", layer_type)
+            ], None
+        kind = out_type or kind
+        rank = rank + 1 if out_rank == "+1" else (rank if out_rank is None else int(out_rank))
+    return [], {"type": kind, "shape": (0,) * rank}
