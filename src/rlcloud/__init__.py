@@ -16,7 +16,9 @@ from rlcloud.errors import (
     BackendError,
     CapacityError,
     ConflictError,
+    MissingExtraError,
     NotFoundError,
+    PreflightError,
     ProvisioningError,
     QuotaExceededError,
     RLCloudError,
@@ -31,9 +33,11 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from rlcloud.backend import ExperimentStatus, SweepStatus
     from rlcloud.cluster import Cluster
     from rlcloud.compare import compare
     from rlcloud.experiment import Experiment
+    from rlcloud.gke.cluster import ClusterInfo
     from rlcloud.specs import ClusterSpec, ExperimentSpec
     from rlcloud.specs.sweep import SweepSpec
     from rlcloud.sweep import Sweep
@@ -45,11 +49,15 @@ __all__ = [
     "BackendError",
     "CapacityError",
     "Cluster",
+    "ClusterInfo",
     "ClusterSpec",
     "ConflictError",
     "Experiment",
     "ExperimentSpec",
+    "ExperimentStatus",
+    "MissingExtraError",
     "NotFoundError",
+    "PreflightError",
     "ProvisioningError",
     "QuotaExceededError",
     "RLCloudError",
@@ -57,6 +65,7 @@ __all__ = [
     "StorageError",
     "Sweep",
     "SweepSpec",
+    "SweepStatus",
     "WaitTimeoutError",
     "WorkloadError",
     "__version__",
@@ -65,6 +74,9 @@ __all__ = [
 
 _LAZY = {
     "Cluster": "rlcloud.cluster",
+    "ClusterInfo": "rlcloud.gke.cluster",
+    "ExperimentStatus": "rlcloud.backend",
+    "SweepStatus": "rlcloud.backend",
     "Experiment": "rlcloud.experiment",
     "ClusterSpec": "rlcloud.specs",
     "ExperimentSpec": "rlcloud.specs",

@@ -14,32 +14,21 @@ Trials of a sweep with ``early_stopping`` get ``RLCLOUD_EARLY_STOPPING`` (rlclou
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rlcloud.local.state import read_sweep_state, update_sweep_state
+from rlcloud.runner.early_stop import early_stopping_env
 
-if TYPE_CHECKING:
-    from rlcloud.specs.sweep import SweepSpec, Trial
-
-__all__ = ["early_stopping_env", "main", "run_sweep"]
+__all__ = ["main", "run_sweep"]
 
 logger = logging.getLogger(__name__)
 
 _POLL_S = 0.25  # a finished trial frees its slot within this; each poll reads a few small files per trial
-
-
-def early_stopping_env(sweep: SweepSpec, trial: Trial, location: str) -> dict[str, str]:
-    """The environment a trial's runner needs for the sweep's early stopping ({} when it has none)."""
-    if sweep.early_stopping is None:
-        return {}
-    settings = {**sweep.early_stopping.model_dump(mode="json"), "peers": location, "trial": trial.name}
-    return {"RLCLOUD_EARLY_STOPPING": json.dumps(settings)}
 
 
 def _finished_on_record(location: str, name: str) -> bool:

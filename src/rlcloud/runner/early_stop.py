@@ -22,9 +22,12 @@ import os
 import statistics
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["CURVES_DIR", "ENV_VAR", "EarlyStopper", "median_rule", "value_at"]
+if TYPE_CHECKING:
+    from rlcloud.specs.sweep import SweepSpec, Trial
+
+__all__ = ["CURVES_DIR", "ENV_VAR", "EarlyStopper", "early_stopping_env", "median_rule", "value_at"]
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +35,15 @@ ENV_VAR = "RLCLOUD_EARLY_STOPPING"
 CURVES_DIR = "curves"
 
 Curve = Sequence[Sequence[float]]  # [[timestep, running mean], ...] in timestep order
+
+
+def early_stopping_env(sweep: SweepSpec, trial: Trial, location: str) -> dict[str, str]:
+    """The environment a trial's runner needs for the sweep's early stopping ({} when it has none): set by
+    whoever starts the trial (the local sweeper, or the runner of a sweep's pod for itself)."""
+    if sweep.early_stopping is None:
+        return {}
+    settings = {**sweep.early_stopping.model_dump(mode="json"), "peers": location, "trial": trial.name}
+    return {ENV_VAR: json.dumps(settings)}
 
 
 def value_at(curve: Curve, timestep: float) -> float | None:

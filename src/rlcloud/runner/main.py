@@ -297,8 +297,8 @@ def _prepare_trial(args: argparse.Namespace) -> tuple[ExperimentSpec, Path] | in
     started again after a stop) exits 0 at once.
     """
     from rlcloud.errors import RLCloudError
-    from rlcloud.local.sweeper import early_stopping_env
-    from rlcloud.record import append_history, check_resume, create_record
+    from rlcloud.record import start_recorded
+    from rlcloud.runner.early_stop import early_stopping_env
     from rlcloud.specs.sweep import SweepSpec
     from rlcloud.storage import open_store, read_progress
 
@@ -335,12 +335,10 @@ def _prepare_trial(args: argparse.Namespace) -> tuple[ExperimentSpec, Path] | in
         if done in ("succeeded", "stopped-early"):
             logger.info("trial %s has finished already (%s): nothing to do", trial.name, done)
             return EXIT_OK
-        changes = check_resume(store, trial.spec)  # a ChangedRunError is a SpecError: not retried
-        event = "created" if changes is None and create_record(store, trial.spec) else "resumed"
-        if changes is None and event == "resumed":  # a racing pod of the same index created it a moment ago
-            changes = check_resume(store, trial.spec)
         where = f"sweep {sweep.name} index {trial.index} ({os.environ.get('HOSTNAME') or 'pod'})"
-        append_history(store, trial.spec, event=event, changes=changes or [], where=where)
+        # the same start path as Experiment.start: a ChangedRunError is a SpecError (not retried); this
+        # process is the trial, so "starting" it is returning to train
+        start_recorded(store, trial.spec, lambda: True, where=where)
     except SpecError as exc:
         logger.error("trial %s cannot start: %s", trial.name, exc)
         return EXIT_SPEC
