@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from rlcloud import Experiment, SpecError, Sweep, SweepSpec
+from rlcloud import Experiment, ExperimentStatus, SpecError, Sweep, SweepSpec
+from rlcloud.backend import RoleStatus
 from rlcloud.cli import main
+from rlcloud.local.sweeper import failure_signature
 from rlcloud.runner.early_stop import EarlyStopper, median_rule, value_at
 from rlcloud.storage import open_store
 
@@ -243,3 +246,64 @@ def test_median_rule_stops_a_configuration_that_cannot_learn(tmp_path: Path) -> 
         assert "median stopping rule" in (trial.reason or "")
         assert 1000 <= trial.progress["timestep"] < 4000
     assert status.state == "succeeded"
+
+
+# ------------------------------------------------------------------------------------------- fail-fast
+
+
+def test_failures_of_one_kind_share_a_signature_whatever_their_numbers() -> None:
+    def failed(trial: str, line: str, code: int = 3) -> str:
+        role = RoleStatus("single", 0, "failed", exit_code=code, reason=f"exit code {code}: {line}")
+        return failure_signature(ExperimentStatus(trial, "failed", [role]), trial)
+
+    a = failed("lr1e-3--seed1", "RuntimeError: lr1e-3--seed1 diverged at timestep 1200 (loss 3.5e+08)")
+    b = failed("lr3e-4--seed2", "RuntimeError: lr3e-4--seed2 diverged at timestep 977 (loss 12.25)")
+    assert a == b == "exit code 3: RuntimeError: <trial> diverged at timestep # (loss #)"
+    assert failed("x", "RuntimeError: other") != failed("x", "RuntimeError: other", code=2)
+    assert failed("x", "MemoryError: ...") != failed("x", "RuntimeError: other")
+
+
+def _broken_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """An environment whose construction fails in every trial (exit 3), importable by the trials' runners."""
+    (tmp_path / "brokenenv.py").write_text(
+        textwrap.dedent(
+            """
+            import gymnasium
+
+            class Env(gymnasium.Env):
+                def __init__(self):
+                    raise RuntimeError("no simulator licence")
+            """
+        )
+    )
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))  # the sweeper and its trials inherit it
+    return {"type": "brokenenv:Env"}
+
+
+@pytest.mark.slow
+def test_a_broken_local_sweep_stops_launching_after_max_failures(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = _sweep(seeds=6, max_parallel=2, max_failures=2, smoke_timesteps=0)
+    base = spec.experiment.replace(**TINY, environment=_broken_environment(tmp_path, monkeypatch))
+    sweep = Sweep(spec.model_copy(update={"experiment": base}), results=str(tmp_path / "results")).start()
+    status = sweep.wait(timeout=900)
+    counts = status.counts()
+    # the second failure of one kind stops the launches; the trial running beside it may fail too
+    assert 2 <= counts["failed"] <= 3 and counts["queued"] == 6 - counts["failed"], counts
+    assert status.state == "failed"
+    assert "stopped launching trials" in (status.message or "") and "no simulator licence" in (status.message or "")
+    assert "max_failures is 2" in (status.message or "")
+
+
+@pytest.mark.slow
+def test_the_first_trial_proves_the_base_experiment_before_the_others_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = _sweep(seeds=4, max_parallel=4)  # smoke_timesteps 300 and max_failures 3 by default
+    base = spec.experiment.replace(**TINY, environment=_broken_environment(tmp_path, monkeypatch))
+    sweep = Sweep(spec.model_copy(update={"experiment": base}), results=str(tmp_path / "results")).start()
+    status = sweep.wait(timeout=900)
+    assert status.counts() == {"failed": 1, "queued": 3}
+    assert status.trials[0].state == "failed"
+    assert "failed before training 300 timesteps" in (status.message or "")

@@ -356,6 +356,8 @@ class _Store:
                 meta["name"] = meta["generateName"] + secrets.token_hex(3)[:5]
             name = meta.get("name") or ""
             _validate_meta(rt, meta)
+            if rt.kind == "Job":
+                _validate_job_spec(name, obj.get("spec") or {})
             if rt.namespaced:
                 if meta.get("namespace") and meta["namespace"] != namespace:
                     raise ApiError(
@@ -600,6 +602,21 @@ def _validate_meta(rt: ResourceType, meta: JSON) -> None:
             f'{rt.kind} "{name}" is invalid: ' + "; ".join(causes),
             {"name": name, "group": rt.group, "kind": rt.kind, "causes": [{"message": c} for c in causes]},
         )
+
+
+def _validate_job_spec(name: str, spec: JSON) -> None:
+    """What the API server refuses in a Job's failure limits (Kubernetes API reference, JobSpec:
+    ``maxFailedIndexes`` "can only be specified when backoffLimitPerIndex is set", and must not exceed
+    ``completions``; pkg/apis/batch/validation)."""
+    causes = []
+    max_failed = spec.get("maxFailedIndexes")
+    if max_failed is not None:
+        if spec.get("backoffLimitPerIndex") is None:
+            causes.append("spec.maxFailedIndexes: Invalid value: requires spec.backoffLimitPerIndex")
+        if int(max_failed) < 0 or int(max_failed) > int(spec.get("completions") or 1):
+            causes.append(f"spec.maxFailedIndexes: Invalid value: {max_failed}: must be between 0 and completions")
+    if causes:
+        raise ApiError(422, "Invalid", f'Job.batch "{name}" is invalid: ' + "; ".join(causes))
 
 
 def _default_pod_spec(spec: JSON) -> None:

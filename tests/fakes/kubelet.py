@@ -326,6 +326,15 @@ class FakeKubelet:
             if not finished:
                 if per_index_limit is not None:
                     failed_indexes = {i for i, n in state.failures_per_index.items() if n > int(per_index_limit)}
+                    # "Once the number of failed indexes exceeds this number, the entire Job is marked as
+                    # Failed and its execution is terminated" (Kubernetes docs, Jobs: backoff limit per index)
+                    max_failed = spec.get("maxFailedIndexes")
+                    if max_failed is not None and len(failed_indexes) > int(max_failed):
+                        fail_job(
+                            "MaxFailedIndexesExceeded",
+                            "Job has exceeded the specified maximal number of failed indexes",
+                        )
+                        finished = True
                 elif state.failures > int(spec.get("backoffLimit", 6)):
                     fail_job("BackoffLimitExceeded", "Job has reached the specified backoff limit")
                     finished = True

@@ -14,7 +14,7 @@ exit codes and results layout as the real runner (docs/contracts.md), in miniatu
 - ``STANDIN_EXIT=<code>`` makes any role exit with that code at once (spec errors: 2, 3).
 - ``--sweep SWEEP.yaml --index I`` (a sweep's pod) runs trial ``I`` into ``$RLCLOUD_SWEEP_RESULTS/<trial>``
   (this one imports rlcloud's SweepSpec to name it); ``STANDIN_FAIL_TRIAL=<index>:<code>`` makes that
-  trial exit with that code.
+  trial exit with that code (``all:<code>``: every trial).
 """
 
 from __future__ import annotations
@@ -142,7 +142,7 @@ def main() -> int:
 
         trial = SweepSpec.from_yaml_text(Path(args.sweep).read_text()).trial(args.index)
         failing, _, code = os.environ.get("STANDIN_FAIL_TRIAL", "").partition(":")
-        if failing and int(failing) == args.index:
+        if failing and (failing == "all" or int(failing) == args.index):
             print(f"trial {trial.name}: exiting with {code}", flush=True)
             return int(code)
         os.environ["RLCLOUD_RESULTS"] = os.environ["RLCLOUD_SWEEP_RESULTS"] + "/" + trial.name

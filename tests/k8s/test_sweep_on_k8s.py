@@ -367,6 +367,43 @@ def test_the_job_runs_max_parallel_trials_at_a_time_and_one_bad_trial_fails_alon
     assert job["status"]["completedIndexes"] == "0-3,5" and job["status"]["failedIndexes"] == "4"
 
 
+def test_max_failed_indexes_follows_max_failures() -> None:
+    (_, job) = build(make_sweep(5, max_failures=3), kubernetes_version="1.31")
+    assert job["spec"]["maxFailedIndexes"] == 2  # the Job fails once failed indexes exceed it: at the 3rd
+    (_, job) = build(make_sweep(5, max_failures=0), kubernetes_version="1.31")
+    assert "maxFailedIndexes" not in job["spec"]
+    (_, job) = build(make_sweep(5, max_failures=3), kubernetes_version="1.28")  # no per-index limits
+    assert "maxFailedIndexes" not in job["spec"]
+
+
+def test_a_broken_sweep_stops_after_max_failures_trials(
+    apiserver: FakeKubeApiServer, api_client: client.ApiClient, tmp_path: Path
+) -> None:
+    backend = make_backend(api_client)
+    sweep = make_sweep(10, max_parallel=2, max_failures=3)  # 20 trials, each one broken
+    backend.start_sweep(sweep, str(tmp_path / "results"))
+    env = {"STANDIN_EPISODES": "3", "STANDIN_DELAY": "0.1", "STANDIN_FAIL_TRIAL": "all:3"}
+    with FakeKubelet(apiserver, tmp_path / "pods", argv_rewrite=standin, extra_env=env, max_grace=10) as kubelet:
+        eventually(lambda: backend.sweep_status("lr").finished, timeout=120)
+        final = backend.sweep_status("lr")
+    started = {pod.rsplit("-", 1)[0] for _, pod, _ in kubelet.exits}
+    assert len(started) <= 3 + 1  # the third failure stops the Job; one more may have been running
+    assert final.state == "failed"
+    assert "stopped after" in (final.message or "") and "max_failures 3" in (final.message or "")
+    assert final.counts()["stopped"] >= 16 and "trials did not run" in (final.message or "")
+    job = apiserver.get_object("Job", "lr-sweep", "rl")
+    (failed,) = [c for c in job["status"]["conditions"] if c["type"] == "Failed"]
+    assert failed["reason"] == "MaxFailedIndexesExceeded"
+
+
+def test_the_api_server_refuses_max_failed_indexes_without_per_index_limits(api_client: client.ApiClient) -> None:
+    job = build(make_sweep(2, max_failures=3), kubernetes_version="1.31")[1]
+    del job["spec"]["backoffLimitPerIndex"]
+    with pytest.raises(client.ApiException) as info:
+        client.BatchV1Api(api_client).create_namespaced_job("rl", job)
+    assert info.value.status == 422 and "backoffLimitPerIndex" in str(info.value.body)
+
+
 def test_stop_checkpoints_running_trials_and_removes_everything(
     apiserver: FakeKubeApiServer, api_client: client.ApiClient, tmp_path: Path
 ) -> None:

@@ -872,6 +872,16 @@ def _sweep_overall(job: JSON | None, trials: builtins.list[TrialStatus]) -> tupl
     if finished == "succeeded":
         return "succeeded", None
     if finished == "failed":
+        reason = next(
+            (c.get("reason") for c in job.get("status", {}).get("conditions") or [] if c.get("type") == "Failed"), None
+        )
+        if reason == "MaxFailedIndexesExceeded":
+            limit = int(job.get("spec", {}).get("maxFailedIndexes") or 0) + 1
+            left = sum(1 for t in trials if t.state in ("queued", "stopped"))
+            return "failed", (
+                f"stopped after {failed} failed trials (max_failures {limit}): fix what they failed of "
+                f"(`rlcloud sweep status` names each reason); {left} trials did not run"
+            )
         return "failed", f"{failed} of {len(trials)} trials failed" if failed else None
     if is_suspended(job):
         queue = labels(job).get(KUEUE_QUEUE_LABEL)

@@ -730,7 +730,9 @@ def build_sweep_workloads(
 
     The Job: ``completions`` = trials, ``parallelism`` = ``max_parallel`` (default: trials, at most
     :data:`DEFAULT_SWEEP_PARALLELISM`); from Kubernetes 1.29 each trial is retried on its own
-    (``backoffLimitPerIndex``) and a spec error (exit 2/3) fails that trial alone (``FailIndex``); on older
+    (``backoffLimitPerIndex``), a spec error (exit 2/3) fails that trial alone (``FailIndex``) and the Job
+    stops once ``max_failures`` trials have failed (``maxFailedIndexes``: a broken sweep fails a few
+    trials, not all of them; running trials are stopped with it); on older
     versions the trials share one budget (``backoffLimit`` = retries x trials) and spec errors are ordinary
     failures, because ``FailJob`` would end every other trial too. Preemption is ignored as for
     experiments. With ``queue`` (a Kueue LocalQueue) the Job carries ``kueue.x-k8s.io/queue-name`` and is
@@ -802,6 +804,11 @@ def build_sweep_workloads(
     )
     if per_index:
         spec.backoff_limit_per_index = LEARNER_BACKOFF_LIMIT
+        if sweep.max_failures:
+            # a broken sweep stops after max_failures failed trials instead of failing all of them: the
+            # Job fails once failed indexes *exceed* maxFailedIndexes (at most completions; Kubernetes
+            # "Jobs: maximum number of failed indexes", 1.29+ with backoffLimitPerIndex)
+            spec.max_failed_indexes = min(sweep.max_failures - 1, trials)
     else:
         spec.backoff_limit = min(LEARNER_BACKOFF_LIMIT * trials, MAX_INT32)
     job = _stamp(

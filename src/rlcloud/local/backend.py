@@ -580,10 +580,15 @@ class LocalBackend(ExperimentBackend):
         active = scheduler_alive(statedir) or any(t.state == "running" for t in trials)
         overall: ExperimentState
         message = None
+        halted = state.get("halted")  # the sweeper stopped launching trials (max_failures, smoke trial)
         if active:
             overall = "running"
             if state.get("stop_requested"):
                 message = "stopping"
+            elif isinstance(halted, str):
+                message = f"{halted} (the running trials go on)"
+        elif isinstance(halted, str):
+            overall, message = "failed", halted
         elif all(t.finished for t in trials):
             overall = "failed" if any(t.state == "failed" for t in trials) else "succeeded"
         else:

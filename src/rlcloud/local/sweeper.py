@@ -15,16 +15,20 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlcloud.local.state import read_sweep_state, update_sweep_state
 from rlcloud.runner.early_stop import early_stopping_env
 
-__all__ = ["main", "run_sweep"]
+if TYPE_CHECKING:
+    from rlcloud.backend import ExperimentStatus
+
+__all__ = ["failure_signature", "main", "run_sweep"]
 
 logger = logging.getLogger(__name__)
 
@@ -43,8 +47,31 @@ def _finished_on_record(location: str, name: str) -> bool:
     return progress.get("state") in ("succeeded", "stopped-early")
 
 
+#: What varies between trials that fail the same way: numbers (learning rates, timesteps, pids, ports),
+#: addresses and the trial's own name. Replaced before failures are grouped.
+_VARYING = re.compile(r"0x[0-9a-fA-F]+|\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+
+
+def failure_signature(status: ExperimentStatus, trial_name: str) -> str:
+    """What a failed trial died of, the same for every trial that failed the same way: the exit code and the
+    first line of the failure (its role's last log line), with numbers and the trial's name blanked."""
+    role = next((r for r in status.roles if r.state == "failed"), None)
+    code = role.exit_code if role is not None else None
+    reason = (role.reason if role is not None else None) or status.message or "failed"
+    line = reason.split(":", 1)[1] if reason.startswith("exit code") and ":" in reason else reason
+    line = line.strip().splitlines()[0] if line.strip() else ""
+    line = _VARYING.sub("#", line.replace(trial_name, "<trial>"))[:200]
+    return f"exit code {code}: {line}" if code is not None else line
+
+
 def run_sweep(statedir: Path) -> int:
-    """Run the sweep described in ``statedir`` to the end (or until a stop is requested); exit code."""
+    """Run the sweep described in ``statedir`` to the end (or until a stop is requested); exit code.
+
+    Waste is bounded two ways (``max_failures``, ``smoke_timesteps`` of the sweep): the first trial of a
+    fresh sweep runs alone until it has trained ``smoke_timesteps`` (so a broken base experiment fails
+    once, not ``max_parallel`` times), and no trial is launched once ``max_failures`` trials have failed
+    with the same signature (:func:`failure_signature`); the sweep's state then says why.
+    """
     from rlcloud.local.backend import LocalBackend
     from rlcloud.record import start_recorded
     from rlcloud.specs.sweep import SweepSpec
@@ -57,7 +84,15 @@ def run_sweep(statedir: Path) -> int:
     trials = sweep.trials()
     pending = [t for t in trials if not _finished_on_record(location, t.name)]
     running: dict[str, Any] = {}
+    failures: dict[str, list[str]] = {}
+    # a fresh sweep (no trial started yet) proves its base experiment on one trial first
+    smoke = sweep.smoke_timesteps if len(pending) == len(trials) > 1 and max_parallel > 1 else 0
+    smoke_trial = pending[0].name if smoke else None
+    update_sweep_state(statedir, failures={}, halted=None)
+    halt: str | None = None
     logger.info("sweep %s: %d trials (%d to run), %d at a time", sweep.name, len(trials), len(pending), max_parallel)
+    if smoke_trial:
+        logger.info("trial %s runs alone until it has trained %d timesteps (smoke_timesteps)", smoke_trial, smoke)
     while pending or running:
         if read_sweep_state(statedir).get("stop_requested"):
             logger.info("stop requested: leaving %d queued trials", len(pending))
@@ -68,10 +103,36 @@ def run_sweep(statedir: Path) -> int:
             except Exception as exc:  # a status read failed: look again next round
                 logger.warning("status of %s: %s", name, exc)
                 continue
+            if name == smoke_trial and (status.finished or int(status.progress.get("timestep") or 0) >= smoke):
+                smoke_trial = None  # it trains (or it failed, and the sweep halts below): the others may start
+                if status.state == "failed":
+                    halt = f"the first trial ({name}) failed before training {smoke} timesteps (smoke_timesteps)"
+                else:
+                    logger.info(
+                        "trial %s trains (timestep %s): starting the others", name, status.progress.get("timestep")
+                    )
             if status.finished or status.state == "paused":
                 logger.info("trial %s %s", name, status.state)
                 del running[name]
-        while pending and len(running) < max_parallel:
+                if status.state == "failed":
+                    signature = failure_signature(status, name)
+                    failures.setdefault(signature, []).append(name)
+                    update_sweep_state(statedir, failures=failures)
+                    logger.error("trial %s failed: %s", name, signature)
+        worst = max(failures.items(), key=lambda item: len(item[1]), default=None)
+        if worst is not None and sweep.max_failures and len(worst[1]) >= sweep.max_failures:
+            halt = halt or (
+                f"{len(worst[1])} trials failed the same way ({', '.join(worst[1][:5])}), max_failures is "
+                f"{sweep.max_failures}"
+            )
+        if halt and pending:
+            signature = worst[0] if worst is not None else "?"
+            why = f"stopped launching trials: {halt}: {signature}; {len(pending)} left queued"
+            logger.error("%s", why)
+            update_sweep_state(statedir, halted=why)
+            pending = []
+            continue
+        while pending and len(running) < (1 if smoke_trial else max_parallel):
             trial = pending.pop(0)
             backend = LocalBackend(location, env=early_stopping_env(sweep, trial, location))
             try:
@@ -84,11 +145,15 @@ def run_sweep(statedir: Path) -> int:
                 )
             except Exception as exc:  # one trial that cannot start must not end the others
                 logger.error("trial %s could not start: %s", trial.name, exc)
+                failures.setdefault(f"could not start: {_VARYING.sub('#', str(exc))[:200]}", []).append(trial.name)
+                if trial.name == smoke_trial:
+                    smoke_trial = None
                 continue
             logger.info("trial %s started (%s)", trial.name, trial.config)
             running[trial.name] = backend
         time.sleep(_POLL_S)
-    logger.info("sweep %s: every trial has finished", sweep.name)
+    halted = read_sweep_state(statedir).get("halted")
+    logger.info("sweep %s: %s", sweep.name, "halted" if halted else "every trial has finished")
     return 0
 
 

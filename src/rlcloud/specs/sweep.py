@@ -141,6 +141,22 @@ class SweepSpec(StrictModel):
         "evaluation's mean return.",
     )
     early_stopping: EarlyStopping | None = Field(None, description="Stop clearly worse trials early; empty: off.")
+    max_failures: int = Field(
+        3,
+        ge=0,
+        le=MAX_TRIALS,
+        description="Stop launching trials once this many have failed the same way (locally: the same exit "
+        "code and error line; on Kubernetes: this many failed trials, the Job's maxFailedIndexes); running "
+        "trials go on. 0: never stop.",
+    )
+    smoke_timesteps: int = Field(
+        300,
+        ge=0,
+        le=1_000_000,
+        description="Locally, the first trial runs alone until it has trained this many timesteps (or "
+        "finished) before the others start, so a broken base experiment fails once, not max_parallel times. "
+        "0: all start at once.",
+    )
     results: str | None = Field(None, description="Results root (gs://bucket/prefix or a directory).")
 
     @field_validator("name")
