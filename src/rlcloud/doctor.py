@@ -106,6 +106,28 @@ def gpu_quota_metric(gpu_type: str, *, spot: bool) -> str:
     return ("PREEMPTIBLE_" if spot else "") + f"NVIDIA_{name.replace('-', '_')}_GPUS"
 
 
+def _quota(quotas: Any, name: str) -> tuple[float, float]:
+    """``(limit, free)`` of the quota ``name`` among Compute's ``quotas`` (absent: none, 0 of 0)."""
+    quota = next((q for q in quotas if q.metric == name), None)
+    if quota is None:
+        return 0.0, 0.0
+    return float(quota.limit), float(quota.limit) - float(quota.usage)
+
+
+def _metric_in_use(regional: Any, metric: str) -> tuple[str, str]:
+    """The regional quota a node pool draws on, and a note saying why when it is not ``metric`` itself.
+
+    Spot VMs use the preemptible quota when the project has one, and the standard quota otherwise
+    ("Create and use Spot VMs", cloud.google.com/compute/docs/instances/create-use-spot: preemptible quota
+    keeps Spot VMs from consuming the standard one): a project whose ``PREEMPTIBLE_NVIDIA_T4_GPUS`` is 0 or
+    absent runs Spot T4s on ``NVIDIA_T4_GPUS``.
+    """
+    if not metric.startswith("PREEMPTIBLE_") or _quota(regional, metric)[0] > 0:
+        return metric, ""
+    standard = metric.removeprefix("PREEMPTIBLE_")
+    return standard, f" (no {metric} quota: Spot VMs use {standard}; request either)"
+
+
 class _CheckFailedError(Exception):
     """A check's API call failed: carries the FAIL (or WARN) the check reports instead."""
 
@@ -361,16 +383,15 @@ class Doctor:
             return failed.check
         fix = f"request more in the Console: https://console.cloud.google.com/iam-admin/quotas?project={self.project}"
         found = []
+        metric, note = _metric_in_use(regional, metric)
         for quotas, name, where in ((regional, metric, f" in {region}"), (overall, "GPUS_ALL_REGIONS", "")):
-            quota = next((q for q in quotas if q.metric == name), None)
-            limit = float(quota.limit) if quota else 0.0
-            free = limit - (float(quota.usage) if quota else 0.0)
+            limit, free = _quota(quotas, name)
             if free < need:
-                return Check(
-                    "gpu-quota", "FAIL", f"{name}{where}: {free:g} free of {limit:g}, the spec needs {need}", fix
-                )
+                why = note or (" (Spot VMs use the preemptible quota when the project has one)" if spec.spot else "")
+                detail = f"{name}{where}: {free:g} free of {limit:g}, the spec needs {need}"
+                return Check("gpu-quota", "FAIL", detail + (why if name == metric else ""), fix)
             found.append(f"{name} {free:g} free")
-        return Check("gpu-quota", "OK", f"{'; '.join(found)} (needs {need})")
+        return Check("gpu-quota", "OK", f"{'; '.join(found)} (needs {need}){note}")
 
     def check_bucket(self) -> Check:
         """The results bucket exists and is reachable; soft delete is off (it bills every pruned checkpoint)."""

@@ -126,6 +126,34 @@ def test_gpu_quota(google_apis: FakeGoogleApis) -> None:
     assert check.status == "FAIL" and "permission denied" in check.detail and "roles/compute.viewer" in check.fix
 
 
+def test_spot_gpu_quota_falls_back_to_the_standard_quota(google_apis: FakeGoogleApis) -> None:
+    """Spot VMs use the preemptible quota when the project has one, else the standard one (Compute Engine,
+    "Create and use Spot VMs"): a project with only NVIDIA_T4_GPUS may run the Spot T4 pool."""
+    state = google_apis.state
+    state.region_quotas["PREEMPTIBLE_NVIDIA_T4_GPUS"] = 0  # what a project that asked for T4s has
+    state.region_quotas["NVIDIA_T4_GPUS"] = 4
+    check = _doctor(google_apis, spec=T4_SPOT).check_gpu_quota()
+    assert check.status == "OK", check
+    assert "NVIDIA_T4_GPUS 4 free" in check.detail
+    assert "no PREEMPTIBLE_NVIDIA_T4_GPUS quota: Spot VMs use NVIDIA_T4_GPUS" in check.detail
+    del state.region_quotas["PREEMPTIBLE_NVIDIA_T4_GPUS"]  # absent is none too
+    assert _doctor(google_apis, spec=T4_SPOT).check_gpu_quota().status == "OK"
+    # the standard quota too small: the FAIL names the one Spot VMs would use, and why
+    state.region_quotas["NVIDIA_T4_GPUS"] = 1
+    check = _doctor(google_apis, spec=T4_SPOT).check_gpu_quota()
+    assert check.status == "FAIL"
+    assert check.detail.startswith("NVIDIA_T4_GPUS in us-central1: 1 free of 1, the spec needs 2 (no PREEMPTIBLE_")
+    # with some preemptible quota, Spot VMs use it, however much standard quota there is
+    state.region_quotas.update({"PREEMPTIBLE_NVIDIA_T4_GPUS": 1, "NVIDIA_T4_GPUS": 64})
+    check = _doctor(google_apis, spec=T4_SPOT).check_gpu_quota()
+    assert check.status == "FAIL" and check.detail.startswith("PREEMPTIBLE_NVIDIA_T4_GPUS in us-central1: 1 free")
+    # on-demand pools never use the preemptible quota
+    state.region_quotas.update({"PREEMPTIBLE_NVIDIA_T4_GPUS": 64, "NVIDIA_T4_GPUS": 0})
+    on_demand = ClusterSpec(name="rl", gpu_type="nvidia-tesla-t4", num_nodes=2)
+    check = _doctor(google_apis, spec=on_demand).check_gpu_quota()
+    assert check.status == "FAIL" and check.detail.startswith("NVIDIA_T4_GPUS in us-central1: 0 free of 0")
+
+
 def test_bucket(google_apis: FakeGoogleApis, gcs: FakeGcsServer) -> None:
     check = _doctor(google_apis, gcs, bucket="gs://no-such-bucket-here/rl").check_bucket()
     assert check.status == "FAIL" and "does not exist" in check.detail
@@ -355,6 +383,20 @@ def test_the_first_start_on_a_new_cluster_is_refused_when_the_nodes_cannot_pull_
     assert cluster.handle.check_project()[3].status == "OK"
     cluster.handle.poll_interval = cluster.handle.max_poll_interval = 0.001
     assert cluster.create().status == "RUNNING"
+
+
+def test_cluster_create_runs_a_spot_pool_on_the_standard_gpu_quota(
+    gke: FakeClusterManager, google_apis: FakeGoogleApis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The bundled t4.yaml is Spot; a project granted NVIDIA_T4_GPUS only (what examples/gke_gpu.py asks
+    for) creates it: Compute Engine runs Spot VMs on the standard quota when there is no preemptible one."""
+    google_apis.state.region_quotas["PREEMPTIBLE_NVIDIA_T4_GPUS"] = 0
+    google_apis.state.region_quotas["NVIDIA_T4_GPUS"] = 2
+    code = main(["cluster", "create", "-f", str(BUNDLED / "t4.yaml"), "-n", "rl-t4", "--project", PROJECT, "--yes"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "OK   gpu-quota: NVIDIA_T4_GPUS 2 free" in out
+    assert gke.cluster_names() == ["rl-t4"]
 
 
 def test_doctor_false_creates_without_the_checks(gke: FakeClusterManager, google_apis: FakeGoogleApis) -> None:
