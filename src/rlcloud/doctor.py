@@ -66,6 +66,16 @@ PULL_ROLES = frozenset(
     }
 )
 _TIMEOUT = 30.0
+#: APIs that only the doctor calls, to look: rlcloud runs without them
+_DOCTOR_ONLY_APIS = frozenset({"serviceusage.googleapis.com", "cloudresourcemanager.googleapis.com"})
+#: The roles that let a caller see what each observing call reads (Google's IAM roles reference,
+#: cloud.google.com/iam/docs/roles-permissions/<service>); docs/gke-setup.md step 8 lists them per check.
+SEE_APIS = "roles/serviceusage.serviceUsageConsumer"  # serviceusage.services.get
+SEE_QUOTAS = "roles/compute.viewer"  # compute.regions.get, compute.projects.get
+SEE_IMAGES = "roles/artifactregistry.reader"  # artifactregistry.tags.get
+SEE_PROJECT = "roles/browser"  # resourcemanager.projects.get
+SEE_POLICIES = "roles/iam.securityReviewer"  # *.getIamPolicy, iam.roles.get
+SEE_BUCKET = "roles/storage.legacyBucketReader"  # storage.buckets.get (roles/storage.objectAdmin lacks it)
 _AR_IMAGE_RE = re.compile(r"^([a-z0-9-]+)-docker\.pkg\.dev/([^/]+)/([^/]+)/(.+?)(?::([\w.-]+))?(?:@.*)?$")
 _GPU_QUOTA_NAMES = {
     "nvidia-tesla-p100": "P100",
@@ -142,6 +152,15 @@ def _describe(exc: BaseException) -> str:
     message = str(getattr(exc, "message", None) or exc)
     message = re.sub(r"^[A-Z]+ \S+: ", "", message).splitlines()[0] if message else ""
     return redact(f"{type(exc).__name__}: {message}"[:240])
+
+
+def _service_account_path(account: str) -> str:
+    """The resource name of a service account: under its own project when the email names it, so that a
+    missing account is 404; ``projects/-`` answers 403 for one that does not exist (IAM reference,
+    projects.serviceAccounts.get)."""
+    domain = account.partition("@")[2]
+    project = domain.removesuffix(".iam.gserviceaccount.com") if domain.endswith(".iam.gserviceaccount.com") else "-"
+    return f"projects/{project}/serviceAccounts/{account}"
 
 
 def _grants(bindings: Any, member: str, roles: frozenset[str]) -> bool:
@@ -234,9 +253,15 @@ class Doctor:
         api: str,
         denied: str,
         not_found: tuple[str, str] | None = None,
+        observe: str | None = None,
     ) -> Check:
         """The FAIL for a call that raised ``exc`` while ``what``: the fix for its cause (no credentials, API
-        disabled, permission denied, not found), or what it said when it is none of those."""
+        disabled, permission denied, not found), or what it said when it is none of those.
+
+        ``observe``: the call only looks (rlcloud itself never needs what it reads), and this role lets the
+        caller see: a permission denied is then a WARN ("cannot tell") with the grant, never a FAIL, so that a
+        narrowly granted identity (docs/gke-setup.md step 2) is not refused a cluster it may create.
+        """
         from google.api_core import exceptions as gexc
         from google.auth import exceptions as auth_exc
 
@@ -252,11 +277,20 @@ class Doctor:
                 or "has not been used" in text
                 or "is disabled" in text
             ):
+                # an API only the doctor calls (rlcloud never needs it to run) being off is no reason to refuse
+                status = "WARN" if observe and api in _DOCTOR_ONLY_APIS else "FAIL"
                 return Check(
                     name,
-                    "FAIL",
+                    status,
                     f"cannot {what}: {api} is not enabled",
                     f"gcloud services enable {api} --project={self.project}",
+                )
+            if observe:
+                return Check(
+                    name,
+                    "WARN",
+                    f"cannot tell: permission denied to {what} ({_describe(exc)}); grant {observe} to see",
+                    self._grant_fix(observe),
                 )
             return Check(name, "FAIL", f"cannot {what}: permission denied ({_describe(exc)})", denied)
         # an API error of another kind (say, 400 or 503) may mean a disabled or unreachable service; anything
@@ -292,7 +326,8 @@ class Doctor:
                     "apis",
                     "read the enabled APIs",
                     api="serviceusage.googleapis.com",
-                    denied=self._grant_fix("roles/serviceusage.serviceUsageConsumer"),
+                    denied=self._grant_fix(SEE_APIS),
+                    observe=SEE_APIS,
                 ),
                 self._client(service_usage_v1.ServiceUsageClient) as client,
             ):
@@ -372,7 +407,8 @@ class Doctor:
                 "gpu-quota",
                 "read quotas",
                 api="compute.googleapis.com",
-                denied=self._grant_fix("roles/compute.viewer"),
+                denied=self._grant_fix(SEE_QUOTAS),
+                observe=SEE_QUOTAS,
                 not_found=(f"region {region} does not exist", "gcloud compute regions list"),
             ):
                 with self._client(compute_v1.RegionsClient) as regions:
@@ -412,6 +448,16 @@ class Doctor:
                 f"gs://{self.bucket} does not exist",
                 f"gcloud storage buckets create gs://{self.bucket} --project={self.project} "
                 "--uniform-bucket-level-access --soft-delete-duration=0",
+            )
+        except (gexc.Forbidden, gexc.PermissionDenied) as exc:
+            # storage.buckets.get is not in roles/storage.objectAdmin, the role a CI identity has on the bucket
+            return Check(
+                "bucket",
+                "WARN",
+                f"cannot tell whether gs://{self.bucket} exists and has soft delete off: permission denied "
+                f"({exc.code}, storage.buckets.get); grant {SEE_BUCKET} on the bucket to see",
+                f"gcloud storage buckets add-iam-policy-binding gs://{self.bucket} "
+                f"--member=user:YOU@example.com --role={SEE_BUCKET}",
             )
         except gexc.GoogleAPICallError as exc:
             return Check(
@@ -453,11 +499,11 @@ class Doctor:
                         f"service account {account} does not exist",
                         f"gcloud iam service-accounts create {account.split('@')[0]} --project={self.project}",
                     ),
+                    observe=SEE_POLICIES,
                 ),
                 self._iam_client() as client,
             ):
-                # projects/-: the service account's own project, whichever it is
-                request = iam_policy_pb2.GetIamPolicyRequest(resource=f"projects/-/serviceAccounts/{account}")
+                request = iam_policy_pb2.GetIamPolicyRequest(resource=_service_account_path(account))
                 policy = client.get_iam_policy(request=request, timeout=_TIMEOUT)
         except _CheckFailedError as failed:
             return failed.check
@@ -512,26 +558,28 @@ class Doctor:
 
         found: list[str] = []
         outside: list[str] = []
+        unseen: list[Check] = []  # images these credentials may not look up: cannot tell
         repositories: dict[tuple[str, str, str], None] = {}  # (project, location, repository), in order
-        try:
-            for image in images:
-                match = _AR_IMAGE_RE.match(image)
-                if not match:
-                    outside.append(image)
-                    continue
-                location, project, repository, package, tag = match.groups()
-                variant = "gpu" if image == self.config.gpu_image else "cpu"
+        for image in images:
+            match = _AR_IMAGE_RE.match(image)
+            if not match:
+                outside.append(image)
+                continue
+            location, project, repository, package, tag = match.groups()
+            variant = "gpu" if image == self.config.gpu_image else "cpu"
+            try:
                 with (
                     self._calling(
                         "images",
                         f"look up {image}",
                         api="artifactregistry.googleapis.com",
-                        denied=self._grant_fix("roles/artifactregistry.reader"),
+                        denied=self._grant_fix(SEE_IMAGES),
                         not_found=(
                             f"{image} does not exist",
                             "gcloud builds submit --config images/cloudbuild.yaml "
                             f"--substitutions=_VARIANT={variant} .",
                         ),
+                        observe=SEE_IMAGES,
                     ),
                     self._client(artifactregistry_v1.ArtifactRegistryClient) as client,
                 ):
@@ -541,17 +589,28 @@ class Doctor:
                         f"{package.replace('/', '%2F')}/tags/{tag or 'latest'}"
                     )
                     client.get_tag(name=name, timeout=_TIMEOUT)
+            except _CheckFailedError as failed:
+                if failed.check.status != "WARN":
+                    return failed.check
+                unseen.append(failed.check)
+            else:
                 found.append(image)
-                repositories[(project, location, repository)] = None
+            # whether or not the tag could be seen, the nodes' access to its repository still can be
+            repositories[(project, location, repository)] = None
+        try:
             pull = self._node_pull(list(repositories))
         except _CheckFailedError as failed:
-            return failed.check
+            pull = failed.check
+        if pull is not None and pull.status == "FAIL":  # the repository it names says which images
+            return pull
         notes = [f"{i} (not in Artifact Registry: not checked)" for i in outside]
         detail = ", ".join(found + notes)
+        warnings = [*unseen, *([pull] if pull is not None and pull.status == "WARN" else [])]
+        if warnings:
+            seen = f"{detail}; " if detail else ""
+            return Check("images", "WARN", seen + "; ".join(w.detail for w in warnings), warnings[0].fix)
         if pull is None:
             return Check("images", "OK", detail)
-        if pull.status != "OK":  # the repository it names says which images
-            return pull
         return Check("images", "OK", f"{detail}; {pull.detail}")
 
     def _node_account(self) -> str:
@@ -566,7 +625,8 @@ class Doctor:
                 "images",
                 f"read project {self.project}'s number (for its default compute service account)",
                 api="cloudresourcemanager.googleapis.com",
-                denied=self._grant_fix("roles/browser"),
+                denied=self._grant_fix(SEE_PROJECT),
+                observe=SEE_PROJECT,
             ),
             self._client(resourcemanager_v3.ProjectsClient) as client,
         ):
@@ -600,7 +660,8 @@ class Doctor:
                         policy = client.get_iam_policy(request={"resource": resource}, timeout=_TIMEOUT)
                 except (gexc.PermissionDenied, gexc.Forbidden) as exc:
                     if getattr(exc, "reason", None) == "SERVICE_DISABLED":
-                        raise _CheckFailedError(self._failure("images", exc, what, api=api, denied="")) from exc
+                        failure = self._failure("images", exc, what, api=api, denied="", observe=SEE_POLICIES)
+                        raise _CheckFailedError(failure) from exc
                     # reading a policy takes more than pulling does: say so, and refuse nothing
                     unreadable.append(resource)
                     continue
@@ -625,7 +686,11 @@ class Doctor:
             )
         if unknown:
             return Check(
-                "images", "WARN", f"cannot tell whether the nodes ({account}) may pull from {'; '.join(unknown)}"
+                "images",
+                "WARN",
+                f"cannot tell whether the nodes ({account}) may pull from {'; '.join(unknown)}; grant "
+                f"{SEE_POLICIES} to see",
+                self._grant_fix(SEE_POLICIES),
             )
         return Check("images", "OK", f"the nodes ({account}) may pull them")
 
