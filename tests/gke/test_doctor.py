@@ -171,6 +171,45 @@ def test_spot_gpu_quota_falls_back_to_the_standard_quota(google_apis: FakeGoogle
     assert check.status == "FAIL" and check.detail.startswith("NVIDIA_T4_GPUS in us-central1: 0 free of 0")
 
 
+@pytest.mark.parametrize(
+    ("gpu_type", "machine_type", "spot", "metric"),
+    [
+        ("nvidia-h200-141gb", "a3-ultragpu-8g", False, "NVIDIA_H200_GPUS"),
+        ("nvidia-h200-141gb", "a3-ultragpu-8g", True, "NVIDIA_H200_GPUS"),  # no preemptible metric either
+        ("nvidia-h100-mega-80gb", "a3-megagpu-8g", False, "NVIDIA_H100_MEGA_GPUS"),
+        ("nvidia-h100-80gb", "a3-highgpu-8g", False, "NVIDIA_H100_GPUS"),  # only PREEMPTIBLE_ exists
+    ],
+)
+def test_quota_metrics_compute_does_not_report_are_a_warning(
+    google_apis: FakeGoogleApis, gpu_type: str, machine_type: str, spot: bool, metric: str
+) -> None:
+    """google-cloud-compute's Quota.Metric has no on-demand H100, H100 Mega or H200 name, and regions.get
+    lists none (the fake serves only the enum's names): the doctor cannot tell, instead of "0 of 0"."""
+    spec = ClusterSpec(name="rl", gpu_type=gpu_type, machine_type=machine_type, gpus_per_node=8, spot=spot)
+    check = _doctor(google_apis, spec=spec).check_gpu_quota()
+    assert check.status == "WARN" and check.ok, check
+    assert check.detail.startswith(f"Compute reports no quota metric for {gpu_type} ({metric} in us-central1)")
+    assert "GPUS_ALL_REGIONS 64 free" in check.detail and "quotas?project=" in check.fix
+    # GPUS_ALL_REGIONS, which Compute does report, still refuses
+    google_apis.state.project_quotas["GPUS_ALL_REGIONS"] = 0
+    assert _doctor(google_apis, spec=spec).check_gpu_quota().status == "FAIL"
+    google_apis.state.project_quotas["GPUS_ALL_REGIONS"] = 64
+
+
+def test_spot_h100_uses_the_preemptible_quota_compute_reports(google_apis: FakeGoogleApis) -> None:
+    spec = ClusterSpec(name="rl", gpu_type="nvidia-h100-80gb", machine_type="a3-highgpu-8g", gpus_per_node=8, spot=True)
+    check = _doctor(google_apis, spec=spec).check_gpu_quota()
+    assert check.status == "OK" and "PREEMPTIBLE_NVIDIA_H100_GPUS 64 free" in check.detail
+    # none of it: Spot VMs would use the on-demand quota, which Compute does not report
+    google_apis.state.region_quotas["PREEMPTIBLE_NVIDIA_H100_GPUS"] = 0
+    check = _doctor(google_apis, spec=spec).check_gpu_quota()
+    assert check.status == "WARN" and "(NVIDIA_H100_GPUS in us-central1)" in check.detail
+    # a metric Compute defines but does not list is none (a new project's T4s): 0 of 0, a FAIL
+    google_apis.state.region_quotas.clear()
+    check = _doctor(google_apis, spec=ClusterSpec(name="rl", gpu_type="nvidia-tesla-t4")).check_gpu_quota()
+    assert check.status == "FAIL" and "NVIDIA_T4_GPUS in us-central1: 0 free of 0" in check.detail
+
+
 def _bucket_behind_iam(gcs: FakeGcsServer, roles: set[str]) -> FaultyProxy:
     """fake-gcs-server has no IAM: a proxy answers ``buckets.get`` 403 unless ``roles`` hold
     storage.buckets.get, which roles/storage.objectAdmin does not (Cloud Storage IAM roles reference,
