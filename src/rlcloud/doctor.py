@@ -12,8 +12,9 @@ could not tell and refuses nothing):
 * ``images``: the runner images exist in Artifact Registry, and the cluster's nodes may pull them: their
   service account (the spec's ``service_account``, else the project's default Compute Engine account) holds
   ``roles/artifactregistry.reader`` or a role that includes it on the repository or its project;
-* ``reaper``: the reaper's Google service account lets ``rlcloud-system/rlcloud-reaper`` act as it (IAM),
-  when a spec has a ttl or autodown.
+* ``reaper``: the reaper's Google service account lets ``rlcloud-system/rlcloud-reaper`` act as it (IAM), and
+  the roles the project binds to it hold what the reaper calls (:data:`REAPER_PERMISSIONS`), when a spec has a
+  ttl or autodown.
 
 Each service is called through its official client library (google-cloud-service-usage,
 -resource-manager, -compute, -iam, -artifact-registry, -storage), imported inside the check that uses it:
@@ -40,7 +41,7 @@ from rlcloud.config import ProjectConfig
 from rlcloud.logsafety import redact
 from rlcloud.specs.cluster import REGION_RE, ClusterSpec
 
-__all__ = ["API_HOST_ENV", "PULL_ROLES", "Check", "Doctor", "gpu_quota_metric"]
+__all__ = ["API_HOST_ENV", "PULL_ROLES", "REAPER_PERMISSIONS", "Check", "Doctor", "gpu_quota_metric"]
 
 API_HOST_ENV = "RLCLOUD_GOOGLE_API_HOST"
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
@@ -54,6 +55,8 @@ CLUSTER_PERMISSIONS = (
     "container.operations.get",
     "container.operations.list",
 )
+#: What the in-cluster reaper asks the Container API (rlcloud.reaper.run_once: get_cluster, then delete_cluster)
+REAPER_PERMISSIONS = ("container.clusters.get", "container.clusters.delete")
 #: Roles that let a principal pull from an Artifact Registry repository (reader, and the roles that include it).
 PULL_ROLES = frozenset(
     {
@@ -532,7 +535,8 @@ class Doctor:
         )
 
     def check_reaper(self) -> Check:
-        """The in-cluster reaper's Kubernetes ServiceAccount may act as ``reaper_service_account``."""
+        """The in-cluster reaper's Kubernetes ServiceAccount may act as ``reaper_service_account``, which may get
+        and delete the cluster."""
         if self.spec is not None and self.spec.ttl is None and self.spec.autodown is None:
             return Check("reaper", "SKIP", "the cluster spec has no ttl or autodown")
         if self.spec is None and not self.config.reaper_service_account:
@@ -546,7 +550,74 @@ class Doctor:
                 "no reaper_service_account in rlcloud.yaml: ttl/autodown act only through `rlcloud cluster reap`",
                 "see docs/gke-setup.md#7-teardown-inside-the-cluster",
             )
-        return check
+        if check.status == "FAIL":
+            return check
+        assert self.config.reaper_service_account  # a SKIP otherwise
+        may = self._reaper_permissions(self.config.reaper_service_account)
+        if may.status == "FAIL":
+            return may
+        if "WARN" in (check.status, may.status):
+            return Check("reaper", "WARN", f"{check.detail}; {may.detail}", check.fix or may.fix)
+        return Check("reaper", "OK", f"{check.detail}, which {may.detail}")
+
+    def _reaper_permissions(self, account: str) -> Check:
+        """Whether the reaper's Google service account holds :data:`REAPER_PERMISSIONS` on the project: the roles
+        the project's IAM policy binds to it (Resource Manager ``projects.getIamPolicy``), each role's permissions
+        from IAM ``roles.get``. Grants on folders, the organisation or through groups are not read."""
+        from google.api_core import exceptions as gexc
+        from google.cloud import iam_admin_v1, resourcemanager_v3
+
+        member = f"serviceAccount:{account}"
+        role = f"projects/{self.project}/roles/rlcloudReaper"
+        fix = f"gcloud projects add-iam-policy-binding {self.project} --member={member} --role={role}"
+        try:
+            with (
+                self._calling(
+                    "reaper",
+                    f"read the IAM policy of project {self.project}",
+                    api="cloudresourcemanager.googleapis.com",
+                    denied=self._grant_fix(SEE_POLICIES),
+                    observe=SEE_POLICIES,
+                ),
+                self._client(resourcemanager_v3.ProjectsClient) as client,
+            ):
+                policy = client.get_iam_policy(request={"resource": f"projects/{self.project}"}, timeout=_TIMEOUT)
+            roles = sorted({b.role for b in policy.bindings if member in b.members})
+            held: set[str] = set()
+            unreadable: list[str] = []
+            with self._iam_client() as iam:
+                for name in roles:
+                    try:
+                        found = iam.get_role(request=iam_admin_v1.GetRoleRequest(name=name), timeout=_TIMEOUT)
+                    except (gexc.PermissionDenied, gexc.Forbidden):  # a custom role needs iam.roles.get to read
+                        unreadable.append(name)
+                        continue
+                    except Exception as exc:  # auth, transport, other API errors: the check's FAIL
+                        failure = self._failure("reaper", exc, f"read role {name}", api="iam.googleapis.com", denied="")
+                        raise _CheckFailedError(failure) from exc
+                    held.update(found.included_permissions)
+        except _CheckFailedError as failed:
+            return failed.check
+        missing = [p for p in REAPER_PERMISSIONS if p not in held]
+        if not missing:
+            return Check("reaper", "OK", "may get and delete the cluster")
+        if unreadable:
+            return Check(
+                "reaper",
+                "WARN",
+                f"cannot tell whether {account} may delete the cluster: the permissions of {', '.join(unreadable)} "
+                f"are not readable here; grant {SEE_POLICIES} to see",
+                self._grant_fix(SEE_POLICIES),
+            )
+        bound = ", ".join(roles) or "none"
+        return Check(
+            "reaper",
+            "FAIL",
+            f"{account} lacks {', '.join(missing)}: the reaper could not delete the cluster at its ttl/autodown "
+            f"(its roles on project {self.project}: {bound}; folder, organisation and group grants are not read). "
+            "Grant it the rlcloudReaper role of docs/gke-setup.md step 7 (or roles/container.clusterAdmin)",
+            fix,
+        )
 
     def _images(self) -> list[str]:
         if self.images is not None:

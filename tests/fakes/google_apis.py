@@ -9,10 +9,11 @@ The REST (JSON over HTTP/1.1) APIs the generated clients' REST transports call, 
 * Artifact Registry v1: ``GET /v1/projects/P/locations/L/repositories/R/packages/PKG/tags/T`` and
   ``GET /v1/projects/P/locations/L/repositories/R:getIamPolicy``;
 
-and, as gRPC (HTTP/2, plaintext), ``google.iam.admin.v1.IAM/GetIamPolicy`` (service accounts' policies):
-the IAM admin client has no REST transport. Both protocols share one port: each connection is handed to the
-HTTP server or relayed to the gRPC server by its first bytes (HTTP/2's preface starts ``PRI``), so that one
-``RLCLOUD_GOOGLE_API_HOST=http://127.0.0.1:PORT`` sends every doctor client here.
+and, as gRPC (HTTP/2, plaintext), ``google.iam.admin.v1.IAM/GetIamPolicy`` (service accounts' policies) and
+``IAM/GetRole`` (a role's permissions): the IAM admin client has no REST transport. Both protocols share one
+port: each connection is handed to the HTTP server or relayed to the gRPC server by its first bytes (HTTP/2's
+preface starts ``PRI``), so that one ``RLCLOUD_GOOGLE_API_HOST=http://127.0.0.1:PORT`` sends every doctor
+client here.
 
 Errors have Google's JSON shape (``{"error": {"code", "message", "status", "details"}}``, an ``ErrorInfo``
 with reason ``SERVICE_DISABLED`` for a disabled API), or a gRPC status. :attr:`FakeGoogleApis.requests`
@@ -44,6 +45,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import grpc
+from google.cloud import iam_admin_v1
 from google.iam.v1 import iam_policy_pb2, policy_pb2
 
 __all__ = ["FakeGoogleApis", "GoogleState", "default_compute_account"]
@@ -352,7 +354,12 @@ class FakeGoogleApis:
                 self._service_account_policy,
                 request_deserializer=iam_policy_pb2.GetIamPolicyRequest.FromString,
                 response_serializer=policy_pb2.Policy.SerializeToString,
-            )
+            ),
+            "GetRole": grpc.unary_unary_rpc_method_handler(
+                self._get_role,
+                request_deserializer=iam_admin_v1.GetRoleRequest.deserialize,
+                response_serializer=iam_admin_v1.Role.serialize,
+            ),
         }
         self._grpc.add_generic_rpc_handlers(
             (grpc.method_handlers_generic_handler("google.iam.admin.v1.IAM", handlers),)
@@ -401,6 +408,27 @@ class FakeGoogleApis:
             policy_pb2.Binding(role=b["role"], members=b["members"]) for b in self.state.service_accounts[account]
         ]
         return policy_pb2.Policy(version=1, etag=b"BwXfake=", bindings=bindings)
+
+    def _get_role(self, request: Any, context: grpc.ServicerContext) -> Any:
+        """A role and its permissions. A predefined role (``roles/X``) may be read by anyone; a custom one needs
+        ``iam.roles.get`` (IAM REST reference: roles.get, projects.roles.get)."""
+        name = request.name
+        self.record("roles.get", name)
+        if name.startswith("roles/"):
+            if name not in ROLE_PERMISSIONS:
+                context.abort(grpc.StatusCode.NOT_FOUND, f"The role named {name} was not found.")
+            permissions = ROLE_PERMISSIONS[name]
+            if "*" in permissions:  # a basic role: every permission the fake knows
+                permissions = frozenset().union(*(p for p in ROLE_PERMISSIONS.values() if "*" not in p))
+        else:
+            if not self.state.permits("iam.roles.get"):
+                context.abort(
+                    grpc.StatusCode.PERMISSION_DENIED, f"Permission 'iam.roles.get' denied on resource '{name}'."
+                )
+            if name not in self.state.custom_roles:
+                context.abort(grpc.StatusCode.NOT_FOUND, f"The role named {name} was not found.")
+            permissions = frozenset(self.state.custom_roles[name])
+        return iam_admin_v1.Role(name=name, included_permissions=sorted(permissions))
 
     # ------------------------------------------------------------------------------------------ one port
 

@@ -25,6 +25,9 @@ from tests.gke.conftest import PROJECT
 
 RUNNER = f"rlcloud-runner@{PROJECT}.iam.gserviceaccount.com"
 REAPER = f"rlcloud-reaper@{PROJECT}.iam.gserviceaccount.com"
+#: the custom role docs/gke-setup.md step 7 creates for the reaper
+REAPER_ROLE = f"projects/{PROJECT}/roles/rlcloudReaper"
+REAPER_ROLE_PERMISSIONS = {"container.clusters.get", "container.clusters.delete", "container.operations.get"}
 NODES = f"rlcloud-nodes@{PROJECT}.iam.gserviceaccount.com"
 IMAGE = f"us-central1-docker.pkg.dev/{PROJECT}/rlcloud/runner-cpu:0.1.0"
 GPU_IMAGE = f"us-central1-docker.pkg.dev/{PROJECT}/rlcloud/runner-gpu:0.1.0"
@@ -60,7 +63,8 @@ def _doctor(google: FakeGoogleApis, gcs: FakeGcsServer | None = None, **options:
     state.tags.update({"rlcloud/runner-cpu:0.1.0", "rlcloud/runner-gpu:0.1.0"})
     if not state.project_policy:
         reader = {"role": "roles/artifactregistry.reader", "members": [f"serviceAccount:{default_compute_account()}"]}
-        state.project_policy.append(reader)
+        state.project_policy.extend([reader, {"role": REAPER_ROLE, "members": [f"serviceAccount:{REAPER}"]}])
+    state.custom_roles.setdefault(REAPER_ROLE, set(REAPER_ROLE_PERMISSIONS))
     config = options.pop(
         "config",
         ProjectConfig(image=IMAGE, gpu_image=GPU_IMAGE, gcp_service_account=RUNNER, reaper_service_account=REAPER),
@@ -348,6 +352,40 @@ def test_reaper(google_apis: FakeGoogleApis) -> None:
     assert check.status == "FAIL" and "does not exist" in check.detail and "service-accounts create" in check.fix
     assert _doctor(google_apis, spec=ClusterSpec(name="rl")).check_reaper().status == "SKIP"
     assert _doctor(google_apis, config=ProjectConfig()).check_reaper().status == "SKIP"  # no spec, no reaper
+
+
+def test_reaper_permissions(google_apis: FakeGoogleApis) -> None:
+    """The reaper's Google service account must hold what the reaper asks the Container API (get, then delete
+    the cluster): read from the project's IAM policy and each bound role's permissions (IAM roles.get)."""
+    state = google_apis.state
+    check = _doctor(google_apis, spec=T4_SPOT).check_reaper()
+    assert check.status == "OK" and check.detail.endswith("which may get and delete the cluster"), check
+    assert ("roles.get", REAPER_ROLE) in google_apis.requests
+    # the custom role without delete: the reaper would fail silently at the ttl
+    state.custom_roles[REAPER_ROLE] = REAPER_ROLE_PERMISSIONS - {"container.clusters.delete"}
+    check = _doctor(google_apis, spec=T4_SPOT).check_reaper()
+    assert check.status == "FAIL"
+    assert check.detail.startswith(f"{REAPER} lacks container.clusters.delete: the reaper could not delete")
+    assert f"its roles on project {PROJECT}: {REAPER_ROLE}" in check.detail and "rlcloudReaper" in check.detail
+    assert check.fix == (
+        f"gcloud projects add-iam-policy-binding {PROJECT} --member=serviceAccount:{REAPER} --role={REAPER_ROLE}"
+    )
+    # no role at all on the project
+    state.project_policy[:] = [b for b in state.project_policy if b["role"] != REAPER_ROLE]
+    check = _doctor(google_apis, spec=T4_SPOT).check_reaper()
+    assert check.status == "FAIL" and "its roles on project" in check.detail and ": none;" in check.detail
+    # a predefined role that holds both (roles/container.clusterAdmin) is read without iam.roles.get
+    state.project_policy.append({"role": "roles/container.clusterAdmin", "members": [f"serviceAccount:{REAPER}"]})
+    state.roles = {"roles/browser"}  # reads the project's policy, not custom roles nor accounts' policies
+    check = _doctor(google_apis, spec=T4_SPOT).check_reaper()
+    assert check.status == "WARN", check  # the Workload Identity binding: cannot tell; the role: seen
+    assert check.detail.startswith("cannot tell: permission denied to read the IAM policy of " + REAPER)
+    assert check.detail.endswith("; may get and delete the cluster")
+    # a custom role these credentials may not read: cannot tell, refuses nothing
+    state.project_policy[-1] = {"role": REAPER_ROLE, "members": [f"serviceAccount:{REAPER}"]}
+    state.roles = {"roles/browser", "roles/iam.serviceAccountUser"}
+    check = _doctor(google_apis, spec=T4_SPOT).check_reaper()
+    assert check.status == "WARN" and f"the permissions of {REAPER_ROLE} are not readable here" in check.detail
 
 
 def test_images_exist(google_apis: FakeGoogleApis) -> None:
