@@ -154,7 +154,7 @@ def smoke(
     name = f"rlcloud-smoke-{secrets.token_hex(3)}"
     token = secrets.token_hex(8)
     try:
-        _submit_and_watch(run, backend, name, token, results, image, gpu, node, timeout, poll_interval)
+        _submit_and_watch(run, backend, name, token, results, image, node, timeout, poll_interval)
     finally:
         _clean_up(run, backend, name, results)
     failed = [s.name for s in run.steps if not s.ok]
@@ -170,7 +170,6 @@ def _submit_and_watch(
     token: str,
     results: str,
     image: str | None,
-    gpu: bool,
     node: str,
     timeout: float,
     poll_interval: float,
