@@ -13,8 +13,10 @@ What it does, in order:
 4. stops the experiment and deletes the cluster, also after an error or Ctrl-C (``--keep-cluster`` keeps it).
 
 Before the first run (docs/gke-setup.md): enable the Kubernetes Engine and Cloud Storage APIs, get T4 quota
-(GPUS_ALL_REGIONS and NVIDIA_T4_GPUS in the region), create the bucket, build and push the runner images
-(docs/images.md) and name them in rlcloud.yaml (``image:`` / ``gpu_image:``). This costs money while it runs.
+(GPUS_ALL_REGIONS and NVIDIA_T4_GPUS in the region: the cluster's Spot VMs use the standard quota when the
+project has no PREEMPTIBLE_NVIDIA_T4_GPUS, docs/gke-setup.md step 3), create the bucket, build and push the
+runner images (docs/images.md) and name them in rlcloud.yaml (``image:`` / ``gpu_image:``). This costs money
+while it runs.
 """
 
 from __future__ import annotations

@@ -136,7 +136,14 @@ LAYERS: list[tuple[str, ...]] = [
     ("rlcloud.specs", "rlcloud.config", "rlcloud.results", "rlcloud.backend"),
     ("rlcloud.storage", "rlcloud.record", "rlcloud.plotting"),
     ("rlcloud.gke", "rlcloud.k8s", "rlcloud.runner", "rlcloud.local", "rlcloud.reaper", "rlcloud.doctor"),
-    ("rlcloud.cluster", "rlcloud.experiment", "rlcloud.sweep", "rlcloud.compare", "rlcloud.validation"),
+    (
+        "rlcloud.cluster",
+        "rlcloud.experiment",
+        "rlcloud.sweep",
+        "rlcloud.compare",
+        "rlcloud.validation",
+        "rlcloud.smoke",
+    ),
     ("rlcloud.cli", "rlcloud.__main__"),
 ]
 

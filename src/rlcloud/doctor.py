@@ -12,8 +12,9 @@ could not tell and refuses nothing):
 * ``images``: the runner images exist in Artifact Registry, and the cluster's nodes may pull them: their
   service account (the spec's ``service_account``, else the project's default Compute Engine account) holds
   ``roles/artifactregistry.reader`` or a role that includes it on the repository or its project;
-* ``reaper``: the reaper's Google service account lets ``rlcloud-system/rlcloud-reaper`` act as it (IAM),
-  when a spec has a ttl or autodown.
+* ``reaper``: the reaper's Google service account lets ``rlcloud-system/rlcloud-reaper`` act as it (IAM), and
+  the roles the project binds to it hold what the reaper calls (:data:`REAPER_PERMISSIONS`), when a spec has a
+  ttl or autodown.
 
 Each service is called through its official client library (google-cloud-service-usage,
 -resource-manager, -compute, -iam, -artifact-registry, -storage), imported inside the check that uses it:
@@ -25,12 +26,21 @@ address. Cloud Storage follows ``STORAGE_EMULATOR_HOST`` or ``storage_client=``.
 
 ``Doctor.run(cheap_only=True)`` (APIs, permissions, GPU quota, images: a few requests) is what creating a
 cluster runs first (:meth:`rlcloud.gke.GkeCluster.create`).
+
+``python -m rlcloud.doctor probe`` is the program ``rlcloud doctor --smoke`` runs in a pod of the cluster
+(:mod:`rlcloud.smoke`): it writes and reads back an object in the results store with the pod's own identity
+(Workload Identity), and, when it was given a GPU, asks TensorFlow to see it and compute on it; one line per
+step, ``rlcloud-smoke {json}``.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import re
+import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -40,9 +50,23 @@ from rlcloud.config import ProjectConfig
 from rlcloud.logsafety import redact
 from rlcloud.specs.cluster import REGION_RE, ClusterSpec
 
-__all__ = ["API_HOST_ENV", "PULL_ROLES", "Check", "Doctor", "gpu_quota_metric"]
+__all__ = [
+    "API_HOST_ENV",
+    "PROBE_LINE",
+    "PROBE_OBJECT",
+    "PULL_ROLES",
+    "REAPER_PERMISSIONS",
+    "Check",
+    "Doctor",
+    "gpu_quota_metric",
+    "probe",
+]
 
 API_HOST_ENV = "RLCLOUD_GOOGLE_API_HOST"
+#: how the probe's lines start in the pod's log
+PROBE_LINE = "rlcloud-smoke "
+#: the object the probe writes in its results location (the smoke reads it back from outside, then deletes it)
+PROBE_OBJECT = "smoke/probe.json"
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 #: What creating, using and deleting a cluster needs (roles/container.admin holds all of them).
 CLUSTER_PERMISSIONS = (
@@ -54,6 +78,8 @@ CLUSTER_PERMISSIONS = (
     "container.operations.get",
     "container.operations.list",
 )
+#: What the in-cluster reaper asks the Container API (rlcloud.reaper.run_once: get_cluster, then delete_cluster)
+REAPER_PERMISSIONS = ("container.clusters.get", "container.clusters.delete")
 #: Roles that let a principal pull from an Artifact Registry repository (reader, and the roles that include it).
 PULL_ROLES = frozenset(
     {
@@ -66,6 +92,16 @@ PULL_ROLES = frozenset(
     }
 )
 _TIMEOUT = 30.0
+#: APIs that only the doctor calls, to look: rlcloud runs without them
+_DOCTOR_ONLY_APIS = frozenset({"serviceusage.googleapis.com", "cloudresourcemanager.googleapis.com"})
+#: The roles that let a caller see what each observing call reads (Google's IAM roles reference,
+#: cloud.google.com/iam/docs/roles-permissions/<service>); docs/gke-setup.md step 8 lists them per check.
+SEE_APIS = "roles/serviceusage.serviceUsageConsumer"  # serviceusage.services.get
+SEE_QUOTAS = "roles/compute.viewer"  # compute.regions.get, compute.projects.get
+SEE_IMAGES = "roles/artifactregistry.reader"  # artifactregistry.tags.get
+SEE_PROJECT = "roles/browser"  # resourcemanager.projects.get
+SEE_POLICIES = "roles/iam.securityReviewer"  # *.getIamPolicy, iam.roles.get
+SEE_BUCKET = "roles/storage.legacyBucketReader"  # storage.buckets.get (roles/storage.objectAdmin lacks it)
 _AR_IMAGE_RE = re.compile(r"^([a-z0-9-]+)-docker\.pkg\.dev/([^/]+)/([^/]+)/(.+?)(?::([\w.-]+))?(?:@.*)?$")
 _GPU_QUOTA_NAMES = {
     "nvidia-tesla-p100": "P100",
@@ -106,6 +142,28 @@ def gpu_quota_metric(gpu_type: str, *, spot: bool) -> str:
     return ("PREEMPTIBLE_" if spot else "") + f"NVIDIA_{name.replace('-', '_')}_GPUS"
 
 
+def _quota(quotas: Any, name: str) -> tuple[float, float]:
+    """``(limit, free)`` of the quota ``name`` among Compute's ``quotas`` (absent: none, 0 of 0)."""
+    quota = next((q for q in quotas if q.metric == name), None)
+    if quota is None:
+        return 0.0, 0.0
+    return float(quota.limit), float(quota.limit) - float(quota.usage)
+
+
+def _metric_in_use(regional: Any, metric: str) -> tuple[str, str]:
+    """The regional quota a node pool draws on, and a note saying why when it is not ``metric`` itself.
+
+    Spot VMs use the preemptible quota when the project has one, and the standard quota otherwise
+    ("Create and use Spot VMs", cloud.google.com/compute/docs/instances/create-use-spot: preemptible quota
+    keeps Spot VMs from consuming the standard one): a project whose ``PREEMPTIBLE_NVIDIA_T4_GPUS`` is 0 or
+    absent runs Spot T4s on ``NVIDIA_T4_GPUS``.
+    """
+    if not metric.startswith("PREEMPTIBLE_") or _quota(regional, metric)[0] > 0:
+        return metric, ""
+    standard = metric.removeprefix("PREEMPTIBLE_")
+    return standard, f" (no {metric} quota: Spot VMs use {standard}; request either)"
+
+
 class _CheckFailedError(Exception):
     """A check's API call failed: carries the FAIL (or WARN) the check reports instead."""
 
@@ -120,6 +178,15 @@ def _describe(exc: BaseException) -> str:
     message = str(getattr(exc, "message", None) or exc)
     message = re.sub(r"^[A-Z]+ \S+: ", "", message).splitlines()[0] if message else ""
     return redact(f"{type(exc).__name__}: {message}"[:240])
+
+
+def _service_account_path(account: str) -> str:
+    """The resource name of a service account: under its own project when the email names it, so that a
+    missing account is 404; ``projects/-`` answers 403 for one that does not exist (IAM reference,
+    projects.serviceAccounts.get)."""
+    domain = account.partition("@")[2]
+    project = domain.removesuffix(".iam.gserviceaccount.com") if domain.endswith(".iam.gserviceaccount.com") else "-"
+    return f"projects/{project}/serviceAccounts/{account}"
 
 
 def _grants(bindings: Any, member: str, roles: frozenset[str]) -> bool:
@@ -212,9 +279,15 @@ class Doctor:
         api: str,
         denied: str,
         not_found: tuple[str, str] | None = None,
+        observe: str | None = None,
     ) -> Check:
         """The FAIL for a call that raised ``exc`` while ``what``: the fix for its cause (no credentials, API
-        disabled, permission denied, not found), or what it said when it is none of those."""
+        disabled, permission denied, not found), or what it said when it is none of those.
+
+        ``observe``: the call only looks (rlcloud itself never needs what it reads), and this role lets the
+        caller see: a permission denied is then a WARN ("cannot tell") with the grant, never a FAIL, so that a
+        narrowly granted identity (docs/gke-setup.md step 2) is not refused a cluster it may create.
+        """
         from google.api_core import exceptions as gexc
         from google.auth import exceptions as auth_exc
 
@@ -230,11 +303,20 @@ class Doctor:
                 or "has not been used" in text
                 or "is disabled" in text
             ):
+                # an API only the doctor calls (rlcloud never needs it to run) being off is no reason to refuse
+                status = "WARN" if observe and api in _DOCTOR_ONLY_APIS else "FAIL"
                 return Check(
                     name,
-                    "FAIL",
+                    status,
                     f"cannot {what}: {api} is not enabled",
                     f"gcloud services enable {api} --project={self.project}",
+                )
+            if observe:
+                return Check(
+                    name,
+                    "WARN",
+                    f"cannot tell: permission denied to {what} ({_describe(exc)}); grant {observe} to see",
+                    self._grant_fix(observe),
                 )
             return Check(name, "FAIL", f"cannot {what}: permission denied ({_describe(exc)})", denied)
         # an API error of another kind (say, 400 or 503) may mean a disabled or unreachable service; anything
@@ -270,7 +352,8 @@ class Doctor:
                     "apis",
                     "read the enabled APIs",
                     api="serviceusage.googleapis.com",
-                    denied=self._grant_fix("roles/serviceusage.serviceUsageConsumer"),
+                    denied=self._grant_fix(SEE_APIS),
+                    observe=SEE_APIS,
                 ),
                 self._client(service_usage_v1.ServiceUsageClient) as client,
             ):
@@ -350,7 +433,8 @@ class Doctor:
                 "gpu-quota",
                 "read quotas",
                 api="compute.googleapis.com",
-                denied=self._grant_fix("roles/compute.viewer"),
+                denied=self._grant_fix(SEE_QUOTAS),
+                observe=SEE_QUOTAS,
                 not_found=(f"region {region} does not exist", "gcloud compute regions list"),
             ):
                 with self._client(compute_v1.RegionsClient) as regions:
@@ -361,16 +445,28 @@ class Doctor:
             return failed.check
         fix = f"request more in the Console: https://console.cloud.google.com/iam-admin/quotas?project={self.project}"
         found = []
+        metric, note = _metric_in_use(regional, metric)
+        # a metric Compute does not define (on-demand H100, H100 Mega, H200: Cloud Quotas only) is absent from
+        # regions.get however much quota the project has: unknown, not 0
+        unreported = all(q.metric != metric for q in regional) and metric not in compute_v1.Quota.Metric.__members__
         for quotas, name, where in ((regional, metric, f" in {region}"), (overall, "GPUS_ALL_REGIONS", "")):
-            quota = next((q for q in quotas if q.metric == name), None)
-            limit = float(quota.limit) if quota else 0.0
-            free = limit - (float(quota.usage) if quota else 0.0)
+            if name == metric and unreported:
+                continue
+            limit, free = _quota(quotas, name)
             if free < need:
-                return Check(
-                    "gpu-quota", "FAIL", f"{name}{where}: {free:g} free of {limit:g}, the spec needs {need}", fix
-                )
+                why = note or (" (Spot VMs use the preemptible quota when the project has one)" if spec.spot else "")
+                detail = f"{name}{where}: {free:g} free of {limit:g}, the spec needs {need}"
+                return Check("gpu-quota", "FAIL", detail + (why if name == metric else ""), fix)
             found.append(f"{name} {free:g} free")
-        return Check("gpu-quota", "OK", f"{'; '.join(found)} (needs {need})")
+        if unreported:
+            return Check(
+                "gpu-quota",
+                "WARN",
+                f"Compute reports no quota metric for {spec.gpu_type.value} ({metric} in {region}); check the "
+                f"console (the spec needs {need}); {'; '.join(found)}",
+                fix,
+            )
+        return Check("gpu-quota", "OK", f"{'; '.join(found)} (needs {need}){note}")
 
     def check_bucket(self) -> Check:
         """The results bucket exists and is reachable; soft delete is off (it bills every pruned checkpoint)."""
@@ -391,6 +487,16 @@ class Doctor:
                 f"gs://{self.bucket} does not exist",
                 f"gcloud storage buckets create gs://{self.bucket} --project={self.project} "
                 "--uniform-bucket-level-access --soft-delete-duration=0",
+            )
+        except (gexc.Forbidden, gexc.PermissionDenied) as exc:
+            # storage.buckets.get is not in roles/storage.objectAdmin, the role a CI identity has on the bucket
+            return Check(
+                "bucket",
+                "WARN",
+                f"cannot tell whether gs://{self.bucket} exists and has soft delete off: permission denied "
+                f"({exc.code}, storage.buckets.get); grant {SEE_BUCKET} on the bucket to see",
+                f"gcloud storage buckets add-iam-policy-binding gs://{self.bucket} "
+                f"--member=user:YOU@example.com --role={SEE_BUCKET}",
             )
         except gexc.GoogleAPICallError as exc:
             return Check(
@@ -432,11 +538,11 @@ class Doctor:
                         f"service account {account} does not exist",
                         f"gcloud iam service-accounts create {account.split('@')[0]} --project={self.project}",
                     ),
+                    observe=SEE_POLICIES,
                 ),
                 self._iam_client() as client,
             ):
-                # projects/-: the service account's own project, whichever it is
-                request = iam_policy_pb2.GetIamPolicyRequest(resource=f"projects/-/serviceAccounts/{account}")
+                request = iam_policy_pb2.GetIamPolicyRequest(resource=_service_account_path(account))
                 policy = client.get_iam_policy(request=request, timeout=_TIMEOUT)
         except _CheckFailedError as failed:
             return failed.check
@@ -452,7 +558,8 @@ class Doctor:
         )
 
     def check_reaper(self) -> Check:
-        """The in-cluster reaper's Kubernetes ServiceAccount may act as ``reaper_service_account``."""
+        """The in-cluster reaper's Kubernetes ServiceAccount may act as ``reaper_service_account``, which may get
+        and delete the cluster."""
         if self.spec is not None and self.spec.ttl is None and self.spec.autodown is None:
             return Check("reaper", "SKIP", "the cluster spec has no ttl or autodown")
         if self.spec is None and not self.config.reaper_service_account:
@@ -466,7 +573,74 @@ class Doctor:
                 "no reaper_service_account in rlcloud.yaml: ttl/autodown act only through `rlcloud cluster reap`",
                 "see docs/gke-setup.md#7-teardown-inside-the-cluster",
             )
-        return check
+        if check.status == "FAIL":
+            return check
+        assert self.config.reaper_service_account  # a SKIP otherwise
+        may = self._reaper_permissions(self.config.reaper_service_account)
+        if may.status == "FAIL":
+            return may
+        if "WARN" in (check.status, may.status):
+            return Check("reaper", "WARN", f"{check.detail}; {may.detail}", check.fix or may.fix)
+        return Check("reaper", "OK", f"{check.detail}, which {may.detail}")
+
+    def _reaper_permissions(self, account: str) -> Check:
+        """Whether the reaper's Google service account holds :data:`REAPER_PERMISSIONS` on the project: the roles
+        the project's IAM policy binds to it (Resource Manager ``projects.getIamPolicy``), each role's permissions
+        from IAM ``roles.get``. Grants on folders, the organisation or through groups are not read."""
+        from google.api_core import exceptions as gexc
+        from google.cloud import iam_admin_v1, resourcemanager_v3
+
+        member = f"serviceAccount:{account}"
+        role = f"projects/{self.project}/roles/rlcloudReaper"
+        fix = f"gcloud projects add-iam-policy-binding {self.project} --member={member} --role={role}"
+        try:
+            with (
+                self._calling(
+                    "reaper",
+                    f"read the IAM policy of project {self.project}",
+                    api="cloudresourcemanager.googleapis.com",
+                    denied=self._grant_fix(SEE_POLICIES),
+                    observe=SEE_POLICIES,
+                ),
+                self._client(resourcemanager_v3.ProjectsClient) as client,
+            ):
+                policy = client.get_iam_policy(request={"resource": f"projects/{self.project}"}, timeout=_TIMEOUT)
+            roles = sorted({b.role for b in policy.bindings if member in b.members})
+            held: set[str] = set()
+            unreadable: list[str] = []
+            with self._iam_client() as iam:
+                for name in roles:
+                    try:
+                        found = iam.get_role(request=iam_admin_v1.GetRoleRequest(name=name), timeout=_TIMEOUT)
+                    except (gexc.PermissionDenied, gexc.Forbidden):  # a custom role needs iam.roles.get to read
+                        unreadable.append(name)
+                        continue
+                    except Exception as exc:  # auth, transport, other API errors: the check's FAIL
+                        failure = self._failure("reaper", exc, f"read role {name}", api="iam.googleapis.com", denied="")
+                        raise _CheckFailedError(failure) from exc
+                    held.update(found.included_permissions)
+        except _CheckFailedError as failed:
+            return failed.check
+        missing = [p for p in REAPER_PERMISSIONS if p not in held]
+        if not missing:
+            return Check("reaper", "OK", "may get and delete the cluster")
+        if unreadable:
+            return Check(
+                "reaper",
+                "WARN",
+                f"cannot tell whether {account} may delete the cluster: the permissions of {', '.join(unreadable)} "
+                f"are not readable here; grant {SEE_POLICIES} to see",
+                self._grant_fix(SEE_POLICIES),
+            )
+        bound = ", ".join(roles) or "none"
+        return Check(
+            "reaper",
+            "FAIL",
+            f"{account} lacks {', '.join(missing)}: the reaper could not delete the cluster at its ttl/autodown "
+            f"(its roles on project {self.project}: {bound}; folder, organisation and group grants are not read). "
+            "Grant it the rlcloudReaper role of docs/gke-setup.md step 7 (or roles/container.clusterAdmin)",
+            fix,
+        )
 
     def _images(self) -> list[str]:
         if self.images is not None:
@@ -491,26 +665,28 @@ class Doctor:
 
         found: list[str] = []
         outside: list[str] = []
+        unseen: list[Check] = []  # images these credentials may not look up: cannot tell
         repositories: dict[tuple[str, str, str], None] = {}  # (project, location, repository), in order
-        try:
-            for image in images:
-                match = _AR_IMAGE_RE.match(image)
-                if not match:
-                    outside.append(image)
-                    continue
-                location, project, repository, package, tag = match.groups()
-                variant = "gpu" if image == self.config.gpu_image else "cpu"
+        for image in images:
+            match = _AR_IMAGE_RE.match(image)
+            if not match:
+                outside.append(image)
+                continue
+            location, project, repository, package, tag = match.groups()
+            variant = "gpu" if image == self.config.gpu_image else "cpu"
+            try:
                 with (
                     self._calling(
                         "images",
                         f"look up {image}",
                         api="artifactregistry.googleapis.com",
-                        denied=self._grant_fix("roles/artifactregistry.reader"),
+                        denied=self._grant_fix(SEE_IMAGES),
                         not_found=(
                             f"{image} does not exist",
                             "gcloud builds submit --config images/cloudbuild.yaml "
                             f"--substitutions=_VARIANT={variant} .",
                         ),
+                        observe=SEE_IMAGES,
                     ),
                     self._client(artifactregistry_v1.ArtifactRegistryClient) as client,
                 ):
@@ -520,17 +696,28 @@ class Doctor:
                         f"{package.replace('/', '%2F')}/tags/{tag or 'latest'}"
                     )
                     client.get_tag(name=name, timeout=_TIMEOUT)
+            except _CheckFailedError as failed:
+                if failed.check.status != "WARN":
+                    return failed.check
+                unseen.append(failed.check)
+            else:
                 found.append(image)
-                repositories[(project, location, repository)] = None
+            # whether or not the tag could be seen, the nodes' access to its repository still can be
+            repositories[(project, location, repository)] = None
+        try:
             pull = self._node_pull(list(repositories))
         except _CheckFailedError as failed:
-            return failed.check
+            pull = failed.check
+        if pull is not None and pull.status == "FAIL":  # the repository it names says which images
+            return pull
         notes = [f"{i} (not in Artifact Registry: not checked)" for i in outside]
         detail = ", ".join(found + notes)
+        warnings = [*unseen, *([pull] if pull is not None and pull.status == "WARN" else [])]
+        if warnings:
+            seen = f"{detail}; " if detail else ""
+            return Check("images", "WARN", seen + "; ".join(w.detail for w in warnings), warnings[0].fix)
         if pull is None:
             return Check("images", "OK", detail)
-        if pull.status != "OK":  # the repository it names says which images
-            return pull
         return Check("images", "OK", f"{detail}; {pull.detail}")
 
     def _node_account(self) -> str:
@@ -545,7 +732,8 @@ class Doctor:
                 "images",
                 f"read project {self.project}'s number (for its default compute service account)",
                 api="cloudresourcemanager.googleapis.com",
-                denied=self._grant_fix("roles/browser"),
+                denied=self._grant_fix(SEE_PROJECT),
+                observe=SEE_PROJECT,
             ),
             self._client(resourcemanager_v3.ProjectsClient) as client,
         ):
@@ -579,7 +767,8 @@ class Doctor:
                         policy = client.get_iam_policy(request={"resource": resource}, timeout=_TIMEOUT)
                 except (gexc.PermissionDenied, gexc.Forbidden) as exc:
                     if getattr(exc, "reason", None) == "SERVICE_DISABLED":
-                        raise _CheckFailedError(self._failure("images", exc, what, api=api, denied="")) from exc
+                        failure = self._failure("images", exc, what, api=api, denied="", observe=SEE_POLICIES)
+                        raise _CheckFailedError(failure) from exc
                     # reading a policy takes more than pulling does: say so, and refuse nothing
                     unreadable.append(resource)
                     continue
@@ -604,7 +793,11 @@ class Doctor:
             )
         if unknown:
             return Check(
-                "images", "WARN", f"cannot tell whether the nodes ({account}) may pull from {'; '.join(unknown)}"
+                "images",
+                "WARN",
+                f"cannot tell whether the nodes ({account}) may pull from {'; '.join(unknown)}; grant "
+                f"{SEE_POLICIES} to see",
+                self._grant_fix(SEE_POLICIES),
             )
         return Check("images", "OK", f"the nodes ({account}) may pull them")
 
@@ -626,3 +819,77 @@ class Doctor:
                 name = check.__name__.removeprefix("check_").replace("_", "-")
                 results.append(Check(name, "FAIL", _describe(exc)))
         return results
+
+
+# ------------------------------------------------------------------------------ the smoke test's in-pod probe
+
+
+def _probe_gpu(gpus: int) -> tuple[str, str]:
+    if not gpus:
+        return "SKIP", "no GPU in this pool"
+    import tensorflow as tf
+
+    found = tf.config.list_physical_devices("GPU")
+    if not found:
+        return "FAIL", (
+            f"TensorFlow sees no GPU ({gpus} requested): the node's NVIDIA driver is missing or too old for the "
+            "image's CUDA, or the image has no CUDA libraries"
+        )
+    names = [str(tf.config.experimental.get_device_details(d).get("device_name") or d.name) for d in found]
+    # a kernel must run, not just be listed: on Hopper TensorFlow JIT-compiles PTX with the node's driver
+    with tf.device("/GPU:0"):
+        value = float(tf.reduce_sum(tf.matmul(tf.ones([64, 64]), tf.ones([64, 64]))))
+    if value != 64.0**3:
+        return "FAIL", f"TensorFlow sees {', '.join(names)}, but a 64x64 matmul on it gave {value:g}"
+    return "OK", f"TensorFlow sees {len(found)} GPU(s) ({', '.join(names)}) and computed on /GPU:0"
+
+
+def _probe_store(results: str, token: str) -> tuple[str, str]:
+    from rlcloud.storage import open_store
+
+    body = json.dumps({"token": token, "written": time.time()})
+    with open_store(results) as store:
+        store.write_text(PROBE_OBJECT, body)
+        back = store.read_text(PROBE_OBJECT)
+    if back != body:
+        return "FAIL", f"{results}/{PROBE_OBJECT} read back differs from what was written"
+    return "OK", f"wrote and read back {results}/{PROBE_OBJECT} with the pod's identity"
+
+
+def probe(results: str, *, token: str, gpus: int, emit: Callable[[dict[str, Any]], None] | None = None) -> int:
+    """The smoke test's work inside a pod: the results store (write, read back), then the GPU (TensorFlow sees
+    and computes on it; SKIP when ``gpus`` is 0). Each step is ``emit``-ted as ``{"step", "status", "detail",
+    "seconds"}`` (default: printed as a ``rlcloud-smoke {json}`` line). Returns 0, or 1 when a step failed."""
+
+    def printed(step: dict[str, Any]) -> None:
+        print(PROBE_LINE + json.dumps(step), flush=True)
+
+    out = emit or printed
+    statuses = []
+    for name, work in (("results-store", lambda: _probe_store(results, token)), ("gpu", lambda: _probe_gpu(gpus))):
+        started = time.monotonic()
+        try:
+            status, detail = work()
+        except Exception as exc:  # the step's answer: a denied write, no TensorFlow, a CUDA error
+            status, detail = "FAIL", _describe(exc)
+        out({"step": name, "status": status, "detail": detail, "seconds": round(time.monotonic() - started, 3)})
+        statuses.append(status)
+    return 1 if "FAIL" in statuses else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m rlcloud.doctor probe [--results URL] --token T [--gpus N]``: the smoke test's pod program."""
+    parser = argparse.ArgumentParser(prog="python -m rlcloud.doctor")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("probe", help="the in-pod half of `rlcloud doctor --smoke`")
+    run.add_argument("--results", default=os.environ.get("RLCLOUD_RESULTS"), help="default: $RLCLOUD_RESULTS")
+    run.add_argument("--token", required=True, help="written to the store, for the caller to read back")
+    run.add_argument("--gpus", type=int, default=0, help="GPUs this pod was given (0: skip the GPU step)")
+    args = parser.parse_args(argv)
+    if not args.results:
+        parser.error("no --results and no $RLCLOUD_RESULTS")
+    return probe(args.results, token=args.token, gpus=args.gpus)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

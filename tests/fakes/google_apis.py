@@ -9,17 +9,26 @@ The REST (JSON over HTTP/1.1) APIs the generated clients' REST transports call, 
 * Artifact Registry v1: ``GET /v1/projects/P/locations/L/repositories/R/packages/PKG/tags/T`` and
   ``GET /v1/projects/P/locations/L/repositories/R:getIamPolicy``;
 
-and, as gRPC (HTTP/2, plaintext), ``google.iam.admin.v1.IAM/GetIamPolicy`` (service accounts' policies):
-the IAM admin client has no REST transport. Both protocols share one port: each connection is handed to the
-HTTP server or relayed to the gRPC server by its first bytes (HTTP/2's preface starts ``PRI``), so that one
-``RLCLOUD_GOOGLE_API_HOST=http://127.0.0.1:PORT`` sends every doctor client here.
+and, as gRPC (HTTP/2, plaintext), ``google.iam.admin.v1.IAM/GetIamPolicy`` (service accounts' policies) and
+``IAM/GetRole`` (a role's permissions): the IAM admin client has no REST transport. Both protocols share one
+port: each connection is handed to the HTTP server or relayed to the gRPC server by its first bytes (HTTP/2's
+preface starts ``PRI``), so that one ``RLCLOUD_GOOGLE_API_HOST=http://127.0.0.1:PORT`` sends every doctor
+client here.
 
 Errors have Google's JSON shape (``{"error": {"code", "message", "status", "details"}}``, an ``ErrorInfo``
 with reason ``SERVICE_DISABLED`` for a disabled API), or a gRPC status. :attr:`FakeGoogleApis.requests`
 lists what was asked, as ``(operation, path)``.
 
-A new instance knows a project where everything is set up (all APIs on, every permission granted, 64 GPUs
-of every kind), with no service account, image or IAM binding: tests add what they need to :attr:`state`.
+Permissions come from roles, as in IAM: the caller holds :attr:`GoogleState.roles` (predefined roles, mapped
+to the permissions each contains by :data:`ROLE_PERMISSIONS`, or custom ones in
+:attr:`GoogleState.custom_roles`); each call needs the permission its method's reference page names
+(:data:`PERMISSION_OF`) and is answered 403 without it, with the message that API gives. ``testIamPermissions``
+needs none and answers the subset held. The fake does not model where a role is granted (project, bucket or
+service account): every role the caller holds counts everywhere.
+
+A new instance knows a project where everything is set up (all APIs on, the caller an Owner, 64 GPUs of every
+kind Compute reports a quota for), with no service account, image or IAM binding: tests add what they need to
+:attr:`state`.
 """
 
 from __future__ import annotations
@@ -36,12 +45,95 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import grpc
+from google.cloud import iam_admin_v1
 from google.iam.v1 import iam_policy_pb2, policy_pb2
 
 __all__ = ["FakeGoogleApis", "GoogleState", "default_compute_account"]
 
 PROJECT_NUMBER = "123456789012"
-_GPUS = ("T4", "L4", "P4", "P100", "V100", "A100", "A100_80GB", "H100", "H100_MEGA", "H200")
+#: The GPU quota metrics Compute Engine reports in ``regions.get``: the names of google-cloud-compute's
+#: ``Quota.Metric`` enum (1.57.0). It has no on-demand H100, no H100 Mega and no H200 metric (those are in
+#: Cloud Quotas only), so the fake serves none of them (/work/shared/FACTS.md, round 3).
+GPU_QUOTA_METRICS = (
+    *(
+        f"{prefix}NVIDIA_{gpu}_GPUS"
+        for gpu in ("T4", "L4", "P4", "P100", "V100", "A100", "A100_80GB")
+        for prefix in ("", "PREEMPTIBLE_")
+    ),
+    "PREEMPTIBLE_NVIDIA_H100_GPUS",
+)
+_CONTAINER = frozenset(
+    {
+        "container.clusters.create",
+        "container.clusters.delete",
+        "container.clusters.get",
+        "container.clusters.getCredentials",
+        "container.clusters.list",
+        "container.clusters.update",
+        "container.operations.get",
+        "container.operations.list",
+    }
+)
+#: The permissions each predefined role holds, of those the fake's calls (and the doctor's
+#: testIamPermissions) need: a subset of each role, from Google's IAM roles reference,
+#: cloud.google.com/iam/docs/roles-permissions/{container,compute,serviceusage,artifactregistry,
+#: resourcemanager,iam,storage} and, for the basic roles, cloud.google.com/iam/docs/roles-overview#basic.
+#: roles/container.admin is container.* (and cloudkms.*): no compute.*, serviceusage.*, artifactregistry.*.
+ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
+    "roles/owner": frozenset({"*"}),  # every permission
+    "roles/container.admin": _CONTAINER,
+    "roles/container.clusterAdmin": _CONTAINER | {"resourcemanager.projects.get", "resourcemanager.projects.list"},
+    "roles/iam.serviceAccountUser": frozenset(
+        {
+            "iam.serviceAccounts.actAs",
+            "iam.serviceAccounts.get",
+            "iam.serviceAccounts.list",
+            "resourcemanager.projects.get",
+            "resourcemanager.projects.list",
+        }
+    ),
+    # granted on the bucket (Cloud Storage itself is fake-gcs-server): objects, never storage.buckets.get
+    "roles/storage.objectAdmin": frozenset(
+        {"storage.objects.create", "storage.objects.delete", "storage.objects.get", "storage.objects.list"}
+    ),
+    "roles/storage.legacyBucketReader": frozenset({"storage.buckets.get", "storage.objects.list"}),
+    "roles/serviceusage.serviceUsageConsumer": frozenset(
+        {"serviceusage.services.get", "serviceusage.services.list", "serviceusage.services.use"}
+    ),
+    "roles/compute.viewer": frozenset(
+        {"compute.regions.get", "compute.projects.get", "resourcemanager.projects.get", "resourcemanager.projects.list"}
+    ),
+    "roles/artifactregistry.reader": frozenset(
+        {"artifactregistry.repositories.downloadArtifacts", "artifactregistry.tags.get", "artifactregistry.tags.list"}
+    ),
+    "roles/browser": frozenset(
+        {"resourcemanager.projects.get", "resourcemanager.projects.getIamPolicy", "resourcemanager.projects.list"}
+    ),
+    "roles/iam.securityReviewer": frozenset(
+        {
+            "artifactregistry.repositories.getIamPolicy",
+            "iam.roles.get",
+            "iam.roles.list",
+            "iam.serviceAccounts.getIamPolicy",
+            "resourcemanager.projects.getIamPolicy",
+        }
+    ),
+    "roles/iam.workloadIdentityUser": frozenset({"iam.serviceAccounts.getAccessToken"}),
+}
+#: The permission each call needs, from its method's REST reference ("Authorization requires the following IAM
+#: permission"): Service Usage services.batchGet, Resource Manager v3 projects.get/getIamPolicy (and
+#: testIamPermissions, which needs none), Compute regions.get/projects.get, Artifact Registry
+#: tags.get/repositories.getIamPolicy, IAM projects.serviceAccounts.getIamPolicy.
+PERMISSION_OF: dict[str, str] = {
+    "serviceusage.batchGet": "serviceusage.services.get",
+    "projects.get": "resourcemanager.projects.get",
+    "projects.getIamPolicy": "resourcemanager.projects.getIamPolicy",
+    "regions.get": "compute.regions.get",
+    "compute.projects.get": "compute.projects.get",
+    "tags.get": "artifactregistry.tags.get",
+    "repositories.getIamPolicy": "artifactregistry.repositories.getIamPolicy",
+    "serviceAccounts.getIamPolicy": "iam.serviceAccounts.getIamPolicy",
+}
 _STATUS = {403: "PERMISSION_DENIED", 404: "NOT_FOUND", 401: "UNAUTHENTICATED", 400: "INVALID_ARGUMENT"}
 
 
@@ -51,7 +143,7 @@ def default_compute_account(number: str = PROJECT_NUMBER) -> str:
 
 
 def _all_gpu_quotas(limit: float) -> dict[str, float]:
-    return {f"{prefix}NVIDIA_{gpu}_GPUS": limit for gpu in _GPUS for prefix in ("", "PREEMPTIBLE_")}
+    return dict.fromkeys(GPU_QUOTA_METRICS, limit)
 
 
 @dataclass
@@ -67,8 +159,10 @@ class GoogleState:
             "artifactregistry.googleapis.com",
         }
     )
-    #: None: every permission asked about is granted
-    granted: set[str] | None = None
+    #: the caller's roles: predefined (:data:`ROLE_PERMISSIONS`) or custom (:attr:`custom_roles`)
+    roles: set[str] = field(default_factory=lambda: {"roles/owner"})
+    #: custom roles, ``projects/P/roles/NAME`` -> their permissions
+    custom_roles: dict[str, set[str]] = field(default_factory=dict)
     region_quotas: dict[str, float] = field(default_factory=lambda: _all_gpu_quotas(64))
     project_quotas: dict[str, float] = field(default_factory=lambda: {"GPUS_ALL_REGIONS": 64})
     #: service account email -> its policy's bindings; a missing one does not exist (NOT_FOUND)
@@ -80,6 +174,18 @@ class GoogleState:
     project_policy: list[dict[str, Any]] = field(default_factory=list)
     #: operation (as in :attr:`FakeGoogleApis.requests`) -> (HTTP status, message, ErrorInfo reason or "")
     errors: dict[str, tuple[int, str, str]] = field(default_factory=dict)
+
+    def permissions_of(self, roles: set[str]) -> set[str]:
+        """The permissions ``roles`` hold together (``*``: every one)."""
+        held: set[str] = set()
+        for role in roles:
+            held |= ROLE_PERMISSIONS.get(role, frozenset()) | self.custom_roles.get(role, set())
+        return held
+
+    def permits(self, permission: str) -> bool:
+        """Whether the caller holds ``permission`` through one of its :attr:`roles`."""
+        held = self.permissions_of(self.roles)
+        return "*" in held or permission in held
 
     def deny(self, operation: str, reason: str = "IAM_PERMISSION_DENIED") -> None:
         """Make ``operation`` answer 403 PERMISSION_DENIED (``reason`` SERVICE_DISABLED: the API is off)."""
@@ -118,6 +224,22 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             ]
         self._send(code, {"error": error})
 
+    def _denied(self, permission: str, path: str) -> None:
+        """403 as the API words a missing permission: Compute "Required 'P' permission for 'R'" (its own error
+        format, cloud.google.com/compute/docs/api/how-tos/api-requests-responses), the others IAM's
+        "Permission 'P' denied on resource 'R' (or it may not exist)." with ErrorInfo IAM_PERMISSION_DENIED."""
+        resource = re.sub(r"^/(compute/)?v\d+/", "", path).split(":", 1)[0]
+        if permission.startswith("compute."):
+            message = f"Required '{permission}' permission for '{resource}'"
+            error = {
+                "code": 403,
+                "message": message,
+                "errors": [{"message": message, "domain": "global", "reason": "forbidden"}],
+            }
+            return self._send(403, {"error": error})
+        message = f"Permission '{permission}' denied on resource '{resource}' (or it may not exist)."
+        return self._error(403, message, "IAM_PERMISSION_DENIED")
+
     def _route(self, method: str) -> None:
         fake = self.server.fake
         state = fake.state
@@ -131,6 +253,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 fake.record(operation, path)
                 if operation in state.errors:
                     return self._error(*state.errors[operation])
+                needed = PERMISSION_OF.get(operation)
+                if needed and not state.permits(needed):
+                    return self._denied(needed, path)
                 return getattr(self, "_" + operation.replace(".", "_"))(match, parse_qs(url.query), body)
         fake.record("unknown", path)
         return self._error(404, f"{method} {path}: no such method in the fake")
@@ -160,8 +285,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def _projects_testIamPermissions(self, match: Any, query: Any, body: dict[str, Any]) -> None:
         asked = body.get("permissions") or []
-        granted = self.server.fake.state.granted
-        self._send(200, {"permissions": [p for p in asked if granted is None or p in granted]})
+        state = self.server.fake.state
+        self._send(200, {"permissions": [p for p in asked if state.permits(p)]})
 
     def _projects_get(self, match: Any, query: Any, body: Any) -> None:
         number = self.server.fake.state.project_number
@@ -229,7 +354,12 @@ class FakeGoogleApis:
                 self._service_account_policy,
                 request_deserializer=iam_policy_pb2.GetIamPolicyRequest.FromString,
                 response_serializer=policy_pb2.Policy.SerializeToString,
-            )
+            ),
+            "GetRole": grpc.unary_unary_rpc_method_handler(
+                self._get_role,
+                request_deserializer=iam_admin_v1.GetRoleRequest.deserialize,
+                response_serializer=iam_admin_v1.Role.serialize,
+            ),
         }
         self._grpc.add_generic_rpc_handlers(
             (grpc.method_handlers_generic_handler("google.iam.admin.v1.IAM", handlers),)
@@ -263,12 +393,42 @@ class FakeGoogleApis:
         if "serviceAccounts.getIamPolicy" in self.state.errors:
             code, message, _ = self.state.errors["serviceAccounts.getIamPolicy"]
             context.abort(grpc.StatusCode.PERMISSION_DENIED if code == 403 else grpc.StatusCode.INTERNAL, message)
-        if account not in self.state.service_accounts:
+        permission = PERMISSION_OF["serviceAccounts.getIamPolicy"]
+        # projects/- hides whether an account exists: a missing one is 403, not 404 (IAM REST reference,
+        # projects.serviceAccounts.get: "the response contains an HTTP 403 Forbidden error instead of a 404")
+        missing = account not in self.state.service_accounts
+        if not self.state.permits(permission) or (missing and request.resource.startswith("projects/-/")):
+            context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"Permission '{permission}' denied on resource (or it may not exist).",
+            )
+        if missing:
             context.abort(grpc.StatusCode.NOT_FOUND, f"Service account {account} does not exist.")
         bindings = [
             policy_pb2.Binding(role=b["role"], members=b["members"]) for b in self.state.service_accounts[account]
         ]
         return policy_pb2.Policy(version=1, etag=b"BwXfake=", bindings=bindings)
+
+    def _get_role(self, request: Any, context: grpc.ServicerContext) -> Any:
+        """A role and its permissions. A predefined role (``roles/X``) may be read by anyone; a custom one needs
+        ``iam.roles.get`` (IAM REST reference: roles.get, projects.roles.get)."""
+        name = request.name
+        self.record("roles.get", name)
+        if name.startswith("roles/"):
+            if name not in ROLE_PERMISSIONS:
+                context.abort(grpc.StatusCode.NOT_FOUND, f"The role named {name} was not found.")
+            permissions = ROLE_PERMISSIONS[name]
+            if "*" in permissions:  # a basic role: every permission the fake knows
+                permissions = frozenset().union(*(p for p in ROLE_PERMISSIONS.values() if "*" not in p))
+        else:
+            if not self.state.permits("iam.roles.get"):
+                context.abort(
+                    grpc.StatusCode.PERMISSION_DENIED, f"Permission 'iam.roles.get' denied on resource '{name}'."
+                )
+            if name not in self.state.custom_roles:
+                context.abort(grpc.StatusCode.NOT_FOUND, f"The role named {name} was not found.")
+            permissions = frozenset(self.state.custom_roles[name])
+        return iam_admin_v1.Role(name=name, included_permissions=sorted(permissions))
 
     # ------------------------------------------------------------------------------------------ one port
 

@@ -17,6 +17,7 @@ from rlcloud.doctor import CLUSTER_PERMISSIONS, Doctor, gpu_quota_metric
 from rlcloud.errors import SpecError
 from rlcloud.gke.cluster import EMULATOR_ENV
 from rlcloud.specs import ClusterSpec
+from tests.fakes.faulty_proxy import FaultyProxy
 from tests.fakes.gcs import FakeGcsServer
 from tests.fakes.gke import FakeClusterManager
 from tests.fakes.google_apis import FakeGoogleApis, default_compute_account
@@ -24,9 +25,22 @@ from tests.gke.conftest import PROJECT
 
 RUNNER = f"rlcloud-runner@{PROJECT}.iam.gserviceaccount.com"
 REAPER = f"rlcloud-reaper@{PROJECT}.iam.gserviceaccount.com"
+#: the custom role docs/gke-setup.md step 7 creates for the reaper
+REAPER_ROLE = f"projects/{PROJECT}/roles/rlcloudReaper"
+REAPER_ROLE_PERMISSIONS = {"container.clusters.get", "container.clusters.delete", "container.operations.get"}
 NODES = f"rlcloud-nodes@{PROJECT}.iam.gserviceaccount.com"
 IMAGE = f"us-central1-docker.pkg.dev/{PROJECT}/rlcloud/runner-cpu:0.1.0"
 GPU_IMAGE = f"us-central1-docker.pkg.dev/{PROJECT}/rlcloud/runner-gpu:0.1.0"
+#: what docs/gke-setup.md step 2 grants a CI identity (the bucket role in step 4)
+CI_ROLES = {"roles/container.admin", "roles/iam.serviceAccountUser", "roles/storage.objectAdmin"}
+#: what docs/gke-setup.md step 8's table adds so that every check can see
+SEEING_ROLES = {
+    "roles/serviceusage.serviceUsageConsumer",
+    "roles/compute.viewer",
+    "roles/artifactregistry.reader",
+    "roles/iam.securityReviewer",
+    "roles/storage.legacyBucketReader",
+}
 T4_SPOT = ClusterSpec(name="rl", gpu_type="nvidia-tesla-t4", spot=True, num_nodes=2, ttl="6h")
 
 
@@ -49,7 +63,8 @@ def _doctor(google: FakeGoogleApis, gcs: FakeGcsServer | None = None, **options:
     state.tags.update({"rlcloud/runner-cpu:0.1.0", "rlcloud/runner-gpu:0.1.0"})
     if not state.project_policy:
         reader = {"role": "roles/artifactregistry.reader", "members": [f"serviceAccount:{default_compute_account()}"]}
-        state.project_policy.append(reader)
+        state.project_policy.extend([reader, {"role": REAPER_ROLE, "members": [f"serviceAccount:{REAPER}"]}])
+    state.custom_roles.setdefault(REAPER_ROLE, set(REAPER_ROLE_PERMISSIONS))
     config = options.pop(
         "config",
         ProjectConfig(image=IMAGE, gpu_image=GPU_IMAGE, gcp_service_account=RUNNER, reaper_service_account=REAPER),
@@ -83,7 +98,8 @@ def test_everything_set_up_passes(google_apis: FakeGoogleApis, gcs: FakeGcsServe
         ("projects.testIamPermissions", f"/v3/projects/{PROJECT}:testIamPermissions"),
     ]
     assert ("regions.get", f"/compute/v1/projects/{PROJECT}/regions/us-central1") in google_apis.requests
-    assert ("serviceAccounts.getIamPolicy", f"projects/-/serviceAccounts/{RUNNER}") in google_apis.requests  # gRPC
+    # gRPC; under the account's own project, so that a missing one is 404 (projects/- answers 403)
+    assert ("serviceAccounts.getIamPolicy", f"projects/{PROJECT}/serviceAccounts/{RUNNER}") in google_apis.requests
 
 
 def test_apis(google_apis: FakeGoogleApis) -> None:
@@ -92,16 +108,20 @@ def test_apis(google_apis: FakeGoogleApis) -> None:
     check = _doctor(google_apis).check_apis()
     assert check.status == "FAIL" and "container.googleapis.com" in check.detail
     assert check.fix == f"gcloud services enable container.googleapis.com --project={PROJECT}"
-    # Service Usage itself off: Google's 403 SERVICE_DISABLED names what to enable
+    # Service Usage itself off: Google's 403 SERVICE_DISABLED names what to enable; only the doctor needs it,
+    # so it cannot tell, and refuses nothing
     google_apis.state.deny("serviceusage.batchGet", reason="SERVICE_DISABLED")
     check = _doctor(google_apis).check_apis()
-    assert check.status == "FAIL" and "serviceusage.googleapis.com is not enabled" in check.detail
+    assert check.status == "WARN" and "serviceusage.googleapis.com is not enabled" in check.detail
     assert check.fix == f"gcloud services enable serviceusage.googleapis.com --project={PROJECT}"
 
 
 def test_permissions(google_apis: FakeGoogleApis) -> None:
     assert _doctor(google_apis).check_permissions().ok
-    google_apis.state.granted = set(CLUSTER_PERMISSIONS) - {"container.clusters.delete"}
+    # a custom role without delete
+    custom = f"projects/{PROJECT}/roles/noDelete"
+    google_apis.state.custom_roles[custom] = set(CLUSTER_PERMISSIONS) - {"container.clusters.delete"}
+    google_apis.state.roles = {custom}
     check = _doctor(google_apis).check_permissions()
     assert check.status == "FAIL" and check.detail == "missing container.clusters.delete"
     assert "--role=roles/container.admin" in check.fix
@@ -121,9 +141,160 @@ def test_gpu_quota(google_apis: FakeGoogleApis) -> None:
     state.project_quotas["GPUS_ALL_REGIONS"] = 0  # a new project's GPUs start at 0
     check = _doctor(google_apis, spec=T4_SPOT).check_gpu_quota()
     assert check.status == "FAIL" and "GPUS_ALL_REGIONS" in check.detail
-    state.deny("regions.get")
+    # Compute's API off: GKE needs it, a FAIL with the command that enables it
+    state.deny("regions.get", reason="SERVICE_DISABLED")
     check = _doctor(google_apis, spec=T4_SPOT).check_gpu_quota()
-    assert check.status == "FAIL" and "permission denied" in check.detail and "roles/compute.viewer" in check.fix
+    assert check.status == "FAIL" and "compute.googleapis.com is not enabled" in check.detail
+
+
+def test_spot_gpu_quota_falls_back_to_the_standard_quota(google_apis: FakeGoogleApis) -> None:
+    """Spot VMs use the preemptible quota when the project has one, else the standard one (Compute Engine,
+    "Create and use Spot VMs"): a project with only NVIDIA_T4_GPUS may run the Spot T4 pool."""
+    state = google_apis.state
+    state.region_quotas["PREEMPTIBLE_NVIDIA_T4_GPUS"] = 0  # what a project that asked for T4s has
+    state.region_quotas["NVIDIA_T4_GPUS"] = 4
+    check = _doctor(google_apis, spec=T4_SPOT).check_gpu_quota()
+    assert check.status == "OK", check
+    assert "NVIDIA_T4_GPUS 4 free" in check.detail
+    assert "no PREEMPTIBLE_NVIDIA_T4_GPUS quota: Spot VMs use NVIDIA_T4_GPUS" in check.detail
+    del state.region_quotas["PREEMPTIBLE_NVIDIA_T4_GPUS"]  # absent is none too
+    assert _doctor(google_apis, spec=T4_SPOT).check_gpu_quota().status == "OK"
+    # the standard quota too small: the FAIL names the one Spot VMs would use, and why
+    state.region_quotas["NVIDIA_T4_GPUS"] = 1
+    check = _doctor(google_apis, spec=T4_SPOT).check_gpu_quota()
+    assert check.status == "FAIL"
+    assert check.detail.startswith("NVIDIA_T4_GPUS in us-central1: 1 free of 1, the spec needs 2 (no PREEMPTIBLE_")
+    # with some preemptible quota, Spot VMs use it, however much standard quota there is
+    state.region_quotas.update({"PREEMPTIBLE_NVIDIA_T4_GPUS": 1, "NVIDIA_T4_GPUS": 64})
+    check = _doctor(google_apis, spec=T4_SPOT).check_gpu_quota()
+    assert check.status == "FAIL" and check.detail.startswith("PREEMPTIBLE_NVIDIA_T4_GPUS in us-central1: 1 free")
+    # on-demand pools never use the preemptible quota
+    state.region_quotas.update({"PREEMPTIBLE_NVIDIA_T4_GPUS": 64, "NVIDIA_T4_GPUS": 0})
+    on_demand = ClusterSpec(name="rl", gpu_type="nvidia-tesla-t4", num_nodes=2)
+    check = _doctor(google_apis, spec=on_demand).check_gpu_quota()
+    assert check.status == "FAIL" and check.detail.startswith("NVIDIA_T4_GPUS in us-central1: 0 free of 0")
+
+
+@pytest.mark.parametrize(
+    ("gpu_type", "machine_type", "spot", "metric"),
+    [
+        ("nvidia-h200-141gb", "a3-ultragpu-8g", False, "NVIDIA_H200_GPUS"),
+        ("nvidia-h200-141gb", "a3-ultragpu-8g", True, "NVIDIA_H200_GPUS"),  # no preemptible metric either
+        ("nvidia-h100-mega-80gb", "a3-megagpu-8g", False, "NVIDIA_H100_MEGA_GPUS"),
+        ("nvidia-h100-80gb", "a3-highgpu-8g", False, "NVIDIA_H100_GPUS"),  # only PREEMPTIBLE_ exists
+    ],
+)
+def test_quota_metrics_compute_does_not_report_are_a_warning(
+    google_apis: FakeGoogleApis, gpu_type: str, machine_type: str, spot: bool, metric: str
+) -> None:
+    """google-cloud-compute's Quota.Metric has no on-demand H100, H100 Mega or H200 name, and regions.get
+    lists none (the fake serves only the enum's names): the doctor cannot tell, instead of "0 of 0"."""
+    spec = ClusterSpec(name="rl", gpu_type=gpu_type, machine_type=machine_type, gpus_per_node=8, spot=spot)
+    check = _doctor(google_apis, spec=spec).check_gpu_quota()
+    assert check.status == "WARN" and check.ok, check
+    assert check.detail.startswith(f"Compute reports no quota metric for {gpu_type} ({metric} in us-central1)")
+    assert "GPUS_ALL_REGIONS 64 free" in check.detail and "quotas?project=" in check.fix
+    # GPUS_ALL_REGIONS, which Compute does report, still refuses
+    google_apis.state.project_quotas["GPUS_ALL_REGIONS"] = 0
+    assert _doctor(google_apis, spec=spec).check_gpu_quota().status == "FAIL"
+    google_apis.state.project_quotas["GPUS_ALL_REGIONS"] = 64
+
+
+def test_spot_h100_uses_the_preemptible_quota_compute_reports(google_apis: FakeGoogleApis) -> None:
+    spec = ClusterSpec(name="rl", gpu_type="nvidia-h100-80gb", machine_type="a3-highgpu-8g", gpus_per_node=8, spot=True)
+    check = _doctor(google_apis, spec=spec).check_gpu_quota()
+    assert check.status == "OK" and "PREEMPTIBLE_NVIDIA_H100_GPUS 64 free" in check.detail
+    # none of it: Spot VMs would use the on-demand quota, which Compute does not report
+    google_apis.state.region_quotas["PREEMPTIBLE_NVIDIA_H100_GPUS"] = 0
+    check = _doctor(google_apis, spec=spec).check_gpu_quota()
+    assert check.status == "WARN" and "(NVIDIA_H100_GPUS in us-central1)" in check.detail
+    # a metric Compute defines but does not list is none (a new project's T4s): 0 of 0, a FAIL
+    google_apis.state.region_quotas.clear()
+    check = _doctor(google_apis, spec=ClusterSpec(name="rl", gpu_type="nvidia-tesla-t4")).check_gpu_quota()
+    assert check.status == "FAIL" and "NVIDIA_T4_GPUS in us-central1: 0 free of 0" in check.detail
+
+
+def _bucket_behind_iam(gcs: FakeGcsServer, roles: set[str]) -> FaultyProxy:
+    """fake-gcs-server has no IAM: a proxy answers ``buckets.get`` 403 unless ``roles`` hold
+    storage.buckets.get, which roles/storage.objectAdmin does not (Cloud Storage IAM roles reference,
+    cloud.google.com/iam/docs/roles-permissions/storage)."""
+    from tests.fakes.google_apis import GoogleState
+
+    may_get = GoogleState(roles=roles).permits("storage.buckets.get")
+    return FaultyProxy(
+        gcs.url, deny=lambda method, path: not may_get and method == "GET" and path.count("/") == 4
+    ).start()
+
+
+def test_the_documented_ci_roles_get_warnings_never_a_fail(google_apis: FakeGoogleApis, gcs: FakeGcsServer) -> None:
+    """An identity with just the roles docs/gke-setup.md gives a CI identity cannot call the doctor's
+    observing methods: each such check cannot tell (WARN, naming the role that lets it see) and fails
+    nothing; with the roles the docs' table lists per check, every check sees and passes."""
+    bucket = gcs.create_bucket()
+    google_apis.state.roles = set(CI_ROLES)
+    proxy = _bucket_behind_iam(gcs, CI_ROLES)
+    try:
+        doctor = _doctor(google_apis, bucket=f"gs://{bucket}/rl", spec=T4_SPOT)
+        doctor._storage = gcs.client_for(proxy.url)
+        checks = _by_name(doctor)
+    finally:
+        proxy.stop()
+    assert {name: c.status for name, c in checks.items()} == {
+        "apis": "WARN",
+        "permissions": "OK",
+        "gpu-quota": "WARN",
+        "images": "WARN",
+        "bucket": "WARN",
+        "workload-identity": "WARN",
+        "reaper": "WARN",
+    }
+    assert all(c.ok for c in checks.values())
+    seeing = {
+        "apis": "roles/serviceusage.serviceUsageConsumer",
+        "gpu-quota": "roles/compute.viewer",
+        "images": "roles/artifactregistry.reader",
+        "bucket": "roles/storage.legacyBucketReader",
+        "workload-identity": "roles/iam.securityReviewer",
+        "reaper": "roles/iam.securityReviewer",
+    }
+    for name, role in seeing.items():
+        assert checks[name].detail.startswith("cannot tell"), checks[name]
+        assert f"grant {role}" in checks[name].detail and f"--role={role}" in checks[name].fix
+    # Compute words its 403 its own way; the doctor says which permission was missing
+    assert "compute.regions.get" in checks["gpu-quota"].detail
+
+    google_apis.state.roles = CI_ROLES | SEEING_ROLES
+    proxy = _bucket_behind_iam(gcs, CI_ROLES | SEEING_ROLES)
+    try:
+        doctor._storage = gcs.client_for(proxy.url)
+        assert {c.name: c.status for c in doctor.run()} == dict.fromkeys(checks, "OK")
+    finally:
+        proxy.stop()
+
+
+def test_the_fake_answers_403_without_the_role(google_apis: FakeGoogleApis) -> None:
+    """The fake's own rule, through the official clients: a call is refused unless a role grants the permission
+    its method needs; testIamPermissions needs none."""
+    from google.api_core import exceptions as gexc
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import compute_v1, resourcemanager_v3
+
+    options = {"api_endpoint": google_apis.url}
+    google_apis.state.roles = {"roles/container.admin"}
+    with compute_v1.RegionsClient(credentials=AnonymousCredentials(), transport="rest", client_options=options) as c:
+        with pytest.raises(gexc.Forbidden, match=r"Required 'compute\.regions\.get' permission"):
+            c.get(project=PROJECT, region="us-central1")
+        google_apis.state.roles.add("roles/compute.viewer")
+        assert c.get(project=PROJECT, region="us-central1").quotas
+    with resourcemanager_v3.ProjectsClient(
+        credentials=AnonymousCredentials(), transport="rest", client_options=options
+    ) as projects:
+        with pytest.raises(gexc.Forbidden, match=r"resourcemanager\.projects\.getIamPolicy"):
+            projects.get_iam_policy(request={"resource": f"projects/{PROJECT}"})
+        answer = projects.test_iam_permissions(
+            request={"resource": f"projects/{PROJECT}", "permissions": ["container.clusters.create", "iam.roles.get"]}
+        )
+        assert list(answer.permissions) == ["container.clusters.create"]
 
 
 def test_bucket(google_apis: FakeGoogleApis, gcs: FakeGcsServer) -> None:
@@ -160,10 +331,10 @@ def test_workload_identity(google_apis: FakeGoogleApis) -> None:
     state.service_accounts[RUNNER] = _wi(RUNNER, "rlcloud/rlcloud-runner")
     assert _doctor(google_apis, namespace="team-a").check_workload_identity().status == "FAIL"
     assert _doctor(google_apis, config=ProjectConfig()).check_workload_identity().status == "SKIP"
-    # gRPC PERMISSION_DENIED from IAM: a FAIL, never a traceback
+    # gRPC PERMISSION_DENIED from IAM: cannot tell (a WARN), never a traceback
     state.deny("serviceAccounts.getIamPolicy")
     check = _doctor(google_apis).check_workload_identity()
-    assert check.status == "FAIL" and "permission denied" in check.detail
+    assert check.status == "WARN" and "permission denied" in check.detail
 
 
 def test_reaper(google_apis: FakeGoogleApis) -> None:
@@ -181,6 +352,40 @@ def test_reaper(google_apis: FakeGoogleApis) -> None:
     assert check.status == "FAIL" and "does not exist" in check.detail and "service-accounts create" in check.fix
     assert _doctor(google_apis, spec=ClusterSpec(name="rl")).check_reaper().status == "SKIP"
     assert _doctor(google_apis, config=ProjectConfig()).check_reaper().status == "SKIP"  # no spec, no reaper
+
+
+def test_reaper_permissions(google_apis: FakeGoogleApis) -> None:
+    """The reaper's Google service account must hold what the reaper asks the Container API (get, then delete
+    the cluster): read from the project's IAM policy and each bound role's permissions (IAM roles.get)."""
+    state = google_apis.state
+    check = _doctor(google_apis, spec=T4_SPOT).check_reaper()
+    assert check.status == "OK" and check.detail.endswith("which may get and delete the cluster"), check
+    assert ("roles.get", REAPER_ROLE) in google_apis.requests
+    # the custom role without delete: the reaper would fail silently at the ttl
+    state.custom_roles[REAPER_ROLE] = REAPER_ROLE_PERMISSIONS - {"container.clusters.delete"}
+    check = _doctor(google_apis, spec=T4_SPOT).check_reaper()
+    assert check.status == "FAIL"
+    assert check.detail.startswith(f"{REAPER} lacks container.clusters.delete: the reaper could not delete")
+    assert f"its roles on project {PROJECT}: {REAPER_ROLE}" in check.detail and "rlcloudReaper" in check.detail
+    assert check.fix == (
+        f"gcloud projects add-iam-policy-binding {PROJECT} --member=serviceAccount:{REAPER} --role={REAPER_ROLE}"
+    )
+    # no role at all on the project
+    state.project_policy[:] = [b for b in state.project_policy if b["role"] != REAPER_ROLE]
+    check = _doctor(google_apis, spec=T4_SPOT).check_reaper()
+    assert check.status == "FAIL" and "its roles on project" in check.detail and ": none;" in check.detail
+    # a predefined role that holds both (roles/container.clusterAdmin) is read without iam.roles.get
+    state.project_policy.append({"role": "roles/container.clusterAdmin", "members": [f"serviceAccount:{REAPER}"]})
+    state.roles = {"roles/browser"}  # reads the project's policy, not custom roles nor accounts' policies
+    check = _doctor(google_apis, spec=T4_SPOT).check_reaper()
+    assert check.status == "WARN", check  # the Workload Identity binding: cannot tell; the role: seen
+    assert check.detail.startswith("cannot tell: permission denied to read the IAM policy of " + REAPER)
+    assert check.detail.endswith("; may get and delete the cluster")
+    # a custom role these credentials may not read: cannot tell, refuses nothing
+    state.project_policy[-1] = {"role": REAPER_ROLE, "members": [f"serviceAccount:{REAPER}"]}
+    state.roles = {"roles/browser", "roles/iam.serviceAccountUser"}
+    check = _doctor(google_apis, spec=T4_SPOT).check_reaper()
+    assert check.status == "WARN" and f"the permissions of {REAPER_ROLE} are not readable here" in check.detail
 
 
 def test_images_exist(google_apis: FakeGoogleApis) -> None:
@@ -355,6 +560,43 @@ def test_the_first_start_on_a_new_cluster_is_refused_when_the_nodes_cannot_pull_
     assert cluster.handle.check_project()[3].status == "OK"
     cluster.handle.poll_interval = cluster.handle.max_poll_interval = 0.001
     assert cluster.create().status == "RUNNING"
+
+
+def test_cluster_create_runs_a_spot_pool_on_the_standard_gpu_quota(
+    gke: FakeClusterManager, google_apis: FakeGoogleApis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The bundled t4.yaml is Spot; a project granted NVIDIA_T4_GPUS only (what examples/gke_gpu.py asks
+    for) creates it: Compute Engine runs Spot VMs on the standard quota when there is no preemptible one."""
+    google_apis.state.region_quotas["PREEMPTIBLE_NVIDIA_T4_GPUS"] = 0
+    google_apis.state.region_quotas["NVIDIA_T4_GPUS"] = 2
+    code = main(["cluster", "create", "-f", str(BUNDLED / "t4.yaml"), "-n", "rl-t4", "--project", PROJECT, "--yes"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "OK   gpu-quota: NVIDIA_T4_GPUS 2 free" in out
+    assert gke.cluster_names() == ["rl-t4"]
+
+
+def test_cluster_create_is_not_refused_for_what_the_doctor_cannot_see(
+    gke: FakeClusterManager, google_apis: FakeGoogleApis, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A CI identity with the roles docs/gke-setup.md step 2 gives creates the cluster: the 403s of the
+    checks that only look are WARNs."""
+    (tmp_path / "rlcloud.yaml").write_text(f"project: {PROJECT}\nimage: {IMAGE}\n")
+    google_apis.state.tags.add("rlcloud/runner-cpu:0.1.0")
+    google_apis.state.roles = set(CI_ROLES)
+    code = main(["cluster", "create", "-f", str(BUNDLED / "t4.yaml"), "-n", "rl-t4", "--project", PROJECT, "--yes"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "WARN apis: cannot tell" in out and "WARN gpu-quota: cannot tell" in out
+    assert "WARN images: cannot tell" in out and "OK   permissions" in out
+    assert gke.cluster_names() == ["rl-t4"]
+    # what it may see still refuses: a custom role without delete is a FAIL before anything is made
+    custom = f"projects/{PROJECT}/roles/noDelete"
+    google_apis.state.custom_roles[custom] = set(CLUSTER_PERMISSIONS) - {"container.clusters.delete"}
+    google_apis.state.roles = {custom}
+    code = main(["cluster", "create", "-f", str(BUNDLED / "t4.yaml"), "-n", "rl-t4b", "--project", PROJECT, "--yes"])
+    assert code == 2 and "FAIL permissions: missing container.clusters.delete" in capsys.readouterr().err
+    assert gke.cluster_names() == ["rl-t4"]
 
 
 def test_doctor_false_creates_without_the_checks(gke: FakeClusterManager, google_apis: FakeGoogleApis) -> None:

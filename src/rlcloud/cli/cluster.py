@@ -131,11 +131,20 @@ def reap(args: argparse.Namespace) -> int:
         PROJECT,
         Arg("--results", metavar="URL", help="results root whose bucket to check (default: rlcloud.yaml)"),
         Arg("-f", "--file", metavar="FILE", help="a cluster spec: its GPU quota and reaper are checked too"),
+        Arg(
+            "--smoke",
+            action="store_true",
+            help="then run one tiny pod on the cluster (-c NAME, or -f FILE's, which must exist): image pull, the "
+            "results store from inside, the GPU; each step with its time and estimated cost; deletes it all",
+        ),
+        Arg("-c", "--cluster", metavar="NAME", help="the existing GKE cluster --smoke runs on"),
+        Arg("--timeout", metavar="SECONDS", type=float, default=600.0, help="--smoke: for its pod (default 600)"),
     ],
 )
 def doctor(args: argparse.Namespace) -> int:
     """Check APIs, permissions, GPU quota, the results bucket, Workload Identity, the runner images and the
-    reaper's identity; print OK or FAIL with the command that fixes it for each. Exit 1 when one fails."""
+    reaper's identity; print OK or FAIL with the command that fixes it for each. With --smoke, then run one
+    tiny pod on the cluster and print each step. Exit 1 when one fails."""
     from rlcloud.cli.gke import run_doctor
 
     return run_doctor(args)

@@ -268,4 +268,26 @@ def run_doctor(args: argparse.Namespace) -> int:
     else:
         for check in checks:
             print(check)
-    return 0 if all(c.ok for c in checks) else 1
+    ok = all(c.ok for c in checks)
+    if args.smoke:
+        ok = _smoke(args, spec, project, results, options["credentials"]) and ok
+    return 0 if ok else 1
+
+
+def _smoke(args: argparse.Namespace, spec: Any, project: str, results: str, credentials: Any) -> bool:
+    """`rlcloud doctor --smoke`: one tiny pod on the existing cluster, each step printed as it ends."""
+    from rlcloud import Cluster
+    from rlcloud.smoke import smoke
+
+    if not args.cluster and spec is None:
+        raise SpecError([SpecProblem("--cluster", "--smoke runs on an existing cluster: give -c NAME or -f FILE")])
+    if args.cluster:
+        target = Cluster.get(args.cluster, project=project, credentials=credentials)
+    else:
+        target = Cluster.gke(spec, project=project, credentials=credentials, doctor=False)
+        if not target.handle.exists():
+            problem = f"cluster {spec.name} does not exist: create it first (rlcloud cluster create -f {args.file})"
+            raise SpecError([SpecProblem("--file", problem)])
+    print(f"smoke test on {target.describe()} (results {results or '-'}):", flush=True)
+    steps = smoke(target, results, timeout=args.timeout, on_step=lambda step: print(step, flush=True))
+    return all(s.ok for s in steps)

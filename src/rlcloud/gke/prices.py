@@ -44,6 +44,7 @@ __all__ = [
     "CostSoFar",
     "estimate_cost_so_far",
     "estimate_hourly_cost",
+    "node_hourly_cost",
 ]
 
 # The date the table's figures were recorded. The stored pages used to check them carry no date of
@@ -214,6 +215,22 @@ def estimate_hourly_cost(spec: ClusterSpec) -> CostEstimate:
         max_hourly=round(max_hourly, 4) if max_hourly is not None else None,
         unknown=sorted(set(unknown)),
     )
+
+
+def node_hourly_cost(spec: ClusterSpec, *, gpu: bool) -> tuple[float | None, str]:
+    """Estimated USD per hour of ONE node of ``spec``'s GPU pool (``gpu``) or of its pool without GPUs, with its
+    GPUs and boot disk, and what that node is (e.g. ``"1 x n1-standard-8 (spot) with 1 x nvidia-tesla-t4"``).
+    None when the table has no price for it. What a short run on that pool adds to the bill (an estimate)."""
+    plans = plan_pools(spec)
+    plan = next((p for p in plans if bool(p.gpus) == gpu), plans[0])
+    unknown: list[str] = []
+    items = _pool_items(plan, 1, SPOT_FRACTION if plan.spot else 1.0, unknown)
+    what = f"1 x {plan.machine_type}{' (spot)' if plan.spot else ''}"
+    if plan.gpus and plan.gpu_type:
+        what += f" with {plan.gpus} x {plan.gpu_type}"
+    if unknown:
+        return None, what
+    return sum(i.hourly for i in items if i.hourly is not None), what
 
 
 @dataclass(frozen=True)
