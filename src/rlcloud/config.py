@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import cast
 
 from pydantic import Field, field_validator
 
@@ -186,4 +187,4 @@ def google_credentials(config: ProjectConfig | None = None) -> object | None:
             f"the credentials file {path} (rlcloud.yaml) cannot be loaded ({type(exc).__name__}); "
             "check it with `rlcloud init --credentials FILE` or download a new key"
         ) from None
-    return credentials
+    return cast("object", credentials)

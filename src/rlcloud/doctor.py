@@ -866,7 +866,11 @@ def probe(results: str, *, token: str, gpus: int, emit: Callable[[dict[str, Any]
 
     out = emit or printed
     statuses = []
-    for name, work in (("results-store", lambda: _probe_store(results, token)), ("gpu", lambda: _probe_gpu(gpus))):
+    steps: tuple[tuple[str, Callable[[], tuple[str, str]]], ...] = (
+        ("results-store", lambda: _probe_store(results, token)),
+        ("gpu", lambda: _probe_gpu(gpus)),
+    )
+    for name, work in steps:
         started = time.monotonic()
         try:
             status, detail = work()

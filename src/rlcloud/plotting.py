@@ -126,7 +126,7 @@ def _figure_class() -> Any:
     bare Figure returned to a notebook would show as "<Figure size 800x450>" instead of the plot."""
     figure: Any = require("matplotlib.figure", "analysis", feature="plotting returns").Figure
 
-    class ReturnsFigure(figure):
+    class ReturnsFigure(figure):  # type: ignore[misc]  # matplotlib's Figure is Any until it is imported
         def _repr_png_(self) -> bytes:
             buffer = io.BytesIO()
             self.savefig(buffer, format="png")

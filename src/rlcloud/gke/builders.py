@@ -84,7 +84,10 @@ def _driver_version(value: str) -> container_v1.GPUDriverInstallationConfig.GPUD
     upper = value.upper()
     if upper not in GPU_DRIVER_VERSIONS:
         raise SpecError([SpecProblem("gpu_driver_version", f"must be one of {', '.join(GPU_DRIVER_VERSIONS)}", value)])
-    return getattr(container_v1.GPUDriverInstallationConfig.GPUDriverVersion, upper)
+    version: container_v1.GPUDriverInstallationConfig.GPUDriverVersion = getattr(
+        container_v1.GPUDriverInstallationConfig.GPUDriverVersion, upper
+    )
+    return version
 
 
 def build_node_pool(

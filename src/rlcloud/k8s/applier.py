@@ -189,7 +189,7 @@ class Applier:
         )
         resp = self.api_client.call_api(*params, _request_timeout=timeout)
         if not 200 <= resp.status <= 299:
-            resp.read()  # type: ignore[no-untyped-call]  # urllib3's response, untyped through the client
+            resp.read()
             raise k8s.ApiException(http_resp=resp)
         return resp
 

@@ -189,7 +189,7 @@ def to_dict(obj: Any) -> Any:
     global _SERIALIZER
     if _SERIALIZER is None:  # one, reused: an ApiClient builds a connection pool
         _SERIALIZER = k8s.ApiClient()
-    return _SERIALIZER.sanitize_for_serialization(obj)  # type: ignore[no-untyped-call]  # untyped in the client
+    return _SERIALIZER.sanitize_for_serialization(obj)
 
 
 def config_hash(obj: Any) -> str:

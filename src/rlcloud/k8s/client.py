@@ -28,9 +28,7 @@ def kubeconfig_contexts(kubeconfig: str | os.PathLike[str] | None = None) -> tup
     from kubernetes import config
 
     # the kubernetes client's config helpers are untyped
-    contexts, current = config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
-        config_file=_config_file(kubeconfig)
-    )
+    contexts, current = config.list_kube_config_contexts(config_file=_config_file(kubeconfig))
     return [c["name"] for c in contexts], (current or {}).get("name")
 
 
@@ -63,7 +61,7 @@ def api_client_from_kubeconfig(kubeconfig: str | os.PathLike[str] | None = None,
             )
     configuration = type.__call__(client.Configuration)  # a fresh one, not a copy of the global default
     try:
-        config.load_kube_config(  # type: ignore[no-untyped-call]  # untyped in the client
+        config.load_kube_config(
             config_file=path, context=context, client_configuration=configuration, persist_config=False
         )
     except ConfigException as exc:

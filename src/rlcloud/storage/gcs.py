@@ -420,7 +420,8 @@ class GcsStore(Store):
                     raise DataCorruption(response, f"stored crc32c {blob.crc32c} of {key}, sent {sent}")
                 return self._info(blob)
 
-            return self._call(f"uploading {path} to {self.describe(name)}", self.retry(attempt), name=name)
+            retried: Callable[[], ObjectInfo] = self.retry(attempt)
+            return self._call(f"uploading {path} to {self.describe(name)}", retried, name=name)
 
     def _chunked_wanted(self, size: int) -> bool:
         if size <= 0:  # an XML multipart upload needs at least one part
