@@ -16,6 +16,9 @@ channel) talks to it exactly as it talks to Google:
   for the real messages of quota (``GPUS_ALL_REGIONS``), API-not-enabled and missing-permission
   errors; :meth:`stockout` makes operations that need nodes in a zone end with
   ``ZONE_RESOURCE_POOL_EXHAUSTED`` naming the zones that still have capacity, as Compute Engine does.
+* transient failures of GetOperation (:meth:`interrupt_polling`): UNAVAILABLE, INTERNAL or a reset
+  connection while the operation goes on in GKE; :meth:`note_on_success`: the next operation ends DONE
+  with a descriptive ``status_message`` and conditions but no ``error`` (a success).
 * :attr:`requests`: every request received, in order, as ``(method, request message)``.
 
 It is a test double: validation is only as deep as rlcloud's tests need.
@@ -131,6 +134,7 @@ class FakeClusterManager:
         self.requests: list[tuple[str, Any]] = []
         self.stockouts: list[Stockout] = []
         self._injected: list[_Injected] = []
+        self._success_notes: list[str] = []
         self._lock = threading.RLock()
         self._ids = itertools.count(1)
         self._server: grpc.Server | None = None
@@ -241,6 +245,31 @@ class FakeClusterManager:
             domain="iam.googleapis.com",
         )
 
+    def interrupt_polling(self, times: int = 1, code: grpc.StatusCode = grpc.StatusCode.INTERNAL) -> None:
+        """The next ``times`` GetOperation calls fail transiently; the operations themselves go on.
+
+        Google's API design guide ("Errors", cloud.google.com/apis/design/errors) names UNAVAILABLE,
+        INTERNAL and DEADLINE_EXCEEDED as what a healthy service answers now and then; the messages are
+        the ones Google's front ends send. A failed poll does not advance the operation (it never arrived).
+        """
+        messages = {
+            grpc.StatusCode.INTERNAL: "Internal error encountered.",
+            grpc.StatusCode.UNAVAILABLE: "recvmsg:Connection reset by peer",
+            grpc.StatusCode.DEADLINE_EXCEEDED: "Deadline Exceeded",
+        }
+        self.fail_next("GetOperation", code, messages.get(code, "The service is currently unavailable."), times=times)
+
+    def note_on_success(self, message: str) -> None:
+        """The next operation created ends DONE with ``message`` as its status_message and in a condition with
+        canonical code OK, and no ``error``: it succeeded.
+
+        The Container API reference (Operation): ``error`` is "the error result of the operation in case of
+        failure"; ``status_message``, ``cluster_conditions`` and ``nodepool_conditions`` are deprecated
+        descriptions, so words there do not make a failure.
+        """
+        with self._lock:
+            self._success_notes.append(message)
+
     def stockout(self, zone: str, zones_with_capacity: list[str], accelerator: str | None = None) -> None:
         """From now on, node creation in ``zone`` (for ``accelerator``, or any) fails: no capacity."""
         with self._lock:
@@ -329,6 +358,8 @@ class FakeClusterManager:
             start_time=_now(),
         )
         pending = _PendingOp(op=op, project=project, cluster_key=cluster_key)
+        if self._success_notes:
+            pending.extra["note"] = self._success_notes.pop(0)
         self.operations[op_id] = pending
         return pending
 
@@ -425,8 +456,14 @@ class FakeClusterManager:
             ]
             if pending.on_error:
                 pending.on_error()
-        elif pending.on_done:
-            pending.on_done()
+        else:
+            if "note" in pending.extra:
+                op.status_message = pending.extra["note"]
+                op.cluster_conditions = [
+                    container_v1.StatusCondition(canonical_code=code_pb2.OK, message=pending.extra["note"])
+                ]
+            if pending.on_done:
+                pending.on_done()
 
     # ----------------------------------------------------------------- clusters
 

@@ -569,3 +569,38 @@ def test_rich_progress_and_wait(fake: FakeClusterManager, make_cluster: MakeClus
         assert cluster.wait(progress=progress).status == "RUNNING"
     assert "CREATE_CLUSTER rl" in out.getvalue() and "DONE" in out.getvalue()
     assert len(fake.requests_of("CreateCluster")) == 1
+
+
+# ---------------------------------------------------------------------------------------- operations
+
+
+@pytest.mark.parametrize("code", [grpc.StatusCode.INTERNAL, grpc.StatusCode.UNAVAILABLE])
+def test_transient_errors_while_polling_never_delete_a_cluster_gke_is_building(
+    code: grpc.StatusCode, fake: FakeClusterManager, container_client: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake.polls_to_done = 3
+    fake.interrupt_polling(times=3, code=code)
+    options: dict[str, Any] = dict(
+        project=PROJECT, container_client=container_client, credentials=NoCredentials(), poll_interval=0.001
+    )
+    with dedicated_cluster(ClusterSpec(name="ded", gpu_type=T4), **options) as cluster:
+        assert cluster.info().status == "RUNNING"
+        assert fake.requests_of("DeleteCluster") == []  # kept through the failed polls
+    assert "polling again" in caplog.text
+    assert len(fake.requests_of("CreateCluster")) == 1
+
+
+def test_polling_errors_past_the_deadline_time_out_naming_them(
+    fake: FakeClusterManager, make_cluster: MakeCluster
+) -> None:
+    fake.interrupt_polling(times=1000, code=grpc.StatusCode.INTERNAL)
+    with pytest.raises(WaitTimeoutError, match="failed transiently, the last with InternalServerError"):
+        make_cluster(doctor=False).create(timeout=1.0)
+    assert fake.cluster_names() == ["rl"]  # GKE goes on building it; running the command again attaches
+
+
+def test_an_operation_is_a_failure_by_its_error_code_only(fake: FakeClusterManager, make_cluster: MakeCluster) -> None:
+    fake.note_on_success("Node pool version 1.33 is deprecated; upgrade soon.")
+    info = make_cluster(ClusterSpec(name="rl", gpu_type=T4)).create(delete_on_failure=True)
+    assert info.status == "RUNNING" and fake.cluster_names() == ["rl"]
+    assert fake.requests_of("DeleteCluster") == []
