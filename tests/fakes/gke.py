@@ -16,6 +16,8 @@ channel) talks to it exactly as it talks to Google:
   for the real messages of quota (``GPUS_ALL_REGIONS``), API-not-enabled and missing-permission
   errors; :meth:`stockout` makes operations that need nodes in a zone end with
   ``ZONE_RESOURCE_POOL_EXHAUSTED`` naming the zones that still have capacity, as Compute Engine does.
+* node taints (:meth:`node_taints`): a pool's own ``config.taints``, plus the ``nvidia.com/gpu`` taint GKE
+  adds by itself only to a GPU pool created on a cluster that already runs a non-GPU pool;
 * transient failures of GetOperation (:meth:`interrupt_polling`): UNAVAILABLE, INTERNAL or a reset
   connection while the operation goes on in GKE; :meth:`note_on_success`: the next operation ends DONE
   with a descriptive ``status_message`` and conditions but no ``error`` (a success).
@@ -135,6 +137,7 @@ class FakeClusterManager:
         self.stockouts: list[Stockout] = []
         self._injected: list[_Injected] = []
         self._success_notes: list[str] = []
+        self._auto_gpu_taint: set[tuple[str, str]] = set()  # (cluster, pool): see node_taints
         self._lock = threading.RLock()
         self._ids = itertools.count(1)
         self._server: grpc.Server | None = None
@@ -288,6 +291,33 @@ class FakeClusterManager:
                 if cluster.status == ClusterStatus.RUNNING:
                     cluster.endpoint = endpoint
                     cluster.master_auth.cluster_ca_certificate = ca_certificate
+
+    def node_taints(self, cluster: str, pool: str) -> list[tuple[str, str, str]]:
+        """The taints (key, value, effect name) the nodes of ``pool`` of ``cluster`` carry.
+
+        GKE's "Run GPUs in Standard node pools" (cloud.google.com/kubernetes-engine/docs/how-to/gpus): "If you
+        add a GPU node pool to an existing cluster that already runs a non-GPU node pool, GKE automatically
+        taints the GPU nodes with nvidia.com/gpu=present:NoSchedule". It says nothing of pools created with
+        the cluster, so here those carry only the taints the request set.
+        """
+        with self._lock:
+            found = next(
+                (
+                    p
+                    for (_, _, name), c in self.clusters.items()
+                    if name == cluster
+                    for p in c.node_pools
+                    if p.name == pool
+                ),
+                None,
+            )
+            if found is None:
+                raise KeyError(f"no node pool {pool} in cluster {cluster}")
+            taints = [(t.key, t.value, container_v1.NodeTaint.Effect(t.effect).name) for t in found.config.taints]
+            automatic = ("nvidia.com/gpu", "present", "NO_SCHEDULE")
+            if (cluster, pool) in self._auto_gpu_taint and automatic not in taints:
+                taints.append(automatic)
+            return taints
 
     def requests_of(self, method: str) -> list[Any]:
         """The requests received for ``method``, in order."""
@@ -566,6 +596,8 @@ class FakeClusterManager:
             raise _Abort(grpc.StatusCode.ALREADY_EXISTS, f"Already exists: {request.parent}/nodePools/{pool.name}.")
         pool.status = PoolStatus.PROVISIONING
         pool.self_link = f"{cluster.self_link}/nodePools/{pool.name}"
+        if pool.config.accelerators and any(not p.config.accelerators for p in cluster.node_pools):
+            self._auto_gpu_taint.add((cluster.name, pool.name))
         cluster.node_pools.append(pool)
         cluster.status = ClusterStatus.RECONCILING
         target = f"{request.parent}/nodePools/{pool.name}"

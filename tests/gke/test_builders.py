@@ -69,6 +69,11 @@ def test_gpu_cluster_has_a_small_cpu_pool_and_a_gpu_pool_with_managed_drivers() 
     assert accelerator.accelerator_type == "nvidia-tesla-p100"
     assert accelerator.accelerator_count == 2
     assert accelerator.gpu_driver_installation_config.gpu_driver_version == Driver.LATEST
+    # set explicitly: GKE adds it by itself only to a GPU pool added to a running cluster
+    assert [(t.key, t.value, t.effect) for t in gpu.config.taints] == [
+        ("nvidia.com/gpu", "present", container_v1.NodeTaint.Effect.NO_SCHEDULE)
+    ]
+    assert not system.config.taints
 
 
 def test_spot_autoscaling_and_labels_with_expiry() -> None:

@@ -604,3 +604,35 @@ def test_an_operation_is_a_failure_by_its_error_code_only(fake: FakeClusterManag
     info = make_cluster(ClusterSpec(name="rl", gpu_type=T4)).create(delete_on_failure=True)
     assert info.status == "RUNNING" and fake.cluster_names() == ["rl"]
     assert fake.requests_of("DeleteCluster") == []
+
+
+# ---------------------------------------------------------------------------------------- GPU taint
+
+
+def test_gpu_nodes_are_tainted_so_only_gpu_pods_land_there(fake: FakeClusterManager, make_cluster: MakeCluster) -> None:
+    make_cluster(ClusterSpec(name="rl", gpu_type=T4, spot=True)).create()
+    # both pools come in one CreateCluster call, where GKE adds no taint by itself: the request must set it
+    assert fake.node_taints("rl", "gpu-pool") == [("nvidia.com/gpu", "present", "NO_SCHEDULE")]
+    assert fake.node_taints("rl", "default-pool") == []
+    # the taint is what the learner's toleration matches (kube side)
+    from rlcloud.k8s.builders import GPU_RESOURCE
+
+    assert fake.node_taints("rl", "gpu-pool")[0][0] == GPU_RESOURCE
+
+
+def test_the_fake_taints_a_gpu_pool_added_later_as_gke_does(fake: FakeClusterManager, container_client: Any) -> None:
+    cpu = container_v1.NodePool(name="default-pool", initial_node_count=1)
+    container_client.create_cluster(
+        parent=f"projects/{PROJECT}/locations/us-central1-a", cluster=container_v1.Cluster(name="c", node_pools=[cpu])
+    )
+    fake.complete_all_operations()
+    gpu = container_v1.NodePool(
+        name="gpu-pool",
+        initial_node_count=1,
+        config=container_v1.NodeConfig(
+            accelerators=[container_v1.AcceleratorConfig(accelerator_count=1, accelerator_type=T4)]
+        ),
+    )
+    container_client.create_node_pool(parent=f"projects/{PROJECT}/locations/us-central1-a/clusters/c", node_pool=gpu)
+    assert fake.node_taints("c", "gpu-pool") == [("nvidia.com/gpu", "present", "NO_SCHEDULE")]
+    assert fake.node_taints("c", "default-pool") == []

@@ -20,6 +20,7 @@ __all__ = [
     "EXPERIMENT_LABEL",
     "EXPIRY_LABEL",
     "GPU_DRIVER_VERSIONS",
+    "GPU_TAINT",
     "MANAGED_BY_LABEL",
     "MANAGED_BY_VALUE",
     "build_cluster",
@@ -40,6 +41,11 @@ EXPIRY_LABEL = "expiry"  # unix time (seconds) after which `rlcloud cluster reap
 AUTODOWN_LABEL = "autodown"  # idle seconds after which the in-cluster reaper deletes the cluster
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 GPU_DRIVER_VERSIONS = ("DEFAULT", "LATEST")
+#: The taint of GPU nodes (key, value, effect), the one GKE documents and GPU pods tolerate
+#: (k8s/builders.py): cloud.google.com/kubernetes-engine/docs/how-to/gpus adds it by itself only to "a GPU
+#: node pool [added] to an existing cluster that already runs a non-GPU node pool", and rlcloud creates both
+#: pools in one CreateCluster call, so the GPU pool carries it explicitly.
+GPU_TAINT = ("nvidia.com/gpu", "present", "NO_SCHEDULE")
 
 
 def location_path(project: str, location: str) -> str:
@@ -92,8 +98,10 @@ def build_node_pool(
 ) -> container_v1.NodePool:
     """One NodePool message from a :class:`~rlcloud.gke.plan.PoolPlan`.
 
-    GPU nodes get GKE-managed driver installation (no driver DaemonSet); nodes use the GKE metadata
-    server so pods authenticate with Workload Identity rather than the node's service account.
+    GPU nodes get GKE-managed driver installation (no driver DaemonSet) and the :data:`GPU_TAINT`, so only
+    pods that use a GPU land there: a system pod (kube-dns, metrics-server) on a Spot GPU node would keep it
+    from scaling to zero. Nodes use the GKE metadata server so pods authenticate with Workload Identity
+    rather than the node's service account.
     ``service_account``: the Google service account the nodes run as (None: GKE's default, the
     project's Compute Engine default service account).
     """
@@ -119,6 +127,10 @@ def build_node_pool(
                     gpu_driver_version=_driver_version(gpu_driver_version)
                 ),
             )
+        ]
+        key, value, effect = GPU_TAINT
+        config.taints = [
+            container_v1.NodeTaint(key=key, value=value, effect=getattr(container_v1.NodeTaint.Effect, effect))
         ]
     pool = container_v1.NodePool(
         name=plan.name,
