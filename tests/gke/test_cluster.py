@@ -532,17 +532,17 @@ def test_get_a_cluster_with_an_accelerator_rlcloud_does_not_model(
         name="gpu-pool",
         initial_node_count=1,
         config=container_v1.NodeConfig(
-            machine_type="a4-highgpu-8g",
-            accelerators=[container_v1.AcceleratorConfig(accelerator_count=8, accelerator_type="nvidia-b200")],
+            machine_type="a9-highgpu-8g",
+            accelerators=[container_v1.AcceleratorConfig(accelerator_count=8, accelerator_type="nvidia-x900")],
         ),
     )
     container_client.create_cluster(
         parent=f"projects/{PROJECT}/locations/us-central1-b",
-        cluster=container_v1.Cluster(name="b200", node_pools=[pool]),
+        cluster=container_v1.Cluster(name="x900", node_pools=[pool]),
     )
-    found = GkeCluster.get("b200", project=PROJECT, container_client=container_client, credentials=NoCredentials())
-    assert (found.spec.name, found.location, found.spec.gpu_type) == ("b200", "us-central1-b", None)
-    assert found.info().gpu_type == "nvidia-b200" and found.info().gpus_per_node == 8
+    found = GkeCluster.get("x900", project=PROJECT, container_client=container_client, credentials=NoCredentials())
+    assert (found.spec.name, found.location, found.spec.gpu_type) == ("x900", "us-central1-b", None)
+    assert found.info().gpu_type == "nvidia-x900" and found.info().gpus_per_node == 8
 
 
 def test_transient_errors_on_mutations_are_retried(fake: FakeClusterManager, make_cluster: MakeCluster) -> None:

@@ -7,7 +7,7 @@ import pytest
 from rlcloud.errors import SpecError
 from rlcloud.gke.machines import machine_shape
 from rlcloud.gke.plan import SYSTEM_MAX_NODES
-from rlcloud.gke.preflight import check_cluster_spec
+from rlcloud.gke.preflight import check_cluster_spec, cluster_spec_warnings
 from rlcloud.gke.prices import (
     CLUSTER_FEE_PER_HOUR,
     DISK_PER_GB_HOUR,
@@ -18,6 +18,7 @@ from rlcloud.gke.prices import (
     estimate_hourly_cost,
 )
 from rlcloud.specs import ClusterSpec
+from rlcloud.specs.cluster import GpuType
 
 
 @pytest.mark.parametrize(
@@ -33,16 +34,54 @@ from rlcloud.specs import ClusterSpec
         ("nvidia-tesla-a100", "a2-highgpu-2g", 2),
         ("nvidia-a100-80gb", "a2-ultragpu-1g", 1),
         ("nvidia-h100-80gb", "a3-highgpu-8g", 8),
-        ("nvidia-h200-141gb", "a3-ultragpu-8g", 8),
+        ("nvidia-h100-80gb", "a3-edgegpu-8g", 8),
+        ("nvidia-rtx-pro-6000", "g4-standard-96", 2),
+        ("nvidia-b200", "a4-highgpu-8g", 8),
     ],
 )
 def test_valid_gpu_machine_combinations_pass(gpu: str, machine: str, count: int) -> None:
     check_cluster_spec(ClusterSpec(name="ok", gpu_type=gpu, gpus_per_node=count, machine_type=machine))
 
 
-def test_default_machine_for_every_gpu_type_passes() -> None:
-    for gpu, count in [("nvidia-tesla-t4", 1), ("nvidia-l4", 1), ("nvidia-tesla-a100", 1), ("nvidia-h100-80gb", 1)]:
-        check_cluster_spec(ClusterSpec(name="ok", gpu_type=gpu, gpus_per_node=count))
+# What each GPU type's default needs before Compute Engine sells it (cloud.google.com/compute/docs/
+# accelerator-optimized-machines: a3-highgpu-1g/2g/4g are Spot or Flex-start only; A3 Ultra needs a reservation).
+NEEDS = {GpuType.H100: ("spot", {"spot": True}), GpuType.H200: ("reservation", {"reservation": "h200-block"})}
+
+
+@pytest.mark.parametrize("gpu", list(GpuType))
+def test_every_gpu_type_alone_is_orderable_or_refused_naming_what_it_needs(gpu: GpuType) -> None:
+    spec = ClusterSpec(name="ok", gpu_type=gpu.value)
+    # the GPU count follows the default machine type (8 on a3-ultragpu-8g), never one that preflight refuses
+    assert spec.gpus_per_node == (machine_shape(spec.effective_machine_type).fixed_gpus or ("", 1))[1]
+    if gpu in NEEDS:
+        field, settings = NEEDS[gpu]
+        with pytest.raises(SpecError) as caught:
+            check_cluster_spec(spec)
+        assert caught.value.fields == [field]
+        spec = ClusterSpec(name="ok", gpu_type=gpu.value, **settings)  # type: ignore[arg-type]
+    check_cluster_spec(spec)
+
+
+def test_gpus_per_node_follows_the_machine_type_named() -> None:
+    assert ClusterSpec(name="a", gpu_type="a100", machine_type="a2-highgpu-4g").gpus_per_node == 4
+    assert ClusterSpec(name="a", gpu_type="l4", machine_type="g2-standard-24").gpus_per_node == 2
+    assert ClusterSpec(name="a", gpu_type="t4", machine_type="n1-standard-16").gpus_per_node == 1
+    assert ClusterSpec(name="a", gpu_type="h100", machine_type="a3-highgpu-2g", gpus_per_node=1).gpus_per_node == 1
+
+
+def test_newer_accelerators_are_accepted_with_a_warning() -> None:
+    for gpu, machine in [("b200", "a4-highgpu-8g"), ("gb200", "a4x-highgpu-4g"), ("rtx-pro-6000", "g4-standard-48")]:
+        spec = ClusterSpec(name="new", gpu_type=gpu)
+        assert spec.effective_machine_type == machine
+        check_cluster_spec(spec)
+        (warning,) = cluster_spec_warnings(spec)
+        assert "new to rlcloud" in warning
+    assert "Arm" in cluster_spec_warnings(ClusterSpec(name="new", gpu_type="gb200"))[0]
+    assert cluster_spec_warnings(ClusterSpec(name="old", gpu_type="t4")) == []
+    # a shape of the right series that rlcloud's tables lack: GKE decides, rlcloud says it cannot vouch for it
+    future = ClusterSpec(name="f", gpu_type="h100", machine_type="a3-futuregpu-8g", gpus_per_node=8)
+    check_cluster_spec(future)
+    assert "not in rlcloud's tables" in cluster_spec_warnings(future)[0]
 
 
 @pytest.mark.parametrize(
@@ -53,6 +92,8 @@ def test_default_machine_for_every_gpu_type_passes() -> None:
         ({"gpu_type": "nvidia-l4", "machine_type": "n1-standard-8"}, "machine_type", "g2-standard-8"),
         ({"gpu_type": "nvidia-tesla-a100", "machine_type": "n1-standard-8"}, "machine_type", "a2-highgpu-1g"),
         ({"gpu_type": "nvidia-h100-80gb", "machine_type": "a2-highgpu-1g"}, "gpu_type", "nvidia-tesla-a100"),
+        ({"gpu_type": "h100", "machine_type": "a3-highgpu-4g"}, "spot", "Spot or Flex-start"),
+        ({"gpu_type": "h200", "spot": True}, "reservation", "only through a Compute Engine reservation"),
         ({"gpu_type": "nvidia-tesla-t4", "gpus_per_node": 3}, "gpus_per_node", "[1, 2, 4]"),
         ({"gpu_type": "nvidia-tesla-p100", "gpus_per_node": 8}, "gpus_per_node", "[1, 2, 4]"),
         (

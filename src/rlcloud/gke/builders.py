@@ -13,7 +13,7 @@ from google.cloud import container_v1
 
 from rlcloud.errors import SpecError, SpecProblem
 from rlcloud.gke.plan import POOL_LABEL, PoolPlan, plan_pools
-from rlcloud.specs.cluster import ClusterSpec
+from rlcloud.specs.cluster import LATEST_DRIVER_GPU_TYPES, ClusterSpec
 
 __all__ = [
     "AUTODOWN_LABEL",
@@ -29,6 +29,7 @@ __all__ = [
     "build_node_pool",
     "cluster_labels",
     "cluster_path",
+    "default_driver_version",
     "location_path",
     "node_pool_path",
     "operation_path",
@@ -86,6 +87,19 @@ def cluster_labels(spec: ClusterSpec, *, experiment: str | None = None, now: flo
     return labels
 
 
+# Machine series whose boot disk must be Hyperdisk (they take no Persistent Disk): A3 Ultra, A4, A4X, G4
+# (cloud.google.com/compute/docs/accelerator-optimized-machines, "Supported disk types"; Google's GKE
+# blueprint for A3 Ultra, cluster-toolkit examples/gke-a3-ultragpu, uses hyperdisk-balanced).
+_HYPERDISK_ONLY = ("a3-ultragpu-", "a4-", "a4x-", "g4-")
+RESERVATION_KEY = "compute.googleapis.com/reservation-name"
+
+
+def default_driver_version(gpu_type: str | None) -> str:
+    """The GKE-installed driver branch for ``gpu_type``: LATEST for Hopper and newer (their kernels are
+    JIT-compiled from PTX by the driver: :data:`~rlcloud.specs.cluster.LATEST_DRIVER_GPU_TYPES`), else DEFAULT."""
+    return "LATEST" if gpu_type in {t.value for t in LATEST_DRIVER_GPU_TYPES} else "DEFAULT"
+
+
 def _driver_version(value: str) -> container_v1.GPUDriverInstallationConfig.GPUDriverVersion:
     upper = value.upper()
     if upper not in GPU_DRIVER_VERSIONS:
@@ -94,7 +108,7 @@ def _driver_version(value: str) -> container_v1.GPUDriverInstallationConfig.GPUD
 
 
 def build_node_pool(
-    plan: PoolPlan, *, gpu_driver_version: str = "DEFAULT", service_account: str | None = None
+    plan: PoolPlan, *, gpu_driver_version: str | None = None, service_account: str | None = None
 ) -> container_v1.NodePool:
     """One NodePool message from a :class:`~rlcloud.gke.plan.PoolPlan`.
 
@@ -103,7 +117,9 @@ def build_node_pool(
     from scaling to zero. Nodes use the GKE metadata server so pods authenticate with Workload Identity
     rather than the node's service account.
     ``service_account``: the Google service account the nodes run as (None: GKE's default, the
-    project's Compute Engine default service account).
+    project's Compute Engine default service account). ``gpu_driver_version``: DEFAULT or LATEST (None:
+    :func:`default_driver_version` of the pool's GPU type). A plan with a reservation consumes exactly it
+    (SPECIFIC_RESERVATION); machine series that take no Persistent Disk boot from hyperdisk-balanced.
     """
     config = container_v1.NodeConfig(
         machine_type=plan.machine_type,
@@ -118,13 +134,21 @@ def build_node_pool(
     )
     if service_account:
         config.service_account = service_account
+    if plan.machine_type.startswith(_HYPERDISK_ONLY):
+        config.disk_type = "hyperdisk-balanced"
+    if plan.reservation:
+        config.reservation_affinity = container_v1.ReservationAffinity(
+            consume_reservation_type=container_v1.ReservationAffinity.Type.SPECIFIC_RESERVATION,
+            key=RESERVATION_KEY,
+            values=[plan.reservation],
+        )
     if plan.gpus:
         config.accelerators = [
             container_v1.AcceleratorConfig(
                 accelerator_count=plan.gpus,
                 accelerator_type=plan.gpu_type,
                 gpu_driver_installation_config=container_v1.GPUDriverInstallationConfig(
-                    gpu_driver_version=_driver_version(gpu_driver_version)
+                    gpu_driver_version=_driver_version(gpu_driver_version or default_driver_version(plan.gpu_type))
                 ),
             )
         ]
@@ -158,7 +182,7 @@ def build_cluster(
     node_locations: tuple[str, ...] = (),
     experiment: str | None = None,
     now: float | None = None,
-    gpu_driver_version: str = "DEFAULT",
+    gpu_driver_version: str | None = None,
     extra_labels: Mapping[str, str] | None = None,
 ) -> container_v1.Cluster:
     """The Cluster message for ``spec``: its node pools, labels and Workload Identity pool.
@@ -189,7 +213,7 @@ def build_create_cluster_request(
     node_locations: tuple[str, ...] = (),
     experiment: str | None = None,
     now: float | None = None,
-    gpu_driver_version: str = "DEFAULT",
+    gpu_driver_version: str | None = None,
 ) -> container_v1.CreateClusterRequest:
     """CreateClusterRequest for ``spec`` in ``location`` (default: ``spec.location``; zonal or regional)."""
     return container_v1.CreateClusterRequest(
@@ -212,7 +236,7 @@ def build_create_node_pool_request(
     location: str,
     pool_name: str,
     pool_locations: tuple[str, ...] = (),
-    gpu_driver_version: str = "DEFAULT",
+    gpu_driver_version: str | None = None,
 ) -> container_v1.CreateNodePoolRequest:
     """CreateNodePoolRequest re-creating one of ``spec``'s pools (``pool_name``) on an existing cluster."""
     plans = {p.name: p for p in plan_pools(spec, gpu_locations=pool_locations)}

@@ -44,7 +44,7 @@ from rlcloud.gke.builders import (
 from rlcloud.gke.errors import ClusterBusyError, api_errors, classify, operation_error
 from rlcloud.gke.operations import ProgressCallback, wait_operation
 from rlcloud.gke.plan import DEFAULT_POOL, GPU_POOL, PoolPlan, plan_pools
-from rlcloud.gke.preflight import check_cluster_spec
+from rlcloud.gke.preflight import check_cluster_spec, cluster_spec_warnings
 from rlcloud.gke.prices import CostEstimate, CostSoFar, estimate_cost_so_far, estimate_hourly_cost
 from rlcloud.specs.cluster import REGION_RE, Autoscaling, ClusterSpec
 
@@ -85,6 +85,13 @@ def _parse_time(text: str) -> _dt.datetime | None:
         return None
 
 
+def _reservation_of(pool: Any) -> str | None:
+    affinity = pool.config.reservation_affinity if pool is not None else None
+    if affinity and affinity.consume_reservation_type == container_v1.ReservationAffinity.Type.SPECIFIC_RESERVATION:
+        return affinity.values[0] if affinity.values else None
+    return None
+
+
 @dataclass(frozen=True)
 class ClusterInfo:
     """Observed state of a GKE cluster (what GKE reports, not what a spec asked for)."""
@@ -109,6 +116,7 @@ class ClusterInfo:
     nodes_per_zone: int = 0  # initial node count of the experiment pool
     #: every pool as a plan with its node count over all its zones (for the cost so far)
     pools: tuple[tuple[PoolPlan, int], ...] = ()
+    reservation: str | None = None  # the reservation the experiment pool consumes
 
     @property
     def managed(self) -> bool:
@@ -209,6 +217,7 @@ class ClusterInfo:
             autoscaling=autoscaling,
             nodes_per_zone=workers.initial_node_count if workers else 0,
             pools=pools_info,
+            reservation=_reservation_of(workers),
         )
 
     def to_spec(self) -> ClusterSpec:
@@ -229,6 +238,7 @@ class ClusterInfo:
             ),
             labels={k: v for k, v in self.labels.items() if k not in ours},
             autodown=self.autodown,
+            reservation=self.reservation,
         )
 
 
@@ -238,7 +248,9 @@ class GkeCluster:
     ``project``: the Google Cloud project (default: the spec's, then Application Default Credentials');
     ``credentials``: google-auth credentials (default: ``google.auth.default``, looked up lazily);
     ``container_client``: a ``container_v1.ClusterManagerClient`` (default: built from the credentials).
-    ``experiment`` labels the cluster as made for that experiment. ``poll_interval``/``max_poll_interval``
+    ``experiment`` labels the cluster as made for that experiment. ``gpu_driver_version``: DEFAULT or LATEST,
+    the GKE-installed driver of GPU nodes (None: LATEST for Hopper and newer GPUs, whose kernels the driver
+    JIT-compiles, DEFAULT for the others). ``poll_interval``/``max_poll_interval``
     bound the operation polling backoff (seconds).
 
     On a spec with ``ttl`` or ``autodown``, ``create()`` installs the in-cluster reaper
@@ -262,7 +274,7 @@ class GkeCluster:
         *,
         gke_project: GkeProject | None = None,
         experiment: str | None = None,
-        gpu_driver_version: str = "DEFAULT",
+        gpu_driver_version: str | None = None,
         poll_interval: float = 2.0,
         max_poll_interval: float = 20.0,
         reaper_service_account: str | None = None,
@@ -527,6 +539,8 @@ class GkeCluster:
         nothing is created.
         """
         check_cluster_spec(self.spec)
+        for warning in cluster_spec_warnings(self.spec):
+            log.warning("cluster %s: %s", self.name, warning)
         allowed = list(self.spec.fallback_zones if fallback_zones is None else fallback_zones)
         deadline = time.monotonic() + timeout
         try:

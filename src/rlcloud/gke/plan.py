@@ -58,6 +58,7 @@ class PoolPlan:
     min_nodes: int | None = None
     max_nodes: int | None = None
     locations: tuple[str, ...] = ()
+    reservation: str | None = None  # the Compute Engine reservation the nodes consume
 
 
 def zone_count(spec: ClusterSpec, locations: tuple[str, ...] = ()) -> int:
@@ -81,6 +82,7 @@ def plan_pools(spec: ClusterSpec, *, gpu_locations: tuple[str, ...] = ()) -> lis
         min_nodes=spec.autoscaling.min_nodes if spec.autoscaling else None,
         max_nodes=spec.autoscaling.max_nodes if spec.autoscaling else None,
         locations=gpu_locations,
+        reservation=spec.reservation,
     )
     if not spec.gpus_per_node:
         return [workers]
