@@ -16,6 +16,9 @@ channel) talks to it exactly as it talks to Google:
   for the real messages of quota (``GPUS_ALL_REGIONS``), API-not-enabled and missing-permission
   errors; :meth:`stockout` makes operations that need nodes in a zone end with
   ``ZONE_RESOURCE_POOL_EXHAUSTED`` naming the zones that still have capacity, as Compute Engine does.
+* GPUs per zone (:mod:`tests.fakes.gce_catalog`): a node pool whose zones include one without its
+  accelerator type is refused with 400 INVALID_ARGUMENT "Accelerator type ... does not exist in zone ...",
+  at once, as GKE does; a regional cluster without node locations spreads its pools over three zones;
 * node taints (:meth:`node_taints`): a pool's own ``config.taints``, plus the ``nvidia.com/gpu`` taint GKE
   adds by itself only to a GPU pool created on a cluster that already runs a non-GPU pool;
 * transient failures of GetOperation (:meth:`interrupt_polling`): UNAVAILABLE, INTERNAL or a reset
@@ -43,6 +46,8 @@ from google.cloud.container_v1.services.cluster_manager.transports import Cluste
 from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
+
+from tests.fakes.gce_catalog import default_zones, offers
 
 __all__ = ["FakeClusterManager", "Stockout"]
 
@@ -424,8 +429,19 @@ class FakeClusterManager:
         if cluster.locations:
             return list(cluster.locations)
         if _REGION_RE.match(cluster.location):
-            return [f"{cluster.location}-{z}" for z in "abc"]
+            return default_zones(cluster.location)
         return [cluster.location]
+
+    def _check_accelerators(self, cluster: container_v1.Cluster, pool: container_v1.NodePool) -> None:
+        """GKE's "Regional clusters" page (Limitations): a GPU pool in a zone without its GPU fails with
+        'ResponseError: code=400 ... Accelerator type "nvidia-l4" does not exist in zone europe-west3-a.'"""
+        for acc in pool.config.accelerators:
+            for zone in self._zones_of(cluster, pool):
+                if not offers(zone, acc.accelerator_type):
+                    raise _Abort(
+                        grpc.StatusCode.INVALID_ARGUMENT,
+                        f'Accelerator type "{acc.accelerator_type}" does not exist in zone {zone}.',
+                    )
 
     def _stockout_error(self, cluster: container_v1.Cluster, pool: container_v1.NodePool) -> str | None:
         accelerators = [a.accelerator_type for a in pool.config.accelerators]
@@ -516,6 +532,9 @@ class FakeClusterManager:
                     raise _Abort(grpc.StatusCode.INVALID_ARGUMENT, "accelerator_count and type are required.")
                 if acc.accelerator_type == "nvidia-tesla-k80":
                     raise _Abort(grpc.StatusCode.INVALID_ARGUMENT, "Accelerator type nvidia-tesla-k80 does not exist.")
+        located = container_v1.Cluster(location=location, locations=list(cluster.locations))
+        for pool in cluster.node_pools:
+            self._check_accelerators(located, pool)
         key = (project, location, cluster.name)
         if key in self.clusters:
             raise _Abort(
@@ -594,6 +613,7 @@ class FakeClusterManager:
         pool = container_v1.NodePool.deserialize(container_v1.NodePool.serialize(request.node_pool))
         if any(p.name == pool.name for p in cluster.node_pools):
             raise _Abort(grpc.StatusCode.ALREADY_EXISTS, f"Already exists: {request.parent}/nodePools/{pool.name}.")
+        self._check_accelerators(cluster, pool)
         pool.status = PoolStatus.PROVISIONING
         pool.self_link = f"{cluster.self_link}/nodePools/{pool.name}"
         if pool.config.accelerators and any(not p.config.accelerators for p in cluster.node_pools):

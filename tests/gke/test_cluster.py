@@ -16,6 +16,7 @@ from rlcloud.errors import (
     ConflictError,
     NotFoundError,
     QuotaExceededError,
+    SpecError,
     WaitTimeoutError,
 )
 from rlcloud.gke.cluster import ClusterInfo, GkeCluster, dedicated_cluster, reap
@@ -122,7 +123,8 @@ def test_create_request_contents(kind: str, fake: FakeClusterManager, make_clust
     if kind == "regional":
         assert info.location == "us-central1"
         assert workers.config.machine_type == "g2-standard-8"
-        assert info.num_nodes == 6  # one system + one L4 node in each of the region's 3 zones
+        assert info.num_nodes == 4  # one system node in each of the region's 3 zones, one L4 node in one zone
+        assert list(workers.locations) == ["us-central1-a"] and list(pools["default-pool"].locations) == []
 
 
 def test_preflight_runs_before_any_request(fake: FakeClusterManager, make_cluster: MakeCluster) -> None:
@@ -350,11 +352,24 @@ def test_stockout_fallback_argument_and_other_regions(fake: FakeClusterManager, 
     assert info.location == "europe-west4-b"
 
 
-def test_regional_stockout_pins_node_locations(fake: FakeClusterManager, make_cluster: MakeCluster) -> None:
+def test_regional_stockout_moves_the_gpu_pool_to_another_zone_with_its_gpu(
+    fake: FakeClusterManager, make_cluster: MakeCluster
+) -> None:
     fake.stockout("us-central1-a", ["us-central1-c"], accelerator="nvidia-l4")
-    spec = ClusterSpec(name="rl", location="us-central1", gpu_type="nvidia-l4", fallback_zones=["us-central1-c"])
+    # no fallback_zones needed: a regional spec allows the region's zones that offer the GPU
+    spec = ClusterSpec(name="rl", location="us-central1", gpu_type="nvidia-l4")
     info = make_cluster(spec).create()
     assert info.location == "us-central1" and info.status == "RUNNING"
+    first, second = fake.requests_of("CreateCluster")
+    gpu = [{p.name: list(p.locations) for p in r.cluster.node_pools}["gpu-pool"] for r in (first, second)]
+    assert gpu == [["us-central1-a"], ["us-central1-c"]]
+    assert list(second.cluster.locations) == []  # the CPU pool stays spread over the region
+
+
+def test_regional_cpu_stockout_pins_node_locations(fake: FakeClusterManager, make_cluster: MakeCluster) -> None:
+    fake.stockout("us-central1-a", ["us-central1-c"])
+    spec = ClusterSpec(name="rl", location="us-central1", fallback_zones=["us-central1-c"])
+    make_cluster(spec).create()
     first, second = fake.requests_of("CreateCluster")
     assert list(first.cluster.locations) == [] and list(second.cluster.locations) == ["us-central1-c"]
 
@@ -536,12 +551,13 @@ def test_get_a_cluster_with_an_accelerator_rlcloud_does_not_model(
             accelerators=[container_v1.AcceleratorConfig(accelerator_count=8, accelerator_type="nvidia-x900")],
         ),
     )
+    # a zone the fakes' GPU table does not know (tests/fakes/gce_catalog.py): any accelerator goes there
     container_client.create_cluster(
-        parent=f"projects/{PROJECT}/locations/us-central1-b",
+        parent=f"projects/{PROJECT}/locations/us-south1-b",
         cluster=container_v1.Cluster(name="x900", node_pools=[pool]),
     )
     found = GkeCluster.get("x900", project=PROJECT, container_client=container_client, credentials=NoCredentials())
-    assert (found.spec.name, found.location, found.spec.gpu_type) == ("x900", "us-central1-b", None)
+    assert (found.spec.name, found.location, found.spec.gpu_type) == ("x900", "us-south1-b", None)
     assert found.info().gpu_type == "nvidia-x900" and found.info().gpus_per_node == 8
 
 
@@ -636,3 +652,85 @@ def test_the_fake_taints_a_gpu_pool_added_later_as_gke_does(fake: FakeClusterMan
     container_client.create_node_pool(parent=f"projects/{PROJECT}/locations/us-central1-a/clusters/c", node_pool=gpu)
     assert fake.node_taints("c", "gpu-pool") == [("nvidia.com/gpu", "present", "NO_SCHEDULE")]
     assert fake.node_taints("c", "default-pool") == []
+
+
+# ---------------------------------------------------------------------------------------- regional GPU zones
+
+
+def test_a_regional_gpu_pool_goes_to_one_zone_that_offers_its_gpu(
+    fake: FakeClusterManager, make_cluster: MakeCluster
+) -> None:
+    # europe-west3-a has no L4 (GKE's own example); GKE's default zones for the region include it
+    spec = ClusterSpec(name="rl", location="europe-west3", gpu_type="l4")
+    info = make_cluster(spec).create()
+    assert info.status == "RUNNING"
+    (request,) = fake.requests_of("CreateCluster")
+    pools = {p.name: p for p in request.cluster.node_pools}
+    assert list(pools["gpu-pool"].locations) == ["europe-west3-b"]  # one zone: GPUs and cost do not triple
+    assert list(pools["default-pool"].locations) == [] and list(request.cluster.locations) == []
+    assert info.num_nodes == 3 + 1
+    assert next(i for i in make_cluster(spec).estimate_cost().items if "nvidia-l4" in i.item).quantity == 1
+
+
+def test_the_fake_refuses_a_gpu_pool_in_a_zone_without_its_gpu(container_client: Any) -> None:
+    from google.api_core import exceptions as gexc
+
+    gpu = container_v1.NodePool(
+        name="gpu-pool",
+        initial_node_count=1,
+        config=container_v1.NodeConfig(
+            machine_type="g2-standard-8",
+            accelerators=[container_v1.AcceleratorConfig(accelerator_count=1, accelerator_type="nvidia-l4")],
+        ),
+    )
+    with pytest.raises(
+        gexc.InvalidArgument, match='Accelerator type "nvidia-l4" does not exist in zone europe-west3-a'
+    ):
+        container_client.create_cluster(
+            parent=f"projects/{PROJECT}/locations/europe-west3",
+            cluster=container_v1.Cluster(name="c", node_pools=[gpu]),
+        )
+
+
+def test_a_region_without_the_gpu_is_refused_before_anything_is_created(
+    fake: FakeClusterManager, make_cluster: MakeCluster
+) -> None:
+    spec = ClusterSpec(name="rl", location="europe-west3", gpu_type="h100", spot=True)
+    with pytest.raises(SpecError) as caught:
+        make_cluster(spec).create(delete_on_failure=True)
+    assert caught.value.fields == ["location"]
+    assert "no zone of europe-west3 offers nvidia-h100-80gb" in str(caught.value)
+    assert "europe-west4" in str(caught.value) and "us-central1" in str(caught.value)
+    assert fake.requests_of("CreateCluster") == []
+
+
+def test_node_locations_are_used_when_they_offer_the_gpu_and_refused_when_not(
+    fake: FakeClusterManager, make_cluster: MakeCluster
+) -> None:
+    wrong = ClusterSpec(name="rl", location="europe-west3", gpu_type="l4", node_locations=["europe-west3-a"])
+    with pytest.raises(SpecError) as caught:
+        make_cluster(wrong).create()
+    assert caught.value.fields == ["node_locations"]
+    assert "europe-west3-a does not offer nvidia-l4" in str(caught.value)
+    assert "europe-west3-b, europe-west3-c" in str(caught.value)
+    assert fake.requests_of("CreateCluster") == []
+    two = ClusterSpec(
+        name="rl", location="europe-west3", gpu_type="l4", node_locations=["europe-west3-b", "europe-west3-c"]
+    )
+    info = make_cluster(two).create()
+    (request,) = fake.requests_of("CreateCluster")
+    gpu = {p.name: p for p in request.cluster.node_pools}["gpu-pool"]
+    assert list(gpu.locations) == ["europe-west3-b", "europe-west3-c"]
+    assert info.num_nodes == 3 + 2
+    assert next(i for i in make_cluster(two).estimate_cost().items if "nvidia-l4" in i.item).quantity == 2
+
+
+def test_without_compute_access_node_locations_are_needed(
+    google_apis: Any, fake: FakeClusterManager, make_cluster: MakeCluster
+) -> None:
+    google_apis.state.deny("acceleratorTypes.aggregatedList")
+    with pytest.raises(SpecError, match=r"roles/compute\.viewer") as caught:
+        make_cluster(ClusterSpec(name="rl", location="europe-west3", gpu_type="l4"), doctor=False).create()
+    assert caught.value.fields == ["node_locations"]
+    spec = ClusterSpec(name="rl", location="europe-west3", gpu_type="l4", node_locations=["europe-west3-c"])
+    assert make_cluster(spec, doctor=False).create().status == "RUNNING"

@@ -148,7 +148,9 @@ def test_gpu_spot_regional_estimate() -> None:
     assert spot_gpu.hourly == pytest.approx(gpu_items[0].hourly * SPOT_FRACTION)
     assert spot.hourly < on_demand.hourly
     regional = estimate_hourly_cost(ClusterSpec(name="t4", location="us-central1", gpu_type="nvidia-tesla-t4"))
-    assert next(i for i in regional.items if "nvidia-tesla-t4" in i.item).quantity == 3
+    # a regional GPU pool is in one zone (rlcloud picks it), the CPU pool in the region's three
+    assert next(i for i in regional.items if "nvidia-tesla-t4" in i.item).quantity == 1
+    assert next(i for i in regional.items if "e2-standard-4" in i.item).quantity == 3
     scaled = estimate_hourly_cost(
         ClusterSpec(name="t4", gpu_type="nvidia-tesla-t4", num_nodes=1, autoscaling={"min_nodes": 0, "max_nodes": 5})
     )
@@ -168,7 +170,7 @@ def test_gpu_cluster_estimate_shows_the_cpu_pool_range() -> None:
     assert system.quantity == 1
     assert system.item == f"default-pool: 1 x e2-standard-4 (autoscaling 1-{SYSTEM_MAX_NODES} per zone)"
     assert "autoscaling maximum" in str(fixed) and f"${fixed.max_hourly:.2f}/hour" in str(fixed)
-    # both pools autoscaling, regional: each at its own maximum in each of the three zones
+    # both pools autoscaling, regional: the CPU pool in each of the three zones, the GPU pool in its one
     both = estimate_hourly_cost(
         ClusterSpec(
             name="t4",
@@ -178,8 +180,8 @@ def test_gpu_cluster_estimate_shows_the_cpu_pool_range() -> None:
             autoscaling={"min_nodes": 0, "max_nodes": 2},
         )
     )
-    assert both.hourly == pytest.approx(CLUSTER_FEE_PER_HOUR + 3 * e2_node + 3 * t4_node, abs=1e-3)
-    top = CLUSTER_FEE_PER_HOUR + 3 * SYSTEM_MAX_NODES * e2_node + 3 * 2 * t4_node
+    assert both.hourly == pytest.approx(CLUSTER_FEE_PER_HOUR + 3 * e2_node + t4_node, abs=1e-3)
+    top = CLUSTER_FEE_PER_HOUR + 3 * SYSTEM_MAX_NODES * e2_node + 2 * t4_node
     assert both.max_hourly == pytest.approx(top, abs=1e-3)
     assert next(i for i in both.items if "n1-standard-4" in i.item).item.endswith("(autoscaling 0-2 per zone)")
 
@@ -242,3 +244,19 @@ def test_machine_with_built_in_gpus_counts_them_once(
     machine_item = next(i for i in estimate.items if i.item.endswith(f"1 x {machine}"))
     assert machine_item.hourly == pytest.approx(shape.vcpus * vcpu + shape.memory_gb * gb)
     assert sum(i.hourly or 0 for i in estimate.items) == pytest.approx(estimate.hourly, abs=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("settings", "words"),
+    [
+        ({"location": "us-central1-a", "gpu_type": "t4"}, "regional cluster"),
+        ({"location": "us-central1", "gpu_type": "t4", "node_locations": ["europe-west4-a"]}, "region us-central1"),
+        ({"location": "us-central1"}, "has no GPUs"),
+        ({"location": "us-central1", "gpu_type": "t4", "node_locations": ["us-central1-a", "us-central1-a"]}, "twice"),
+    ],
+)
+def test_node_locations_must_place_a_regional_gpu_pool(settings: dict[str, object], words: str) -> None:
+    settings.setdefault("node_locations", ["us-central1-a"])
+    with pytest.raises(SpecError) as caught:
+        ClusterSpec.from_dict({"name": "r", **settings})
+    assert caught.value.fields == ["node_locations"] and words in str(caught.value)

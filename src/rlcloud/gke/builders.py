@@ -180,6 +180,7 @@ def build_cluster(
     *,
     project: str,
     node_locations: tuple[str, ...] = (),
+    gpu_locations: tuple[str, ...] = (),
     experiment: str | None = None,
     now: float | None = None,
     gpu_driver_version: str | None = None,
@@ -187,7 +188,9 @@ def build_cluster(
 ) -> container_v1.Cluster:
     """The Cluster message for ``spec``: its node pools, labels and Workload Identity pool.
 
-    ``node_locations`` restricts where nodes go (a fallback zone of a regional cluster).
+    ``node_locations`` restricts where every pool's nodes go (a fallback zone of a regional cluster);
+    ``gpu_locations`` where the GPU pool's go (default: the spec's ``node_locations``). A regional
+    cluster's GPU pool needs them: GKE's default zones may lack the GPU ("Regional clusters", Limitations).
     """
     labels = cluster_labels(spec, experiment=experiment, now=now)
     labels.update(extra_labels or {})
@@ -196,7 +199,7 @@ def build_cluster(
         description=f"rlcloud cluster {spec.name}" + (f" for experiment {experiment}" if experiment else ""),
         node_pools=[
             build_node_pool(p, gpu_driver_version=gpu_driver_version, service_account=spec.service_account)
-            for p in plan_pools(spec)
+            for p in plan_pools(spec, gpu_locations=gpu_locations)
         ],
         locations=list(node_locations),
         resource_labels=labels,
@@ -211,6 +214,7 @@ def build_create_cluster_request(
     project: str,
     location: str | None = None,
     node_locations: tuple[str, ...] = (),
+    gpu_locations: tuple[str, ...] = (),
     experiment: str | None = None,
     now: float | None = None,
     gpu_driver_version: str | None = None,
@@ -222,6 +226,7 @@ def build_create_cluster_request(
             spec,
             project=project,
             node_locations=node_locations,
+            gpu_locations=gpu_locations,
             experiment=experiment,
             now=now,
             gpu_driver_version=gpu_driver_version,

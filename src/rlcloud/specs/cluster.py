@@ -292,6 +292,12 @@ class ClusterSpec(StrictModel):
         description="Idle time, e.g. '30m': the cluster deletes itself after running no rlcloud workload for this "
         "long (an in-cluster reaper checks every 5 minutes; at least 10m).",
     )
+    node_locations: list[str] = Field(
+        default_factory=list,
+        description="Zones of a regional cluster's GPU pool (gcloud's --node-locations), e.g. ['us-central1-a']: "
+        "each zone gets num_nodes nodes. Empty: rlcloud picks one zone of the region that offers gpu_type (from "
+        "Compute Engine's accelerator types). Regional GPU clusters only.",
+    )
     reservation: str | None = Field(
         None,
         description="Compute Engine reservation the GPU nodes consume (a name, or projects/P/reservations/NAME "
@@ -353,6 +359,18 @@ class ClusterSpec(StrictModel):
             raise PydanticCustomError(
                 "zones", "fallback_zones must be zones such as 'us-central1-b'; not {bad}", {"bad": excerpt(bad)}
             )
+        return value
+
+    @field_validator("node_locations")
+    @classmethod
+    def _node_locations(cls, value: list[str]) -> list[str]:
+        bad = [z for z in value if not ZONE_RE.match(z)]
+        if bad:
+            raise PydanticCustomError(
+                "zones", "node_locations must be zones such as 'us-central1-a'; not {bad}", {"bad": excerpt(bad)}
+            )
+        if len(set(value)) != len(value):
+            raise PydanticCustomError("zones", "node_locations names a zone twice: {v}", {"v": excerpt(value)})
         return value
 
     @field_validator("reservation")
@@ -470,6 +488,27 @@ class ClusterSpec(StrictModel):
                 "for a CPU-only cluster",
                 {"gpu": self.gpu_type.value},
             )
+        if self.node_locations:
+            if not self.is_regional:
+                raise PydanticCustomError(
+                    "at:node_locations",
+                    "node_locations places the GPU pool of a regional cluster: set location to a region such as "
+                    "{region}, or remove node_locations (a zonal cluster's nodes are in its zone)",
+                    {"region": self.location.rsplit("-", 1)[0]},
+                )
+            outside = [z for z in self.node_locations if z.rsplit("-", 1)[0] != self.location]
+            if outside:
+                raise PydanticCustomError(
+                    "at:node_locations",
+                    "node_locations must be zones of the cluster's region {region}; not {bad}",
+                    {"region": self.location, "bad": excerpt(outside)},
+                )
+            if not self.gpus_per_node:
+                raise PydanticCustomError(
+                    "at:node_locations",
+                    "node_locations places the GPU pool; this cluster has no GPUs (its nodes go to the region's "
+                    "default zones): remove node_locations",
+                )
         if self.autoscaling and not (self.autoscaling.min_nodes <= self.num_nodes <= self.autoscaling.max_nodes):
             raise PydanticCustomError(
                 "at:num_nodes",
