@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from rlcloud.errors import SpecError
@@ -260,3 +262,15 @@ def test_node_locations_must_place_a_regional_gpu_pool(settings: dict[str, objec
     with pytest.raises(SpecError) as caught:
         ClusterSpec.from_dict({"name": "r", **settings})
     assert caught.value.fields == ["node_locations"] and words in str(caught.value)
+
+
+def test_the_quota_check_counts_a_regional_gpu_pool_in_its_zones(google_apis: Any) -> None:
+    from rlcloud.doctor import Doctor
+
+    google_apis.state.region_quotas["PREEMPTIBLE_NVIDIA_T4_GPUS"] = 2
+    one = ClusterSpec(name="r", location="us-central1", gpu_type="t4", spot=True, num_nodes=2)
+    assert Doctor("rl-test-project", spec=one, images=[]).check_gpu_quota().status == "OK"
+    three = ClusterSpec(
+        name="r", location="us-central1", gpu_type="t4", spot=True, node_locations=["us-central1-a", "us-central1-b"]
+    )
+    assert "needs 2" in Doctor("rl-test-project", spec=three, images=[]).check_gpu_quota().detail
