@@ -422,7 +422,9 @@ class Doctor:
         if spec is None or not spec.gpus_per_node or spec.gpu_type is None:
             return Check("gpu-quota", "SKIP", "no GPUs in the cluster spec")
         region = spec.location if REGION_RE.match(spec.location) else spec.location.rsplit("-", 1)[0]
-        zones = 3 if spec.is_regional else 1
+        # a regional cluster's GPU pool is in its node_locations, else in the one zone rlcloud picks
+        # (gke/zones.py); a zonal cluster's in its zone
+        zones = len(spec.node_locations) or 1
         nodes = spec.autoscaling.max_nodes if spec.autoscaling else spec.num_nodes
         need = spec.gpus_per_node * nodes * zones
         metric = gpu_quota_metric(spec.gpu_type.value, spot=spec.spot)

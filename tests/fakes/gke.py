@@ -16,6 +16,14 @@ channel) talks to it exactly as it talks to Google:
   for the real messages of quota (``GPUS_ALL_REGIONS``), API-not-enabled and missing-permission
   errors; :meth:`stockout` makes operations that need nodes in a zone end with
   ``ZONE_RESOURCE_POOL_EXHAUSTED`` naming the zones that still have capacity, as Compute Engine does.
+* GPUs per zone (:mod:`tests.fakes.gce_catalog`): a node pool whose zones include one without its
+  accelerator type is refused with 400 INVALID_ARGUMENT "Accelerator type ... does not exist in zone ...",
+  at once, as GKE does; a regional cluster without node locations spreads its pools over three zones;
+* node taints (:meth:`node_taints`): a pool's own ``config.taints``, plus the ``nvidia.com/gpu`` taint GKE
+  adds by itself only to a GPU pool created on a cluster that already runs a non-GPU pool;
+* transient failures of GetOperation (:meth:`interrupt_polling`): UNAVAILABLE, INTERNAL or a reset
+  connection while the operation goes on in GKE; :meth:`note_on_success`: the next operation ends DONE
+  with a descriptive ``status_message`` and conditions but no ``error`` (a success).
 * :attr:`requests`: every request received, in order, as ``(method, request message)``.
 
 It is a test double: validation is only as deep as rlcloud's tests need.
@@ -38,6 +46,8 @@ from google.cloud.container_v1.services.cluster_manager.transports import Cluste
 from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
+
+from tests.fakes.gce_catalog import default_zones, offers
 
 __all__ = ["FakeClusterManager", "Stockout"]
 
@@ -131,6 +141,8 @@ class FakeClusterManager:
         self.requests: list[tuple[str, Any]] = []
         self.stockouts: list[Stockout] = []
         self._injected: list[_Injected] = []
+        self._success_notes: list[str] = []
+        self._auto_gpu_taint: set[tuple[str, str]] = set()  # (cluster, pool): see node_taints
         self._lock = threading.RLock()
         self._ids = itertools.count(1)
         self._server: grpc.Server | None = None
@@ -241,6 +253,31 @@ class FakeClusterManager:
             domain="iam.googleapis.com",
         )
 
+    def interrupt_polling(self, times: int = 1, code: grpc.StatusCode = grpc.StatusCode.INTERNAL) -> None:
+        """The next ``times`` GetOperation calls fail transiently; the operations themselves go on.
+
+        Google's API design guide ("Errors", cloud.google.com/apis/design/errors) names UNAVAILABLE,
+        INTERNAL and DEADLINE_EXCEEDED as what a healthy service answers now and then; the messages are
+        the ones Google's front ends send. A failed poll does not advance the operation (it never arrived).
+        """
+        messages = {
+            grpc.StatusCode.INTERNAL: "Internal error encountered.",
+            grpc.StatusCode.UNAVAILABLE: "recvmsg:Connection reset by peer",
+            grpc.StatusCode.DEADLINE_EXCEEDED: "Deadline Exceeded",
+        }
+        self.fail_next("GetOperation", code, messages.get(code, "The service is currently unavailable."), times=times)
+
+    def note_on_success(self, message: str) -> None:
+        """The next operation created ends DONE with ``message`` as its status_message and in a condition with
+        canonical code OK, and no ``error``: it succeeded.
+
+        The Container API reference (Operation): ``error`` is "the error result of the operation in case of
+        failure"; ``status_message``, ``cluster_conditions`` and ``nodepool_conditions`` are deprecated
+        descriptions, so words there do not make a failure.
+        """
+        with self._lock:
+            self._success_notes.append(message)
+
     def stockout(self, zone: str, zones_with_capacity: list[str], accelerator: str | None = None) -> None:
         """From now on, node creation in ``zone`` (for ``accelerator``, or any) fails: no capacity."""
         with self._lock:
@@ -259,6 +296,33 @@ class FakeClusterManager:
                 if cluster.status == ClusterStatus.RUNNING:
                     cluster.endpoint = endpoint
                     cluster.master_auth.cluster_ca_certificate = ca_certificate
+
+    def node_taints(self, cluster: str, pool: str) -> list[tuple[str, str, str]]:
+        """The taints (key, value, effect name) the nodes of ``pool`` of ``cluster`` carry.
+
+        GKE's "Run GPUs in Standard node pools" (cloud.google.com/kubernetes-engine/docs/how-to/gpus): "If you
+        add a GPU node pool to an existing cluster that already runs a non-GPU node pool, GKE automatically
+        taints the GPU nodes with nvidia.com/gpu=present:NoSchedule". It says nothing of pools created with
+        the cluster, so here those carry only the taints the request set.
+        """
+        with self._lock:
+            found = next(
+                (
+                    p
+                    for (_, _, name), c in self.clusters.items()
+                    if name == cluster
+                    for p in c.node_pools
+                    if p.name == pool
+                ),
+                None,
+            )
+            if found is None:
+                raise KeyError(f"no node pool {pool} in cluster {cluster}")
+            taints = [(t.key, t.value, container_v1.NodeTaint.Effect(t.effect).name) for t in found.config.taints]
+            automatic = ("nvidia.com/gpu", "present", "NO_SCHEDULE")
+            if (cluster, pool) in self._auto_gpu_taint and automatic not in taints:
+                taints.append(automatic)
+            return taints
 
     def requests_of(self, method: str) -> list[Any]:
         """The requests received for ``method``, in order."""
@@ -329,6 +393,8 @@ class FakeClusterManager:
             start_time=_now(),
         )
         pending = _PendingOp(op=op, project=project, cluster_key=cluster_key)
+        if self._success_notes:
+            pending.extra["note"] = self._success_notes.pop(0)
         self.operations[op_id] = pending
         return pending
 
@@ -363,8 +429,19 @@ class FakeClusterManager:
         if cluster.locations:
             return list(cluster.locations)
         if _REGION_RE.match(cluster.location):
-            return [f"{cluster.location}-{z}" for z in "abc"]
+            return default_zones(cluster.location)
         return [cluster.location]
+
+    def _check_accelerators(self, cluster: container_v1.Cluster, pool: container_v1.NodePool) -> None:
+        """GKE's "Regional clusters" page (Limitations): a GPU pool in a zone without its GPU fails with
+        'ResponseError: code=400 ... Accelerator type "nvidia-l4" does not exist in zone europe-west3-a.'"""
+        for acc in pool.config.accelerators:
+            for zone in self._zones_of(cluster, pool):
+                if not offers(zone, acc.accelerator_type):
+                    raise _Abort(
+                        grpc.StatusCode.INVALID_ARGUMENT,
+                        f'Accelerator type "{acc.accelerator_type}" does not exist in zone {zone}.',
+                    )
 
     def _stockout_error(self, cluster: container_v1.Cluster, pool: container_v1.NodePool) -> str | None:
         accelerators = [a.accelerator_type for a in pool.config.accelerators]
@@ -425,8 +502,14 @@ class FakeClusterManager:
             ]
             if pending.on_error:
                 pending.on_error()
-        elif pending.on_done:
-            pending.on_done()
+        else:
+            if "note" in pending.extra:
+                op.status_message = pending.extra["note"]
+                op.cluster_conditions = [
+                    container_v1.StatusCondition(canonical_code=code_pb2.OK, message=pending.extra["note"])
+                ]
+            if pending.on_done:
+                pending.on_done()
 
     # ----------------------------------------------------------------- clusters
 
@@ -449,6 +532,9 @@ class FakeClusterManager:
                     raise _Abort(grpc.StatusCode.INVALID_ARGUMENT, "accelerator_count and type are required.")
                 if acc.accelerator_type == "nvidia-tesla-k80":
                     raise _Abort(grpc.StatusCode.INVALID_ARGUMENT, "Accelerator type nvidia-tesla-k80 does not exist.")
+        located = container_v1.Cluster(location=location, locations=list(cluster.locations))
+        for pool in cluster.node_pools:
+            self._check_accelerators(located, pool)
         key = (project, location, cluster.name)
         if key in self.clusters:
             raise _Abort(
@@ -527,8 +613,11 @@ class FakeClusterManager:
         pool = container_v1.NodePool.deserialize(container_v1.NodePool.serialize(request.node_pool))
         if any(p.name == pool.name for p in cluster.node_pools):
             raise _Abort(grpc.StatusCode.ALREADY_EXISTS, f"Already exists: {request.parent}/nodePools/{pool.name}.")
+        self._check_accelerators(cluster, pool)
         pool.status = PoolStatus.PROVISIONING
         pool.self_link = f"{cluster.self_link}/nodePools/{pool.name}"
+        if pool.config.accelerators and any(not p.config.accelerators for p in cluster.node_pools):
+            self._auto_gpu_taint.add((cluster.name, pool.name))
         cluster.node_pools.append(pool)
         cluster.status = ClusterStatus.RECONCILING
         target = f"{request.parent}/nodePools/{pool.name}"

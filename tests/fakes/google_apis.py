@@ -5,7 +5,9 @@ The REST (JSON over HTTP/1.1) APIs the generated clients' REST transports call, 
 * Service Usage v1: ``GET /v1/projects/P/services:batchGet?names=...``;
 * Resource Manager v3: ``POST /v3/projects/P:testIamPermissions``, ``GET /v3/projects/P`` (its ``name`` is
   ``projects/NUMBER``), ``POST /v3/projects/P:getIamPolicy``;
-* Compute v1: ``GET /compute/v1/projects/P/regions/R`` and ``GET /compute/v1/projects/P`` (their quotas);
+* Compute v1: ``GET /compute/v1/projects/P/regions/R`` and ``GET /compute/v1/projects/P`` (their quotas),
+  ``GET /compute/v1/projects/P/aggregated/acceleratorTypes`` (which zone offers which GPU:
+  :mod:`tests.fakes.gce_catalog`, filtered by ``name = TYPE``);
 * Artifact Registry v1: ``GET /v1/projects/P/locations/L/repositories/R/packages/PKG/tags/T`` and
   ``GET /v1/projects/P/locations/L/repositories/R:getIamPolicy``;
 
@@ -47,6 +49,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import grpc
 from google.cloud import iam_admin_v1
 from google.iam.v1 import iam_policy_pb2, policy_pb2
+
+from tests.fakes.gce_catalog import ACCELERATOR_ZONES
 
 __all__ = ["FakeGoogleApis", "GoogleState", "default_compute_account"]
 
@@ -172,6 +176,8 @@ class GoogleState:
     #: repository -> its policy's bindings (none: an empty policy)
     repository_policies: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     project_policy: list[dict[str, Any]] = field(default_factory=list)
+    #: zone -> the GPU types Compute Engine offers there (acceleratorTypes)
+    accelerator_zones: dict[str, frozenset[str]] = field(default_factory=lambda: dict(ACCELERATOR_ZONES))
     #: operation (as in :attr:`FakeGoogleApis.requests`) -> (HTTP status, message, ErrorInfo reason or "")
     errors: dict[str, tuple[int, str, str]] = field(default_factory=dict)
 
@@ -303,6 +309,34 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         quotas = [{"metric": k, "limit": v, "usage": 0.0} for k, v in self.server.fake.state.project_quotas.items()]
         self._send(200, {"kind": "compute#project", "name": match.group(1), "quotas": quotas})
 
+    def _acceleratorTypes_aggregatedList(self, match: Any, query: dict[str, list[str]], body: Any) -> None:
+        # Compute's aggregated list: one scope per zone ("zones/Z"), each with its acceleratorTypes, or a
+        # NO_RESULTS_ON_PAGE warning when the filter leaves none there (compute/docs/reference/rest/v1/
+        # acceleratorTypes/aggregatedList). Filters: AIP-160 "name = X" (quotes optional), as the API documents.
+        wanted = None
+        for text in query.get("filter", []):
+            found = re.fullmatch(r'\s*name\s*=\s*"?([a-z0-9-]+)"?\s*', text)
+            if not found:
+                return self._error(400, f"Invalid value for field 'filter': '{text}'. Invalid list filter expression.")
+            wanted = found.group(1)
+        project = match.group(1)
+        items: dict[str, Any] = {}
+        for zone, types in sorted(self.server.fake.state.accelerator_zones.items()):
+            chosen = sorted(t for t in types if wanted in (None, t))
+            if chosen:
+                link = f"https://www.googleapis.com/compute/v1/projects/{project}/zones/{zone}"
+                items[f"zones/{zone}"] = {
+                    "acceleratorTypes": [
+                        {"kind": "compute#acceleratorType", "name": t, "zone": link, "maximumCardsPerInstance": 8}
+                        for t in chosen
+                    ]
+                }
+            else:
+                items[f"zones/{zone}"] = {
+                    "warning": {"code": "NO_RESULTS_ON_PAGE", "message": "There are no results for scope"}
+                }
+        self._send(200, {"kind": "compute#acceleratorTypeAggregatedList", "id": project, "items": items})
+
     def _tags_get(self, match: Any, query: Any, body: Any) -> None:
         repository, package, tag = match.group(3), unquote(match.group(4)), match.group(5)
         if f"{repository}/{package}:{tag}" not in self.server.fake.state.tags:
@@ -321,6 +355,7 @@ _ROUTES = [
     ("projects.get", r"/v3/projects/([^/:]+)", "GET"),
     ("regions.get", r"/compute/v1/projects/([^/]+)/regions/([^/]+)", "GET"),
     ("compute.projects.get", r"/compute/v1/projects/([^/]+)", "GET"),
+    ("acceleratorTypes.aggregatedList", r"/compute/v1/projects/([^/]+)/aggregated/acceleratorTypes", "GET"),
     (
         "tags.get",
         r"/v1/projects/([^/]+)/locations/([^/]+)/repositories/([^/]+)/packages/([^/]+)/tags/([^/]+)",

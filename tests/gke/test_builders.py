@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from google.cloud import container_v1
 
@@ -69,6 +71,11 @@ def test_gpu_cluster_has_a_small_cpu_pool_and_a_gpu_pool_with_managed_drivers() 
     assert accelerator.accelerator_type == "nvidia-tesla-p100"
     assert accelerator.accelerator_count == 2
     assert accelerator.gpu_driver_installation_config.gpu_driver_version == Driver.LATEST
+    # set explicitly: GKE adds it by itself only to a GPU pool added to a running cluster
+    assert [(t.key, t.value, t.effect) for t in gpu.config.taints] == [
+        ("nvidia.com/gpu", "present", container_v1.NodeTaint.Effect.NO_SCHEDULE)
+    ]
+    assert not system.config.taints
 
 
 def test_spot_autoscaling_and_labels_with_expiry() -> None:
@@ -154,3 +161,33 @@ def test_re_created_cpu_pool_keeps_its_autoscaling() -> None:
     autoscaling = request.node_pool.autoscaling
     assert autoscaling.enabled
     assert (autoscaling.min_node_count, autoscaling.max_node_count) == (1, SYSTEM_MAX_NODES)
+
+
+def test_hopper_and_newer_gpus_get_the_latest_driver_by_default() -> None:
+    def driver(spec: ClusterSpec, **options: str) -> Any:
+        gpu = pools(build_cluster(spec, project="proj-123", **options))[GPU_POOL]
+        return gpu.config.accelerators[0].gpu_driver_installation_config.gpu_driver_version
+
+    # TensorFlow's wheels carry only compute_90 PTX for Hopper: the node's driver JIT-compiles it
+    assert driver(ClusterSpec(name="h", gpu_type="h100", spot=True)) == Driver.LATEST
+    assert driver(ClusterSpec(name="h", gpu_type="h100-mega")) == Driver.LATEST
+    assert driver(ClusterSpec(name="h", gpu_type="h200", reservation="r")) == Driver.LATEST
+    assert driver(ClusterSpec(name="b", gpu_type="b200")) == Driver.LATEST
+    assert driver(ClusterSpec(name="t", gpu_type="t4")) == Driver.DEFAULT
+    assert driver(ClusterSpec(name="t", gpu_type="t4"), gpu_driver_version="LATEST") == Driver.LATEST
+    assert driver(ClusterSpec(name="h", gpu_type="h100", spot=True), gpu_driver_version="DEFAULT") == Driver.DEFAULT
+
+
+def test_a3_ultra_consumes_its_reservation_and_boots_from_hyperdisk() -> None:
+    spec = ClusterSpec(name="h200", gpu_type="h200", reservation="projects/proj-123/reservations/h200-block")
+    by_name = pools(build_cluster(spec, project="proj-123"))
+    gpu, system = by_name[GPU_POOL], by_name[DEFAULT_POOL]
+    affinity = gpu.config.reservation_affinity
+    assert affinity.consume_reservation_type == container_v1.ReservationAffinity.Type.SPECIFIC_RESERVATION
+    assert (affinity.key, list(affinity.values)) == (
+        "compute.googleapis.com/reservation-name",
+        ["projects/proj-123/reservations/h200-block"],
+    )
+    assert gpu.config.disk_type == "hyperdisk-balanced"
+    assert gpu.config.accelerators[0].accelerator_count == 8
+    assert not system.config.reservation_affinity.values and system.config.disk_type == ""

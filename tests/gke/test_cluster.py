@@ -16,6 +16,7 @@ from rlcloud.errors import (
     ConflictError,
     NotFoundError,
     QuotaExceededError,
+    SpecError,
     WaitTimeoutError,
 )
 from rlcloud.gke.cluster import ClusterInfo, GkeCluster, dedicated_cluster, reap
@@ -122,7 +123,8 @@ def test_create_request_contents(kind: str, fake: FakeClusterManager, make_clust
     if kind == "regional":
         assert info.location == "us-central1"
         assert workers.config.machine_type == "g2-standard-8"
-        assert info.num_nodes == 6  # one system + one L4 node in each of the region's 3 zones
+        assert info.num_nodes == 4  # one system node in each of the region's 3 zones, one L4 node in one zone
+        assert list(workers.locations) == ["us-central1-a"] and list(pools["default-pool"].locations) == []
 
 
 def test_preflight_runs_before_any_request(fake: FakeClusterManager, make_cluster: MakeCluster) -> None:
@@ -350,11 +352,24 @@ def test_stockout_fallback_argument_and_other_regions(fake: FakeClusterManager, 
     assert info.location == "europe-west4-b"
 
 
-def test_regional_stockout_pins_node_locations(fake: FakeClusterManager, make_cluster: MakeCluster) -> None:
+def test_regional_stockout_moves_the_gpu_pool_to_another_zone_with_its_gpu(
+    fake: FakeClusterManager, make_cluster: MakeCluster
+) -> None:
     fake.stockout("us-central1-a", ["us-central1-c"], accelerator="nvidia-l4")
-    spec = ClusterSpec(name="rl", location="us-central1", gpu_type="nvidia-l4", fallback_zones=["us-central1-c"])
+    # no fallback_zones needed: a regional spec allows the region's zones that offer the GPU
+    spec = ClusterSpec(name="rl", location="us-central1", gpu_type="nvidia-l4")
     info = make_cluster(spec).create()
     assert info.location == "us-central1" and info.status == "RUNNING"
+    first, second = fake.requests_of("CreateCluster")
+    gpu = [{p.name: list(p.locations) for p in r.cluster.node_pools}["gpu-pool"] for r in (first, second)]
+    assert gpu == [["us-central1-a"], ["us-central1-c"]]
+    assert list(second.cluster.locations) == []  # the CPU pool stays spread over the region
+
+
+def test_regional_cpu_stockout_pins_node_locations(fake: FakeClusterManager, make_cluster: MakeCluster) -> None:
+    fake.stockout("us-central1-a", ["us-central1-c"])
+    spec = ClusterSpec(name="rl", location="us-central1", fallback_zones=["us-central1-c"])
+    make_cluster(spec).create()
     first, second = fake.requests_of("CreateCluster")
     assert list(first.cluster.locations) == [] and list(second.cluster.locations) == ["us-central1-c"]
 
@@ -532,17 +547,18 @@ def test_get_a_cluster_with_an_accelerator_rlcloud_does_not_model(
         name="gpu-pool",
         initial_node_count=1,
         config=container_v1.NodeConfig(
-            machine_type="a4-highgpu-8g",
-            accelerators=[container_v1.AcceleratorConfig(accelerator_count=8, accelerator_type="nvidia-b200")],
+            machine_type="a9-highgpu-8g",
+            accelerators=[container_v1.AcceleratorConfig(accelerator_count=8, accelerator_type="nvidia-x900")],
         ),
     )
+    # a zone the fakes' GPU table does not know (tests/fakes/gce_catalog.py): any accelerator goes there
     container_client.create_cluster(
-        parent=f"projects/{PROJECT}/locations/us-central1-b",
-        cluster=container_v1.Cluster(name="b200", node_pools=[pool]),
+        parent=f"projects/{PROJECT}/locations/us-south1-b",
+        cluster=container_v1.Cluster(name="x900", node_pools=[pool]),
     )
-    found = GkeCluster.get("b200", project=PROJECT, container_client=container_client, credentials=NoCredentials())
-    assert (found.spec.name, found.location, found.spec.gpu_type) == ("b200", "us-central1-b", None)
-    assert found.info().gpu_type == "nvidia-b200" and found.info().gpus_per_node == 8
+    found = GkeCluster.get("x900", project=PROJECT, container_client=container_client, credentials=NoCredentials())
+    assert (found.spec.name, found.location, found.spec.gpu_type) == ("x900", "us-south1-b", None)
+    assert found.info().gpu_type == "nvidia-x900" and found.info().gpus_per_node == 8
 
 
 def test_transient_errors_on_mutations_are_retried(fake: FakeClusterManager, make_cluster: MakeCluster) -> None:
@@ -569,3 +585,152 @@ def test_rich_progress_and_wait(fake: FakeClusterManager, make_cluster: MakeClus
         assert cluster.wait(progress=progress).status == "RUNNING"
     assert "CREATE_CLUSTER rl" in out.getvalue() and "DONE" in out.getvalue()
     assert len(fake.requests_of("CreateCluster")) == 1
+
+
+# ---------------------------------------------------------------------------------------- operations
+
+
+@pytest.mark.parametrize("code", [grpc.StatusCode.INTERNAL, grpc.StatusCode.UNAVAILABLE])
+def test_transient_errors_while_polling_never_delete_a_cluster_gke_is_building(
+    code: grpc.StatusCode, fake: FakeClusterManager, container_client: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake.polls_to_done = 3
+    fake.interrupt_polling(times=3, code=code)
+    options: dict[str, Any] = dict(
+        project=PROJECT, container_client=container_client, credentials=NoCredentials(), poll_interval=0.001
+    )
+    with dedicated_cluster(ClusterSpec(name="ded", gpu_type=T4), **options) as cluster:
+        assert cluster.info().status == "RUNNING"
+        assert fake.requests_of("DeleteCluster") == []  # kept through the failed polls
+    assert "polling again" in caplog.text
+    assert len(fake.requests_of("CreateCluster")) == 1
+
+
+def test_polling_errors_past_the_deadline_time_out_naming_them(
+    fake: FakeClusterManager, make_cluster: MakeCluster
+) -> None:
+    fake.interrupt_polling(times=1000, code=grpc.StatusCode.INTERNAL)
+    with pytest.raises(WaitTimeoutError, match="failed transiently, the last with InternalServerError"):
+        make_cluster(doctor=False).create(timeout=1.0)
+    assert fake.cluster_names() == ["rl"]  # GKE goes on building it; running the command again attaches
+
+
+def test_an_operation_is_a_failure_by_its_error_code_only(fake: FakeClusterManager, make_cluster: MakeCluster) -> None:
+    fake.note_on_success("Node pool version 1.33 is deprecated; upgrade soon.")
+    info = make_cluster(ClusterSpec(name="rl", gpu_type=T4)).create(delete_on_failure=True)
+    assert info.status == "RUNNING" and fake.cluster_names() == ["rl"]
+    assert fake.requests_of("DeleteCluster") == []
+
+
+# ---------------------------------------------------------------------------------------- GPU taint
+
+
+def test_gpu_nodes_are_tainted_so_only_gpu_pods_land_there(fake: FakeClusterManager, make_cluster: MakeCluster) -> None:
+    make_cluster(ClusterSpec(name="rl", gpu_type=T4, spot=True)).create()
+    # both pools come in one CreateCluster call, where GKE adds no taint by itself: the request must set it
+    assert fake.node_taints("rl", "gpu-pool") == [("nvidia.com/gpu", "present", "NO_SCHEDULE")]
+    assert fake.node_taints("rl", "default-pool") == []
+    # the taint is what the learner's toleration matches (kube side)
+    from rlcloud.k8s.builders import GPU_RESOURCE
+
+    assert fake.node_taints("rl", "gpu-pool")[0][0] == GPU_RESOURCE
+
+
+def test_the_fake_taints_a_gpu_pool_added_later_as_gke_does(fake: FakeClusterManager, container_client: Any) -> None:
+    cpu = container_v1.NodePool(name="default-pool", initial_node_count=1)
+    container_client.create_cluster(
+        parent=f"projects/{PROJECT}/locations/us-central1-a", cluster=container_v1.Cluster(name="c", node_pools=[cpu])
+    )
+    fake.complete_all_operations()
+    gpu = container_v1.NodePool(
+        name="gpu-pool",
+        initial_node_count=1,
+        config=container_v1.NodeConfig(
+            accelerators=[container_v1.AcceleratorConfig(accelerator_count=1, accelerator_type=T4)]
+        ),
+    )
+    container_client.create_node_pool(parent=f"projects/{PROJECT}/locations/us-central1-a/clusters/c", node_pool=gpu)
+    assert fake.node_taints("c", "gpu-pool") == [("nvidia.com/gpu", "present", "NO_SCHEDULE")]
+    assert fake.node_taints("c", "default-pool") == []
+
+
+# ---------------------------------------------------------------------------------------- regional GPU zones
+
+
+def test_a_regional_gpu_pool_goes_to_one_zone_that_offers_its_gpu(
+    fake: FakeClusterManager, make_cluster: MakeCluster
+) -> None:
+    # europe-west3-a has no L4 (GKE's own example); GKE's default zones for the region include it
+    spec = ClusterSpec(name="rl", location="europe-west3", gpu_type="l4")
+    info = make_cluster(spec).create()
+    assert info.status == "RUNNING"
+    (request,) = fake.requests_of("CreateCluster")
+    pools = {p.name: p for p in request.cluster.node_pools}
+    assert list(pools["gpu-pool"].locations) == ["europe-west3-b"]  # one zone: GPUs and cost do not triple
+    assert list(pools["default-pool"].locations) == [] and list(request.cluster.locations) == []
+    assert info.num_nodes == 3 + 1
+    assert next(i for i in make_cluster(spec).estimate_cost().items if "nvidia-l4" in i.item).quantity == 1
+
+
+def test_the_fake_refuses_a_gpu_pool_in_a_zone_without_its_gpu(container_client: Any) -> None:
+    from google.api_core import exceptions as gexc
+
+    gpu = container_v1.NodePool(
+        name="gpu-pool",
+        initial_node_count=1,
+        config=container_v1.NodeConfig(
+            machine_type="g2-standard-8",
+            accelerators=[container_v1.AcceleratorConfig(accelerator_count=1, accelerator_type="nvidia-l4")],
+        ),
+    )
+    with pytest.raises(
+        gexc.InvalidArgument, match='Accelerator type "nvidia-l4" does not exist in zone europe-west3-a'
+    ):
+        container_client.create_cluster(
+            parent=f"projects/{PROJECT}/locations/europe-west3",
+            cluster=container_v1.Cluster(name="c", node_pools=[gpu]),
+        )
+
+
+def test_a_region_without_the_gpu_is_refused_before_anything_is_created(
+    fake: FakeClusterManager, make_cluster: MakeCluster
+) -> None:
+    spec = ClusterSpec(name="rl", location="europe-west3", gpu_type="h100", spot=True)
+    with pytest.raises(SpecError) as caught:
+        make_cluster(spec).create(delete_on_failure=True)
+    assert caught.value.fields == ["location"]
+    assert "no zone of europe-west3 offers nvidia-h100-80gb" in str(caught.value)
+    assert "europe-west4" in str(caught.value) and "us-central1" in str(caught.value)
+    assert fake.requests_of("CreateCluster") == []
+
+
+def test_node_locations_are_used_when_they_offer_the_gpu_and_refused_when_not(
+    fake: FakeClusterManager, make_cluster: MakeCluster
+) -> None:
+    wrong = ClusterSpec(name="rl", location="europe-west3", gpu_type="l4", node_locations=["europe-west3-a"])
+    with pytest.raises(SpecError) as caught:
+        make_cluster(wrong).create()
+    assert caught.value.fields == ["node_locations"]
+    assert "europe-west3-a does not offer nvidia-l4" in str(caught.value)
+    assert "europe-west3-b, europe-west3-c" in str(caught.value)
+    assert fake.requests_of("CreateCluster") == []
+    two = ClusterSpec(
+        name="rl", location="europe-west3", gpu_type="l4", node_locations=["europe-west3-b", "europe-west3-c"]
+    )
+    info = make_cluster(two).create()
+    (request,) = fake.requests_of("CreateCluster")
+    gpu = {p.name: p for p in request.cluster.node_pools}["gpu-pool"]
+    assert list(gpu.locations) == ["europe-west3-b", "europe-west3-c"]
+    assert info.num_nodes == 3 + 2
+    assert next(i for i in make_cluster(two).estimate_cost().items if "nvidia-l4" in i.item).quantity == 2
+
+
+def test_without_compute_access_node_locations_are_needed(
+    google_apis: Any, fake: FakeClusterManager, make_cluster: MakeCluster
+) -> None:
+    google_apis.state.deny("acceleratorTypes.aggregatedList")
+    with pytest.raises(SpecError, match=r"roles/compute\.viewer") as caught:
+        make_cluster(ClusterSpec(name="rl", location="europe-west3", gpu_type="l4"), doctor=False).create()
+    assert caught.value.fields == ["node_locations"]
+    spec = ClusterSpec(name="rl", location="europe-west3", gpu_type="l4", node_locations=["europe-west3-c"])
+    assert make_cluster(spec, doctor=False).create().status == "RUNNING"

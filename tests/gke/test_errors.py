@@ -16,7 +16,15 @@ from rlcloud.errors import (
     NotFoundError,
     QuotaExceededError,
 )
-from rlcloud.gke.errors import ClusterBusyError, classify, operation_error, translate_api_error, zones_with_capacity
+from rlcloud.gke.errors import (
+    ClusterBusyError,
+    api_errors,
+    classify,
+    is_transient,
+    operation_error,
+    translate_api_error,
+    zones_with_capacity,
+)
 
 # Shapes as Google returns them (see the fake's docstring for their sources).
 STOCKOUT_GCE = (
@@ -110,10 +118,20 @@ def test_translate_api_error_keeps_status_and_reason() -> None:
     assert isinstance(refresh, AuthError) and "secret-ish" not in str(refresh)
 
 
-def test_operation_error_reads_status_message_error_and_conditions() -> None:
+def test_operation_error_is_decided_by_the_error_code_and_reads_every_message() -> None:
     Op = container_v1.Operation
     assert operation_error(Op(name="op", status=Op.Status.DONE)) is None
-    failed = Op(name="op", status=Op.Status.DONE, status_message=STOCKOUT_GCE)
+    # descriptive fields alone (deprecated in favour of `error`) never make a success a failure
+    described = Op(
+        name="op",
+        status=Op.Status.DONE,
+        status_message=STOCKOUT_GCE,
+        nodepool_conditions=[container_v1.StatusCondition(message=STOCKOUT_OLD)],
+    )
+    assert operation_error(described) is None
+    failed = Op(
+        name="op", status=Op.Status.DONE, status_message=STOCKOUT_GCE, error=status_pb2.Status(code=8, message="")
+    )
     assert isinstance(operation_error(failed), CapacityError)
     by_error = Op(
         name="op",
@@ -125,6 +143,19 @@ def test_operation_error_reads_status_message_error_and_conditions() -> None:
     by_condition = Op(
         name="op",
         status=Op.Status.DONE,
+        error=status_pb2.Status(code=8, message="failed"),
         nodepool_conditions=[container_v1.StatusCondition(message=STOCKOUT_OLD)],
     )
     assert isinstance(operation_error(by_condition), CapacityError)
+
+
+def test_transient_failures() -> None:
+    assert is_transient(gexc.InternalServerError("Internal error encountered."))
+    assert is_transient(gexc.ServiceUnavailable("recvmsg:Connection reset by peer"))
+    assert is_transient(gexc.RetryError("Timeout of 20.0s exceeded", cause=None))
+    with pytest.raises(BackendError) as translated, api_errors(action="poll"):
+        raise gexc.DeadlineExceeded("Deadline Exceeded")
+    assert is_transient(translated.value)
+    assert is_transient(ConnectionResetError())
+    assert not is_transient(gexc.InvalidArgument("bad"))
+    assert not is_transient(translate_api_error(gexc.Forbidden('Required "x.y" permission(s)')))

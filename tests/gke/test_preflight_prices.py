@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from rlcloud.errors import SpecError
 from rlcloud.gke.machines import machine_shape
 from rlcloud.gke.plan import SYSTEM_MAX_NODES
-from rlcloud.gke.preflight import check_cluster_spec
+from rlcloud.gke.preflight import check_cluster_spec, cluster_spec_warnings
 from rlcloud.gke.prices import (
     CLUSTER_FEE_PER_HOUR,
     DISK_PER_GB_HOUR,
@@ -18,6 +20,7 @@ from rlcloud.gke.prices import (
     estimate_hourly_cost,
 )
 from rlcloud.specs import ClusterSpec
+from rlcloud.specs.cluster import GpuType
 
 
 @pytest.mark.parametrize(
@@ -33,16 +36,54 @@ from rlcloud.specs import ClusterSpec
         ("nvidia-tesla-a100", "a2-highgpu-2g", 2),
         ("nvidia-a100-80gb", "a2-ultragpu-1g", 1),
         ("nvidia-h100-80gb", "a3-highgpu-8g", 8),
-        ("nvidia-h200-141gb", "a3-ultragpu-8g", 8),
+        ("nvidia-h100-80gb", "a3-edgegpu-8g", 8),
+        ("nvidia-rtx-pro-6000", "g4-standard-96", 2),
+        ("nvidia-b200", "a4-highgpu-8g", 8),
     ],
 )
 def test_valid_gpu_machine_combinations_pass(gpu: str, machine: str, count: int) -> None:
     check_cluster_spec(ClusterSpec(name="ok", gpu_type=gpu, gpus_per_node=count, machine_type=machine))
 
 
-def test_default_machine_for_every_gpu_type_passes() -> None:
-    for gpu, count in [("nvidia-tesla-t4", 1), ("nvidia-l4", 1), ("nvidia-tesla-a100", 1), ("nvidia-h100-80gb", 1)]:
-        check_cluster_spec(ClusterSpec(name="ok", gpu_type=gpu, gpus_per_node=count))
+# What each GPU type's default needs before Compute Engine sells it (cloud.google.com/compute/docs/
+# accelerator-optimized-machines: a3-highgpu-1g/2g/4g are Spot or Flex-start only; A3 Ultra needs a reservation).
+NEEDS = {GpuType.H100: ("spot", {"spot": True}), GpuType.H200: ("reservation", {"reservation": "h200-block"})}
+
+
+@pytest.mark.parametrize("gpu", list(GpuType))
+def test_every_gpu_type_alone_is_orderable_or_refused_naming_what_it_needs(gpu: GpuType) -> None:
+    spec = ClusterSpec(name="ok", gpu_type=gpu.value)
+    # the GPU count follows the default machine type (8 on a3-ultragpu-8g), never one that preflight refuses
+    assert spec.gpus_per_node == (machine_shape(spec.effective_machine_type).fixed_gpus or ("", 1))[1]
+    if gpu in NEEDS:
+        field, settings = NEEDS[gpu]
+        with pytest.raises(SpecError) as caught:
+            check_cluster_spec(spec)
+        assert caught.value.fields == [field]
+        spec = ClusterSpec(name="ok", gpu_type=gpu.value, **settings)  # type: ignore[arg-type]
+    check_cluster_spec(spec)
+
+
+def test_gpus_per_node_follows_the_machine_type_named() -> None:
+    assert ClusterSpec(name="a", gpu_type="a100", machine_type="a2-highgpu-4g").gpus_per_node == 4
+    assert ClusterSpec(name="a", gpu_type="l4", machine_type="g2-standard-24").gpus_per_node == 2
+    assert ClusterSpec(name="a", gpu_type="t4", machine_type="n1-standard-16").gpus_per_node == 1
+    assert ClusterSpec(name="a", gpu_type="h100", machine_type="a3-highgpu-2g", gpus_per_node=1).gpus_per_node == 1
+
+
+def test_newer_accelerators_are_accepted_with_a_warning() -> None:
+    for gpu, machine in [("b200", "a4-highgpu-8g"), ("gb200", "a4x-highgpu-4g"), ("rtx-pro-6000", "g4-standard-48")]:
+        spec = ClusterSpec(name="new", gpu_type=gpu)
+        assert spec.effective_machine_type == machine
+        check_cluster_spec(spec)
+        (warning,) = cluster_spec_warnings(spec)
+        assert "new to rlcloud" in warning
+    assert "Arm" in cluster_spec_warnings(ClusterSpec(name="new", gpu_type="gb200"))[0]
+    assert cluster_spec_warnings(ClusterSpec(name="old", gpu_type="t4")) == []
+    # a shape of the right series that rlcloud's tables lack: GKE decides, rlcloud says it cannot vouch for it
+    future = ClusterSpec(name="f", gpu_type="h100", machine_type="a3-futuregpu-8g", gpus_per_node=8)
+    check_cluster_spec(future)
+    assert "not in rlcloud's tables" in cluster_spec_warnings(future)[0]
 
 
 @pytest.mark.parametrize(
@@ -53,6 +94,8 @@ def test_default_machine_for_every_gpu_type_passes() -> None:
         ({"gpu_type": "nvidia-l4", "machine_type": "n1-standard-8"}, "machine_type", "g2-standard-8"),
         ({"gpu_type": "nvidia-tesla-a100", "machine_type": "n1-standard-8"}, "machine_type", "a2-highgpu-1g"),
         ({"gpu_type": "nvidia-h100-80gb", "machine_type": "a2-highgpu-1g"}, "gpu_type", "nvidia-tesla-a100"),
+        ({"gpu_type": "h100", "machine_type": "a3-highgpu-4g"}, "spot", "Spot or Flex-start"),
+        ({"gpu_type": "h200", "spot": True}, "reservation", "only through a Compute Engine reservation"),
         ({"gpu_type": "nvidia-tesla-t4", "gpus_per_node": 3}, "gpus_per_node", "[1, 2, 4]"),
         ({"gpu_type": "nvidia-tesla-p100", "gpus_per_node": 8}, "gpus_per_node", "[1, 2, 4]"),
         (
@@ -107,7 +150,9 @@ def test_gpu_spot_regional_estimate() -> None:
     assert spot_gpu.hourly == pytest.approx(gpu_items[0].hourly * SPOT_FRACTION)
     assert spot.hourly < on_demand.hourly
     regional = estimate_hourly_cost(ClusterSpec(name="t4", location="us-central1", gpu_type="nvidia-tesla-t4"))
-    assert next(i for i in regional.items if "nvidia-tesla-t4" in i.item).quantity == 3
+    # a regional GPU pool is in one zone (rlcloud picks it), the CPU pool in the region's three
+    assert next(i for i in regional.items if "nvidia-tesla-t4" in i.item).quantity == 1
+    assert next(i for i in regional.items if "e2-standard-4" in i.item).quantity == 3
     scaled = estimate_hourly_cost(
         ClusterSpec(name="t4", gpu_type="nvidia-tesla-t4", num_nodes=1, autoscaling={"min_nodes": 0, "max_nodes": 5})
     )
@@ -127,7 +172,7 @@ def test_gpu_cluster_estimate_shows_the_cpu_pool_range() -> None:
     assert system.quantity == 1
     assert system.item == f"default-pool: 1 x e2-standard-4 (autoscaling 1-{SYSTEM_MAX_NODES} per zone)"
     assert "autoscaling maximum" in str(fixed) and f"${fixed.max_hourly:.2f}/hour" in str(fixed)
-    # both pools autoscaling, regional: each at its own maximum in each of the three zones
+    # both pools autoscaling, regional: the CPU pool in each of the three zones, the GPU pool in its one
     both = estimate_hourly_cost(
         ClusterSpec(
             name="t4",
@@ -137,8 +182,8 @@ def test_gpu_cluster_estimate_shows_the_cpu_pool_range() -> None:
             autoscaling={"min_nodes": 0, "max_nodes": 2},
         )
     )
-    assert both.hourly == pytest.approx(CLUSTER_FEE_PER_HOUR + 3 * e2_node + 3 * t4_node, abs=1e-3)
-    top = CLUSTER_FEE_PER_HOUR + 3 * SYSTEM_MAX_NODES * e2_node + 3 * 2 * t4_node
+    assert both.hourly == pytest.approx(CLUSTER_FEE_PER_HOUR + 3 * e2_node + t4_node, abs=1e-3)
+    top = CLUSTER_FEE_PER_HOUR + 3 * SYSTEM_MAX_NODES * e2_node + 2 * t4_node
     assert both.max_hourly == pytest.approx(top, abs=1e-3)
     assert next(i for i in both.items if "n1-standard-4" in i.item).item.endswith("(autoscaling 0-2 per zone)")
 
@@ -201,3 +246,31 @@ def test_machine_with_built_in_gpus_counts_them_once(
     machine_item = next(i for i in estimate.items if i.item.endswith(f"1 x {machine}"))
     assert machine_item.hourly == pytest.approx(shape.vcpus * vcpu + shape.memory_gb * gb)
     assert sum(i.hourly or 0 for i in estimate.items) == pytest.approx(estimate.hourly, abs=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("settings", "words"),
+    [
+        ({"location": "us-central1-a", "gpu_type": "t4"}, "regional cluster"),
+        ({"location": "us-central1", "gpu_type": "t4", "node_locations": ["europe-west4-a"]}, "region us-central1"),
+        ({"location": "us-central1"}, "has no GPUs"),
+        ({"location": "us-central1", "gpu_type": "t4", "node_locations": ["us-central1-a", "us-central1-a"]}, "twice"),
+    ],
+)
+def test_node_locations_must_place_a_regional_gpu_pool(settings: dict[str, object], words: str) -> None:
+    settings.setdefault("node_locations", ["us-central1-a"])
+    with pytest.raises(SpecError) as caught:
+        ClusterSpec.from_dict({"name": "r", **settings})
+    assert caught.value.fields == ["node_locations"] and words in str(caught.value)
+
+
+def test_the_quota_check_counts_a_regional_gpu_pool_in_its_zones(google_apis: Any) -> None:
+    from rlcloud.doctor import Doctor
+
+    google_apis.state.region_quotas["PREEMPTIBLE_NVIDIA_T4_GPUS"] = 2
+    one = ClusterSpec(name="r", location="us-central1", gpu_type="t4", spot=True, num_nodes=2)
+    assert Doctor("rl-test-project", spec=one, images=[]).check_gpu_quota().status == "OK"
+    three = ClusterSpec(
+        name="r", location="us-central1", gpu_type="t4", spot=True, node_locations=["us-central1-a", "us-central1-b"]
+    )
+    assert "needs 2" in Doctor("rl-test-project", spec=three, images=[]).check_gpu_quota().detail

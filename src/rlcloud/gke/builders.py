@@ -13,13 +13,14 @@ from google.cloud import container_v1
 
 from rlcloud.errors import SpecError, SpecProblem
 from rlcloud.gke.plan import POOL_LABEL, PoolPlan, plan_pools
-from rlcloud.specs.cluster import ClusterSpec
+from rlcloud.specs.cluster import LATEST_DRIVER_GPU_TYPES, ClusterSpec
 
 __all__ = [
     "AUTODOWN_LABEL",
     "EXPERIMENT_LABEL",
     "EXPIRY_LABEL",
     "GPU_DRIVER_VERSIONS",
+    "GPU_TAINT",
     "MANAGED_BY_LABEL",
     "MANAGED_BY_VALUE",
     "build_cluster",
@@ -28,6 +29,7 @@ __all__ = [
     "build_node_pool",
     "cluster_labels",
     "cluster_path",
+    "default_driver_version",
     "location_path",
     "node_pool_path",
     "operation_path",
@@ -40,6 +42,11 @@ EXPIRY_LABEL = "expiry"  # unix time (seconds) after which `rlcloud cluster reap
 AUTODOWN_LABEL = "autodown"  # idle seconds after which the in-cluster reaper deletes the cluster
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 GPU_DRIVER_VERSIONS = ("DEFAULT", "LATEST")
+#: The taint of GPU nodes (key, value, effect), the one GKE documents and GPU pods tolerate
+#: (k8s/builders.py): cloud.google.com/kubernetes-engine/docs/how-to/gpus adds it by itself only to "a GPU
+#: node pool [added] to an existing cluster that already runs a non-GPU node pool", and rlcloud creates both
+#: pools in one CreateCluster call, so the GPU pool carries it explicitly.
+GPU_TAINT = ("nvidia.com/gpu", "present", "NO_SCHEDULE")
 
 
 def location_path(project: str, location: str) -> str:
@@ -80,6 +87,19 @@ def cluster_labels(spec: ClusterSpec, *, experiment: str | None = None, now: flo
     return labels
 
 
+# Machine series whose boot disk must be Hyperdisk (they take no Persistent Disk): A3 Ultra, A4, A4X, G4
+# (cloud.google.com/compute/docs/accelerator-optimized-machines, "Supported disk types"; Google's GKE
+# blueprint for A3 Ultra, cluster-toolkit examples/gke-a3-ultragpu, uses hyperdisk-balanced).
+_HYPERDISK_ONLY = ("a3-ultragpu-", "a4-", "a4x-", "g4-")
+RESERVATION_KEY = "compute.googleapis.com/reservation-name"
+
+
+def default_driver_version(gpu_type: str | None) -> str:
+    """The GKE-installed driver branch for ``gpu_type``: LATEST for Hopper and newer (their kernels are
+    JIT-compiled from PTX by the driver: :data:`~rlcloud.specs.cluster.LATEST_DRIVER_GPU_TYPES`), else DEFAULT."""
+    return "LATEST" if gpu_type in {t.value for t in LATEST_DRIVER_GPU_TYPES} else "DEFAULT"
+
+
 def _driver_version(value: str) -> container_v1.GPUDriverInstallationConfig.GPUDriverVersion:
     upper = value.upper()
     if upper not in GPU_DRIVER_VERSIONS:
@@ -91,14 +111,18 @@ def _driver_version(value: str) -> container_v1.GPUDriverInstallationConfig.GPUD
 
 
 def build_node_pool(
-    plan: PoolPlan, *, gpu_driver_version: str = "DEFAULT", service_account: str | None = None
+    plan: PoolPlan, *, gpu_driver_version: str | None = None, service_account: str | None = None
 ) -> container_v1.NodePool:
     """One NodePool message from a :class:`~rlcloud.gke.plan.PoolPlan`.
 
-    GPU nodes get GKE-managed driver installation (no driver DaemonSet); nodes use the GKE metadata
-    server so pods authenticate with Workload Identity rather than the node's service account.
+    GPU nodes get GKE-managed driver installation (no driver DaemonSet) and the :data:`GPU_TAINT`, so only
+    pods that use a GPU land there: a system pod (kube-dns, metrics-server) on a Spot GPU node would keep it
+    from scaling to zero. Nodes use the GKE metadata server so pods authenticate with Workload Identity
+    rather than the node's service account.
     ``service_account``: the Google service account the nodes run as (None: GKE's default, the
-    project's Compute Engine default service account).
+    project's Compute Engine default service account). ``gpu_driver_version``: DEFAULT or LATEST (None:
+    :func:`default_driver_version` of the pool's GPU type). A plan with a reservation consumes exactly it
+    (SPECIFIC_RESERVATION); machine series that take no Persistent Disk boot from hyperdisk-balanced.
     """
     config = container_v1.NodeConfig(
         machine_type=plan.machine_type,
@@ -113,15 +137,27 @@ def build_node_pool(
     )
     if service_account:
         config.service_account = service_account
+    if plan.machine_type.startswith(_HYPERDISK_ONLY):
+        config.disk_type = "hyperdisk-balanced"
+    if plan.reservation:
+        config.reservation_affinity = container_v1.ReservationAffinity(
+            consume_reservation_type=container_v1.ReservationAffinity.Type.SPECIFIC_RESERVATION,
+            key=RESERVATION_KEY,
+            values=[plan.reservation],
+        )
     if plan.gpus:
         config.accelerators = [
             container_v1.AcceleratorConfig(
                 accelerator_count=plan.gpus,
                 accelerator_type=plan.gpu_type,
                 gpu_driver_installation_config=container_v1.GPUDriverInstallationConfig(
-                    gpu_driver_version=_driver_version(gpu_driver_version)
+                    gpu_driver_version=_driver_version(gpu_driver_version or default_driver_version(plan.gpu_type))
                 ),
             )
+        ]
+        key, value, effect = GPU_TAINT
+        config.taints = [
+            container_v1.NodeTaint(key=key, value=value, effect=getattr(container_v1.NodeTaint.Effect, effect))
         ]
     pool = container_v1.NodePool(
         name=plan.name,
@@ -147,14 +183,17 @@ def build_cluster(
     *,
     project: str,
     node_locations: tuple[str, ...] = (),
+    gpu_locations: tuple[str, ...] = (),
     experiment: str | None = None,
     now: float | None = None,
-    gpu_driver_version: str = "DEFAULT",
+    gpu_driver_version: str | None = None,
     extra_labels: Mapping[str, str] | None = None,
 ) -> container_v1.Cluster:
     """The Cluster message for ``spec``: its node pools, labels and Workload Identity pool.
 
-    ``node_locations`` restricts where nodes go (a fallback zone of a regional cluster).
+    ``node_locations`` restricts where every pool's nodes go (a fallback zone of a regional cluster);
+    ``gpu_locations`` where the GPU pool's go (default: the spec's ``node_locations``). A regional
+    cluster's GPU pool needs them: GKE's default zones may lack the GPU ("Regional clusters", Limitations).
     """
     labels = cluster_labels(spec, experiment=experiment, now=now)
     labels.update(extra_labels or {})
@@ -163,7 +202,7 @@ def build_cluster(
         description=f"rlcloud cluster {spec.name}" + (f" for experiment {experiment}" if experiment else ""),
         node_pools=[
             build_node_pool(p, gpu_driver_version=gpu_driver_version, service_account=spec.service_account)
-            for p in plan_pools(spec)
+            for p in plan_pools(spec, gpu_locations=gpu_locations)
         ],
         locations=list(node_locations),
         resource_labels=labels,
@@ -178,9 +217,10 @@ def build_create_cluster_request(
     project: str,
     location: str | None = None,
     node_locations: tuple[str, ...] = (),
+    gpu_locations: tuple[str, ...] = (),
     experiment: str | None = None,
     now: float | None = None,
-    gpu_driver_version: str = "DEFAULT",
+    gpu_driver_version: str | None = None,
 ) -> container_v1.CreateClusterRequest:
     """CreateClusterRequest for ``spec`` in ``location`` (default: ``spec.location``; zonal or regional)."""
     return container_v1.CreateClusterRequest(
@@ -189,6 +229,7 @@ def build_create_cluster_request(
             spec,
             project=project,
             node_locations=node_locations,
+            gpu_locations=gpu_locations,
             experiment=experiment,
             now=now,
             gpu_driver_version=gpu_driver_version,
@@ -203,7 +244,7 @@ def build_create_node_pool_request(
     location: str,
     pool_name: str,
     pool_locations: tuple[str, ...] = (),
-    gpu_driver_version: str = "DEFAULT",
+    gpu_driver_version: str | None = None,
 ) -> container_v1.CreateNodePoolRequest:
     """CreateNodePoolRequest re-creating one of ``spec``'s pools (``pool_name``) on an existing cluster."""
     plans = {p.name: p for p in plan_pools(spec, gpu_locations=pool_locations)}

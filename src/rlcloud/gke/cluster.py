@@ -44,8 +44,9 @@ from rlcloud.gke.builders import (
 from rlcloud.gke.errors import ClusterBusyError, api_errors, classify, operation_error
 from rlcloud.gke.operations import ProgressCallback, wait_operation
 from rlcloud.gke.plan import DEFAULT_POOL, GPU_POOL, PoolPlan, plan_pools
-from rlcloud.gke.preflight import check_cluster_spec
+from rlcloud.gke.preflight import check_cluster_spec, cluster_spec_warnings
 from rlcloud.gke.prices import CostEstimate, CostSoFar, estimate_cost_so_far, estimate_hourly_cost
+from rlcloud.gke.zones import GpuPlacement, accelerator_zones, place_gpu_pool
 from rlcloud.specs.cluster import REGION_RE, Autoscaling, ClusterSpec
 
 __all__ = ["ClusterInfo", "GkeCluster", "GkeProject", "dedicated_cluster", "reap"]
@@ -85,6 +86,13 @@ def _parse_time(text: str) -> _dt.datetime | None:
         return None
 
 
+def _reservation_of(pool: Any) -> str | None:
+    affinity = pool.config.reservation_affinity if pool is not None else None
+    if affinity and affinity.consume_reservation_type == container_v1.ReservationAffinity.Type.SPECIFIC_RESERVATION:
+        return affinity.values[0] if affinity.values else None
+    return None
+
+
 @dataclass(frozen=True)
 class ClusterInfo:
     """Observed state of a GKE cluster (what GKE reports, not what a spec asked for)."""
@@ -109,6 +117,8 @@ class ClusterInfo:
     nodes_per_zone: int = 0  # initial node count of the experiment pool
     #: every pool as a plan with its node count over all its zones (for the cost so far)
     pools: tuple[tuple[PoolPlan, int], ...] = ()
+    reservation: str | None = None  # the reservation the experiment pool consumes
+    node_locations: tuple[str, ...] = ()  # zones of the GPU pool when it sets its own
 
     @property
     def managed(self) -> bool:
@@ -209,6 +219,8 @@ class ClusterInfo:
             autoscaling=autoscaling,
             nodes_per_zone=workers.initial_node_count if workers else 0,
             pools=pools_info,
+            reservation=_reservation_of(workers),
+            node_locations=tuple(workers.locations) if workers and accelerators else (),
         )
 
     def to_spec(self) -> ClusterSpec:
@@ -229,6 +241,8 @@ class ClusterInfo:
             ),
             labels={k: v for k, v in self.labels.items() if k not in ours},
             autodown=self.autodown,
+            reservation=self.reservation,
+            node_locations=list(self.node_locations) if REGION_RE.match(self.location) and self.gpus_per_node else [],
         )
 
 
@@ -238,7 +252,9 @@ class GkeCluster:
     ``project``: the Google Cloud project (default: the spec's, then Application Default Credentials');
     ``credentials``: google-auth credentials (default: ``google.auth.default``, looked up lazily);
     ``container_client``: a ``container_v1.ClusterManagerClient`` (default: built from the credentials).
-    ``experiment`` labels the cluster as made for that experiment. ``poll_interval``/``max_poll_interval``
+    ``experiment`` labels the cluster as made for that experiment. ``gpu_driver_version``: DEFAULT or LATEST,
+    the GKE-installed driver of GPU nodes (None: LATEST for Hopper and newer GPUs, whose kernels the driver
+    JIT-compiles, DEFAULT for the others). ``poll_interval``/``max_poll_interval``
     bound the operation polling backoff (seconds).
 
     On a spec with ``ttl`` or ``autodown``, ``create()`` installs the in-cluster reaper
@@ -262,7 +278,7 @@ class GkeCluster:
         *,
         gke_project: GkeProject | None = None,
         experiment: str | None = None,
-        gpu_driver_version: str = "DEFAULT",
+        gpu_driver_version: str | None = None,
         poll_interval: float = 2.0,
         max_poll_interval: float = 20.0,
         reaper_service_account: str | None = None,
@@ -283,6 +299,8 @@ class GkeCluster:
         # Where the cluster is (or will be): moves to a fallback zone after a stockout.
         self.location = spec.location
         self._node_locations: tuple[str, ...] = ()
+        # Zones of a regional cluster's GPU pool (gke/zones.py), looked up when a GPU pool is first created.
+        self._gpu_placement: GpuPlacement | None = None
         self.reaper_service_account = reaper_service_account
         self.reaper_image = reaper_image
         self._kube_api_client = kube_api_client
@@ -527,6 +545,8 @@ class GkeCluster:
         nothing is created.
         """
         check_cluster_spec(self.spec)
+        for warning in cluster_spec_warnings(self.spec):
+            log.warning("cluster %s: %s", self.name, warning)
         allowed = list(self.spec.fallback_zones if fallback_zones is None else fallback_zones)
         deadline = time.monotonic() + timeout
         try:
@@ -609,6 +629,7 @@ class GkeCluster:
             cluster = self._find()
             error: RLCloudError | None = None
             if cluster is None:
+                self._place_gpu_pool(allowed)  # a regional GPU spec no zone can hold is refused here, first
                 if self.doctor and not self._project_checked:
                     # a new cluster only: an existing one is adopted as it is (its own GPUs use the quota)
                     self.check_project()
@@ -667,6 +688,34 @@ class GkeCluster:
                     ) from error
             raise error
 
+    def _place_gpu_pool(self, allowed: builtins.list[str]) -> tuple[str, ...]:
+        """The zones of a regional cluster's GPU pool (none for zonal or CPU-only specs): the spec's
+        ``node_locations`` or one zone of the region that offers the GPU, from Compute Engine
+        (:mod:`rlcloud.gke.zones`); the region's other such zones join ``allowed`` for a stockout. Raises
+        SpecError, before anything is created, when no zone of the region offers the GPU."""
+        if self._gpu_placement is None:
+            offered: builtins.list[str] | None = None
+            why = ""
+            if self.spec.is_regional and self.spec.gpus_per_node and self.spec.gpu_type is not None:
+                from rlcloud.doctor import API_HOST_ENV
+
+                try:
+                    credentials = None if os.environ.get(API_HOST_ENV) else self.credentials
+                    offered = accelerator_zones(self.project, self.spec.gpu_type.value, credentials=credentials)
+                except Exception as exc:  # any failure to ask: the spec's own zones, or a SpecError saying so
+                    why = f"{type(exc).__name__}: {str(getattr(exc, 'message', None) or exc).splitlines()[0][:300]}"
+                    log.warning(
+                        "cluster %s: could not list the zones that offer %s: %s",
+                        self.name,
+                        self.spec.gpu_type.value,
+                        why,
+                    )
+            self._gpu_placement = place_gpu_pool(self.spec, offered, lookup_error=why)
+            if self._gpu_placement.zones and not self.spec.node_locations:
+                log.info("cluster %s: GPU pool in %s", self.name, ", ".join(self._gpu_placement.zones))
+        allowed.extend(z for z in self._gpu_placement.spares if z not in allowed)
+        return self._gpu_placement.zones
+
     def _delete_failed(self, progress: ProgressCallback | None, deadline: float) -> None:
         """Delete a cluster a create left in ERROR, but never one rlcloud did not make."""
         current = self._find()
@@ -680,6 +729,7 @@ class GkeCluster:
             project=self.project,
             location=self.location,
             node_locations=self._node_locations,
+            gpu_locations=self._gpu_placement.zones if self._gpu_placement else (),
             experiment=self.experiment,
             gpu_driver_version=self.gpu_driver_version,
         )
@@ -705,7 +755,12 @@ class GkeCluster:
                 continue  # a regional cluster's nodes must stay in its region
             if named and _region(zone) == region and zone not in named:
                 continue  # Google said this zone of the region has no capacity either
-            if regional:
+            placement = self._gpu_placement
+            if regional and placement and placement.zones and tried[-1] in placement.zones:
+                if zone not in placement.spares and zone not in self.spec.node_locations:
+                    continue  # the GPU pool may only go where its GPU is offered
+                self._gpu_placement = GpuPlacement((zone,), tuple(z for z in placement.spares if z != zone))
+            elif regional:
                 self._node_locations = (zone,)
             else:
                 self.location = zone
@@ -769,7 +824,7 @@ class GkeCluster:
                 for op in running:
                     self._wait(op, deadline, progress, f"wait for {op.name} on {action}")
                 return False
-            pool_locations: tuple[str, ...] = ()
+            pool_locations: tuple[str, ...] = self._place_gpu_pool(allowed) if plan.name == GPU_POOL else ()
             while True:
                 request = build_create_node_pool_request(
                     self.spec,

@@ -27,6 +27,7 @@ __all__ = [
     "ClusterBusyError",
     "api_errors",
     "classify",
+    "is_transient",
     "operation_error",
     "translate_api_error",
     "zones_with_capacity",
@@ -224,18 +225,53 @@ def translate_api_error(exc: Exception, *, project: str | None = None, action: s
 
 
 def operation_error(operation: Any, *, project: str | None = None, action: str = "") -> RLCloudError | None:
-    """The error a finished GKE Operation reports, translated; None when it succeeded."""
-    message = operation.status_message or ""
-    code = ""
-    if operation.error and operation.error.code:
-        message = message or operation.error.message
-        code = _CODE_NAMES.get(operation.error.code, "")
-    for condition in list(operation.cluster_conditions) + list(operation.nodepool_conditions):
-        if condition.message and condition.message not in message:
-            message = f"{message} {condition.message}".strip()
-    if not message and not code:
+    """The error a finished GKE Operation reports, translated; None when it succeeded.
+
+    Only ``operation.error`` decides (a ``google.rpc.Status``: code 0 or unset is success). The Container
+    API reference calls it "the error result of the operation in case of failure"; ``status_message`` and
+    the cluster/node-pool conditions are deprecated descriptive fields, which a successful operation may
+    carry too (a warning about the node version, say): they only add words to the message of a failure.
+    """
+    number = int(operation.error.code) if operation.error else 0
+    if not number:
         return None
+    message = operation.error.message or operation.status_message or ""
+    for extra in [operation.status_message] + [
+        c.message for c in list(operation.cluster_conditions) + list(operation.nodepool_conditions)
+    ]:
+        if extra and extra not in message:
+            message = f"{message} {extra}".strip()
+    code = _CODE_NAMES.get(number, "")
     return classify(message or "the operation failed", code=code, project=project, action=action)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True for a failure worth repeating a read for: the service or the network had a moment, not our request.
+
+    UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL and the other 5xx, ABORTED, a rate limit (RESOURCE_EXHAUSTED on
+    a read), google.api_core's RetryError (its own retry ran out), a token refresh that could not reach
+    Google, a reset connection. ``exc`` may be an rlcloud error translated by :func:`api_errors`: its cause
+    decides. Google's "Retry failed requests" guidance (cloud.google.com/apis/design/errors#error_retries)
+    lists UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL and RESOURCE_EXHAUSTED (with backoff) as retryable.
+    """
+    from google.api_core import exceptions as gexc
+    from google.auth import exceptions as auth_exc
+
+    if isinstance(exc, RLCloudError) and exc.__cause__ is not None:
+        exc = exc.__cause__
+    return isinstance(
+        exc,
+        gexc.ServiceUnavailable
+        | gexc.DeadlineExceeded
+        | gexc.InternalServerError
+        | gexc.BadGateway
+        | gexc.GatewayTimeout
+        | gexc.Aborted
+        | gexc.TooManyRequests
+        | gexc.RetryError
+        | auth_exc.TransportError
+        | ConnectionError,
+    )
 
 
 @contextmanager
@@ -252,12 +288,16 @@ def api_errors(*, project: str | None = None, action: str = "") -> Iterator[None
 
 # google.rpc.Code numbers -> names (operation.error carries the number only).
 _CODE_NAMES = {
+    1: "CANCELLED",
+    2: "UNKNOWN",
     3: "INVALID_ARGUMENT",
+    4: "DEADLINE_EXCEEDED",
     5: "NOT_FOUND",
     6: "ALREADY_EXISTS",
     7: "PERMISSION_DENIED",
     8: "RESOURCE_EXHAUSTED",
     9: "FAILED_PRECONDITION",
+    10: "ABORTED",
     13: "INTERNAL",
     14: "UNAVAILABLE",
     16: "UNAUTHENTICATED",

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from rlcloud.specs.cluster import G2_GPUS, G4_GPUS
+
 __all__ = [
     "ACCELERATOR_FAMILIES",
     "FIXED_GPU_MACHINES",
@@ -29,7 +31,7 @@ _GB_PER_CPU: dict[str, dict[str, float]] = {
 }
 _E2_SHARED = {"e2-micro": (2, 1.0), "e2-small": (2, 2.0), "e2-medium": (2, 4.0)}
 _G2_SHAPES = {4: 16, 8: 32, 12: 48, 16: 64, 24: 96, 32: 128, 48: 192, 96: 384}
-_G2_GPUS = {4: 1, 8: 1, 12: 1, 16: 1, 24: 2, 32: 1, 48: 4, 96: 8}
+_G4_SHAPES = {48: 180, 96: 360, 192: 720, 384: 1440}
 
 # The accelerator each accelerator-optimized machine carries, and how many (its name says the count).
 FIXED_GPU_MACHINES: dict[str, tuple[str, dict[int, tuple[int, float]]]] = {
@@ -40,6 +42,10 @@ FIXED_GPU_MACHINES: dict[str, tuple[str, dict[int, tuple[int, float]]]] = {
     "a3-highgpu": ("nvidia-h100-80gb", {1: (26, 234), 2: (52, 468), 4: (104, 936), 8: (208, 1872)}),
     "a3-megagpu": ("nvidia-h100-mega-80gb", {8: (208, 1872)}),
     "a3-ultragpu": ("nvidia-h200-141gb", {8: (224, 2952)}),
+    "a3-edgegpu": ("nvidia-h100-80gb", {8: (208, 1872)}),
+    # new to rlcloud (EXPERIMENTAL_GPU_TYPES): shapes from the accelerator-optimized machine family page
+    "a4-highgpu": ("nvidia-b200", {8: (224, 3968)}),
+    "a4x-highgpu": ("nvidia-gb200", {4: (140, 884)}),
 }
 
 # Which machine series each accelerator attaches to (the user-facing rule of the pre-flight check).
@@ -54,6 +60,9 @@ ACCELERATOR_FAMILIES: dict[str, str] = {
     "nvidia-h100-80gb": "a3",
     "nvidia-h100-mega-80gb": "a3",
     "nvidia-h200-141gb": "a3",
+    "nvidia-b200": "a4",
+    "nvidia-gb200": "a4x",
+    "nvidia-rtx-pro-6000": "g4",
 }
 
 # N1 + GPU: the GPU counts GCE allows and, for each, the most vCPUs and memory (GB) the VM may have.
@@ -66,7 +75,7 @@ N1_GPU_LIMITS: dict[str, dict[int, tuple[int, float]]] = {
 
 _CUSTOM_RE = re.compile(r"^(?:(n1|n2|n2d|e2)-)?custom-(\d+)-(\d+)(-ext)?$")
 _PREDEFINED_RE = re.compile(r"^([a-z][a-z0-9]*)-([a-z]+)-(\d+)$")
-_FIXED_RE = re.compile(r"^(a[23]-[a-z]+gpu)-(\d+)g$")
+_FIXED_RE = re.compile(r"^(a[0-9]x?-[a-z]+gpu)-(\d+)g$")
 
 
 @dataclass(frozen=True)
@@ -102,7 +111,7 @@ def machine_shape(machine_type: str) -> MachineShape:
         cpus_memory = shapes.get(count)
         return MachineShape(
             name,
-            name[:2],
+            name.split("-", 1)[0],
             cpus_memory[0] if cpus_memory else None,
             cpus_memory[1] if cpus_memory else None,
             fixed_gpus=(accelerator, count),
@@ -111,7 +120,9 @@ def machine_shape(machine_type: str) -> MachineShape:
     if predefined:
         family, klass, cpus = predefined.group(1), predefined.group(2), int(predefined.group(3))
         if family == "g2" and klass == "standard" and cpus in _G2_SHAPES:
-            return MachineShape(name, "g2", cpus, _G2_SHAPES[cpus], fixed_gpus=("nvidia-l4", _G2_GPUS[cpus]))
+            return MachineShape(name, "g2", cpus, _G2_SHAPES[cpus], fixed_gpus=("nvidia-l4", G2_GPUS[cpus]))
+        if family == "g4" and klass == "standard" and cpus in _G4_SHAPES:
+            return MachineShape(name, "g4", cpus, _G4_SHAPES[cpus], fixed_gpus=("nvidia-rtx-pro-6000", G4_GPUS[cpus]))
         per_cpu = _GB_PER_CPU.get(family, {}).get(klass)
         return MachineShape(name, family, cpus, cpus * per_cpu if per_cpu else None)
     family = name.split("-", 1)[0]

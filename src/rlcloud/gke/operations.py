@@ -16,7 +16,7 @@ from typing import Any
 
 from rlcloud.errors import WaitTimeoutError
 from rlcloud.gke.builders import operation_path
-from rlcloud.gke.errors import api_errors
+from rlcloud.gke.errors import api_errors, is_transient
 
 __all__ = [
     "OperationUpdate",
@@ -42,7 +42,7 @@ class OperationUpdate:
     detail: str  # GKE's human-readable detail, often empty
     fraction: float | None  # 0..1 when the operation reports countable progress, else None
     elapsed: float  # seconds since rlcloud started waiting
-    error: str = ""  # status_message of a failed, finished operation
+    error: str = ""  # the error message of a failed, finished operation
 
     @property
     def done(self) -> bool:
@@ -86,7 +86,11 @@ def _update(operation: Any, started: float, clock: Callable[[], float]) -> Opera
         detail=operation.detail,
         fraction=progress_fraction(operation),
         elapsed=clock() - started,
-        error=operation.status_message if int(operation.status) == int(status_enum.DONE) else "",
+        error=(
+            (operation.error.message or operation.status_message or "failed")
+            if int(operation.status) == int(status_enum.DONE) and operation.error and operation.error.code
+            else ""
+        ),
     )
 
 
@@ -188,6 +192,12 @@ def wait_operation(
     The interval grows x1.5 from ``poll_interval`` to ``max_poll_interval``; ``deadline`` is a
     ``clock()`` value after which rlcloud WaitTimeoutError is raised (the operation itself keeps running
     in GKE, so calling create/delete again attaches to it).
+
+    A poll that fails transiently (UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL or another 5xx, a reset
+    connection: :func:`~rlcloud.gke.errors.is_transient`) is logged and polled again until ``deadline``:
+    the operation runs in GKE whatever happens to one GetOperation, and a caller that gave up here would
+    treat a cluster GKE is still building as failed (and delete it). Polling is this loop's alone (the
+    client library's own 20 s retry is off), so one backoff and one deadline govern it.
     """
     report = progress or logging_progress()
     started = clock()
@@ -196,18 +206,41 @@ def wait_operation(
     name = operation_path(project, location, operation.name)
     done = type(operation).Status.DONE
     report(_update(operation, started, clock))
+    failures = 0
+    last_failure: BaseException | None = None
     while int(operation.status) != int(done):
         remaining = deadline - clock()
         if remaining <= 0:
+            unreachable = (
+                f" ({failures} poll(s) failed transiently, the last with {type(last_failure).__name__}: {last_failure})"
+                if last_failure is not None
+                else ""
+            )
             raise WaitTimeoutError(
                 f"{action + ': ' if action else ''}operation {operation.name} "
                 f"({type(operation).Type(operation.operation_type).name}) is still "
-                f"{type(operation).Status(operation.status).name} after waiting {clock() - started:.0f}s. It keeps "
-                "running in GKE: run the same command again to attach to it, or delete the cluster."
+                f"{type(operation).Status(operation.status).name} after waiting {clock() - started:.0f}s"
+                f"{unreachable}. It keeps running in GKE: run the same command again to attach to it, or delete "
+                "the cluster."
             )
         sleep(min(interval, remaining))
         interval = min(interval * 1.5, max_poll_interval)
-        with api_errors(project=project, action=action):
-            operation = client.get_operation(name=name)
+        try:
+            with api_errors(project=project, action=action):
+                polled = client.get_operation(name=name, retry=None)
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            failures += 1
+            last_failure = cause = exc.__cause__ or exc
+            log.warning(
+                "%spolling %s failed transiently (%s); polling again",
+                action + ": " if action else "",
+                operation.name,
+                type(cause).__name__,
+            )
+            continue
+        last_failure = None
+        operation = polled
         report(_update(operation, started, clock))
     return operation

@@ -24,6 +24,7 @@ __all__ = [
     "SYSTEM_MAX_NODES",
     "PoolPlan",
     "plan_pools",
+    "pool_zone_count",
     "zone_count",
 ]
 
@@ -58,6 +59,7 @@ class PoolPlan:
     min_nodes: int | None = None
     max_nodes: int | None = None
     locations: tuple[str, ...] = ()
+    reservation: str | None = None  # the Compute Engine reservation the nodes consume
 
 
 def zone_count(spec: ClusterSpec, locations: tuple[str, ...] = ()) -> int:
@@ -67,8 +69,20 @@ def zone_count(spec: ClusterSpec, locations: tuple[str, ...] = ()) -> int:
     return REGIONAL_ZONES if spec.is_regional else 1
 
 
+def pool_zone_count(spec: ClusterSpec, plan: PoolPlan) -> int:
+    """How many zones ``plan``'s per-zone node count is multiplied by: its own zones; the one zone rlcloud
+    picks for a regional cluster's GPU pool when the spec names none (so GPUs and cost do not triple); else
+    the cluster's (:func:`zone_count`)."""
+    if plan.locations:
+        return len(plan.locations)
+    if plan.gpus and spec.is_regional:
+        return 1
+    return zone_count(spec)
+
+
 def plan_pools(spec: ClusterSpec, *, gpu_locations: tuple[str, ...] = ()) -> list[PoolPlan]:
-    """The pools for ``spec`` (``gpu_locations``: zones for the worker pool, e.g. after a stockout)."""
+    """The pools for ``spec`` (``gpu_locations``: zones for the worker pool, e.g. after a stockout, or the
+    zones rlcloud picked for a regional cluster's GPU pool; default: the spec's ``node_locations``)."""
     workers = PoolPlan(
         name=GPU_POOL if spec.gpus_per_node else DEFAULT_POOL,
         role="workers",
@@ -80,7 +94,8 @@ def plan_pools(spec: ClusterSpec, *, gpu_locations: tuple[str, ...] = ()) -> lis
         gpu_type=spec.gpu_type.value if spec.gpu_type else None,
         min_nodes=spec.autoscaling.min_nodes if spec.autoscaling else None,
         max_nodes=spec.autoscaling.max_nodes if spec.autoscaling else None,
-        locations=gpu_locations,
+        locations=gpu_locations or tuple(spec.node_locations),
+        reservation=spec.reservation,
     )
     if not spec.gpus_per_node:
         return [workers]

@@ -6,17 +6,34 @@ say which setting to change; checking here names the field and a valid alternati
 
 from __future__ import annotations
 
+import re
+
 from rlcloud.errors import SpecError, SpecProblem
 from rlcloud.gke.machines import ACCELERATOR_FAMILIES, FIXED_GPU_MACHINES, N1_GPU_LIMITS, machine_shape
-from rlcloud.specs.cluster import DEFAULT_MACHINE_TYPES, ClusterSpec, GpuType
+from rlcloud.specs.cluster import (
+    DEFAULT_MACHINE_TYPES,
+    EXPERIMENTAL_GPU_TYPES,
+    G4_GPUS,
+    ClusterSpec,
+    GpuType,
+)
 
-__all__ = ["check_cluster_spec"]
+__all__ = ["check_cluster_spec", "cluster_spec_warnings"]
+
+# How Compute Engine sells the A3 shapes (cloud.google.com/compute/docs/accelerator-optimized-machines, A3 High:
+# "a3-highgpu-1g, a3-highgpu-2g, a3-highgpu-4g ... only available with Spot VMs or Flex-start"; AI Hypercomputer
+# "Consumption options": "For A3 Ultra, you must request reservations").
+_SPOT_ONLY_RE = re.compile(r"^a3-highgpu-[124]g$")
+_RESERVATION_ONLY_RE = re.compile(r"^a3-ultragpu-")
 
 _SERIES_EXAMPLES = {
     "n1": "n1-standard-8, n1-highmem-8 or custom-8-30720",
     "g2": "g2-standard-8 (1 GPU), g2-standard-24 (2), g2-standard-48 (4), g2-standard-96 (8)",
     "a2": "a2-highgpu-1g/2g/4g/8g, a2-megagpu-16g (A100 40GB), a2-ultragpu-1g/2g/4g/8g (A100 80GB)",
-    "a3": "a3-highgpu-1g/2g/4g/8g (H100), a3-megagpu-8g (H100 Mega), a3-ultragpu-8g (H200)",
+    "a3": "a3-highgpu-1g/2g/4g/8g (H100), a3-edgegpu-8g (H100), a3-megagpu-8g (H100 Mega), a3-ultragpu-8g (H200)",
+    "a4": "a4-highgpu-8g (B200)",
+    "a4x": "a4x-highgpu-4g (GB200)",
+    "g4": "g4-standard-48 (1 GPU), g4-standard-96 (2), g4-standard-192 (4), g4-standard-384 (8)",
 }
 
 
@@ -25,6 +42,8 @@ def _machines_for(accelerator: str, count: int) -> list[str]:
     if accelerator == "nvidia-l4":
         shapes = {1: "g2-standard-8", 2: "g2-standard-24", 4: "g2-standard-48", 8: "g2-standard-96"}
         return [shapes[count]] if count in shapes else []
+    if accelerator == "nvidia-rtx-pro-6000":
+        return [f"g4-standard-{cpus}" for cpus, gpus in G4_GPUS.items() if gpus == count]
     return [
         f"{prefix}-{count}g"
         for prefix, (acc, counts) in FIXED_GPU_MACHINES.items()
@@ -33,7 +52,7 @@ def _machines_for(accelerator: str, count: int) -> list[str]:
 
 
 def _counts_for(accelerator: str) -> list[int]:
-    if accelerator == "nvidia-l4":
+    if accelerator in ("nvidia-l4", "nvidia-rtx-pro-6000"):
         return [1, 2, 4, 8]
     if accelerator in N1_GPU_LIMITS:
         return sorted(N1_GPU_LIMITS[accelerator])
@@ -102,6 +121,8 @@ def check_cluster_spec(spec: ClusterSpec) -> None:
                     value=count,
                 )
             )
+    elif series != "n1" and shape.family == series:
+        pass  # a shape of the right series that rlcloud's tables lack: cluster_spec_warnings says so, GKE checks it
     elif series != "n1":
         fitting = _machines_for(accelerator, count)
         problems.append(
@@ -167,5 +188,46 @@ def check_cluster_spec(spec: ClusterSpec) -> None:
                         value=machine,
                     )
                 )
+    if _SPOT_ONLY_RE.match(machine) and not spec.spot:
+        problems.append(
+            SpecProblem(
+                field="spot",
+                message=(
+                    f"{machine} is sold only as Spot or Flex-start VMs, not on demand: set spot: true, or use "
+                    "machine_type: a3-highgpu-8g with gpus_per_node: 8 (on demand or with a reservation)"
+                ),
+                value=spec.spot,
+            )
+        )
+    if _RESERVATION_ONLY_RE.match(machine) and not spec.reservation:
+        problems.append(
+            SpecProblem(
+                field="reservation",
+                message=(
+                    f"{machine} (A3 Ultra, {accelerator}) capacity comes only through a Compute Engine reservation: "
+                    "reserve it with your Google account team, then set reservation: NAME (or "
+                    "projects/PROJECT/reservations/NAME for a shared one); for H100 without one use gpu_type: h100 "
+                    "with spot: true"
+                ),
+                value=None,
+            )
+        )
     if problems:
         raise SpecError(problems)
+
+
+def cluster_spec_warnings(spec: ClusterSpec) -> list[str]:
+    """What rlcloud cannot vouch for in ``spec`` without refusing it: a GPU type it has not run on
+    (:data:`~rlcloud.specs.cluster.EXPERIMENTAL_GPU_TYPES`), a GPU machine shape its tables lack."""
+    warnings: list[str] = []
+    if spec.gpu_type is not None and GpuType(spec.gpu_type) in EXPERIMENTAL_GPU_TYPES:
+        warnings.append(f"experimental GPU type: {EXPERIMENTAL_GPU_TYPES[GpuType(spec.gpu_type)]}")
+    if spec.gpus_per_node and spec.gpu_type is not None:
+        machine = spec.effective_machine_type
+        shape = machine_shape(machine)
+        if ACCELERATOR_FAMILIES[GpuType(spec.gpu_type).value] != "n1" and not shape.fixed_gpus:
+            warnings.append(
+                f"machine type {machine} is not in rlcloud's tables: GKE will say whether it takes "
+                f"{spec.gpus_per_node} x {spec.gpu_type.value}; the cost estimate leaves it out"
+            )
+    return warnings

@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rlcloud.gke.machines import machine_shape
-from rlcloud.gke.plan import PoolPlan, plan_pools, zone_count
+from rlcloud.gke.plan import PoolPlan, plan_pools, pool_zone_count
 from rlcloud.specs.cluster import ClusterSpec
 
 __all__ = [
@@ -192,16 +192,17 @@ def _pool_items(plan: PoolPlan, nodes: int, spot_factor: float, unknown: list[st
 def estimate_hourly_cost(spec: ClusterSpec) -> CostEstimate:
     """Estimate what ``spec``'s cluster costs per hour (machines, GPUs, disks, GKE fee) — an estimate.
 
-    Regional clusters have each pool's nodes in three zones, so they cost three times the nodes.
+    Regional clusters have each pool's nodes in three zones, so they cost three times the nodes, except a
+    GPU pool, which is in its ``node_locations`` (one zone when the spec names none).
     Autoscaling pools are counted at their initial size in ``hourly`` and at their maximum in
     ``max_hourly`` (a GPU cluster's CPU pool always autoscales, so its estimate always has a maximum).
     """
-    zones = zone_count(spec)
     unknown: list[str] = []
     items: list[CostItem] = [CostItem("GKE cluster management fee", 1, CLUSTER_FEE_PER_HOUR, CLUSTER_FEE_PER_HOUR)]
     max_items: list[CostItem] = list(items)
     plans = plan_pools(spec)
     for plan in plans:
+        zones = pool_zone_count(spec, plan)
         spot_factor = SPOT_FRACTION if plan.spot else 1.0
         items += _pool_items(plan, plan.nodes_per_zone * zones, spot_factor, unknown)
         top = plan.max_nodes if plan.max_nodes is not None else plan.nodes_per_zone

@@ -19,6 +19,7 @@ REGION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
 PROJECT_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 LABEL_KEY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{0,63}$")
+RESERVATION_RE = re.compile(r"^(projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/reservations/)?[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 QUEUE_RE = re.compile(r"^(?=.{1,63}$)[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 # A Google service account's email: 6-30 character account id @ project id (or a Google-managed domain).
 SERVICE_ACCOUNT_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]@[a-z0-9.-]+\.gserviceaccount\.com$")
@@ -39,6 +40,10 @@ class GpuType(StrEnum):
     H100 = "nvidia-h100-80gb"
     H100_MEGA = "nvidia-h100-mega-80gb"
     H200 = "nvidia-h200-141gb"
+    # newer than what rlcloud has run on: accepted with a warning (EXPERIMENTAL_GPU_TYPES)
+    B200 = "nvidia-b200"
+    GB200 = "nvidia-gb200"
+    RTX_PRO_6000 = "nvidia-rtx-pro-6000"
 
 
 #: The short names people type (`--gpu-type t4`, ``gpu_type: a100``) for each accelerator type.
@@ -57,7 +62,29 @@ GPU_TYPE_ALIASES: dict[str, GpuType] = {
     "h100-mega-80gb": GpuType.H100_MEGA,
     "h200": GpuType.H200,
     "h200-141gb": GpuType.H200,
+    "b200": GpuType.B200,
+    "gb200": GpuType.GB200,
+    "rtx-pro-6000": GpuType.RTX_PRO_6000,
 }
+
+#: GPU types rlcloud accepts but has not run on, each with what to expect (a warning when a cluster uses them).
+#: Machine types and names from cloud.google.com/compute/docs/gpus (A4: B200, A4X: GB200, G4: RTX PRO 6000).
+EXPERIMENTAL_GPU_TYPES: dict[GpuType, str] = {
+    GpuType.B200: "nvidia-b200 (A4, a4-highgpu-8g) is new to rlcloud: its price, quota names and capacity "
+    "rules are not in rlcloud's tables; A4 capacity comes mostly through reservations, Spot or Flex-start",
+    GpuType.GB200: "nvidia-gb200 (A4X, a4x-highgpu-4g) is new to rlcloud: A4X machines are Arm (aarch64), "
+    "and rlcloud's runner images are built for amd64, so runs need an arm64 image of your own; capacity "
+    "comes through reservations",
+    GpuType.RTX_PRO_6000: "nvidia-rtx-pro-6000 (G4, g4-standard-48/96/192/384) is new to rlcloud: its price "
+    "and quota names are not in rlcloud's tables",
+}
+
+#: Hopper and newer GPUs: TensorFlow's wheels carry machine code (SASS) up to sm_89 and only compute_90 PTX
+#: for these, which the node's driver must JIT-compile; GKE's DEFAULT driver branch can be too old for
+#: that PTX (CUDA_ERROR_UNSUPPORTED_PTX_VERSION), so their nodes get the LATEST driver by default.
+LATEST_DRIVER_GPU_TYPES = frozenset(
+    {GpuType.H100, GpuType.H100_MEGA, GpuType.H200, GpuType.B200, GpuType.GB200, GpuType.RTX_PRO_6000}
+)
 
 
 def valid_gpu_types() -> str:
@@ -101,7 +128,31 @@ DEFAULT_MACHINE_TYPES: dict[GpuType | None, str] = {
     GpuType.H100: "a3-highgpu-1g",
     GpuType.H100_MEGA: "a3-megagpu-8g",
     GpuType.H200: "a3-ultragpu-8g",
+    GpuType.B200: "a4-highgpu-8g",
+    GpuType.GB200: "a4x-highgpu-4g",
+    GpuType.RTX_PRO_6000: "g4-standard-48",
 }
+
+#: GPUs built into G2 (L4) and G4 (RTX PRO 6000) machine types, by vCPU count (cloud.google.com/compute/docs/gpus).
+G2_GPUS = {4: 1, 8: 1, 12: 1, 16: 1, 24: 2, 32: 1, 48: 4, 96: 8}
+G4_GPUS = {48: 1, 96: 2, 192: 4, 384: 8}
+# A2/A3/A4/A4X machine types say their GPU count in their name: a3-highgpu-4g has 4.
+_COUNT_IN_NAME_RE = re.compile(r"^a[0-9]x?-[a-z]+gpu-([0-9]+)g$")
+_G_SERIES_RE = re.compile(r"^(g2|g4)-standard-([0-9]+)$")
+
+
+def built_in_gpu_count(machine_type: str) -> int | None:
+    """How many GPUs an accelerator-optimized machine type comes with (None: a machine GPUs attach to, or
+    one rlcloud does not know). Pure name reading: ``a3-highgpu-4g`` -> 4, ``g2-standard-24`` -> 2."""
+    name = machine_type.strip().lower()
+    counted = _COUNT_IN_NAME_RE.match(name)
+    if counted:
+        return int(counted.group(1))
+    series = _G_SERIES_RE.match(name)
+    if series:
+        return (G2_GPUS if series.group(1) == "g2" else G4_GPUS).get(int(series.group(2)))
+    return None
+
 
 # N1 custom machine types: 1 or an even number of vCPUs up to 96, 0.9-6.5 GB per vCPU, memory a multiple
 # of 256 MiB (cloud.google.com/compute/docs/instances/creating-instance-with-custom-machine-type).
@@ -207,12 +258,14 @@ class ClusterSpec(StrictModel):
         ge=0,
         le=16,
         json_schema_extra=why("a GCE machine has at most 16 GPUs"),
-        description="GPUs per node; 0 for a CPU-only cluster.",
+        description="GPUs per node; 0 for a CPU-only cluster. With gpu_type and no count: what the machine type "
+        "carries (1 on N1, 8 on a3-ultragpu-8g).",
     )
     gpu_type: GpuType | None = Field(
         None,
         description="Accelerator type, e.g. 'nvidia-tesla-t4' or 'nvidia-l4' (short names such as 't4', 'l4', "
-        "'a100', 'a100-80gb', 'h100' are accepted); required when gpus_per_node > 0.",
+        "'a100', 'a100-80gb', 'h100' are accepted); required when gpus_per_node > 0. h100 needs spot: true, h200 a "
+        "reservation; b200, gb200 and rtx-pro-6000 are experimental (accepted with a warning).",
     )
     spot: bool = Field(False, description="Use Spot VMs for the experiment nodes (much cheaper, can be preempted).")
     autoscaling: Autoscaling | None = Field(
@@ -239,6 +292,17 @@ class ClusterSpec(StrictModel):
         description="Idle time, e.g. '30m': the cluster deletes itself after running no rlcloud workload for this "
         "long (an in-cluster reaper checks every 5 minutes; at least 10m).",
     )
+    node_locations: list[str] = Field(
+        default_factory=list,
+        description="Zones of a regional cluster's GPU pool (gcloud's --node-locations), e.g. ['us-central1-a']: "
+        "each zone gets num_nodes nodes. Empty: rlcloud picks one zone of the region that offers gpu_type (from "
+        "Compute Engine's accelerator types). Regional GPU clusters only.",
+    )
+    reservation: str | None = Field(
+        None,
+        description="Compute Engine reservation the GPU nodes consume (a name, or projects/P/reservations/NAME "
+        "for a shared one); A3 Ultra (h200) capacity comes only through reservations.",
+    )
     service_account: str | None = Field(
         None,
         description="Google service account the nodes run as, e.g. rlcloud-nodes@my-project.iam.gserviceaccount.com "
@@ -249,10 +313,16 @@ class ClusterSpec(StrictModel):
     @model_validator(mode="before")
     @classmethod
     def _defaults(cls, data: Any) -> Any:
-        # gpu_type alone means one GPU per node: the common case should not need two settings. An explicit
-        # gpus_per_node: 0 stays 0 (and contradicts gpu_type, which _consistency reports).
+        # gpu_type alone means as many GPUs as the node's machine type has (1 for N1, 8 for a3-ultragpu-8g): the
+        # common case should not need two settings. An explicit gpus_per_node: 0 stays 0 (and contradicts
+        # gpu_type, which _consistency reports).
         if isinstance(data, dict) and data.get("gpu_type") and data.get("gpus_per_node") is None:
-            data = {**data, "gpus_per_node": 1}
+            machine = data.get("machine_type")
+            if not isinstance(machine, str) and data.get("cpus_per_node") is None:
+                gpu = gpu_type_value(data["gpu_type"]) if isinstance(data["gpu_type"], str) else None
+                machine = DEFAULT_MACHINE_TYPES.get(GpuType(gpu)) if gpu else None
+            count = built_in_gpu_count(machine) if isinstance(machine, str) else None
+            data = {**data, "gpus_per_node": count or 1}
         return data
 
     @field_validator("name")
@@ -288,6 +358,30 @@ class ClusterSpec(StrictModel):
         if bad:
             raise PydanticCustomError(
                 "zones", "fallback_zones must be zones such as 'us-central1-b'; not {bad}", {"bad": excerpt(bad)}
+            )
+        return value
+
+    @field_validator("node_locations")
+    @classmethod
+    def _node_locations(cls, value: list[str]) -> list[str]:
+        bad = [z for z in value if not ZONE_RE.match(z)]
+        if bad:
+            raise PydanticCustomError(
+                "zones", "node_locations must be zones such as 'us-central1-a'; not {bad}", {"bad": excerpt(bad)}
+            )
+        if len(set(value)) != len(value):
+            raise PydanticCustomError("zones", "node_locations names a zone twice: {v}", {"v": excerpt(value)})
+        return value
+
+    @field_validator("reservation")
+    @classmethod
+    def _reservation(cls, value: str | None) -> str | None:
+        if value is not None and not RESERVATION_RE.match(value):
+            raise PydanticCustomError(
+                "reservation",
+                "reservation must name a Compute Engine reservation: a name of lowercase letters, digits and '-' "
+                "(at most 63, starting with a letter), or projects/PROJECT/reservations/NAME; got {v}",
+                {"v": excerpt(value)},
             )
         return value
 
@@ -394,6 +488,27 @@ class ClusterSpec(StrictModel):
                 "for a CPU-only cluster",
                 {"gpu": self.gpu_type.value},
             )
+        if self.node_locations:
+            if not self.is_regional:
+                raise PydanticCustomError(
+                    "at:node_locations",
+                    "node_locations places the GPU pool of a regional cluster: set location to a region such as "
+                    "{region}, or remove node_locations (a zonal cluster's nodes are in its zone)",
+                    {"region": self.location.rsplit("-", 1)[0]},
+                )
+            outside = [z for z in self.node_locations if z.rsplit("-", 1)[0] != self.location]
+            if outside:
+                raise PydanticCustomError(
+                    "at:node_locations",
+                    "node_locations must be zones of the cluster's region {region}; not {bad}",
+                    {"region": self.location, "bad": excerpt(outside)},
+                )
+            if not self.gpus_per_node:
+                raise PydanticCustomError(
+                    "at:node_locations",
+                    "node_locations places the GPU pool; this cluster has no GPUs (its nodes go to the region's "
+                    "default zones): remove node_locations",
+                )
         if self.autoscaling and not (self.autoscaling.min_nodes <= self.num_nodes <= self.autoscaling.max_nodes):
             raise PydanticCustomError(
                 "at:num_nodes",
