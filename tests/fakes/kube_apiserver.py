@@ -3,7 +3,7 @@
 No kube-apiserver binary can be installed on the test machines (see /work/shared/FACTS.md), so this
 standard-library HTTP server implements the part of the Kubernetes REST API that rlcloud uses:
 
-* resources: namespaces, pods (+ ``/status``, ``/log``), services, configmaps, secrets,
+* resources: namespaces, nodes, pods (+ ``/status``, ``/log``), services, configmaps, secrets,
   serviceaccounts, events (core/v1); jobs (+ ``/status``, batch/v1); roles, rolebindings
   (rbac.authorization.k8s.io/v1);
 * verbs: create (409 ``AlreadyExists`` with a real ``Status`` body, 404 when the namespace is
@@ -78,6 +78,7 @@ class ResourceType:
 
 RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "namespaces", "Namespace", False, frozenset({"status"})),
+    ResourceType("", "v1", "nodes", "Node", False, frozenset({"status"})),
     ResourceType("", "v1", "pods", "Pod", True, frozenset({"status", "log"})),
     ResourceType("", "v1", "services", "Service", True, frozenset({"status"})),
     ResourceType("", "v1", "configmaps", "ConfigMap", True),
@@ -632,6 +633,38 @@ def _default_pod_spec(spec: JSON) -> None:
         container.setdefault("imagePullPolicy", "Always" if image.endswith(":latest") else "IfNotPresent")
 
 
+def _default_requests(spec: JSON) -> None:
+    """A container that gives a limit but no request for a resource requests its limit (the API server's
+    Pod defaulting; "Resource Management for Pods and Containers",
+    kubernetes.io/docs/concepts/configuration/manage-resources-containers/)."""
+    for container in spec.get("containers") or []:
+        resources = container.get("resources") or {}
+        limits = resources.get("limits") or {}
+        if limits:
+            requests = resources.setdefault("requests", {})
+            for key, value in limits.items():
+                requests.setdefault(key, value)
+            container["resources"] = resources
+
+
+def _qos_class(spec: JSON) -> str:
+    """The pod's QoS class ("Pod Quality of Service Classes", kubernetes.io/docs/concepts/workloads/pods/pod-qos/):
+    Guaranteed when every container has CPU and memory limits equal to its requests, BestEffort when no
+    container requests or limits CPU or memory, Burstable otherwise."""
+    guaranteed, any_set = True, False
+    for container in spec.get("containers") or []:
+        resources = container.get("resources") or {}
+        requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
+        for key in ("cpu", "memory"):
+            if key in requests or key in limits:
+                any_set = True
+            if key not in limits or str(requests.get(key, limits[key])) != str(limits[key]):
+                guaranteed = False
+    if not any_set:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
 def _apply_defaults(rt: ResourceType, obj: JSON, store: _Store, updating: bool = False) -> None:
     """A few of the defaults the real API server fills in, so clients must compare with care."""
     meta = obj["metadata"]
@@ -666,7 +699,8 @@ def _apply_defaults(rt: ResourceType, obj: JSON, store: _Store, updating: bool =
     elif rt.kind == "Pod":
         _default_pod_spec(obj.setdefault("spec", {}))
         if not updating:
-            obj["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
+            _default_requests(obj["spec"])
+            obj["status"] = {"phase": "Pending", "qosClass": _qos_class(obj["spec"])}
     elif rt.kind == "Service":
         spec = obj.setdefault("spec", {})
         spec.setdefault("type", "ClusterIP")
@@ -1240,8 +1274,9 @@ class FakeKubeApiServer:
         reason: str,
         message: str,
         type_: str = "Warning",
+        component: str = "fake",
     ) -> JSON:
-        """Create a core/v1 Event about ``involved`` (an object dict), as a controller would."""
+        """Create a core/v1 Event about ``involved`` (an object dict), as ``component`` (a controller) would."""
         meta = involved["metadata"]
         now = _now()
         return self.create_object(
@@ -1261,7 +1296,7 @@ class FakeKubeApiServer:
                 "count": 1,
                 "firstTimestamp": now,
                 "lastTimestamp": now,
-                "source": {"component": "fake"},
+                "source": {"component": component},
             },
             namespace,
         )

@@ -37,6 +37,23 @@ Kubelet
     Exit codes end up in the container status; a deleted pod's process gets SIGTERM, then SIGKILL
     after ``terminationGracePeriodSeconds`` (capped by ``max_grace``).
 
+Scheduler
+    with ``nodes`` (a list of :class:`FakeNode`), each Pending pod is bound to a node the way
+    kube-scheduler's default filters decide, in their order (NodeUnschedulable, TaintToleration,
+    NodeAffinity, NodeResourcesFit): the node's ``NoSchedule``/``NoExecute`` taints must be tolerated,
+    its labels must match ``nodeSelector`` and required node affinity, and the pod's requests (a
+    container's limit stands in for a missing request, as the API server defaults it) must fit the
+    node's allocatable CPU, memory, ``nvidia.com/gpu`` and pod count minus what the pods bound there
+    request. Among the nodes that pass, the one with the highest preferred-node-affinity weight wins
+    (ties: the first in ``nodes``). A pod that fits nowhere stays Pending with ``PodScheduled=False``,
+    reason ``Unschedulable`` and kube-scheduler's message (``0/2 nodes are available: 1 Insufficient
+    cpu, 1 node(s) had untolerated taint {nvidia.com/gpu: present}. preemption: ...``) and a
+    ``FailedScheduling`` Event; it is tried again on every pass, so :meth:`FakeKubelet.add_node` (the
+    cluster autoscaler adding a node) or a pod that ends lets it start. A pod with no requests (QoS
+    class BestEffort) fits every node it tolerates: this is why it never goes Pending and the cluster
+    autoscaler never adds a node for it. Without ``nodes`` there is one node, ``fake-node``, that takes
+    every pod (no scheduling rules), as before this scheduler existed.
+
 Tests poke it with :meth:`FakeKubelet.kill` (crash a container) and :meth:`FakeKubelet.preempt`
 (a node lost to preemption: DisruptionTarget condition, exit 143). ``unschedulable`` (a callback
 returning a scheduler message, or None) keeps matching pods Pending with ``PodScheduled=False``.
@@ -59,12 +76,15 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from kubernetes.utils import parse_quantity
+
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 
-__all__ = ["FakeKubelet"]
+__all__ = ["FakeKubelet", "FakeNode", "gke_cpu_node", "gke_gpu_node", "pod_requests", "schedule"]
 
 JSON = dict[str, Any]
 INDEX_KEY = "batch.kubernetes.io/job-completion-index"
@@ -92,6 +112,221 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+# ---------------------------------------------------------------------------------------------------
+# nodes and the scheduler
+
+GPU_RESOURCE = "nvidia.com/gpu"
+#: the resources NodeResourcesFit compares (plus the pod count)
+_FIT_RESOURCES = ("cpu", "memory", GPU_RESOURCE)
+#: the taint GKE puts on GPU nodes (and rlcloud's GPU pool sets explicitly)
+GPU_TAINT = {"key": GPU_RESOURCE, "value": "present", "effect": "NoSchedule"}
+
+
+@dataclass
+class FakeNode:
+    """A node of the fake cluster: what it can hold (allocatable), its labels and its taints."""
+
+    name: str
+    cpu: str = "4"
+    memory: str = "16Gi"
+    gpus: int = 0
+    max_pods: int = 110  # the kubelet's default maxPods
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: list[dict[str, str]] = field(default_factory=list)
+    unschedulable: bool = False
+
+    def allocatable(self) -> dict[str, Decimal]:
+        """The node's allocatable resources as numbers (cores, bytes, GPUs, pods)."""
+        return {
+            "cpu": parse_quantity(self.cpu),
+            "memory": parse_quantity(self.memory),
+            GPU_RESOURCE: Decimal(self.gpus),
+            "pods": Decimal(self.max_pods),
+        }
+
+    def to_object(self) -> JSON:
+        """The Node object a kubelet registers (``kubectl get node NAME -o yaml``)."""
+        amounts = {"cpu": self.cpu, "memory": self.memory, "pods": str(self.max_pods)}
+        if self.gpus:
+            amounts[GPU_RESOURCE] = str(self.gpus)
+        return {
+            "metadata": {"name": self.name, "labels": {"kubernetes.io/hostname": self.name, **self.labels}},
+            "spec": {"taints": [dict(t) for t in self.taints], "unschedulable": self.unschedulable},
+            "status": {"capacity": dict(amounts), "allocatable": dict(amounts)},
+        }
+
+
+def gke_cpu_node(name: str = "gke-rl-default-pool-0", *, role: str = "system") -> FakeNode:
+    """An e2-standard-4 node of an rlcloud GKE cluster's CPU pool (``default-pool``).
+
+    Allocatable as GKE reserves it ("Standard cluster architecture", Node allocatable resources, in the
+    GKE docs): 4 vCPU minus 80m, 16 GB minus ~2.6 GB of reservations and the 100 MiB eviction threshold.
+    """
+    return FakeNode(
+        name,
+        cpu="3920m",
+        memory="13Gi",
+        labels={"rlcloud-pool": role, "cloud.google.com/gke-nodepool": "default-pool"},
+    )
+
+
+def gke_gpu_node(name: str = "gke-rl-gpu-pool-0", *, accelerator: str = "nvidia-tesla-t4", gpus: int = 1) -> FakeNode:
+    """An n1-standard-4 node with ``gpus`` GPUs of rlcloud's ``gpu-pool``, tainted
+    ``nvidia.com/gpu=present:NoSchedule`` as GKE taints GPU nodes ("Run GPUs in GKE Standard node pools")."""
+    return FakeNode(
+        name,
+        cpu="3920m",
+        memory="12Gi",
+        gpus=gpus,
+        labels={
+            "rlcloud-pool": "workers",
+            "cloud.google.com/gke-nodepool": "gpu-pool",
+            "cloud.google.com/gke-accelerator": accelerator,
+        },
+        taints=[dict(GPU_TAINT)],
+    )
+
+
+def pod_requests(pod: JSON) -> dict[str, Decimal]:
+    """What the scheduler counts for a pod: the sum of its containers' requests, a container's limit
+    standing in for a request it does not give (the API server copies it: "Resource Management for Pods
+    and Containers", kubernetes.io/docs/concepts/configuration/manage-resources-containers/)."""
+    total = {r: Decimal(0) for r in _FIT_RESOURCES}
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        resources = container.get("resources") or {}
+        requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
+        for r in _FIT_RESOURCES:
+            value = requests.get(r, limits.get(r))
+            if value is not None:
+                total[r] += parse_quantity(value)
+    return total
+
+
+def _tolerates(tolerations: list[JSON], taint: JSON) -> bool:
+    """Taints and Tolerations (kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/): a
+    toleration matches a taint with the same key (an empty key with Exists matches every key) and effect
+    (an empty effect matches every effect), and with Equal the same value."""
+    for t in tolerations:
+        if t.get("effect") and t["effect"] != taint.get("effect"):
+            continue
+        operator = t.get("operator") or "Equal"
+        if operator == "Exists":
+            if not t.get("key") or t["key"] == taint.get("key"):
+                return True
+        elif t.get("key") == taint.get("key") and (t.get("value") or "") == (taint.get("value") or ""):
+            return True
+    return False
+
+
+def _expression_matches(expr: JSON, labels: dict[str, str]) -> bool:
+    key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
+    if op == "In":
+        return key in labels and labels[key] in values
+    if op == "NotIn":
+        return key not in labels or labels[key] not in values
+    if op == "Exists":
+        return key in labels
+    if op == "DoesNotExist":
+        return key not in labels
+    if op in ("Gt", "Lt") and key in labels:
+        try:
+            have, want = int(labels[key]), int(values[0])
+        except (ValueError, IndexError):
+            return False
+        return have > want if op == "Gt" else have < want
+    return False
+
+
+def _term_matches(term: JSON, labels: dict[str, str]) -> bool:
+    # a node selector term ANDs its expressions; an empty term matches no node
+    expressions = term.get("matchExpressions") or []
+    return bool(expressions) and all(_expression_matches(e, labels) for e in expressions)
+
+
+def _node_affinity(pod_spec: JSON) -> JSON:
+    return ((pod_spec.get("affinity") or {}).get("nodeAffinity")) or {}
+
+
+def _selected(pod_spec: JSON, labels: dict[str, str]) -> bool:
+    """Assigning Pods to Nodes (kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/): every
+    nodeSelector label must match, and one of the required node affinity's terms (terms are ORed)."""
+    if any(labels.get(k) != v for k, v in (pod_spec.get("nodeSelector") or {}).items()):
+        return False
+    required = _node_affinity(pod_spec).get("requiredDuringSchedulingIgnoredDuringExecution")
+    if required:
+        return any(_term_matches(term, labels) for term in required.get("nodeSelectorTerms") or [])
+    return True
+
+
+def _preference(pod_spec: JSON, labels: dict[str, str]) -> int:
+    """The sum of the weights of the preferred node affinity terms the node matches (NodeAffinity score)."""
+    preferred = _node_affinity(pod_spec).get("preferredDuringSchedulingIgnoredDuringExecution") or []
+    return sum(int(p.get("weight", 0)) for p in preferred if _term_matches(p.get("preference") or {}, labels))
+
+
+def schedule(pod: JSON, nodes: list[FakeNode], used: dict[str, dict[str, Decimal]]) -> tuple[str | None, str]:
+    """Pick a node for ``pod`` as kube-scheduler's default filters and NodeAffinity score would.
+
+    ``used``: per node name, what the pods bound there already request (``pods`` counts them). Returns
+    (node name, "") or (None, the scheduler's message). The message has kube-scheduler's format
+    (pkg/scheduler/framework/types.go, ``FitError.Error``): ``0/N nodes are available:`` then each
+    reason with the number of nodes that gave it, sorted as strings, then the preemption result. Each
+    node gives the reasons of the first filter it fails, in the default profile's order
+    (kube-scheduler's default plugins: NodeUnschedulable, TaintToleration, NodeAffinity, NodeResourcesFit).
+    """
+    spec = pod.get("spec") or {}
+    tolerations = spec.get("tolerations") or []
+    wanted = pod_requests(pod)
+    reasons: dict[str, int] = {}
+    unhelpful = 0  # nodes where evicting pods cannot help (taints, selectors): "Preemption is not helpful"
+    best: tuple[int, int, str] | None = None
+    for order, node in enumerate(nodes):
+        failed: list[str] = []
+        if node.unschedulable:
+            failed = ["node(s) were unschedulable"]
+        if not failed:
+            for taint in node.taints:
+                if taint.get("effect") in ("NoSchedule", "NoExecute") and not _tolerates(tolerations, taint):
+                    failed = [f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value', '')}}}"]
+                    break
+        if not failed and not _selected(spec, node.labels):
+            failed = ["node(s) didn't match Pod's node affinity/selector"]
+        if failed:
+            unhelpful += 1
+        else:
+            free = node.allocatable()
+            have = used.get(node.name, {})
+            if have.get("pods", Decimal(0)) + 1 > free["pods"]:
+                failed.append("Too many pods")
+            for r in _FIT_RESOURCES:
+                if wanted[r] and have.get(r, Decimal(0)) + wanted[r] > free[r]:
+                    failed.append(f"Insufficient {r}")
+        if failed:
+            for reason in failed:
+                reasons[reason] = reasons.get(reason, 0) + 1
+            continue
+        score = (_preference(spec, node.labels), -order, node.name)
+        if best is None or score[:2] > best[:2]:
+            best = score
+    if best is not None:
+        return best[2], ""
+    n = len(nodes)
+    histogram = ", ".join(sorted(f"{count} {reason}" for reason, count in reasons.items()))
+    postfilter = []
+    if n - unhelpful:
+        postfilter.append(f"{n - unhelpful} No preemption victims found for incoming pod")
+    if unhelpful:
+        postfilter.append(f"{unhelpful} Preemption is not helpful for scheduling")
+    return None, (
+        f"0/{n} nodes are available: {histogram}. "
+        f"preemption: 0/{n} nodes are available: {', '.join(sorted(postfilter))}."
+    )
+
+
+# ---------------------------------------------------------------------------------------------------
+# the kubelet
 
 
 @dataclass
@@ -127,6 +362,7 @@ class FakeKubelet:
         unschedulable: Callable[[JSON], str | None] | None = None,
         argv_rewrite: Callable[[list[str]], list[str]] | None = None,
         poll: float = 0.05,
+        nodes: list[FakeNode] | None = None,
     ) -> None:
         self.apiserver = apiserver
         self.workdir = Path(workdir)
@@ -136,6 +372,9 @@ class FakeKubelet:
         self.unschedulable = unschedulable
         self.argv_rewrite = argv_rewrite
         self.poll = poll
+        #: the nodes pods are scheduled on (None: one node that takes every pod, no scheduling rules)
+        self.nodes = list(nodes) if nodes is not None else None
+        self._sched_messages: dict[tuple[str, str], str] = {}  # (namespace, pod) -> last FailedScheduling
         self._containers: dict[tuple[str, str], _Container] = {}
         self._jobs: dict[str, _JobState] = {}  # by Job uid: a re-created Job starts afresh
         self._ports: dict[tuple[str, str], int] = {}  # (namespace, "host.subdomain") -> local port
@@ -152,6 +391,8 @@ class FakeKubelet:
     def start(self) -> FakeKubelet:
         """Start reconciling in a background thread."""
         self.apiserver.graceful_pod_deletion = True
+        for node in self.nodes or []:
+            self._register(node)
         self._thread = threading.Thread(target=self._loop, name="fake-kubelet", daemon=True)
         self._thread.start()
         return self
@@ -189,6 +430,23 @@ class FakeKubelet:
                 for c in self._containers.values()
                 if c.process.poll() is None and (wanted is None or c.pod in wanted)
             )
+
+    def add_node(self, node: FakeNode) -> None:
+        """A node joins (the cluster autoscaler added it): Pending pods are scheduled again."""
+        with self._lock:
+            if self.nodes is None:
+                raise ValueError("this kubelet was started without nodes: it has no scheduler to add one to")
+            self.nodes.append(node)
+        self._register(node)
+
+    def node_of(self, pod: str, namespace: str | None = None) -> str | None:
+        """The node a pod is bound to (None: not scheduled)."""
+        obj = self.apiserver.get_object("Pod", pod, namespace or self.namespace or "default")
+        return None if obj is None else (obj.get("spec") or {}).get("nodeName")
+
+    def _register(self, node: FakeNode) -> None:
+        if self.apiserver.get_object("Node", node.name) is None:
+            self.apiserver.create_object("Node", node.to_object())
 
     def kill(self, pod: str, sig: int = signal.SIGKILL) -> None:
         """Crash a pod's container (default SIGKILL: exit code 137, counted against the backoff budget)."""
@@ -245,6 +503,7 @@ class FakeKubelet:
             if (pod is None or "deletionTimestamp" in pod["metadata"]) and not c.deleted:
                 c.deleted = True
                 threading.Thread(target=self._terminate, args=(c,), daemon=True).start()
+        used = self._usage(self.apiserver.list_objects("Pod"))  # every namespace shares the nodes
         for key, pod in live_pods.items():
             if key in containers:
                 self._check_exit(containers[key], pod)
@@ -253,7 +512,7 @@ class FakeKubelet:
             elif pod.get("status", {}).get("phase", "Pending") == "Pending" and not any(
                 (cs.get("state") or {}).get("waiting") for cs in pod.get("status", {}).get("containerStatuses") or []
             ):
-                self._start_pod(pod)
+                self._start_pod(pod, used)
 
     # -- Job controller --------------------------------------------------------------------------
 
@@ -465,25 +724,67 @@ class FakeKubelet:
                         self._ports[key] = _free_port()
             return {host: port for (ns, host), port in self._ports.items() if ns == namespace}
 
-    def _start_pod(self, pod: JSON) -> None:
+    def _usage(self, pods: list[JSON]) -> dict[str, dict[str, Decimal]]:
+        """Per node: what the pods bound there and not finished request, and how many they are."""
+        used: dict[str, dict[str, Decimal]] = {}
+        for pod in pods:
+            node = (pod.get("spec") or {}).get("nodeName")
+            if not node or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                continue
+            have = used.setdefault(node, {"pods": Decimal(0)})
+            have["pods"] += 1
+            for r, amount in pod_requests(pod).items():
+                have[r] = have.get(r, Decimal(0)) + amount
+        return used
+
+    def _unschedulable(self, pod: JSON, message: str) -> None:
+        """Leave the pod Pending as kube-scheduler does: PodScheduled=False (Unschedulable) with its
+        message, and a FailedScheduling Event each time the message changes."""
+        meta = pod["metadata"]
+        ns, name = meta["namespace"], meta["name"]
+        status = pod.get("status") or {}
+        current = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None)
+        if current is None or current.get("message") != message:
+            status["conditions"] = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"] + [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": message,
+                    "lastTransitionTime": _now(),
+                }
+            ]
+            self.apiserver.update_status("Pod", name, ns, status)
+        if self.nodes is not None and self._sched_messages.get((ns, name)) != message:
+            self._sched_messages[(ns, name)] = message
+            self.apiserver.record_event(ns, pod, "FailedScheduling", message, component="default-scheduler")
+
+    def _start_pod(self, pod: JSON, used: dict[str, dict[str, Decimal]] | None = None) -> None:
         meta, spec = pod["metadata"], pod["spec"]
         ns, name = meta["namespace"], meta["name"]
         if self.unschedulable is not None:
             message = self.unschedulable(pod)
             if message:
-                status = pod.get("status") or {}
-                if not any(c.get("type") == "PodScheduled" for c in status.get("conditions") or []):
-                    status["conditions"] = [
-                        {
-                            "type": "PodScheduled",
-                            "status": "False",
-                            "reason": "Unschedulable",
-                            "message": message,
-                            "lastTransitionTime": _now(),
-                        }
-                    ]
-                    self.apiserver.update_status("Pod", name, ns, status)
+                self._unschedulable(pod, message)
                 return
+        node_name = "fake-node"
+        if self.nodes is not None:
+            with self._lock:
+                nodes = list(self.nodes)
+            used = used if used is not None else self._usage(self.apiserver.list_objects("Pod"))
+            chosen, message = schedule(pod, nodes, used)
+            if chosen is None:
+                self._unschedulable(pod, message)
+                return
+            node_name = chosen
+            # this pass's later pods see the room this one takes
+            have = used.setdefault(chosen, {"pods": Decimal(0)})
+            have["pods"] += 1
+            for r, amount in pod_requests(pod).items():
+                have[r] = have.get(r, Decimal(0)) + amount
+            self._sched_messages.pop((ns, name), None)
+        # bound first, as the scheduler does before the kubelet sees the pod
+        self.apiserver.patch_object("Pod", name, ns, {"spec": {"nodeName": node_name}})
         pod_dir = self.workdir / ns / name
         volumes_dir = pod_dir / "volumes"
         local_paths: dict[str, Path] = {}
@@ -596,7 +897,6 @@ class FakeKubelet:
                 ],
             },
         )
-        self.apiserver.patch_object("Pod", name, ns, {"spec": {"nodeName": "fake-node"}})
 
     def _write_keys(self, target: Path, kind: str, source: JSON, namespace: str, *, decode: bool) -> None:
         import base64

@@ -5,13 +5,14 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.fakes.kube_apiserver import FakeKubeApiServer
-from tests.fakes.kubelet import FakeKubelet, expand
+from tests.fakes.kubelet import FakeKubelet, FakeNode, expand, gke_cpu_node, gke_gpu_node, schedule
 
 
 def eventually(check: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
@@ -153,3 +154,119 @@ def test_suspend_terminates_and_resume_restarts(apiserver: FakeKubeApiServer, ku
     eventually(lambda: len(apiserver.list_objects("Pod", "default", "app=sleepy")) == 2, what="replacement")
     assert any(code == 137 for _, name, code in kubelet.exits if name == pod)
     assert sys.executable  # processes ran with this interpreter
+
+
+# ------------------------------------------------------------------------------------------ the scheduler
+
+
+def _pod(cpu: str | None = None, *, tolerate_gpu: bool = False, **spec: Any) -> dict[str, Any]:
+    resources = {"requests": {"cpu": cpu}} if cpu else {}
+    tolerations = [{"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}]
+    return {
+        "metadata": {"name": "p", "namespace": "default"},
+        "spec": {
+            "containers": [{"name": "c", "image": "i", "resources": resources}],
+            **({"tolerations": tolerations} if tolerate_gpu else {}),
+            **spec,
+        },
+    }
+
+
+def test_the_scheduler_words_a_pod_that_fits_nowhere_as_kube_scheduler_does() -> None:
+    nodes = [gke_cpu_node(), gke_gpu_node()]
+    full = {nodes[0].name: {"pods": Decimal(3), "cpu": Decimal("3.5")}}
+    node, message = schedule(_pod("500m"), nodes, full)
+    assert node is None
+    assert message == (
+        "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint {nvidia.com/gpu: present}. "
+        "preemption: 0/2 nodes are available: 1 No preemption victims found for incoming pod, "
+        "1 Preemption is not helpful for scheduling."
+    )
+    # what tolerates the taint may use the GPU node's CPUs
+    assert schedule(_pod("500m", tolerate_gpu=True), nodes, full) == (nodes[1].name, "")
+    # a pod that requests nothing fits any node it tolerates, however full: it never goes Pending
+    assert schedule(_pod(), nodes, full) == (nodes[0].name, "")
+    # a GPU pod needs a free GPU on a node of its accelerator type
+    gpu_pod = _pod(tolerate_gpu=True, nodeSelector={"cloud.google.com/gke-accelerator": "nvidia-l4"})
+    gpu_pod["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "1"}}
+    node, message = schedule(gpu_pod, nodes, {})
+    assert node is None and message.startswith(
+        "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector."
+    )
+    gpu_pod["spec"]["nodeSelector"] = {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"}
+    assert schedule(gpu_pod, nodes, {}) == (nodes[1].name, "")
+    taken = {nodes[1].name: {"pods": Decimal(1), "nvidia.com/gpu": Decimal(1)}}
+    assert "1 Insufficient nvidia.com/gpu" in schedule(gpu_pod, nodes, taken)[1]
+
+
+def test_preferred_node_affinity_picks_among_the_nodes_that_fit() -> None:
+    nodes = [gke_gpu_node(), gke_cpu_node()]
+    prefer = {
+        "nodeAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 100,
+                    "preference": {
+                        "matchExpressions": [{"key": "rlcloud-pool", "operator": "In", "values": ["system"]}]
+                    },
+                }
+            ]
+        }
+    }
+    assert schedule(_pod("1", tolerate_gpu=True, affinity=prefer), nodes, {})[0] == nodes[1].name
+    # without the preference, the first node that fits
+    assert schedule(_pod("1", tolerate_gpu=True), nodes, {})[0] == nodes[0].name
+    # a preference is not a requirement: a full preferred node leaves the other
+    full = {nodes[1].name: {"pods": Decimal(1), "cpu": Decimal(3)}}
+    assert schedule(_pod("1", tolerate_gpu=True, affinity=prefer), nodes, full)[0] == nodes[0].name
+    required = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "rlcloud-pool", "operator": "In", "values": ["system"]}]}]}}}  # fmt: skip
+    message = schedule(_pod("1", tolerate_gpu=True, affinity=required), nodes, full)[1]
+    assert message.startswith("0/2 nodes are available: 1 Insufficient cpu, 1 node(s) didn't match Pod's node affinity")
+
+
+def test_a_pod_that_does_not_fit_stays_pending_until_a_node_is_added(
+    apiserver: FakeKubeApiServer, tmp_path: Path
+) -> None:
+    body = job_body("big", "print('ran')")
+    body["spec"]["template"]["spec"]["containers"][0]["resources"] = {
+        "requests": {"cpu": "3", "memory": "1Gi"},
+        "limits": {"cpu": "3", "memory": "1Gi"},
+    }
+    node = FakeNode("small", cpu="2", memory="8Gi")
+    with FakeKubelet(apiserver, tmp_path / "pods", nodes=[node]) as kubelet:
+        apiserver.create_object("Job", body, "default")
+
+        def unscheduled() -> dict[str, Any] | None:
+            for pod in apiserver.list_objects("Pod", "default", "app=big"):
+                for cond in pod.get("status", {}).get("conditions") or []:
+                    if cond["type"] == "PodScheduled" and cond["status"] == "False":
+                        return pod
+            return None
+
+        pod = eventually(unscheduled, what="the pod marked unschedulable")
+        (cond,) = pod["status"]["conditions"]
+        assert cond["reason"] == "Unschedulable"
+        assert cond["message"].startswith("0/1 nodes are available: 1 Insufficient cpu.")
+        assert pod["status"]["phase"] == "Pending" and not pod["spec"].get("nodeName")
+        assert pod["status"]["qosClass"] == "Guaranteed"
+        (event,) = [e for e in apiserver.list_objects("Event", "default") if e["reason"] == "FailedScheduling"]
+        assert event["involvedObject"]["name"] == pod["metadata"]["name"]
+        assert event["source"]["component"] == "default-scheduler"
+        assert apiserver.get_object("Node", "small")["status"]["allocatable"]["cpu"] == "2"
+        # the cluster autoscaler adds a node that fits: the pod is scheduled there and runs
+        kubelet.add_node(FakeNode("large", cpu="4", memory="16Gi"))
+        assert eventually(lambda: job_condition(apiserver, "big"), what="job done") == "Complete"
+        assert kubelet.node_of(pod["metadata"]["name"], "default") == "large"
+
+
+def test_qos_class_follows_requests_and_limits(apiserver: FakeKubeApiServer) -> None:
+    def qos(resources: dict[str, Any]) -> str:
+        body = {"metadata": {"generateName": "q-"}, "spec": {"containers": [{"name": "c", "image": "i",
+                "resources": resources}]}}  # fmt: skip
+        return str(apiserver.create_object("Pod", body, "default")["status"]["qosClass"])
+
+    assert qos({}) == "BestEffort"
+    assert qos({"requests": {"cpu": "500m", "memory": "512Mi"}}) == "Burstable"
+    # a limit without a request is copied to the request
+    assert qos({"limits": {"cpu": "1", "memory": "1Gi"}}) == "Guaranteed"
