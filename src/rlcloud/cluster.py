@@ -308,6 +308,9 @@ class KubernetesTarget(Cluster):
             self.kube_client(),
             namespace=self.namespace,
             image=self.image or default_image,
+            # env servers never use a GPU: the CPU image, not the several-GB GPU one (an image given to
+            # this cluster is the user's choice for every pod)
+            env_server_image=config.image if gpu_type and not self.image else None,
             gpu_type=gpu_type,
             gcp_service_account=config.gcp_service_account,
             credentials_secret=config.credentials_secret,

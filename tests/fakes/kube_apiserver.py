@@ -439,6 +439,9 @@ class _Store:
             if subresource == "status":
                 new = copy.deepcopy(current)
                 new["status"] = copy.deepcopy(body.get("status") or {})
+                qos = (current.get("status") or {}).get("qosClass")
+                if rt.kind == "Pod" and qos:
+                    new["status"]["qosClass"] = qos  # set at creation, immutable after
             else:
                 new = copy.deepcopy(body)
                 new["apiVersion"], new["kind"] = rt.api_version, rt.kind

@@ -24,6 +24,16 @@ from rlcloud.specs import ExperimentSpec
 from tests.k8s.conftest import make_spec
 
 VERSIONS = ["1.29", "1.30", "1.31", "1.32", "1.33"]
+CPU_POOL_PREFERENCE = {
+    "nodeAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {
+                "weight": 100,
+                "preference": {"matchExpressions": [{"key": "rlcloud-pool", "operator": "In", "values": ["system"]}]},
+            }
+        ]
+    }
+}
 
 
 def as_dicts(objs: list[Any]) -> list[dict[str, Any]]:
@@ -141,14 +151,19 @@ def test_gpu_for_the_learner_only() -> None:
     ]
     assert agent_pod["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"}
     env_pod = env_job["spec"]["template"]["spec"]
-    # no GPU and no accelerator selector; the GPU nodes' taint is tolerated so their spare CPUs serve too
-    assert "nodeSelector" not in env_pod and env_pod["tolerations"] == agent_pod["tolerations"]
-    assert container(env_job)["resources"]["limits"] == {"cpu": "1"}
+    # no GPU: no accelerator selector, no toleration of the GPU nodes' taint, a preference for the CPU pool
+    assert "nodeSelector" not in env_pod and "tolerations" not in env_pod
+    assert env_pod["affinity"] == CPU_POOL_PREFERENCE
+    assert "affinity" not in agent_pod
+    # the spec's cpu is request and limit; the memory it does not give is rlcloud's default request
+    assert container(env_job)["resources"] == {"limits": {"cpu": "1"}, "requests": {"cpu": "1", "memory": "512Mi"}}
 
 
 def test_cpu_cluster_has_no_gpu_and_spec_gpus_count() -> None:
     (job,) = by_kind(as_dicts(build_workloads(make_spec(), image="i:1", namespace="rl")), "Job")
-    assert "resources" not in container(job) and "tolerations" not in job["spec"]["template"]["spec"]
+    pod = job["spec"]["template"]["spec"]
+    assert "tolerations" not in pod and "affinity" not in pod  # no GPU pool: nothing to keep pods off
+    assert container(job)["resources"] == {"requests": {"cpu": "1", "memory": "2Gi"}}
     spec = make_spec(resources={"learner": {"gpus": 2}})
     (job,) = by_kind(as_dicts(build_workloads(spec, image="i:1", namespace="rl", gpu_type="nvidia-l4")), "Job")
     assert container(job)["resources"]["limits"]["nvidia.com/gpu"] == "2"
@@ -239,3 +254,45 @@ def test_bad_inputs_name_the_field() -> None:
 def test_default_image_from_spec() -> None:
     (_, job) = as_dicts(build_workloads(make_spec(image="mine/rl:2"), namespace="rl"))
     assert container(job)["image"] == "mine/rl:2"
+
+
+def test_every_container_requests_cpu_and_memory_by_default() -> None:
+    # distributed on a GPU cluster, nothing in resources: before, both pods were BestEffort (no requests),
+    # so they never went Pending (no autoscaling) and env servers packed onto the Spot GPU node
+    env_job, agent_job = by_kind(
+        as_dicts(build_workloads(make_spec("distributed", 2), image="i:1", namespace="rl", gpu_type="nvidia-l4")),
+        "Job",
+    )
+    assert container(env_job)["resources"] == {"requests": {"cpu": "500m", "memory": "512Mi"}}
+    assert container(agent_job)["resources"] == {
+        "requests": {"cpu": "1", "memory": "2Gi", "nvidia.com/gpu": "1"},
+        "limits": {"nvidia.com/gpu": "1"},
+    }
+    # a CPU learner on a GPU cluster (gpus: 0) stays off the GPU nodes as env servers do
+    spec = make_spec(resources={"learner": {"gpus": 0, "memory": "6Gi"}})
+    (job,) = by_kind(as_dicts(build_workloads(spec, image="i:1", namespace="rl", gpu_type="nvidia-l4")), "Job")
+    pod = job["spec"]["template"]["spec"]
+    assert "tolerations" not in pod and pod["affinity"] == CPU_POOL_PREFERENCE
+    assert container(job)["resources"] == {"requests": {"cpu": "1", "memory": "6Gi"}, "limits": {"memory": "6Gi"}}
+
+
+def test_the_cpu_pool_label_is_the_one_the_gke_builders_set() -> None:
+    from rlcloud.gke.plan import POOL_LABEL, plan_pools
+    from rlcloud.k8s.builders import CPU_POOL
+    from rlcloud.k8s.builders import POOL_LABEL as K8S_POOL_LABEL
+    from rlcloud.specs import ClusterSpec
+
+    system, workers = plan_pools(ClusterSpec(name="rl", gpu_type="t4"))
+    assert K8S_POOL_LABEL == POOL_LABEL and system.role == CPU_POOL and system.gpus == 0 and workers.gpus
+
+
+def test_env_servers_run_the_cpu_image_in_a_gpu_experiment() -> None:
+    objs = as_dicts(
+        build_workloads(
+            make_spec("distributed", 2), image="gpu:1", env_server_image="cpu:1", namespace="rl", gpu_type="nvidia-l4"
+        )
+    )
+    env_job, agent_job = by_kind(objs, "Job")
+    assert container(env_job)["image"] == "cpu:1" and container(agent_job)["image"] == "gpu:1"
+    with pytest.raises(SpecError, match="image"):
+        build_workloads(make_spec("distributed", 2), image="gpu:1", env_server_image="bad image", namespace="rl")

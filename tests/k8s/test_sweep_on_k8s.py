@@ -141,7 +141,7 @@ def test_default_parallelism_is_capped_and_multi_threaded_trials_get_the_learner
     assert job["spec"]["parallelism"] == 100
     c = container(job)
     assert c["args"][:2] == ["--role", "multi"]
-    assert c["resources"]["requests"] == {"cpu": "4", "nvidia.com/gpu": "1"}
+    assert c["resources"]["requests"] == {"cpu": "4", "memory": "2Gi", "nvidia.com/gpu": "1"}  # memory: the default
     assert job["spec"]["template"]["spec"]["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"}
     (_, few) = build(make_sweep(1))
     assert few["spec"]["parallelism"] == 2  # never more pods than trials

@@ -124,6 +124,8 @@ class KubernetesBackend(ExperimentBackend):
     progress, pause checkpoints and logs of pods that are gone. Results must be ``gs://`` (a pod cannot
     write to this machine's directories) unless ``local_results`` (tests whose "pods" are local
     processes, or a path every node mounts). ``queue``: a Kueue LocalQueue that sweeps are submitted to.
+    ``env_server_image``: the image of env-server pods, which never use a GPU (the CPU image on a GPU
+    cluster; default ``image``); a spec's ``image`` is used for every pod.
     """
 
     kind = "kubernetes"
@@ -146,6 +148,7 @@ class KubernetesBackend(ExperimentBackend):
         stop_timeout: float = LEARNER_GRACE_SECONDS + 60.0,
         local_results: bool = False,
         queue: str | None = None,
+        env_server_image: str | None = None,
     ) -> None:
         if api_client is None:
             from rlcloud.k8s.client import api_client_from_kubeconfig
@@ -154,6 +157,7 @@ class KubernetesBackend(ExperimentBackend):
         self.api_client = api_client
         self.namespace = namespace
         self.image = image
+        self.env_server_image = env_server_image
         self.gpu_type = gpu_type
         self.service_account = service_account
         self.gcp_service_account = gcp_service_account
@@ -312,6 +316,8 @@ class KubernetesBackend(ExperimentBackend):
             service_account=self.service_account,
             credentials_secret=self.credentials_secret,
             kubernetes_version=self.kubernetes_version(),
+            # the spec's own image is the user's (their environment code): every pod runs it
+            env_server_image=None if spec.image else self.env_server_image,
         )
         suspended: list[str] = []
         created = False

@@ -11,8 +11,13 @@ What :func:`build_workloads` returns, per run mode (the same number of objects f
 and :func:`build_sweep_workloads` for a sweep of any number of trials: ConfigMap ``<sweep>-sweep`` (the
 sweep spec) and Indexed Job ``<sweep>-sweep`` (pod ``i`` runs trial ``i``).
 
-With ``gpu_type`` the learner requests GPUs on nodes of that type (toleration + node selector); env
-servers request none but tolerate the GPU nodes' taint, so they may use those nodes' spare CPUs.
+With ``gpu_type`` the learner requests GPUs on nodes of that type (toleration + node selector); pods
+that use no GPU (env servers, a learner given ``gpus: 0``) do not tolerate the GPU nodes' taint and
+prefer the CPU pool (node label ``rlcloud-pool=system``), and env servers run ``env_server_image`` (the
+CPU image) when one is given. Every container requests CPU and memory: the spec's ``resources`` (request
+= limit) or rlcloud's default request (:data:`~rlcloud.specs.experiment.DEFAULT_LEARNER_REQUESTS`,
+:data:`~rlcloud.specs.experiment.DEFAULT_ENV_SERVER_REQUESTS`), so that a pod that does not fit goes
+Pending and the cluster autoscaler adds a node for it.
 
 Every pod runs ``python -m rlcloud.runner --role R --index I --spec /etc/rlcloud/spec.yaml --workdir
 /var/lib/rlcloud/work`` as an argv list: no shell, and nothing user-controlled in the arguments. The
@@ -42,6 +47,7 @@ from rlcloud.config import DEFAULT_IMAGE  # one default image for the whole pack
 from rlcloud.errors import SpecError, SpecProblem
 from rlcloud.results import results_location
 from rlcloud.roles import Role, learner_role
+from rlcloud.specs.experiment import DEFAULT_ENV_SERVER_REQUESTS, DEFAULT_LEARNER_REQUESTS
 
 if TYPE_CHECKING:
     from rlcloud.specs import ExperimentSpec, Resources
@@ -117,6 +123,10 @@ ENV_SERVER_PORT = 5000
 RUNNER_UID = 10001
 RUNNER_SERVICE_ACCOUNT = "rlcloud-runner"
 GKE_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
+#: the node label of rlcloud's GKE pools and the value of the CPU pool of a GPU cluster (rlcloud.gke.plan's
+#: POOL_LABEL and "system" role; the k8s layer does not import gke)
+POOL_LABEL = "rlcloud-pool"
+CPU_POOL = "system"
 GPU_RESOURCE = "nvidia.com/gpu"
 WORKLOAD_IDENTITY_ANNOTATION = "iam.gke.io/gcp-service-account"
 JOB_COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
@@ -322,18 +332,35 @@ def build_credentials_secret(namespace: str, key_json: bytes | str, *, name: str
 # workloads
 
 
-def _resources(res: Resources, gpus: int) -> k8s.V1ResourceRequirements | None:
-    amounts: dict[str, str] = {}
-    if res.cpu:
-        amounts["cpu"] = res.cpu
-    if res.memory:
-        amounts["memory"] = res.memory
+def _resources(res: Resources, gpus: int, defaults: dict[str, str]) -> k8s.V1ResourceRequirements:
+    requests: dict[str, str] = {}
+    limits: dict[str, str] = {}
+    for key in ("cpu", "memory"):
+        given = getattr(res, key)
+        if given:
+            # requests = limits: a learner sharing a node with noisy neighbours makes runs irreproducibly slow
+            requests[key] = limits[key] = given
+        else:
+            # a request only: the scheduler and the autoscaler count it, and no default throttles or kills
+            requests[key] = defaults[key]
     if gpus:
-        amounts[GPU_RESOURCE] = str(gpus)
-    if not amounts:
-        return None
-    # requests = limits: a learner sharing a node with noisy neighbours makes runs irreproducibly slow
-    return k8s.V1ResourceRequirements(requests=dict(amounts), limits=dict(amounts))
+        requests[GPU_RESOURCE] = limits[GPU_RESOURCE] = str(gpus)  # extended resources: request = limit
+    return k8s.V1ResourceRequirements(requests=requests, limits=limits or None)
+
+
+def _cpu_pool_affinity() -> k8s.V1Affinity:
+    """A preference (not a requirement) for the CPU pool's nodes: kept off the GPU nodes while it has room,
+    and the autoscaler grows that pool for what does not fit."""
+    term = k8s.V1NodeSelectorTerm(
+        match_expressions=[k8s.V1NodeSelectorRequirement(key=POOL_LABEL, operator="In", values=[CPU_POOL])]
+    )
+    return k8s.V1Affinity(
+        node_affinity=k8s.V1NodeAffinity(
+            preferred_during_scheduling_ignored_during_execution=[
+                k8s.V1PreferredSchedulingTerm(weight=100, preference=term)
+            ]
+        )
+    )
 
 
 def _failure_policy(spec_error_action: str | None = "FailJob") -> k8s.V1PodFailurePolicy:
@@ -363,7 +390,7 @@ def _pod_spec(
     index_arg: str,
     image: str,
     env: list[k8s.V1EnvVar],
-    resources: k8s.V1ResourceRequirements | None,
+    resources: k8s.V1ResourceRequirements,
     config_map: str,
     grace: int,
     service_account: str | None,
@@ -372,7 +399,6 @@ def _pod_spec(
     gpus: int,
     ports: list[k8s.V1ContainerPort] | None = None,
     subdomain: str | None = None,
-    tolerate_gpu_nodes: bool = False,
     config_key: str = CONFIG_KEY_SPEC,
 ) -> k8s.V1PodSpec:
     # the runner reads an experiment's spec (--spec) or a sweep's (--sweep), mounted from the ConfigMap
@@ -417,10 +443,15 @@ def _pod_spec(
     )
     tolerations = None
     node_selector = None
-    if gpus or tolerate_gpu_nodes:
+    affinity = None
+    if gpus:
+        # only what uses a GPU may go to the (tainted, often Spot) GPU nodes
         tolerations = [k8s.V1Toleration(key=GPU_RESOURCE, operator="Equal", value="present", effect="NoSchedule")]
     if gpus and gpu_type:
         node_selector = {GKE_ACCELERATOR_LABEL: gpu_type}
+    elif gpu_type:
+        # no GPU on a GPU cluster: the on-demand CPU pool, which survives the GPU nodes' preemptions
+        affinity = _cpu_pool_affinity()
     return k8s.V1PodSpec(
         restart_policy="Never",
         containers=[container],
@@ -437,6 +468,7 @@ def _pod_spec(
         ),
         tolerations=tolerations,
         node_selector=node_selector,
+        affinity=affinity,
         subdomain=subdomain,
     )
 
@@ -519,6 +551,7 @@ def build_workloads(
     credentials_secret: str | None = None,
     suspend: bool = False,
     kubernetes_version: str = "1.29",
+    env_server_image: str | None = None,
 ) -> list[Any]:
     """The Kubernetes objects that run ``spec``, in creation order; no API call is made.
 
@@ -530,9 +563,14 @@ def build_workloads(
     ServiceAccount pods run as (Workload Identity). ``credentials_secret``: a Secret (see
     :func:`build_credentials_secret`) mounted read-only instead. ``kubernetes_version``: the
     cluster's MAJOR.MINOR; fields only honoured by newer versions are left out on older ones.
+    ``env_server_image``: the image of the env servers, which never use a GPU (the CPU image where
+    ``image`` is the GPU one; default: ``image``).
     """
     image = image or spec.image or DEFAULT_IMAGE
     _check_inputs(spec, namespace, image)
+    env_image = env_server_image or image
+    if env_image != image:
+        _check_inputs(spec, namespace, env_image)
     version = _k8s_version(kubernetes_version)
     results = results if results is not None else spec.results
     name = spec.name
@@ -571,7 +609,7 @@ def build_workloads(
         role=role,
         index_arg="0",
         env=learner_env,
-        resources=_resources(spec.resources.learner, learner_gpus),
+        resources=_resources(spec.resources.learner, learner_gpus, DEFAULT_LEARNER_REQUESTS),
         grace=LEARNER_GRACE_SECONDS,
         gpu_type=str(gpu_type) if gpu_type else None,
         gpus=learner_gpus,
@@ -612,16 +650,13 @@ def build_workloads(
             k8s.V1EnvVar(name="RLCLOUD_PORT", value=str(ENV_SERVER_PORT)),
             k8s.V1EnvVar(name="RLCLOUD_IDLE_TIMEOUT", value=str(IDLE_TIMEOUT_SECONDS)),
         ],
-        resources=_resources(spec.resources.env_server, 0),
+        resources=_resources(spec.resources.env_server, 0, DEFAULT_ENV_SERVER_REQUESTS),
         grace=ENV_SERVER_GRACE_SECONDS,
-        gpu_type=None,
+        gpu_type=str(gpu_type) if gpu_type else None,
         gpus=0,
-        # no GPU, but allowed onto the GPU nodes' spare CPUs: on a GKE GPU cluster the only other
-        # nodes are a small system pool, which 100 env servers would not fit
-        tolerate_gpu_nodes=gpu_type is not None,
         ports=[k8s.V1ContainerPort(name="env", container_port=ENV_SERVER_PORT)],
         subdomain=env_name,
-        **common,  # type: ignore[arg-type]
+        **{**common, "image": env_image},  # type: ignore[arg-type]
     )
     env_job = _job(
         name=env_name,
@@ -777,7 +812,7 @@ def build_sweep_workloads(
         index_arg="$(RLCLOUD_INDEX)",
         image=image,
         env=env,
-        resources=_resources(base.resources.learner, gpus),
+        resources=_resources(base.resources.learner, gpus, DEFAULT_LEARNER_REQUESTS),
         config_map=object_name,
         grace=LEARNER_GRACE_SECONDS,
         service_account=service_account,

@@ -178,12 +178,14 @@ def classify_unschedulable(message: str) -> str:
     """The scheduler's message for an unschedulable pod, prefixed with what it means in plain words."""
     if "Insufficient nvidia.com/gpu" in message:
         return f"waiting for a GPU: no node has a free nvidia.com/gpu ({message})"
+    # before the taint: on a GPU cluster every CPU pod is kept off the tainted GPU nodes on purpose, so
+    # "0/2 nodes: 1 Insufficient cpu, 1 untolerated taint" means the CPU pool is full
+    if "Insufficient cpu" in message or "Insufficient memory" in message:
+        return f"not enough CPU or memory on any node ({message})"
     if "untolerated taint" in message or "had taint" in message:
         return f"no node tolerates the pod: untolerated taint ({message})"
     if "node affinity/selector" in message or "didn't match Pod's node affinity" in message:
         return f"no node matches the pod's node selector, e.g. the GPU type ({message})"
-    if "Insufficient cpu" in message or "Insufficient memory" in message:
-        return f"not enough CPU or memory on any node ({message})"
     return f"unschedulable: {message}"
 
 

@@ -53,11 +53,34 @@ def _check_class(path: Any, kind: str, key: str) -> None:
         raise PydanticCustomError(f"at:{key}", "{why} (got {v})", {"why": str(exc), "v": excerpt(path)}) from None
 
 
-class Resources(StrictModel):
-    """Kubernetes resources for one role's container (requests = limits)."""
+#: What a container requests on a cluster when the spec gives no ``cpu``/``memory`` (requests only, no
+#: limits: a default never throttles or kills a pod). A pod that requests nothing (QoS BestEffort) always
+#: fits a node, so it is never Pending and the cluster autoscaler never adds a node for it; it packs onto
+#: whatever node exists (a Spot GPU node too) and is evicted first under memory pressure.
+#: An env server steps one or a few environments in one process: half a core, 512 MiB (what
+#: examples/gke_gpu.py asks for; 7 fit on an e2-standard-4 node of the CPU pool).
+DEFAULT_ENV_SERVER_REQUESTS: dict[str, str] = {"cpu": "500m", "memory": "512Mi"}
+#: The learner holds TensorFlow, the model and its memory: a core and 2 GiB, which fit the smallest
+#: node rlcloud creates (e2-standard-4 / n1-standard-4, ~3.9 cores and 12-13 GiB allocatable).
+DEFAULT_LEARNER_REQUESTS: dict[str, str] = {"cpu": "1", "memory": "2Gi"}
 
-    cpu: str | None = Field(None, description="CPU request and limit, a Kubernetes quantity such as '2' or '500m'.")
-    memory: str | None = Field(None, description="Memory request and limit, a Kubernetes quantity such as '4Gi'.")
+
+class Resources(StrictModel):
+    """Kubernetes resources for one role's container: a value given is its request and limit; an empty one is
+    rlcloud's default request (no limit)."""
+
+    cpu: str | None = Field(
+        None,
+        description="CPU request and limit, a Kubernetes quantity such as '2' or '500m'. Empty: a request of "
+        f"{DEFAULT_LEARNER_REQUESTS['cpu']} (learner) or {DEFAULT_ENV_SERVER_REQUESTS['cpu']} (env server), "
+        "no limit.",
+    )
+    memory: str | None = Field(
+        None,
+        description="Memory request and limit, a Kubernetes quantity such as '4Gi'. Empty: a request of "
+        f"{DEFAULT_LEARNER_REQUESTS['memory']} (learner) or {DEFAULT_ENV_SERVER_REQUESTS['memory']} (env server), "
+        "no limit.",
+    )
     gpus: Annotated[int | None, NOT_BOOL] = Field(
         None,
         ge=0,
