@@ -374,6 +374,8 @@ class _Store:
                         f'namespaces "{namespace}" not found',
                         {"name": namespace, "kind": "namespaces"},
                     )
+                if rt.kind == "Pod":
+                    _admit_pod_security(self.objects[(_BY_KIND["Namespace"], "", namespace)], obj)
             key = (rt, namespace if rt.namespaced else "", name)
             if key in self.objects:
                 raise ApiError(
@@ -634,6 +636,96 @@ def _default_pod_spec(spec: JSON) -> None:
         container.setdefault("terminationMessagePolicy", "File")
         image = container.get("image", "")
         container.setdefault("imagePullPolicy", "Always" if image.endswith(":latest") else "IfNotPresent")
+
+
+#: the namespace label that makes the PodSecurity admission controller enforce a level
+POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
+#: volume types the restricted level allows
+_RESTRICTED_VOLUMES = {
+    "configMap",
+    "csi",
+    "downwardAPI",
+    "emptyDir",
+    "ephemeral",
+    "persistentVolumeClaim",
+    "projected",
+    "secret",
+}
+
+
+def _pod_security_violations(spec: JSON, level: str) -> list[str]:
+    """What a pod spec breaks of a Pod Security Standard level (kubernetes.io/docs/concepts/security/
+    pod-security-standards/), worded as the PodSecurity admission controller words it (a subset of the
+    baseline checks, every restricted check but the Windows ones)."""
+    pod_sc = spec.get("securityContext") or {}
+    containers = (spec.get("initContainers") or []) + (spec.get("containers") or [])
+    out: list[str] = []
+
+    def names(pred: Callable[[JSON], bool]) -> list[str]:
+        return [f'"{c.get("name")}"' for c in containers if pred(c.get("securityContext") or {})]
+
+    def which(bad: list[str]) -> str:
+        return f"container {bad[0]}" if len(bad) == 1 else f"containers {', '.join(bad)}"
+
+    if spec.get("hostNetwork") or spec.get("hostPID") or spec.get("hostIPC"):
+        out.append("host namespaces (hostNetwork=true, hostPID=true or hostIPC=true)")
+    bad = names(lambda sc: bool(sc.get("privileged")))
+    if bad:
+        out.append(f"privileged ({which(bad)} must not set securityContext.privileged=true)")
+    host_path = [f'"{v.get("name")}"' for v in spec.get("volumes") or [] if "hostPath" in v]
+    if host_path:
+        out.append(f"hostPath volumes (volumes {', '.join(host_path)})")
+    if level != "restricted":
+        return out
+    other = [
+        f'"{v.get("name")}"'
+        for v in spec.get("volumes") or []
+        if not (set(v) - {"name"}) <= _RESTRICTED_VOLUMES and "hostPath" not in v
+    ]
+    if other:
+        out.append(f"restricted volume types (volumes {', '.join(other)} use restricted volume types)")
+    bad = names(lambda sc: sc.get("allowPrivilegeEscalation") is not False)
+    if bad:
+        out.append(
+            f"allowPrivilegeEscalation != false ({which(bad)} must set securityContext.allowPrivilegeEscalation=false)"
+        )
+    bad = names(lambda sc: "ALL" not in ((sc.get("capabilities") or {}).get("drop") or []))
+    if bad:
+        out.append(f'unrestricted capabilities ({which(bad)} must set securityContext.capabilities.drop=["ALL"])')
+    bad = names(lambda sc: sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot")) is not True)
+    if bad:
+        out.append(f"runAsNonRoot != true (pod or {which(bad)} must set securityContext.runAsNonRoot=true)")
+    if pod_sc.get("runAsUser") == 0 or names(lambda sc: sc.get("runAsUser") == 0):
+        out.append("runAsUser=0 (pod and containers must not set runAsUser=0)")
+    pod_seccomp = (pod_sc.get("seccompProfile") or {}).get("type")
+    bad = names(
+        lambda sc: ((sc.get("seccompProfile") or {}).get("type") or pod_seccomp) not in ("RuntimeDefault", "Localhost")
+    )
+    if bad:
+        out.append(
+            f'seccompProfile (pod or {which(bad)} must set securityContext.seccompProfile.type to "RuntimeDefault" '
+            'or "Localhost")'
+        )
+    return out
+
+
+def _admit_pod_security(namespace: JSON, pod: JSON) -> None:
+    """The PodSecurity admission controller in enforce mode: a pod that breaks the level its namespace's
+    ``pod-security.kubernetes.io/enforce`` label names is refused (403), with the controller's message
+    ("Pod Security Admission", kubernetes.io/docs/concepts/security/pod-security-admission/). It only
+    enforces on Pods: a Job is accepted and the Job controller's pod creations fail."""
+    level = (namespace["metadata"].get("labels") or {}).get(POD_SECURITY_ENFORCE)
+    if level not in ("baseline", "restricted"):
+        return
+    problems = _pod_security_violations(pod.get("spec") or {}, level)
+    if problems:
+        name = pod["metadata"].get("name", "")
+        raise ApiError(
+            403,
+            "Forbidden",
+            f'pods "{name}" is forbidden: violates PodSecurity "{level}:latest": {", ".join(problems)}',
+            {"name": name, "kind": "pods"},
+        )
 
 
 def _default_requests(spec: JSON) -> None:

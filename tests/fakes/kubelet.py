@@ -82,7 +82,7 @@ from typing import Any
 
 from kubernetes.utils import parse_quantity
 
-from tests.fakes.kube_apiserver import FakeKubeApiServer
+from tests.fakes.kube_apiserver import ApiError, FakeKubeApiServer
 
 __all__ = ["FakeKubelet", "FakeNode", "gke_cpu_node", "gke_gpu_node", "pod_requests", "schedule"]
 
@@ -374,7 +374,10 @@ class FakeKubelet:
         self.poll = poll
         #: the nodes pods are scheduled on (None: one node that takes every pod, no scheduling rules)
         self.nodes = list(nodes) if nodes is not None else None
-        self._sched_messages: dict[tuple[str, str], str] = {}  # (namespace, pod) -> last FailedScheduling
+        self._sched_messages: dict[tuple[str, str], str] = {}
+        self._create_errors: dict[
+            str, str
+        ] = {}  # Job uid -> the last FailedCreate message  # (namespace, pod) -> last FailedScheduling
         self._containers: dict[tuple[str, str], _Container] = {}
         self._jobs: dict[str, _JobState] = {}  # by Job uid: a re-created Job starts afresh
         self._ports: dict[tuple[str, str], int] = {}  # (namespace, "host.subdomain") -> local port
@@ -706,7 +709,15 @@ class FakeKubelet:
             },
             "spec": pod_spec,
         }
-        self.apiserver.create_object("Pod", body, meta["namespace"])
+        try:
+            self.apiserver.create_object("Pod", body, meta["namespace"])
+        except ApiError as exc:
+            # as the Job controller: a refused creation (admission, quota) is a FailedCreate Event on the Job
+            if self._create_errors.get(meta["uid"]) != exc.message:
+                self._create_errors[meta["uid"]] = exc.message
+                self.apiserver.record_event(
+                    meta["namespace"], job, "FailedCreate", f"Error creating: {exc.message}", component="job-controller"
+                )
 
     # -- kubelet ---------------------------------------------------------------------------------
 

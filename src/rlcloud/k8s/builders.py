@@ -463,8 +463,14 @@ def _pod_spec(
         termination_grace_period_seconds=grace,
         # non-root, and fsGroup so that this user can read the mounted key file (0400 would otherwise
         # leave it readable by root only)
+        # with the container's settings this meets the Pod Security Standard "restricted", so namespaces
+        # that enforce it (pod-security.kubernetes.io/enforce=restricted) admit the pods
         security_context=k8s.V1PodSecurityContext(
-            run_as_non_root=True, run_as_user=RUNNER_UID, run_as_group=RUNNER_UID, fs_group=RUNNER_UID
+            run_as_non_root=True,
+            run_as_user=RUNNER_UID,
+            run_as_group=RUNNER_UID,
+            fs_group=RUNNER_UID,
+            seccomp_profile=k8s.V1SeccompProfile(type="RuntimeDefault"),
         ),
         tolerations=tolerations,
         node_selector=node_selector,
