@@ -63,6 +63,7 @@ runner, i.e. a different "image").
 
 from __future__ import annotations
 
+import calendar
 import contextlib
 import copy
 import os
@@ -94,6 +95,15 @@ _FIELD_MAP = re.compile(r"^metadata\.(annotations|labels)\['(.+)'\]$")
 
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _parse_time(value: Any) -> float | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return float(calendar.timegm(time.strptime(value, "%Y-%m-%dT%H:%M:%SZ")))
+    except ValueError:
+        return None
 
 
 def expand(text: str, env: dict[str, str]) -> str:
@@ -601,10 +611,20 @@ class FakeKubelet:
                     fail_job("BackoffLimitExceeded", "Job has reached the specified backoff limit")
                     finished = True
         suspended = bool(spec.get("suspend"))
+        deadline = spec.get("activeDeadlineSeconds")
+        started = _parse_time(status.get("startTime"))
+        # activeDeadlineSeconds ("Jobs", Job termination and cleanup, kubernetes.io/docs/concepts/workloads/
+        # controllers/job/): past it the running pods are terminated and the Job fails, DeadlineExceeded
+        expired = deadline is not None and started is not None and time.time() - started >= int(deadline)
+        if not finished and not suspended and expired:
+            fail_job("DeadlineExceeded", "Job was active longer than specified deadline")
+            finished = True
         if not finished and suspended:
             for p in active:
                 self.apiserver.delete_object("Pod", p["metadata"]["name"], ns)
             set_condition("Suspended", "JobSuspended", "Job suspended")
+            # a resumed Job's startTime is reset, and with it the activeDeadlineSeconds clock
+            status.pop("startTime", None)
         elif not finished:
             if any(c["type"] == "Suspended" and c["status"] == "True" for c in conditions):
                 set_condition("Suspended", "JobResumed", "Job resumed", "False")

@@ -489,12 +489,15 @@ def _job(
     annotations: dict[str, str] | None = None,
     indexed_workers: int | None = None,
     success_policy: bool = False,
+    deadline: int | None = None,
 ) -> k8s.V1Job:
     spec = k8s.V1JobSpec(
         template=k8s.V1PodTemplateSpec(metadata=k8s.V1ObjectMeta(labels=dict(labels)), spec=pod_spec),
         pod_failure_policy=_failure_policy(),
         ttl_seconds_after_finished=TTL_SECONDS_AFTER_FINISHED,
         suspend=suspend,
+        # max_runtime: the Job controller stops the pods and fails the Job (DeadlineExceeded) past it
+        active_deadline_seconds=deadline,
     )
     if indexed_workers is None:
         spec.completions = 1
@@ -599,6 +602,7 @@ def build_workloads(
     learner_gpus = spec.resources.learner.gpus
     if learner_gpus is None:
         learner_gpus = 1 if gpu_type else 0
+    deadline = spec.max_runtime.seconds if spec.max_runtime is not None else None
     common = {
         "image": image,
         "config_map": cm_name,
@@ -627,6 +631,7 @@ def build_workloads(
         labels=labels_for(name, role),
         pod_spec=learner_pod,
         suspend=suspend,
+        deadline=deadline,
     )
     if spec.run_mode != "distributed":
         return [config_map, learner_job]
@@ -672,6 +677,7 @@ def build_workloads(
         suspend=suspend,
         indexed_workers=spec.num_workers,
         success_policy=version >= (1, 31),
+        deadline=deadline,
     )
     # env servers first: they listen and wait, the agent dials them as soon as it starts
     return [config_map, service, env_job, learner_job]
@@ -722,6 +728,17 @@ def _sweep_role(sweep: SweepSpec) -> str:
         modes |= {str(v) for v in values}
     elif values is not None:  # a distribution: its choices
         modes |= {str(v) for v in (values.choice or [])}
+    if sweep.experiment.max_runtime is not None:
+        raise SpecError(
+            [
+                SpecProblem(
+                    "experiment.max_runtime",
+                    "max_runtime bounds an experiment's Jobs; the trials of a sweep on Kubernetes share one Job, "
+                    "so it cannot bound a trial: leave it empty (stop a sweep with `rlcloud sweep stop`)",
+                    str(sweep.experiment.max_runtime),
+                )
+            ]
+        )
     if "distributed" in modes:
         raise SpecError(
             [

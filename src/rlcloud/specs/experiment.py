@@ -10,7 +10,7 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from rlcloud.errors import excerpt
-from rlcloud.specs._base import NOT_BOOL, QUANTITY_RE, Frequency, StrictModel, check_dns_label, why
+from rlcloud.specs._base import NOT_BOOL, QUANTITY_RE, Duration, Frequency, StrictModel, check_dns_label, why
 from rlcloud.specs.cluster import ClusterSpec
 from rlcloud.specs.dotted import DottedPathError, code_strings, resolve_dotted_class
 
@@ -261,6 +261,13 @@ class ExperimentSpec(StrictModel):
         description="TensorBoard summaries every N seconds ('120s') or timesteps ('1000t'); empty: none.",
     )
     evaluation: EvaluationSpec | None = Field(None, description="Periodic deterministic evaluation; empty: none.")
+    max_runtime: Duration | None = Field(
+        None,
+        description="On Kubernetes and GKE: the longest each of the experiment's Jobs may run, e.g. '12h' (the Job's "
+        "activeDeadlineSeconds): past it Kubernetes stops its pods (the learner checkpoints on SIGTERM) and the "
+        "experiment fails with DeadlineExceeded, so a hung run does not hold a GPU node. A pause restarts the "
+        "clock. Empty: no limit. Local runs ignore it; sweeps refuse it (their trials share one Job).",
+    )
     resources: RolesResources = Field(default_factory=RolesResources, description="Per-role CPU/memory/GPU.")
     image: str | None = Field(None, description="Container image for the pods; empty: rlcloud's default image.")
     results: str | None = Field(
