@@ -384,6 +384,7 @@ class _Store:
                     f'{rt.key} "{name}" already exists',
                     {"name": name, "group": rt.group, "kind": rt.plural},
                 )
+            _validate_size(rt, obj)
             meta.pop("resourceVersion", None)
             meta["uid"] = str(uuid.uuid4())
             meta["creationTimestamp"] = _now()
@@ -452,6 +453,7 @@ class _Store:
                     raise ApiError(400, "BadRequest", "the name of the object does not match the URL")
                 meta["name"] = name
                 _validate_meta(rt, meta)
+                _validate_size(rt, new)
                 if rt.namespaced:
                     meta["namespace"] = namespace
                 for kept in ("uid", "creationTimestamp", "generation", "deletionTimestamp"):
@@ -579,6 +581,32 @@ def _strip_rv(obj: JSON) -> JSON:
     out = dict(obj)
     out["metadata"] = {k: v for k, v in obj.get("metadata", {}).items() if k != "resourceVersion"}
     return out
+
+
+#: ConfigMaps and Secrets hold at most 1 MiB of data, keys and values together ("ConfigMaps",
+#: kubernetes.io/docs/concepts/configuration/configmap/; "Secrets": "Individual Secrets are limited to 1MiB in
+#: size"; the API server's validation counts len(key) + len(value) over data and binaryData).
+MAX_DATA_BYTES = 1024 * 1024
+
+
+def _validate_size(rt: ResourceType, obj: JSON) -> None:
+    if rt.kind not in ("ConfigMap", "Secret"):
+        return
+    size = 0
+    for field in ("data", "binaryData", "stringData"):
+        # base64 in JSON (binaryData, a Secret's data) is counted as the bytes it stands for
+        encoded = field == "binaryData" or (rt.kind == "Secret" and field == "data")
+        for key, value in (obj.get(field) or {}).items():
+            size += len(str(key).encode()) + (len(str(value)) * 3 // 4 if encoded else len(str(value).encode()))
+    if size > MAX_DATA_BYTES:
+        name = (obj.get("metadata") or {}).get("name", "")
+        cause = f"[]: Too long: may not be more than {MAX_DATA_BYTES} bytes"
+        raise ApiError(
+            422,
+            "Invalid",
+            f'{rt.kind} "{name}" is invalid: {cause}',
+            {"name": name, "group": rt.group, "kind": rt.kind, "causes": [{"message": cause}]},
+        )
 
 
 def _validate_meta(rt: ResourceType, meta: JSON) -> None:

@@ -523,6 +523,33 @@ def _job(
     )
 
 
+#: The most a ConfigMap may hold: its keys and values together ("ConfigMaps", kubernetes.io/docs/concepts/
+#: configuration/configmap/: "The data stored in a ConfigMap cannot exceed 1 MiB"); the API server refuses
+#: a larger one with 422.
+MAX_CONFIG_MAP_BYTES = 1024 * 1024
+
+
+def _check_config_map_size(name: str, data: dict[str, str], parts: dict[str, Any], field_prefix: str = "") -> None:
+    """Refuse (SpecError naming the spec's largest part) data the API server would refuse, before anything
+    is created. ``parts``: the spec as data, whose largest top-level entry the error names."""
+    size = sum(len(key.encode()) + len(value.encode()) for key, value in data.items())
+    if size <= MAX_CONFIG_MAP_BYTES:
+        return
+    sizes = {key: len(json.dumps(value, separators=(",", ":"))) for key, value in parts.items()}
+    biggest = max(sizes, key=lambda key: sizes[key])
+    raise SpecError(
+        [
+            SpecProblem(
+                field_prefix + biggest,
+                f"the spec takes {size:,} bytes in ConfigMap {name}, which carries it to the pods, and Kubernetes "
+                f"allows at most {MAX_CONFIG_MAP_BYTES:,} bytes (1 MiB) there; its largest part is {biggest} "
+                f"(~{sizes[biggest]:,} bytes): keep large data out of the spec (in the image, or a file your "
+                "environment reads from the results store)",
+            )
+        ]
+    )
+
+
 def _config_map(
     name: str, namespace: str, labels: dict[str, str], annotations: dict[str, str], data: dict[str, str]
 ) -> k8s.V1ConfigMap:
@@ -590,6 +617,7 @@ def build_workloads(
     data = {CONFIG_KEY_SPEC: spec.to_yaml()}
     if results:
         data[CONFIG_KEY_RESULTS] = results
+    _check_config_map_size(cm_name, data, spec.model_dump(mode="json"))
     config_map = _config_map(
         cm_name, namespace, labels_for(name, CONFIG_ROLE), {ANNOTATION_WORKERS: str(spec.num_workers)}, data
     )
@@ -818,6 +846,10 @@ def build_sweep_workloads(
     data = {CONFIG_KEY_SWEEP: sweep_yaml(sweep)}
     if results:
         data[CONFIG_KEY_RESULTS] = results
+    dumped = sweep.model_dump(mode="json")
+    experiment = dumped.pop("experiment", {})
+    parts = {**{f"experiment.{k}": v for k, v in experiment.items()}, **dumped}
+    _check_config_map_size(object_name, data, parts)
     config_map = _config_map(
         object_name, namespace, sweep_labels(name, CONFIG_ROLE), {ANNOTATION_TRIALS: str(trials)}, data
     )
