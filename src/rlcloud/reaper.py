@@ -19,10 +19,11 @@ The rules (docs/gke-setup.md, "Teardown inside the cluster"):
   deleted **even while experiments run**. They checkpoint to the results store and resume from their
   latest checkpoint when started again (on another cluster). A ttl that could be postponed forever by a
   stuck experiment would not cap anything.
-* ``autodown`` is idle teardown: it never deletes while an rlcloud Job is unfinished (and not paused) or
-  an rlcloud pod is Pending or Running. A Job waiting for a GPU node counts as running: the ttl is the
-  cap for that. The idle time counts from the latest of the cluster's creation and the last activity
-  seen (a Job started, finished, paused; a pod started or ended). Activity that cannot be read (the
+* ``autodown`` is idle teardown: it never deletes while an rlcloud Job is unfinished (and not paused; a
+  sweep suspended in a Kueue queue is waiting, not paused) or an rlcloud pod is Pending or Running. A Job
+  waiting for a GPU node or for Kueue counts as running: the ttl is the cap for that. The idle time
+  counts from the latest of the cluster's creation and the last activity seen (a Job started, finished,
+  paused; a pod started or ended). Activity that cannot be read (the
   Kubernetes API refuses the lists) counts as running.
 * Deleting is idempotent: a cluster already being deleted (STOPPING) or gone is left alone, and a cluster
   busy with another operation (an upgrade) is tried again on the next run.
@@ -70,6 +71,7 @@ _METADATA_PATHS = {
     "location": "/computeMetadata/v1/instance/attributes/cluster-location",
 }
 _MANAGED_SELECTOR = "app.kubernetes.io/managed-by=rlcloud"
+_KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 _FINISHED_CONDITIONS = {"Complete", "Failed"}
 _LIVE_PHASES = {"Pending", "Running"}
 
@@ -191,8 +193,17 @@ def _job_running(job: Mapping[str, Any]) -> bool:
     for condition in status.get("conditions") or []:
         if condition.get("type") in _FINISHED_CONDITIONS and condition.get("status") == "True":
             return False
-    # a paused experiment (suspend: true) holds no pods: it does not keep the cluster up
-    return not (job.get("spec") or {}).get("suspend")
+    if not (job.get("spec") or {}).get("suspend"):
+        return True
+    # suspended: a paused experiment holds no pods and does not keep the cluster up, but a sweep waiting
+    # in a Kueue queue is work to come (Kueue un-suspends it when the queue has quota)
+    return _queue(job) is not None
+
+
+def _queue(job: Mapping[str, Any]) -> str | None:
+    """The Kueue LocalQueue a Job was submitted to (its ``kueue.x-k8s.io/queue-name`` label), or None."""
+    value = ((job.get("metadata") or {}).get("labels") or {}).get(_KUEUE_QUEUE_LABEL)
+    return str(value) if value else None
 
 
 def _job_times(job: Mapping[str, Any]) -> Iterable[float | None]:
@@ -228,7 +239,9 @@ def activity(jobs: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]
     for job in filter(ours, jobs):
         meta = job.get("metadata") or {}
         if _job_running(job):
-            running.append(f"job {meta.get('namespace')}/{meta.get('name')}")
+            queued = (job.get("spec") or {}).get("suspend") and _queue(job)
+            waiting = f" (queued in Kueue queue {queued})" if queued else ""
+            running.append(f"job {meta.get('namespace')}/{meta.get('name')}{waiting}")
         times += [t for t in _job_times(job) if t is not None]
     for pod in filter(ours, pods):
         meta = pod.get("metadata") or {}

@@ -92,7 +92,11 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ResourceType("batch", "v1", "cronjobs", "CronJob", True, frozenset({"status"})),
     ResourceType("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
     ResourceType("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False),
+    # Kueue's CRD: served only by a fake started with kueue=True (a cluster where Kueue is installed)
+    ResourceType("kueue.x-k8s.io", "v1beta1", "localqueues", "LocalQueue", True, frozenset({"status"})),
 )
+#: API groups that only exist when a CRD is installed (FakeKubeApiServer(kueue=True))
+_CRD_GROUPS = {"kueue.x-k8s.io"}
 _BY_PATH: dict[tuple[str, str, str], ResourceType] = {(r.group, r.version, r.plural): r for r in RESOURCE_TYPES}
 _BY_KIND: dict[str, ResourceType] = {r.kind: r for r in RESOURCE_TYPES}
 
@@ -958,6 +962,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._result = (200, "ok")
             return False
         rt, namespace, name, sub = _parse_path(path)
+        if rt.group in _CRD_GROUPS and not fake.kueue:
+            # a group nobody installed: the real server answers 404 without any object details
+            raise ApiError(404, "NotFound", f"the server could not find the requested resource ({path})")
         q = {k: v[-1] for k, v in query.items()}
         if sub == "log":
             if method != "GET":
@@ -1211,7 +1218,8 @@ class FakeKubeApiServer:
     ``url`` goes into ``kubernetes.client.Configuration(host=url)``. With ``tls`` (a server-side
     ``ssl.SSLContext``, e.g. from a trustme CA) it serves HTTPS; with ``token_validator`` every
     request needs ``Authorization: Bearer <token>`` for which the validator returns True (401
-    otherwise). ``namespaces`` are created at start (``default`` unless told otherwise).
+    otherwise). ``namespaces`` are created at start (``default`` unless told otherwise). ``kueue``: serve
+    Kueue's LocalQueues (``kueue.x-k8s.io/v1beta1``), as a cluster with Kueue installed does.
     """
 
     def __init__(
@@ -1222,8 +1230,11 @@ class FakeKubeApiServer:
         namespaces: tuple[str, ...] = ("default",),
         history_limit: int = 100_000,
         default_watch_timeout: float = 300.0,
+        kueue: bool = False,
     ) -> None:
         self.tls = tls
+        #: whether Kueue's CRDs (localqueues.kueue.x-k8s.io) are served
+        self.kueue = kueue
         self.token_validator = token_validator
         self.default_watch_timeout = default_watch_timeout
         self._store = _Store(history_limit)

@@ -54,6 +54,15 @@ def make_sweep(seeds: int, *, max_parallel: int | None = None, name: str = "lr",
     )
 
 
+def add_local_queue(apiserver: FakeKubeApiServer, namespace: str, name: str) -> None:
+    """A cluster with Kueue installed and a LocalQueue ``name`` in ``namespace`` (made if missing)."""
+    apiserver.kueue = True
+    if apiserver.get_object("Namespace", namespace) is None:
+        apiserver.create_object("Namespace", {"metadata": {"name": namespace}})
+    body = {"metadata": {"name": name}, "spec": {"clusterQueue": "cluster-queue"}}
+    apiserver.create_object("LocalQueue", body, namespace)
+
+
 def build(sweep: SweepSpec, **kwargs: Any) -> list[dict[str, Any]]:
     kwargs.setdefault("namespace", "rl")
     kwargs.setdefault("image", "repo/rl:1")
@@ -254,6 +263,7 @@ def test_a_queued_sweep_is_created_suspended_and_left_to_kueue(
 ) -> None:
     backend = make_backend(api_client)
     backend.queue = "team-a"
+    add_local_queue(apiserver, "rl", "team-a")
     assert backend.start_sweep(make_sweep(2), str(tmp_path)) is True
     (job,) = apiserver.list_objects("Job", "rl")
     assert job["spec"]["suspend"] is True and job["metadata"]["labels"][KUEUE_QUEUE_LABEL] == "team-a"
@@ -504,6 +514,7 @@ def test_the_sweep_facade_submits_to_the_clusters_kueue_queue(
     assert GkeTarget(ClusterSpec(name="rl-t4", queue="team-a")).queue == "team-a"
     with pytest.raises(ValueError, match="Kueue LocalQueue"):  # pydantic ValidationError
         ClusterSpec(name="rl-t4", queue="Team A")
+    add_local_queue(apiserver, "rl", "team-a")
     cluster = Cluster.kubernetes(api_client=api_client, namespace="rl", queue="team-a", image="rlcloud:test")
     sweep = Sweep(make_sweep(2), results=f"gs://{gcs.create_bucket()}/runs").start(cluster=cluster)
     assert not sweep.already_running

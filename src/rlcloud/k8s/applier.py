@@ -38,13 +38,16 @@ from rlcloud.errors import (
 )
 from rlcloud.k8s.builders import ANNOTATION_CONFIG_HASH
 
-__all__ = ["Applier", "RetryPolicy", "api_message", "path_for", "translate"]
+__all__ = ["KUEUE_API", "Applier", "RetryPolicy", "api_message", "path_for", "translate"]
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 JSON = dict[str, Any]
 
 _TRANSIENT = {429, 500, 502, 503, 504}
+
+#: the Kueue API version rlcloud reads LocalQueues through (served by Kueue v0.x and later)
+KUEUE_API = "kueue.x-k8s.io/v1beta1"
 
 #: kind -> (API prefix, plural, namespaced)
 _KINDS: dict[str, tuple[str, str, bool]] = {
@@ -62,6 +65,8 @@ _KINDS: dict[str, tuple[str, str, bool]] = {
     "ClusterRole": ("/apis/rbac.authorization.k8s.io/v1", "clusterroles", False),
     "ClusterRoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "clusterrolebindings", False),
     "CronJob": ("/apis/batch/v1", "cronjobs", True),
+    # sweeps submitted to Kueue: the LocalQueue must exist (read only)
+    "LocalQueue": (f"/apis/{KUEUE_API}", "localqueues", True),
 }
 
 

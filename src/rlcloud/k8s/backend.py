@@ -57,7 +57,7 @@ from rlcloud.errors import (
     WaitTimeoutError,
 )
 from rlcloud.k8s import logs as pod_logs
-from rlcloud.k8s.applier import Applier, RetryPolicy, path_for, translate
+from rlcloud.k8s.applier import KUEUE_API, Applier, RetryPolicy, path_for, translate
 from rlcloud.k8s.builders import (
     ANNOTATION_CONFIG_HASH,
     CONFIG_KEY_RESULTS,
@@ -306,7 +306,7 @@ class KubernetesBackend(ExperimentBackend):
         experiment is resumed; objects that differ raise ConflictError). Returns without waiting: True when
         it created or resumed something, False when every Job was there and running already."""
         self._check_results(results, "an experiment")
-        self.ensure_namespace()
+        # built before anything is created: a spec the builders refuse leaves no trace in the cluster
         objs = build_workloads(
             spec,
             image=spec.image or self.image,
@@ -319,6 +319,7 @@ class KubernetesBackend(ExperimentBackend):
             # the spec's own image is the user's (their environment code): every pod runs it
             env_server_image=None if spec.image else self.env_server_image,
         )
+        self.ensure_namespace()
         suspended: list[str] = []
         created = False
         for obj in objs:
@@ -535,7 +536,7 @@ class KubernetesBackend(ExperimentBackend):
         Job, create two objects) whatever its number of trials.
         """
         self._check_results(results, "a sweep")
-        self.ensure_namespace()
+        # built and checked before anything is created: a refused sweep leaves no trace in the cluster
         objs = build_sweep_workloads(
             sweep,
             image=sweep.experiment.image or self.image,
@@ -547,6 +548,9 @@ class KubernetesBackend(ExperimentBackend):
             queue=self.queue,
             kubernetes_version=self.kubernetes_version(),
         )
+        if self.queue:
+            self._check_queue(self.queue)
+        self.ensure_namespace()
         name = sweep.name
         job_name = sweep_object_name(name)
         self._forget_sweep(name)
@@ -764,6 +768,36 @@ class KubernetesBackend(ExperimentBackend):
             self._sweep_stores[name] = store
         return self._sweep_stores[name]
 
+    def _check_queue(self, queue: str) -> None:
+        """Refuse (SpecError on ``queue``) a Kueue LocalQueue that does not exist in the namespace, or a
+        cluster without Kueue: the sweep's Job would stay suspended forever. A 403 (the identity may not
+        read LocalQueues) only warns: the queue may well exist."""
+        what = f"read Kueue LocalQueue {queue}"
+        try:
+            self.applier.request_json(what, "GET", path_for("LocalQueue", self.namespace, queue))
+            return
+        except k8s.ApiException as exc:
+            if exc.status == 403:
+                logger.warning(
+                    "cannot check that Kueue LocalQueue %s exists (%s); submitting anyway", queue, exc.reason
+                )
+                return
+            if exc.status != 404:
+                raise translate(exc, what) from exc
+            details = _status_details(exc)
+        if details.get("name") == queue:  # the API exists, the object does not
+            message = (
+                f"no Kueue LocalQueue {queue!r} in namespace {self.namespace}: a sweep submitted to it would wait "
+                f"suspended forever. See `kubectl -n {self.namespace} get localqueues`, create it, or leave queue "
+                "empty to run without Kueue"
+            )
+        else:
+            message = (
+                f"this cluster does not serve Kueue's LocalQueues ({KUEUE_API}): install Kueue "
+                "(kueue.sigs.k8s.io/docs/installation/) or leave queue empty to run without it"
+            )
+        raise SpecError([SpecProblem("queue", message, queue)])
+
     def _check_results(self, results: str, what: str) -> None:
         if not is_gcs(results) and not self.local_results:
             raise SpecError(
@@ -849,6 +883,18 @@ class KubernetesBackend(ExperimentBackend):
             if involved is not None and involved in names:
                 out.setdefault(involved, []).append(event)
         return out
+
+
+def _status_details(exc: k8s.ApiException) -> dict[str, Any]:
+    """The ``details`` of an error's Status body ({} when it has none: e.g. an API group not served)."""
+    import json
+
+    try:
+        body = json.loads(exc.body or "")
+    except (TypeError, ValueError):
+        return {}
+    details = body.get("details") if isinstance(body, dict) else None
+    return details if isinstance(details, dict) else {}
 
 
 #: progress.json states after which a trial's progress no longer changes
