@@ -11,7 +11,8 @@ closed). Each run:
    alike) in every namespace but its own, to know whether anything runs and when the last one ended;
 4. decides with :func:`decide` (pure), writes the decision into the ConfigMap ``rlcloud-reaper`` of its
    namespace (``kubectl -n rlcloud-system get configmap rlcloud-reaper -o yaml`` shows why a cluster is
-   about to go), and when due asks the Container API to delete the cluster (and records an Event).
+   about to go), and when due asks the Container API to delete the cluster; the outcome of that request
+   (requested, or refused with the error: a missing permission) goes into the ConfigMap and an Event.
 
 The rules (docs/gke-setup.md, "Teardown inside the cluster"):
 
@@ -345,7 +346,16 @@ def _record(applier: Any, namespace: str, data: dict[str, str]) -> None:
         )
 
 
-def _event(applier: Any, namespace: str, decision: Decision, now: float) -> None:
+#: what the reaper's Google service account needs (docs/gke-setup.md, "Teardown inside the cluster")
+REAPER_PERMISSIONS = "container.clusters.get, container.clusters.delete and container.operations.get"
+#: the Event reasons of a reap attempt: the delete was requested, or it (or reading the cluster) failed
+EVENT_DELETE = "ClusterDelete"
+EVENT_FAILED = "ClusterDeleteFailed"
+#: an error recorded in the ConfigMap and the Event is cut to this many characters
+_MAX_ERROR = 600
+
+
+def _event(applier: Any, namespace: str, reason: str, message: str, now: float) -> None:
     from rlcloud.k8s.applier import path_for
     from rlcloud.k8s.reaper_builders import REAPER_CONFIG_MAP
 
@@ -355,8 +365,8 @@ def _event(applier: Any, namespace: str, decision: Decision, now: float) -> None
         "kind": "Event",
         "metadata": {"name": f"rlcloud-reaper.{int(now)}", "namespace": namespace},
         "involvedObject": {"apiVersion": "v1", "kind": "ConfigMap", "name": REAPER_CONFIG_MAP, "namespace": namespace},
-        "reason": "ClusterDelete",
-        "message": f"rlcloud reaper deletes this cluster: {decision.reason}",
+        "reason": reason,
+        "message": message,
         "type": "Warning",
         "source": {"component": "rlcloud-reaper"},
         "firstTimestamp": stamp,
@@ -366,9 +376,29 @@ def _event(applier: Any, namespace: str, decision: Decision, now: float) -> None
     applier.request_json("record the reaper's event", "POST", path_for("Event", namespace), body=body)
 
 
-def _delete_cluster(client: Any, identity: ClusterIdentity) -> str:
-    """Ask the Container API to delete the cluster, without waiting (this pod goes with it)."""
-    from rlcloud.errors import NotFoundError
+def _refused(exc: BaseException) -> str:
+    """The outcome line of a refused call: the error, and what the reaper's identity needs when it is one."""
+    from rlcloud.errors import AuthError
+
+    text = " ".join(str(exc).split())
+    if len(text) > _MAX_ERROR:
+        text = text[: _MAX_ERROR - 3] + "..."
+    hint = ""
+    if isinstance(exc, AuthError):
+        hint = (
+            f"; the reaper's Google service account needs {REAPER_PERMISSIONS} "
+            "(docs/gke-setup.md, Teardown inside the cluster)"
+        )
+    return f"refused: {text}{hint}"
+
+
+def _delete_cluster(client: Any, identity: ClusterIdentity) -> tuple[str, Exception | None]:
+    """Ask the Container API to delete the cluster, without waiting (this pod goes with it).
+
+    Returns the outcome line, and the error when the request was refused (a missing permission, an API
+    error): the caller records both before the run fails.
+    """
+    from rlcloud.errors import NotFoundError, RLCloudError
     from rlcloud.gke.builders import cluster_path
     from rlcloud.gke.errors import ClusterBusyError, api_errors
 
@@ -377,10 +407,21 @@ def _delete_cluster(client: Any, identity: ClusterIdentity) -> str:
         with api_errors(project=identity.project, action=f"delete cluster {identity.name}"):
             operation = client.delete_cluster(name=path)
     except NotFoundError:
-        return "already gone"
+        return "already gone", None
     except ClusterBusyError as exc:
-        return f"busy with another operation, tried again on the next run ({exc})"
-    return f"delete requested ({getattr(operation, 'name', '') or 'operation'})"
+        return f"busy with another operation, tried again on the next run ({exc})", None
+    except RLCloudError as exc:
+        return _refused(exc), exc
+    return f"delete requested ({getattr(operation, 'name', '') or 'operation'})", None
+
+
+def _record_failure(applier: Any, namespace: str, now: float, data: dict[str, str], message: str) -> None:
+    """Write a failed run into the ConfigMap and an Event; a failure to record is logged, never raised."""
+    try:
+        _record(applier, namespace, data)
+        _event(applier, namespace, EVENT_FAILED, message, now)
+    except Exception as exc:
+        log.warning("could not record the failure in ConfigMap %s/rlcloud-reaper: %s", namespace, exc)
 
 
 def run_once(
@@ -396,6 +437,11 @@ def run_once(
 
     Every client defaults to what a pod of the CronJob has (metadata server, Workload Identity, in-cluster
     Kubernetes configuration); tests pass fakes. ``dry_run`` records the decision but deletes nothing.
+
+    Every attempt's outcome goes into the ConfigMap (``outcome``: "delete requested (...)", "already gone",
+    "busy ...", or "refused: <error>"). When reading the cluster or a due delete is refused (say, the reaper's
+    Google service account lacks ``container.clusters.delete``), the ConfigMap and a Warning Event
+    (``ClusterDeleteFailed``) record the error, and the error is raised: the run fails.
     """
     from google.api_core import exceptions as gexc
     from google.cloud import container_v1
@@ -414,16 +460,23 @@ def run_once(
         # Workload Identity: Application Default Credentials are the reaper's Google service account
         container_client = GkeProject(identity.project).client
     path = cluster_path(identity.project, identity.location, identity.name)
+    api_client = api_client or _kube_api_client()
+    applier = Applier(api_client)
     try:
         with api_errors(project=identity.project, action=f"get cluster {identity.name}"):
             cluster = container_client.get_cluster(name=path)
     except (NotFoundError, gexc.NotFound):
         log.info("cluster %s is gone: nothing to do", path)
         return Decision(False, "cluster not found (already deleted)")
+    except RLCloudError as exc:
+        # without the cluster's labels nothing can be decided: say so where a user looks, then fail the run
+        outcome = _refused(exc)
+        log.error("cannot read cluster %s: %s", identity.name, outcome)
+        data = {"decision": "unknown", "reason": "cannot read the cluster", "checked": _when(now), "outcome": outcome}
+        _record_failure(applier, namespace, now, data, f"rlcloud reaper cannot read this cluster: {outcome}")
+        raise
     labels = dict(cluster.resource_labels)
     created = _ts(cluster.create_time)
-    api_client = api_client or _kube_api_client()
-    applier = Applier(api_client)
     query = {"labelSelector": _MANAGED_SELECTOR}
     try:
         jobs = applier.checked_json("list rlcloud Jobs", "GET", "/apis/batch/v1/jobs", query=query)
@@ -444,10 +497,16 @@ def run_once(
         deleting=int(cluster.status) == int(container_v1.Cluster.Status.STOPPING),
     )
     outcome = "dry run: nothing deleted" if dry_run and decision.delete else ""
+    error: Exception | None = None
     if decision.delete and not dry_run:
-        outcome = _delete_cluster(container_client, identity)
-    log.info(
-        "cluster %s: %s (%s)%s", identity.name, decision.action, decision.reason, f": {outcome}" if outcome else ""
+        outcome, error = _delete_cluster(container_client, identity)
+    log.log(
+        logging.ERROR if error else logging.INFO,
+        "cluster %s: %s (%s)%s",
+        identity.name,
+        decision.action,
+        decision.reason,
+        f": {outcome}" if outcome else "",
     )
     data = {
         "decision": decision.action,
@@ -459,11 +518,22 @@ def run_once(
         "last_activity": _when(seen.last) if seen.last is not None else "",
         "outcome": outcome,
     }
+    if error is not None:
+        # the delete was due and refused: the ConfigMap and a Warning Event say why, and the run fails (a
+        # failed Job of the CronJob), so a spending cap that cannot act is never silent
+        _record_failure(
+            applier,
+            namespace,
+            now,
+            data,
+            f"rlcloud reaper could not delete this cluster ({decision.reason}): {outcome}",
+        )
+        raise error
     try:
         # recorded after the delete request: the record must never stand between a due cluster and its delete
         _record(applier, namespace, data)
         if decision.delete and not dry_run:
-            _event(applier, namespace, decision, now)
+            _event(applier, namespace, EVENT_DELETE, f"rlcloud reaper deletes this cluster: {decision.reason}", now)
     except Exception as exc:  # any failure: the API may already be going away with the cluster
         log.warning("could not record the decision in ConfigMap %s/rlcloud-reaper: %s", namespace, exc)
     return decision
