@@ -8,6 +8,12 @@ error is translated here, in one place (:func:`_translate`), into the rlcloud er
 - 412 on a conditional write -> ``PreconditionFailedError`` (a ``StorageError``)
 - anything else, after the client library's retries -> ``StorageError``
 
+Writes are retried here (transient errors, lost answers) and a retry never writes blindly: it first reads
+the object, and one that already holds the bytes being written is the result (the previous attempt landed,
+its answer lost; the library's own retry would write again, or meet its own write's 412); otherwise the
+retry carries a generation precondition (the caller's, else the generation it read, 0 when absent:
+"Request preconditions", cloud.google.com/storage/docs/request-preconditions).
+
 Many files go through thread workers (threads, not processes: the runner process holds TensorFlow, and
 forking it is unsafe): downloads with ``transfer_manager``, large ones split into concurrent ranged reads
 with ``download_chunks_concurrently``; small uploads as one JSON API media upload each, made here on the
@@ -267,19 +273,65 @@ class GcsStore(Store):
         return self._call(f"reading {self.describe(name)}", run, name=name)
 
     def write_bytes(self, name: str, data: bytes, *, if_generation_match: int | None = None) -> ObjectInfo:
-        """Upload ``data`` in one request; with ``if_generation_match`` as a GCS precondition."""
+        """Upload ``data`` in one request; with ``if_generation_match`` as a GCS precondition.
+
+        A retry never writes blindly (see :meth:`_retry_precondition`): it first reads the object, and if
+        the object already holds ``data`` (the previous attempt landed, its answer lost) that is the result;
+        otherwise the retry carries a generation precondition, so that it never overwrites a write it has
+        not seen.
+        """
+        import google_crc32c
+        from google.api_core import exceptions as gexc
+
         blob = self.bucket.blob(self._key(name))
-        self._call(
-            f"writing {self.describe(name)}",
-            lambda: blob.upload_from_string(
-                data,
-                content_type=_content_type(name),
-                if_generation_match=if_generation_match,
-                retry=self.retry,
-            ),
-            name=name,
-        )
-        return self._info(blob)
+        crc = _b64_crc(google_crc32c.value(data))
+        attempts = 0
+
+        def attempt() -> ObjectInfo:
+            nonlocal attempts
+            attempts += 1
+            precondition = if_generation_match
+            if attempts > 1:
+                landed, precondition = self._retry_precondition(name, crc, len(data), if_generation_match)
+                if landed is not None:
+                    return landed
+            try:
+                blob.upload_from_string(
+                    data, content_type=_content_type(name), if_generation_match=precondition, retry=None
+                )
+            except gexc.PreconditionFailed:
+                landed = self._landed(name, crc, len(data)) if attempts > 1 else None
+                if landed is None:
+                    raise
+                return landed
+            return self._info(blob)
+
+        return self._call(f"writing {self.describe(name)}", self.retry(attempt), name=name)
+
+    def _landed(self, name: str, crc: str, size: int) -> ObjectInfo | None:
+        """The object's metadata when it holds exactly the bytes of CRC32C ``crc`` and ``size`` (a write of
+        those bytes has landed), else None."""
+        blob = self.bucket.get_blob(self._key(name), retry=self.retry)
+        if blob is not None and blob.crc32c == crc and int(blob.size or 0) == size:
+            return self._info(blob)
+        return None
+
+    def _retry_precondition(
+        self, name: str, crc: str, size: int, wanted: int | None
+    ) -> tuple[ObjectInfo | None, int | None]:
+        """Before retrying a write whose previous attempt may have landed (its answer lost): read the object.
+
+        Returns (its metadata, None) when it already holds the bytes being written: the write is done, a
+        second one would only add a generation (or fail its own precondition). Otherwise (None, the
+        precondition for the retry): the caller's ``wanted``, else the generation just read (0: the object
+        must still be absent), so a retry never overwrites a write it has not seen.
+        """
+        blob = self.bucket.get_blob(self._key(name), retry=self.retry)
+        if blob is not None and blob.crc32c == crc and int(blob.size or 0) == size:
+            return self._info(blob), None
+        if wanted is not None:
+            return None, wanted
+        return None, int(blob.generation or 0) if blob is not None else 0
 
     def upload_files(self, pairs: Sequence[tuple[Path, str]], *, progress: Progress | None = None) -> ObjectList:
         """Upload files in threads, retrying failed ones: small files one request each
@@ -396,14 +448,25 @@ class GcsStore(Store):
         client = self.client
         # the URL and headers the library's own uploads use (mTLS endpoint, user agent, invocation id)
         url = f"{_get_host_name(client._connection)}/upload/storage/v1{self.bucket.path}/o"
-        params = {"uploadType": "media", "name": key}
         headers = _get_default_headers(client._connection.user_agent, _content_type(name))
+        attempts = 0
         with open(path, "rb") as fh:
             data = fh.read() if size < self.large_file_bytes else None
             if data is not None:
                 headers["X-Goog-Hash"] = "crc32c=" + _b64_crc(google_crc32c.value(data))
 
             def attempt() -> ObjectInfo:
+                nonlocal attempts
+                attempts += 1
+                params = {"uploadType": "media", "name": key}
+                crc = ""
+                if attempts > 1:
+                    # the previous attempt may have landed with its answer lost: never upload blindly again
+                    crc = _b64_crc(google_crc32c.value(data) if data is not None else _file_crc(fh, size))
+                    landed, precondition = self._retry_precondition(name, crc, size, None)
+                    if landed is not None:
+                        return landed
+                    params["ifGenerationMatch"] = str(precondition)
                 body: bytes | _CrcReader
                 if data is None:
                     fh.seek(0)
@@ -411,6 +474,11 @@ class GcsStore(Store):
                 else:
                     body = data
                 response = client._http.post(url, params=params, data=body, headers=headers, timeout=60)
+                if response.status_code == 412 and attempts > 1:
+                    # written in between: by our lost attempt (the same bytes: done), else by another writer
+                    landed = self._landed(name, crc, size)
+                    if landed is not None:
+                        return landed
                 if response.status_code >= 400:
                     raise gexc.from_http_response(response)
                 blob = self.bucket.blob(key)
@@ -763,6 +831,21 @@ class _CrcReader:
         self._left -= len(chunk)
         self.crc = google_crc32c.extend(self.crc, chunk)
         return bytes(chunk)
+
+
+def _file_crc(fh: Any, size: int) -> int:
+    """The CRC32C of the first ``size`` bytes of an open file (read in blocks)."""
+    import google_crc32c
+
+    fh.seek(0)
+    crc, left = 0, size
+    while left > 0:
+        chunk = fh.read(min(_STREAM_BLOCK, left))
+        if not chunk:
+            break
+        crc = google_crc32c.extend(crc, chunk)
+        left -= len(chunk)
+    return crc
 
 
 def _b64_crc(crc: int) -> str:
