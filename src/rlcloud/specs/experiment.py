@@ -58,10 +58,13 @@ def _check_class(path: Any, kind: str, key: str) -> None:
 #: fits a node, so it is never Pending and the cluster autoscaler never adds a node for it; it packs onto
 #: whatever node exists (a Spot GPU node too) and is evicted first under memory pressure.
 #: An env server steps one or a few environments in one process: half a core, 512 MiB (what
-#: examples/gke_gpu.py asks for; 7 fit on an e2-standard-4 node of the CPU pool).
+#: examples/gke_gpu.py asks for; 7 fit on an e2-standard-4 node of the CPU pool). Measured: 54 MiB
+#: resident while it waits for the agent (CartPole); an Atari environment adds ~100-200 MiB.
 DEFAULT_ENV_SERVER_REQUESTS: dict[str, str] = {"cpu": "500m", "memory": "512Mi"}
 #: The learner holds TensorFlow, the model and its memory: a core and 2 GiB, which fit the smallest
 #: node rlcloud creates (e2-standard-4 / n1-standard-4, ~3.9 cores and 12-13 GiB allocatable).
+#: Measured: 643 MiB peak resident for the CartPole PPO example (single mode, 30 episodes); a DQN
+#: replay memory of 10,000 Atari frames adds ~300 MiB (and a copy of it on each write).
 DEFAULT_LEARNER_REQUESTS: dict[str, str] = {"cpu": "1", "memory": "2Gi"}
 
 
