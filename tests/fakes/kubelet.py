@@ -516,7 +516,8 @@ class FakeKubelet:
             if (pod is None or "deletionTimestamp" in pod["metadata"]) and not c.deleted:
                 c.deleted = True
                 threading.Thread(target=self._terminate, args=(c,), daemon=True).start()
-        used = self._usage(self.apiserver.list_objects("Pod"))  # every namespace shares the nodes
+        # what the nodes hold (every namespace shares them); without nodes nothing is counted
+        used = self._usage(self.apiserver.list_objects("Pod")) if self.nodes is not None else {}
         for key, pod in live_pods.items():
             if key in containers:
                 self._check_exit(containers[key], pod)
