@@ -270,3 +270,18 @@ def test_qos_class_follows_requests_and_limits(apiserver: FakeKubeApiServer) -> 
     assert qos({"requests": {"cpu": "500m", "memory": "512Mi"}}) == "Burstable"
     # a limit without a request is copied to the request
     assert qos({"limits": {"cpu": "1", "memory": "1Gi"}}) == "Guaranteed"
+
+
+def test_pod_count_cordoned_nodes_and_exists_tolerations() -> None:
+    small = FakeNode("small", max_pods=1)
+    cordoned = FakeNode("cordoned", unschedulable=True)
+    node, message = schedule(_pod(), [small, cordoned], {"small": {"pods": Decimal(1)}})
+    assert node is None
+    assert message.startswith("0/2 nodes are available: 1 Too many pods, 1 node(s) were unschedulable.")
+    tainted = FakeNode("t", taints=[{"key": "dedicated", "value": "infra", "effect": "NoExecute"}])
+    assert "untolerated taint {dedicated: infra}" in schedule(_pod(), [tainted], {})[1]
+    anything = _pod(tolerations=[{"operator": "Exists"}])  # an empty key with Exists tolerates every taint
+    assert schedule(anything, [tainted], {}) == ("t", "")
+    # PreferNoSchedule is a preference, never a filter
+    soft = FakeNode("soft", taints=[{"key": "k", "value": "v", "effect": "PreferNoSchedule"}])
+    assert schedule(_pod(), [soft], {}) == ("soft", "")
