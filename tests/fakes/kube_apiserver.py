@@ -92,7 +92,8 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ResourceType("batch", "v1", "cronjobs", "CronJob", True, frozenset({"status"})),
     ResourceType("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
     ResourceType("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False),
-    # Kueue's CRD: served only by a fake started with kueue=True (a cluster where Kueue is installed)
+    # Kueue's CRD: served only by a fake started with kueue=True (a cluster where Kueue is installed;
+    # kueue.sigs.k8s.io/docs/concepts/local_queue/)
     ResourceType("kueue.x-k8s.io", "v1beta1", "localqueues", "LocalQueue", True, frozenset({"status"})),
 )
 #: API groups that only exist when a CRD is installed (FakeKubeApiServer(kueue=True))

@@ -294,7 +294,7 @@ def schedule(pod: JSON, nodes: list[FakeNode], used: dict[str, dict[str, Decimal
     best: tuple[int, int, str] | None = None
     for order, node in enumerate(nodes):
         failed: list[str] = []
-        if node.unschedulable:
+        if node.unschedulable:  # cordoned ("Safely Drain a Node", kubernetes.io/docs/tasks/administer-cluster/)
             failed = ["node(s) were unschedulable"]
         if not failed:
             for taint in node.taints:
@@ -306,6 +306,9 @@ def schedule(pod: JSON, nodes: list[FakeNode], used: dict[str, dict[str, Decimal
         if failed:
             unhelpful += 1
         else:
+            # "How Pods with resource requests are scheduled" (Resource Management for Pods and Containers,
+            # kubernetes.io/docs/concepts/configuration/manage-resources-containers/): the sum of the requests
+            # of the pods on the node plus this one's must stay within its allocatable, whatever they use
             free = node.allocatable()
             have = used.get(node.name, {})
             if have.get("pods", Decimal(0)) + 1 > free["pods"]:
