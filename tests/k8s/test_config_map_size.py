@@ -52,7 +52,7 @@ def test_a_spec_too_large_for_a_config_map_is_refused_by_name_and_nothing_is_cre
     backend = KubernetesBackend(api_client, namespace="rl", image="i:1", retry=FAST_RETRY, local_results=True)
     with pytest.raises(SpecError):
         backend.start(spec, str(tmp_path / "results"))
-    assert apiserver.list_objects("ConfigMap", "rl") == [] and apiserver.list_objects("Job", "rl") == []
+    assert apiserver.get_object("Namespace", "rl") is None and apiserver.list_objects("Job") == []
     # just under the limit is fine
     (config_map, _) = build_workloads(make_spec(environment=FITS_ENVIRONMENT), image="i:1", namespace="rl")
     assert 900_000 < len(config_map.data["spec.yaml"]) < MAX_CONFIG_MAP_BYTES
