@@ -306,7 +306,8 @@ class GcsStore(Store):
                 return landed
             return self._info(blob)
 
-        return self._call(f"writing {self.describe(name)}", self.retry(attempt), name=name)
+        retried: Callable[[], ObjectInfo] = self.retry(attempt)
+        return self._call(f"writing {self.describe(name)}", retried, name=name)
 
     def _landed(self, name: str, crc: str, size: int) -> ObjectInfo | None:
         """The object's metadata when it holds exactly the bytes of CRC32C ``crc`` and ``size`` (a write of
