@@ -8,6 +8,7 @@ contract the Experiment facade relies on.
 from __future__ import annotations
 
 import builtins
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -18,6 +19,8 @@ if TYPE_CHECKING:
     from rlcloud.specs.sweep import SweepSpec
 
 __all__ = [
+    "DEFAULT_STALL_TIMEOUT",
+    "STATUS_SCHEMA",
     "ExperimentBackend",
     "ExperimentState",
     "ExperimentStatus",
@@ -25,11 +28,98 @@ __all__ = [
     "RoleStatus",
     "SweepStatus",
     "TrialStatus",
+    "stalled_for",
+    "vitals",
 ]
 
 RoleState = Literal["pending", "running", "succeeded", "failed", "suspended", "unknown"]
 ExperimentState = Literal["pending", "running", "succeeded", "failed", "paused", "stopped", "unknown"]
 FINISHED_STATES: frozenset[str] = frozenset({"succeeded", "failed", "stopped"})
+
+#: The version of the ``-o json`` status documents (docs/contracts.md): raised when a key changes meaning or
+#: goes away; new keys may appear in any version.
+STATUS_SCHEMA = 1
+
+#: The stall_timeout of a progress.json that does not carry one (written by a runner before the heartbeat):
+#: the spec's default.
+DEFAULT_STALL_TIMEOUT = 600.0
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def stalled_for(progress: dict[str, Any], now: float) -> float | None:
+    """Seconds a training learner has gone without advancing, once that reaches its stall_timeout; else None.
+
+    ``progress``: the learner's progress.json (its heartbeat ``advanced_at``, else ``updated``, and
+    ``stall_timeout``); ``now``: the wall time to judge at. Only a learner whose progress says "running" can
+    stall: one starting (imports, a restore) or finished cannot.
+    """
+    if progress.get("state") != "running":
+        return None
+    beat = _number(progress.get("advanced_at"))
+    if beat is None:
+        beat = _number(progress.get("updated"))
+    if beat is None:
+        return None
+    timeout = _number(progress.get("stall_timeout")) or DEFAULT_STALL_TIMEOUT
+    idle = now - beat
+    return idle if idle >= timeout else None
+
+
+def vitals(
+    progress: dict[str, Any],
+    *,
+    now: float,
+    goal: tuple[str, int] | None = None,
+    restarts: int = 0,
+    price_per_hour: float | None = None,
+    running: bool = True,
+) -> dict[str, Any]:
+    """The figures that answer "when, how well, how much" of one run, from its progress.json; unknown ones None.
+
+    ``goal``: what the run stops at, ``("timestep", 72000)`` or ``("episode", 500)``; ``restarts``: how often
+    the learner was started again after a failure or a stall; ``price_per_hour``: USD per hour of what the
+    run occupies (a cluster's node at list price), None when unknown or free; ``running``: False once the
+    run has ended (no ETA). Keys: ``percent``, ``eta_s``, ``steps_per_second``, ``mean_return``,
+    ``restarts``, ``checkpoint``, ``checkpoint_age_s``, ``elapsed_s``, ``cost_usd``, ``stalled_for_s``.
+    """
+    # a starting runner's figure is its previous process's, and an ended run has none
+    rate = _number(progress.get("steps_per_second")) if running and progress.get("state") != "starting" else None
+    percent = eta = None
+    if goal is not None and goal[1] > 0:
+        unit, total = goal
+        done = _number(progress.get(unit))
+        if done is not None:
+            percent = round(min(100.0, 100.0 * done / total), 1)
+            # timesteps per second, or the episodes that many timesteps make at the run's mean episode length
+            per_second = rate
+            timestep, episode = _number(progress.get("timestep")), _number(progress.get("episode"))
+            if unit == "episode" and rate is not None:
+                per_second = rate * episode / timestep if timestep and episode else None
+            if per_second and done < total:
+                eta = round((total - done) / per_second)
+            elif done >= total:
+                eta = 0
+    saved = _number(progress.get("checkpoint_at"))
+    elapsed = _number(progress.get("elapsed"))
+    cost = None
+    if price_per_hour is not None and elapsed is not None:
+        cost = round(price_per_hour * elapsed / 3600, 2)
+    stalled = stalled_for(progress, now) if running else None
+    return {
+        "percent": percent,
+        "eta_s": eta,
+        "steps_per_second": rate,
+        "mean_return": _number(progress.get("mean_return")),
+        "restarts": restarts,
+        "checkpoint": progress.get("checkpoint"),
+        "checkpoint_age_s": round(now - saved) if saved is not None else None,
+        "elapsed_s": round(elapsed) if elapsed is not None else None,
+        "cost_usd": cost,
+        "stalled_for_s": round(stalled) if stalled is not None else None,
+    }
 
 
 @dataclass(frozen=True)
@@ -61,19 +151,52 @@ class ExperimentStatus:
     progress: dict[str, Any] = field(default_factory=dict)  # progress.json: timestep, episode, mean_return, ...
     message: str | None = None
     backend: str = ""
+    #: wall time of the observation: what a stall and ages are judged against
+    observed_at: float = field(default_factory=time.time)
+    #: what the run stops at, e.g. ("timestep", 72000); set by the Experiment facade, which has the spec
+    goal: tuple[str, int] | None = None
+    #: USD per hour of what the run occupies (GKE: its node at list price); None when unknown or free
+    price_per_hour: float | None = None
 
     @property
     def finished(self) -> bool:
         """True once the experiment will make no more progress by itself (succeeded, failed or stopped)."""
         return self.state in FINISHED_STATES
 
+    @property
+    def stalled_for(self) -> float | None:
+        """Seconds the running learner has gone without a timestep, once past its stall_timeout; else None."""
+        return stalled_for(self.progress, self.observed_at) if self.state == "running" else None
+
+    @property
+    def restarts(self) -> int:
+        """How often the learner was started again (a failed pod retried, a stalled learner restarted)."""
+        from rlcloud.roles import LEARNER_ROLES
+
+        return sum(r.restarts for r in self.roles if r.role in LEARNER_ROLES)
+
+    @property
+    def vitals(self) -> dict[str, Any]:
+        """Percent done, ETA, steps/s, return, restarts, checkpoint age, cost so far: :func:`vitals`."""
+        return vitals(
+            self.progress,
+            now=self.observed_at,
+            goal=self.goal,
+            restarts=self.restarts,
+            price_per_hour=self.price_per_hour,
+            running=self.state == "running",
+        )
+
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (for ``--output json``)."""
+        """A JSON-ready dict (for ``--output json``; schema :data:`STATUS_SCHEMA`, docs/contracts.md)."""
         return {
+            "schema": STATUS_SCHEMA,
             "name": self.name,
-            "state": self.state,
+            # a running learner without progress for its stall_timeout reads "stalled", never "running"
+            "state": "stalled" if self.stalled_for is not None else self.state,
             "backend": self.backend,
             "message": self.message,
+            "vitals": self.vitals,
             "progress": self.progress,
             "roles": [
                 {
@@ -103,11 +226,30 @@ class TrialStatus:
     state: TrialState
     progress: dict[str, Any] = field(default_factory=dict)  # progress.json of the trial
     reason: str | None = None  # why it failed or stopped early
+    restarts: int = 0  # how often its learner was started again
+    observed_at: float = field(default_factory=time.time)
+    goal: tuple[str, int] | None = None  # what it stops at; set by the Sweep facade, which has the spec
 
     @property
     def finished(self) -> bool:
         """True once the trial will make no more progress."""
         return self.state in ("succeeded", "stopped early", "failed", "stopped")
+
+    @property
+    def stalled_for(self) -> float | None:
+        """Seconds the running trial has gone without a timestep, once past its stall_timeout; else None."""
+        return stalled_for(self.progress, self.observed_at) if self.state == "running" else None
+
+    @property
+    def vitals(self) -> dict[str, Any]:
+        """The trial's figures: :func:`vitals`."""
+        return vitals(
+            self.progress,
+            now=self.observed_at,
+            goal=self.goal,
+            restarts=self.restarts,
+            running=self.state == "running",
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -116,7 +258,8 @@ class TrialStatus:
             "name": self.name,
             "params": self.params,
             "seed": self.seed,
-            "state": self.state,
+            "state": "stalled" if self.stalled_for is not None else self.state,
+            "vitals": self.vitals,
             "timestep": self.progress.get("timestep"),
             "episode": self.progress.get("episode"),
             "mean_return": self.progress.get("mean_return"),
@@ -147,14 +290,43 @@ class SweepStatus:
             out[trial.state] = out.get(trial.state, 0) + 1
         return out
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (for ``--output json``)."""
+    @property
+    def vitals(self) -> dict[str, Any]:
+        """The sweep's figures from its trials': ``percent`` (of all trials' work, a finished trial counting
+        whole; null unless every trial's goal is known), ``eta_s`` (the work left at the running trials'
+        summed steps/s), ``best_return``, ``restarts``, ``stalled`` (trials), ``cost_usd`` (null unless known
+        for every trial that ran)."""
+        figures = [t.vitals for t in self.trials]
+        goals = [t.goal for t in self.trials]
+        percent = eta = None
+        if self.trials and all(goals):
+            shares = [100.0 if t.finished else (f["percent"] or 0.0) for t, f in zip(self.trials, figures, strict=True)]
+            percent = round(sum(shares) / len(shares), 1)
+            rate = sum(f["steps_per_second"] or 0.0 for f in figures)
+            if self.state == "running" and rate > 0 and all(g is not None and g[0] == "timestep" for g in goals):
+                left = sum((100.0 - share) / 100 * g[1] for share, g in zip(shares, goals, strict=True) if g)
+                eta = round(left / rate)
+        returns = [f["mean_return"] for f in figures if f["mean_return"] is not None]
+        costs = [f["cost_usd"] for t, f in zip(self.trials, figures, strict=True) if t.progress]
         return {
+            "percent": percent,
+            "eta_s": eta,
+            "best_return": max(returns) if returns else None,
+            "restarts": sum(f["restarts"] for f in figures),
+            "stalled": sum(1 for t in self.trials if t.stalled_for is not None),
+            "cost_usd": round(sum(costs), 2) if costs and None not in costs else None,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (for ``--output json``; schema :data:`STATUS_SCHEMA`, docs/contracts.md)."""
+        return {
+            "schema": STATUS_SCHEMA,
             "name": self.name,
             "state": self.state,
             "backend": self.backend,
             "message": self.message,
             "counts": self.counts(),
+            "vitals": self.vitals,
             "trials": [t.to_dict() for t in self.trials],
         }
 

@@ -15,6 +15,7 @@ import html
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from rlcloud.cluster import Cluster
     from rlcloud.specs import ExperimentSpec
 
-__all__ = ["Experiment", "display_rate", "display_state"]
+__all__ = ["Experiment", "display_rate", "display_state", "span", "vitals_rows"]
 
 log = logging.getLogger(__name__)
 
@@ -183,8 +184,26 @@ class Experiment:
         return self._cluster is None or self._cluster.kind == "local"
 
     def status(self) -> ExperimentStatus:
-        """Per-role state and the learner's progress (timesteps, episodes, mean return)."""
-        return self.backend.status(self.name)
+        """Per-role state and the learner's progress (timesteps, episodes, mean return), with the figures
+        derived from them (``status.vitals``: percent done, ETA, checkpoint age, cost so far on GKE)."""
+        status = self.backend.status(self.name)
+        spec = self.spec
+        goal = ("timestep", spec.total_timesteps) if spec.total_timesteps else ("episode", spec.episodes or 0)
+        return replace(status, goal=goal if goal[1] else None, price_per_hour=self._price_per_hour())
+
+    def _price_per_hour(self) -> float | None:
+        """USD per hour of the node the learner runs on, when the cluster is a GKE one with a known price."""
+        cluster_spec = getattr(self._cluster, "spec", None) if self._cluster is not None else None
+        if cluster_spec is None or getattr(self._cluster, "kind", None) != "gke":
+            return None
+        try:
+            from rlcloud.gke.prices import node_hourly_cost
+
+            price, _what = node_hourly_cost(cluster_spec, gpu=bool(self.spec.resources.learner.gpus))
+        except Exception:  # a cluster spec the price table cannot place: no cost rather than no status
+            log.debug("no price for %s", self.name, exc_info=True)
+            return None
+        return price
 
     def wait(
         self,
@@ -398,7 +417,7 @@ class Experiment:
         else:
             shown = display_state(status)
             state = html.escape(shown)
-            color = _STATE_COLORS.get(shown, "#666")
+            color = _STATE_COLORS.get(shown.split(" ", 1)[0], "#666")
             rows.append(("state", f"<b style='color:{color}'>{state}</b>"))
             roles = _roles_summary(status)
             if roles:
@@ -418,6 +437,8 @@ class Experiment:
                 rows.append((f"{other}s", f"{prog[other]:,}"))
             rows.append(("mean return", _fmt(prog.get("mean_return"))))
             rows.append(("steps/s", _fmt(display_rate(status) if status else None)))
+        if status is not None:
+            rows.extend((key, html.escape(value)) for key, value in vitals_rows(status))
         rows.append(("results", html.escape(self.location)))
         body = "".join(
             f"<tr><th style='text-align:left;padding-right:1em'>{key}</th><td style='text-align:left'>{value}</td></tr>"
@@ -432,7 +453,34 @@ def display_state(status: ExperimentStatus) -> str:
     progress.json is absent or says "starting"), else the backend's state."""
     if status.state == "running" and (not status.progress or status.progress.get("state") == "starting"):
         return "starting"
+    stalled = status.stalled_for
+    if stalled is not None:
+        return f"stalled ({span(stalled)} without progress)"
     return status.state
+
+
+def vitals_rows(status: ExperimentStatus) -> list[tuple[str, str]]:
+    """The derived figures worth a line (ETA, restarts, checkpoint age, cost so far), as (label, text)."""
+    figures = status.vitals
+    rows = []
+    if figures["eta_s"] is not None and status.state == "running":
+        rows.append(("ETA", span(figures["eta_s"])))
+    if figures["restarts"]:
+        rows.append(("restarts", str(figures["restarts"])))
+    if figures["checkpoint_age_s"] is not None:
+        rows.append(("checkpoint", f"{figures['checkpoint']} ({span(figures['checkpoint_age_s'])} ago)"))
+    if figures["cost_usd"] is not None:
+        rows.append(("cost so far", f"~${figures['cost_usd']:.2f} (est., the learner's node at list price)"))
+    return rows
+
+
+def span(seconds: float) -> str:
+    """A short length of time for people: ``45 s``, ``12 min``, ``3.5 h``."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def display_rate(status: ExperimentStatus) -> float | None:
@@ -449,6 +497,7 @@ _STATE_COLORS = {
     "succeeded": "#188038",
     "failed": "#d93025",
     "pending": "#e37400",
+    "stalled": "#d93025",
     "paused": "#e37400",
     "stopped": "#666",
 }

@@ -16,6 +16,7 @@ import builtins
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -146,8 +147,16 @@ class Sweep:
         return self
 
     def status(self) -> SweepStatus:
-        """Each trial's state and progress (state, timestep, episode, mean return), and the overall state."""
-        return self.backend.sweep_status(self.name)
+        """Each trial's state and progress (state, timestep, episode, mean return), and the overall state;
+        ``status.vitals`` and each trial's: percent done, ETA, best return, restarts (docs/contracts.md)."""
+        status = self.backend.sweep_status(self.name)
+        base = self.spec.experiment
+        trials = []
+        for trial in status.trials:
+            total = trial.params.get("total_timesteps", base.total_timesteps)
+            goal = ("timestep", total) if total else ("episode", trial.params.get("episodes", base.episodes) or 0)
+            trials.append(replace(trial, goal=goal if isinstance(goal[1], int) and goal[1] > 0 else None))
+        return replace(status, trials=trials)
 
     def wait(
         self,

@@ -6,6 +6,10 @@ It takes the runner's arguments and, for a learner role, "trains" ``STANDIN_EPIS
 (unless ``STANDIN_IGNORE_TERM`` is set: then it ignores SIGTERM, like a runner stuck in a wait). Each process
 appends its pid to ``runners.log`` in the work directory, so that a test counts the runners a run had (an
 env server's line says so; it only waits for SIGTERM).
+
+``STANDIN_HANG_AFTER=N`` makes the learner hang after episode N (no more progress.json heartbeats; SIGTERM
+still checkpoints it), like a runner stuck in an env step; with ``STANDIN_HANG_ONCE`` only the first process
+of the run hangs (it leaves ``hung`` in the work directory), so a restarted one finishes.
 """
 
 from __future__ import annotations
@@ -45,7 +49,15 @@ def main() -> int:
     start = int(latest.read_text().split("-")[1]) if latest.exists() else 0
     if start:
         print(f"resumed from checkpoint ckpt-{start}", flush=True)
+    hang_after = int(os.environ.get("STANDIN_HANG_AFTER", "0"))
+    if hang_after and os.environ.get("STANDIN_HANG_ONCE") and (workdir / "hung").exists():
+        hang_after = 0
     for episode in range(start + 1, episodes + 1):
+        if hang_after and episode > hang_after:
+            (workdir / "hung").write_text(f"{os.getpid()}\n")
+            print(f"hanging after episode {episode - 1}", flush=True)
+            while not terminated:
+                time.sleep(0.05)
         if terminated:
             name = f"ckpt-{episode - 1}"
             (workdir / "checkpoints" / name).mkdir(parents=True, exist_ok=True)
@@ -55,7 +67,9 @@ def main() -> int:
             return 143
         with open(workdir / "metrics.jsonl", "a", encoding="utf-8") as fh:
             fh.write(json.dumps({"episode": episode, "pid": os.getpid()}) + "\n")
-        (workdir / "progress.json").write_text(json.dumps({"episode": episode, "timestep": episode}))
+        now = time.time()
+        progress = {"state": "running", "episode": episode, "timestep": episode, "updated": now, "advanced_at": now}
+        (workdir / "progress.json").write_text(json.dumps(progress))
         print(f"episode {episode}", flush=True)
         time.sleep(delay)
     print(f"succeeded: {episodes} episodes (summary)", flush=True)

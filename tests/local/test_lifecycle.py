@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -638,3 +639,62 @@ def test_sweep_starts_at_the_same_moment_launch_one_scheduler(tmp_path: Path) ->
         for child in list(backend_module._CHILDREN):
             child.wait(30)
     assert not scheduler_alive(statedir) and not _alive(pid)
+
+
+# ---------------------------------------------------------------------- stalled learners (issue 30)
+
+
+def test_a_stalled_learner_is_restarted_once_from_its_checkpoint_and_finishes(
+    make_backend: Callable[..., LocalBackend], tmp_path: Path
+) -> None:
+    """The stand-in hangs after episode 3 (once): its supervisor sees no timestep for stall_timeout, stops it
+    (it checkpoints ckpt-3) and starts it again; the second runner resumes there and finishes."""
+    backend = make_backend(STANDIN_EPISODES="6", STANDIN_HANG_AFTER="3", STANDIN_HANG_ONCE="1")
+    backend.start(_spec("stall-once", stall_timeout="3s"), str(tmp_path / "results"))
+    workdir = _workdir(tmp_path, "stall-once")
+    final = backend.wait("stall-once", timeout=120)
+    log = (workdir / "logs" / "single-0.log").read_text()
+    assert final.state == "succeeded", log
+    assert final.roles[0].restarts == 1 and final.restarts == 1
+    assert re.search(r"single-0 stalled: no timestep for \d+ s \(stall_timeout 3 s\): restarting it", log), log
+    assert "resumed from checkpoint ckpt-3" in log
+    assert len(_runners(workdir)) == 2
+    assert _episodes(workdir) == [1, 2, 3, 4, 5, 6]  # nothing lost, nothing twice
+    assert final.to_dict()["vitals"]["restarts"] == 1
+
+
+def test_a_learner_that_stalls_again_after_its_restart_fails_saying_why(
+    make_backend: Callable[..., LocalBackend], tmp_path: Path
+) -> None:
+    backend = make_backend(STANDIN_EPISODES="6", STANDIN_HANG_AFTER="2")
+    backend.start(_spec("stall-twice", stall_timeout="2s"), str(tmp_path / "results"))
+    final = backend.wait("stall-twice", timeout=120)
+    assert final.state == "failed"
+    assert final.roles[0].restarts == 1
+    assert re.search(r"stalled: no timestep for \d+ s \(stall_timeout 2 s\), again", final.message or ""), final.message
+    assert len(_runners(_workdir(tmp_path, "stall-twice"))) == 2
+    assert not any(_alive(pid) for pid in _runners(_workdir(tmp_path, "stall-twice")))
+
+
+def test_status_shows_a_running_learner_without_progress_as_stalled(
+    make_backend: Callable[..., LocalBackend], tmp_path: Path
+) -> None:
+    """A hung learner's heartbeat is older than its stall_timeout: status, -o json and the notebook say
+    "stalled" and for how long, not "running" (its supervisor's restart is further away: 10 minutes)."""
+    from rlcloud.experiment import display_state
+
+    backend = make_backend(STANDIN_EPISODES="6", STANDIN_HANG_AFTER="2")
+    backend.start(_spec("hung"), str(tmp_path / "results"))
+    workdir = _workdir(tmp_path, "hung")
+    _wait_for(lambda: "hanging after episode 2" in (workdir / "logs" / "single-0.log").read_text(), 30, "the hang")
+    progress = json.loads((workdir / "progress.json").read_text())
+    assert backend.status("hung").stalled_for is None  # 2 episodes ago is seconds, not 10 minutes
+    # the heartbeat as it reads an hour later (the stand-in writes no more of it)
+    progress.update(advanced_at=time.time() - 3600, stall_timeout=600)
+    (workdir / "progress.json").write_text(json.dumps(progress))
+    status = backend.status("hung")
+    assert status.state == "running"  # what the processes say; the display and the json say more
+    assert status.stalled_for is not None and status.stalled_for >= 3600
+    assert display_state(status) == "stalled (60 min without progress)"
+    doc = status.to_dict()
+    assert doc["schema"] == 1 and doc["state"] == "stalled" and doc["vitals"]["stalled_for_s"] >= 3600

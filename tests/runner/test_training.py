@@ -88,6 +88,10 @@ def test_single_mode_learns(tmp_path: Path) -> None:
     progress = json.loads((tmp_path / "progress.json").read_text())
     assert progress["state"] == "succeeded" and progress["timestep"] == 6000
     assert progress["checkpoint"] == "ckpt-000000006000" == latest_checkpoint(tmp_path)
+    # the heartbeat and the checkpoint's time (issue 30): the last timestep and the last save were just now
+    assert progress["stall_timeout"] == 600 and progress["elapsed"] > 0
+    assert progress["updated"] - 60 < progress["advanced_at"] <= progress["updated"]
+    assert progress["updated"] - 60 < progress["checkpoint_at"] <= progress["updated"]
     assert any((tmp_path / "summaries").rglob("events.out.tfevents.*"))
 
 

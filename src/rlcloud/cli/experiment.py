@@ -306,7 +306,7 @@ def list_(args: argparse.Namespace) -> int:
         for column in _ROW_FIELDS.values():
             table.add_column(Text(column))
         for row in rows:
-            table.add_row(*(Text(_show(row[key])) for key in _ROW_FIELDS))
+            table.add_row(*(Text(_show(row[key], key)) for key in _ROW_FIELDS))
         console().print(table)
     return EXIT_OK
 
@@ -316,8 +316,14 @@ _ROW_FIELDS = {
     "state": "state",
     "timestep": "timestep",
     "total_timesteps": "of",
+    "percent": "%",
+    "eta_s": "ETA",
     "episode": "episode",
     "mean_return": "return",
+    "steps_per_second": "steps/s",
+    "restarts": "restarts",
+    "checkpoint_age_s": "checkpoint age",
+    "cost_usd": "cost $",
     "updated_ago_s": "updated",
     "runs_on": "runs on",
     "results": "results",
@@ -329,7 +335,7 @@ def experiment_row(name: str, cluster: Any, results: str | None) -> dict[str, An
     import time
 
     from rlcloud.errors import RLCloudError
-    from rlcloud.experiment import Experiment
+    from rlcloud.experiment import Experiment, display_state
 
     row: dict[str, Any] = dict.fromkeys(_ROW_FIELDS)
     row["name"] = name
@@ -341,12 +347,20 @@ def experiment_row(name: str, cluster: Any, results: str | None) -> dict[str, An
         return row
     prog = status.progress
     updated = prog.get("updated")
+    figures = status.vitals
     row.update(
-        state=status.state,
+        # "stalled" (with how long) rather than "running" for a learner without progress
+        state=display_state(status),
         timestep=prog.get("timestep"),
         total_timesteps=exp.spec.total_timesteps,
+        percent=figures["percent"],
+        eta_s=figures["eta_s"],
         episode=prog.get("episode"),
-        mean_return=prog.get("mean_return"),
+        mean_return=figures["mean_return"],
+        steps_per_second=figures["steps_per_second"],
+        restarts=figures["restarts"],
+        checkpoint_age_s=figures["checkpoint_age_s"],
+        cost_usd=figures["cost_usd"],
         updated_ago_s=round(time.time() - updated) if isinstance(updated, int | float) else None,
         runs_on=exp.cluster.describe() if exp.cluster is not None else "local",
         results=exp.location,
@@ -354,9 +368,13 @@ def experiment_row(name: str, cluster: Any, results: str | None) -> dict[str, An
     return row
 
 
-def _show(value: Any) -> str:
+def _show(value: Any, key: str = "") -> str:
     if value is None:
         return "-"
+    if key.endswith("_s") and isinstance(value, int | float):
+        from rlcloud.experiment import span
+
+        return span(value)
     if isinstance(value, float):
         return f"{value:.1f}"
     if isinstance(value, int):

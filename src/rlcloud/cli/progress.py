@@ -33,10 +33,11 @@ def status_table(status: ExperimentStatus) -> Any:
     from rich.table import Table
     from rich.text import Text
 
-    from rlcloud.experiment import display_rate, display_state
+    from rlcloud.experiment import display_rate, display_state, vitals_rows
 
     prog = status.progress
     head, details = _message_parts(status.message)
+    percent = status.vitals["percent"]
     table = Table(title=Text(f"{status.name}: {display_state(status)}"), title_justify="left", show_edge=False)
     table.add_column("role")
     table.add_column("state")
@@ -45,9 +46,12 @@ def status_table(status: ExperimentStatus) -> Any:
     for role in status.roles:
         detail = role.reason or (f"exit code {role.exit_code}" if role.exit_code not in (None, 0) else "")
         table.add_row(Text(role.label), Text(role.state), str(role.restarts), Text(detail))
+    more = " · ".join(f"{key} {value}" for key, value in vitals_rows(status))
     table.caption = Text(
         f"timesteps {_num(prog.get('timestep'))} · episodes {_num(prog.get('episode'))} · "
-        f"mean return {_num(prog.get('mean_return'), '{:.1f}')} · steps/s {_num(display_rate(status))}"
+        + (f"{percent:.0f}% done · " if percent is not None else "")
+        + f"mean return {_num(prog.get('mean_return'), '{:.1f}')} · steps/s {_num(display_rate(status))}"
+        + (f"\n{more}" if more else "")
         + (f"\n{head}" if head else "")
     )
     return Group(table, Text(details)) if details else table

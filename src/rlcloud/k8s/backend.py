@@ -618,7 +618,7 @@ class KubernetesBackend(ExperimentBackend):
                 reason = got.get("stop_reason") or reason
             else:
                 state = seen.state  # type: ignore[assignment]  # queued/pending/running: TrialState values
-            trials.append(TrialStatus(index, trial_name, params, seed, state, got, reason))
+            trials.append(TrialStatus(index, trial_name, params, seed, state, got, reason, restarts=seen.restarts))
         overall_state, message = _sweep_overall(job, trials)
         return SweepStatus(name=name, state=overall_state, trials=trials, message=message, backend=self.kind)
 

@@ -195,7 +195,12 @@ class LocalBackend(ExperimentBackend):
                 exp.stop_roles(running, self.grace_period)
         self._wait_for_previous_processes(exp)
         exp.logs_dir.mkdir(exist_ok=True)
-        for old in [*exp.state_dir.glob("*.exit"), *exp.state_dir.glob("*.runner")]:
+        for old in [
+            *exp.state_dir.glob("*.exit"),
+            *exp.state_dir.glob("*.runner"),
+            *exp.state_dir.glob("*.restarts"),
+            *exp.state_dir.glob("*.why"),
+        ]:
             old.unlink()
         # The spec the roles run with now; <workdir>/spec.yaml is the run's spec of record (rlcloud.record),
         # which a resume with a longer budget must not replace.
@@ -235,7 +240,7 @@ class LocalBackend(ExperimentBackend):
                     role_env.update(RLCLOUD_PORT=str(port), RLCLOUD_BIND_HOST="127.0.0.1")
                 if role is Role.AGENT:
                     role_env["RLCLOUD_ENV_SERVERS"] = env_servers
-                proc = self._launch(exp, role, index, spec_path, role_env)
+                proc = self._launch(exp, role, index, spec_path, role_env, spec.stall_timeout.seconds)
                 roles.append(
                     dict(
                         role=str(role),
@@ -282,7 +287,13 @@ class LocalBackend(ExperimentBackend):
         return [(role, index, next(ports) if role is Role.ENV_SERVER else None) for role, index in instances]
 
     def _launch(
-        self, exp: RunState, role: Role, index: int, spec_path: Path, env: dict[str, str]
+        self,
+        exp: RunState,
+        role: Role,
+        index: int,
+        spec_path: Path,
+        env: dict[str, str],
+        stall_timeout: float | None = None,
     ) -> subprocess.Popen[bytes]:
         label = role_label(role, index)
         log_path = exp.log_file(label)
@@ -290,9 +301,10 @@ class LocalBackend(ExperimentBackend):
             self.python, "-m", "rlcloud.runner", "--role", role, "--index", str(index),
             "--spec", str(spec_path), "--workdir", str(exp.workdir),
         ]  # fmt: skip
+        watch = ["--stall-timeout", str(stall_timeout)] if stall_timeout and role.is_learner else []
         command = [
             self.python, "-m", "rlcloud.local.supervisor", "--workdir", str(exp.workdir),
-            "--label", label, "--grace", str(self.grace_period), "--", *runner,
+            "--label", label, "--grace", str(self.grace_period), *watch, "--", *runner,
         ]  # fmt: skip
         with open(log_path, "ab") as log:
             log.write(f"----- {time.strftime('%Y-%m-%d %H:%M:%S')} starting {label}\n".encode())
@@ -329,9 +341,10 @@ class LocalBackend(ExperimentBackend):
     def _role_status(self, exp: RunState, role: RoleInfo, state: dict[str, Any]) -> RoleStatus:
         code = exp.exit_code(role.label)
         requested = bool(state.get("stop_requested"))
+        restarts = exp.restarts(role.label)  # a stalled runner its supervisor started again
         if code is None:
             if alive(role.pid, role.starttime):
-                return RoleStatus(role.role, role.index, "running")
+                return RoleStatus(role.role, role.index, "running", restarts=restarts)
             if exp.runner_alive(role.label):
                 # Its supervisor was killed: the runner got SIGTERM with it, and checkpoints and exits.
                 why = "its supervisor is gone: the runner stops after a checkpoint"
@@ -355,8 +368,12 @@ class LocalBackend(ExperimentBackend):
             reason = f"stopped on request (exit code {code})"
         else:
             role_state = "failed"
-            reason = f"exit code {code}: {last_line(exp.log_file(role.label))}"
-        return RoleStatus(role.role, role.index, role_state, exit_code=code, reason=reason)
+            try:  # the supervisor ended it (a stall) and said why
+                why = exp.why_file(role.label).read_text(encoding="utf-8").strip()
+            except OSError:
+                why = last_line(exp.log_file(role.label))
+            reason = f"exit code {code}: {why}"
+        return RoleStatus(role.role, role.index, role_state, restarts=restarts, exit_code=code, reason=reason)
 
     def _overall(
         self, exp: RunState, state: dict[str, Any], roles: list[RoleStatus]
@@ -573,6 +590,7 @@ class LocalBackend(ExperimentBackend):
                     trial_state(status.state, status.progress),
                     status.progress,
                     status.progress.get("stop_reason") or failed,
+                    restarts=status.restarts,
                 )
             else:
                 trial = TrialStatus(index, trial_name, params, seed, "queued")

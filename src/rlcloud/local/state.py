@@ -9,6 +9,8 @@ directory (``<results root>/<name>/`` for a local root, a cache directory for a 
     .rlcloud-local/state.json    pids, ports, start time, stop/pause requests
     .rlcloud-local/<role>-<index>.exit   the role's exit code, written by its supervisor
     .rlcloud-local/<role>-<index>.runner the role's runner process (pid, start time), written by its supervisor
+    .rlcloud-local/<role>-<index>.restarts  how often its supervisor restarted a stalled runner (this start)
+    .rlcloud-local/<role>-<index>.why    why its supervisor ended the runner itself (stalled again), if it did
     .rlcloud-local/<role>-<index>.lock   flock-ed by the role's supervisor and runner for as long as they live
     .rlcloud-local/control.lock  flock-ed by a start or a stop while it decides and acts (one at a time)
 
@@ -275,6 +277,21 @@ class RunState:
             return int(self.exit_file(label).read_text().strip())
         except (FileNotFoundError, ValueError):
             return None
+
+    def restarts_file(self, label: str) -> Path:
+        """Where the supervisor of ``label`` counts the times it started a stalled runner again."""
+        return self.state_dir / f"{label}.restarts"
+
+    def why_file(self, label: str) -> Path:
+        """Where the supervisor of ``label`` says why it ended the runner itself (a stall), when it did."""
+        return self.state_dir / f"{label}.why"
+
+    def restarts(self, label: str) -> int:
+        """How often the supervisor of ``label`` restarted its runner in this start of the run (0 when never)."""
+        try:
+            return int(self.restarts_file(label).read_text().strip() or 0)
+        except (OSError, ValueError):
+            return 0
 
     def log_file(self, label: str) -> Path:
         """The log file of ``label``."""

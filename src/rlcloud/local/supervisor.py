@@ -9,6 +9,12 @@ lifecycle rules without anyone watching:
 - any role failed (an exit code other than 0, or 143/130 after a stop or pause): the other roles are
   stopped, and the run is failed.
 
+- the learner stalled (``--stall-timeout``: its progress.json says "running" but its timestep has not
+  advanced for that long, :func:`rlcloud.backend.stalled_for`): the runner is stopped (SIGTERM, then SIGKILL
+  after the grace period) and started again once, resuming from its latest checkpoint
+  (``.rlcloud-local/<label>.restarts`` counts it); stalled a second time it is stopped and the role fails,
+  the log's exit line saying why.
+
 A SIGTERM/SIGINT is forwarded to the runner (it checkpoints and exits); after the grace period the
 runner's whole process group is killed. One before the runner started means it never starts.
 
@@ -27,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -36,6 +43,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rlcloud.backend import stalled_for
 from rlcloud.errors import NotFoundError, WorkloadError
 from rlcloud.local.state import POLL_S, RunState, acquire_flock, atomic_write
 from rlcloud.roles import LEARNER_ROLES, poll_until
@@ -56,8 +64,25 @@ EXIT_DUPLICATE = 75
 LOCK_WAIT_S = 5.0
 
 
-def supervise(workdir: Path, label: str, command: list[str], grace_period: float = DEFAULT_GRACE_PERIOD) -> int:
-    """Run ``command``, record its exit code, and apply the lifecycle rules (module docstring)."""
+#: Times a stalled runner is started again before its role fails.
+STALL_RESTARTS = 1
+
+#: Seconds between two reads of progress.json by a supervisor watching for a stall.
+STALL_POLL_S = 1.0
+
+
+def supervise(
+    workdir: Path,
+    label: str,
+    command: list[str],
+    grace_period: float = DEFAULT_GRACE_PERIOD,
+    stall_timeout: float | None = None,
+) -> int:
+    """Run ``command``, record its exit code, and apply the lifecycle rules (module docstring).
+
+    ``stall_timeout``: seconds the runner may train without a timestep before it is restarted (once), then
+    failed; None: not watched (env servers, which only serve).
+    """
     run = RunState(workdir)
     received: list[int] = []
     kill_at: list[float] = []
@@ -82,19 +107,49 @@ def supervise(workdir: Path, label: str, command: list[str], grace_period: float
         return _finish(run, label, 128 + received[0], grace_period, "stopped before its runner started")
     env = dict(os.environ)
     env[PARENT_ENV] = str(os.getpid())
-    # The runner inherits the role's lock (pass_fds): it stays held while either process lives. Forked from
-    # the main thread: the kernel's parent-death signal follows the thread that forked.
-    child = subprocess.Popen(
-        command, stdin=subprocess.DEVNULL, env=env, pass_fds=(lock,), preexec_fn=die_with_parent(os.getpid())
-    )
-    run.write_runner(label, child.pid)
+
+    def launch() -> subprocess.Popen[bytes]:
+        # The runner inherits the role's lock (pass_fds): it stays held while either process lives. Forked
+        # from the main thread: the kernel's parent-death signal follows the thread that forked.
+        proc = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, env=env, pass_fds=(lock,), preexec_fn=die_with_parent(os.getpid())
+        )
+        run.write_runner(label, proc.pid)
+        return proc
+
+    child = launch()
     if received and not kill_at:  # a signal between the check above and the fork
         forward(received[0], None)
+    launched = time.time()
+    next_look = time.monotonic() + STALL_POLL_S
+    restarts = 0
     while True:
         try:
             code = child.wait(timeout=POLL_S)
             break
         except subprocess.TimeoutExpired:
+            if stall_timeout is not None and not received and time.monotonic() >= next_look:
+                next_look = time.monotonic() + STALL_POLL_S
+                idle = _stalled(run, launched, stall_timeout)
+                if idle is not None:
+                    if restarts >= STALL_RESTARTS:
+                        why = f"stalled: no timestep for {idle:.0f} s (stall_timeout {stall_timeout:g} s), again"
+                        print(f"----- {label} {why}: stopping it, the role fails", flush=True)
+                        code = _end_child(child, grace_period, label)
+                        return _finish(run, label, code if code != 0 else 1, grace_period, why)
+                    restarts += 1
+                    print(
+                        f"----- {label} stalled: no timestep for {idle:.0f} s (stall_timeout {stall_timeout:g} s): "
+                        "restarting it from its latest checkpoint",
+                        flush=True,
+                    )
+                    atomic_write(run.restarts_file(label), f"{restarts}\n")
+                    _end_child(child, grace_period, label)
+                    if received:  # a stop came while it ended: it is not started again
+                        return _finish(run, label, 128 + received[0], grace_period, "stopped during a stall restart")
+                    child = launch()
+                    launched = time.time()
+                    continue
             # A runner that ignores SIGTERM too long (stuck in a wait) is killed here, with everything
             # it started (its process group is ours), after its exit code (137) has been recorded.
             if kill_at and time.monotonic() >= kill_at[0]:
@@ -110,11 +165,41 @@ def supervise(workdir: Path, label: str, command: list[str], grace_period: float
     return _finish(run, label, code, grace_period)
 
 
+def _stalled(run: RunState, launched: float, stall_timeout: float) -> float | None:
+    """Seconds the runner started at ``launched`` has trained without a timestep, once past ``stall_timeout``."""
+    try:
+        progress = json.loads((run.workdir / "progress.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(progress, dict):
+        return None
+    beat = progress.get("advanced_at", progress.get("updated"))
+    # the runner started after the last beat (a restart) is judged from its own start
+    beat = max(beat, launched) if isinstance(beat, int | float) else launched
+    return stalled_for({**progress, "advanced_at": beat, "stall_timeout": stall_timeout}, time.time())
+
+
+def _end_child(child: subprocess.Popen[bytes], grace_period: float, label: str) -> int:
+    """SIGTERM the runner (it checkpoints when it can), SIGKILL it after ``grace_period``; its exit code."""
+    with contextlib.suppress(ProcessLookupError):
+        child.send_signal(signal.SIGTERM)
+    try:
+        code = child.wait(timeout=grace_period)
+    except subprocess.TimeoutExpired:
+        print(f"----- {label} did not stop within {grace_period:g} s of SIGTERM: killing it", flush=True)
+        with contextlib.suppress(ProcessLookupError):
+            child.kill()
+        code = child.wait()
+    return 128 - code if code < 0 else code
+
+
 def _finish(run: RunState, label: str, code: int, grace_period: float, why: str = "") -> int:
     """Record ``code`` (after its log line) and apply the lifecycle rules to the other roles."""
     suffix = f" ({why})" if why else ""
     print(f"----- {time.strftime('%Y-%m-%d %H:%M:%S')} {label} exited with code {code}{suffix}", flush=True)
     _ship_log(run, label)
+    if why:  # before the exit code: whoever reads the code finds the reason
+        atomic_write(run.why_file(label), why + "\n")
     atomic_write(run.exit_file(label), f"{code}\n")
 
     role = label.rsplit("-", 1)[0]
@@ -165,12 +250,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--workdir", required=True)
     parser.add_argument("--label", required=True)
     parser.add_argument("--grace", type=float, default=DEFAULT_GRACE_PERIOD, help="seconds from SIGTERM to SIGKILL")
+    parser.add_argument(
+        "--stall-timeout", type=float, default=None, help="seconds without a timestep before a restart (learner)"
+    )
     parser.add_argument("runner", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.runner[1:] if args.runner[:1] == ["--"] else args.runner
     if not command:
         raise WorkloadError("the supervisor needs a command after --")
-    return supervise(Path(args.workdir), args.label, command, args.grace)
+    return supervise(Path(args.workdir), args.label, command, args.grace, args.stall_timeout)
 
 
 if __name__ == "__main__":

@@ -250,9 +250,13 @@ class Trainer:
         self.agent: Any = None
         self._counters = _Counters()
         self._checkpoint: str | None = None
+        self._checkpoint_at: float | None = None  # wall time the latest checkpoint was written
         self._returns: deque[float] = deque(maxlen=MEAN_WINDOW)
         self._rate: deque[tuple[float, int]] = deque(maxlen=64)
         self._timestep0: int | None = None  # the timestep this process started training at
+        # The heartbeat: when the timestep (or an evaluation episode) last advanced, and where it stood then.
+        self._advanced_at = time.time()
+        self._advanced_timestep: int | None = None
         self._summary_writer: Any = None
         #: True once the training loop runs (a stop request is then honoured with a checkpoint).
         self.running = False
@@ -333,6 +337,8 @@ class Trainer:
         )
         self._returns.extend(state.get("recent_returns", []))
         self._checkpoint = name
+        with contextlib.suppress(OSError):
+            self._checkpoint_at = (directory / "state.json").stat().st_mtime
         episode = self._counters.episode
         dropped = _truncate_jsonl(self.workdir / "metrics.jsonl", lambda r: int(r.get("episode", 0)) <= episode)
         dropped += _truncate_jsonl(self.workdir / "evaluation.jsonl", lambda r: int(r.get("at_episode", 0)) <= episode)
@@ -528,6 +534,9 @@ class Trainer:
                 }
                 fh.write(json.dumps(record) + "\n")
                 fh.flush()
+                # an evaluation episode is progress too: a long evaluation must not read as a stall
+                self._advanced_at = time.time()
+                self._write_progress("running")
         if returns:
             logger.info(
                 "evaluation at episode %d: mean return %.1f over %d episodes", c.episode, np.mean(returns), len(returns)
@@ -587,6 +596,7 @@ class Trainer:
         os.replace(tmp, final)
         atomic_write_text(root / "LATEST", name + "\n", fsync=True)
         self._checkpoint = name
+        self._checkpoint_at = time.time()
         size = sum(f.stat().st_size for f in final.iterdir() if f.is_file())
         logger.info(
             "checkpoint %s (timestep %d, episode %d, %.1f MB) in %.2f s",
@@ -637,7 +647,10 @@ class Trainer:
             previous = {}
         progress: dict[str, Any] = {"timestep": 0, "episode": 0, "mean_return": None, "checkpoint": None}
         progress.update(previous if isinstance(previous, dict) else {})
-        progress.update(state="starting", steps_per_second=None, updated=time.time())
+        now = time.time()
+        # a fresh process gets a whole stall_timeout from its start, whatever the previous one did
+        progress.update(state="starting", steps_per_second=None, updated=now, advanced_at=now)
+        progress["stall_timeout"] = self.spec.stall_timeout.seconds
         progress.pop("stop_reason", None)
         try:
             self.workdir.mkdir(parents=True, exist_ok=True)
@@ -649,6 +662,9 @@ class Trainer:
         c = self._counters
         if not self.workdir.exists():
             return
+        now = time.time()
+        if c.timestep != self._advanced_timestep:
+            self._advanced_timestep, self._advanced_at = c.timestep, now
         progress = {
             "state": state,
             "timestep": c.timestep,
@@ -656,8 +672,13 @@ class Trainer:
             "mean_return": self._mean_return(),
             # None ("-") until this process has made a step: a resumed run's 0 would read as "stuck"
             "steps_per_second": (None if self._timestep0 in (None, c.timestep) else round(self._steps_per_second(), 1)),
-            "updated": time.time(),
+            "updated": now,
+            # the heartbeat (docs/contracts.md): status calls a run stalled when this is stall_timeout old
+            "advanced_at": self._advanced_at,
+            "stall_timeout": self.spec.stall_timeout.seconds,
             "checkpoint": self._checkpoint,
+            "checkpoint_at": self._checkpoint_at,
+            "elapsed": round(c.elapsed, 1),
             # this process's CPU time (TensorFlow's start included): what packing trials onto cores costs
             "cpu_seconds": round(time.process_time(), 2),
         }

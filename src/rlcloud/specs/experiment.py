@@ -43,6 +43,9 @@ MAX_SEED = 2**32 - 1
 #: Evaluation episodes per evaluation.
 MAX_EVALUATION_EPISODES = 100_000
 
+#: Shortest stall_timeout: the runner writes its heartbeat every second, so less would flag healthy runs.
+MIN_STALL_TIMEOUT = 2
+
 
 def _check_class(path: Any, kind: str, key: str) -> None:
     """Refuse a dotted path that does not name a class of ``kind``. Its module is imported (importing is
@@ -259,6 +262,16 @@ class ExperimentSpec(StrictModel):
         Frequency(600, "s"),
         description="Checkpoint every N seconds ('600s'), episodes ('100e') or timesteps ('5000t'); empty: at the end.",
     )
+    stall_timeout: Duration = Field(
+        Duration(600),
+        json_schema_extra=why(
+            "a learner whose timestep has not advanced for this long is shown as stalled; locally its "
+            "supervisor restarts it once from its latest checkpoint, then fails it (a slow env step or a long "
+            "evaluation must fit in it: evaluation episodes count as progress)"
+        ),
+        description="How long a training learner may go without a timestep before it counts as stalled "
+        "('10m', '90s'; at least 2 s: the runner reports every second). Longer than a checkpoint save takes.",
+    )
     summary_frequency: Frequency | None = Field(
         Frequency(120, "s"),
         description="TensorBoard summaries every N seconds ('120s') or timesteps ('1000t'); empty: none.",
@@ -291,6 +304,18 @@ class ExperimentSpec(StrictModel):
             # misleading "not a valid integer" problem
             data = {**data, "num_workers": DEFAULT_WORKERS.get(mode, 1) if isinstance(mode, str) else 1}
         return data
+
+    @field_validator("stall_timeout")
+    @classmethod
+    def _stall_timeout(cls, value: Duration) -> Duration:
+        if value.seconds < MIN_STALL_TIMEOUT:
+            raise PydanticCustomError(
+                "stall_timeout",
+                "stall_timeout must be at least {min} s (the runner reports its progress every second), "
+                "e.g. '10m' (the default) or '90s'",
+                {"min": MIN_STALL_TIMEOUT},
+            )
+        return value
 
     @field_validator("name")
     @classmethod
