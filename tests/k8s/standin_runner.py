@@ -15,6 +15,9 @@ exit codes and results layout as the real runner (docs/contracts.md), in miniatu
 - ``--sweep SWEEP.yaml --index I`` (a sweep's pod) runs trial ``I`` into ``$RLCLOUD_SWEEP_RESULTS/<trial>``
   (this one imports rlcloud's SweepSpec to name it); ``STANDIN_FAIL_TRIAL=<index>:<code>`` makes that
   trial exit with that code (``all:<code>``: every trial).
+- ``STANDIN_HANG_AFTER=N`` makes a learner hang after N episodes (its heartbeat, ``advanced_at`` in
+  progress.json, stops; SIGTERM still checkpoints it); ``STANDIN_STALL_TIMEOUT`` is the stall_timeout its
+  progress.json says (the real runner's comes from the spec).
 """
 
 from __future__ import annotations
@@ -84,7 +87,13 @@ def learner(role: str, results: Path) -> int:
     for entry in servers:
         _send(entry, b"hello\n")
     print(f"{role}: training with {len(servers)} env servers", flush=True)
+    hang_after = int(os.environ.get("STANDIN_HANG_AFTER", "0"))
+    stall_timeout = float(os.environ.get("STANDIN_STALL_TIMEOUT", "600"))
     for episode in range(start, episodes):
+        if hang_after and episode >= hang_after:
+            print(f"hanging after episode {episode}", flush=True)
+            while not terminated:
+                time.sleep(0.05)
         if terminated:
             name = f"ckpt-{episode}"
             (results / "checkpoints" / name).mkdir(parents=True, exist_ok=True)
@@ -95,7 +104,8 @@ def learner(role: str, results: Path) -> int:
             print(f"checkpoint {name} on SIGTERM", flush=True)
             return 143
         print(f"episode {episode} return {10 + episode}", flush=True)
-        _write_json(results / "progress.json", {"state": "running", "episode": episode + 1, "timestep": 0})
+        beat = {"advanced_at": time.time(), "stall_timeout": stall_timeout}
+        _write_json(results / "progress.json", {"state": "running", "episode": episode + 1, "timestep": 0, **beat})
         time.sleep(delay)
     for entry in servers:
         _send(entry, b"done\n")

@@ -357,3 +357,22 @@ def test_a_failed_agent_releases_its_env_servers(
         assert status.state == "failed"
         eventually(lambda: not kubelet.running(), what="env servers stopped")
     assert apiserver.get_object("Job", "cartpole-env", "rl")["spec"]["suspend"] is True
+
+
+def test_a_hung_learner_shows_as_stalled_not_running(
+    apiserver: FakeKubeApiServer, backend: KubernetesBackend, tmp_path: Path, results: str
+) -> None:
+    """The learner's pod runs on but its heartbeat stops (issue 30): within stall_timeout plus a heartbeat the
+    status, its display and -o json say "stalled" (the pod still reads running), and a stop still checkpoints."""
+    from rlcloud.experiment import display_state
+
+    backend.start(make_spec("single"), results)
+    env = {"STANDIN_EPISODES": "40", "STANDIN_DELAY": "0.05", "STANDIN_HANG_AFTER": "2", "STANDIN_STALL_TIMEOUT": "2"}
+    with kubelet_for(apiserver, tmp_path, **env):
+        eventually(lambda: backend.status("cartpole").stalled_for is not None, timeout=60, what="a stall")
+        status = backend.status("cartpole")
+        assert status.state == "running" and [r.state for r in status.roles] == ["running"]
+        assert display_state(status).startswith("stalled (") and status.to_dict()["state"] == "stalled"
+        assert status.progress["episode"] == 2
+        backend.stop("cartpole")
+    assert (Path(results) / "cartpole" / "checkpoints" / "LATEST").read_text() == "ckpt-2"

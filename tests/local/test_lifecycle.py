@@ -677,7 +677,7 @@ def test_a_learner_that_stalls_again_after_its_restart_fails_saying_why(
 
 
 def test_status_shows_a_running_learner_without_progress_as_stalled(
-    make_backend: Callable[..., LocalBackend], tmp_path: Path
+    make_backend: Callable[..., LocalBackend], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A hung learner's heartbeat is older than its stall_timeout: status, -o json and the notebook say
     "stalled" and for how long, not "running" (its supervisor's restart is further away: 10 minutes)."""
@@ -698,3 +698,14 @@ def test_status_shows_a_running_learner_without_progress_as_stalled(
     assert display_state(status) == "stalled (60 min without progress)"
     doc = status.to_dict()
     assert doc["schema"] == 1 and doc["state"] == "stalled" and doc["vitals"]["stalled_for_s"] >= 3600
+    # the facade adds the goal (300 timesteps): percent done; list and the notebook show the same
+    root = str(tmp_path / "results")
+    exp = Experiment.attach("hung", results=root)
+    assert exp.status().vitals["percent"] == round(100 * progress["timestep"] / 300, 1)
+    assert "stalled (60 min without progress)" in exp._repr_html_()
+    capsys.readouterr()
+    assert main(["experiment", "list", "-o", "json", "--results", root]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["state"] == "stalled (60 min without progress)" and row["percent"] == exp.status().vitals["percent"]
+    assert main(["experiment", "status", "hung", "-o", "json", "--results", root]) == 0
+    assert json.loads(capsys.readouterr().out)["state"] == "stalled"
