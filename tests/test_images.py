@@ -1,10 +1,13 @@
-"""The runner images: Docker cannot run here, so the Dockerfiles are parsed and checked against the code.
+"""The runner images' Dockerfiles, parsed and checked against the code (in seconds, with no container engine;
+./scripts/check-images builds the CPU image with podman and trains the example in it, in CI after the tests).
 
 A small parser for the Dockerfile instruction grammar (parser directives, comments, line continuations,
 exec-form JSON arrays, ARG substitution in FROM) reads images/*/Dockerfile. The checks: the final stage's
 ENTRYPOINT is the command the Kubernetes builders give every container, the runner accepts the arguments
 they pass, the modules named exist, the user is not root, every base image is pinned, the files copied
-into the image are in the build context, and the GPU image installs the locked TensorFlow version.
+into the image are in the build context, bind-mount targets are absolute (buildah 1.28 refuses relative
+ones), and the GPU image installs the locked TensorFlow version with the pinned CUDA wheels
+(images/gpu/cuda-wheels.txt), whose resolution is checked as a dry run.
 """
 
 from __future__ import annotations
