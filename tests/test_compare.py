@@ -162,34 +162,84 @@ def test_summary_over_seeds_per_configuration(grid: Path) -> None:
     assert list(summary.columns) == ["agent.learning_rate", *SUMMARY_COLUMNS]
     rows = {row["agent.learning_rate"]: row for row in summary.to_dict("records")}
     fast, slow, mid = rows[1e-3], rows[3e-4], rows[5e-4]
-    assert (fast["n"], fast["mean"], fast["iqm"], fast["seeds"]) == (2, 150.0, 150.0, [1, 2])
-    # the bootstrap means of two values are 100, 150 or 200: the 2.5/97.5 percentiles are the extremes
-    assert (fast["ci_low"], fast["ci_high"]) == (100.0, 200.0)
-    # equal values: the interval is the value; one value: no interval
-    assert (slow["n"], slow["mean"], slow["ci_low"], slow["ci_high"]) == (2, 10.0, 10.0, 10.0)
-    assert mid["n"] == 1 and mid["mean"] == 42.0 and math.isnan(mid["ci_low"]) and math.isnan(mid["ci_high"])
+    assert (fast["n"], fast["mean"], fast["iqm"], fast["median"], fast["seeds"]) == (2, 150.0, 150.0, 150.0, [1, 2])
+    # two seeds: no statistic has an interval that keeps its promise, and the notes say why
+    for row in (fast, slow, mid):
+        assert all(math.isnan(row[f"{s}_{end}"]) for s in ("iqm", "mean", "median") for end in ("low", "high"))
+    notes = " ".join(summary.attrs["notes"])
+    assert "IQM's interval needs 3 seeds" in notes and "mean's interval needs 20 seeds" in notes
+    assert "median's interval needs 6 seeds" in notes
+    # the best IQM is lr 1e-3's; the others say how many seeds would tell them from it
+    assert math.isnan(fast["seeds_needed"]) and slow["seeds_needed"] >= 2
+    assert math.isnan(mid["seeds_needed"])  # one seed has no spread to go by
     # summarize() of a table is the same as by="config"
     again = summarize(rlcloud.compare(runs, results=str(grid)))
     pd.testing.assert_frame_equal(again, summary)
 
 
-def test_interquartile_mean_and_interval_match_scipy() -> None:
-    values = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 100.0])
-    table = pd.DataFrame({"run": [f"r{i}" for i in range(8)], "objective": values, "seed": range(8)})
+def _table(values: Any, seeds: Any = None) -> pd.DataFrame:
+    values = list(values)
+    table = pd.DataFrame(
+        {"run": [f"r{i}" for i in range(len(values))], "objective": values, "seed": seeds or range(len(values))}
+    )
     table.attrs["parameters"] = []
-    row = summarize(table).iloc[0]
+    return table
+
+
+def test_each_statistic_has_its_own_interval() -> None:
+    values = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 100.0])
+    row = summarize(_table(values)).iloc[0]
     assert row["iqm"] == 4.5  # the mean of 3, 4, 5, 6: the outlier is cut
-    assert row["mean"] == values.mean()
-    expected = scipy.stats.bootstrap(
-        (values,), np.mean, n_resamples=2000, method="percentile", rng=np.random.default_rng(0)
-    ).confidence_interval
-    assert (row["ci_low"], row["ci_high"]) == (expected.low, expected.high)
-    assert row["ci_low"] < row["mean"] < row["ci_high"]
-    # along an axis (the plots' bands): equal columns give the value, one row gives NaN
-    low, high = confidence_interval(np.array([[1.0, 5.0], [3.0, 5.0]]), axis=0)
-    assert low[1] == high[1] == 5.0 and 1.0 <= low[0] <= high[0] <= 3.0
-    one_low, _ = confidence_interval(np.array([[1.0, 5.0]]), axis=0)
-    assert np.isnan(one_low).all()
+    assert row["mean"] == values.mean() and row["median"] == 4.5
+    # the IQM's: Tukey-McLaughlin, the winsorized values 3,3,3,4,5,6,6,6 and t with 3 degrees of freedom
+    winsorized = np.array([3.0, 3, 3, 4, 5, 6, 6, 6])
+    se = math.sqrt(7 * winsorized.var(ddof=1) / (4 * 3))
+    half = scipy.stats.t.ppf(0.975, 3) * se
+    assert row["iqm_low"] == pytest.approx(4.5 - half) and row["iqm_high"] == pytest.approx(4.5 + half)
+    # the median's: order statistics; at n=8, x(2)..x(7) covers 93.0%, so x(1)..x(8) (99.2%); at n=10 x(2)..x(9)
+    assert (row["median_low"], row["median_high"]) == (1.0, 100.0)
+    ten = summarize(_table([*values, 8.0, 9.0])).iloc[0]
+    assert (ten["median_low"], ten["median_high"]) == (2.0, 9.0)
+    # 8 seeds: no interval of the mean
+    assert math.isnan(row["mean_low"]) and "20 seeds" in summarize(_table(values)).attrs["notes"][0]
+
+
+def test_the_mean_interval_from_20_seeds_is_bootstrap_t_and_seeded() -> None:
+    from rlcloud import intervals
+
+    values = np.random.default_rng(3).lognormal(0, 0.5, 20) * 100
+    row = summarize(_table(values)).iloc[0]
+    assert row["mean_low"] < values.mean() < row["mean_high"]
+    assert (row["mean_low"], row["mean_high"]) == intervals.mean_interval(values)  # seeded: reproducible
+    # skewed to the right: the studentized interval reaches further above the mean than below
+    assert row["mean_high"] - values.mean() > values.mean() - row["mean_low"]
+    assert summarize(_table(values)).attrs["notes"] == []
+    # equal values: the interval is the value
+    flat = summarize(_table([5.0] * 20)).iloc[0]
+    assert (flat["mean_low"], flat["mean_high"], flat["iqm_low"], flat["iqm_high"]) == (5.0, 5.0, 5.0, 5.0)
+
+
+def test_seeds_needed_grows_as_the_difference_shrinks() -> None:
+    from rlcloud import intervals
+
+    rng = np.random.default_rng(0)
+    base = rng.normal(0, 1, 10)
+    base = (base - base.mean()) / base.std(ddof=1)  # a spread of exactly 1
+    wide = intervals.seeds_needed(base + 1.0, base)  # 1 standard deviation apart: ~17 seeds each
+    narrow = intervals.seeds_needed(base + 0.5, base)
+    assert wide is not None and narrow is not None and 14 <= wide <= 20 and narrow > 3 * wide
+    assert intervals.seeds_needed(base, base) is None and intervals.seeds_needed([1.0, 1.0], [2.0, 2.0]) == 2
+
+
+def test_plot_bands_are_the_iqms_interval_along_an_axis() -> None:
+    from rlcloud import intervals
+
+    data = np.array([[1.0, 5.0], [3.0, 5.0], [2.0, 5.0]])
+    low, high = confidence_interval(data, axis=0)
+    assert low[1] == high[1] == 5.0 and low[0] < 2.0 < high[0]
+    assert (low[0], high[0]) == pytest.approx(intervals.iqm_interval(data[:, 0]))
+    two_low, _ = confidence_interval(data[:2], axis=0)
+    assert np.isnan(two_low).all()  # 2 seeds: no interval
 
 
 def test_runs_in_cloud_storage_are_read_from_the_bucket(fake_gcs: Any, gcs_bucket: str, monkeypatch: Any) -> None:
@@ -213,9 +263,10 @@ def test_plot_runs_writes_a_png(grid: Path, tmp_path: Path) -> None:
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert legend == ["learning_rate=0.001 (n=2)", "learning_rate=0.0003 (n=2)"]
     assert fig._repr_png_().startswith(PNG_MAGIC)
-    # two curves, each with a band, and the evaluation markers of the first configuration
+    # two curves, no band (2 seeds have no interval), and the evaluation markers of the first configuration
     ax = fig.axes[0]
-    assert len(ax.collections) == 2
+    assert ax.get_ylabel() == "IQM over seeds of the mean return over the last 20 episodes"
+    assert len(ax.collections) == 0
     xs = sorted(x for line in ax.lines if line.get_marker() == "o" for x in line.get_xdata())
     assert xs == [100, 250]
 
@@ -303,7 +354,7 @@ def test_two_real_seeds_compared(tmp_path: Path) -> None:
     assert (table["episodes"] > 0).all() and table["objective"].notna().all()
     summary = rlcloud.compare(table, by="config")
     assert summary.loc[0, "n"] == 2 and summary.loc[0, "seeds"] == [1, 2]
-    assert summary.loc[0, "ci_low"] <= summary.loc[0, "mean"] <= summary.loc[0, "ci_high"]
+    assert summary.loc[0, "mean"] == table["objective"].mean()
     plot_runs(runs, path=tmp_path / "two.png")
     assert (tmp_path / "two.png").read_bytes().startswith(PNG_MAGIC)
 
@@ -347,6 +398,7 @@ def test_cli_compare_prints_tables_json_csv_and_writes_the_plot(
     assert main(["compare", *runs, "--results", str(grid)]) == 0
     out = capsys.readouterr().out
     assert "4 runs (mean_return)" in out and "over seeds, per configuration" in out
+    assert "no iqm interval: the IQM's interval needs 3 seeds" in out  # 2 seeds each: says why, no bounds
     assert "agent.learning_rate" in out and "fast-s2" in out
 
     assert main(["compare", *runs, "--results", str(grid), "-o", "json"]) == 0

@@ -53,7 +53,10 @@ def compare(args: argparse.Namespace) -> int:
             from rlcloud.errors import MissingExtraError
 
             try:
-                console().print(frame_table(summarize(table), "over seeds, per configuration"))
+                summary = summarize(table)
+                console().print(frame_table(summary, "over seeds, per configuration (95% intervals)"))
+                for note in summary.attrs.get("notes", []):
+                    print(note)
             except MissingExtraError as exc:  # the per-run table is still worth having: say what is missing
                 print(f"(no statistics over seeds: {exc})", file=sys.stderr)
     else:
