@@ -383,6 +383,9 @@ def test_a_sweeps_results_and_plot_come_from_compare(tmp_path: Path) -> None:
     assert list(table["seed"]) == [1, 2, 1] and list(table["objective"]) == [1.0, 2.0, 1.0]
     summary = rlcloud.compare(table, by="config")
     assert list(summary["n"]) == [2, 1] and list(summary["mean"]) == [1.5, 1.0]
+    found = sweep.best()
+    assert found.parameters == {"agent.learning_rate": 1e-3} and found.value == 1.5 and found.n == 2
+    assert found.separated is None and "an interval is missing" in str(found)  # 2 seeds and 1: no intervals
     sweep.plot(tmp_path / "lr.png")
     assert (tmp_path / "lr.png").read_bytes().startswith(PNG_MAGIC)
 
@@ -420,3 +423,59 @@ def test_cli_compare_prints_tables_json_csv_and_writes_the_plot(
 
     assert main(["compare", "fast-s1", "nothing-here", "--results", str(grid)]) == 1
     assert "nothing-here" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------ against rliable
+
+REFERENCE = json.loads((Path(__file__).parent / "data" / "rliable_reference.json").read_text())
+
+
+@pytest.mark.parametrize("case", REFERENCE["cases"], ids=[c["name"] for c in REFERENCE["cases"]])
+def test_statistics_and_comparisons_match_rliable(case: dict[str, Any]) -> None:
+    """rliable 1.2.0's outputs on the same inputs (tests/data/rliable_reference.py computed them once)."""
+    from rlcloud import intervals
+
+    x, y, taus = np.array(case["x"]), np.array(case["y"]), np.array(case["taus"])
+    assert float(intervals.iqm(x)) == pytest.approx(case["iqm"], abs=1e-3)
+    # rliable's aggregate median is the median over tasks of each task's mean: with one task, the mean
+    assert float(x.mean()) == pytest.approx(case["mean"], abs=1e-3) == pytest.approx(case["median"], abs=1e-3)
+    assert intervals.probability_of_improvement(x, y) == pytest.approx(case["probability_of_improvement"], abs=1e-3)
+    assert intervals.performance_profile(x, taus) == pytest.approx(case["performance_profile"], abs=1e-3)
+    # the intervals are percentile bootstraps of the same resampling scheme (each side within itself), 20,000
+    # resamples each; rliable draws with arch's generator and rlcloud with numpy's: the bounds of these
+    # small-sample statistics move in steps of 1/(n m) or 1/n, and land on the same step
+    low, high = intervals.probability_of_improvement_interval(x, y)
+    assert (low, high) == pytest.approx(case["probability_of_improvement_interval"], abs=1e-3)
+    plow, phigh = intervals.performance_profile_interval(x, taus)
+    assert plow == pytest.approx(case["performance_profile_interval"][0], abs=1e-3)
+    assert phigh == pytest.approx(case["performance_profile_interval"][1], abs=1e-3)
+
+
+def test_best_says_whether_the_lead_is_outside_the_intervals() -> None:
+    from rlcloud.compare import best, performance_profiles
+
+    first = [450.0, 462, 441, 455, 447, 458]
+    far = [*first, *(v - 150 for v in first), 446, 455, 436, 451, 443, 449]
+    table = pd.DataFrame(
+        {
+            "run": [f"r{i}" for i in range(18)],
+            "agent.learning_rate": [1e-3] * 6 + [1e-4] * 6 + [3e-4] * 6,
+            "objective": far,
+            "seed": list(range(1, 7)) * 3,
+        }
+    )
+    table.attrs["parameters"] = ["agent.learning_rate"]
+    found = best(table)
+    assert found.parameters == {"agent.learning_rate": 1e-3} and found.runner_up == {"agent.learning_rate": 3e-4}
+    assert found.statistic == "iqm" and found.n == 6 and found.low < found.value < found.high
+    assert found.separated is False  # 452 vs 447 with a spread of 6-8: the intervals overlap
+    assert 0.5 < found.probability_of_improvement <= 1 and found.seeds_needed is not None
+    assert "not separated" in str(found) and "learning_rate=0.001" in str(found)
+    # 1e-3 against 1e-4 alone: 150 apart, separated, every run of one beats every run of the other
+    apart = best(table[table["agent.learning_rate"] != 3e-4].copy().__finalize__(table), statistic="median")
+    assert apart.separated is True and apart.probability_of_improvement == 1.0
+    assert "outside the intervals" in str(apart)
+    profiles = performance_profiles(table, [0.0, 400.0, 1000.0])
+    assert list(profiles.columns) == ["agent.learning_rate", "threshold", "fraction", "low", "high", "n"]
+    by = profiles.set_index(["agent.learning_rate", "threshold"])["fraction"]
+    assert (by[(1e-3, 0.0)], by[(1e-3, 400.0)], by[(1e-4, 400.0)], by[(1e-3, 1000.0)]) == (1.0, 1.0, 0.0, 0.0)

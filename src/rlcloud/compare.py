@@ -37,9 +37,12 @@ if TYPE_CHECKING:
 __all__ = [
     "RUN_COLUMNS",
     "SUMMARY_COLUMNS",
+    "Best",
     "RunResults",
+    "best",
     "compare",
     "load_runs",
+    "performance_profiles",
     "plot_runs",
     "records",
     "summarize",
@@ -394,6 +397,172 @@ def summarize(
             f"{statistic}'s configuration with 80% power, at the observed difference and spread"
         )
     return summary
+
+
+@dataclass
+class Best:
+    """The best configuration by a statistic over seeds, and whether its lead is outside the intervals.
+
+    ``str(best)`` is a sentence for people; the fields are for code.
+    """
+
+    statistic: str
+    parameters: dict[str, Any]
+    value: float
+    low: float
+    high: float
+    n: int
+    #: the second-best configuration's parameters and statistic (None when there is one configuration)
+    runner_up: dict[str, Any] | None = None
+    runner_up_value: float = math.nan
+    runner_up_low: float = math.nan
+    runner_up_high: float = math.nan
+    #: True when the best's interval lies wholly above the runner-up's; None when either has no interval
+    separated: bool | None = None
+    #: P(a run of the best beats a run of the runner-up), rliable's probability of improvement, with interval
+    probability_of_improvement: float = math.nan
+    probability_of_improvement_low: float = math.nan
+    probability_of_improvement_high: float = math.nan
+    #: seeds per configuration a t-test needs to tell the two apart at the observed spread (None: too many)
+    seeds_needed: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        def name(params: dict[str, Any] | None) -> str:
+            return ", ".join(f"{k}={_short_value(v)}" for k, v in (params or {}).items()) or "the only configuration"
+
+        def interval(low: float, high: float) -> str:
+            return "no interval" if math.isnan(low) else f"95% interval {low:.4g}..{high:.4g}"
+
+        text = f"best by {self.statistic}: {name(self.parameters)}: {self.value:.4g} "
+        text += f"({interval(self.low, self.high)}, n={self.n})"
+        if self.runner_up is None:
+            return text
+        text += (
+            f"; runner-up {name(self.runner_up)}: {self.runner_up_value:.4g} "
+            f"({interval(self.runner_up_low, self.runner_up_high)})"
+        )
+        if self.separated is None:
+            text += "; the lead cannot be judged: an interval is missing"
+        else:
+            text += "; the lead is " + (
+                "outside the intervals" if self.separated else "within the intervals (not separated)"
+            )
+        if not math.isnan(self.probability_of_improvement):
+            text += (
+                f"; P(improvement) {self.probability_of_improvement:.2f} "
+                f"({self.probability_of_improvement_low:.2f}..{self.probability_of_improvement_high:.2f})"
+            )
+        if self.seeds_needed is not None:
+            text += f"; ~{self.seeds_needed} seeds each would separate them at this spread"
+        return text
+
+
+def best(
+    table: pd.DataFrame, *, statistic: str = "iqm", value: str = "objective", confidence_level: float = 0.95
+) -> Best:
+    """The configuration with the highest ``statistic`` over its seeds in a :func:`compare` table, and how
+    sure that is: each interval, whether they overlap, the probability of improvement over the runner-up.
+
+    Raises:
+        SpecError: no run has a value, or ``statistic`` is not one of iqm, mean, median.
+    """
+    from rlcloud import intervals
+
+    summary = summarize(table, value=value, confidence_level=confidence_level, statistic=statistic)
+    parameters = summary.attrs["parameters"]
+    ranked = summary[summary[statistic].notna()].sort_values(statistic, ascending=False, kind="stable")
+    if ranked.empty:
+        raise SpecError("no run has a value of the objective yet: nothing to rank")
+    samples = _samples(table, parameters, value)
+    top = ranked.iloc[0]
+    top_key = tuple(top[p] for p in parameters)
+    found = Best(
+        statistic=statistic,
+        parameters={p: _json_value(top[p]) for p in parameters},
+        value=float(top[statistic]),
+        low=float(top[f"{statistic}_low"]),
+        high=float(top[f"{statistic}_high"]),
+        n=int(top["n"]),
+        notes=list(summary.attrs["notes"]),
+    )
+    if len(ranked) > 1:
+        second = ranked.iloc[1]
+        second_key = tuple(second[p] for p in parameters)
+        found.runner_up = {p: _json_value(second[p]) for p in parameters}
+        found.runner_up_value = float(second[statistic])
+        found.runner_up_low = float(second[f"{statistic}_low"])
+        found.runner_up_high = float(second[f"{statistic}_high"])
+        if not (math.isnan(found.low) or math.isnan(found.runner_up_high)):
+            found.separated = found.low > found.runner_up_high
+        x, y = samples[top_key], samples[second_key]
+        found.probability_of_improvement = intervals.probability_of_improvement(x, y)
+        low, high = intervals.probability_of_improvement_interval(x, y, confidence_level)
+        found.probability_of_improvement_low, found.probability_of_improvement_high = low, high
+        found.seeds_needed = intervals.seeds_needed(x, y)
+    return found
+
+
+def _samples(table: pd.DataFrame, parameters: list[str], value: str) -> dict[tuple[Any, ...], Any]:
+    groups = table.groupby(parameters, dropna=False, sort=False) if parameters else [((), table)]
+    out = {}
+    for key, group in groups:
+        keys = key if isinstance(key, tuple) else (key,)
+        out[tuple(keys)] = group[value].dropna().astype(float).to_numpy()
+    return out
+
+
+def performance_profiles(
+    table: pd.DataFrame,
+    thresholds: Sequence[float] | None = None,
+    *,
+    value: str = "objective",
+    points: int = 21,
+    confidence_level: float = 0.95,
+) -> pd.DataFrame:
+    """Performance profiles as rliable defines them: per configuration, the fraction of its runs whose
+    ``value`` is above each threshold, with a percentile bootstrap interval over the runs.
+
+    Args:
+        table: a :func:`compare` table.
+        thresholds: the return thresholds (default: ``points`` evenly from the lowest value to the highest).
+        value: the column profiled.
+        points: thresholds when none are given.
+        confidence_level: of the intervals.
+
+    Returns:
+        One row per configuration and threshold: the parameters, ``threshold``, ``fraction``, ``low``,
+        ``high``, ``n``.
+    """
+    import numpy as np
+    import pandas as pd
+
+    from rlcloud import intervals
+
+    parameters = [p for p in table.attrs.get("parameters", []) if p in table.columns]
+    samples = _samples(table, parameters, value)
+    every = np.concatenate([v for v in samples.values() if len(v)] or [np.zeros(0)])
+    if thresholds is None:
+        thresholds = np.linspace(every.min(), every.max(), points).tolist() if len(every) else []
+    taus = np.asarray(thresholds, dtype=float)
+    rows = []
+    for key, values in samples.items():
+        fractions = intervals.performance_profile(values, taus) if len(values) else np.full(len(taus), np.nan)
+        low, high = intervals.performance_profile_interval(values, taus, confidence_level)
+        for i, tau in enumerate(taus):
+            rows.append(
+                {
+                    **dict(zip(parameters, key, strict=True)),
+                    "threshold": float(tau),
+                    "fraction": float(fractions[i]),
+                    "low": float(low[i]),
+                    "high": float(high[i]),
+                    "n": len(values),
+                }
+            )
+    frame = pd.DataFrame(rows, columns=[*parameters, "threshold", "fraction", "low", "high", "n"])
+    frame.attrs["parameters"] = parameters
+    return frame
 
 
 def confidence_interval(values: Any, *, confidence_level: float = 0.95, axis: int = 0) -> tuple[Any, Any]:

@@ -46,6 +46,7 @@ __all__ = [
     "median_interval",
     "percentile_bootstrap_mean",
     "performance_profile",
+    "performance_profile_interval",
     "probability_of_improvement",
     "probability_of_improvement_interval",
     "seeds_needed",
@@ -285,7 +286,7 @@ def probability_of_improvement(x: Any, y: Any) -> float:
 
 
 def probability_of_improvement_interval(
-    x: Any, y: Any, confidence_level: float = 0.95, *, n_resamples: int = 2000, seed: int = 0
+    x: Any, y: Any, confidence_level: float = 0.95, *, n_resamples: int = 20_000, seed: int = 0
 ) -> tuple[float, float]:
     """Percentile bootstrap interval of :func:`probability_of_improvement`, resampling ``x`` and ``y`` each
     within itself (rliable's stratified bootstrap for one task). Fewer than 2 runs on a side: NaN bounds."""
@@ -307,6 +308,24 @@ def performance_profile(values: Any, thresholds: Any) -> Any:
     np = _np()
     data = np.asarray(values, dtype=float)
     return (data[None, :] > np.asarray(thresholds, dtype=float)[:, None]).mean(axis=1)
+
+
+def performance_profile_interval(
+    values: Any, thresholds: Any, confidence_level: float = 0.95, *, n_resamples: int = 20_000, seed: int = 0
+) -> tuple[Any, Any]:
+    """Percentile bootstrap interval of :func:`performance_profile` at each threshold, resampling the runs
+    (rliable's ``create_performance_profile`` intervals for one task). Fewer than 2 runs: NaN bounds."""
+    np = _np()
+    data = np.asarray(values, dtype=float)
+    taus = np.asarray(thresholds, dtype=float)
+    if len(data) < 2:
+        nan = np.full(len(taus), np.nan)
+        return nan, nan.copy()
+    rng = np.random.default_rng(seed)
+    resampled = data[rng.integers(0, len(data), size=(n_resamples, len(data)))]
+    fractions = (resampled[:, None, :] > taus[None, :, None]).mean(axis=-1)
+    alpha = 1 - confidence_level
+    return np.quantile(fractions, alpha / 2, axis=0), np.quantile(fractions, 1 - alpha / 2, axis=0)
 
 
 def seeds_needed(x: Any, y: Any, *, power: float = 0.8, alpha: float = 0.05, most: int = 1000) -> int | None:

@@ -208,6 +208,14 @@ class Sweep:
         options.setdefault("objective", self.spec.objective)
         return compare(self.experiments(started=True), **options)
 
+    def best(self, statistic: str = "iqm", **options: Any) -> Any:
+        """The best configuration by ``statistic`` (``"iqm"``, ``"mean"`` or ``"median"``) over its seeds, and
+        whether its lead over the runner-up is outside the intervals (:class:`rlcloud.compare.Best`; print it
+        for a sentence). ``options`` go to :meth:`results`."""
+        from rlcloud.compare import best
+
+        return best(self.results(**options), statistic=statistic)
+
     def plot(self, path: str | Path | None = None, **options: Any) -> Any:
         """Mean return per configuration over seeds, with a 95% confidence band (a matplotlib Figure;
         saved as PNG when ``path`` is given)."""
