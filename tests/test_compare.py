@@ -25,7 +25,7 @@ from rlcloud.compare import (
     records,
     summarize,
 )
-from rlcloud.errors import MissingExtraError, NotFoundError, require, require_installed
+from rlcloud.errors import MissingExtraError, NotFoundError, SpecError, require, require_installed
 from rlcloud.storage import open_store
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -51,7 +51,7 @@ def write_run(
         "environment": {"type": "gym", "level": "CartPole-v1"},
         "agent": {"type": "ppo", "batch_size": 5, "learning_rate": lr},
         "network": "auto",
-        "total_timesteps": 1000,
+        "total_timesteps": len(returns) * steps_per_episode,
         "seed": seed,
         "run_mode": "single",
         "results": str(where) if isinstance(where, Path) else None,  # differs by root: must not count
@@ -156,8 +156,9 @@ def test_runs_without_results_are_named(grid: Path) -> None:
 
 
 def test_summary_over_seeds_per_configuration(grid: Path) -> None:
-    write_run(grid, "mid-s1", lr=5e-4, seed=1, returns=[42.0] * 3)
+    write_run(grid, "mid-s1", lr=5e-4, seed=1, returns=[42.0] * 25)
     runs = ["fast-s1", "fast-s2", "slow-s1", "slow-s2", "mid-s1"]
+    # slow-s2 is still running, but at the others' 250 timesteps: the same budget
     summary = rlcloud.compare(runs, results=str(grid), by="config")
     assert list(summary.columns) == ["agent.learning_rate", *SUMMARY_COLUMNS]
     rows = {row["agent.learning_rate"]: row for row in summary.to_dict("records")}
@@ -184,6 +185,59 @@ def _table(values: Any, seeds: Any = None) -> pd.DataFrame:
     )
     table.attrs["parameters"] = []
     return table
+
+
+def test_runs_of_different_budgets_are_flagged_and_compared_by_choice(tmp_path: Path) -> None:
+    from rlcloud.compare import BudgetError
+
+    root = tmp_path / "results"
+    ramp = [float(i) for i in range(100)]  # return i at timestep 10 (i + 1)
+    write_run(root, "full-s1", seed=1, returns=ramp)
+    write_run(root, "full-s2", seed=2, returns=[r + 10 for r in ramp])
+    budget = {"total_timesteps": 1000}  # the spec's, the same for all three
+    write_run(
+        root,
+        "early-s3",
+        seed=3,
+        returns=ramp[:40],
+        state="stopped-early",
+        evaluation={200: [5.0], 400: [9.0]},
+        extra_spec=budget,
+    )
+    runs = ["full-s1", "full-s2", "early-s3"]
+    table = rlcloud.compare(runs, results=str(root))
+    assert table.attrs["short_runs"] == ["early-s3 (stopped-early at 400 timesteps)"]
+    assert list(table["objective"]) == [89.5, 99.5, 29.5]  # the per-run table shows every run as it is
+    with pytest.raises(BudgetError, match=r"early-s3 \(stopped-early at 400 timesteps\).*budgets='common'"):
+        summarize(table)
+    # at the common budget: each run's last 20 episodes by timestep 400 (returns 20..39)
+    common = rlcloud.compare(runs, results=str(root), budgets="common")
+    assert list(common["objective"]) == [29.5, 39.5, 29.5] and common.attrs["common_budget"] == 400
+    summary = summarize(common)
+    assert summary.loc[0, "n"] == 3 and "common budget of 400 timesteps" in " ".join(summary.attrs["notes"])
+    evaluation = rlcloud.compare(runs, results=str(root), budgets="common", objective="evaluation")
+    assert evaluation["objective"].iloc[2] == 9.0  # the round at 400, not after
+    # or without the short run
+    complete = rlcloud.compare(runs, results=str(root), budgets="complete", by="config")
+    assert complete.loc[0, "n"] == 2 and complete.loc[0, "seeds"] == [1, 2]
+    assert "early-s3" in " ".join(complete.attrs["notes"])
+    with pytest.raises(SpecError, match="budgets must be"):
+        rlcloud.compare(runs, results=str(root), budgets="sometimes")  # type: ignore[arg-type]
+
+
+def test_a_repeated_seed_is_refused_unless_asked(tmp_path: Path) -> None:
+    from rlcloud.compare import BudgetError
+
+    root = tmp_path / "results"
+    write_run(root, "a", seed=1, returns=[1.0] * 5)
+    write_run(root, "b", seed=1, returns=[3.0] * 5)
+    write_run(root, "c", seed=2, returns=[5.0] * 5)
+    write_run(root, "other-lr", lr=3e-4, seed=1, returns=[7.0] * 5)  # seed 1 of another configuration: fine
+    with pytest.raises(BudgetError, match=r"a \(seed 1\), b \(seed 1\).*repeated_seeds=True"):
+        rlcloud.compare(["a", "b", "c", "other-lr"], results=str(root), by="config")
+    allowed = rlcloud.compare(["a", "b", "c", "other-lr"], results=str(root), by="config", repeated_seeds=True)
+    assert list(allowed["n"]) == [3, 1]
+    assert rlcloud.compare(["a", "c", "other-lr"], results=str(root), by="config")["n"].tolist() == [2, 1]
 
 
 def test_each_statistic_has_its_own_interval() -> None:
@@ -398,18 +452,30 @@ def test_cli_compare_prints_tables_json_csv_and_writes_the_plot(
     monkeypatch.setenv("COLUMNS", "200")  # a terminal wide enough that no header wraps
 
     runs = ["fast-s1", "fast-s2", "slow-s1", "slow-s2"]
+    # slow-s3 is still running, 100 timesteps in: the per-run table, no statistics until a budget is chosen
+    write_run(grid, "slow-s3", lr=3e-4, seed=3, returns=[10.0] * 10, state="running")
+    assert main(["compare", *runs, "slow-s3", "--results", str(grid)]) == 0
+    captured = capsys.readouterr()
+    assert "5 runs (mean_return)" in captured.out and "over seeds" not in captured.out
+    assert "slow-s3 (running at 100 timesteps)" in captured.err and "--budgets common" in captured.err
+    assert main(["compare", *runs, "slow-s3", "--results", str(grid), "--by", "config", "-o", "json"]) == 2
+    assert "--budgets complete" in capsys.readouterr().err
+    assert main(["compare", *runs, "slow-s3", "--results", str(grid), "--budgets", "complete"]) == 0
+    assert "left out (budgets='complete'): slow-s3" in capsys.readouterr().out
     assert main(["compare", *runs, "--results", str(grid)]) == 0
     out = capsys.readouterr().out
     assert "4 runs (mean_return)" in out and "over seeds, per configuration" in out
     assert "no iqm interval: the IQM's interval needs 3 seeds" in out  # 2 seeds each: says why, no bounds
     assert "agent.learning_rate" in out and "fast-s2" in out
 
-    assert main(["compare", *runs, "--results", str(grid), "-o", "json"]) == 0
+    assert main(["compare", *runs, "--results", str(grid), "-o", "json"]) == 0  # rows need no choice
     rows = json.loads(capsys.readouterr().out)
     assert [r["run"] for r in rows] == runs and [r["objective"] for r in rows] == [100.0, 200.0, 10.0, 10.0]
     assert rows[2]["final_evaluation"] is None  # valid JSON: no NaN
 
-    assert main(["compare", *runs, "--results", str(grid), "--by", "config", "-o", "json"]) == 0
+    assert (
+        main(["compare", *runs, "--results", str(grid), "--by", "config", "--budgets", "complete", "-o", "json"]) == 0
+    )
     summary = json.loads(capsys.readouterr().out)
     assert [(r["agent.learning_rate"], r["n"], r["mean"]) for r in summary] == [(1e-3, 2, 150.0), (3e-4, 2, 10.0)]
 

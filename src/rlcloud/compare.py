@@ -38,6 +38,7 @@ __all__ = [
     "RUN_COLUMNS",
     "SUMMARY_COLUMNS",
     "Best",
+    "BudgetError",
     "RunResults",
     "best",
     "compare",
@@ -49,6 +50,7 @@ __all__ = [
 ]
 
 Objective = Literal["mean_return", "evaluation"]
+Budgets = Literal["refuse", "common", "complete"]
 
 #: The per-run columns after ``run`` and the differing parameters (``compare()``'s table), in order.
 RUN_COLUMNS: tuple[str, ...] = (
@@ -113,9 +115,14 @@ class RunResults:
         """The spec's seed (None when unseeded or no spec was recorded)."""
         return (self.spec or {}).get("seed")
 
-    def training_objective(self, window: int = 20) -> float:
-        """Mean return of the last ``window`` training episodes (NaN before the first episode)."""
-        returns = [float(r["return"]) for r in self.metrics if "return" in r]
+    def training_objective(self, window: int = 20, until: float | None = None) -> float:
+        """Mean return of the last ``window`` training episodes (NaN before the first episode); with
+        ``until``, of the last ``window`` episodes that ended by that timestep."""
+        returns = [
+            float(r["return"])
+            for r in self.metrics
+            if "return" in r and (until is None or float(r.get("timestep", 0)) <= until)
+        ]
         return sum(returns[-window:]) / len(returns[-window:]) if returns else math.nan
 
     def evaluation_means(self) -> list[tuple[int, float]]:
@@ -127,10 +134,11 @@ class RunResults:
                 rounds.setdefault(int(at), []).append(float(r["return"]))
         return [(at, sum(v) / len(v)) for at, v in sorted(rounds.items())]
 
-    def final_evaluation(self) -> float:
-        """Mean return of the last evaluation round (NaN when none ran)."""
-        means = self.evaluation_means()
-        return means[-1][1] if means else math.nan
+    def final_evaluation(self, until: float | None = None) -> float:
+        """Mean return of the last evaluation round (NaN when none ran); with ``until``, of the last round
+        at or before that timestep."""
+        means = [m for at, m in self.evaluation_means() if until is None or at <= until]
+        return means[-1] if means else math.nan
 
 
 # ----------------------------------------------------------------------------------------------- reading
@@ -238,6 +246,8 @@ def compare(
     window: int = 20,
     by: Literal["run", "config"] = "run",
     confidence_level: float = 0.95,
+    budgets: Budgets = "refuse",
+    repeated_seeds: bool = False,
 ) -> pd.DataFrame:
     """Compare runs: one row per run, or with ``by="config"`` one row per configuration over its seeds.
 
@@ -250,6 +260,13 @@ def compare(
         window: training episodes in the ``"mean_return"`` objective.
         by: ``"run"`` for the per-run table, ``"config"`` for :func:`summarize` of it.
         confidence_level: of the intervals with ``by="config"``.
+        budgets: what to do with runs that trained less than the others (still running, stopped early,
+            failed, or short of their spec's ``total_timesteps``): ``"refuse"`` (default) flags them
+            (``attrs["short_runs"]``) and refuses statistics over seeds that would average them with full
+            runs; ``"common"`` takes every run's objective at the common budget (the fewest timesteps any run
+            reached); ``"complete"`` leaves the short runs out (``attrs["left_out"]``).
+        repeated_seeds: allow a configuration to hold two runs with the same seed (refused by default: the
+            same seed twice counts one outcome twice).
 
     Returns:
         By run: ``run`` (the run's name), the parameters that differ between the runs (dotted spec fields,
@@ -267,7 +284,13 @@ def compare(
     else:
         if objective not in ("mean_return", "evaluation"):
             raise SpecError(f"objective must be 'mean_return' or 'evaluation', not {objective!r}")
-        table = run_table(load_runs(runs, results=results), objective=objective, window=window)
+        table = run_table(
+            load_runs(runs, results=results),
+            objective=objective,
+            window=window,
+            budgets=budgets,
+            repeated_seeds=repeated_seeds,
+        )
     if by == "config":
         return summarize(table, confidence_level=confidence_level)
     if by != "run":
@@ -275,31 +298,47 @@ def compare(
     return table
 
 
-def run_table(loaded: Sequence[RunResults], *, objective: Objective = "mean_return", window: int = 20) -> pd.DataFrame:
-    """The per-run table of :func:`compare` for runs already read with :func:`load_runs`."""
+def run_table(
+    loaded: Sequence[RunResults],
+    *,
+    objective: Objective = "mean_return",
+    window: int = 20,
+    budgets: Budgets = "refuse",
+    repeated_seeds: bool = False,
+) -> pd.DataFrame:
+    """The per-run table of :func:`compare` for runs already read with :func:`load_runs` (``budgets`` and
+    ``repeated_seeds`` as there)."""
     import pandas as pd
 
+    if budgets not in ("refuse", "common", "complete"):
+        raise SpecError(f"budgets must be 'refuse', 'common' or 'complete', not {budgets!r}")
     params = differing_parameters([run.spec for run in loaded])
     parameters = list(params[0]) if params else []
+    reached = [_reached(run) for run in loaded]
+    short = [_short(run, steps, reached, parameters) for run, steps in zip(loaded, reached, strict=True)]
+    common = min(reached) if reached else 0
     rows = []
-    for run, values in zip(loaded, params, strict=True):
+    left_out = []
+    for run, values, steps, why in zip(loaded, params, reached, short, strict=True):
+        if why and budgets == "complete":
+            left_out.append(f"{run.name} ({why})")
+            continue
         progress = run.progress or {}
-        last = run.metrics[-1] if run.metrics else {}
-        timesteps = progress.get("timestep", last.get("timestep", 0))
         episodes = progress.get("episode", len(run.metrics))
         wall_time = max((float(r["time"]) for r in run.metrics if "time" in r), default=math.nan)
         speed = progress.get("steps_per_second")
         if speed is None and wall_time > 0:
-            speed = timesteps / wall_time
-        final_evaluation = run.final_evaluation()
-        value = final_evaluation if objective == "evaluation" else run.training_objective(window)
+            speed = steps / wall_time
+        until = common if budgets == "common" and any(short) else None
+        final_evaluation = run.final_evaluation(until)
+        value = final_evaluation if objective == "evaluation" else run.training_objective(window, until)
         rows.append(
             {
                 "run": run.name,
                 **values,
                 "seed": run.seed,
                 "state": progress.get("state", "unknown"),
-                "timesteps": int(timesteps or 0),
+                "timesteps": int(steps or 0),
                 "episodes": int(episodes or 0),
                 "objective": value,
                 "final_evaluation": final_evaluation,
@@ -311,7 +350,36 @@ def run_table(loaded: Sequence[RunResults], *, objective: Objective = "mean_retu
     table = pd.DataFrame(rows, columns=["run", *parameters, *RUN_COLUMNS])
     table.attrs["parameters"] = parameters
     table.attrs["objective"] = objective
+    table.attrs["budgets"] = budgets
+    table.attrs["repeated_seeds"] = repeated_seeds
+    table.attrs["short_runs"] = [f"{run.name} ({why})" for run, why in zip(loaded, short, strict=True) if why]
+    table.attrs["left_out"] = left_out
+    if budgets == "common" and any(short):
+        table.attrs["common_budget"] = int(common)
     return table
+
+
+def _reached(run: RunResults) -> int:
+    progress = run.progress or {}
+    last = run.metrics[-1] if run.metrics else {}
+    return int(progress.get("timestep", last.get("timestep", 0)) or 0)
+
+
+def _short(run: RunResults, steps: int, reached: Sequence[int], parameters: Sequence[str]) -> str:
+    """Why this run trained less than the others ("" when it did not). Runs that all stopped at about the
+    same timestep (2%: episodes end where they end) have the same budget, whatever their state."""
+    if not reached or steps >= 0.98 * max(reached):
+        return ""
+    state = (run.progress or {}).get("state", "unknown")
+    budget = (run.spec or {}).get("total_timesteps")
+    if state != "succeeded":
+        return f"{state} at {steps:,} timesteps"
+    if isinstance(budget, int) and steps < budget:
+        return f"{steps:,} of {budget:,} timesteps"
+    if "total_timesteps" not in parameters and "episodes" not in parameters:
+        # succeeded on a smaller budget than the others (an episode budget, or none recorded): not comparable
+        return f"{steps:,} timesteps, the longest run {max(reached):,}"
+    return ""
 
 
 def records(table: pd.DataFrame) -> list[dict[str, Any]]:
@@ -364,6 +432,7 @@ def summarize(
     if statistic not in intervals.STATISTICS:
         raise SpecError(f"statistic must be one of {', '.join(intervals.STATISTICS)}, not {statistic!r}")
     parameters = [p for p in table.attrs.get("parameters", []) if p in table.columns]
+    _check_guards(table, parameters)
     groups = table.groupby(parameters, dropna=False, sort=False) if parameters else [((), table)]
     rows = []
     notes: dict[str, str] = {}
@@ -391,6 +460,13 @@ def summarize(
     summary.attrs["statistic"] = statistic
     summary.attrs["confidence_level"] = confidence_level
     summary.attrs["notes"] = [f"no {name} interval: {why}" for name, why in notes.items()]
+    if table.attrs.get("left_out"):
+        summary.attrs["notes"].append("left out (budgets='complete'): " + ", ".join(table.attrs["left_out"]))
+    if "common_budget" in table.attrs:
+        summary.attrs["notes"].append(
+            f"every run compared at the common budget of {table.attrs['common_budget']:,} timesteps "
+            f"(budgets='common'; shorter: {', '.join(table.attrs['short_runs'])})"
+        )
     if len(rows) > 1:
         summary.attrs["notes"].append(
             f"seeds_needed: seeds per configuration for a t-test (5%, two-sided) to tell its mean from the best "
@@ -563,6 +639,32 @@ def performance_profiles(
     frame = pd.DataFrame(rows, columns=[*parameters, "threshold", "fraction", "low", "high", "n"])
     frame.attrs["parameters"] = parameters
     return frame
+
+
+class BudgetError(SpecError):
+    """Runs of different budgets, or a repeated seed, would be averaged together: choose what to do."""
+
+
+def _check_guards(table: pd.DataFrame, parameters: list[str]) -> None:
+    short = table.attrs.get("short_runs", [])
+    if short and table.attrs.get("budgets", "refuse") == "refuse":
+        raise BudgetError(
+            f"{len(short)} of {len(table)} runs trained less than the others: {', '.join(short)}. Averaging them "
+            "with full runs compares different budgets: compare every run at the common budget "
+            "(budgets='common', --budgets common) or leave the short runs out (budgets='complete', "
+            "--budgets complete)"
+        )
+    if table.attrs.get("repeated_seeds", False) or "seed" not in table.columns:
+        return
+    keyed = table[table["seed"].notna()]
+    columns = [*parameters, "seed"]
+    repeated = keyed[keyed.duplicated(columns, keep=False)]
+    if not repeated.empty:
+        names = ", ".join(f"{r['run']} (seed {r['seed']})" for _, r in repeated.iterrows())
+        raise BudgetError(
+            f"the same seed appears twice in one configuration: {names}; one outcome would count twice. "
+            "Compare distinct seeds, or allow it (repeated_seeds=True, --allow-repeated-seeds)"
+        )
 
 
 def confidence_interval(values: Any, *, confidence_level: float = 0.95, axis: int = 0) -> tuple[Any, Any]:

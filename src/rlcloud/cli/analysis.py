@@ -7,6 +7,22 @@ import sys
 
 from rlcloud.cli._parser import EXIT_OK, Arg, command
 
+#: how runs that trained less than the others, and repeated seeds, are treated (compare and sweep results)
+GUARDS = (
+    Arg(
+        "--budgets",
+        choices=("refuse", "common", "complete"),
+        default="refuse",
+        help="runs that trained less (running, stopped early): refuse statistics (default), compare every run "
+        "at the common budget, or leave the short runs out",
+    ),
+    Arg(
+        "--allow-repeated-seeds",
+        action="store_true",
+        help="count two runs of one configuration with the same seed (refused by default)",
+    ),
+)
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -36,7 +52,8 @@ if TYPE_CHECKING:
             default=None,
             help="with -o json|yaml|csv: one row per run (default) or per configuration over its seeds",
         ),
-        Arg("--plot", metavar="FILE.png", help="also write the plot: mean over seeds with a 95%% confidence band"),
+        Arg("--plot", metavar="FILE.png", help="also write the plot: IQM over seeds with its 95%% interval"),
+        *GUARDS,
     ],
 )
 def compare(args: argparse.Namespace) -> int:
@@ -45,11 +62,12 @@ def compare(args: argparse.Namespace) -> int:
     from rlcloud.compare import load_runs, plot_runs, records, run_table, summarize
 
     loaded = load_runs(args.runs, results=args.results)
-    table = run_table(loaded, objective=args.objective)
+    table = run_table(loaded, objective=args.objective, budgets=args.budgets, repeated_seeds=args.allow_repeated_seeds)
     fmt = output_format(args)
     if fmt == "table":
         console().print(frame_table(table.drop(columns=["location"]), f"{len(loaded)} runs ({args.objective})"))
         if args.by != "run" and len(loaded) > 1:
+            from rlcloud.compare import BudgetError
             from rlcloud.errors import MissingExtraError
 
             try:
@@ -57,7 +75,7 @@ def compare(args: argparse.Namespace) -> int:
                 console().print(frame_table(summary, "over seeds, per configuration (95% intervals)"))
                 for note in summary.attrs.get("notes", []):
                     print(note)
-            except MissingExtraError as exc:  # the per-run table is still worth having: say what is missing
+            except (MissingExtraError, BudgetError) as exc:  # the per-run table is still worth having: say why
                 print(f"(no statistics over seeds: {exc})", file=sys.stderr)
     else:
         frame = summarize(table) if args.by == "config" else table
