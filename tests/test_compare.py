@@ -545,3 +545,79 @@ def test_best_says_whether_the_lead_is_outside_the_intervals() -> None:
     assert list(profiles.columns) == ["agent.learning_rate", "threshold", "fraction", "low", "high", "n"]
     by = profiles.set_index(["agent.learning_rate", "threshold"])["fraction"]
     assert (by[(1e-3, 0.0)], by[(1e-3, 400.0)], by[(1e-4, 400.0)], by[(1e-3, 1000.0)]) == (1.0, 1.0, 0.0, 0.0)
+
+
+# --------------------------------------------------------------------------------- the sweep as the handle
+
+
+def _hand_written_sweep(tmp_path: Path) -> tuple[Any, Path]:
+    from rlcloud import Sweep, SweepSpec
+
+    spec = SweepSpec.from_dict(
+        {
+            "name": "lr",
+            "experiment": str(Path(__file__).resolve().parents[1] / "examples" / "cartpole_ppo.yaml"),
+            "parameters": {"agent.learning_rate": [1e-3, 3e-4]},
+            "seeds": 3,
+        }
+    )
+    root = tmp_path / "results"
+    where = root / "lr"
+    for trial in spec.trials():
+        fast = trial.params["agent.learning_rate"] == 1e-3
+        write_run(where, trial.name, seed=trial.seed, returns=[(100.0 if fast else 10.0) + trial.seed] * 25)
+        (where / trial.name / "spec.yaml").write_text(trial.spec.replace(total_timesteps=250).to_yaml())
+    (where / "curves").mkdir()  # the median stopping rule's notes, one JSON per trial: not a run
+    (where / "curves" / f"{spec.trials()[0].name}.json").write_text("{}")
+    return Sweep(spec, results=str(root)), root
+
+
+def test_a_sweep_is_named_wherever_results_are_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rlcloud.cli import main
+
+    monkeypatch.setenv("COLUMNS", "250")
+    sweep, root = _hand_written_sweep(tmp_path)
+    names = [t.name for t in sweep.spec.trials()]
+    # the Sweep object, its name and its location stand for its trials
+    assert list(rlcloud.compare(sweep)["run"]) == names
+    assert list(rlcloud.compare("lr", results=str(root))["run"]) == names
+    assert list(rlcloud.compare(str(root / "lr"))["run"]) == names
+    # SWEEP/TRIAL is one trial; the shell's SWEEP/* (curves/ included) is every trial
+    one = rlcloud.compare(f"lr/{names[1]}", results=str(root))
+    assert list(one["run"]) == [names[1]] and one["seed"].iloc[0] == 2
+    assert list(rlcloud.compare(sorted(str(p) for p in (root / "lr").iterdir()))["run"]) == sorted(names)
+    summary = rlcloud.compare(sweep, by="config")
+    assert list(summary["n"]) == [3, 3] and list(summary["iqm"]) == [102.0, 12.0]
+
+    # rlcloud compare SWEEP: the configurations over their seeds and the best; --trials adds the rows
+    assert main(["compare", "lr", "--results", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "lr: over seeds, per configuration" in out and names[0] not in out
+    assert "best by iqm: agent.learning_rate=0.001: 102" in out and "outside the intervals" in out
+    assert main(["compare", "lr", "--results", str(root), "--trials"]) == 0
+    out = capsys.readouterr().out
+    assert "6 runs (mean_return)" in out and names[0] in out and "per configuration" in out
+    assert main(["compare", "lr", "--results", str(root), "-o", "json"]) == 0
+    assert [r["n"] for r in json.loads(capsys.readouterr().out)] == [3, 3]  # a sweep's JSON: configurations
+    assert main(["compare", f"lr/{names[0]}", "--results", str(root), "-o", "json"]) == 0
+    assert [r["run"] for r in json.loads(capsys.readouterr().out)] == [names[0]]
+    assert main(["compare", *sorted(str(p) for p in (root / "lr").iterdir()), "-o", "csv"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 7  # trials named one by one are runs: a row each
+
+
+def test_an_experiment_and_a_sweep_of_one_name_are_refused(tmp_path: Path) -> None:
+    from rlcloud import Experiment, ExperimentSpec, Sweep
+
+    sweep, root = _hand_written_sweep(tmp_path)
+    spec = ExperimentSpec.from_file(Path(__file__).resolve().parents[1] / "examples" / "cartpole_ppo.yaml")
+    with pytest.raises(SpecError, match="a sweep named 'lr' has its trials") as info:
+        Experiment(spec.replace(name="lr"), results=str(root)).start(validate=False)
+    assert info.value.fields == ["name"]
+    assert not (root / "lr" / "spec.yaml").exists()  # refused before anything was written
+    write_run(root, "solo", seed=1)
+    clash = Sweep(sweep.spec.model_copy(update={"name": "solo"}), results=str(root))
+    with pytest.raises(SpecError, match="an experiment named 'solo' has its results") as info:
+        clash.start(validate=False)
+    assert info.value.fields == ["name"]

@@ -109,6 +109,8 @@ class RunResults:
     progress: dict[str, Any] | None
     metrics: list[dict[str, Any]] = field(default_factory=list)
     evaluation: list[dict[str, Any]] = field(default_factory=list)
+    #: the sweep this run is a trial of, when it was named by its sweep (``compare SWEEP``)
+    sweep: str | None = None
 
     @property
     def seed(self) -> Any:
@@ -151,33 +153,47 @@ def _location_of(run: Any, root: str) -> str:
     if isinstance(run, os.PathLike):
         run = os.fspath(run)
     if not isinstance(run, str) or not run:
-        raise SpecError(f"a run is an Experiment, a run name or a results location, not {run!r}")
+        raise SpecError(f"a run is an Experiment, a Sweep, a run name or a results location, not {run!r}")
     if is_gcs(run):
         return run.rstrip("/")
     path = Path(run).expanduser()
-    if "/" in run or run.startswith("."):
+    if run.startswith((".", "/", "~")) or ("/" in run and path.exists()):
         return str(path.resolve())
-    return results_location(root, run)
+    return results_location(root, run)  # a name: RUN, SWEEP or SWEEP/TRIAL under the results root
+
+
+def _expand(runs: list[Any]) -> list[Any]:
+    """A Sweep stands for its started trials (Experiments under the sweep's location)."""
+    out: list[Any] = []
+    for run in runs:
+        trials = getattr(run, "experiments", None)
+        if callable(trials) and callable(getattr(getattr(run, "spec", None), "trials", None)):  # a Sweep
+            out.extend(trials(started=True))
+        else:
+            out.append(run)
+    return out
 
 
 def load_runs(runs: Iterable[Any] | Any, *, results: str | None = None) -> list[RunResults]:
     """Read each run's results (spec, progress, training and evaluation episodes), several at a time.
 
     Args:
-        runs: Experiments, run names (looked up under ``results``) or results locations; one run alone
-            is accepted too, and runs read before (:class:`RunResults`) are returned as they are.
+        runs: Experiments, Sweeps (each stands for its started trials), run names (``RUN``, ``SWEEP`` or
+            ``SWEEP/TRIAL``, looked up under ``results``) or results locations (a sweep's location stands for
+            its trials; its ``curves/`` directory, as a shell's ``SWEEP/*`` lists it, is skipped); one run
+            alone is accepted too, and runs read before (:class:`RunResults`) are returned as they are.
         results: the results root that run names are under (default: the project's, else
             ./rlcloud-results).
 
     Returns:
-        One :class:`RunResults` per run, in the order given.
+        One :class:`RunResults` per run (per trial for a sweep), in the order given.
 
     Raises:
-        NotFoundError: a run has no results at all (no spec, progress or metrics).
+        NotFoundError: a run has no results at all (no spec, progress or metrics) and is not a sweep.
     """
     if isinstance(runs, str | os.PathLike) or hasattr(runs, "location"):
         runs = [runs]
-    runs = list(runs)
+    runs = _expand(list(runs))
     if all(isinstance(run, RunResults) for run in runs):  # read already: a table and a plot of the same runs
         return runs
     root = results_root(None, results) if any(isinstance(r, str) for r in runs) else (results or "")
@@ -185,7 +201,32 @@ def load_runs(runs: Iterable[Any] | Any, *, results: str | None = None) -> list[
     if not locations:
         return []
     with ThreadPoolExecutor(max_workers=min(_READ_THREADS, len(locations))) as pool:
-        return list(pool.map(_read_run, locations))
+        found = list(pool.map(_read_or_expand, locations))
+    return [run for batch in found for run in batch]
+
+
+def _read_or_expand(location: str) -> list[RunResults]:
+    """The run at ``location``; or, where there is none, the trials of the sweep there; or nothing for a
+    sweep's ``curves/`` directory (the median stopping rule's notes, not a run)."""
+    from rlcloud.record import sweep_trials
+    from rlcloud.runner.early_stop import CURVES_DIR
+    from rlcloud.storage import open_store
+
+    try:
+        return [_read_run(location)]
+    except NotFoundError:
+        store = open_store(location)
+        base = location.rstrip("/")
+        trials = sweep_trials(store)
+        if trials:
+            runs = [_read_run(f"{base}/{trial}") for trial in trials]
+            for run in runs:
+                run.sweep = base.rsplit("/", 1)[-1]
+            return runs
+        names = [o.name for o in store.list()]
+        if base.rsplit("/", 1)[-1] == CURVES_DIR and names and all(n.endswith(".json") for n in names):
+            return []
+        raise
 
 
 def _read_run(location: str) -> RunResults:
@@ -198,7 +239,9 @@ def _read_run(location: str) -> RunResults:
     progress = read_progress(store)
     metrics = read_metrics(store)
     if spec is None and progress is None and not metrics:
-        raise NotFoundError(f"no results in {location} (no spec.yaml, progress.json or metrics.jsonl)")
+        raise NotFoundError(
+            f"no results in {location} (no spec.yaml, progress.json or metrics.jsonl, and no sweep's trials)"
+        )
     name = str((spec or {}).get("name") or location.rstrip("/").rsplit("/", 1)[-1])
     return RunResults(name, location, spec, progress, metrics, read_evaluation(store))
 
