@@ -621,3 +621,18 @@ def test_an_experiment_and_a_sweep_of_one_name_are_refused(tmp_path: Path) -> No
     with pytest.raises(SpecError, match="an experiment named 'solo' has its results") as info:
         clash.start(validate=False)
     assert info.value.fields == ["name"]
+
+
+def test_one_configurations_plot_says_what_is_drawn(tmp_path: Path) -> None:
+    root = tmp_path / "results"
+    for seed in (1, 2, 3):
+        write_run(root, f"seed{seed}", seed=seed, returns=[float(seed * i) for i in range(30)], evaluation={150: [9.0]})
+    fig = plot_runs(["seed1", "seed2", "seed3"], results=str(root))
+    ax = fig.axes[0]
+    legend = ax.get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == ["3 seeds"]  # not "seed1 (n=3)"
+    assert "interval of the IQM" in legend.get_title().get_text()
+    assert "evaluation mean (n=3)" in legend.get_title().get_text()
+    assert ax.get_ylabel() == "IQM over seeds of the mean return over the last 20 episodes"
+    assert len(ax.collections) == 1  # 3 seeds: the IQM's band
+    assert ax.get_title() == "3 runs, 1 configuration"
