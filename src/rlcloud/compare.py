@@ -512,8 +512,8 @@ def summarize(
         )
     if len(rows) > 1:
         summary.attrs["notes"].append(
-            f"seeds_needed: seeds per configuration for a t-test (5%, two-sided) to tell its mean from the best "
-            f"{statistic}'s configuration with 80% power, at the observed difference and spread"
+            "seeds to separate (seeds_needed): seeds per configuration for a t-test (5%, two-sided) to tell its "
+            f"mean from the best {statistic}'s configuration with 80% power, at the observed difference and spread"
         )
     return summary
 

@@ -110,11 +110,27 @@ def print_statistics(table: Any, *, title: str = "") -> None:
         print(f"(no statistics over seeds: {exc})", file=sys.stderr)
         return
     heading = f"{title + ': ' if title else ''}over seeds, per configuration (95% intervals)"
-    console().print(frame_table(summary, heading))
+    console().print(frame_table(_compact(summary), heading))
     for note in summary.attrs.get("notes", []):
         print(note)
     if found is not None and len(summary) > 1:
         print(found)
+
+
+def _compact(summary: Any) -> Any:
+    """The configuration table for people: each statistic and its interval in one cell ("464.3 [302.6, 625.9]";
+    the value alone where there is no interval). JSON and CSV keep a column per bound."""
+    from rlcloud import intervals
+
+    frame = summary[[*summary.attrs.get("parameters", []), "n"]].copy()
+    for name in intervals.STATISTICS:
+        frame[name] = [
+            _cell(value) + ("" if low != low else f" [{_cell(low)}, {_cell(high)}]")
+            for value, low, high in zip(summary[name], summary[f"{name}_low"], summary[f"{name}_high"], strict=True)
+        ]
+    frame["seeds to separate"] = summary["seeds_needed"]
+    frame["seeds"] = summary["seeds"]
+    return frame
 
 
 def frame_table(frame: Any, title: str) -> Any:
