@@ -103,6 +103,7 @@ def test_multi_threaded_learns_with_evaluation(tmp_path: Path) -> None:
         execution="batched",
         total_timesteps=24000,
         evaluation={"every": "8000t", "episodes": 2},
+        summary_frequency="2s",
     )
     result = Trainer(spec, tmp_path).run()
     assert result.state == "succeeded" and result.timesteps == 24000
@@ -110,6 +111,10 @@ def test_multi_threaded_learns_with_evaluation(tmp_path: Path) -> None:
     assert np.mean(got[-20:]) > 2 * np.mean(got[:20]), (got[:20], got[-20:])
     records = read_jsonl(tmp_path / "metrics.jsonl")
     assert {r["worker"] for r in records} == set(range(8))
+    # rows that end in the same step each start their next episode from zero: no episode outlives
+    # CartPole-v1's 500 steps, and the episodes' steps add up to no more than the run's
+    assert max(r["length"] for r in records) <= 500 and sum(r["length"] for r in records) <= 24000
+    assert all(r["return"] == r["length"] for r in records)  # CartPole: a reward of 1 per step
     evaluations = read_jsonl(tmp_path / "evaluation.jsonl")
     # every 8000 timesteps, and at the end (24000) although the run stops there
     assert [e["at_timestep"] for e in evaluations] == [8000, 8000, 16000, 16000, 24000, 24000]

@@ -446,12 +446,11 @@ class Trainer:
                     }
                     metrics.write(json.dumps(record) + "\n")
                     self._summarize_episode(ret, int(ep_length[row]))
-                if len(ended):
-                    self._mark_updates()
                     ep_return[row] = 0.0
                     ep_length[row] = 0
                 if len(ended):
                     metrics.flush()
+                    self._mark_updates()
                 done = self._done(max_episodes, max_timesteps)
                 if evaluation is not None and c.next_evaluation is not None:
                     position = c.episode if evaluation.every.unit == "e" else c.timestep
