@@ -781,6 +781,7 @@ def plot_runs(
         groups.setdefault(key, []).append(run)
         labels[key] = ", ".join(f"{_short_field(k)}={_short_value(v)}" for k, v in values.items())
     curves: list[Curve] = []
+    evaluated: list[int] = []  # runs behind each evaluation dot
     for key, members in groups.items():
         with_episodes = [r for r in members if r.metrics]
         count = f"{len(members)} seed{'s' if len(members) != 1 else ''}"
@@ -807,12 +808,12 @@ def plot_runs(
             for at, mean in r.evaluation_means():
                 rounds.setdefault(at, []).append(mean)
         curve.evaluation = [(at, sum(v) / len(v)) for at, v in sorted(rounds.items())]
-        if rounds:
-            counts = sorted({len(v) for v in rounds.values()})
-            curve.evaluation_label = f"evaluation mean (n={'-'.join(str(c) for c in (counts[0], counts[-1]))})"
-            if counts[0] == counts[-1]:
-                curve.evaluation_label = f"evaluation mean (n={counts[0]})"
+        evaluated.extend(len(v) for v in rounds.values())
         curves.append(curve)
+    if evaluated:  # one legend note for all curves: the runs each evaluation dot averages
+        low, high = min(evaluated), max(evaluated)
+        for curve in curves:
+            curve.evaluation_label = f"evaluation mean (n={low}{'' if low == high else f'-{high}'})"
     heading = title or f"{len(loaded)} runs, {len(groups)} configuration{'s' if len(groups) != 1 else ''}"
     return plot_curves(
         curves,
