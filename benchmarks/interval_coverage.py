@@ -110,7 +110,46 @@ def main() -> None:
     print("* measured, not printed by rlcloud at this n (fewer seeds than intervals.MIN_SEEDS)")
     worst = {c: min(r[c] for r in rows if r[c] is not None and r["n"] >= intervals.MIN_SEEDS[shown[c]]) for c in shown}
     print("worst coverage where rlcloud prints the interval: " + ", ".join(f"{c} {v:.1%}" for c, v in worst.items()))
+    poi_coverage(args, rng)
     print(f"({time.perf_counter() - started:.0f} s)")
+
+
+#: pairs of configurations for the probability of improvement: X drawn from the first, Y from the second
+PAIRS = (("normal", "normal+30"), ("some fail", "normal+100"))
+
+
+def _draw_pair_side(kind: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    if kind.startswith("normal+"):
+        return draw("normal", shape, rng) + float(kind.split("+")[1])
+    return draw(kind, shape, rng)
+
+
+def poi_coverage(args: argparse.Namespace, rng: np.random.Generator) -> None:
+    """Coverage of rliable's interval of the probability of improvement (percentile bootstrap, each side
+    resampled within itself), as rlcloud computes it (intervals.probability_of_improvement_interval)."""
+    sets = max(200, args.boot_samples // 4)
+    resamples = args.resamples
+    print(f"probability of improvement P(X > Y), percentile bootstrap ({sets:,} sets, {resamples:,} resamples)")
+    for x_kind, y_kind in PAIRS:
+        bx = _draw_pair_side(x_kind, (1_000_000,), rng)
+        by = _draw_pair_side(y_kind, (1_000_000,), rng)
+        truth = float((bx > by).mean())
+        cells = []
+        for n in (3, 5, 10, 20):
+            x = _draw_pair_side(x_kind, (sets, n), rng)
+            y = _draw_pair_side(y_kind, (sets, n), rng)
+            hits = 0
+            for start in range(0, sets, 20):
+                xs, ys = x[start : start + 20], y[start : start + 20]
+                ix = rng.integers(0, n, size=(len(xs), resamples, n))
+                iy = rng.integers(0, n, size=(len(ys), resamples, n))
+                rx = np.take_along_axis(np.broadcast_to(xs[:, None, :], ix.shape), ix, axis=-1)
+                ry = np.take_along_axis(np.broadcast_to(ys[:, None, :], iy.shape), iy, axis=-1)
+                poi = intervals.probability_of_improvement(rx, ry)
+                low, high = np.quantile(poi, 0.025, axis=-1), np.quantile(poi, 0.975, axis=-1)
+                hits += int(((low <= truth) & (truth <= high)).sum())
+            cells.append(f"n={n}: {hits / sets:.1%}")
+        print(f"  X {x_kind}, Y {y_kind} (true {truth:.3f}): " + ", ".join(cells))
 
 
 def _student(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -537,6 +537,16 @@ def test_best_says_whether_the_lead_is_outside_the_intervals() -> None:
     assert found.separated is False  # 452 vs 447 with a spread of 6-8: the intervals overlap
     assert 0.5 < found.probability_of_improvement <= 1 and found.seeds_needed is not None
     assert "not separated" in str(found) and "learning_rate=0.001" in str(found)
+    # 6 runs each: the bootstrap of P(improvement) covers too little below 10 (benchmarks/interval_coverage.py)
+    assert math.isnan(found.probability_of_improvement_low) and "no interval below 10 runs each" in str(found)
+    assert any("needs 10 runs" in note for note in found.notes)
+    ten = pd.concat([table, table.assign(seed=table["seed"] + 6)], ignore_index=True).__finalize__(table)
+    wider = best(ten)
+    assert (
+        wider.probability_of_improvement_low
+        <= wider.probability_of_improvement
+        <= wider.probability_of_improvement_high
+    )
     # 1e-3 against 1e-4 alone: 150 apart, separated, every run of one beats every run of the other
     apart = best(table[table["agent.learning_rate"] != 3e-4].copy().__finalize__(table), statistic="median")
     assert apart.separated is True and apart.probability_of_improvement == 1.0

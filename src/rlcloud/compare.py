@@ -568,10 +568,13 @@ class Best:
                 "outside the intervals" if self.separated else "within the intervals (not separated)"
             )
         if not math.isnan(self.probability_of_improvement):
-            text += (
-                f"; P(improvement) {self.probability_of_improvement:.2f} "
-                f"({self.probability_of_improvement_low:.2f}..{self.probability_of_improvement_high:.2f})"
-            )
+            text += f"; P(improvement) {self.probability_of_improvement:.2f}"
+            if math.isnan(self.probability_of_improvement_low):
+                from rlcloud.intervals import MIN_SEEDS
+
+                text += f" (no interval below {MIN_SEEDS['probability_of_improvement']} runs each)"
+            else:
+                text += f" ({self.probability_of_improvement_low:.2f}..{self.probability_of_improvement_high:.2f})"
         if self.seeds_needed is not None:
             text += f"; ~{self.seeds_needed} seeds each would separate them at this spread"
         return text
@@ -616,8 +619,13 @@ def best(
             found.separated = found.low > found.runner_up_high
         x, y = samples[top_key], samples[second_key]
         found.probability_of_improvement = intervals.probability_of_improvement(x, y)
-        low, high = intervals.probability_of_improvement_interval(x, y, confidence_level)
-        found.probability_of_improvement_low, found.probability_of_improvement_high = low, high
+        if min(len(x), len(y)) >= intervals.MIN_SEEDS["probability_of_improvement"]:
+            low, high = intervals.probability_of_improvement_interval(x, y, confidence_level)
+            found.probability_of_improvement_low, found.probability_of_improvement_high = low, high
+        else:
+            found.notes.append(
+                f"no interval of P(improvement): {intervals.WHY_NO_INTERVAL['probability_of_improvement']}"
+            )
         found.seeds_needed = intervals.seeds_needed(x, y)
     return found
 
