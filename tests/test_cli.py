@@ -353,3 +353,26 @@ def test_logs_bad_role_or_tail_exits_2(flags: list[str], capsys: pytest.CaptureF
     assert main(["experiment", "logs", "demo", *flags]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: {flags[0]}: ") and "Traceback" not in err
+
+
+def test_tables_keep_every_column_when_piped(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`rlcloud experiment list | cat`: not a terminal, no COLUMNS: nothing is cut to 80 columns."""
+    from rich.table import Table
+
+    from rlcloud.cli._common import console
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    headers = [f"column-{i}-with-a-long-header" for i in range(12)]
+    table = Table()
+    for header in headers:
+        table.add_column(header)
+    table.add_row(*(f"value-{i}-" + "x" * 20 for i in range(12)))
+    out = console()
+    assert not out.is_terminal
+    out.print(table)
+    lines = capsys.readouterr().out.splitlines()
+    assert all(h in lines[1] for h in headers)  # one header line, every column whole
+    assert all(f"value-{i}-" + "x" * 20 in lines[3] for i in range(12))
+    assert max(len(line) for line in lines) > 12 * 30 and len({len(line) for line in lines}) == 1

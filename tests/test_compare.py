@@ -25,7 +25,7 @@ from rlcloud.compare import (
     records,
     summarize,
 )
-from rlcloud.errors import MissingExtraError, NotFoundError, require, require_installed
+from rlcloud.errors import MissingExtraError, NotFoundError, SpecError, require, require_installed
 from rlcloud.storage import open_store
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -51,7 +51,7 @@ def write_run(
         "environment": {"type": "gym", "level": "CartPole-v1"},
         "agent": {"type": "ppo", "batch_size": 5, "learning_rate": lr},
         "network": "auto",
-        "total_timesteps": 1000,
+        "total_timesteps": len(returns) * steps_per_episode,
         "seed": seed,
         "run_mode": "single",
         "results": str(where) if isinstance(where, Path) else None,  # differs by root: must not count
@@ -156,40 +156,144 @@ def test_runs_without_results_are_named(grid: Path) -> None:
 
 
 def test_summary_over_seeds_per_configuration(grid: Path) -> None:
-    write_run(grid, "mid-s1", lr=5e-4, seed=1, returns=[42.0] * 3)
+    write_run(grid, "mid-s1", lr=5e-4, seed=1, returns=[42.0] * 25)
     runs = ["fast-s1", "fast-s2", "slow-s1", "slow-s2", "mid-s1"]
+    # slow-s2 is still running, but at the others' 250 timesteps: the same budget
     summary = rlcloud.compare(runs, results=str(grid), by="config")
     assert list(summary.columns) == ["agent.learning_rate", *SUMMARY_COLUMNS]
     rows = {row["agent.learning_rate"]: row for row in summary.to_dict("records")}
     fast, slow, mid = rows[1e-3], rows[3e-4], rows[5e-4]
-    assert (fast["n"], fast["mean"], fast["iqm"], fast["seeds"]) == (2, 150.0, 150.0, [1, 2])
-    # the bootstrap means of two values are 100, 150 or 200: the 2.5/97.5 percentiles are the extremes
-    assert (fast["ci_low"], fast["ci_high"]) == (100.0, 200.0)
-    # equal values: the interval is the value; one value: no interval
-    assert (slow["n"], slow["mean"], slow["ci_low"], slow["ci_high"]) == (2, 10.0, 10.0, 10.0)
-    assert mid["n"] == 1 and mid["mean"] == 42.0 and math.isnan(mid["ci_low"]) and math.isnan(mid["ci_high"])
+    assert (fast["n"], fast["mean"], fast["iqm"], fast["median"], fast["seeds"]) == (2, 150.0, 150.0, 150.0, [1, 2])
+    # two seeds: no statistic has an interval that keeps its promise, and the notes say why
+    for row in (fast, slow, mid):
+        assert all(math.isnan(row[f"{s}_{end}"]) for s in ("iqm", "mean", "median") for end in ("low", "high"))
+    notes = " ".join(summary.attrs["notes"])
+    assert "IQM's interval needs 3 seeds" in notes and "mean's interval needs 20 seeds" in notes
+    assert "median's interval needs 6 seeds" in notes
+    # the best IQM is lr 1e-3's; the others say how many seeds would tell them from it
+    assert math.isnan(fast["seeds_needed"]) and slow["seeds_needed"] >= 2
+    assert math.isnan(mid["seeds_needed"])  # one seed has no spread to go by
     # summarize() of a table is the same as by="config"
     again = summarize(rlcloud.compare(runs, results=str(grid)))
     pd.testing.assert_frame_equal(again, summary)
 
 
-def test_interquartile_mean_and_interval_match_scipy() -> None:
-    values = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 100.0])
-    table = pd.DataFrame({"run": [f"r{i}" for i in range(8)], "objective": values, "seed": range(8)})
+def _table(values: Any, seeds: Any = None) -> pd.DataFrame:
+    values = list(values)
+    table = pd.DataFrame(
+        {"run": [f"r{i}" for i in range(len(values))], "objective": values, "seed": seeds or range(len(values))}
+    )
     table.attrs["parameters"] = []
-    row = summarize(table).iloc[0]
+    return table
+
+
+def test_runs_of_different_budgets_are_flagged_and_compared_by_choice(tmp_path: Path) -> None:
+    from rlcloud.compare import BudgetError
+
+    root = tmp_path / "results"
+    ramp = [float(i) for i in range(100)]  # return i at timestep 10 (i + 1)
+    write_run(root, "full-s1", seed=1, returns=ramp)
+    write_run(root, "full-s2", seed=2, returns=[r + 10 for r in ramp])
+    budget = {"total_timesteps": 1000}  # the spec's, the same for all three
+    write_run(
+        root,
+        "early-s3",
+        seed=3,
+        returns=ramp[:40],
+        state="stopped-early",
+        evaluation={200: [5.0], 400: [9.0]},
+        extra_spec=budget,
+    )
+    runs = ["full-s1", "full-s2", "early-s3"]
+    table = rlcloud.compare(runs, results=str(root))
+    assert table.attrs["short_runs"] == ["early-s3 (stopped-early at 400 timesteps)"]
+    assert list(table["objective"]) == [89.5, 99.5, 29.5]  # the per-run table shows every run as it is
+    with pytest.raises(BudgetError, match=r"early-s3 \(stopped-early at 400 timesteps\).*budgets='common'"):
+        summarize(table)
+    # at the common budget: each run's last 20 episodes by timestep 400 (returns 20..39)
+    common = rlcloud.compare(runs, results=str(root), budgets="common")
+    assert list(common["objective"]) == [29.5, 39.5, 29.5] and common.attrs["common_budget"] == 400
+    summary = summarize(common)
+    assert summary.loc[0, "n"] == 3 and "common budget of 400 timesteps" in " ".join(summary.attrs["notes"])
+    evaluation = rlcloud.compare(runs, results=str(root), budgets="common", objective="evaluation")
+    assert evaluation["objective"].iloc[2] == 9.0  # the round at 400, not after
+    # or without the short run
+    complete = rlcloud.compare(runs, results=str(root), budgets="complete", by="config")
+    assert complete.loc[0, "n"] == 2 and complete.loc[0, "seeds"] == [1, 2]
+    assert "early-s3" in " ".join(complete.attrs["notes"])
+    with pytest.raises(SpecError, match="budgets must be"):
+        rlcloud.compare(runs, results=str(root), budgets="sometimes")  # type: ignore[arg-type]
+
+
+def test_a_repeated_seed_is_refused_unless_asked(tmp_path: Path) -> None:
+    from rlcloud.compare import BudgetError
+
+    root = tmp_path / "results"
+    write_run(root, "a", seed=1, returns=[1.0] * 5)
+    write_run(root, "b", seed=1, returns=[3.0] * 5)
+    write_run(root, "c", seed=2, returns=[5.0] * 5)
+    write_run(root, "other-lr", lr=3e-4, seed=1, returns=[7.0] * 5)  # seed 1 of another configuration: fine
+    with pytest.raises(BudgetError, match=r"a \(seed 1\), b \(seed 1\).*repeated_seeds=True"):
+        rlcloud.compare(["a", "b", "c", "other-lr"], results=str(root), by="config")
+    allowed = rlcloud.compare(["a", "b", "c", "other-lr"], results=str(root), by="config", repeated_seeds=True)
+    assert list(allowed["n"]) == [3, 1]
+    assert rlcloud.compare(["a", "c", "other-lr"], results=str(root), by="config")["n"].tolist() == [2, 1]
+
+
+def test_each_statistic_has_its_own_interval() -> None:
+    values = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 100.0])
+    row = summarize(_table(values)).iloc[0]
     assert row["iqm"] == 4.5  # the mean of 3, 4, 5, 6: the outlier is cut
-    assert row["mean"] == values.mean()
-    expected = scipy.stats.bootstrap(
-        (values,), np.mean, n_resamples=2000, method="percentile", rng=np.random.default_rng(0)
-    ).confidence_interval
-    assert (row["ci_low"], row["ci_high"]) == (expected.low, expected.high)
-    assert row["ci_low"] < row["mean"] < row["ci_high"]
-    # along an axis (the plots' bands): equal columns give the value, one row gives NaN
-    low, high = confidence_interval(np.array([[1.0, 5.0], [3.0, 5.0]]), axis=0)
-    assert low[1] == high[1] == 5.0 and 1.0 <= low[0] <= high[0] <= 3.0
-    one_low, _ = confidence_interval(np.array([[1.0, 5.0]]), axis=0)
-    assert np.isnan(one_low).all()
+    assert row["mean"] == values.mean() and row["median"] == 4.5
+    # the IQM's: Tukey-McLaughlin, the winsorized values 3,3,3,4,5,6,6,6 and t with 3 degrees of freedom
+    winsorized = np.array([3.0, 3, 3, 4, 5, 6, 6, 6])
+    se = math.sqrt(7 * winsorized.var(ddof=1) / (4 * 3))
+    half = scipy.stats.t.ppf(0.975, 3) * se
+    assert row["iqm_low"] == pytest.approx(4.5 - half) and row["iqm_high"] == pytest.approx(4.5 + half)
+    # the median's: order statistics; at n=8, x(2)..x(7) covers 93.0%, so x(1)..x(8) (99.2%); at n=10 x(2)..x(9)
+    assert (row["median_low"], row["median_high"]) == (1.0, 100.0)
+    ten = summarize(_table([*values, 8.0, 9.0])).iloc[0]
+    assert (ten["median_low"], ten["median_high"]) == (2.0, 9.0)
+    # 8 seeds: no interval of the mean
+    assert math.isnan(row["mean_low"]) and "20 seeds" in summarize(_table(values)).attrs["notes"][0]
+
+
+def test_the_mean_interval_from_20_seeds_is_bootstrap_t_and_seeded() -> None:
+    from rlcloud import intervals
+
+    values = np.random.default_rng(3).lognormal(0, 0.5, 20) * 100
+    row = summarize(_table(values)).iloc[0]
+    assert row["mean_low"] < values.mean() < row["mean_high"]
+    assert (row["mean_low"], row["mean_high"]) == intervals.mean_interval(values)  # seeded: reproducible
+    # skewed to the right: the studentized interval reaches further above the mean than below
+    assert row["mean_high"] - values.mean() > values.mean() - row["mean_low"]
+    assert summarize(_table(values)).attrs["notes"] == []
+    # equal values: the interval is the value
+    flat = summarize(_table([5.0] * 20)).iloc[0]
+    assert (flat["mean_low"], flat["mean_high"], flat["iqm_low"], flat["iqm_high"]) == (5.0, 5.0, 5.0, 5.0)
+
+
+def test_seeds_needed_grows_as_the_difference_shrinks() -> None:
+    from rlcloud import intervals
+
+    rng = np.random.default_rng(0)
+    base = rng.normal(0, 1, 10)
+    base = (base - base.mean()) / base.std(ddof=1)  # a spread of exactly 1
+    wide = intervals.seeds_needed(base + 1.0, base)  # 1 standard deviation apart: ~17 seeds each
+    narrow = intervals.seeds_needed(base + 0.5, base)
+    assert wide is not None and narrow is not None and 14 <= wide <= 20 and narrow > 3 * wide
+    assert intervals.seeds_needed(base, base) is None and intervals.seeds_needed([1.0, 1.0], [2.0, 2.0]) == 2
+
+
+def test_plot_bands_are_the_iqms_interval_along_an_axis() -> None:
+    from rlcloud import intervals
+
+    data = np.array([[1.0, 5.0], [3.0, 5.0], [2.0, 5.0]])
+    low, high = confidence_interval(data, axis=0)
+    assert low[1] == high[1] == 5.0 and low[0] < 2.0 < high[0]
+    assert (low[0], high[0]) == pytest.approx(intervals.iqm_interval(data[:, 0]))
+    two_low, _ = confidence_interval(data[:2], axis=0)
+    assert np.isnan(two_low).all()  # 2 seeds: no interval
 
 
 def test_runs_in_cloud_storage_are_read_from_the_bucket(fake_gcs: Any, gcs_bucket: str, monkeypatch: Any) -> None:
@@ -213,9 +317,10 @@ def test_plot_runs_writes_a_png(grid: Path, tmp_path: Path) -> None:
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert legend == ["learning_rate=0.001 (n=2)", "learning_rate=0.0003 (n=2)"]
     assert fig._repr_png_().startswith(PNG_MAGIC)
-    # two curves, each with a band, and the evaluation markers of the first configuration
+    # two curves, no band (2 seeds have no interval), and the evaluation markers of the first configuration
     ax = fig.axes[0]
-    assert len(ax.collections) == 2
+    assert ax.get_ylabel() == "IQM over seeds of the mean return over the last 20 episodes"
+    assert len(ax.collections) == 0
     xs = sorted(x for line in ax.lines if line.get_marker() == "o" for x in line.get_xdata())
     assert xs == [100, 250]
 
@@ -303,7 +408,7 @@ def test_two_real_seeds_compared(tmp_path: Path) -> None:
     assert (table["episodes"] > 0).all() and table["objective"].notna().all()
     summary = rlcloud.compare(table, by="config")
     assert summary.loc[0, "n"] == 2 and summary.loc[0, "seeds"] == [1, 2]
-    assert summary.loc[0, "ci_low"] <= summary.loc[0, "mean"] <= summary.loc[0, "ci_high"]
+    assert summary.loc[0, "mean"] == table["objective"].mean()
     plot_runs(runs, path=tmp_path / "two.png")
     assert (tmp_path / "two.png").read_bytes().startswith(PNG_MAGIC)
 
@@ -332,6 +437,9 @@ def test_a_sweeps_results_and_plot_come_from_compare(tmp_path: Path) -> None:
     assert list(table["seed"]) == [1, 2, 1] and list(table["objective"]) == [1.0, 2.0, 1.0]
     summary = rlcloud.compare(table, by="config")
     assert list(summary["n"]) == [2, 1] and list(summary["mean"]) == [1.5, 1.0]
+    found = sweep.best()
+    assert found.parameters == {"agent.learning_rate": 1e-3} and found.value == 1.5 and found.n == 2
+    assert found.separated is None and "an interval is missing" in str(found)  # 2 seeds and 1: no intervals
     sweep.plot(tmp_path / "lr.png")
     assert (tmp_path / "lr.png").read_bytes().startswith(PNG_MAGIC)
 
@@ -344,17 +452,30 @@ def test_cli_compare_prints_tables_json_csv_and_writes_the_plot(
     monkeypatch.setenv("COLUMNS", "200")  # a terminal wide enough that no header wraps
 
     runs = ["fast-s1", "fast-s2", "slow-s1", "slow-s2"]
+    # slow-s3 is still running, 100 timesteps in: the per-run table, no statistics until a budget is chosen
+    write_run(grid, "slow-s3", lr=3e-4, seed=3, returns=[10.0] * 10, state="running")
+    assert main(["compare", *runs, "slow-s3", "--results", str(grid)]) == 0
+    captured = capsys.readouterr()
+    assert "5 runs (mean_return)" in captured.out and "over seeds" not in captured.out
+    assert "slow-s3 (running at 100 timesteps)" in captured.err and "--budgets common" in captured.err
+    assert main(["compare", *runs, "slow-s3", "--results", str(grid), "--by", "config", "-o", "json"]) == 2
+    assert "--budgets complete" in capsys.readouterr().err
+    assert main(["compare", *runs, "slow-s3", "--results", str(grid), "--budgets", "complete"]) == 0
+    assert "left out (budgets='complete'): slow-s3" in capsys.readouterr().out
     assert main(["compare", *runs, "--results", str(grid)]) == 0
     out = capsys.readouterr().out
     assert "4 runs (mean_return)" in out and "over seeds, per configuration" in out
+    assert "no iqm interval: the IQM's interval needs 3 seeds" in out  # 2 seeds each: says why, no bounds
     assert "agent.learning_rate" in out and "fast-s2" in out
 
-    assert main(["compare", *runs, "--results", str(grid), "-o", "json"]) == 0
+    assert main(["compare", *runs, "--results", str(grid), "-o", "json"]) == 0  # rows need no choice
     rows = json.loads(capsys.readouterr().out)
     assert [r["run"] for r in rows] == runs and [r["objective"] for r in rows] == [100.0, 200.0, 10.0, 10.0]
     assert rows[2]["final_evaluation"] is None  # valid JSON: no NaN
 
-    assert main(["compare", *runs, "--results", str(grid), "--by", "config", "-o", "json"]) == 0
+    assert (
+        main(["compare", *runs, "--results", str(grid), "--by", "config", "--budgets", "complete", "-o", "json"]) == 0
+    )
     summary = json.loads(capsys.readouterr().out)
     assert [(r["agent.learning_rate"], r["n"], r["mean"]) for r in summary] == [(1e-3, 2, 150.0), (3e-4, 2, 10.0)]
 
@@ -368,3 +489,160 @@ def test_cli_compare_prints_tables_json_csv_and_writes_the_plot(
 
     assert main(["compare", "fast-s1", "nothing-here", "--results", str(grid)]) == 1
     assert "nothing-here" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------ against rliable
+
+REFERENCE = json.loads((Path(__file__).parent / "data" / "rliable_reference.json").read_text())
+
+
+@pytest.mark.parametrize("case", REFERENCE["cases"], ids=[c["name"] for c in REFERENCE["cases"]])
+def test_statistics_and_comparisons_match_rliable(case: dict[str, Any]) -> None:
+    """rliable 1.2.0's outputs on the same inputs (tests/data/rliable_reference.py computed them once)."""
+    from rlcloud import intervals
+
+    x, y, taus = np.array(case["x"]), np.array(case["y"]), np.array(case["taus"])
+    assert float(intervals.iqm(x)) == pytest.approx(case["iqm"], abs=1e-3)
+    # rliable's aggregate median is the median over tasks of each task's mean: with one task, the mean
+    assert float(x.mean()) == pytest.approx(case["mean"], abs=1e-3) == pytest.approx(case["median"], abs=1e-3)
+    assert intervals.probability_of_improvement(x, y) == pytest.approx(case["probability_of_improvement"], abs=1e-3)
+    assert intervals.performance_profile(x, taus) == pytest.approx(case["performance_profile"], abs=1e-3)
+    # the intervals are percentile bootstraps of the same resampling scheme (each side within itself), 20,000
+    # resamples each; rliable draws with arch's generator and rlcloud with numpy's: the bounds of these
+    # small-sample statistics move in steps of 1/(n m) or 1/n, and land on the same step
+    low, high = intervals.probability_of_improvement_interval(x, y)
+    assert (low, high) == pytest.approx(case["probability_of_improvement_interval"], abs=1e-3)
+    plow, phigh = intervals.performance_profile_interval(x, taus)
+    assert plow == pytest.approx(case["performance_profile_interval"][0], abs=1e-3)
+    assert phigh == pytest.approx(case["performance_profile_interval"][1], abs=1e-3)
+
+
+def test_best_says_whether_the_lead_is_outside_the_intervals() -> None:
+    from rlcloud.compare import best, performance_profiles
+
+    first = [450.0, 462, 441, 455, 447, 458]
+    far = [*first, *(v - 150 for v in first), 446, 455, 436, 451, 443, 449]
+    table = pd.DataFrame(
+        {
+            "run": [f"r{i}" for i in range(18)],
+            "agent.learning_rate": [1e-3] * 6 + [1e-4] * 6 + [3e-4] * 6,
+            "objective": far,
+            "seed": list(range(1, 7)) * 3,
+        }
+    )
+    table.attrs["parameters"] = ["agent.learning_rate"]
+    found = best(table)
+    assert found.parameters == {"agent.learning_rate": 1e-3} and found.runner_up == {"agent.learning_rate": 3e-4}
+    assert found.statistic == "iqm" and found.n == 6 and found.low < found.value < found.high
+    assert found.separated is False  # 452 vs 447 with a spread of 6-8: the intervals overlap
+    assert 0.5 < found.probability_of_improvement <= 1 and found.seeds_needed is not None
+    assert "not separated" in str(found) and "learning_rate=0.001" in str(found)
+    # 6 runs each: the bootstrap of P(improvement) covers too little below 10 (benchmarks/interval_coverage.py)
+    assert math.isnan(found.probability_of_improvement_low) and "no interval below 10 runs each" in str(found)
+    assert any("needs 10 runs" in note for note in found.notes)
+    ten = pd.concat([table, table.assign(seed=table["seed"] + 6)], ignore_index=True).__finalize__(table)
+    wider = best(ten)
+    assert (
+        wider.probability_of_improvement_low
+        <= wider.probability_of_improvement
+        <= wider.probability_of_improvement_high
+    )
+    # 1e-3 against 1e-4 alone: 150 apart, separated, every run of one beats every run of the other
+    apart = best(table[table["agent.learning_rate"] != 3e-4].copy().__finalize__(table), statistic="median")
+    assert apart.separated is True and apart.probability_of_improvement == 1.0
+    assert "outside the intervals" in str(apart)
+    profiles = performance_profiles(table, [0.0, 400.0, 1000.0])
+    assert list(profiles.columns) == ["agent.learning_rate", "threshold", "fraction", "low", "high", "n"]
+    by = profiles.set_index(["agent.learning_rate", "threshold"])["fraction"]
+    assert (by[(1e-3, 0.0)], by[(1e-3, 400.0)], by[(1e-4, 400.0)], by[(1e-3, 1000.0)]) == (1.0, 1.0, 0.0, 0.0)
+
+
+# --------------------------------------------------------------------------------- the sweep as the handle
+
+
+def _hand_written_sweep(tmp_path: Path) -> tuple[Any, Path]:
+    from rlcloud import Sweep, SweepSpec
+
+    spec = SweepSpec.from_dict(
+        {
+            "name": "lr",
+            "experiment": str(Path(__file__).resolve().parents[1] / "examples" / "cartpole_ppo.yaml"),
+            "parameters": {"agent.learning_rate": [1e-3, 3e-4]},
+            "seeds": 3,
+        }
+    )
+    root = tmp_path / "results"
+    where = root / "lr"
+    for trial in spec.trials():
+        fast = trial.params["agent.learning_rate"] == 1e-3
+        write_run(where, trial.name, seed=trial.seed, returns=[(100.0 if fast else 10.0) + trial.seed] * 25)
+        (where / trial.name / "spec.yaml").write_text(trial.spec.replace(total_timesteps=250).to_yaml())
+    (where / "curves").mkdir()  # the median stopping rule's notes, one JSON per trial: not a run
+    (where / "curves" / f"{spec.trials()[0].name}.json").write_text("{}")
+    return Sweep(spec, results=str(root)), root
+
+
+def test_a_sweep_is_named_wherever_results_are_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rlcloud.cli import main
+
+    monkeypatch.setenv("COLUMNS", "250")
+    sweep, root = _hand_written_sweep(tmp_path)
+    names = [t.name for t in sweep.spec.trials()]
+    # the Sweep object, its name and its location stand for its trials
+    assert list(rlcloud.compare(sweep)["run"]) == names
+    assert list(rlcloud.compare("lr", results=str(root))["run"]) == names
+    assert list(rlcloud.compare(str(root / "lr"))["run"]) == names
+    # SWEEP/TRIAL is one trial; the shell's SWEEP/* (curves/ included) is every trial
+    one = rlcloud.compare(f"lr/{names[1]}", results=str(root))
+    assert list(one["run"]) == [names[1]] and one["seed"].iloc[0] == 2
+    assert list(rlcloud.compare(sorted(str(p) for p in (root / "lr").iterdir()))["run"]) == sorted(names)
+    summary = rlcloud.compare(sweep, by="config")
+    assert list(summary["n"]) == [3, 3] and list(summary["iqm"]) == [102.0, 12.0]
+
+    # rlcloud compare SWEEP: the configurations over their seeds and the best; --trials adds the rows
+    assert main(["compare", "lr", "--results", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "lr: over seeds, per configuration" in out and names[0] not in out
+    assert "best by iqm: agent.learning_rate=0.001: 102" in out and "outside the intervals" in out
+    assert main(["compare", "lr", "--results", str(root), "--trials"]) == 0
+    out = capsys.readouterr().out
+    assert "6 runs (mean_return)" in out and names[0] in out and "per configuration" in out
+    assert main(["compare", "lr", "--results", str(root), "-o", "json"]) == 0
+    assert [r["n"] for r in json.loads(capsys.readouterr().out)] == [3, 3]  # a sweep's JSON: configurations
+    assert main(["compare", f"lr/{names[0]}", "--results", str(root), "-o", "json"]) == 0
+    assert [r["run"] for r in json.loads(capsys.readouterr().out)] == [names[0]]
+    assert main(["compare", *sorted(str(p) for p in (root / "lr").iterdir()), "-o", "csv"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 7  # trials named one by one are runs: a row each
+
+
+def test_an_experiment_and_a_sweep_of_one_name_are_refused(tmp_path: Path) -> None:
+    from rlcloud import Experiment, ExperimentSpec, Sweep
+
+    sweep, root = _hand_written_sweep(tmp_path)
+    spec = ExperimentSpec.from_file(Path(__file__).resolve().parents[1] / "examples" / "cartpole_ppo.yaml")
+    with pytest.raises(SpecError, match="a sweep named 'lr' has its trials") as info:
+        Experiment(spec.replace(name="lr"), results=str(root)).start(validate=False)
+    assert info.value.fields == ["name"]
+    assert not (root / "lr" / "spec.yaml").exists()  # refused before anything was written
+    write_run(root, "solo", seed=1)
+    clash = Sweep(sweep.spec.model_copy(update={"name": "solo"}), results=str(root))
+    with pytest.raises(SpecError, match="an experiment named 'solo' has its results") as info:
+        clash.start(validate=False)
+    assert info.value.fields == ["name"]
+
+
+def test_one_configurations_plot_says_what_is_drawn(tmp_path: Path) -> None:
+    root = tmp_path / "results"
+    for seed in (1, 2, 3):
+        write_run(root, f"seed{seed}", seed=seed, returns=[float(seed * i) for i in range(30)], evaluation={150: [9.0]})
+    fig = plot_runs(["seed1", "seed2", "seed3"], results=str(root))
+    ax = fig.axes[0]
+    legend = ax.get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == ["3 seeds"]  # not "seed1 (n=3)"
+    assert "interval of the IQM" in legend.get_title().get_text()
+    assert "evaluation mean (n=3)" in legend.get_title().get_text()
+    assert ax.get_ylabel() == "IQM over seeds of the mean return over the last 20 episodes"
+    assert len(ax.collections) == 1  # 3 seeds: the IQM's band
+    assert ax.get_title() == "3 runs, 1 configuration"

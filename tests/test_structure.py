@@ -134,7 +134,7 @@ def test_no_import_cycles_between_packages() -> None:
 LAYERS: list[tuple[str, ...]] = [
     ("rlcloud.errors", "rlcloud.logsafety", "rlcloud.roles"),
     ("rlcloud.specs", "rlcloud.config", "rlcloud.results", "rlcloud.backend"),
-    ("rlcloud.storage", "rlcloud.record", "rlcloud.plotting"),
+    ("rlcloud.storage", "rlcloud.record", "rlcloud.plotting", "rlcloud.intervals"),
     ("rlcloud.gke", "rlcloud.k8s", "rlcloud.runner", "rlcloud.local", "rlcloud.reaper", "rlcloud.doctor"),
     (
         "rlcloud.cluster",

@@ -224,6 +224,36 @@ def test_local_grid_sweep_runs_every_trial(tmp_path: Path, capsys: pytest.Captur
     printed = capsys.readouterr().out.splitlines()
     assert sum(line.startswith("s/") for line in printed) == 8
 
+    # the sweep's name is the handle wherever results are read
+    import rlcloud
+
+    root = str(tmp_path / "results")
+    assert list(rlcloud.compare(sweep)["run"]) == [t.name for t in spec.trials()]
+    assert main(["sweep", "results", "s", "--results", root]) == 0
+    out = capsys.readouterr().out
+    assert "s: trials" in out and "s: over seeds, per configuration" in out
+    assert main(["compare", "s", "--results", root, "-o", "json"]) == 0
+    assert [r["n"] for r in json.loads(capsys.readouterr().out)] == [2, 2, 2, 2]
+    trial = spec.trials()[0].name
+    assert main(["compare", f"s/{trial}", "--results", root, "-o", "json"]) == 0
+    assert [r["run"] for r in json.loads(capsys.readouterr().out)] == [trial]
+    # piped, a table keeps every column: `rlcloud experiment list | cat`
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    piped = subprocess.run(
+        [sys.executable, "-m", "rlcloud", "experiment", "list", "--results", sweep.location],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    ).stdout
+    rows = [line for line in piped.splitlines() if any(t.name in line for t in status.trials)]
+    assert len(rows) == 8 and all("succeeded" in row for row in rows)
+    assert all(column in piped.splitlines()[1] for column in ("name", "state", "timestep", "results"))
+
 
 @pytest.mark.training
 def test_median_rule_stops_a_configuration_that_cannot_learn(tmp_path: Path) -> None:
@@ -307,3 +337,26 @@ def test_the_first_trial_proves_the_base_experiment_before_the_others_start(
     assert status.counts() == {"failed": 1, "queued": 3}
     assert status.trials[0].state == "failed"
     assert "failed before training 300 timesteps" in (status.message or "")
+
+
+def test_wait_with_progress_shows_a_bar_of_trials_running_and_the_best(capsys: pytest.CaptureFixture[str]) -> None:
+    from rlcloud.backend import SweepStatus, TrialStatus
+    from rlcloud.sweep import _SweepBar
+
+    def trial(index: int, state: Any, ret: float | None) -> TrialStatus:
+        return TrialStatus(index, f"lr{index}", {}, 1, state, {"mean_return": ret, "timestep": 100})
+
+    bar = _SweepBar("lr-sweep", 4)
+    bar(SweepStatus("lr-sweep", "running", [trial(0, "running", None), trial(1, "queued", None)]))
+    bar(
+        SweepStatus(
+            "lr-sweep",
+            "running",
+            [trial(0, "succeeded", 41.5), trial(1, "stopped early", 12.0), trial(2, "running", 60.25)],
+        )
+    )
+    bar.close()
+    shown = capsys.readouterr().err.replace("\r", "\n").splitlines()
+    assert any("lr-sweep" in line and "0/4" in line and "running=1" in line and "best=-" in line for line in shown)
+    last = [line for line in shown if "2/4" in line][-1]
+    assert "running=1" in last and "best=60.2 (lr2)" in last

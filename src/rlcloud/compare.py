@@ -2,8 +2,8 @@
 
     from rlcloud import compare
     table = compare(["ppo-lr3-s1", "ppo-lr3-s2", "ppo-lr4-s1", "ppo-lr4-s2"], results="gs://bucket/rl")
-    compare(table, by="config")                # n, mean, IQM and a 95% bootstrap CI per configuration
-    plot_runs(runs, path="compare.png")        # mean return over seeds with its confidence band
+    compare(table, by="config")                # n, IQM, mean, median, each with its 95% interval
+    plot_runs(runs, path="compare.png")        # IQM over seeds of the return, with its interval as a band
 
 A run is an :class:`~rlcloud.experiment.Experiment`, a run's name under ``results`` (the results root), or
 a results location (a directory or ``gs://bucket/prefix/name``). Each run is read from its own store:
@@ -22,7 +22,6 @@ import math
 import os
 import sys
 import types
-import warnings
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -38,15 +37,20 @@ if TYPE_CHECKING:
 __all__ = [
     "RUN_COLUMNS",
     "SUMMARY_COLUMNS",
+    "Best",
+    "BudgetError",
     "RunResults",
+    "best",
     "compare",
     "load_runs",
+    "performance_profiles",
     "plot_runs",
     "records",
     "summarize",
 ]
 
 Objective = Literal["mean_return", "evaluation"]
+Budgets = Literal["refuse", "common", "complete"]
 
 #: The per-run columns after ``run`` and the differing parameters (``compare()``'s table), in order.
 RUN_COLUMNS: tuple[str, ...] = (
@@ -61,7 +65,20 @@ RUN_COLUMNS: tuple[str, ...] = (
     "location",
 )
 #: The statistics columns after the parameters (``summarize()``'s table), in order.
-SUMMARY_COLUMNS: tuple[str, ...] = ("n", "mean", "iqm", "ci_low", "ci_high", "seeds")
+SUMMARY_COLUMNS: tuple[str, ...] = (
+    "n",
+    "iqm",
+    "iqm_low",
+    "iqm_high",
+    "mean",
+    "mean_low",
+    "mean_high",
+    "median",
+    "median_low",
+    "median_high",
+    "seeds_needed",
+    "seeds",
+)
 
 # Spec fields that make two runs different configurations: what is learned and for how long. Where the
 # results went, the resources, schedules and descriptions do not change a run's outcome; the seed is a
@@ -92,15 +109,22 @@ class RunResults:
     progress: dict[str, Any] | None
     metrics: list[dict[str, Any]] = field(default_factory=list)
     evaluation: list[dict[str, Any]] = field(default_factory=list)
+    #: the sweep this run is a trial of, when it was named by its sweep (``compare SWEEP``)
+    sweep: str | None = None
 
     @property
     def seed(self) -> Any:
         """The spec's seed (None when unseeded or no spec was recorded)."""
         return (self.spec or {}).get("seed")
 
-    def training_objective(self, window: int = 20) -> float:
-        """Mean return of the last ``window`` training episodes (NaN before the first episode)."""
-        returns = [float(r["return"]) for r in self.metrics if "return" in r]
+    def training_objective(self, window: int = 20, until: float | None = None) -> float:
+        """Mean return of the last ``window`` training episodes (NaN before the first episode); with
+        ``until``, of the last ``window`` episodes that ended by that timestep."""
+        returns = [
+            float(r["return"])
+            for r in self.metrics
+            if "return" in r and (until is None or float(r.get("timestep", 0)) <= until)
+        ]
         return sum(returns[-window:]) / len(returns[-window:]) if returns else math.nan
 
     def evaluation_means(self) -> list[tuple[int, float]]:
@@ -112,10 +136,11 @@ class RunResults:
                 rounds.setdefault(int(at), []).append(float(r["return"]))
         return [(at, sum(v) / len(v)) for at, v in sorted(rounds.items())]
 
-    def final_evaluation(self) -> float:
-        """Mean return of the last evaluation round (NaN when none ran)."""
-        means = self.evaluation_means()
-        return means[-1][1] if means else math.nan
+    def final_evaluation(self, until: float | None = None) -> float:
+        """Mean return of the last evaluation round (NaN when none ran); with ``until``, of the last round
+        at or before that timestep."""
+        means = [m for at, m in self.evaluation_means() if until is None or at <= until]
+        return means[-1] if means else math.nan
 
 
 # ----------------------------------------------------------------------------------------------- reading
@@ -128,33 +153,47 @@ def _location_of(run: Any, root: str) -> str:
     if isinstance(run, os.PathLike):
         run = os.fspath(run)
     if not isinstance(run, str) or not run:
-        raise SpecError(f"a run is an Experiment, a run name or a results location, not {run!r}")
+        raise SpecError(f"a run is an Experiment, a Sweep, a run name or a results location, not {run!r}")
     if is_gcs(run):
         return run.rstrip("/")
     path = Path(run).expanduser()
-    if "/" in run or run.startswith("."):
+    if run.startswith((".", "/", "~")) or ("/" in run and path.exists()):
         return str(path.resolve())
-    return results_location(root, run)
+    return results_location(root, run)  # a name: RUN, SWEEP or SWEEP/TRIAL under the results root
+
+
+def _expand(runs: list[Any]) -> list[Any]:
+    """A Sweep stands for its started trials (Experiments under the sweep's location)."""
+    out: list[Any] = []
+    for run in runs:
+        trials = getattr(run, "experiments", None)
+        if callable(trials) and callable(getattr(getattr(run, "spec", None), "trials", None)):  # a Sweep
+            out.extend(trials(started=True))
+        else:
+            out.append(run)
+    return out
 
 
 def load_runs(runs: Iterable[Any] | Any, *, results: str | None = None) -> list[RunResults]:
     """Read each run's results (spec, progress, training and evaluation episodes), several at a time.
 
     Args:
-        runs: Experiments, run names (looked up under ``results``) or results locations; one run alone
-            is accepted too, and runs read before (:class:`RunResults`) are returned as they are.
+        runs: Experiments, Sweeps (each stands for its started trials), run names (``RUN``, ``SWEEP`` or
+            ``SWEEP/TRIAL``, looked up under ``results``) or results locations (a sweep's location stands for
+            its trials; its ``curves/`` directory, as a shell's ``SWEEP/*`` lists it, is skipped); one run
+            alone is accepted too, and runs read before (:class:`RunResults`) are returned as they are.
         results: the results root that run names are under (default: the project's, else
             ./rlcloud-results).
 
     Returns:
-        One :class:`RunResults` per run, in the order given.
+        One :class:`RunResults` per run (per trial for a sweep), in the order given.
 
     Raises:
-        NotFoundError: a run has no results at all (no spec, progress or metrics).
+        NotFoundError: a run has no results at all (no spec, progress or metrics) and is not a sweep.
     """
     if isinstance(runs, str | os.PathLike) or hasattr(runs, "location"):
         runs = [runs]
-    runs = list(runs)
+    runs = _expand(list(runs))
     if all(isinstance(run, RunResults) for run in runs):  # read already: a table and a plot of the same runs
         return runs
     root = results_root(None, results) if any(isinstance(r, str) for r in runs) else (results or "")
@@ -162,7 +201,32 @@ def load_runs(runs: Iterable[Any] | Any, *, results: str | None = None) -> list[
     if not locations:
         return []
     with ThreadPoolExecutor(max_workers=min(_READ_THREADS, len(locations))) as pool:
-        return list(pool.map(_read_run, locations))
+        found = list(pool.map(_read_or_expand, locations))
+    return [run for batch in found for run in batch]
+
+
+def _read_or_expand(location: str) -> list[RunResults]:
+    """The run at ``location``; or, where there is none, the trials of the sweep there; or nothing for a
+    sweep's ``curves/`` directory (the median stopping rule's notes, not a run)."""
+    from rlcloud.record import sweep_trials
+    from rlcloud.runner.early_stop import CURVES_DIR
+    from rlcloud.storage import open_store
+
+    try:
+        return [_read_run(location)]
+    except NotFoundError:
+        store = open_store(location)
+        base = location.rstrip("/")
+        trials = sweep_trials(store)
+        if trials:
+            runs = [_read_run(f"{base}/{trial}") for trial in trials]
+            for run in runs:
+                run.sweep = base.rsplit("/", 1)[-1]
+            return runs
+        names = [o.name for o in store.list()]
+        if base.rsplit("/", 1)[-1] == CURVES_DIR and names and all(n.endswith(".json") for n in names):
+            return []
+        raise
 
 
 def _read_run(location: str) -> RunResults:
@@ -175,7 +239,9 @@ def _read_run(location: str) -> RunResults:
     progress = read_progress(store)
     metrics = read_metrics(store)
     if spec is None and progress is None and not metrics:
-        raise NotFoundError(f"no results in {location} (no spec.yaml, progress.json or metrics.jsonl)")
+        raise NotFoundError(
+            f"no results in {location} (no spec.yaml, progress.json or metrics.jsonl, and no sweep's trials)"
+        )
     name = str((spec or {}).get("name") or location.rstrip("/").rsplit("/", 1)[-1])
     return RunResults(name, location, spec, progress, metrics, read_evaluation(store))
 
@@ -223,6 +289,8 @@ def compare(
     window: int = 20,
     by: Literal["run", "config"] = "run",
     confidence_level: float = 0.95,
+    budgets: Budgets = "refuse",
+    repeated_seeds: bool = False,
 ) -> pd.DataFrame:
     """Compare runs: one row per run, or with ``by="config"`` one row per configuration over its seeds.
 
@@ -234,7 +302,14 @@ def compare(
             episodes, ``"evaluation"`` the mean return of the last evaluation round (as in a SweepSpec).
         window: training episodes in the ``"mean_return"`` objective.
         by: ``"run"`` for the per-run table, ``"config"`` for :func:`summarize` of it.
-        confidence_level: of the bootstrap interval with ``by="config"``.
+        confidence_level: of the intervals with ``by="config"``.
+        budgets: what to do with runs that trained less than the others (still running, stopped early,
+            failed, or short of their spec's ``total_timesteps``): ``"refuse"`` (default) flags them
+            (``attrs["short_runs"]``) and refuses statistics over seeds that would average them with full
+            runs; ``"common"`` takes every run's objective at the common budget (the fewest timesteps any run
+            reached); ``"complete"`` leaves the short runs out (``attrs["left_out"]``).
+        repeated_seeds: allow a configuration to hold two runs with the same seed (refused by default: the
+            same seed twice counts one outcome twice).
 
     Returns:
         By run: ``run`` (the run's name), the parameters that differ between the runs (dotted spec fields,
@@ -252,7 +327,13 @@ def compare(
     else:
         if objective not in ("mean_return", "evaluation"):
             raise SpecError(f"objective must be 'mean_return' or 'evaluation', not {objective!r}")
-        table = run_table(load_runs(runs, results=results), objective=objective, window=window)
+        table = run_table(
+            load_runs(runs, results=results),
+            objective=objective,
+            window=window,
+            budgets=budgets,
+            repeated_seeds=repeated_seeds,
+        )
     if by == "config":
         return summarize(table, confidence_level=confidence_level)
     if by != "run":
@@ -260,31 +341,47 @@ def compare(
     return table
 
 
-def run_table(loaded: Sequence[RunResults], *, objective: Objective = "mean_return", window: int = 20) -> pd.DataFrame:
-    """The per-run table of :func:`compare` for runs already read with :func:`load_runs`."""
+def run_table(
+    loaded: Sequence[RunResults],
+    *,
+    objective: Objective = "mean_return",
+    window: int = 20,
+    budgets: Budgets = "refuse",
+    repeated_seeds: bool = False,
+) -> pd.DataFrame:
+    """The per-run table of :func:`compare` for runs already read with :func:`load_runs` (``budgets`` and
+    ``repeated_seeds`` as there)."""
     import pandas as pd
 
+    if budgets not in ("refuse", "common", "complete"):
+        raise SpecError(f"budgets must be 'refuse', 'common' or 'complete', not {budgets!r}")
     params = differing_parameters([run.spec for run in loaded])
     parameters = list(params[0]) if params else []
+    reached = [_reached(run) for run in loaded]
+    short = [_short(run, steps, reached, parameters) for run, steps in zip(loaded, reached, strict=True)]
+    common = min(reached) if reached else 0
     rows = []
-    for run, values in zip(loaded, params, strict=True):
+    left_out = []
+    for run, values, steps, why in zip(loaded, params, reached, short, strict=True):
+        if why and budgets == "complete":
+            left_out.append(f"{run.name} ({why})")
+            continue
         progress = run.progress or {}
-        last = run.metrics[-1] if run.metrics else {}
-        timesteps = progress.get("timestep", last.get("timestep", 0))
         episodes = progress.get("episode", len(run.metrics))
         wall_time = max((float(r["time"]) for r in run.metrics if "time" in r), default=math.nan)
         speed = progress.get("steps_per_second")
         if speed is None and wall_time > 0:
-            speed = timesteps / wall_time
-        final_evaluation = run.final_evaluation()
-        value = final_evaluation if objective == "evaluation" else run.training_objective(window)
+            speed = steps / wall_time
+        until = common if budgets == "common" and any(short) else None
+        final_evaluation = run.final_evaluation(until)
+        value = final_evaluation if objective == "evaluation" else run.training_objective(window, until)
         rows.append(
             {
                 "run": run.name,
                 **values,
                 "seed": run.seed,
                 "state": progress.get("state", "unknown"),
-                "timesteps": int(timesteps or 0),
+                "timesteps": int(steps or 0),
                 "episodes": int(episodes or 0),
                 "objective": value,
                 "final_evaluation": final_evaluation,
@@ -296,7 +393,36 @@ def run_table(loaded: Sequence[RunResults], *, objective: Objective = "mean_retu
     table = pd.DataFrame(rows, columns=["run", *parameters, *RUN_COLUMNS])
     table.attrs["parameters"] = parameters
     table.attrs["objective"] = objective
+    table.attrs["budgets"] = budgets
+    table.attrs["repeated_seeds"] = repeated_seeds
+    table.attrs["short_runs"] = [f"{run.name} ({why})" for run, why in zip(loaded, short, strict=True) if why]
+    table.attrs["left_out"] = left_out
+    if budgets == "common" and any(short):
+        table.attrs["common_budget"] = int(common)
     return table
+
+
+def _reached(run: RunResults) -> int:
+    progress = run.progress or {}
+    last = run.metrics[-1] if run.metrics else {}
+    return int(progress.get("timestep", last.get("timestep", 0)) or 0)
+
+
+def _short(run: RunResults, steps: int, reached: Sequence[int], parameters: Sequence[str]) -> str:
+    """Why this run trained less than the others ("" when it did not). Runs that all stopped at about the
+    same timestep (2%: episodes end where they end) have the same budget, whatever their state."""
+    if not reached or steps >= 0.98 * max(reached):
+        return ""
+    state = (run.progress or {}).get("state", "unknown")
+    budget = (run.spec or {}).get("total_timesteps")
+    if state != "succeeded":
+        return f"{state} at {steps:,} timesteps"
+    if isinstance(budget, int) and steps < budget:
+        return f"{steps:,} of {budget:,} timesteps"
+    if "total_timesteps" not in parameters and "episodes" not in parameters:
+        # succeeded on a smaller budget than the others (an episode budget, or none recorded): not comparable
+        return f"{steps:,} timesteps, the longest run {max(reached):,}"
+    return ""
 
 
 def records(table: pd.DataFrame) -> list[dict[str, Any]]:
@@ -317,80 +443,293 @@ def _json_value(value: Any) -> Any:
 # ---------------------------------------------------------------------------------------- over seeds
 
 
-def summarize(table: pd.DataFrame, *, value: str = "objective", confidence_level: float = 0.95) -> pd.DataFrame:
+def summarize(
+    table: pd.DataFrame,
+    *,
+    value: str = "objective",
+    confidence_level: float = 0.95,
+    statistic: str = "iqm",
+) -> pd.DataFrame:
     """Statistics of ``value`` over the seeds of each configuration in a :func:`compare` table.
 
     One row per configuration (the table's differing parameters; all runs are one configuration when none
-    differ): ``n`` runs, ``mean``, ``iqm`` (interquartile mean, ``scipy.stats.trim_mean`` cutting 25% at
-    each end), ``ci_low``/``ci_high`` (a percentile bootstrap interval of the mean from
-    ``scipy.stats.bootstrap``, seeded, so the same table gives the same interval) and the ``seeds``. Runs
-    without a value (NaN: no episode yet) are left out of the statistics. One value has no interval (NaN
-    bounds); equal values have the value itself as both bounds.
+    differ): ``n`` runs; the ``iqm`` (interquartile mean), ``mean`` and ``median``, each with its own
+    interval (``<statistic>_low``/``<statistic>_high``, :mod:`rlcloud.intervals`: Tukey-McLaughlin for the
+    IQM, order statistics for the median, bootstrap-t for the mean, each measured to cover at least 93% at
+    a nominal 95% by benchmarks/interval_coverage.py); ``seeds_needed``, the seeds per configuration a
+    t-test would need to tell this configuration's mean from the best one's (by ``statistic``) with 80%
+    power at the observed difference and spread; and the ``seeds``. Runs without a value (NaN: no episode
+    yet) are left out of the statistics.
+
+    Where a statistic has too few seeds for an interval that keeps its promise (:data:`intervals.MIN_SEEDS`),
+    its bounds are NaN and ``summary.attrs["notes"]`` says why (the CLI prints the notes under the table).
 
     Raises:
         MissingExtraError: scipy is not installed (the ``analysis`` extra).
     """
     import pandas as pd
 
-    stats = require("scipy.stats", "analysis", feature="statistics over seeds (compare(by='config'))")
+    from rlcloud import intervals
+
+    require("scipy.stats", "analysis", feature="statistics over seeds (compare(by='config'))")
+    if statistic not in intervals.STATISTICS:
+        raise SpecError(f"statistic must be one of {', '.join(intervals.STATISTICS)}, not {statistic!r}")
     parameters = [p for p in table.attrs.get("parameters", []) if p in table.columns]
+    _check_guards(table, parameters)
     groups = table.groupby(parameters, dropna=False, sort=False) if parameters else [((), table)]
     rows = []
+    notes: dict[str, str] = {}
+    samples = []
     for key, group in groups:
         values = group[value].dropna().astype(float).to_numpy()
-        low, high = confidence_interval(values, confidence_level=confidence_level)
+        samples.append(values)
         keys = key if isinstance(key, tuple) else (key,)
-        rows.append(
-            {
-                **dict(zip(parameters, keys, strict=True)),
-                "n": len(values),
-                "mean": float(values.mean()) if len(values) else math.nan,
-                "iqm": float(stats.trim_mean(values, 0.25)) if len(values) else math.nan,
-                "ci_low": low,
-                "ci_high": high,
-                "seeds": list(group["seed"]),
-            }
-        )
+        row: dict[str, Any] = {**dict(zip(parameters, keys, strict=True)), "n": len(values)}
+        for name in intervals.STATISTICS:
+            found = intervals.estimate(values, name, confidence_level)
+            row[name], row[f"{name}_low"], row[f"{name}_high"] = found.value, found.low, found.high
+            if found.note and len(values):
+                notes[name] = found.note
+        row["seeds"] = list(group["seed"])
+        rows.append(row)
+    ranked = [r[statistic] for r in rows]
+    best = max(range(len(rows)), key=lambda i: -math.inf if math.isnan(ranked[i]) else ranked[i]) if rows else 0
+    for i, row in enumerate(rows):
+        needed = None if i == best else intervals.seeds_needed(samples[i], samples[best])
+        row["seeds_needed"] = math.nan if needed is None else needed
     summary = pd.DataFrame(rows, columns=[*parameters, *SUMMARY_COLUMNS])
     summary.attrs["parameters"] = parameters
     summary.attrs["objective"] = table.attrs.get("objective", value)
+    summary.attrs["statistic"] = statistic
+    summary.attrs["confidence_level"] = confidence_level
+    summary.attrs["notes"] = [f"no {name} interval: {why}" for name, why in notes.items()]
+    if table.attrs.get("left_out"):
+        summary.attrs["notes"].append("left out (budgets='complete'): " + ", ".join(table.attrs["left_out"]))
+    if "common_budget" in table.attrs:
+        summary.attrs["notes"].append(
+            f"every run compared at the common budget of {table.attrs['common_budget']:,} timesteps "
+            f"(budgets='common'; shorter: {', '.join(table.attrs['short_runs'])})"
+        )
+    if len(rows) > 1:
+        summary.attrs["notes"].append(
+            "seeds to separate (seeds_needed): seeds per configuration for a t-test (5%, two-sided) to tell its "
+            f"mean from the best {statistic}'s configuration with 80% power, at the observed difference and spread"
+        )
     return summary
 
 
-def confidence_interval(
-    values: Any, *, confidence_level: float = 0.95, n_resamples: int = 2000, seed: int = 0, axis: int = 0
-) -> tuple[Any, Any]:
-    """A percentile bootstrap interval of the mean along ``axis`` (``scipy.stats.bootstrap``).
+@dataclass
+class Best:
+    """The best configuration by a statistic over seeds, and whether its lead is outside the intervals.
 
-    Fewer than two values: NaN bounds. Where all values are equal the interval is that value (scipy would
-    warn about degenerate data and return NaN). Deterministic for a given ``seed``.
+    ``str(best)`` is a sentence for people; the fields are for code.
+    """
+
+    statistic: str
+    parameters: dict[str, Any]
+    value: float
+    low: float
+    high: float
+    n: int
+    #: the second-best configuration's parameters and statistic (None when there is one configuration)
+    runner_up: dict[str, Any] | None = None
+    runner_up_value: float = math.nan
+    runner_up_low: float = math.nan
+    runner_up_high: float = math.nan
+    #: True when the best's interval lies wholly above the runner-up's; None when either has no interval
+    separated: bool | None = None
+    #: P(a run of the best beats a run of the runner-up), rliable's probability of improvement, with interval
+    probability_of_improvement: float = math.nan
+    probability_of_improvement_low: float = math.nan
+    probability_of_improvement_high: float = math.nan
+    #: seeds per configuration a t-test needs to tell the two apart at the observed spread (None: too many)
+    seeds_needed: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        def name(params: dict[str, Any] | None) -> str:
+            return ", ".join(f"{k}={_short_value(v)}" for k, v in (params or {}).items()) or "the only configuration"
+
+        def interval(low: float, high: float) -> str:
+            return "no interval" if math.isnan(low) else f"95% interval {low:.4g}..{high:.4g}"
+
+        text = f"best by {self.statistic}: {name(self.parameters)}: {self.value:.4g} "
+        text += f"({interval(self.low, self.high)}, n={self.n})"
+        if self.runner_up is None:
+            return text
+        text += (
+            f"; runner-up {name(self.runner_up)}: {self.runner_up_value:.4g} "
+            f"({interval(self.runner_up_low, self.runner_up_high)})"
+        )
+        if self.separated is None:
+            text += "; the lead cannot be judged: an interval is missing"
+        else:
+            text += "; the lead is " + (
+                "outside the intervals" if self.separated else "within the intervals (not separated)"
+            )
+        if not math.isnan(self.probability_of_improvement):
+            text += f"; P(improvement) {self.probability_of_improvement:.2f}"
+            if math.isnan(self.probability_of_improvement_low):
+                from rlcloud.intervals import MIN_SEEDS
+
+                text += f" (no interval below {MIN_SEEDS['probability_of_improvement']} runs each)"
+            else:
+                text += f" ({self.probability_of_improvement_low:.2f}..{self.probability_of_improvement_high:.2f})"
+        if self.seeds_needed is not None:
+            text += f"; ~{self.seeds_needed} seeds each would separate them at this spread"
+        return text
+
+
+def best(
+    table: pd.DataFrame, *, statistic: str = "iqm", value: str = "objective", confidence_level: float = 0.95
+) -> Best:
+    """The configuration with the highest ``statistic`` over its seeds in a :func:`compare` table, and how
+    sure that is: each interval, whether they overlap, the probability of improvement over the runner-up.
+
+    Raises:
+        SpecError: no run has a value, or ``statistic`` is not one of iqm, mean, median.
+    """
+    from rlcloud import intervals
+
+    summary = summarize(table, value=value, confidence_level=confidence_level, statistic=statistic)
+    parameters = summary.attrs["parameters"]
+    ranked = summary[summary[statistic].notna()].sort_values(statistic, ascending=False, kind="stable")
+    if ranked.empty:
+        raise SpecError("no run has a value of the objective yet: nothing to rank")
+    samples = _samples(table, parameters, value)
+    top = ranked.iloc[0]
+    top_key = tuple(top[p] for p in parameters)
+    found = Best(
+        statistic=statistic,
+        parameters={p: _json_value(top[p]) for p in parameters},
+        value=float(top[statistic]),
+        low=float(top[f"{statistic}_low"]),
+        high=float(top[f"{statistic}_high"]),
+        n=int(top["n"]),
+        notes=list(summary.attrs["notes"]),
+    )
+    if len(ranked) > 1:
+        second = ranked.iloc[1]
+        second_key = tuple(second[p] for p in parameters)
+        found.runner_up = {p: _json_value(second[p]) for p in parameters}
+        found.runner_up_value = float(second[statistic])
+        found.runner_up_low = float(second[f"{statistic}_low"])
+        found.runner_up_high = float(second[f"{statistic}_high"])
+        if not (math.isnan(found.low) or math.isnan(found.runner_up_high)):
+            found.separated = found.low > found.runner_up_high
+        x, y = samples[top_key], samples[second_key]
+        found.probability_of_improvement = intervals.probability_of_improvement(x, y)
+        if min(len(x), len(y)) >= intervals.MIN_SEEDS["probability_of_improvement"]:
+            low, high = intervals.probability_of_improvement_interval(x, y, confidence_level)
+            found.probability_of_improvement_low, found.probability_of_improvement_high = low, high
+        else:
+            found.notes.append(
+                f"no interval of P(improvement): {intervals.WHY_NO_INTERVAL['probability_of_improvement']}"
+            )
+        found.seeds_needed = intervals.seeds_needed(x, y)
+    return found
+
+
+def _samples(table: pd.DataFrame, parameters: list[str], value: str) -> dict[tuple[Any, ...], Any]:
+    groups = table.groupby(parameters, dropna=False, sort=False) if parameters else [((), table)]
+    out = {}
+    for key, group in groups:
+        keys = key if isinstance(key, tuple) else (key,)
+        out[tuple(keys)] = group[value].dropna().astype(float).to_numpy()
+    return out
+
+
+def performance_profiles(
+    table: pd.DataFrame,
+    thresholds: Sequence[float] | None = None,
+    *,
+    value: str = "objective",
+    points: int = 21,
+    confidence_level: float = 0.95,
+) -> pd.DataFrame:
+    """Performance profiles as rliable defines them: per configuration, the fraction of its runs whose
+    ``value`` is above each threshold, with a percentile bootstrap interval over the runs.
+
+    Args:
+        table: a :func:`compare` table.
+        thresholds: the return thresholds (default: ``points`` evenly from the lowest value to the highest).
+        value: the column profiled.
+        points: thresholds when none are given.
+        confidence_level: of the intervals.
+
+    Returns:
+        One row per configuration and threshold: the parameters, ``threshold``, ``fraction``, ``low``,
+        ``high``, ``n``.
+    """
+    import numpy as np
+    import pandas as pd
+
+    from rlcloud import intervals
+
+    parameters = [p for p in table.attrs.get("parameters", []) if p in table.columns]
+    samples = _samples(table, parameters, value)
+    every = np.concatenate([v for v in samples.values() if len(v)] or [np.zeros(0)])
+    if thresholds is None:
+        thresholds = np.linspace(every.min(), every.max(), points).tolist() if len(every) else []
+    taus = np.asarray(thresholds, dtype=float)
+    rows = []
+    for key, values in samples.items():
+        fractions = intervals.performance_profile(values, taus) if len(values) else np.full(len(taus), np.nan)
+        low, high = intervals.performance_profile_interval(values, taus, confidence_level)
+        for i, tau in enumerate(taus):
+            rows.append(
+                {
+                    **dict(zip(parameters, key, strict=True)),
+                    "threshold": float(tau),
+                    "fraction": float(fractions[i]),
+                    "low": float(low[i]),
+                    "high": float(high[i]),
+                    "n": len(values),
+                }
+            )
+    frame = pd.DataFrame(rows, columns=[*parameters, "threshold", "fraction", "low", "high", "n"])
+    frame.attrs["parameters"] = parameters
+    return frame
+
+
+class BudgetError(SpecError):
+    """Runs of different budgets, or a repeated seed, would be averaged together: choose what to do."""
+
+
+def _check_guards(table: pd.DataFrame, parameters: list[str]) -> None:
+    short = table.attrs.get("short_runs", [])
+    if short and table.attrs.get("budgets", "refuse") == "refuse":
+        raise BudgetError(
+            f"{len(short)} of {len(table)} runs trained less than the others: {', '.join(short)}. Averaging them "
+            "with full runs compares different budgets: compare every run at the common budget "
+            "(budgets='common', --budgets common) or leave the short runs out (budgets='complete', "
+            "--budgets complete)"
+        )
+    if table.attrs.get("repeated_seeds", False) or "seed" not in table.columns:
+        return
+    keyed = table[table["seed"].notna()]
+    columns = [*parameters, "seed"]
+    repeated = keyed[keyed.duplicated(columns, keep=False)]
+    if not repeated.empty:
+        names = ", ".join(f"{r['run']} (seed {r['seed']})" for _, r in repeated.iterrows())
+        raise BudgetError(
+            f"the same seed appears twice in one configuration: {names}; one outcome would count twice. "
+            "Compare distinct seeds, or allow it (repeated_seeds=True, --allow-repeated-seeds)"
+        )
+
+
+def confidence_interval(values: Any, *, confidence_level: float = 0.95, axis: int = 0) -> tuple[Any, Any]:
+    """The IQM's interval (:func:`rlcloud.intervals.iqm_interval`) along ``axis``: the plots' bands.
+
+    Fewer than 3 values along the axis: NaN bounds (no interval keeps its promise there). Where all values
+    are equal the interval is that value.
     """
     import numpy as np
 
-    stats = require("scipy.stats", "analysis", feature="bootstrap confidence intervals")
-    data = np.asarray(values, dtype=float)
-    if data.shape[axis] < 2:
-        shape = np.delete(np.array(data.shape), axis)
-        nan = np.full(tuple(shape), np.nan)
-        return (float("nan"), float("nan")) if nan.ndim == 0 else (nan, nan.copy())
-    spread = np.ptp(data, axis=axis)
-    with warnings.catch_warnings():
-        # the equal-valued positions are handled below; scipy's warning about them is not news
-        warnings.simplefilter("ignore", getattr(stats, "DegenerateDataWarning", RuntimeWarning))
-        warnings.simplefilter("ignore", RuntimeWarning)
-        result = stats.bootstrap(
-            (data,),
-            np.mean,
-            axis=axis,
-            vectorized=True,
-            confidence_level=confidence_level,
-            n_resamples=n_resamples,
-            method="percentile",
-            rng=np.random.default_rng(seed),
-        )
-    low, high = result.confidence_interval.low, result.confidence_interval.high
-    mean = data.mean(axis=axis)
-    low, high = np.where(spread == 0, mean, low), np.where(spread == 0, mean, high)
+    from rlcloud import intervals
+
+    data = np.moveaxis(np.asarray(values, dtype=float), axis, -1)
+    low, high = intervals.iqm_interval(data, confidence_level)
     if np.ndim(low) == 0:
         return float(low), float(high)
     return low, high
@@ -409,14 +748,16 @@ def plot_runs(
     confidence_level: float = 0.95,
     title: str = "",
 ) -> Any:
-    """One curve per configuration: the mean over its seeds of the moving-mean return, with a bootstrap band.
+    """One curve per configuration: the IQM over its seeds of each run's mean return over the last
+    ``window`` episodes, with the IQM's interval as a band.
 
     Each run's moving mean of the last ``window`` episode returns is interpolated onto a common grid of
     ``points`` timesteps, from the latest first episode to the end of the shortest run of the configuration
-    (so every point averages every seed); the band is the ``confidence_level`` bootstrap interval of that
-    mean. Evaluation rounds, where the runs have them, are markers in the curve's colour (the mean over the
-    runs that evaluated at that timestep). The legend names each configuration by its differing parameters
-    and its number of runs.
+    (so every point has every seed); the curve is the IQM over the seeds at each point (the mean of 1 or 2
+    seeds), the band the ``confidence_level`` Tukey-McLaughlin interval of it (3 seeds or more: fewer have no
+    interval that keeps its promise). Evaluation rounds, where the runs have them, are markers in the curve's
+    colour (the mean over the runs that evaluated at that timestep; the legend gives each round's n). The
+    legend names each configuration by its differing parameters and its number of seeds.
 
     Args:
         runs: as for :func:`compare`.
@@ -425,7 +766,7 @@ def plot_runs(
         window: episodes in the moving mean.
         points: grid points per curve.
         confidence_level: of the band.
-        title: the plot's title (default: the objective and the number of runs).
+        title: the plot's title (default: the number of runs and configurations).
 
     Returns:
         The matplotlib Figure (shown inline in a notebook).
@@ -435,6 +776,7 @@ def plot_runs(
     """
     import numpy as np
 
+    from rlcloud import intervals
     from rlcloud.plotting import Curve, moving_mean, plot_curves
 
     require("matplotlib", "analysis", feature="plot_runs()")
@@ -447,9 +789,12 @@ def plot_runs(
         groups.setdefault(key, []).append(run)
         labels[key] = ", ".join(f"{_short_field(k)}={_short_value(v)}" for k, v in values.items())
     curves: list[Curve] = []
+    evaluated: list[int] = []  # runs behind each evaluation dot
     for key, members in groups.items():
         with_episodes = [r for r in members if r.metrics]
-        label = f"{labels[key] or (members[0].name if len(groups) == 1 else 'all runs')} (n={len(members)})"
+        count = f"{len(members)} seed{'s' if len(members) != 1 else ''}"
+        # one configuration: its runs differ by seed only, and "5 seeds" says what n counts
+        label = f"{labels[key]} (n={len(members)})" if labels[key] else members[0].name if len(members) == 1 else count
         curve = Curve(label=label)
         if with_episodes:
             # where every run has an episode: no point of the curve is a flat extrapolation of a run
@@ -462,18 +807,29 @@ def plot_runs(
                 smooth = moving_mean([float(m["return"]) for m in r.metrics], window)
                 rows.append(np.interp(grid, steps, smooth))
             data = np.vstack(rows)
-            low, high = confidence_interval(data, confidence_level=confidence_level, axis=0)
-            curve.x, curve.mean = grid.tolist(), data.mean(axis=0).tolist()
-            if len(rows) > 1:
+            curve.x, curve.mean = grid.tolist(), np.asarray(intervals.iqm(data.T)).tolist()
+            if len(rows) >= intervals.MIN_SEEDS["iqm"]:
+                low, high = confidence_interval(data, confidence_level=confidence_level, axis=0)
                 curve.low, curve.high = np.asarray(low).tolist(), np.asarray(high).tolist()
         rounds: dict[int, list[float]] = {}
         for r in members:
             for at, mean in r.evaluation_means():
                 rounds.setdefault(at, []).append(mean)
         curve.evaluation = [(at, sum(v) / len(v)) for at, v in sorted(rounds.items())]
+        evaluated.extend(len(v) for v in rounds.values())
         curves.append(curve)
-    heading = title or f"mean return of the last {window} episodes over seeds ({len(loaded)} runs)"
-    return plot_curves(curves, title=heading, band_label=f"{confidence_level:.0%} CI", path=path)
+    if evaluated:  # one legend note for all curves: the runs each evaluation dot averages
+        low, high = min(evaluated), max(evaluated)
+        for curve in curves:
+            curve.evaluation_label = f"evaluation mean (n={low}{'' if low == high else f'-{high}'})"
+    heading = title or f"{len(loaded)} runs, {len(groups)} configuration{'s' if len(groups) != 1 else ''}"
+    return plot_curves(
+        curves,
+        title=heading,
+        ylabel=f"IQM over seeds of the mean return over the last {window} episodes",
+        band_label=f"band: {confidence_level:.0%} interval of the IQM (n >= {intervals.MIN_SEEDS['iqm']})",
+        path=path,
+    )
 
 
 def _short_field(name: str) -> str:

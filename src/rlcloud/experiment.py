@@ -108,6 +108,28 @@ class Experiment:
 
     # ------------------------------------------------------------------------------------------- verbs
 
+    def _refuse_a_sweeps_name(self) -> None:
+        """A new experiment may not take the name of a sweep under the same results root (its location is
+        the sweep's: each would shadow the other)."""
+        from rlcloud.record import SPEC_FILE, sweep_trials
+
+        store = self._store()
+        if store.exists(SPEC_FILE):
+            return  # created before: a resume
+        if sweep_trials(store):
+            from rlcloud.errors import SpecError, SpecProblem
+
+            raise SpecError(
+                [
+                    SpecProblem(
+                        "name",
+                        f"a sweep named {self.name!r} has its trials at {self.location}: name the experiment "
+                        "differently (an experiment and a sweep of one name would shadow each other)",
+                        self.name,
+                    )
+                ]
+            )
+
     def start(self, cluster: Cluster | None = None, *, validate: bool = True) -> Experiment:
         """Start training and return at once; the experiment runs in the background.
 
@@ -136,6 +158,7 @@ class Experiment:
             from rlcloud.errors import require_installed
 
             require_installed(RUNNER_MODULES, "runner", feature=f"running experiment {self.name} on this machine")
+        self._refuse_a_sweeps_name()
         target = self._cluster
         if target is not None:
             target.check_image(self.spec.image)  # before a cluster is created or billed

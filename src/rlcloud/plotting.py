@@ -48,7 +48,9 @@ def plot_returns(
     returns = [float(r["return"]) for r in records]
     if records:
         ax.plot(steps, returns, ".", alpha=0.25, markersize=3, label="episode return")
-        ax.plot(steps, moving_mean(returns, window), "-", linewidth=2, label=f"mean of last {window}")
+        ax.plot(
+            steps, moving_mean(returns, window), "-", linewidth=2, label=f"mean return over the last {window} episodes"
+        )
     if evaluation:
         by_step: dict[int, list[float]] = {}
         for r in evaluation:
@@ -79,16 +81,21 @@ class Curve:
     low: list[float] | None = None
     high: list[float] | None = None
     evaluation: list[tuple[float, float]] = field(default_factory=list)
+    #: the evaluation markers' legend entry when the curve has no line (e.g. "evaluation mean (n=5)")
+    evaluation_label: str = "evaluation mean"
 
 
 def plot_curves(
     curves: Sequence[Curve],
     *,
     title: str = "",
+    ylabel: str = "return",
     band_label: str = "confidence band",
     path: str | Path | None = None,
 ) -> Any:
     """Draw each curve (line, shaded band, evaluation markers in the same colour) on one axes.
+
+    ``ylabel`` says what the curves are (e.g. "IQM over seeds of the mean return over the last 20 episodes").
 
     Returns the matplotlib Figure; writes a PNG to ``path`` when given. Works headless (no pyplot).
     """
@@ -104,14 +111,14 @@ def plot_curves(
             xs, ys = zip(*curve.evaluation, strict=True)
             ax.plot(xs, ys, "o", color=color, markersize=6, label=None if curve.x else curve.label)
     ax.set_xlabel("timestep")
-    ax.set_ylabel("return")
+    ax.set_ylabel(ylabel, fontsize="small" if len(ylabel) > 40 else None)
     ax.set_title(title or "episode returns")
     ax.grid(True, alpha=0.3)
     if curves:
         handles, labels = ax.get_legend_handles_labels()
         note = [band_label] if any(c.low is not None for c in curves) else []
         if any(c.evaluation for c in curves):
-            note.append("dots: evaluation means")
+            note.append("dots: " + "; ".join(sorted({c.evaluation_label for c in curves if c.evaluation})))
         ax.legend(handles, labels, loc="lower right", fontsize="small", title="; ".join(note) or None)
     fig.tight_layout()
     if path is not None:

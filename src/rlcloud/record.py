@@ -45,6 +45,17 @@ _APPEND_ATTEMPTS = 5
 logger = logging.getLogger(__name__)
 
 
+def sweep_trials(store: Store) -> list[str]:
+    """Names of the trials whose spec of record is in ``store`` (``<trial>/spec.yaml``): a sweep's location.
+
+    An experiment's location has its own ``spec.yaml`` and no trials; an experiment and a sweep of one name
+    under one results root would shadow each other, so each start checks the other is not there.
+    """
+    return sorted(
+        {o.name.split("/", 1)[0] for o in store.list() if o.name.count("/") == 1 and o.name.endswith("/" + SPEC_FILE)}
+    )
+
+
 def read_record(store: Store) -> dict[str, Any] | None:
     """The spec of record as a mapping, or None when the run was never created here."""
     try:

@@ -132,6 +132,7 @@ class Sweep:
             self._cluster, self._backend = cluster, None
         if validate:
             self.validate()
+        self._refuse_an_experiments_name()
         if self._cluster is not None:
             self._cluster.check_image(self.spec.experiment.image)  # trials share the experiment's image
             # a GKE cluster that does not exist yet is created first (a dedicated one goes when the sweep fails
@@ -145,6 +146,26 @@ class Sweep:
             raise
         self.already_running = not started
         return self
+
+    def _refuse_an_experiments_name(self) -> None:
+        """A sweep may not take the name of an experiment under the same results root (the sweep's location
+        is the experiment's: each would shadow the other)."""
+        from rlcloud.record import SPEC_FILE
+        from rlcloud.storage import open_store
+
+        if open_store(self.location).exists(SPEC_FILE):
+            from rlcloud.errors import SpecError, SpecProblem
+
+            raise SpecError(
+                [
+                    SpecProblem(
+                        "name",
+                        f"an experiment named {self.name!r} has its results at {self.location}: name the sweep "
+                        "differently (an experiment and a sweep of one name would shadow each other)",
+                        self.name,
+                    )
+                ]
+            )
 
     def status(self) -> SweepStatus:
         """Each trial's state and progress (state, timestep, episode, mean return), and the overall state;
@@ -167,20 +188,30 @@ class Sweep:
     ) -> SweepStatus:
         """Block until every trial has finished; return the final status.
 
-        ``progress=True`` logs a line per trial as its state changes; a callable gets each status. Raises
-        rlcloud.WaitTimeoutError after ``timeout`` seconds (the sweep keeps running).
+        ``progress=True`` shows a bar (tqdm, in a terminal or a notebook): trials finished of all, how many
+        run, and the best mean return so far; trial state changes are logged too. A callable gets each
+        status instead. Raises rlcloud.WaitTimeoutError after ``timeout`` seconds (the sweep keeps running).
         """
-        callback = progress if callable(progress) else (_LogProgress() if progress else None)
+        bar = _SweepBar(self.name, self.spec.num_trials) if progress is True else None
+        log_changes = _LogProgress() if progress is True else None
+        callback = progress if callable(progress) else None
         deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            status = self.status()
-            if callback is not None:
-                callback(status)
-            if status.finished:
-                return status
-            if deadline is not None and time.monotonic() > deadline:
-                raise WaitTimeoutError(f"sweep {self.name} still {status.state} after {timeout:g} s: {status.counts()}")
-            time.sleep(poll_interval)
+        try:
+            while True:
+                status = self.status()
+                for report in (callback, bar, log_changes):
+                    if report is not None:
+                        report(status)
+                if status.finished:
+                    return status
+                if deadline is not None and time.monotonic() > deadline:
+                    raise WaitTimeoutError(
+                        f"sweep {self.name} still {status.state} after {timeout:g} s: {status.counts()}"
+                    )
+                time.sleep(poll_interval)
+        finally:
+            if bar is not None:
+                bar.close()
 
     def stop(self) -> None:
         """Stop the sweep: no new trial starts, running trials checkpoint and stop. Idempotent."""
@@ -207,6 +238,14 @@ class Sweep:
 
         options.setdefault("objective", self.spec.objective)
         return compare(self.experiments(started=True), **options)
+
+    def best(self, statistic: str = "iqm", **options: Any) -> Any:
+        """The best configuration by ``statistic`` (``"iqm"``, ``"mean"`` or ``"median"``) over its seeds, and
+        whether its lead over the runner-up is outside the intervals (:class:`rlcloud.compare.Best`; print it
+        for a sentence). ``options`` go to :meth:`results`."""
+        from rlcloud.compare import best
+
+        return best(self.results(**options), statistic=statistic)
 
     def plot(self, path: str | Path | None = None, **options: Any) -> Any:
         """Mean return per configuration over seeds, with a 95% confidence band (a matplotlib Figure;
@@ -235,6 +274,27 @@ class Sweep:
         from rlcloud.cluster import Cluster
 
         return (cluster or Cluster.local(results=results)).backend().list_sweeps()
+
+
+class _SweepBar:
+    """A tqdm bar over a sweep's trials: done of all, running, best mean return so far (notebook-aware)."""
+
+    def __init__(self, name: str, total: int) -> None:
+        from tqdm.auto import tqdm
+
+        self.bar = tqdm(total=total, unit="trial", desc=name)
+
+    def __call__(self, status: SweepStatus) -> None:
+        done = sum(t.finished for t in status.trials)
+        running = sum(t.state == "running" for t in status.trials)
+        returns = [(t.progress.get("mean_return"), t.name) for t in status.trials]
+        best = max(((r, n) for r, n in returns if isinstance(r, int | float)), default=None)
+        self.bar.n = done
+        self.bar.set_postfix(running=running, best="-" if best is None else f"{best[0]:.1f} ({best[1]})", refresh=False)
+        self.bar.refresh()
+
+    def close(self) -> None:
+        self.bar.close()
 
 
 class _LogProgress:

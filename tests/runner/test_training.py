@@ -103,6 +103,7 @@ def test_multi_threaded_learns_with_evaluation(tmp_path: Path) -> None:
         execution="batched",
         total_timesteps=24000,
         evaluation={"every": "8000t", "episodes": 2},
+        summary_frequency="2s",
     )
     result = Trainer(spec, tmp_path).run()
     assert result.state == "succeeded" and result.timesteps == 24000
@@ -110,6 +111,10 @@ def test_multi_threaded_learns_with_evaluation(tmp_path: Path) -> None:
     assert np.mean(got[-20:]) > 2 * np.mean(got[:20]), (got[:20], got[-20:])
     records = read_jsonl(tmp_path / "metrics.jsonl")
     assert {r["worker"] for r in records} == set(range(8))
+    # rows that end in the same step each start their next episode from zero: no episode outlives
+    # CartPole-v1's 500 steps, and the episodes' steps add up to no more than the run's
+    assert max(r["length"] for r in records) <= 500 and sum(r["length"] for r in records) <= 24000
+    assert all(r["return"] == r["length"] for r in records)  # CartPole: a reward of 1 per step
     evaluations = read_jsonl(tmp_path / "evaluation.jsonl")
     # every 8000 timesteps, and at the end (24000) although the run stops there
     assert [e["at_timestep"] for e in evaluations] == [8000, 8000, 16000, 16000, 24000, 24000]
@@ -333,3 +338,30 @@ def test_sigterm_while_starting_exits_143_at_once(tmp_path: Path) -> None:
     assert proc.returncode == 143, output
     assert "while starting: stopping without a checkpoint" in output
     assert latest_checkpoint(tmp_path) is None
+
+
+@pytest.mark.training
+def test_tensorboard_has_every_episode_and_readable_agent_scalars_against_timesteps(tmp_path: Path) -> None:
+    import tensorflow as tf
+
+    spec = make_spec(total_timesteps=3000, summary_frequency="2s")
+    assert Trainer(spec, tmp_path).run().state == "succeeded"
+    records = read_jsonl(tmp_path / "metrics.jsonl")
+    events = list((tmp_path / "summaries").rglob("events.out.tfevents.*"))
+    assert len(events) == 1  # rlcloud's; Tensorforce's own (x = update index) are outside the logdir
+    points: dict[str, list[tuple[int, float]]] = {}
+    for event in tf.compat.v1.train.summary_iterator(str(events[0])):
+        for value in event.summary.value:
+            points.setdefault(value.tag, []).append((event.step, float(tf.make_ndarray(value.tensor))))
+    # one point per episode, at the timestep it ended, with its return and length
+    assert points["episode/return"] == [(r["timestep"], r["return"]) for r in records]
+    assert points["episode/length"] == [(r["timestep"], r["length"]) for r in records]
+    assert len(records) > 20
+    # the agent's scalars: readable names, x = the timestep of their update (PPO updates every 5 episodes)
+    agent = {tag for tag in points if tag.startswith("agent/")}
+    assert {"agent/policy-loss", "agent/entropy", "agent/kl-divergence", "agent/update-norm"} <= agent
+    assert not any("/cond" in tag or "losses/" in tag for tag in points)  # graph-internal names
+    steps = [step for step, _ in points["agent/policy-loss"]]
+    ends = {r["timestep"] for r in records}
+    assert len(steps) >= 5 and steps == sorted(steps) and set(steps) <= ends and steps[-1] <= 3000
+    assert points["episode/mean_return_last_20"][-1][0] == 3000

@@ -16,10 +16,23 @@ if TYPE_CHECKING:
 
 
 def console(stderr: bool = False) -> Any:
-    """A rich console for the CLI's own words; data goes through :func:`text` or ``markup=False``."""
+    """A rich console for the CLI's own words; data goes through :func:`text` or ``markup=False``.
+
+    Piped or redirected (not a terminal) and with no ``COLUMNS`` set, it is as wide as its widest line:
+    rich would otherwise cut tables to 80 columns, and ``rlcloud experiment list | grep NAME`` would miss a
+    name that was wrapped or elided.
+    """
+    import os
+
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False)
+    out = Console(stderr=stderr, highlight=False)
+    if not out.is_terminal and not os.environ.get("COLUMNS"):
+        out.width = _UNBOUNDED
+    return out
+
+
+_UNBOUNDED = 10_000  # columns: wider than any table the CLI prints
 
 
 def text(value: object) -> str:

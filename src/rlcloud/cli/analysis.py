@@ -7,6 +7,22 @@ import sys
 
 from rlcloud.cli._parser import EXIT_OK, Arg, command
 
+#: how runs that trained less than the others, and repeated seeds, are treated (compare and sweep results)
+GUARDS = (
+    Arg(
+        "--budgets",
+        choices=("refuse", "common", "complete"),
+        default="refuse",
+        help="runs that trained less (running, stopped early): refuse statistics (default), compare every run "
+        "at the common budget, or leave the short runs out",
+    ),
+    Arg(
+        "--allow-repeated-seeds",
+        action="store_true",
+        help="count two runs of one configuration with the same seed (refused by default)",
+    ),
+)
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -18,7 +34,12 @@ if TYPE_CHECKING:
     "rlcloud compare ppo-s1 ppo-s2 ppo-lr3-s1 ppo-lr3-s2 --results gs://my-bucket/rl --plot runs.png\n"
     "  rlcloud compare rlcloud-results/lr-sweep/* -o csv",
     args=[
-        Arg("runs", nargs="+", metavar="RUN", help="run names (under --results), directories or gs:// locations"),
+        Arg(
+            "runs",
+            nargs="+",
+            metavar="RUN",
+            help="run or sweep names (SWEEP, SWEEP/TRIAL; under --results), directories or gs:// locations",
+        ),
         Arg(
             "--results",
             metavar="LOCATION",
@@ -34,39 +55,82 @@ if TYPE_CHECKING:
             "--by",
             choices=("run", "config"),
             default=None,
-            help="with -o json|yaml|csv: one row per run (default) or per configuration over its seeds",
+            help="with -o json|yaml|csv: one row per run (default; per configuration for a sweep) or per configuration",
         ),
-        Arg("--plot", metavar="FILE.png", help="also write the plot: mean over seeds with a 95%% confidence band"),
+        Arg(
+            "--trials", action="store_true", help="a sweep's trials one row each too (a sweep shows its configurations)"
+        ),
+        Arg("--plot", metavar="FILE.png", help="also write the plot: IQM over seeds with its 95%% interval"),
+        *GUARDS,
     ],
 )
 def compare(args: argparse.Namespace) -> int:
-    """Compare runs, one row each; then each configuration over its seeds (statistics need rlcloud[analysis])."""
+    """Compare runs, one row each, then each configuration over its seeds and the best one (statistics need
+    rlcloud[analysis]); a sweep shows its configurations, and its trials with --trials."""
     from rlcloud.cli._common import console, output_format, print_data
-    from rlcloud.compare import load_runs, plot_runs, records, run_table, summarize
+    from rlcloud.compare import load_runs, plot_runs, records, run_table
 
     loaded = load_runs(args.runs, results=args.results)
-    table = run_table(loaded, objective=args.objective)
+    table = run_table(loaded, objective=args.objective, budgets=args.budgets, repeated_seeds=args.allow_repeated_seeds)
+    sweeps = sorted({run.sweep for run in loaded if run.sweep})
     fmt = output_format(args)
     if fmt == "table":
-        console().print(frame_table(table.drop(columns=["location"]), f"{len(loaded)} runs ({args.objective})"))
-        if args.by != "run" and len(loaded) > 1:
-            from rlcloud.errors import MissingExtraError
-
-            try:
-                console().print(frame_table(summarize(table), "over seeds, per configuration"))
-            except MissingExtraError as exc:  # the per-run table is still worth having: say what is missing
-                print(f"(no statistics over seeds: {exc})", file=sys.stderr)
+        if args.trials or not sweeps:
+            title = f"{len(loaded)} runs ({args.objective})"
+            console().print(frame_table(table.drop(columns=["location"]), title))
+        if len(loaded) > 1 or sweeps:
+            print_statistics(table, title=", ".join(sweeps))
     else:
-        frame = summarize(table) if args.by == "config" else table
+        from rlcloud.compare import summarize
+
+        by = args.by or ("config" if sweeps and not args.trials else "run")
+        frame = summarize(table) if by == "config" else table
         if fmt == "csv":
             print(frame.to_csv(index=False), end="")
         else:
             print_data(records(frame), fmt)
     if args.plot:
-        plot_runs(loaded, path=args.plot)
+        plot_runs(loaded, path=args.plot, title=", ".join(sweeps))
         # stdout stays parseable with -o json|yaml|csv
         print(f"wrote {args.plot}", file=sys.stdout if fmt == "table" else sys.stderr)
     return EXIT_OK
+
+
+def print_statistics(table: Any, *, title: str = "") -> None:
+    """The configuration table (statistics over seeds with their intervals), its notes and the best
+    configuration; when statistics cannot be had (no scipy, a budget choice to make) the reason, on stderr."""
+    from rlcloud.cli._common import console
+    from rlcloud.compare import BudgetError, best, summarize
+    from rlcloud.errors import MissingExtraError
+
+    try:
+        summary = summarize(table)
+        found = best(table) if summary["n"].gt(0).any() else None
+    except (MissingExtraError, BudgetError) as exc:  # the per-run table is still worth having: say why
+        print(f"(no statistics over seeds: {exc})", file=sys.stderr)
+        return
+    heading = f"{title + ': ' if title else ''}over seeds, per configuration (95% intervals)"
+    console().print(frame_table(_compact(summary), heading))
+    for note in summary.attrs.get("notes", []):
+        print(note)
+    if found is not None and len(summary) > 1:
+        print(found)
+
+
+def _compact(summary: Any) -> Any:
+    """The configuration table for people: each statistic and its interval in one cell ("464.3 [302.6, 625.9]";
+    the value alone where there is no interval). JSON and CSV keep a column per bound."""
+    from rlcloud import intervals
+
+    frame = summary[[*summary.attrs.get("parameters", []), "n"]].copy()
+    for name in intervals.STATISTICS:
+        frame[name] = [
+            _cell(value) + ("" if low != low else f" [{_cell(low)}, {_cell(high)}]")
+            for value, low, high in zip(summary[name], summary[f"{name}_low"], summary[f"{name}_high"], strict=True)
+        ]
+    frame["seeds to separate"] = summary["seeds_needed"]
+    frame["seeds"] = summary["seeds"]
+    return frame
 
 
 def frame_table(frame: Any, title: str) -> Any:

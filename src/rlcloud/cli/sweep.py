@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from rlcloud.cli._parser import EXIT_FAILURE, EXIT_OK, SET, Arg, command, group
+from rlcloud.cli.analysis import GUARDS
 from rlcloud.cli.experiment import TARGET, _cluster_from_args
 
 TYPE_CHECKING = False
@@ -106,7 +107,7 @@ def validate(args: argparse.Namespace) -> int:
     "sweep run",
     "Start a sweep and follow it to the end, then print its results.",
     "rlcloud sweep run examples/cartpole_ppo.yaml --seeds 5 --grid agent.learning_rate=1e-3,3e-4",
-    args=[FILE, SET, *BUILD, *TARGET],
+    args=[FILE, SET, *BUILD, *TARGET, *GUARDS],
 )
 def run(args: argparse.Namespace) -> int:
     """Start a sweep, show one line per trial (state, timestep, return) until all end, then the results."""
@@ -151,7 +152,7 @@ def status(args: argparse.Namespace) -> int:
     "sweep results",
     "A sweep's results: one row per trial, and per configuration over seeds.",
     "rlcloud sweep results lr-sweep -o csv --plot lr-sweep.png",
-    args=[NAME, *TARGET, Arg("--plot", metavar="FILE.png", help="also write the comparison plot")],
+    args=[NAME, *TARGET, Arg("--plot", metavar="FILE.png", help="also write the comparison plot"), *GUARDS],
 )
 def results(args: argparse.Namespace) -> int:
     """Print the trials' results (table, JSON or CSV) and optionally write the comparison plot."""
@@ -275,9 +276,12 @@ def _follow(sweep: Any, *, quiet: bool) -> Any:
 
 
 def _print_results(sweep: Any, args: argparse.Namespace) -> None:
+    """One row per trial, then (in a table) the configurations over their seeds and the best one."""
     from rlcloud.cli._common import console, output_format, print_data
 
-    frame = sweep.results()
+    frame = sweep.results(
+        budgets=getattr(args, "budgets", "refuse"), repeated_seeds=getattr(args, "allow_repeated_seeds", False)
+    )
     fmt = output_format(args)
     if fmt == "csv":
         print(frame.to_csv(index=False), end="")
@@ -286,22 +290,12 @@ def _print_results(sweep: Any, args: argparse.Namespace) -> None:
 
         print_data(records(frame), fmt)  # NaN -> null: valid JSON
     else:
-        from rich.table import Table
-        from rich.text import Text
+        from rlcloud.cli.analysis import frame_table, print_statistics
 
-        table = Table(title=Text(f"{sweep.name}: results"))
-        for column in frame.columns:
-            table.add_column(Text(str(column)))
-        for row in frame.itertuples(index=False):
-            table.add_row(*(Text(_cell(v)) for v in row))
-        console().print(table)
+        console().print(frame_table(frame.drop(columns=["location"]), f"{sweep.name}: trials"))
+        if len(frame):
+            print_statistics(frame, title=sweep.name)
     plot = getattr(args, "plot", None)
     if plot:
         sweep.plot(plot)
         print(f"wrote {plot}")
-
-
-def _cell(value: Any) -> str:
-    if isinstance(value, float):
-        return "-" if value != value else f"{value:.4g}"
-    return str(value)

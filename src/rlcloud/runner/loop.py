@@ -14,7 +14,9 @@ What the loop writes into the work directory (docs/contracts.md, "Results layout
 * ``progress.json``: the latest counters, replaced atomically (tmp + rename).
 * ``checkpoints/<name>/`` (agent files + ``state.json``) and ``checkpoints/LATEST``: the directory is
   complete before LATEST names it, so a crash mid-save leaves the previous checkpoint loadable.
-* ``summaries/``: TensorBoard events (Tensorforce's update summaries and rlcloud's episode scalars).
+* ``summaries/``: TensorBoard events against timesteps: each episode's return and length, the mean of the
+  last 20, throughput, evaluation means, and the agent's losses, KL divergence, update norm and entropy
+  (forwarded from ``tensorforce-summaries/``, where Tensorforce writes them against its update index).
 
 Resume: a work directory whose ``checkpoints/LATEST`` names a checkpoint restores the agent and continues
 the counters; records written after that checkpoint are dropped so that episode numbers stay unique.
@@ -258,6 +260,8 @@ class Trainer:
         self._advanced_at = time.time()
         self._advanced_timestep: int | None = None
         self._summary_writer: Any = None
+        self._update_marks: list[tuple[int, int]] = []  # (agent update count, timestep it was reached at)
+        self._forwarded: dict[str, int] = {}  # Tensorforce event file -> bytes of it forwarded
         #: True once the training loop runs (a stop request is then honoured with a checkpoint).
         self.running = False
         if spec.deterministic:
@@ -303,13 +307,16 @@ class Trainer:
         kwargs = build_agent_kwargs(self.spec, self._venv)
         summary = self.spec.summary_frequency
         if summary is not None:
-            # Update-based summaries only: timestep-based ones cost a summary op on every act().
+            # Update-based summaries only: timestep-based ones cost a summary op on every act(). Tensorforce
+            # writes them against its update index under graph names (agent/cond_2/losses/policy-loss), outside
+            # the TensorBoard logdir; _forward_agent_summaries copies them into summaries/rlcloud as
+            # agent/policy-loss etc. against timesteps, the x axis of every other curve.
             kwargs.setdefault(
                 "summarizer",
                 dict(
-                    directory=str(self.workdir / "summaries" / "agent"),
+                    directory=str(self.workdir / AGENT_SUMMARIES),
                     filename="agent",
-                    summaries=["loss", "kl-divergence", "update-norm"],
+                    summaries=["loss", "kl-divergence", "update-norm", "entropy"],
                     flush=max(1, summary.value) if summary.unit == "s" else 10,
                 ),
             )
@@ -438,10 +445,12 @@ class Trainer:
                         "worker": int(row),
                     }
                     metrics.write(json.dumps(record) + "\n")
+                    self._summarize_episode(ret, int(ep_length[row]))
                     ep_return[row] = 0.0
                     ep_length[row] = 0
                 if len(ended):
                     metrics.flush()
+                    self._mark_updates()
                 done = self._done(max_episodes, max_timesteps)
                 if evaluation is not None and c.next_evaluation is not None:
                     position = c.episode if evaluation.every.unit == "e" else c.timestep
@@ -548,16 +557,74 @@ class Trainer:
                     tf.summary.scalar("evaluation/mean_return", float(np.mean(returns)))
 
     # -- summaries
+    def _summarize_episode(self, ret: float, length: int) -> None:
+        """One point per episode against timesteps: TensorBoard's curve of the returns is every episode, not
+        one point per ``summary_frequency`` (the writer buffers; :meth:`_summarize` flushes)."""
+        if self._summary_writer is None:
+            return
+        import tensorflow as tf
+
+        with self._summary_writer.as_default(step=self._counters.timestep):
+            tf.summary.scalar("episode/return", ret)
+            tf.summary.scalar("episode/length", length)
+
+    def _mark_updates(self) -> None:
+        """Remember the timestep at which the agent's update count last changed: the x of its summaries."""
+        if self._summary_writer is None:
+            return
+        try:
+            updates = int(self.agent.model.updates.numpy())
+        except Exception:  # an agent without Tensorforce's update counter (remote, or a stand-in)
+            return
+        if not self._update_marks or updates > self._update_marks[-1][0]:
+            self._update_marks.append((updates, self._counters.timestep))
+
+    def _forward_agent_summaries(self) -> None:
+        """Tensorforce's update summaries, renamed (agent/policy-loss, agent/entropy...) and put against the
+        timestep of their update, into rlcloud's event file. Each file is read on from where the last call
+        stopped (TFRecord framing: length, CRC, event, CRC); an event whose update's timestep is not known
+        yet, or a record still being written, waits for the next call."""
+        if self._summary_writer is None or not self._update_marks:
+            return
+        import bisect
+        import struct
+
+        import tensorflow as tf
+
+        counts = [u for u, _ in self._update_marks]
+        for path in sorted((self.workdir / AGENT_SUMMARIES).rglob("events.out.tfevents.*")):
+            offset = self._forwarded.get(str(path), 0)
+            with open(path, "rb") as file, self._summary_writer.as_default():
+                file.seek(offset)
+                while True:
+                    head = file.read(12)
+                    if len(head) < 12:
+                        break
+                    (length,) = struct.unpack("<Q", head[:8])
+                    body = file.read(length + 4)
+                    if len(body) < length + 4:
+                        break
+                    event = tf.compat.v1.Event.FromString(body[:length])
+                    at = bisect.bisect_right(counts, int(event.step))  # the first mark past this update
+                    if event.summary.value and at == len(counts):
+                        break
+                    for value in event.summary.value:
+                        data = value.simple_value if value.HasField("simple_value") else tf.make_ndarray(value.tensor)
+                        tf.summary.scalar(agent_summary_name(value.tag), float(data), step=self._update_marks[at][1])
+                    offset = file.tell()
+            self._forwarded[str(path)] = offset
+
     def _summarize(self, now: float, last: tuple[float, int]) -> None:
         if self._summary_writer is None:
             return
         import tensorflow as tf
 
         c = self._counters
+        self._forward_agent_summaries()
         with self._summary_writer.as_default(step=c.timestep):
             mean = self._mean_return()
             if mean is not None:
-                tf.summary.scalar("episode/mean_return", mean)
+                tf.summary.scalar(f"episode/mean_return_last_{self._returns.maxlen}", mean)
             tf.summary.scalar("episode/count", c.episode)
             if now > last[0]:
                 tf.summary.scalar("throughput/steps_per_second", (c.timestep - last[1]) / (now - last[0]))
@@ -720,14 +787,26 @@ class Trainer:
                 self._venv.close()
             except Exception:
                 logger.warning("closing the environments failed", exc_info=True)
+        self._mark_updates()
         for closer in (
             getattr(self._eval_env, "close", None),
-            getattr(self.agent, "close", None),
+            getattr(self.agent, "close", None),  # flushes Tensorforce's summaries: forwarded next
+            self._forward_agent_summaries,
             getattr(self._summary_writer, "close", None),
         ):
             if closer is not None:
                 with contextlib.suppress(Exception):
                     closer()
+
+
+#: where Tensorforce's own summaries go (update index as x, graph names): outside summaries/, the logdir
+AGENT_SUMMARIES = "tensorforce-summaries"
+
+
+def agent_summary_name(tag: str) -> str:
+    """A Tensorforce summary's graph name made readable: ``agent/cond_2/losses/policy-loss`` ->
+    ``agent/policy-loss``, ``policy_optimizer/update-norm`` -> ``agent/update-norm``."""
+    return "agent/" + tag.rsplit("/", 1)[-1]
 
 
 def _fmt(value: float | None) -> str:
