@@ -12,6 +12,8 @@ from hypothesis import HealthCheck, configuration, given, settings
 from hypothesis import strategies as st
 
 from rlcloud.runner.early_stop import parse_curve
+from rlcloud.storage import open_store
+from rlcloud.storage.client import clean_progress, read_metrics
 
 configuration.set_hypothesis_home_dir(tempfile.mkdtemp(prefix="rlcloud-hypothesis-"))
 
@@ -54,3 +56,37 @@ def test_curves_from_token_soup(text: str) -> None:
 @given(st.binary(max_size=512))
 def test_curves_from_random_bytes(data: bytes) -> None:
     _curve_or_value_error(data)
+
+
+FIELDS = ["episode", "timestep", "return", "length", "time", "worker", "at_timestep", "state", "x"]
+
+
+def _metrics_never_raise(lines: list[str]) -> None:
+    with tempfile.TemporaryDirectory() as where:
+        store = open_store(where)
+        store.write_text("metrics.jsonl", "\n".join(lines) + "\n")
+        for record in read_metrics(store):
+            for key in ("episode", "timestep", "length", "worker", "at_timestep"):
+                assert key not in record or (type(record[key]) is int and record[key] >= 0)
+            for key in ("return", "time"):
+                assert key not in record or type(record[key]) is float
+
+
+@FUZZ
+@given(st.lists(st.dictionaries(st.sampled_from(FIELDS), JSON_VALUES, max_size=6), max_size=8))
+def test_metrics_lines_from_random_records(records: list[dict[str, object]]) -> None:
+    _metrics_never_raise([json.dumps(r) for r in records])
+
+
+@FUZZ
+@given(st.lists(st.lists(st.sampled_from(TOKENS), max_size=40).map("".join), max_size=8))
+def test_metrics_lines_from_token_soup(lines: list[str]) -> None:
+    _metrics_never_raise(lines)
+
+
+@FUZZ
+@given(st.dictionaries(st.sampled_from(["timestep", "episode", "mean_return", "state", "updated"]), JSON_VALUES))
+def test_progress_fields_of_any_type(progress: dict[str, object]) -> None:
+    clean = clean_progress(progress, "progress.json")
+    assert "timestep" not in clean or clean["timestep"] is None or type(clean["timestep"]) is int
+    assert "state" not in clean or clean["state"] is None or isinstance(clean["state"], str)
