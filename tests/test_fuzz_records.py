@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import tempfile
+from pathlib import Path
 
 from hypothesis import HealthCheck, configuration, given, settings
 from hypothesis import strategies as st
 
 from rlcloud.runner.early_stop import parse_curve
 from rlcloud.storage import open_store
+from rlcloud.storage.base import ObjectInfo, local_targets
 from rlcloud.storage.client import clean_progress, read_metrics
 
 configuration.set_hypothesis_home_dir(tempfile.mkdtemp(prefix="rlcloud-hypothesis-"))
@@ -90,3 +92,25 @@ def test_progress_fields_of_any_type(progress: dict[str, object]) -> None:
     clean = clean_progress(progress, "progress.json")
     assert "timestep" not in clean or clean["timestep"] is None or type(clean["timestep"]) is int
     assert "state" not in clean or clean["state"] is None or isinstance(clean["state"], str)
+
+
+NAME_PARTS = st.one_of(
+    st.sampled_from(["a", "b", "..", ".", "", "\x00", "n" * 256, "\u00e9" * 130, "logs", " ", "-"]),
+    st.text(min_size=1, max_size=12),
+)
+
+
+@FUZZ
+@given(st.lists(st.lists(NAME_PARTS, min_size=1, max_size=4).map("/".join), max_size=12))
+def test_object_names_of_any_shape(names: list[str]) -> None:
+    with tempfile.TemporaryDirectory() as where:
+        root = Path(where)
+        listing = [ObjectInfo(name=n, size=len(n) % 3, crc32c="", generation=1) for n in names]
+        targets, skipped = local_targets(listing, root)
+        assert len(targets) + len(skipped) <= len(listing)
+        paths = [path for _, path in targets]
+        for path in paths:
+            assert path.resolve().is_relative_to(root.resolve()) and path != root
+            assert not any(other != path and other.is_relative_to(path) for other in paths)  # no file is a folder
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(b"")  # every target can be a file, side by side

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlcloud.errors import NotFoundError, StorageError
-from rlcloud.storage.base import ObjectInfo, Progress, Store, crc32c_of_file
+from rlcloud.storage.base import ObjectInfo, Progress, Store, crc32c_of_file, local_targets
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -42,11 +42,13 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class DownloadReport:
-    """What :func:`download` did: names fetched, names already up to date, bytes fetched."""
+    """What :func:`download` did: names fetched, names already up to date, bytes fetched, names left out."""
 
     downloaded: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     bytes_downloaded: int = 0
+    #: objects no local file can hold (a NUL, a 300-byte name, both a file and a folder...), left out
+    skipped: list[str] = field(default_factory=list)
 
 
 def _up_to_date(info: ObjectInfo, path: Path) -> bool:
@@ -68,15 +70,20 @@ def download(
     """Mirror the objects under ``prefix`` into ``dest`` (same relative paths), incrementally.
 
     Files already in ``dest`` with the same size and CRC32C are kept; the others are downloaded
-    concurrently, verified and renamed into place. Local files absent from the store are left alone.
+    concurrently, verified and renamed into place. Local files absent from the store are left alone. An
+    object whose name no local file can have is left out with a warning naming it
+    (:func:`~rlcloud.storage.base.local_targets`); the others are downloaded.
     ``progress(done_bytes, total_bytes)`` is called as files complete.
     """
     root = Path(dest)
     root.mkdir(parents=True, exist_ok=True)
     report = DownloadReport()
     todo: list[tuple[ObjectInfo, Path]] = []
-    for info in store.list(prefix):
-        path = root / info.name
+    targets, skipped = local_targets(store.list(prefix), root)
+    for name, reason in skipped:  # one odd name never stops the rest: each is named and left out
+        logger.warning("not downloaded: %s: %s", store.describe(name), reason)
+        report.skipped.append(name)
+    for info, path in targets:
         if _up_to_date(info, path):
             report.unchanged.append(info.name)
         else:

@@ -38,7 +38,7 @@ from types import FrameType
 from typing import Any
 
 from rlcloud.errors import NotFoundError, StorageError
-from rlcloud.storage.base import ObjectInfo, PreconditionFailedError, Store, crc32c_of_file
+from rlcloud.storage.base import ObjectInfo, PreconditionFailedError, Store, crc32c_of_file, local_targets
 from rlcloud.storage.stores import open_store
 
 __all__ = [
@@ -547,7 +547,10 @@ def restore_latest(store: Store, local_dir: str | os.PathLike[str], *, progress:
         raise StorageError(
             f"{store.describe(LATEST)} names {name!r}, but {store.describe(CHECKPOINTS + name)}/ is empty"
         )
-    store.download_files([(i, local / i.name) for i in wanted], progress=progress)
+    targets, skipped = local_targets(wanted, local)
+    for skipped_name, reason in skipped:  # a log with an odd name must not stop the run from resuming
+        logger.warning("not restored: %s: %s", store.describe(skipped_name), reason)
+    store.download_files(targets, progress=progress)
     if name is not None:
         tmp = local / "checkpoints" / ".LATEST.restore-tmp"
         tmp.write_text(name + "\n", encoding="utf-8")
