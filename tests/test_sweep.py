@@ -72,6 +72,46 @@ def test_trial_names_are_dns_labels_even_for_long_values() -> None:
     assert len(set(names)) == 2 and all(len(n) <= 40 for n in names)
 
 
+def _assert_unique_labels(names: list[str]) -> None:
+    assert len(set(names)) == len(names), names
+    for name in names:
+        assert 0 < len(name) <= 40 and name[0].isalpha() and name == name.lower(), name
+        assert name.replace("-", "").isalnum() and not name.endswith("-"), name
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        ["a", "a", "a-1"],  # the numbered duplicate was the third trial's name
+        ["a", "a", "a-1", "a-1-1", "a-0"],
+        ["A", "a", "a-2", "a-1"],  # equal once lower-cased
+        ["x" * 60 + "1", "x" * 60 + "2", "x" * 60 + "1"],  # equal once shortened, and repeated
+        ["1", "1.0", "1-1", "1", "t1"],  # a name starting with a digit gets a "t"
+        ["a b", "a-b", "a_b", "a.b"],
+    ],
+)
+@pytest.mark.parametrize("seeds", [1, 2])
+def test_trial_names_are_unique_whatever_the_values(values: list[Any], seeds: int) -> None:
+    sweep = _sweep(parameters={"description": values}, seeds=seeds)
+    _assert_unique_labels([name for name, _, _ in sweep.trial_table()])
+    assert [t.name for t in sweep.trials()] == [name for name, _, _ in sweep.trial_table()]
+
+
+def test_trial_names_are_unique_for_random_values() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    words = st.sampled_from(["a", "a-1", "a-0", "A", "a-1-1", "b", "-", "1", "a--1", "x" * 45])
+
+    @settings(max_examples=150, deadline=None)
+    @given(st.lists(words, min_size=2, max_size=8), st.integers(1, 3))
+    def check(values: list[str], seeds: int) -> None:
+        sweep = _sweep(parameters={"description": values}, seeds=seeds)
+        _assert_unique_labels([name for name, _, _ in sweep.trial_table()])
+
+    check()
+
+
 @pytest.mark.parametrize(
     ("fields", "field", "says"),
     [
