@@ -243,7 +243,7 @@ def _train(
     args: argparse.Namespace, spec: ExperimentSpec, workdir: Path, received: list[int], trainer_box: list[Trainer]
 ) -> int:
     from rlcloud.runner.envs import validate_experiment
-    from rlcloud.runner.loop import Trainer
+    from rlcloud.runner.loop import CheckpointError, Trainer
 
     try:
         validate_experiment(spec, import_user_classes=True)
@@ -267,6 +267,9 @@ def _train(
     except SpecError as exc:
         logger.error("invalid spec: %s", exc)
         return EXIT_SPEC
+    except CheckpointError as exc:  # says which checkpoints and why: no traceback needed
+        logger.error("%s", exc)
+        return EXIT_CONSTRUCTION
     except Exception as exc:
         logger.exception("could not build the environment or the agent: %s", exc)
         return EXIT_CONSTRUCTION
