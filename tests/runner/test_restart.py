@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -121,3 +123,27 @@ def test_no_readable_checkpoint_fails_clearly_and_trains_nothing(tmp_path: Path)
     output, _ = proc.communicate(timeout=300)
     assert proc.returncode == 3, output
     assert "none of the 2 checkpoint(s)" in output and "Traceback" not in output
+
+
+@pytest.mark.training
+def test_a_fresh_pod_falls_back_to_an_earlier_stored_checkpoint(fake_gcs: Any, gcs_bucket: str, tmp_path: Path) -> None:
+    from rlcloud.storage.gcs import GcsStore
+
+    # a first pod's work, synced: three checkpoints in the store, the latest of them corrupt there
+    first = tmp_path / "pod-1"
+    assert Trainer(make_spec(total_timesteps=600, saver_frequency="200t"), first).run().state == "succeeded"
+    store = GcsStore(gcs_bucket, "cartpole", client=fake_gcs.client(), retry_initial_s=0.05)
+    files = [p for p in first.rglob("*") if p.is_file() and not p.name.startswith(".")]
+    store.upload_files([(p, p.relative_to(first).as_posix()) for p in files])  # what three syncs left there
+    (data,) = (first / "checkpoints" / "ckpt-000000000600").glob("agent*.data-*")
+    store.write_bytes(f"checkpoints/ckpt-000000000600/{data.name}", data.read_bytes()[:16])
+    env = {**os.environ, **fake_gcs.env, "RLCLOUD_RESULTS": f"gs://{gcs_bucket}/cartpole"}
+    second = tmp_path / "pod-2"  # a fresh pod: only the latest checkpoint is restored into it at first
+    proc = run_runner(make_spec(total_timesteps=800, saver_frequency="200t"), second, env=env)
+    output, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, output
+    assert "trying the earlier checkpoint(s) ckpt-000000000400, ckpt-000000000200" in output, output
+    assert "resumed from the previous complete checkpoint ckpt-000000000400 instead" in output, output
+    assert store.read_text("checkpoints/LATEST").strip() == "ckpt-000000000800"
+    records = [json.loads(line) for line in store.read_text("metrics.jsonl").splitlines() if line]
+    assert [r["episode"] for r in records] == list(range(1, len(records) + 1))

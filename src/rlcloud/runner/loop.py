@@ -388,6 +388,9 @@ class Trainer:
                 )
             return
         details = "; ".join(f"{name}: {why}" for name, why in failed)
+        with contextlib.suppress(Exception):
+            self.agent.close()
+        self.agent = None  # setup() may be called again once earlier checkpoints are fetched
         raise CheckpointError(
             f"none of the {len(failed)} checkpoint(s) in {self.workdir / 'checkpoints'} can be restored ({details}); "
             "nothing was trained. Move the checkpoints directory away to start this run over from the "

@@ -50,6 +50,7 @@ __all__ = [
     "Syncer",
     "make_hooks",
     "read_latest",
+    "restore_earlier_checkpoints",
     "restore_latest",
     "ship_logs",
 ]
@@ -557,6 +558,31 @@ def restore_latest(store: Store, local_dir: str | os.PathLike[str], *, progress:
         os.replace(tmp, local / LATEST)
         logger.info("restored checkpoint %s from %s (%d files)", name, store.url, len(wanted))
     return name
+
+
+def restore_earlier_checkpoints(store: Store, local_dir: str | os.PathLike[str]) -> list[str]:
+    """Download the stored complete checkpoints that ``local_dir`` lacks (the runner keeps three), for a
+    runner whose latest checkpoint cannot be restored: :func:`restore_latest` brings only the latest, to
+    keep a resume fast. A checkpoint set aside locally as unreadable is not fetched again. Returns the
+    names downloaded, newest first; LATEST is left as it is (the runner moves it to the one it restores).
+    """
+    local = Path(local_dir)
+    listing = store.list(CHECKPOINTS)
+    stored = {i.name.split("/")[1] for i in listing if i.name.count("/") >= 2 and i.name.endswith("/state.json")}
+    wanted = sorted(
+        n
+        for n in stored
+        if not (local / CHECKPOINTS / n / "state.json").exists()
+        and not (local / CHECKPOINTS / f".unreadable-{n}").exists()
+    )
+    items = [i for i in listing if i.name.count("/") >= 2 and i.name.split("/")[1] in wanted]
+    targets, skipped = local_targets(items, local)
+    for skipped_name, reason in skipped:
+        logger.warning("not restored: %s: %s", store.describe(skipped_name), reason)
+    store.download_files(targets)
+    if wanted:
+        logger.info("restored earlier checkpoint(s) %s from %s", ", ".join(reversed(wanted)), store.url)
+    return list(reversed(wanted))
 
 
 def make_hooks(
