@@ -1,6 +1,7 @@
 """Fuzzing the readers of what other processes left in a shared store (hypothesis): a peer's curve for the
-median stopping rule, one run's metrics lines, object names of a store being downloaded. Whatever the bytes,
-each reader returns a value or refuses that one item with the error it documents, never another exception.
+median stopping rule, one run's metrics lines, object names of a store being downloaded, a sweep's record.
+Whatever the bytes, each reader returns a value or refuses that one item with the error it documents, never
+another exception.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, configuration, given, settings
 from hypothesis import strategies as st
 
+from rlcloud.errors import SpecError, StorageError
+from rlcloud.record import SWEEP_FILE, check_sweep_resume
 from rlcloud.runner.early_stop import parse_curve
 from rlcloud.storage import open_store
 from rlcloud.storage.base import ObjectInfo, local_targets
@@ -114,3 +117,29 @@ def test_object_names_of_any_shape(names: list[str]) -> None:
             assert not any(other != path and other.is_relative_to(path) for other in paths)  # no file is a folder
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(b"")  # every target can be a file, side by side
+
+
+SWEEP_TOKENS = [*TOKENS, "name: s\n", "seeds: ", "parameters:", "experiment:", "&a ", "*a", "\n  ", "- ", "!!python/"]
+
+
+@FUZZ
+@given(st.lists(st.sampled_from(SWEEP_TOKENS), max_size=120).map("".join))
+def test_a_sweep_record_of_any_text_is_used_or_refused_by_name(text: str) -> None:
+    from rlcloud.specs.sweep import SweepSpec
+
+    experiment = {
+        "name": "e",
+        "environment": {"type": "gym", "level": "CartPole-v1"},
+        "agent": {"type": "ppo"},
+        "total_timesteps": 100,
+    }
+    sweep = SweepSpec.from_dict({"name": "s", "experiment": experiment})
+    with tempfile.TemporaryDirectory() as where:
+        store = open_store(where)
+        store.write_text(SWEEP_FILE, text)
+        try:
+            check_sweep_resume(store, sweep)
+        except StorageError as exc:
+            assert SWEEP_FILE in str(exc)
+        except SpecError:  # ChangedSweepError: the record read, and it is another sweep
+            pass

@@ -134,10 +134,10 @@ def diff_specs(record: ExperimentSpec | dict[str, Any], spec: ExperimentSpec | d
     old, new = _dump(record), _dump(spec)
     defaults = _defaults()
     changes: list[Change] = []
-    for name in sorted((set(old) | set(new)) - _IGNORED_FIELDS - {"kind"}):
-        before = old.get(name, defaults.get(name, _MISSING))
+    for name in sorted((set(old) | set(new)) - _IGNORED_FIELDS - {"kind"}, key=str):  # a stored record's keys
+        before = old.get(name, defaults.get(name, _MISSING))  # may be anything YAML has: 1, null, true
         after = new.get(name, defaults.get(name, _MISSING))
-        _walk(name, before, after, changes)
+        _walk(str(name), before, after, changes)
     return changes
 
 
@@ -228,7 +228,8 @@ def diff_sweeps(
     defaults = _sweep_defaults()
     changes: list[Change] = []
     for name in sorted((set(old) | set(new)) - _SWEEP_IGNORED, key=str):
-        _walk(name, old.get(name, defaults.get(name, _MISSING)), new.get(name, defaults.get(name, _MISSING)), changes)
+        before, after = old.get(name, defaults.get(name, _MISSING)), new.get(name, defaults.get(name, _MISSING))
+        _walk(str(name), before, after, changes)
     before_exp = old.get("experiment")
     after_exp = new.get("experiment")
     experiment = diff_specs(
