@@ -646,3 +646,90 @@ def test_one_configurations_plot_says_what_is_drawn(tmp_path: Path) -> None:
     assert ax.get_ylabel() == "IQM over seeds of the mean return over the last 20 episodes"
     assert len(ax.collections) == 1  # 3 seeds: the IQM's band
     assert ax.get_title() == "3 runs, 1 configuration"
+
+
+#: lines one run's metrics.jsonl may hold that are no episode record, with what they mean
+BAD_METRIC_LINES = {
+    "string-return": '{"episode": 26, "timestep": 260, "return": "lots", "length": 10, "time": 13.0, "worker": 0}',
+    "infinite-return": '{"episode": 26, "timestep": 260, "return": Infinity, "length": 10, "time": 13.0}',
+    "nan-return": '{"episode": 26, "timestep": 260, "return": NaN, "length": 10, "time": 13.0}',
+    "huge-return": '{"episode": 26, "timestep": 260, "return": 1e999, "length": 10, "time": 13.0}',
+    "bool-timestep": '{"episode": 26, "timestep": true, "return": 1.0}',
+    "negative-episode": '{"episode": -1, "timestep": 260, "return": 1.0}',
+    "fractional-timestep": '{"episode": 26, "timestep": 2.5, "return": 1.0}',
+    "list-return": '{"episode": 26, "timestep": 260, "return": [1, 2]}',
+    "a-list": "[1, 2, 3]",
+    "a-string": '"episode"',
+    "truncated": '{"episode": 26, "timestep": 260, "ret',
+    "digits": '{"episode": 26, "timestep": ' + "9" * 5000 + "}",
+    "deep": "[" * 50_000 + "]" * 50_000,
+}
+
+
+@pytest.mark.parametrize("bad", sorted(BAD_METRIC_LINES))
+def test_one_bad_metrics_line_never_stops_compare_for_all(
+    grid: Path, bad: str, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    metrics = grid / "slow-s1" / "metrics.jsonl"
+    lines = metrics.read_text().splitlines()
+    lines.insert(3, BAD_METRIC_LINES[bad])  # in the middle: not a writer's torn last line
+    metrics.write_text("\n".join(lines) + "\n")
+    progress = grid / "fast-s1" / "progress.json"
+    progress.write_text('{"state": 7, "timestep": Infinity, "episode": "25", "steps_per_second": NaN}')
+    runs = ["fast-s1", "fast-s2", "slow-s1", "slow-s2"]
+    table = rlcloud.compare(runs, results=str(grid)).set_index("run")
+    assert list(table["objective"]) == [100.0, 200.0, 10.0, 10.0]  # the bad line skipped, the rest counted
+    # progress fields of the wrong type are ignored, numbers written as strings taken
+    assert table.loc["fast-s1", "state"] == "unknown" and table.loc["fast-s1", "timesteps"] == 250
+    assert table.loc["fast-s1", "episodes"] == 25
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any("slow-s1" in w and "skipped 1 line(s)" in w for w in warnings), warnings  # names the run
+    assert any("fast-s1" in w and "timestep" in w and "state" in w for w in warnings), warnings
+    from rlcloud.cli import main
+
+    assert main(["compare", *runs, "--results", str(grid), "-o", "json"]) == 0
+    assert [r["objective"] for r in json.loads(capsys.readouterr().out)] == [100.0, 200.0, 10.0, 10.0]
+
+
+def test_unreadable_progress_of_one_run_is_ignored_with_a_warning(grid: Path, caplog: pytest.LogCaptureFixture) -> None:
+    for text in ("{", "[1, 2]", "[" * 50_000):
+        (grid / "slow-s2" / "progress.json").write_text(text)
+        table = rlcloud.compare(["fast-s1", "slow-s2"], results=str(grid)).set_index("run")
+        assert table.loc["slow-s2", "state"] == "unknown" and table.loc["slow-s2", "objective"] == 10.0
+        assert "slow-s2" in caplog.text and "progress ignored" in caplog.text
+        caplog.clear()
+
+
+def test_a_torn_last_line_is_skipped_quietly(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from rlcloud.storage.client import read_metrics
+
+    store = open_store(tmp_path)
+    store.write_text("metrics.jsonl", '{"episode": 1, "timestep": 10, "return": 1.5}\n{"episode": 2, "time')
+    with caplog.at_level("DEBUG"):
+        assert read_metrics(store) == [{"episode": 1, "timestep": 10, "return": 1.5}]
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
+    store.write_text("metrics.jsonl", '{"episode": 1, "timestep": "10", "return": "1.5", "time": 2}\n')
+    assert read_metrics(store) == [{"episode": 1, "timestep": 10, "return": 1.5, "time": 2.0}]  # coerced
+
+
+def test_a_sweeps_results_survive_one_trials_bad_records(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from rlcloud import Sweep, SweepSpec
+
+    spec = SweepSpec.from_dict(
+        {
+            "name": "lr",
+            "experiment": str(Path(__file__).resolve().parents[1] / "examples" / "cartpole_ppo.yaml"),
+            "parameters": {"agent.learning_rate": [1e-3, 3e-4]},
+        }
+    )
+    where = tmp_path / "lr"
+    for trial in spec.trials():
+        write_run(where, trial.name, lr=trial.params["agent.learning_rate"], seed=trial.seed, returns=[4.0, 6.0])
+        (where / trial.name / "spec.yaml").write_text(trial.spec.to_yaml())
+    odd = spec.trials()[0].name
+    with (where / odd / "metrics.jsonl").open("a") as fh:
+        fh.write('{"episode": 3, "timestep": 30, "return": "n/a"}\n{"episode": 4, "timestep": 40, "return": 8.0}\n')
+    (where / odd / "progress.json").write_text('{"state": "succeeded", "timestep": -Infinity, "episode": 4}')
+    table = Sweep(spec, results=str(tmp_path)).results().set_index("run")
+    assert list(table["objective"]) == [6.0, 5.0] and list(table["episodes"]) == [4, 2]
+    assert f"lr/{odd}/metrics.jsonl: skipped 1 line(s)" in caplog.text

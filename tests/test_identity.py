@@ -7,10 +7,29 @@ import hashlib
 from pathlib import Path
 
 import pytest
+import yaml
 
-from rlcloud import Experiment, ExperimentSpec, SpecError
-from rlcloud.record import HISTORY_FILE, SPEC_FILE, check_resume, create_record, read_history
-from rlcloud.specs.identity import ChangedRunError, diff_specs, fingerprint, split_changes
+from rlcloud import Experiment, ExperimentSpec, SpecError, Sweep, SweepSpec
+from rlcloud.cli import main
+from rlcloud.errors import StorageError
+from rlcloud.record import (
+    HISTORY_FILE,
+    SPEC_FILE,
+    SWEEP_FILE,
+    check_resume,
+    check_sweep_resume,
+    create_record,
+    read_history,
+    start_sweep_recorded,
+)
+from rlcloud.specs.identity import (
+    ChangedRunError,
+    ChangedSweepError,
+    diff_specs,
+    diff_sweeps,
+    fingerprint,
+    split_changes,
+)
 from rlcloud.storage import open_store
 from tests.fakes.gcs import FakeGcsServer
 
@@ -181,3 +200,126 @@ def test_rerun_resumes_extends_and_refuses(tmp_path: Path) -> None:
     assert [h["event"] for h in history] == ["created", "resumed"]
     assert history[1]["changes"] == [{"field": "total_timesteps", "from": 600, "to": 1200}]
     assert (location / HISTORY_FILE).exists()
+
+
+# ------------------------------------------------------------------------------------------- sweeps
+
+
+def _sweep_spec(**fields: object) -> SweepSpec:
+    data: dict[str, object] = {
+        "name": "sw",
+        "experiment": {
+            "name": "base",
+            "environment": CARTPOLE,
+            "agent": {"type": "ppo", "batch_size": 10, "learning_rate": 1e-3},
+            "network": "auto",
+            "total_timesteps": 600,
+        },
+        "parameters": {"agent.learning_rate": [1e-3, 3e-4]},
+        "seeds": 2,
+    }
+    data.update(fields)
+    return SweepSpec.from_dict(data)
+
+
+def _with_experiment(**changes: object) -> dict[str, object]:
+    base = _sweep_spec().experiment.model_dump(mode="json")
+    return {"experiment": {**base, **changes}}
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        (_with_experiment(network=[{"type": "dense", "size": 8}]), "experiment.network"),
+        (
+            _with_experiment(agent={"type": "ppo", "batch_size": 20, "learning_rate": 1e-3}),
+            "experiment.agent.batch_size",
+        ),
+        (_with_experiment(environment={"type": "gym", "level": "Acrobot-v1"}), "experiment.environment.level"),
+        (_with_experiment(max_timesteps_per_episode=50), "experiment.max_timesteps_per_episode"),
+        ({"parameters": {"agent.learning_rate": [1e-3, 1e-4]}}, "parameters.agent.learning_rate"),
+        (
+            {"parameters": {"agent.learning_rate": [1e-3, 3e-4], "agent.batch_size": [5, 10]}},
+            "parameters.agent.batch_size",
+        ),
+        ({"parameters": {"agent.learning_rate": {"loguniform": [1e-4, 1e-2]}}, "samples": 2}, "samples"),
+        ({"seeds": 3}, "seeds"),
+        ({"seeds": [1, 7]}, "seeds"),
+    ],
+)
+def test_a_sweep_with_other_trials_is_named_field_by_field(fields: dict[str, object], named: str) -> None:
+    refused, _ = diff_sweeps(_sweep_spec(), _sweep_spec(**fields))
+    assert named in [c.field for c in refused]
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"max_parallel": 1},
+        {"objective": "evaluation"},
+        {"description": "longer"},
+        {"early_stopping": {"grace_timesteps": 100}},
+        {"seeds": [1, 2]},  # the same seeds as 2
+        _with_experiment(total_timesteps=5000, saver_frequency=None),
+    ],
+)
+def test_a_sweep_may_change_how_long_and_how_many_at_once(fields: dict[str, object]) -> None:
+    refused, _ = diff_sweeps(_sweep_spec(), _sweep_spec(**fields))
+    assert refused == []
+    stored = yaml.safe_load(_sweep_spec().to_yaml())  # compared as stored, too
+    assert diff_sweeps(stored, _sweep_spec(**fields))[0] == []
+
+
+def _record_sweep(root: Path, spec: SweepSpec) -> None:
+    """What a first start leaves: the sweep of record and a history line (the backend's start not run)."""
+    assert start_sweep_recorded(open_store(root / spec.name), spec, lambda: True, where="earlier") is True
+
+
+def test_a_changed_sweep_is_refused_before_anything_starts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "results"
+    _record_sweep(root, _sweep_spec())
+    before = _tree(root)
+    for fields in (
+        _with_experiment(network=[{"type": "dense", "size": 8}]),
+        {"parameters": {"agent.learning_rate": [1e-3, 1e-4]}},
+        {"seeds": 3},
+    ):
+        with pytest.raises(ChangedSweepError) as caught:
+            Sweep(_sweep_spec(**fields), results=str(root)).start(validate=False)
+        assert "sweep 'sw' already exists" in str(caught.value) and "--name sw-2" in str(caught.value)
+    assert _tree(root) == before  # nothing written, no scheduler started
+    # the same through the CLI: exit 2, every changed field named, no traceback
+    experiment = tmp_path / "exp.yaml"
+    experiment.write_text(yaml.safe_dump(_with_experiment(network=[{"type": "dense", "size": 8}])["experiment"]))
+    code = main(
+        ["sweep", "start", str(experiment), "--name", "sw", "--grid", "agent.learning_rate=0.001,0.0001",
+         "--seeds", "2", "--results", str(root)]
+    )  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert "experiment.network" in err and "parameters.agent.learning_rate" in err
+    assert _tree(root) == before
+    # what may change is recorded as a resume of the same sweep
+    _record_sweep(root, _sweep_spec(max_parallel=1))
+    history = read_history(open_store(root / "sw"))
+    assert [h["event"] for h in history] == ["created", "resumed"]
+    assert history[1]["changes"] == [{"field": "max_parallel", "from": None, "to": 1}]
+    assert history[0]["fingerprint"] == history[1]["fingerprint"]
+
+
+def test_a_changed_sweep_is_refused_on_gcs_results(
+    gcs_bucket: str, fake_gcs: FakeGcsServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", fake_gcs.url)
+    root = f"gs://{gcs_bucket}/runs"
+    assert start_sweep_recorded(open_store(root + "/sw"), _sweep_spec(), lambda: True, where="earlier")
+    with pytest.raises(ChangedSweepError, match=r"experiment\.agent\.batch_size"):
+        Sweep(
+            _sweep_spec(**_with_experiment(agent={"type": "ppo", "batch_size": 20, "learning_rate": 1e-3})),
+            results=root,
+        ).start(validate=False)
+    assert len(read_history(open_store(root + "/sw"))) == 1
+    with pytest.raises(StorageError, match="not a sweep"):  # a record that is no mapping is named, not used
+        store = open_store(root + "/sw")
+        store.write_text(SWEEP_FILE, "- a list\n")
+        check_sweep_resume(store, _sweep_spec())

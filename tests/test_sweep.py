@@ -13,7 +13,14 @@ from rlcloud import Experiment, ExperimentStatus, SpecError, Sweep, SweepSpec
 from rlcloud.backend import RoleStatus
 from rlcloud.cli import main
 from rlcloud.local.sweeper import failure_signature
-from rlcloud.runner.early_stop import EarlyStopper, median_rule, value_at
+from rlcloud.runner.early_stop import (
+    MAX_CURVE_BYTES,
+    MAX_CURVE_POINTS,
+    EarlyStopper,
+    median_rule,
+    parse_curve,
+    value_at,
+)
 from rlcloud.storage import open_store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,6 +70,46 @@ def test_trial_names_are_dns_labels_even_for_long_values() -> None:
     long = _sweep(parameters={"agent.a_very_long_parameter_name_indeed": ["x" * 50, "y" * 50]})
     names = [t.name for t in long.trials()]
     assert len(set(names)) == 2 and all(len(n) <= 40 for n in names)
+
+
+def _assert_unique_labels(names: list[str]) -> None:
+    assert len(set(names)) == len(names), names
+    for name in names:
+        assert 0 < len(name) <= 40 and name[0].isalpha() and name == name.lower(), name
+        assert name.replace("-", "").isalnum() and not name.endswith("-"), name
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        ["a", "a", "a-1"],  # the numbered duplicate was the third trial's name
+        ["a", "a", "a-1", "a-1-1", "a-0"],
+        ["A", "a", "a-2", "a-1"],  # equal once lower-cased
+        ["x" * 60 + "1", "x" * 60 + "2", "x" * 60 + "1"],  # equal once shortened, and repeated
+        ["1", "1.0", "1-1", "1", "t1"],  # a name starting with a digit gets a "t"
+        ["a b", "a-b", "a_b", "a.b"],
+    ],
+)
+@pytest.mark.parametrize("seeds", [1, 2])
+def test_trial_names_are_unique_whatever_the_values(values: list[Any], seeds: int) -> None:
+    sweep = _sweep(parameters={"description": values}, seeds=seeds)
+    _assert_unique_labels([name for name, _, _ in sweep.trial_table()])
+    assert [t.name for t in sweep.trials()] == [name for name, _, _ in sweep.trial_table()]
+
+
+def test_trial_names_are_unique_for_random_values() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    words = st.sampled_from(["a", "a-1", "a-0", "A", "a-1-1", "b", "-", "1", "a--1", "x" * 45])
+
+    @settings(max_examples=150, deadline=None)
+    @given(st.lists(words, min_size=2, max_size=8), st.integers(1, 3))
+    def check(values: list[str], seeds: int) -> None:
+        sweep = _sweep(parameters={"description": values}, seeds=seeds)
+        _assert_unique_labels([name for name, _, _ in sweep.trial_table()])
+
+    check()
 
 
 @pytest.mark.parametrize(
@@ -176,6 +223,81 @@ def test_early_stopper_publishes_reads_peers_and_stops(tmp_path: Path) -> None:
     reads_before = len(stopper._peers)
     stopper.check()  # unchanged peers are not read again
     assert len(stopper._peers) == reads_before
+
+
+BAD_CURVES = {
+    "truncated": b"[[1000, 100.0], [5000, 2",
+    "nan": b"[[1000, NaN]]",
+    "infinity": b"[[1000, Infinity], [5000, 200.0]]",
+    "minus-infinity": b"[[1000, -Infinity]]",
+    "huge-literal": b"[[1000, 1e999]]",  # json reads it as inf
+    "string-mean": b'[[1000, "100"]]',
+    "bool-mean": b"[[1000, true]]",
+    "null-point": b"[null]",
+    "triple": b"[[1000, 1.0, 2.0]]",
+    "object": b'{"1000": 100.0}',
+    "number": b"42",
+    "backwards": b"[[5000, 1.0], [1000, 2.0]]",
+    "negative-timestep": b"[[-5, 1.0]]",
+    "deep": b"[" * 100_000 + b"]" * 100_000,
+    "digits": b"[[1000, " + b"9" * 5000 + b"]]",
+    "not-utf8": b"[[1000, 1.0]]\xff",
+    "too-many-points": json.dumps([[i, 1.0] for i in range(MAX_CURVE_POINTS + 1)]).encode(),
+    "too-large": b"[" + b" " * (MAX_CURVE_BYTES + 1) + b"]",
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_CURVES))
+def test_parse_curve_refuses_what_is_no_curve(name: str) -> None:
+    with pytest.raises(ValueError):
+        parse_curve(BAD_CURVES[name])
+
+
+def test_parse_curve_reads_a_curve() -> None:
+    assert parse_curve(b"[[0, -1], [1000, 100.5], [1000, 101]]") == [[0.0, -1.0], [1000.0, 100.5], [1000.0, 101.0]]
+    assert parse_curve(b"[]") == []
+
+
+def test_bad_peer_curves_are_each_skipped_and_early_stopping_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = open_store(tmp_path / "sweep")
+    for i in range(3):
+        store.write_text(f"curves/peer{i}.json", json.dumps([[1000, 100.0], [5000, 200.0]]))
+    for name, data in BAD_CURVES.items():
+        store.write_bytes(f"curves/bad-{name}.json", data)
+    stopped: list[str] = []
+    stopper = EarlyStopper(
+        {"trial": "me", "grace_timesteps": 0, "min_trials": 3, "check_seconds": 0.0},
+        progress=lambda: (1200, 25.0),
+        stop=stopped.append,
+        store=store,
+    )
+    with caplog.at_level("WARNING"):
+        assert stopper.check() is not None
+    assert stopped and "median 100.0 of 3 other trials" in stopped[0]
+    for name in BAD_CURVES:  # each named once, in a warning
+        assert caplog.text.count(f"skips the curve of peer 'bad-{name}'") == 1, name
+    caplog.clear()
+    stopper._read_peers()  # an unchanged bad curve is neither read nor warned about again
+    assert "skips the curve" not in caplog.text
+
+
+def test_own_curve_is_thinned_within_the_bound_keeping_its_best(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "sweep")
+    last = MAX_CURVE_POINTS + 2
+    stopper = EarlyStopper(
+        {"trial": "me", "grace_timesteps": 10**9, "min_trials": 1, "check_seconds": 0.0},
+        progress=lambda: (last, 0.5),
+        stop=lambda reason: None,
+        store=store,
+    )
+    # a long run's curve up to the bound (the best return at timestep 7), then one more check
+    stopper._curve = [[float(t), 1000.0 if t == 7 else float(t % 5)] for t in range(MAX_CURVE_POINTS)]
+    stopper.check()
+    curve = parse_curve(store.read_bytes("curves/me.json"))  # what peers read is a curve they accept
+    assert len(curve) <= MAX_CURVE_POINTS and curve[-1] == [float(last), 0.5]
+    assert max(v for _, v in curve) == 1000.0
 
 
 # ---------------------------------------------------------------------------------- real local sweeps

@@ -18,6 +18,7 @@ The per-run table needs only the client install (pandas); the statistics over se
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import sys
@@ -28,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from rlcloud.errors import NotFoundError, SpecError, require
+from rlcloud.errors import NotFoundError, SpecError, StorageError, require
 from rlcloud.results import is_gcs, results_location, results_root
 
 if TYPE_CHECKING:
@@ -96,6 +97,7 @@ _CONFIG_FIELDS = (
     "episodes",
     "total_timesteps",
 )
+logger = logging.getLogger(__name__)
 _READ_THREADS = 16  # concurrent run reads: gs:// latency, not bandwidth, is what many small reads cost
 
 
@@ -236,8 +238,12 @@ def _read_run(location: str) -> RunResults:
 
     store = open_store(location)  # one store (one client) per run
     spec = read_record(store)
-    progress = read_progress(store)
-    metrics = read_metrics(store)
+    try:
+        progress = read_progress(store)
+    except StorageError as exc:  # one run's unreadable progress never stops the table of many
+        logger.warning("run %s: progress ignored: %s", location, exc)
+        progress = None
+    metrics = read_metrics(store)  # lines that are no episode record are skipped with a warning
     if spec is None and progress is None and not metrics:
         raise NotFoundError(
             f"no results in {location} (no spec.yaml, progress.json or metrics.jsonl, and no sweep's trials)"

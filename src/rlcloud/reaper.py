@@ -26,6 +26,10 @@ The rules (docs/gke-setup.md, "Teardown inside the cluster"):
   counts from the latest of the cluster's creation and the last activity seen (a Job started, finished,
   paused; a pod started or ended). Activity that cannot be read (the
   Kubernetes API refuses the lists) counts as running.
+* A label that is no number of seconds (milliseconds, words, negative, 40 digits) acts as absent: an
+  unreadable ``expiry`` never deletes the cluster (the owner sees a warning in ``rlcloud cluster list``
+  and in the ConfigMap's ``problems``), an unreadable ``autodown`` never idles it out, and the other
+  label still acts.
 * Deleting is idempotent: a cluster already being deleted (STOPPING) or gone is left alone, and a cluster
   busy with another operation (an upgrade) is tried again on the next run.
 
@@ -309,11 +313,6 @@ def _kube_api_client() -> Any:
     return client.ApiClient(configuration=configuration)
 
 
-def _label_seconds(labels: Mapping[str, str], key: str) -> float | None:
-    value = labels.get(key, "")
-    return float(value) if value.isdigit() else None
-
-
 def _record(applier: Any, namespace: str, data: dict[str, str]) -> None:
     """Write the decision into the ConfigMap (create, else merge-patch its data)."""
     from kubernetes import client as k8s
@@ -447,7 +446,13 @@ def run_once(
     from google.cloud import container_v1
 
     from rlcloud.errors import NotFoundError, RLCloudError
-    from rlcloud.gke.builders import AUTODOWN_LABEL, EXPIRY_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE, cluster_path
+    from rlcloud.gke.builders import (
+        MANAGED_BY_LABEL,
+        MANAGED_BY_VALUE,
+        cluster_path,
+        read_autodown_label,
+        read_expiry_label,
+    )
     from rlcloud.gke.cluster import GkeProject
     from rlcloud.gke.errors import api_errors
     from rlcloud.k8s.applier import Applier
@@ -477,6 +482,13 @@ def run_once(
         raise
     labels = dict(cluster.resource_labels)
     created = _ts(cluster.create_time)
+    # an unreadable label acts as absent (never a crash that would stop every later run too): see
+    # read_expiry_label; the problem is logged and recorded with the decision
+    expiry, expiry_problem = read_expiry_label(labels)
+    autodown, autodown_problem = read_autodown_label(labels)
+    problems = [p for p in (expiry_problem, autodown_problem) if p]
+    for problem in problems:
+        log.warning("cluster %s: %s", identity.name, problem)
     query = {"labelSelector": _MANAGED_SELECTOR}
     try:
         jobs = applier.checked_json("list rlcloud Jobs", "GET", "/apis/batch/v1/jobs", query=query)
@@ -489,8 +501,8 @@ def run_once(
     decision = decide(
         now,
         created=created,
-        expiry=_label_seconds(labels, EXPIRY_LABEL),
-        autodown=_label_seconds(labels, AUTODOWN_LABEL),
+        expiry=expiry,
+        autodown=autodown,
         last_activity=seen.last,
         running=seen.running,
         managed=labels.get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE,
@@ -517,6 +529,7 @@ def run_once(
         "running_workloads": json.dumps(list(seen.running_names[:20])),
         "last_activity": _when(seen.last) if seen.last is not None else "",
         "outcome": outcome,
+        "problems": "; ".join(problems),
     }
     if error is not None:
         # the delete was due and refused: the ConfigMap and a Warning Event say why, and the run fails (a

@@ -6,6 +6,12 @@ learning setup is refused before anything starts or is written; other changes (a
 saver frequency, another cluster) are allowed and appended to ``<location>/history.jsonl``, one JSON
 object per start: ``{"time", "event": "created"|"resumed", "where", "fingerprint", "changes": [...]}``.
 
+A sweep has a record of its own the same way: ``<sweep location>/sweep.yaml``, written once (create-only)
+when the sweep is first started, and compared with every later start (:func:`start_sweep_recorded`): a
+sweep that would have other trials (another grid, seeds, or base experiment learning setup) is refused
+before anything starts, whichever backend runs it; its start history goes to ``<sweep location>/
+history.jsonl``.
+
 Both files go through the results store, so the rule is the same for a directory and for ``gs://``,
 whichever backend runs the experiment.
 """
@@ -21,24 +27,39 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from rlcloud.errors import NotFoundError, RLCloudError, StorageError
-from rlcloud.specs.identity import Change, ChangedRunError, diff_specs, fingerprint, split_changes
+from rlcloud.specs.identity import (
+    Change,
+    ChangedRunError,
+    ChangedSweepError,
+    diff_specs,
+    diff_sweeps,
+    fingerprint,
+    split_changes,
+    sweep_fingerprint,
+)
 
 if TYPE_CHECKING:
     from rlcloud.specs import ExperimentSpec
+    from rlcloud.specs.sweep import SweepSpec
     from rlcloud.storage.base import Store
 
 __all__ = [
     "HISTORY_FILE",
     "SPEC_FILE",
+    "SWEEP_FILE",
     "append_history",
     "check_resume",
+    "check_sweep_resume",
     "create_record",
     "read_history",
     "read_record",
+    "read_sweep_record",
     "start_recorded",
+    "start_sweep_recorded",
 ]
 
 SPEC_FILE = "spec.yaml"
+SWEEP_FILE = "sweep.yaml"
 HISTORY_FILE = "history.jsonl"
 _APPEND_ATTEMPTS = 5
 
@@ -147,6 +168,77 @@ def start_recorded(
         return False
     append_history(store, spec, event=event, changes=changes or [], where=where)
     return True
+
+
+def read_sweep_record(store: Store) -> dict[str, Any] | None:
+    """The sweep of record (``sweep.yaml`` in the sweep's location) as a mapping, or None when the sweep was
+    never started there. Read with the bounded reader: a stored record is input."""
+    from rlcloud.errors import SpecError
+    from rlcloud.specs.safeload import parse_data_text
+
+    try:
+        text = store.read_text(SWEEP_FILE)
+    except NotFoundError:
+        return None
+    except UnicodeDecodeError as exc:
+        raise StorageError(f"{store.describe(SWEEP_FILE)} is not text; move it away to start over") from exc
+    try:
+        data = parse_data_text(text, source=store.describe(SWEEP_FILE))
+    except SpecError as exc:
+        raise StorageError(f"{store.describe(SWEEP_FILE)} cannot be read ({exc}); move it away to start over") from exc
+    if not isinstance(data, dict):
+        raise StorageError(f"{store.describe(SWEEP_FILE)} is not a sweep (a mapping); move it away to start over")
+    return data
+
+
+def check_sweep_resume(store: Store, sweep: SweepSpec) -> list[Change] | None:
+    """What a start of ``sweep`` would change in the sweep recorded in ``store`` (its location).
+
+    None: no sweep is recorded there. A list: the changes allowed (possibly empty). Raises
+    :class:`~rlcloud.specs.identity.ChangedSweepError` (a SpecError naming each changed field) when the
+    sweep would have other trials. Reads only.
+    """
+    record = read_sweep_record(store)
+    if record is None:
+        return None
+    refused, allowed = diff_sweeps(record, sweep)
+    if refused:
+        raise ChangedSweepError(sweep.name, store.describe(), refused)
+    return allowed
+
+
+def start_sweep_recorded(store: Store, sweep: SweepSpec, start: Callable[[], bool], *, where: str) -> bool:
+    """Start a sweep under its record, as :func:`start_recorded` starts a run: refuse a sweep with other
+    trials than the recorded one before anything happens, write the record when the sweep is new
+    (create-only: of two racing starts, the second is checked against the first's record), ``start()``
+    it, and add a line to the sweep's history when it started. Returns what ``start()`` said."""
+    from rlcloud.storage.base import PreconditionFailedError
+
+    changes = check_sweep_resume(store, sweep)  # raises ChangedSweepError, having written nothing
+    event = "resumed"
+    if changes is None:
+        try:
+            store.write_text(SWEEP_FILE, sweep.to_yaml(), if_generation_match=0)
+            event = "created"
+        except PreconditionFailedError:  # another start created it a moment ago: this one must match it
+            changes = check_sweep_resume(store, sweep)
+    started = start()
+    if started:
+        line = {
+            "time": time.time(),
+            "event": event,
+            "where": where,
+            "fingerprint": sweep_fingerprint(sweep),
+            "changes": [c.to_dict() for c in changes or []],
+        }
+        _append_line(store, HISTORY_FILE, json.dumps(line, sort_keys=True, default=str))
+    elif changes:
+        logger.warning(
+            "sweep %s is already running; these changes apply from its next start: %s",
+            sweep.name,
+            "; ".join(str(c) for c in changes),
+        )
+    return started
 
 
 def read_history(store: Store) -> list[dict[str, Any]]:

@@ -124,22 +124,33 @@ class Sweep:
     def start(self, cluster: Cluster | None = None, *, validate: bool = True) -> Sweep:
         """Start the sweep and return at once; trials run in the background, ``max_parallel`` at a time.
 
-        Every trial is validated first: nothing starts when one is invalid. Starting a sweep that runs
-        already changes nothing (:attr:`already_running`); one that was stopped goes on, keeping the
-        trials that finished and resuming the others.
+        Every trial is validated first: nothing starts when one is invalid. The sweep's spec of record
+        (``<location>/sweep.yaml``, :func:`rlcloud.record.start_sweep_recorded`) is written at its first
+        start; a later start whose grid, seeds, samples or base experiment learning setup differ raises
+        :class:`~rlcloud.specs.identity.ChangedSweepError` naming each field, before anything is created.
+        Starting a sweep that runs already changes nothing (:attr:`already_running`); one that was stopped
+        goes on, keeping the trials that finished and resuming the others.
         """
         if cluster is not None:
             self._cluster, self._backend = cluster, None
         if validate:
             self.validate()
         self._refuse_an_experiments_name()
+        from rlcloud.record import check_sweep_resume, start_sweep_recorded
+        from rlcloud.storage import open_store
+
+        store = open_store(self.location)
+        check_sweep_resume(store, self.spec)  # another sweep of this name: refused before anything is created
         if self._cluster is not None:
             self._cluster.check_image(self.spec.experiment.image)  # trials share the experiment's image
             # a GKE cluster that does not exist yet is created first (a dedicated one goes when the sweep fails
             # to start); nothing is created when a trial is invalid (validated above)
             self._cluster.prepare_for(self.name)
+        where = self._cluster.describe() if self._cluster is not None else "local"
         try:
-            started = self.backend.start_sweep(self.spec, self.results_root)
+            started = start_sweep_recorded(
+                store, self.spec, lambda: self.backend.start_sweep(self.spec, self.results_root), where=where
+            )
         except BaseException:
             if self._cluster is not None:
                 self._cluster.release_after_failure(self.name)

@@ -90,3 +90,38 @@ def test_a_bad_set_is_blamed_on_the_flag(emulated: FakeClusterManager, capsys: p
     assert code == 2
     assert capsys.readouterr().err.startswith("error: --set num_node: unknown field")
     assert emulated.requests == []
+
+
+# values a label may hold (GCE label values: lowercase letters, digits, '_', '-', international characters)
+# that are no unix time in seconds
+BAD_EXPIRIES = ["1764100000000", "soon", "-5", "9" * 40, "\u00b2", "", "0", "12_00"]
+
+
+@pytest.mark.parametrize("bad", BAD_EXPIRIES)
+def test_one_unreadable_expiry_label_never_stops_list_or_reap(
+    emulated: FakeClusterManager, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture, bad: str
+) -> None:
+    for name in ("odd", "old", "young"):
+        create = ["cluster", "create", "-f", str(BUNDLED / "cpu.yaml"), "-n", name, "--project", PROJECT, "--yes"]
+        assert main(create) == 0
+    emulated.clusters[(PROJECT, "us-central1-a", "odd")].resource_labels["expiry"] = bad
+    emulated.clusters[(PROJECT, "us-central1-a", "odd")].resource_labels["autodown"] = bad
+    emulated.clusters[(PROJECT, "us-central1-a", "old")].resource_labels["expiry"] = "1000"
+    capsys.readouterr()
+
+    assert main(["cluster", "list", "--project", PROJECT, "-o", "json"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    assert sorted(rows) == ["odd", "old", "young"]
+    assert rows["odd"]["expiry"] is None and rows["odd"]["autodown_seconds"] is None
+    assert "ttl label unreadable" in rows["odd"]["teardown"]
+    assert any("label expiry=" in p and "not deleted by its ttl" in p for p in rows["odd"]["problems"])
+    assert any("label autodown=" in p for p in rows["odd"]["problems"])
+    assert rows["old"]["problems"] == [] and rows["young"]["problems"] == []
+    assert "cluster odd in us-central1-a: label expiry=" in caplog.text  # the warning names the cluster
+
+    assert main(["cluster", "list", "--project", PROJECT]) == 0  # the table too
+    assert "odd" in capsys.readouterr().out
+
+    # the expired cluster with good labels is deleted; the unreadable one is kept, not guessed at
+    assert main(["cluster", "reap", "--project", PROJECT, "--yes"]) == 0
+    assert emulated.cluster_names() == ["odd", "young"]

@@ -12,6 +12,7 @@ from google.cloud import container_v1
 
 from rlcloud.errors import (
     AuthError,
+    BackendError,
     CapacityError,
     ConflictError,
     NotFoundError,
@@ -512,6 +513,23 @@ def test_reap_deletes_only_expired_rlcloud_clusters(
     reaped = reap(PROJECT, now=now, container_client=container_client, credentials=NoCredentials(), poll_interval=0.001)
     assert [i.name for i in reaped] == ["old"]
     assert fake.cluster_names() == ["forever", "theirs", "young"]
+
+
+def test_reap_goes_on_past_a_cluster_it_cannot_delete(
+    fake: FakeClusterManager, make_cluster: MakeCluster, container_client: Any
+) -> None:
+    now = 1_800_000_000.0
+    for name in ("a-stuck", "b-old", "c-odd"):
+        GkeCluster(
+            ClusterSpec(name=name, ttl="1h"), project=PROJECT, container_client=container_client, poll_interval=0.001
+        ).create()
+        fake.clusters[(PROJECT, "us-central1-a", name)].resource_labels["expiry"] = str(int(now - 60))
+    fake.clusters[(PROJECT, "us-central1-a", "c-odd")].resource_labels["expiry"] = "1799999940000"  # milliseconds
+    fake.fail_next("DeleteCluster", grpc.StatusCode.PERMISSION_DENIED, "container.clusters.delete denied")
+    with pytest.raises(BackendError, match=r"could not delete 1 of 2 expired cluster\(s\): a-stuck") as caught:
+        reap(PROJECT, now=now, container_client=container_client, credentials=NoCredentials(), poll_interval=0.001)
+    assert "the others were deleted" in str(caught.value)
+    assert fake.cluster_names() == ["a-stuck", "c-odd"]  # b-old deleted; the unreadable label never acts
 
 
 def test_tqdm_progress_draws_the_operation(make_cluster: MakeCluster) -> None:

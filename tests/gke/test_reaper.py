@@ -380,3 +380,24 @@ def test_no_reaper_without_ttl_or_autodown(make_cluster: Callable[..., GkeCluste
     cluster = make_cluster(ClusterSpec(name="rl"), reaper_service_account=GSA, reaper_image="i:1")
     cluster.create()
     assert cluster.reaper_note == ""
+
+
+@pytest.mark.parametrize("bad", ["1764100000000", "never", "-60", "9" * 40, "\u00b2\u00b3", ""])
+def test_an_unreadable_label_acts_as_absent_and_is_recorded(
+    fake: FakeClusterManager, apiserver: FakeKubeApiServer, run: Run, bad: str
+) -> None:
+    # an unreadable expiry never deletes (nor crashes the run); the autodown still acts
+    _put_cluster(fake, {"managed-by": "rlcloud", "expiry": bad, "autodown": "1800"})
+    decision = run()
+    assert decision.delete and "idle for" in decision.reason
+    record = _record(apiserver)
+    assert "label expiry=" in record["problems"] and "label autodown" not in record["problems"]
+    # an unreadable autodown never idles it out; a good expiry still acts
+    _put_cluster(fake, {"managed-by": "rlcloud", "expiry": str(int(NOW + H)), "autodown": bad})
+    decision = run()
+    assert not decision.delete and "ttl expires" in decision.reason
+    assert "label autodown=" in _record(apiserver)["problems"]
+    # both unreadable: kept, with both named
+    _put_cluster(fake, {"managed-by": "rlcloud", "expiry": bad, "autodown": bad})
+    assert not run().delete
+    assert "label expiry=" in _record(apiserver)["problems"] and "label autodown=" in _record(apiserver)["problems"]

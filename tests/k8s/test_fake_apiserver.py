@@ -6,6 +6,7 @@ import json
 import ssl
 import threading
 import time
+from typing import Any
 
 import pytest
 import trustme
@@ -132,13 +133,25 @@ def test_delete_returns_object_and_cascades_by_policy(
     assert gone.value.status == 404
 
 
+def _requested(apiserver: FakeKubeApiServer, flag: str) -> bool:
+    """Whether the fake has received a request with ``flag=true`` (a watch, a log follow)."""
+    return any(r.query.get(flag) == ["true"] for r in list(apiserver.requests))
+
+
+def _until(predicate: Any, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
 def test_watch_streams_changes_times_out_and_410(apiserver: FakeKubeApiServer, api_client: client.ApiClient) -> None:
     core = client.CoreV1Api(api_client)
     core.create_namespaced_config_map("default", _cm("w", {"app": "x"}))
     rv = core.list_namespaced_config_map("default").metadata.resource_version
 
     def change() -> None:
-        time.sleep(0.2)
+        _until(lambda: _requested(apiserver, "watch"))  # the changes come while the watch is open
         core.patch_namespaced_config_map("w", "default", {"data": {"k": "2"}})
         core.create_namespaced_config_map("default", _cm("other", {"app": "y"}))
         core.delete_namespaced_config_map("w", "default")
@@ -176,9 +189,8 @@ def test_pod_logs_pending_plain_and_follow(apiserver: FakeKubeApiServer, api_cli
     apiserver.append_log("default", "p", b"one\n")
 
     def more() -> None:
-        time.sleep(0.2)
+        _until(lambda: _requested(apiserver, "follow"))  # the line and the end come while it follows
         apiserver.append_log("default", "p", b"two\n")
-        time.sleep(0.1)
         apiserver.update_status("Pod", "p", "default", {"phase": "Succeeded"})
 
     threading.Thread(target=more).start()

@@ -531,6 +531,38 @@ def test_the_sweep_facade_submits_to_the_clusters_kueue_queue(
         )
 
 
+def test_a_changed_sweep_is_refused_by_the_facade_before_any_kubernetes_object(
+    api_client: client.ApiClient, apiserver: FakeKubeApiServer, gcs: FakeGcsServer
+) -> None:
+    from rlcloud import Cluster, Sweep
+    from rlcloud.record import read_history
+    from rlcloud.specs.identity import ChangedSweepError
+    from rlcloud.storage import open_store
+
+    cluster = Cluster.kubernetes(api_client=api_client, namespace="rl", image="rlcloud:test")
+    results = f"gs://{gcs.create_bucket()}/runs"
+    sweep = Sweep(make_sweep(2), results=results).start(cluster=cluster)
+    assert [h["event"] for h in read_history(open_store(sweep.location))] == ["created"]
+    changed = [
+        make_sweep(3),  # more seeds
+        make_sweep(2, experiment={"agent": {"type": "ppo", "batch_size": 5, "learning_rate": 1e-3}}),
+        make_sweep(2, experiment={"network": [{"type": "dense", "size": 8}]}),
+    ]
+    for other in changed:  # running: refused with the fields named, not only a ConflictError
+        with pytest.raises(ChangedSweepError, match="already exists"):
+            Sweep(other, results=results).start(cluster=cluster)
+    sweep.stop()
+    assert apiserver.list_objects("Job", "rl") == []
+    for other in changed:  # stopped, half finished: still refused, and nothing is created
+        with pytest.raises(ChangedSweepError) as caught:
+            Sweep(other, results=results).start(cluster=cluster)
+        assert caught.value.changes
+    assert apiserver.list_objects("Job", "rl") == [] and apiserver.list_objects("ConfigMap", "rl") == []
+    # the recorded sweep itself goes on
+    assert not Sweep(make_sweep(2, max_parallel=1), results=results).start(cluster=cluster).already_running
+    assert [h["event"] for h in read_history(open_store(sweep.location))] == ["created", "resumed"]
+
+
 # ------------------------------------------------------------------------------------ a sweep pod's runner
 
 

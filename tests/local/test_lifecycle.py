@@ -124,6 +124,17 @@ def _wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
+def _catches(pid: int, signum: int) -> bool:
+    """Whether process ``pid`` has a handler installed for ``signum`` (its SigCgt mask in /proc): the
+    observable moment a signal can be sent to it and be handled, however loaded the machine is."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    mask = next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:"))
+    return bool(int(mask, 16) >> (signum - 1) & 1)
+
+
 def _progress(workdir: Path) -> int:
     try:
         return int(json.loads((workdir / "progress.json").read_text()).get("episode", 0))
@@ -163,18 +174,25 @@ def test_starts_at_the_same_moment_in_processes_launch_one_runner(tmp_path: Path
     root = tmp_path / "results"
     spec_file = tmp_path / "race.yaml"
     spec_file.write_text(_spec("race-procs").to_yaml())
-    at = time.time() + 3  # every process imports rlcloud first, then they start together
+    ready = tmp_path / "ready"
+    ready.mkdir()
+    # every process imports rlcloud first, says so, and starts once all three have (a barrier, not a clock)
     code = textwrap.dedent(f"""\
-        import time
+        import os, sys, time
+        from pathlib import Path
         from rlcloud.local import LocalBackend
         from rlcloud.specs import ExperimentSpec
         spec = ExperimentSpec.from_file({str(spec_file)!r})
         b = LocalBackend({str(root)!r}, grace_period=5, python={str(standin_python)!r},
                          env={{"STANDIN_EPISODES": "40", "STANDIN_DELAY": "0.02"}})
-        time.sleep(max(0.0, {at} - time.time()))
+        Path({str(ready)!r}, sys.argv[1]).touch()
+        while len(os.listdir({str(ready)!r})) < 3:
+            time.sleep(0.001)
         print(b.start(spec, {str(root)!r}))
     """)
-    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) for _ in range(3)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code, str(i)], stdout=subprocess.PIPE, text=True) for i in range(3)
+    ]
     outputs = sorted(p.communicate(timeout=120)[0].strip() for p in procs)
     assert outputs == ["False", "False", "True"]
     backend = LocalBackend(str(root))
@@ -186,16 +204,20 @@ def test_starts_at_the_same_moment_in_processes_launch_one_runner(tmp_path: Path
     assert _episodes(root / "race-procs") == list(range(1, 41))
 
 
-def test_a_start_waits_for_a_start_or_stop_under_way(make_backend: Callable[..., LocalBackend], tmp_path: Path) -> None:
+def test_a_start_waits_for_a_start_or_stop_under_way(
+    make_backend: Callable[..., LocalBackend], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     backend = make_backend(STANDIN_EPISODES="5")
     workdir = _workdir(tmp_path, "turns")
     (workdir / STATE_DIR).mkdir(parents=True)
     held = try_flock(RunState(workdir).control_lock)  # as a start or stop in another process holds it
     assert held is not None
     result: list[bool] = []
+    caplog.set_level("INFO", logger="rlcloud.local.state")  # before the start: it may say so at once
     thread = threading.Thread(target=lambda: result.append(backend.start(_spec("turns"), str(tmp_path / "results"))))
     thread.start()
-    time.sleep(1)
+    # the start has found the lock held and waits for it (it says so), not merely slow to get there
+    _wait_for(lambda: "waiting up to" in caplog.text, 60, "the start to wait for the lock")
     assert thread.is_alive() and not _runners(workdir)  # nothing launched while the other one acts
     os.close(held)
     thread.join(30)
@@ -333,8 +355,9 @@ def test_stop_finds_a_runner_whose_supervisor_was_killed(
     workdir = _workdir(tmp_path, "stuck")
     _wait_for(lambda: _progress(workdir) >= 2, 30, "training")
     (runner,) = _runners(workdir)
-    os.kill(_supervisor(workdir), signal.SIGKILL)
-    time.sleep(1)
+    supervisor = _supervisor(workdir)
+    os.kill(supervisor, signal.SIGKILL)
+    _wait_for(lambda: not _alive(supervisor), 60, "the supervisor to die")  # its death signal is sent by then
     assert _alive(runner)
     status = backend.status("stuck")
     assert status.state == "running" and "supervisor is gone" in (status.roles[0].reason or "")
@@ -358,7 +381,9 @@ def test_a_supervisor_stopped_before_its_runner_starts_never_starts_it(tmp_path:
          "--", sys.executable, "-c", f"open({str(marker)!r}, 'w')"],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
-    time.sleep(1.5)  # past the imports: its handlers are installed
+    # past the imports: its handler is installed (what a fixed sleep only guessed, and lost under load)
+    _wait_for(lambda: _catches(supervisor.pid, signal.SIGTERM) or supervisor.poll() is not None, 120, "handlers")
+    assert supervisor.poll() is None, supervisor.communicate()[0]
     supervisor.send_signal(signal.SIGTERM)
     os.close(held)
     out, _ = supervisor.communicate(timeout=30)

@@ -100,3 +100,75 @@ def test_sync_tensorboard_downloads_only_summaries(store: Any, tmp_path: Path) -
         "events.out.tfevents.1",
         "events.out.tfevents.2",
     ]
+
+
+#: object names a bucket holds (GCS takes any UTF-8 name of 1-1,024 bytes without CR/LF:
+#: https://cloud.google.com/storage/docs/objects#naming) that no local file can have, with why
+ODD_NAMES = {
+    "nul": "logs/a\x00b.log",
+    "part-of-256-bytes": "logs/" + "n" * 256,
+    "part-of-300-bytes": "summaries/" + "\u00e9" * 150,  # 150 characters, 300 bytes
+    "file-and-folder": "both",  # with both/child below
+    "dot-dot": "logs/../../escape.txt",
+    "empty-part": "logs//double.txt",
+    "dot": "logs/./dot.txt",
+}
+
+
+def test_odd_object_names_are_each_skipped_and_the_rest_downloaded(
+    gcs_store: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    raw = gcs_store.bucket  # the real client, to write names the store itself would refuse
+    good = {
+        "metrics.jsonl": b"{}\n",
+        "both/child": b"child",
+        "logs/" + "k" * 230 + ".log": b"a 234-byte name fits",  # 230-255 bytes: downloaded, tmp file too
+        "logs/" + "m" * 251 + ".log": b"255 bytes exactly",
+        "checkpoints/c1/agent.index": b"ckpt",
+    }
+    for name, data in good.items():
+        gcs_store.write_bytes(name, data)
+    for name in ODD_NAMES.values():
+        raw.blob(f"exp/{name}").upload_from_string(b"odd")
+    raw.blob("exp/folder/").upload_from_string(b"")  # the Console's "create folder": a zero-byte placeholder
+    raw.blob("exp/folder/inside.txt").upload_from_string(b"inside")
+    good["folder/inside.txt"] = b"inside"
+
+    dest = tmp_path / "dest"
+    report = download(gcs_store, dest)
+    assert sorted(report.downloaded) == sorted(good)
+    assert {n: (dest / n).read_bytes() for n in good} == good
+    assert sorted(report.skipped) == sorted(ODD_NAMES.values())  # the placeholder is a folder, not skipped
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == len(ODD_NAMES)
+    assert all("not downloaded: gs://" in w for w in warnings)  # each names the object
+    assert not (tmp_path / "escape.txt").exists()  # still never outside dest
+    assert not [p for p in dest.rglob("*") if p.name.startswith(".rlcloud-tmp")]
+    assert download(gcs_store, dest).downloaded == []  # incremental as before
+
+
+def test_a_local_file_or_folder_in_the_way_skips_only_that_object(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path / "store")
+    for name in ("a/b.txt", "c.txt", "d.txt"):
+        store.write_bytes(name, name.encode())
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    (dest / "a").write_text("a file where a folder goes")
+    (dest / "c.txt").mkdir()
+    report = download(store, dest)
+    assert report.downloaded == ["d.txt"] and sorted(report.skipped) == ["a/b.txt", "c.txt"]
+
+
+def test_a_run_resumes_past_odd_names_in_its_logs(gcs_store: Any, tmp_path: Path) -> None:
+    from rlcloud.storage import restore_latest
+
+    gcs_store.write_bytes("checkpoints/c1/agent.index", b"ckpt")
+    gcs_store.write_text("checkpoints/LATEST", "c1\n")
+    gcs_store.write_bytes("logs/learner-0.log", b"log")
+    for name in ("logs/a\x00b.log", "logs/" + "z" * 300, "logs/x/", "logs/../up.log"):
+        gcs_store.bucket.blob(f"exp/{name}").upload_from_string(b"odd" if not name.endswith("/") else b"")
+    fresh = tmp_path / "fresh"
+    assert restore_latest(gcs_store, fresh) == "c1"
+    assert (fresh / "checkpoints/c1/agent.index").read_bytes() == b"ckpt"
+    assert (fresh / "logs/learner-0.log").read_bytes() == b"log"
+    assert not (tmp_path / "up.log").exists()

@@ -143,6 +143,7 @@ def info_row(info: ClusterInfo, now: float) -> dict[str, Any]:
         "cost_prices_date": cost.prices_date if cost else None,
         "experiment": info.experiment,
         "managed": info.managed,
+        "problems": list(info.problems),
     }
 
 

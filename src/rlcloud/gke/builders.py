@@ -6,13 +6,15 @@ imports this module (it imports google.cloud.container_v1 at module level).
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Mapping
 
 from google.cloud import container_v1
 
-from rlcloud.errors import SpecError, SpecProblem
+from rlcloud.errors import SpecError, SpecProblem, excerpt
 from rlcloud.gke.plan import POOL_LABEL, PoolPlan, plan_pools
+from rlcloud.specs._base import MAX_DURATION
 from rlcloud.specs.cluster import LATEST_DRIVER_GPU_TYPES, ClusterSpec
 
 __all__ = [
@@ -33,6 +35,8 @@ __all__ = [
     "location_path",
     "node_pool_path",
     "operation_path",
+    "read_autodown_label",
+    "read_expiry_label",
 ]
 
 MANAGED_BY_LABEL = "managed-by"
@@ -47,6 +51,9 @@ GPU_DRIVER_VERSIONS = ("DEFAULT", "LATEST")
 #: node pool [added] to an existing cluster that already runs a non-GPU node pool", and rlcloud creates both
 #: pools in one CreateCluster call, so the GPU pool carries it explicitly.
 GPU_TAINT = ("nvidia.com/gpu", "present", "NO_SCHEDULE")
+#: 9999-12-31T23:59:59Z, the last second a datetime holds: a larger expiry is no time (often milliseconds)
+MAX_EXPIRY = 253_402_300_799
+_SECONDS_RE = re.compile(r"[0-9]{1,12}")  # ASCII digits only: str.isdigit() also takes '²', int() then fails
 
 
 def location_path(project: str, location: str) -> str:
@@ -98,6 +105,50 @@ def default_driver_version(gpu_type: str | None) -> str:
     """The GKE-installed driver branch for ``gpu_type``: LATEST for Hopper and newer (their kernels are
     JIT-compiled from PTX by the driver: :data:`~rlcloud.specs.cluster.LATEST_DRIVER_GPU_TYPES`), else DEFAULT."""
     return "LATEST" if gpu_type in {t.value for t in LATEST_DRIVER_GPU_TYPES} else "DEFAULT"
+
+
+def _read_seconds_label(labels: Mapping[str, str], key: str, maximum: int, valid: str) -> tuple[int | None, str | None]:
+    raw = labels.get(key)
+    if raw is None:
+        return None, None
+    value = raw if isinstance(raw, str) else ""
+    if _SECONDS_RE.fullmatch(value) and 0 < int(value) <= maximum:
+        return int(value), None
+    return None, f"label {key}={excerpt(raw)} cannot be read: {valid}"
+
+
+def read_expiry_label(labels: Mapping[str, str]) -> tuple[int | None, str | None]:
+    """The ``expiry`` label as unix seconds, and what is wrong with it (None when it is fine or absent).
+
+    Labels are written by anyone with access to the project, so any value may arrive: milliseconds,
+    words, a negative number, 40 digits. A label that is not a unix time in seconds reads as no expiry
+    (the cluster is listed with the problem and never deleted by its ttl: deleting on a guess would be
+    worse than keeping a cluster that the owner can still see and fix) and never an exception, so one
+    cluster's label never stops the others from being listed or reaped.
+    """
+    return _read_seconds_label(
+        labels,
+        EXPIRY_LABEL,
+        MAX_EXPIRY,
+        f"expected a unix time in whole seconds, ASCII digits from 1 to {MAX_EXPIRY} (year 9999; 13 digits are "
+        "milliseconds); the cluster "
+        "is not deleted by its ttl until the label is fixed "
+        "(gcloud container clusters update NAME --update-labels expiry=SECONDS) or the cluster deleted",
+    )
+
+
+def read_autodown_label(labels: Mapping[str, str]) -> tuple[int | None, str | None]:
+    """The ``autodown`` label as idle seconds, and what is wrong with it (None when fine or absent).
+
+    Like :func:`read_expiry_label`: an unreadable value reads as no autodown, never an exception.
+    """
+    return _read_seconds_label(
+        labels,
+        AUTODOWN_LABEL,
+        MAX_DURATION,
+        f"expected idle seconds (digits only, 1 to {MAX_DURATION}); the cluster is not deleted when idle until "
+        "the label is fixed",
+    )
 
 
 def _driver_version(value: str) -> container_v1.GPUDriverInstallationConfig.GPUDriverVersion:

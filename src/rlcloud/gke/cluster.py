@@ -40,6 +40,8 @@ from rlcloud.gke.builders import (
     cluster_path,
     location_path,
     node_pool_path,
+    read_autodown_label,
+    read_expiry_label,
 )
 from rlcloud.gke.errors import ClusterBusyError, api_errors, classify, operation_error
 from rlcloud.gke.operations import ProgressCallback, wait_operation
@@ -119,6 +121,9 @@ class ClusterInfo:
     pools: tuple[tuple[PoolPlan, int], ...] = ()
     reservation: str | None = None  # the reservation the experiment pool consumes
     node_locations: tuple[str, ...] = ()  # zones of the GPU pool when it sets its own
+    #: what could not be read from this cluster (an expiry or autodown label that is no number of seconds):
+    #: the cluster is still listed, and an unreadable label acts as absent
+    problems: tuple[str, ...] = ()
 
     @property
     def managed(self) -> bool:
@@ -133,8 +138,7 @@ class ClusterInfo:
     @property
     def autodown(self) -> int | None:
         """Idle seconds after which the in-cluster reaper deletes the cluster (label), else None."""
-        value = self.labels.get(AUTODOWN_LABEL, "")
-        return int(value) if value.isdigit() else None
+        return read_autodown_label(self.labels)[0]
 
     def expired(self, now: float | None = None) -> bool:
         """True when the cluster carries an expiry label that lies in the past."""
@@ -151,13 +155,18 @@ class ClusterInfo:
         return estimate_cost_so_far(list(self.pools), age / 3600)
 
     def teardown(self, now: float | None = None) -> str:
-        """How the cluster goes away: ``ttl 2h left``, ``autodown 30m``, both, or ``-``."""
+        """How the cluster goes away: ``ttl 2h left``, ``autodown 30m``, both, or ``-`` (``ttl label
+        unreadable`` when the expiry label is no time: see :attr:`problems`)."""
         parts = []
         if self.expiry is not None:
             left = self.expiry.timestamp() - (time.time() if now is None else now)
             parts.append("ttl expired" if left <= 0 else f"ttl {_span(left)} left")
+        elif EXPIRY_LABEL in self.labels:
+            parts.append("ttl label unreadable")
         if self.autodown is not None:
             parts.append(f"autodown {_span(self.autodown)}")
+        elif AUTODOWN_LABEL in self.labels:
+            parts.append("autodown label unreadable")
         return ", ".join(parts) or "-"
 
     def age(self, now: float | None = None) -> float | None:
@@ -176,9 +185,13 @@ class ClusterInfo:
         workers = workers or (pools[0] if pools else None)
         accelerators = list(workers.config.accelerators) if workers else []
         labels = dict(cluster.resource_labels)
-        expiry = None
-        if labels.get(EXPIRY_LABEL, "").isdigit():
-            expiry = _dt.datetime.fromtimestamp(int(labels[EXPIRY_LABEL]), _dt.UTC)
+        expiry_seconds, expiry_problem = read_expiry_label(labels)
+        expiry = None if expiry_seconds is None else _dt.datetime.fromtimestamp(expiry_seconds, _dt.UTC)
+        problems = tuple(p for p in (expiry_problem, read_autodown_label(labels)[1]) if p)
+        try:
+            status = ClusterStatus(cluster.status).name
+        except ValueError:  # a state newer than this client library's enum
+            status = f"UNKNOWN({int(cluster.status)})"
         autoscaling = None
         if workers is not None and workers.autoscaling.enabled:
             autoscaling = (workers.autoscaling.min_node_count, workers.autoscaling.max_node_count)
@@ -203,7 +216,7 @@ class ClusterInfo:
             name=cluster.name,
             project=project,
             location=cluster.location or cluster.zone,
-            status=ClusterStatus(cluster.status).name,
+            status=status,
             machine_type=workers.config.machine_type if workers else "",
             num_nodes=cluster.current_node_count,
             gpus_per_node=sum(a.accelerator_count for a in accelerators),
@@ -221,6 +234,7 @@ class ClusterInfo:
             pools=pools_info,
             reservation=_reservation_of(workers),
             node_locations=tuple(workers.locations) if workers and accelerators else (),
+            problems=problems,
         )
 
     def to_spec(self) -> ClusterSpec:
@@ -1095,7 +1109,11 @@ class GkeProject:
     def list(self, *, all_clusters: bool = False) -> builtins.list[ClusterInfo]:
         """The clusters of the project in every location: rlcloud's (label managed-by=rlcloud), or all."""
         infos = [ClusterInfo.from_cluster(c, self.project) for c in self._clusters()]
-        return [i for i in infos if all_clusters or i.managed]
+        infos = [i for i in infos if all_clusters or i.managed]
+        for info in infos:
+            for problem in info.problems:
+                log.warning("cluster %s in %s: %s", info.name, info.location, problem)
+        return infos
 
     def cluster(self, spec: ClusterSpec, **options: Any) -> GkeCluster:
         """A handle of the cluster ``spec`` describes, sharing this project's client (nothing is called)."""
@@ -1143,12 +1161,24 @@ class GkeProject:
     ) -> builtins.list[ClusterInfo]:
         """Delete every rlcloud-managed cluster whose expiry label lies before ``now``; return what it
         deleted. Clusters without the managed-by=rlcloud label, or without an expiry, are never touched.
+        A cluster whose expiry label cannot be read (milliseconds, words...) is never deleted by it: the
+        listing warns about it and the other clusters are reaped as usual.
         ``dry_run``: return what would be deleted, delete nothing."""
         expired = [i for i in self.list() if i.managed and i.expired(now)]
+        if dry_run:
+            return expired
+        failed: builtins.list[str] = []
         for info in expired:
-            if dry_run:
-                continue
             log.info("reaping cluster %s in %s (expired %s)", info.name, info.location, info.expiry)
             spec = ClusterSpec(name=info.name, location=info.location)
-            self.cluster(spec, poll_interval=poll_interval).delete(wait=wait, progress=progress)
+            try:
+                self.cluster(spec, poll_interval=poll_interval).delete(wait=wait, progress=progress)
+            except RLCloudError as exc:  # one cluster that cannot be deleted never keeps the others billing
+                log.error("could not delete expired cluster %s in %s: %s", info.name, info.location, exc)
+                failed.append(f"{info.name} ({exc})")
+        if failed:
+            raise BackendError(
+                f"could not delete {len(failed)} of {len(expired)} expired cluster(s): {'; '.join(failed)}; the "
+                "others were deleted"
+            )
         return expired

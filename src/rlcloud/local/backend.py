@@ -331,8 +331,13 @@ class LocalBackend(ExperimentBackend):
         state = exp.read()
         roles = [self._role_status(exp, r, state) for r in exp.roles(state)]
         progress: dict[str, Any] = {}
-        with contextlib.suppress(OSError, ValueError):
-            progress = dict(json.loads((exp.workdir / "progress.json").read_text(encoding="utf-8")))
+        with contextlib.suppress(OSError, ValueError, RecursionError):
+            path = exp.workdir / "progress.json"
+            found = json.loads(path.read_text(encoding="utf-8"))
+            if isinstance(found, dict):
+                from rlcloud.storage.client import clean_progress
+
+                progress = clean_progress(found, str(path))
         overall, message = self._overall(exp, state, roles)
         return ExperimentStatus(
             name=name, state=overall, roles=roles, progress=progress, message=message, backend=self.kind

@@ -10,6 +10,11 @@ A trial of a sweep with ``early_stopping`` gets ``RLCLOUD_EARLY_STOPPING`` (JSON
    other trials that have reached its timestep, it stops when its best running mean so far is below the
    median of theirs at that timestep.
 
+Each peer's curve is judged alone: a curve larger than :data:`MAX_CURVE_BYTES` is not read, and one
+that is no curve (truncated JSON, NaN or Infinity, wrong types, more than :data:`MAX_CURVE_POINTS`
+points, timesteps going backwards) is skipped with a warning naming it (once per version of it); the
+rule goes on with the others. This trial's own curve is thinned to stay within the same bounds.
+
 A stop checkpoints, records the reason (``progress.json``: state "stopped-early", ``stop_reason``) and
 exits 0: a trial that stopped early is finished, not failed (an Indexed Job does not retry it).
 """
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import statistics
 import time
@@ -27,7 +33,17 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rlcloud.specs.sweep import SweepSpec, Trial
 
-__all__ = ["CURVES_DIR", "ENV_VAR", "EarlyStopper", "early_stopping_env", "median_rule", "value_at"]
+__all__ = [
+    "CURVES_DIR",
+    "ENV_VAR",
+    "MAX_CURVE_BYTES",
+    "MAX_CURVE_POINTS",
+    "EarlyStopper",
+    "early_stopping_env",
+    "median_rule",
+    "parse_curve",
+    "value_at",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +51,51 @@ ENV_VAR = "RLCLOUD_EARLY_STOPPING"
 CURVES_DIR = "curves"
 
 Curve = Sequence[Sequence[float]]  # [[timestep, running mean], ...] in timestep order
+
+#: the most points a curve holds (a day of checks every 10 s); this trial thins its own curve beyond it
+MAX_CURVE_POINTS = 10_000
+#: the most bytes of a peer's curve read (a point is at most ~40 bytes of JSON); a larger one is skipped
+MAX_CURVE_BYTES = 40 * MAX_CURVE_POINTS
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number a curve may hold")
+
+
+def parse_curve(data: bytes) -> list[list[float]]:
+    """A peer's curve from its stored bytes; ValueError saying what is wrong when it is no curve.
+
+    A curve is a JSON list of at most :data:`MAX_CURVE_POINTS` ``[timestep, running mean]`` pairs of finite
+    numbers, timesteps non-negative and never decreasing (what :meth:`EarlyStopper.check` writes). A peer's
+    curve is input from another process through a shared store: every part of it is checked here.
+    """
+    if len(data) > MAX_CURVE_BYTES:
+        raise ValueError(f"{len(data)} bytes, more than the {MAX_CURVE_BYTES} a curve may have")
+    try:
+        raw = json.loads(data.decode("utf-8"), parse_constant=_no_constant)
+    except RecursionError as exc:
+        raise ValueError("nested too deeply to be a curve") from exc
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise ValueError(f"not JSON: {exc}") from exc
+    if not isinstance(raw, list):
+        raise ValueError(f"a JSON {type(raw).__name__}, not a list of [timestep, mean] points")
+    if len(raw) > MAX_CURVE_POINTS:
+        raise ValueError(f"{len(raw)} points, more than {MAX_CURVE_POINTS}")
+    curve: list[list[float]] = []
+    for i, point in enumerate(raw):
+        if not (
+            isinstance(point, list)
+            and len(point) == 2
+            and all(isinstance(x, int | float) and not isinstance(x, bool) for x in point)
+        ):
+            raise ValueError(f"point {i} is {str(point)[:40]}, not a [timestep, mean] pair of numbers")
+        timestep, mean = float(point[0]), float(point[1])
+        if not (math.isfinite(timestep) and math.isfinite(mean)) or timestep < 0:
+            raise ValueError(f"point {i} {point} is not a finite, non-negative timestep with a finite mean")
+        if curve and timestep < curve[-1][0]:
+            raise ValueError(f"point {i}: timestep {timestep:g} comes after {curve[-1][0]:g} (going backwards)")
+        curve.append([timestep, mean])
+    return curve
 
 
 def early_stopping_env(sweep: SweepSpec, trial: Trial, location: str) -> dict[str, str]:
@@ -102,7 +163,8 @@ class EarlyStopper:
         self._progress = progress
         self._stop = stop
         self._curve: list[list[float]] = []
-        self._peers: dict[str, tuple[int, list[list[float]]]] = {}  # name -> (generation, curve)
+        # name -> (generation, curve; None when that version of it was no curve: skipped, warned about once)
+        self._peers: dict[str, tuple[int, list[list[float]] | None]] = {}
         self._last = 0.0
         self.stopped: str | None = None
 
@@ -143,8 +205,12 @@ class EarlyStopper:
         if mean is None:
             return False
         point = [float(timestep), round(float(mean), 4)]
+        if not math.isfinite(point[1]):
+            return False  # never published: a peer would (rightly) refuse the whole curve
         if not self._curve or self._curve[-1][0] < point[0]:
             self._curve.append(point)
+        if len(self._curve) > MAX_CURVE_POINTS:
+            self._curve = _thinned(self._curve)
         try:
             self.store.write_text(f"{CURVES_DIR}/{self.trial}.json", json.dumps(self._curve))
         except Exception as exc:  # a storage hiccup must not end the run; the next check tries again
@@ -162,10 +228,22 @@ class EarlyStopper:
             name = info.name.rsplit("/", 1)[-1].removesuffix(".json")
             if name == self.trial or self._peers.get(name, (None,))[0] == info.generation:
                 continue  # finished peers never change: each is read once
+            curve: list[list[float]] | None = None
             try:
-                curve = json.loads(self.store.read_text(info.name))
-            except Exception as exc:
+                if info.size > MAX_CURVE_BYTES:  # never downloaded: a 47 MB curve stalled each check 45 s
+                    raise ValueError(f"{info.size} bytes, more than the {MAX_CURVE_BYTES} a curve may have")
+                curve = parse_curve(self.store.read_bytes(info.name))
+            except ValueError as exc:
+                logger.warning("early stopping skips the curve of peer %r (%s): %s", name, info.name, exc)
+            except Exception as exc:  # a storage hiccup: tried again at the next check
                 logger.debug("could not read %s: %s", info.name, exc)
                 continue
             self._peers[name] = (info.generation, curve)
-        return {name: curve for name, (_, curve) in self._peers.items()}
+        return {name: curve for name, (_, curve) in self._peers.items() if curve is not None}
+
+
+def _thinned(curve: list[list[float]]) -> list[list[float]]:
+    """Every other point, keeping the last and the best (the rule compares this trial's best so far)."""
+    best = max(range(len(curve)), key=lambda i: curve[i][1])
+    keep = {*range(0, len(curve), 2), best, len(curve) - 1}
+    return [curve[i] for i in sorted(keep)]

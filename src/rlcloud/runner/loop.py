@@ -19,7 +19,12 @@ What the loop writes into the work directory (docs/contracts.md, "Results layout
   (forwarded from ``tensorforce-summaries/``, where Tensorforce writes them against its update index).
 
 Resume: a work directory whose ``checkpoints/LATEST`` names a checkpoint restores the agent and continues
-the counters; records written after that checkpoint are dropped so that episode numbers stay unique.
+the counters; records written after that checkpoint (episodes or timesteps past it) are dropped, atomically,
+so that episode numbers stay unique and timesteps never go backwards. A run restarted before its first
+checkpoint starts from empty records: the dead attempt's episodes are dropped with its counters. A latest
+checkpoint that cannot be restored (a truncated agent file, a broken state.json) is set aside and the
+previous complete one (three are kept) is restored instead, which the log says; only when none can be
+restored does the run fail (:class:`CheckpointError`), naming each checkpoint and why.
 
 Stop: ``episodes`` / ``total_timesteps`` (all rows together; every vector step adds ``num_envs``
 timesteps, so a run may end up to ``num_envs - 1`` past ``total_timesteps``), or
@@ -59,6 +64,7 @@ if TYPE_CHECKING:  # the runner imports the spec models only when it loads a spe
 
 __all__ = [
     "CHECKPOINTS_KEPT",
+    "CheckpointError",
     "LoopHooks",
     "TrainResult",
     "Trainer",
@@ -67,6 +73,7 @@ __all__ = [
     "build_vector_env",
     "latest_checkpoint",
     "read_jsonl",
+    "restorable_checkpoints",
     "train",
 ]
 
@@ -154,11 +161,43 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def _truncate_jsonl(path: Path, keep: Callable[[dict[str, Any]], bool]) -> int:
+    """Keep the records ``keep`` accepts (a record it cannot judge is dropped); replace the file atomically
+    (tmp + fsync + rename): a crash leaves the old file or the new one, never a mix."""
     records = read_jsonl(path)
-    kept = [r for r in records if keep(r)]
-    if path.exists():
-        atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in kept))
+    kept = []
+    for record in records:
+        try:
+            if isinstance(record, dict) and keep(record):
+                kept.append(record)
+        except (TypeError, ValueError, OverflowError):
+            continue
+    if path.exists() and len(kept) != len(records):
+        atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in kept), fsync=True)
     return len(records) - len(kept)
+
+
+def _within(record: dict[str, Any], episode_key: str, timestep_key: str, episode: int, timestep: int) -> bool:
+    """Whether an episode record lies at or before (``episode``, ``timestep``): the checkpoint resumed."""
+    return int(record.get(episode_key, 0)) <= episode and int(record.get(timestep_key, 0)) <= timestep
+
+
+class CheckpointError(RuntimeError):
+    """No checkpoint of the work directory can be restored (each one named, with why); nothing was trained."""
+
+
+def restorable_checkpoints(workdir: Path) -> list[str]:
+    """The complete checkpoints of ``workdir`` in the order to try them: the one LATEST names first, then
+    the others newest first (the fallbacks when the latest cannot be restored)."""
+    root = Path(workdir) / "checkpoints"
+    try:
+        complete = sorted(
+            (p.name for p in root.iterdir() if p.name.startswith("ckpt-") and (p / "state.json").is_file()),
+            reverse=True,
+        )
+    except OSError:
+        return []
+    latest = latest_checkpoint(workdir)
+    return ([latest] if latest else []) + [name for name in complete if name != latest]
 
 
 def latest_checkpoint(workdir: Path) -> str | None:
@@ -321,41 +360,101 @@ class Trainer:
                 ),
             )
         self.agent = tensorforce.Agent.create(**kwargs)
-        name = latest_checkpoint(self.workdir)
-        if name is not None:
-            self._restore(name)
+        self._restore_readable(lambda: tensorforce.Agent.create(**kwargs))
         if summary is not None:
             import tensorflow as tf
 
             self._summary_writer = tf.summary.create_file_writer(str(self.workdir / "summaries" / "rlcloud"))
 
+    def _restore_readable(self, new_agent: Callable[[], Any]) -> None:
+        """Restore the latest checkpoint that can be restored (see the module docstring), or start from
+        empty records when there is none; :class:`CheckpointError` when there are some and none restores."""
+        candidates = restorable_checkpoints(self.workdir)
+        if not candidates:
+            self._truncate_records(0, 0, "no checkpoint: the run starts from the beginning")
+            return
+        failed: list[tuple[str, str]] = []
+        for name in candidates:
+            try:
+                self._restore(name)
+            except Exception as exc:  # any failure to read it: a truncated file, a broken state.json
+                why = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+                failed.append((name, why))
+                logger.warning("checkpoint %s cannot be restored (%s)", name, why)
+                # a half-restored agent is never trained on: the next try starts from a new one
+                with contextlib.suppress(Exception):
+                    self.agent.close()
+                self.agent = new_agent()
+                continue
+            if failed:
+                self._set_aside([bad for bad, _ in failed if bad > name], keep=name)
+                logger.warning(
+                    "resumed from the previous complete checkpoint %s instead: %s could not be restored",
+                    name,
+                    ", ".join(bad for bad, _ in failed),
+                )
+            return
+        details = "; ".join(f"{name}: {why}" for name, why in failed)
+        with contextlib.suppress(Exception):
+            self.agent.close()
+        self.agent = None  # setup() may be called again once earlier checkpoints are fetched
+        raise CheckpointError(
+            f"none of the {len(failed)} checkpoint(s) in {self.workdir / 'checkpoints'} can be restored ({details}); "
+            "nothing was trained. Move the checkpoints directory away to start this run over from the "
+            "beginning, or start it with the rlcloud version that wrote them."
+        )
+
+    def _set_aside(self, names: list[str], *, keep: str) -> None:
+        """Rename checkpoints that cannot be restored to hidden ``.unreadable-<name>`` directories (kept for
+        a look, never synced, restored or counted among the three kept) and point LATEST at ``keep``."""
+        root = self.workdir / "checkpoints"
+        for name in names:
+            with contextlib.suppress(OSError):
+                os.replace(root / name, root / f".unreadable-{name}")
+        atomic_write_text(root / "LATEST", keep + "\n", fsync=True)
+
     def _restore(self, name: str) -> None:
         directory = self.workdir / "checkpoints" / name
-        # Agent.load() is Agent.create(**agent.json) + restore(); the agent is built from the current spec
-        # instead, so that paths in agent.json (summaries of another machine's workdir) do not matter.
-        self.agent.restore(directory=str(directory), filename="agent", format="checkpoint")
+        # state.json first, whole: a checkpoint is used all or not at all
         state = json.loads((directory / "state.json").read_text(encoding="utf-8"))
-        self._counters = _Counters(
+        counters = _Counters(
             timestep=int(state["timestep"]),
             episode=int(state["episode"]),
             evaluation_episode=int(state.get("evaluation_episode", 0)),
             elapsed=float(state.get("elapsed", 0.0)),
             next_evaluation=state.get("next_evaluation"),
         )
-        self._returns.extend(state.get("recent_returns", []))
+        recent = [float(r) for r in state.get("recent_returns", [])]
+        # Agent.load() is Agent.create(**agent.json) + restore(); the agent is built from the current spec
+        # instead, so that paths in agent.json (summaries of another machine's workdir) do not matter.
+        self.agent.restore(directory=str(directory), filename="agent", format="checkpoint")
+        self._counters = counters
+        self._returns.clear()
+        self._returns.extend(recent)
         self._checkpoint = name
         with contextlib.suppress(OSError):
             self._checkpoint_at = (directory / "state.json").stat().st_mtime
-        episode = self._counters.episode
-        dropped = _truncate_jsonl(self.workdir / "metrics.jsonl", lambda r: int(r.get("episode", 0)) <= episode)
-        dropped += _truncate_jsonl(self.workdir / "evaluation.jsonl", lambda r: int(r.get("at_episode", 0)) <= episode)
+        dropped = self._truncate_records(counters.episode, counters.timestep, "")
         logger.info(
             "resumed from checkpoint %s: timestep %d, episode %d (dropped %d records written after it)",
             name,
-            self._counters.timestep,
-            self._counters.episode,
+            counters.timestep,
+            counters.episode,
             dropped,
         )
+
+    def _truncate_records(self, episode: int, timestep: int, why: str) -> int:
+        """Drop the episode records past (``episode``, ``timestep``): a restarted run's record continues
+        from where its counters continue, never with a dead attempt's episodes twice."""
+        dropped = _truncate_jsonl(
+            self.workdir / "metrics.jsonl", lambda r: _within(r, "episode", "timestep", episode, timestep)
+        )
+        dropped += _truncate_jsonl(
+            self.workdir / "evaluation.jsonl", lambda r: _within(r, "at_episode", "at_timestep", episode, timestep)
+        )
+        if dropped and why:
+            logger.info("%s: dropped %d episode record(s) of an earlier attempt", why, dropped)
+        return dropped
 
     # -- the loop
     def run(self) -> TrainResult:
@@ -706,7 +805,8 @@ class Trainer:
 
     def _mark_starting(self) -> None:
         """progress.json says "starting" while TensorFlow loads and the agent is built (up to a minute), with
-        the previous run's counters kept: a resumed run's figures are not a live rate."""
+        the counters of the checkpoint it resumes from (zero without one): a resumed run's figures are not a
+        live rate, and a dead attempt's counters past its checkpoint are not shown."""
         path = self.workdir / "progress.json"
         try:
             previous = json.loads(path.read_text(encoding="utf-8"))
@@ -714,6 +814,14 @@ class Trainer:
             previous = {}
         progress: dict[str, Any] = {"timestep": 0, "episode": 0, "mean_return": None, "checkpoint": None}
         progress.update(previous if isinstance(previous, dict) else {})
+        # the counters are those the run resumes from (its latest checkpoint's, else zero), not the ones a
+        # dead attempt reached after it: progress never shows timesteps it will go back on
+        progress.update(timestep=0, episode=0, mean_return=None, checkpoint=None)
+        name = latest_checkpoint(self.workdir)
+        if name is not None:
+            with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
+                state = json.loads((self.workdir / "checkpoints" / name / "state.json").read_text(encoding="utf-8"))
+                progress.update(timestep=int(state["timestep"]), episode=int(state["episode"]), checkpoint=name)
         now = time.time()
         # a fresh process gets a whole stall_timeout from its start, whatever the previous one did
         progress.update(state="starting", steps_per_second=None, updated=now, advanced_at=now)

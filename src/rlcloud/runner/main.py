@@ -149,6 +149,20 @@ def _make_hooks(workdir: Path, log_name: str | None) -> Any:
     return make_hooks(results, workdir, log_name=log_name)
 
 
+def _fetch_earlier_checkpoints(hooks: Any, workdir: Path, exc: Exception) -> bool:
+    """After ``exc`` (no local checkpoint restores), download the earlier checkpoints the results store
+    holds; True when there were any to try."""
+    from rlcloud.storage.sync import restore_earlier_checkpoints
+
+    store = getattr(getattr(hooks, "syncer", None), "store", None)
+    if store is None:
+        return False
+    fetched = restore_earlier_checkpoints(store, workdir)
+    if fetched:
+        logger.warning("%s; trying the earlier checkpoint(s) %s from %s", exc, ", ".join(fetched), store.url)
+    return bool(fetched)
+
+
 def _install_signals(on_signal: Callable[[int], None]) -> Callable[[], None]:
     previous: dict[int, Any] = {}
 
@@ -243,7 +257,7 @@ def _train(
     args: argparse.Namespace, spec: ExperimentSpec, workdir: Path, received: list[int], trainer_box: list[Trainer]
 ) -> int:
     from rlcloud.runner.envs import validate_experiment
-    from rlcloud.runner.loop import Trainer
+    from rlcloud.runner.loop import CheckpointError, Trainer
 
     try:
         validate_experiment(spec, import_user_classes=True)
@@ -263,10 +277,19 @@ def _train(
         trainer = Trainer(spec, workdir, vector_env=vector_env, hooks=chain)
         trainer_box.append(trainer)
         chain.add(_early_stopper(trainer))
-        trainer.setup()
+        try:
+            trainer.setup()
+        except CheckpointError as exc:
+            # the store may hold the earlier checkpoints this fresh work directory was not given
+            if hooks is None or not _fetch_earlier_checkpoints(hooks, workdir, exc):
+                raise
+            trainer.setup()
     except SpecError as exc:
         logger.error("invalid spec: %s", exc)
         return EXIT_SPEC
+    except CheckpointError as exc:  # says which checkpoints and why: no traceback needed
+        logger.error("%s", exc)
+        return EXIT_CONSTRUCTION
     except Exception as exc:
         logger.exception("could not build the environment or the agent: %s", exc)
         return EXIT_CONSTRUCTION

@@ -18,14 +18,19 @@ from rlcloud.errors import SpecError, SpecProblem
 
 if TYPE_CHECKING:
     from rlcloud.specs.experiment import ExperimentSpec
+    from rlcloud.specs.sweep import SweepSpec
 
 __all__ = [
     "LEARNING_FIELDS",
+    "SWEEP_FIELDS",
     "Change",
     "ChangedRunError",
+    "ChangedSweepError",
     "diff_specs",
+    "diff_sweeps",
     "fingerprint",
     "split_changes",
+    "sweep_fingerprint",
 ]
 
 #: The fields that decide what a run learns: a run cannot resume with any of them changed.
@@ -129,10 +134,10 @@ def diff_specs(record: ExperimentSpec | dict[str, Any], spec: ExperimentSpec | d
     old, new = _dump(record), _dump(spec)
     defaults = _defaults()
     changes: list[Change] = []
-    for name in sorted((set(old) | set(new)) - _IGNORED_FIELDS - {"kind"}):
-        before = old.get(name, defaults.get(name, _MISSING))
+    for name in sorted((set(old) | set(new)) - _IGNORED_FIELDS - {"kind"}, key=str):  # a stored record's keys
+        before = old.get(name, defaults.get(name, _MISSING))  # may be anything YAML has: 1, null, true
         after = new.get(name, defaults.get(name, _MISSING))
-        _walk(name, before, after, changes)
+        _walk(str(name), before, after, changes)
     return changes
 
 
@@ -181,4 +186,86 @@ class ChangedRunError(SpecError):
             "variants side by side as a sweep (`rlcloud sweep run SPEC --grid FIELD=A,B --seeds N`). "
             "Fields that may change on resume: episodes, total_timesteps, saver/summary frequency, "
             "evaluation, resources, image, results, cluster."
+        )
+
+
+# ------------------------------------------------------------------------------------------------- sweeps
+
+#: The fields of a SweepSpec that decide which trials it has (with the base experiment's learning fields,
+#: ``experiment.<LEARNING_FIELDS>``): a sweep cannot go on with any of them changed. ``max_parallel``,
+#: ``objective``, ``early_stopping``, ``max_failures``, ``smoke_timesteps``, ``description``, ``results`` and
+#: the experiment's other fields (its budget, schedules, resources) may change, as for one experiment.
+SWEEP_FIELDS: tuple[str, ...] = ("parameters", "samples", "sampler_seed", "seeds")
+_SWEEP_IGNORED = frozenset({"name", "kind", "experiment"})
+
+
+def _sweep_dump(sweep: SweepSpec | dict[str, Any]) -> dict[str, Any]:
+    data: dict[str, Any] = dict(sweep) if isinstance(sweep, dict) else sweep.model_dump(mode="json")
+    seeds = data.get("seeds", 1)
+    if isinstance(seeds, int) and not isinstance(seeds, bool):  # 3 and [1, 2, 3] are the same trials
+        data["seeds"] = list(range(1, seeds + 1))
+    return data
+
+
+def _sweep_defaults() -> dict[str, Any]:
+    from rlcloud.specs.sweep import SweepSpec
+
+    defaults: dict[str, Any] = {}
+    for name, info in SweepSpec.model_fields.items():
+        if not info.is_required():
+            value = info.get_default(call_default_factory=True)
+            defaults[name] = value.model_dump(mode="json") if hasattr(value, "model_dump") else value
+    return _sweep_dump(defaults)
+
+
+def diff_sweeps(
+    record: SweepSpec | dict[str, Any], sweep: SweepSpec | dict[str, Any]
+) -> tuple[list[Change], list[Change]]:
+    """``(refused, allowed)``: where ``sweep`` differs from the sweep of ``record``, split into the changes
+    that make it another sweep (:data:`SWEEP_FIELDS`, the base experiment's learning fields, named
+    ``experiment.<field>``) and those that may change between starts."""
+    old, new = _sweep_dump(record), _sweep_dump(sweep)
+    defaults = _sweep_defaults()
+    changes: list[Change] = []
+    for name in sorted((set(old) | set(new)) - _SWEEP_IGNORED, key=str):
+        before, after = old.get(name, defaults.get(name, _MISSING)), new.get(name, defaults.get(name, _MISSING))
+        _walk(str(name), before, after, changes)
+    before_exp = old.get("experiment")
+    after_exp = new.get("experiment")
+    experiment = diff_specs(
+        before_exp if isinstance(before_exp, dict) else {}, after_exp if isinstance(after_exp, dict) else {}
+    )
+    refused = [c for c in changes if c.field.split(".", 1)[0] in SWEEP_FIELDS]
+    allowed = [c for c in changes if c.field.split(".", 1)[0] not in SWEEP_FIELDS]
+    for change in experiment:
+        named = Change(f"experiment.{change.field}", change.before, change.after)
+        (refused if change.learning else allowed).append(named)
+    return refused, allowed
+
+
+def sweep_fingerprint(sweep: SweepSpec | dict[str, Any]) -> str:
+    """A short stable hash of what decides a sweep's trials (equal for sweeps with the same trials)."""
+    data = _sweep_dump(sweep)
+    defaults = _sweep_defaults()
+    ident = {name: data.get(name, defaults.get(name)) for name in SWEEP_FIELDS}
+    experiment = data.get("experiment")
+    ident["experiment"] = fingerprint(experiment if isinstance(experiment, dict) else {})
+    canonical = json.dumps(ident, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+class ChangedSweepError(ChangedRunError):
+    """A start asked a sweep that exists to go on with other trials (another grid, seeds, or base experiment
+    learning setup); nothing was started. ``changes`` lists each differing field."""
+
+    def _render(self) -> str:
+        lines = "\n".join(f"  - {c}" for c in getattr(self, "changes", []))
+        name = getattr(self, "name", "?")
+        return (
+            f"sweep {name!r} already exists in {getattr(self, 'location', '?')} with other trials; going on would "
+            f"report trials of two sweeps as one. Changed:\n{lines}\n"
+            f"Give this sweep a new name (`--name {name}-2`, or name: in the sweep file), or start the recorded one "
+            "again as it was (`rlcloud sweep start` with the same file). Fields that may change: max_parallel, "
+            "objective, early_stopping, max_failures, smoke_timesteps, description, results, and the experiment's "
+            "budget, schedules and resources."
         )

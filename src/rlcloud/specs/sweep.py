@@ -425,10 +425,19 @@ def _trial_names(sweep: SweepSpec) -> list[str]:
                 digest = hashlib.sha256(name.encode()).hexdigest()[:6]
                 name = name[: MAX_NAME_LENGTH - 7].rstrip("-") + "-" + digest
             names.append(name)
-    # two configurations can read the same once shortened (or once values are rounded): number them
+    # two configurations can read the same once shortened (or once values are rounded, or values repeat):
+    # number them by trial index; a numbered name may itself be another trial's (values a, a, a-1 give
+    # "a", "a", "a-1"), so a name is taken only when no other trial has it, else numbered further
     counts = collections.Counter(names)
+    taken = {name for name in names if counts[name] == 1}
     for i, name in enumerate(names):
-        if counts[name] > 1:
-            suffix = f"-{i}"
-            names[i] = name[: MAX_NAME_LENGTH - len(suffix)].rstrip("-") + suffix
+        if counts[name] == 1:
+            continue
+        for extra in itertools.count():
+            suffix = f"-{i}" if extra == 0 else f"-{i}-{extra}"
+            candidate = name[: MAX_NAME_LENGTH - len(suffix)].rstrip("-") + suffix
+            if candidate not in taken:
+                break
+        taken.add(candidate)
+        names[i] = candidate
     return names

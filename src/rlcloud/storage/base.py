@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import os
+import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -28,7 +29,9 @@ __all__ = [
     "Store",
     "crc32c_of_bytes",
     "crc32c_of_file",
+    "local_targets",
     "parse_gs_url",
+    "tmp_sibling",
 ]
 
 #: ``progress(done_bytes, total_bytes)``: called as transfers complete (from the calling thread).
@@ -89,6 +92,85 @@ def _check_name(name: str) -> str:
     if any(p in ("", ".", "..") for p in parts):
         raise StorageError(f"invalid object name {name!r}: empty, '.' and '..' path parts are not allowed")
     return name
+
+
+#: the longest file name (one path component, in bytes) and path most local file systems hold
+NAME_MAX = 255
+PATH_MAX = 4096
+
+
+def tmp_sibling(path: Path, prefix: str = ".rlcloud-tmp-") -> Path:
+    """A unique hidden temporary file next to ``path`` whose name stays within :data:`NAME_MAX` bytes (it
+    keeps as much of ``path``'s name as fits, to say what it was for): a 250-byte name still gets one."""
+    head = f"{prefix}{uuid.uuid4().hex[:12]}-"
+    room = NAME_MAX - len(head.encode())
+    tail = path.name.encode("utf-8", "surrogateescape")[:room].decode("utf-8", "ignore")
+    return path.with_name(head + tail)
+
+
+def _local_problem(name: str) -> str | None:
+    """Why object ``name`` cannot be a file below a local directory, or None when it can."""
+    try:
+        _check_name(name)
+    except StorageError as exc:
+        return str(exc)
+    if "\0" in name:
+        return "it contains a NUL character, which no local file name can hold"
+    longest = max(name.split("/"), key=lambda part: len(part.encode()))
+    if len(longest.encode()) > NAME_MAX:
+        return f"a part of it is {len(longest.encode())} bytes long; local file names hold at most {NAME_MAX}"
+    if len(name.encode()) > PATH_MAX - 512:
+        return f"it is {len(name.encode())} bytes long; local paths hold at most {PATH_MAX}"
+    return None
+
+
+def local_targets(
+    listing: Sequence[ObjectInfo], root: Path
+) -> tuple[list[tuple[ObjectInfo, Path]], list[tuple[str, str]]]:
+    """Where each listed object goes below ``root``, and the objects that cannot go anywhere, with why.
+
+    A store may hold names no directory can: a NUL, a part longer than :data:`NAME_MAX` bytes, ``..``
+    (never written outside ``root``), a name that is both an object and a folder of others (``a`` and
+    ``a/b``: the folder's objects win), or one whose place is taken by a local file or folder. Each such
+    object is left out, alone, so one odd name never stops the rest. Zero-byte ``folder/`` objects (the
+    Cloud Console's folder placeholders) are folders, not files: left out without a problem.
+
+    Returns:
+        ``(targets, skipped)``: ``(info, local path)`` pairs to download, and ``(name, reason)`` pairs.
+    """
+    targets: list[tuple[ObjectInfo, Path]] = []
+    skipped: list[tuple[str, str]] = []
+    good = []
+    for info in listing:
+        if info.name.endswith("/") and info.size == 0 and not _local_problem(info.name.rstrip("/") or "/"):
+            continue  # a folder placeholder: the folder appears with the files in it
+        problem = _local_problem(info.name)
+        if problem:
+            skipped.append((info.name, problem))
+        else:
+            good.append(info)
+    folders = {name.rsplit("/", 1)[0] for name in (i.name for i in good) if "/" in name}
+    folders = {"/".join(f.split("/")[: k + 1]) for f in folders for k in range(f.count("/") + 1)}
+    for info in good:
+        path = root / info.name
+        if info.name in folders:
+            skipped.append((info.name, f"it is also a folder of other objects ({info.name}/...), which are downloaded"))
+            continue
+        try:
+            if path.is_dir() and not path.is_symlink():
+                skipped.append((info.name, f"{path} is a local folder"))
+                continue
+            parent = path.parent
+            while parent != root and not parent.exists():
+                parent = parent.parent
+            if parent != root and not parent.is_dir():
+                skipped.append((info.name, f"{parent} is a local file, not a folder"))
+                continue
+        except OSError as exc:
+            skipped.append((info.name, f"{path}: {exc.strerror or exc}"))
+            continue
+        targets.append((info, path))
+    return targets, skipped
 
 
 class Store(ABC):

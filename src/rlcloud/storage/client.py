@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlcloud.errors import NotFoundError, StorageError
-from rlcloud.storage.base import ObjectInfo, Progress, Store, crc32c_of_file
+from rlcloud.storage.base import ObjectInfo, Progress, Store, crc32c_of_file, local_targets
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -41,11 +42,13 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class DownloadReport:
-    """What :func:`download` did: names fetched, names already up to date, bytes fetched."""
+    """What :func:`download` did: names fetched, names already up to date, bytes fetched, names left out."""
 
     downloaded: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     bytes_downloaded: int = 0
+    #: objects no local file can hold (a NUL, a 300-byte name, both a file and a folder...), left out
+    skipped: list[str] = field(default_factory=list)
 
 
 def _up_to_date(info: ObjectInfo, path: Path) -> bool:
@@ -67,15 +70,20 @@ def download(
     """Mirror the objects under ``prefix`` into ``dest`` (same relative paths), incrementally.
 
     Files already in ``dest`` with the same size and CRC32C are kept; the others are downloaded
-    concurrently, verified and renamed into place. Local files absent from the store are left alone.
+    concurrently, verified and renamed into place. Local files absent from the store are left alone. An
+    object whose name no local file can have is left out with a warning naming it
+    (:func:`~rlcloud.storage.base.local_targets`); the others are downloaded.
     ``progress(done_bytes, total_bytes)`` is called as files complete.
     """
     root = Path(dest)
     root.mkdir(parents=True, exist_ok=True)
     report = DownloadReport()
     todo: list[tuple[ObjectInfo, Path]] = []
-    for info in store.list(prefix):
-        path = root / info.name
+    targets, skipped = local_targets(store.list(prefix), root)
+    for name, reason in skipped:  # one odd name never stops the rest: each is named and left out
+        logger.warning("not downloaded: %s: %s", store.describe(name), reason)
+        report.skipped.append(name)
+    for info, path in targets:
         if _up_to_date(info, path):
             report.unchanged.append(info.name)
         else:
@@ -89,24 +97,83 @@ def download(
     return report
 
 
+#: counters of an episode record: whole numbers, never negative
+_COUNTER_FIELDS = frozenset({"episode", "timestep", "length", "worker", "at_episode", "at_timestep"})
+#: measurements of an episode record: finite numbers
+_MEASURE_FIELDS = frozenset({"return", "time"})
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number")
+
+
+def _as_number(value: Any, *, counter: bool) -> int | float | None:
+    """``value`` as a counter (a whole number >= 0) or a finite measurement, or None when it is neither.
+    A number written as a string ("12", "3.5") is taken; bools, NaN and infinities are not."""
+    if isinstance(value, str) and len(value) <= 40:
+        try:
+            value = float(value.strip())
+        except ValueError:
+            return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if counter:
+        if value < 0 or value != int(value):
+            return None
+        return int(value)
+    return float(value)
+
+
+def _episode_record(line: str) -> dict[str, Any]:
+    """One line of metrics.jsonl / evaluation.jsonl as a record; ValueError saying why it is none."""
+    try:
+        record = json.loads(line, parse_constant=_reject_constant)
+    except RecursionError as exc:
+        raise ValueError("nested too deeply") from exc
+    except ValueError as exc:  # torn JSON, NaN/Infinity, a 5,000-digit number
+        raise ValueError(f"not a JSON record ({str(exc)[:80]})") from exc
+    if not isinstance(record, dict):
+        raise ValueError(f"a JSON {type(record).__name__}, not an object")
+    for key in _COUNTER_FIELDS | _MEASURE_FIELDS:
+        if key in record:
+            number = _as_number(record[key], counter=key in _COUNTER_FIELDS)
+            if number is None:
+                kind = "a whole number >= 0" if key in _COUNTER_FIELDS else "a finite number"
+                raise ValueError(f"{key!r} is {str(record[key])[:40]!r}, not {kind}")
+            record[key] = number
+    return record
+
+
 def _read_jsonl(store: Store, name: str) -> list[dict[str, Any]]:
+    """The records of a JSON-lines file. Each line is judged alone: a line that is no episode record (torn
+    by a writer mid-append, a string return, NaN or Infinity, a list) is skipped, and one warning naming the
+    file (so the run) says how many and why the first was; the other lines and runs are read as usual."""
     try:
         data = store.read_bytes(name)
     except NotFoundError:
         return []
     records: list[dict[str, Any]] = []
-    for line in data.decode("utf-8", errors="replace").splitlines():
+    skipped: list[str] = []
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    torn_last = False
+    for number, line in enumerate(lines, 1):
         line = line.strip()
         if not line:
             continue
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            # A torn last line: the writer was mid-append when the file was synced.
-            logger.debug("%s: skipping a torn line", store.describe(name))
-            continue
-        if isinstance(record, dict):
-            records.append(record)
+            records.append(_episode_record(line))
+        except ValueError as exc:
+            skipped.append(f"line {number}: {exc}")
+            torn_last = number == len(lines) and not data.endswith(b"\n")
+    if torn_last and len(skipped) == 1:
+        # a last line without its newline: a writer mid-append when the file was synced, not worth a warning
+        logger.debug("%s: skipping a torn last line", store.describe(name))
+    elif skipped:
+        logger.warning(
+            "%s: skipped %d line(s) that are no episode record (%s)", store.describe(name), len(skipped), skipped[0]
+        )
     return records
 
 
@@ -156,11 +223,40 @@ def read_progress(store: Store) -> dict[str, Any] | None:
         return None
     try:
         value = json.loads(data)
-    except json.JSONDecodeError as exc:
-        raise StorageError(f"{store.describe('progress.json')} is not valid JSON: {exc}") from exc
+    except (ValueError, RecursionError) as exc:
+        raise StorageError(f"{store.describe('progress.json')} is not valid JSON: {str(exc)[:120]}") from exc
     if not isinstance(value, dict):
         raise StorageError(f"{store.describe('progress.json')} holds {type(value).__name__}, expected an object")
-    return value
+    return clean_progress(value, store.describe("progress.json"))
+
+
+#: progress.json's fields with a type: counters, measurements (a number or null) and texts (or null)
+_PROGRESS_COUNTERS = ("timestep", "episode")
+_PROGRESS_MEASURES = ("mean_return", "steps_per_second", "updated", "cpu_seconds")
+_PROGRESS_TEXTS = ("state", "stop_reason", "checkpoint")
+
+
+def clean_progress(value: dict[str, Any], source: str) -> dict[str, Any]:
+    """``value`` with each typed field of progress.json that is not of its type (Infinity or a string
+    timestep, a NaN rate, a number for a state) removed, and one warning naming ``source`` saying which:
+    every reader then sees a field it can use or none, so one odd run never stops a table of many."""
+    clean = dict(value)
+    dropped = []
+    for key in (*_PROGRESS_COUNTERS, *_PROGRESS_MEASURES, *_PROGRESS_TEXTS):
+        if key not in clean or clean[key] is None:
+            continue
+        if key in _PROGRESS_TEXTS:
+            ok = isinstance(clean[key], str)
+        else:
+            number = _as_number(clean[key], counter=key in _PROGRESS_COUNTERS)
+            ok = number is not None
+            if ok:
+                clean[key] = number
+        if not ok:
+            dropped.append(f"{key}={str(clean.pop(key))[:40]!r}")
+    if dropped:
+        logger.warning("%s: ignored field(s) of the wrong type: %s", source, ", ".join(dropped))
+    return clean
 
 
 def read_logs(store: Store) -> dict[str, str]:

@@ -38,7 +38,6 @@ import logging
 import os
 import threading
 import time
-import uuid
 import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -53,6 +52,7 @@ from rlcloud.storage.base import (
     Store,
     _check_name,
     crc32c_of_file,
+    tmp_sibling,
 )
 
 __all__ = ["ROLE_NEEDED", "GcsStore"]
@@ -855,7 +855,7 @@ def _b64_crc(crc: int) -> str:
 
 def _tmp_path(dst: Path) -> Path:
     dst.parent.mkdir(parents=True, exist_ok=True)
-    return dst.with_name(f".rlcloud-tmp-{uuid.uuid4().hex[:12]}-{dst.name}")
+    return tmp_sibling(dst)
 
 
 def _size(path: Path) -> int:

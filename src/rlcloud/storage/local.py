@@ -15,7 +15,6 @@ import errno
 import fcntl
 import os
 import threading
-import uuid
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -29,6 +28,7 @@ from rlcloud.storage.base import (
     Store,
     _check_name,
     crc32c_of_file,
+    tmp_sibling,
 )
 
 __all__ = ["LocalStore"]
@@ -73,7 +73,7 @@ class LocalStore(Store):
         return ObjectInfo(name=rel, size=st.st_size, crc32c=crc, generation=st.st_mtime_ns, updated=st.st_mtime)
 
     def _tmp_for(self, path: Path) -> Path:
-        return path.with_name(f"{INTERNAL_PREFIX}tmp-{uuid.uuid4().hex[:12]}-{path.name}")
+        return tmp_sibling(path, f"{INTERNAL_PREFIX}tmp-")
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:

@@ -38,7 +38,7 @@ from types import FrameType
 from typing import Any
 
 from rlcloud.errors import NotFoundError, StorageError
-from rlcloud.storage.base import ObjectInfo, PreconditionFailedError, Store, crc32c_of_file
+from rlcloud.storage.base import ObjectInfo, PreconditionFailedError, Store, crc32c_of_file, local_targets
 from rlcloud.storage.stores import open_store
 
 __all__ = [
@@ -50,6 +50,7 @@ __all__ = [
     "Syncer",
     "make_hooks",
     "read_latest",
+    "restore_earlier_checkpoints",
     "restore_latest",
     "ship_logs",
 ]
@@ -547,13 +548,41 @@ def restore_latest(store: Store, local_dir: str | os.PathLike[str], *, progress:
         raise StorageError(
             f"{store.describe(LATEST)} names {name!r}, but {store.describe(CHECKPOINTS + name)}/ is empty"
         )
-    store.download_files([(i, local / i.name) for i in wanted], progress=progress)
+    targets, skipped = local_targets(wanted, local)
+    for skipped_name, reason in skipped:  # a log with an odd name must not stop the run from resuming
+        logger.warning("not restored: %s: %s", store.describe(skipped_name), reason)
+    store.download_files(targets, progress=progress)
     if name is not None:
         tmp = local / "checkpoints" / ".LATEST.restore-tmp"
         tmp.write_text(name + "\n", encoding="utf-8")
         os.replace(tmp, local / LATEST)
         logger.info("restored checkpoint %s from %s (%d files)", name, store.url, len(wanted))
     return name
+
+
+def restore_earlier_checkpoints(store: Store, local_dir: str | os.PathLike[str]) -> list[str]:
+    """Download the stored complete checkpoints that ``local_dir`` lacks (the runner keeps three), for a
+    runner whose latest checkpoint cannot be restored: :func:`restore_latest` brings only the latest, to
+    keep a resume fast. A checkpoint set aside locally as unreadable is not fetched again. Returns the
+    names downloaded, newest first; LATEST is left as it is (the runner moves it to the one it restores).
+    """
+    local = Path(local_dir)
+    listing = store.list(CHECKPOINTS)
+    stored = {i.name.split("/")[1] for i in listing if i.name.count("/") >= 2 and i.name.endswith("/state.json")}
+    wanted = sorted(
+        n
+        for n in stored
+        if not (local / CHECKPOINTS / n / "state.json").exists()
+        and not (local / CHECKPOINTS / f".unreadable-{n}").exists()
+    )
+    items = [i for i in listing if i.name.count("/") >= 2 and i.name.split("/")[1] in wanted]
+    targets, skipped = local_targets(items, local)
+    for skipped_name, reason in skipped:
+        logger.warning("not restored: %s: %s", store.describe(skipped_name), reason)
+    store.download_files(targets)
+    if wanted:
+        logger.info("restored earlier checkpoint(s) %s from %s", ", ".join(reversed(wanted)), store.url)
+    return list(reversed(wanted))
 
 
 def make_hooks(
