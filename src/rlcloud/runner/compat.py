@@ -14,6 +14,9 @@ applied here, once, around the first import of tensorforce:
 5. numpy 2 removed ``np.bool8``: aliased to ``np.bool_``.
 6. Checkpoint restore sets ``_update_uid`` on trackables, which tensorforce's ``TrackableNestedDict``
    refuses: private attribute names are let through.
+7. Not a compatibility fix but a speed one (issue 31): Tensorforce's buffer writes rebuild the whole buffer
+   (a replay memory of Atari frames: hundreds of MB per write); runner/inplace.py rewrites them in place,
+   computing the same bits (``RLCLOUD_INPLACE_BUFFERS=0`` keeps Tensorforce's).
 
 ``tf.keras`` must be tf-keras (Keras 2) for tensorforce, which TensorFlow decides from
 ``TF_USE_LEGACY_KERAS`` when it is *first imported*: :func:`prepare_tensorflow` sets it, and refuses with
@@ -222,6 +225,10 @@ def import_tensorforce() -> Any:
         except (ImportError, AttributeError) as exc:
             raise CompatError(f"tensorforce could not be imported on TensorFlow {tf.__version__}: {exc}") from exc
         _post_import_patches(tf)
+        # (7) Buffer writes in place (issue 31): a replay memory's cost no longer grows with its size.
+        from rlcloud.runner.inplace import apply_inplace_buffers
+
+        apply_inplace_buffers()
         # Tensorforce logs a warning per agent about unsupported features on TF 2; those are expected.
         logging.getLogger("tensorflow").setLevel(logging.ERROR)
         _applied = True

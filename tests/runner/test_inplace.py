@@ -1,0 +1,168 @@
+"""Tensorforce's buffer writes made in place (runner/inplace.py) compute what Tensorforce computes alone.
+
+Each comparison trains in two fresh processes, one with ``RLCLOUD_INPLACE_BUFFERS=0`` (Tensorforce's own
+rebuild-and-assign writes) and one as the runner runs by default (in place): the same seed must give the same
+actions and the same weights, bit for bit, after many updates and after the replay memory has wrapped around.
+Two paths of Tensorforce's model are covered: one environment (its circular observe buffer, where experience
+enters the memory every ``update_frequency`` timesteps) with the Space Invaders example's agent (image
+preprocessing, convolutions, exploration), and four environments (per-episode buffers, read back at an
+episode's end) with a DQN on CartPole.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rlcloud.runner.inplace import INPLACE_VARIABLE, patched_methods, rewrite_source
+
+ROOT = Path(__file__).resolve().parents[2]
+
+_DRIVE = textwrap.dedent(
+    """
+    import hashlib, json, sys
+    from pathlib import Path
+    import numpy as np
+    from rlcloud.runner.agent_calls import AgentCalls
+    from rlcloud.runner.kernels import choose_cpu_kernels
+    from rlcloud.runner.loop import build_agent_kwargs, build_vector_env
+    from rlcloud.specs import ExperimentSpec
+
+    case = json.loads(sys.argv[1])
+    spec = ExperimentSpec.from_file(Path(case["example"])).replace(**case["overrides"])
+    venv = build_vector_env(spec)
+    choose_cpu_kernels(spec.network, spec.agent, venv.states_spec)
+    from rlcloud.runner.compat import import_tensorforce
+    from rlcloud.runner.inplace import patched_methods
+
+    tensorforce = import_tensorforce()
+    agent = tensorforce.Agent.create(**build_agent_kwargs(spec, venv))
+    calls = AgentCalls(agent, np.arange(venv.num_envs))
+    actions_seen, states = hashlib.sha256(), venv.reset()
+    for _ in range(case["steps"]):
+        actions = calls.act(states)
+        actions_seen.update(np.asarray(actions).tobytes())
+        states, rewards, terminals = venv.step(actions)
+        calls.observe(rewards, terminals)
+    weights = hashlib.sha256(b"".join(v.numpy().tobytes() for v in agent.model.trainable_variables))
+    memory = agent.model.memory
+    print(json.dumps({
+        "patched": patched_methods(), "actions": actions_seen.hexdigest(), "weights": weights.hexdigest(),
+        "updates": int(agent.updates), "written": int(memory.buffer_index.numpy()), "capacity": memory.capacity,
+        "terminal_indices": memory.terminal_indices.numpy().tolist(),
+    }))
+    """
+)
+
+
+def _run(case: dict[str, Any], inplace: bool) -> dict[str, Any]:
+    environ = {k: v for k, v in os.environ.items() if k != INPLACE_VARIABLE}
+    if not inplace:
+        environ[INPLACE_VARIABLE] = "0"
+    done = subprocess.run(
+        [sys.executable, "-c", _DRIVE, json.dumps(case)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=environ,
+        check=False,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    assert bool(result.pop("patched")) is inplace
+    return result
+
+
+CASES = {
+    # The example's agent with a memory of 300 frames: episodes of at most 100 steps, so updates start
+    # after the first 100 (Tensorforce updates once an episode has ended) and the memory wraps twice.
+    "space-invaders-single": {
+        "example": "examples/space_invaders_dqn.yaml",
+        "overrides": {
+            "run_mode": "single",
+            "num_workers": 1,
+            "seed": 5,
+            "max_timesteps_per_episode": 100,
+            "agent.memory": 300,
+            "agent.exploration.num_steps": 2000,
+        },
+        "steps": 700,
+    },
+    "cartpole-dqn-4-envs": {
+        "example": "examples/space_invaders_dqn.yaml",
+        "overrides": {
+            "run_mode": "multi-threaded",
+            "num_workers": 4,
+            "execution": "batched",
+            "seed": 5,
+            "environment": {"type": "gym", "level": "CartPole-v1"},
+            "max_timesteps_per_episode": 50,
+            "agent": {
+                "type": "dqn",
+                "memory": 400,
+                "batch_size": 16,
+                "update_frequency": 4,
+                "start_updating": 64,
+                "exploration": 0.1,
+            },
+            "network": "auto",
+        },
+        "steps": 400,
+    },
+}
+
+
+@pytest.mark.training
+@pytest.mark.parametrize("kind", sorted(CASES))
+def test_in_place_buffers_learn_exactly_what_tensorforce_learns(kind: str) -> None:
+    rebuilt = _run(CASES[kind], inplace=False)
+    inplace = _run(CASES[kind], inplace=True)
+    assert rebuilt["updates"] >= 20  # the comparison spans many updates, not only the first actions
+    assert rebuilt["written"] > 2 * rebuilt["capacity"]  # the replay memory wrapped around
+    assert inplace == rebuilt
+
+
+def test_every_buffer_method_of_tensorforce_is_rewritten() -> None:
+    from rlcloud.runner.compat import import_tensorforce
+
+    import_tensorforce()
+    if os.environ.get(INPLACE_VARIABLE) == "0":
+        pytest.skip(f"{INPLACE_VARIABLE}=0 in this environment")
+    assert patched_methods() == [
+        "Queue.reset",
+        "Queue.enqueue",
+        "TensorforceModel.core_act",
+        "TensorforceModel.core_observe",
+        "TensorforceModel._nonterminal_experience",
+    ]
+
+
+def test_rebuild_and_assign_becomes_one_in_place_write() -> None:
+    source = textwrap.dedent(
+        """
+        def f(self):
+            value = tf.tensor_scatter_nd_update(
+                tensor=self.buffers['terminal'], indices=indices, updates=two
+            )
+            dependencies.append(self.buffers['terminal'].assign(value=value))
+            # value = tf.tensor_scatter_nd_update(tensor=x, indices=i, updates=u)
+            states = tf.gather(params=x[parallel], indices=indices[:ints_end])
+            rewards = self.reward_buffer[parallel, :buffer_index - batch_size]
+            updates = self.terminal_indices[num_episodes: index]
+        """
+    )
+    rewritten, writes, reads = rewrite_source(source)
+    assert (writes, reads) == (1, 3)
+    assert "dependencies.append(self.buffers['terminal'].scatter_nd_update(indices=indices, updates=two))" in rewritten
+    assert "_rlcloud_row_gather(tf, x, parallel, indices[:ints_end])" in rewritten
+    assert "_rlcloud_row_gather(tf, self.reward_buffer, parallel, tf.range(buffer_index - batch_size))" in rewritten
+    assert "tf.gather(params=self.terminal_indices, indices=tf.range(num_episodes, index))" in rewritten
+    assert "tensor_scatter_nd_update" not in rewritten  # comments are dropped, not rewritten
