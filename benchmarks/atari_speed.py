@@ -1,0 +1,199 @@
+"""Space Invaders DQN (examples/space_invaders_dqn.yaml) in single mode: steps/s by replay memory size.
+
+For each memory size, side by side in fresh interpreters (the configurations interleave):
+
+* rlcloud: the runner's way (runner/loop.py ``Trainer.setup``): CPU kernels chosen for the network, Tensorforce
+  through the compatibility layer (buffer writes in place, runner/inplace.py), nested functions inline, no
+  in-graph assertions, act/observe through runner/agent_calls.py;
+* tensorforce: plain Tensorforce 0.6.5 (only the compatibility fixes it needs to run on this TensorFlow:
+  ``RLCLOUD_INPLACE_BUFFERS=0``, no inlining, its default assertions), through ``Agent.act``/``Agent.observe``.
+
+Same agent, environment and seed. Each step is timed in three parts: ``act``, the environment's step, and
+``observe`` (which writes into the replay memory every ``update_frequency`` steps and then updates). Figures
+are given before the first update (the first steps, while Tensorforce traces, left out) and after it
+(``--after`` steps; the first few, where the update graph first runs, left out). Tensorforce starts updating
+once the first episode has ended, whatever ``start_updating`` says (runner/inplace.py): episodes are capped at
+``--episode-cap`` steps (the same for every configuration; memory 1,000 needs a cap <= 1,000) so that updates
+start early. Usage::
+
+    uv run --frozen python benchmarks/atari_speed.py [--memories 1000,10000,100000] [--variants rlcloud,tensorforce]
+        [--after 300] [--episode-cap 300] [--budget 240]
+
+``--budget`` bounds each configuration's seconds (plain Tensorforce at 100,000 frames steps at ~1 s): a
+configuration out of time reports what it measured so far. The machine is shared: compare configurations of
+the same run, and read the ratios.
+
+Measured 2026-11-25 on the 2-core development VM, shared with 7 other sessions (see the report lines below
+for the load): see README "Atari" and the example's header for the figures this run printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "space_invaders_dqn.yaml"
+SKIP_BEFORE = 10  # the first act/observe calls trace their graphs
+SKIP_AFTER = 8  # the first update runs its graph for the first time
+
+
+def one(variant: str, memory: int, after: int, episode_cap: int, budget: float, seed: int) -> dict[str, Any]:
+    """Run one configuration in this process and return its timings (seconds per part, per phase)."""
+    import numpy as np
+
+    from rlcloud.runner.kernels import choose_cpu_kernels
+    from rlcloud.runner.loop import build_agent_kwargs, build_vector_env
+    from rlcloud.specs import ExperimentSpec
+
+    spec = ExperimentSpec.from_file(EXAMPLE).replace(
+        run_mode="single", num_workers=1, seed=seed, max_timesteps_per_episode=episode_cap, **{"agent.memory": memory}
+    )
+    venv = build_vector_env(spec)
+    choose_cpu_kernels(spec.network, spec.agent, venv.states_spec)
+    from rlcloud.runner.compat import import_tensorforce
+    from rlcloud.runner.inlining import inline_nested_functions
+    from rlcloud.runner.inplace import patched_methods
+
+    tensorforce = import_tensorforce()
+    kwargs = build_agent_kwargs(spec, venv)
+    if variant == "rlcloud":
+        inline_nested_functions()
+    else:
+        kwargs["config"].pop("create_tf_assertions")  # Tensorforce's default: with assertions
+    assert bool(patched_methods()) is (variant == "rlcloud")
+    agent = tensorforce.Agent.create(**kwargs)
+    if variant == "rlcloud":
+        from rlcloud.runner.agent_calls import AgentCalls
+
+        calls = AgentCalls(agent, np.arange(1))
+        act, observe = calls.act, calls.observe
+    else:
+
+        def act(states: Any) -> Any:
+            return np.asarray([agent.act(states=states[0])])
+
+        def observe(rewards: Any, terminals: Any) -> None:
+            agent.observe(reward=float(rewards[0]), terminal=int(terminals[0]))
+
+    phases: dict[str, list[list[float]]] = {"before": [], "after": []}
+    states, start, steps_after = venv.reset(), time.perf_counter(), -1
+    while steps_after < after + SKIP_AFTER and time.perf_counter() - start < budget:
+        t0 = time.perf_counter()
+        actions = act(states)
+        t1 = time.perf_counter()
+        states, rewards, terminals = venv.step(actions)
+        t2 = time.perf_counter()
+        observe(rewards, terminals)
+        t3 = time.perf_counter()
+        row = [t1 - t0, t2 - t1, t3 - t2]
+        if agent.updates == 0:
+            phases["before"].append(row)
+        elif steps_after < 0:  # the step whose observe ran the first update
+            steps_after = 0
+        else:
+            steps_after += 1
+            if steps_after > SKIP_AFTER:
+                phases["after"].append(row)
+    out: dict[str, Any] = {"variant": variant, "memory": memory, "updates": int(agent.updates)}
+    for name, rows in phases.items():
+        rows = rows[SKIP_BEFORE:] if name == "before" else rows
+        if rows:
+            totals = np.sum(rows, axis=0)
+            out[name] = {"steps": len(rows), "act": totals[0], "env": totals[1], "observe": totals[2]}
+    out["max_rss_gb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    return out
+
+
+def _child(variant: str, memory: int, args: argparse.Namespace) -> dict[str, Any]:
+    environ = dict(os.environ)
+    environ["RLCLOUD_INPLACE_BUFFERS"] = "1" if variant == "rlcloud" else "0"
+    command = [sys.executable, __file__, "--one", f"{variant}:{memory}", "--after", str(args.after)]
+    command += ["--episode-cap", str(args.episode_cap), "--budget", str(args.budget), "--seed", str(args.seed)]
+    done = subprocess.run(command, capture_output=True, text=True, env=environ, check=False)
+    if done.returncode != 0:
+        return {"variant": variant, "memory": memory, "error": done.stderr.strip().splitlines()[-1:]}
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def _rate(result: dict[str, Any], phase: str) -> float:
+    timing = result.get(phase)
+    return timing["steps"] / (timing["act"] + timing["env"] + timing["observe"]) if timing else 0.0
+
+
+def _line(result: dict[str, Any], phase: str) -> str:
+    timing = result.get(phase)
+    if not timing:
+        return "n/a (out of time)" if "error" not in result else f"failed: {result['error']}"
+    n = timing["steps"]
+    rate = n / (timing["act"] + timing["env"] + timing["observe"])
+    per = "  ".join(f"{part} {1e3 * timing[part] / n:6.2f}" for part in ("act", "env", "observe"))
+    return f"{rate:7.1f} steps/s  (ms/step: {per}; {n} steps)"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the configurations side by side and print steps/s and the per-part split."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--memories", default="1000,10000,100000")
+    parser.add_argument("--variants", default="rlcloud,tensorforce")
+    parser.add_argument("--after", type=int, default=300, help="steps timed after the first update")
+    parser.add_argument("--episode-cap", type=int, default=300, help="max_timesteps_per_episode")
+    parser.add_argument("--budget", type=float, default=240.0, help="seconds per configuration at most")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--repeat", type=int, default=1, help="rounds; the best round of each is compared")
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: measure one configuration, print it
+    args = parser.parse_args(argv)
+    if args.one:
+        variant, memory = args.one.split(":")
+        print(json.dumps(one(variant, int(memory), args.after, args.episode_cap, args.budget, args.seed)))
+        return 0
+    load = os.getloadavg()
+    print(f"load average at start: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} ({os.cpu_count()} CPUs)")
+    results: dict[tuple[str, int], dict[str, Any]] = {}
+    for round_ in range(1, args.repeat + 1):
+        for memory in (int(m) for m in args.memories.split(",")):
+            for variant in args.variants.split(","):
+                result = _child(variant, memory, args)
+                rss = result.get("max_rss_gb", 0)
+                print(f"{variant:12s} memory {memory:>7,}  round {round_}  max RSS {rss:5.2f} GB")
+                for phase in ("before", "after"):
+                    print(f"    {phase:6s} first update: {_line(result, phase)}", flush=True)
+                best = results.get((variant, memory))
+                if best is None or _rate(result, "after") > _rate(best, "after"):
+                    results[variant, memory] = result
+    if args.repeat > 1:
+        print("best of the rounds (by steps/s after the first update):")
+        for (variant, memory), result in results.items():
+            print(f"{variant:12s} memory {memory:>7,}")
+            for phase in ("before", "after"):
+                print(f"    {phase:6s} first update: {_line(result, phase)}")
+    print("ratios (after the first update):")
+    for (variant, memory), result in results.items():
+        base = results.get(("tensorforce", memory), {}).get("after")
+        mine = result.get("after")
+        if variant != "tensorforce" and base and mine:
+            speed = (base["act"] + base["env"] + base["observe"]) / base["steps"]
+            speed /= (mine["act"] + mine["env"] + mine["observe"]) / mine["steps"]
+            print(f"    memory {memory:>7,}: {variant} {speed:.1f}x plain Tensorforce's steps/s")
+    smallest = min(m for _, m in results)
+    for variant in args.variants.split(","):
+        first = results.get((variant, smallest), {}).get("after")
+        for (other, memory), result in results.items():
+            mine = result.get("after")
+            if other == variant and memory != smallest and first and mine:
+                growth = (mine["observe"] / mine["steps"]) / (first["observe"] / first["steps"])
+                print(f"    {variant}: observe at memory {memory:,} / at {smallest:,}: {growth:.2f}x")
+    load = os.getloadavg()
+    print(f"load average at end: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
