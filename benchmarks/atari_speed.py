@@ -23,8 +23,17 @@ start early. Usage::
 configuration out of time reports what it measured so far. The machine is shared: compare configurations of
 the same run, and read the ratios.
 
-Measured 2026-11-25 on the 2-core development VM, shared with 7 other sessions (see the report lines below
-for the load): see README "Atari" and the example's header for the figures this run printed.
+Measured 2026-11-25 on the 2-core development VM shared with 7 other sessions (load average 7-10 through the
+run; ``--repeat 2``, best round; steps/s after the first update, in brackets observe's ms per step):
+
+    memory        1,000          10,000         100,000
+    rlcloud       34.2 (19.2)    31.4 (21.8)    33.0 (21.2)     peak RSS 0.8 / 1.0 / 3.5 GB
+    tensorforce   24.0 (28.7)    11.2 (78.8)     1.2 (837)      peak RSS 0.9 / 1.7 / 9.2 GB
+
+rlcloud 1.4x / 2.8x / 28x plain Tensorforce; rlcloud's observe at 100,000 frames 1.10x its cost at 1,000
+(plain Tensorforce: 29x). Before the first update: rlcloud 37-235 steps/s (the load varied most there), plain
+Tensorforce 76 / 47 / 4.5. Earlier the same day at load average ~5, the same rlcloud code (one round):
+79 / 77 / 53 steps/s after the first update at 1,000 / 10,000 / 100,000.
 """
 
 from __future__ import annotations

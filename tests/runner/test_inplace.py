@@ -82,7 +82,7 @@ def _run(case: dict[str, Any], inplace: bool) -> dict[str, Any]:
 
 
 CASES = {
-    # The example's agent with a memory of 300 frames: episodes of at most 100 steps, so updates start
+    # The example's agent with a memory of 200 frames: episodes of at most 100 steps, so updates start
     # after the first 100 (Tensorforce updates once an episode has ended) and the memory wraps twice.
     "space-invaders-single": {
         "example": "examples/space_invaders_dqn.yaml",
@@ -91,10 +91,10 @@ CASES = {
             "num_workers": 1,
             "seed": 5,
             "max_timesteps_per_episode": 100,
-            "agent.memory": 300,
+            "agent.memory": 200,
             "agent.exploration.num_steps": 2000,
         },
-        "steps": 700,
+        "steps": 450,
     },
     "cartpole-dqn-4-envs": {
         "example": "examples/space_invaders_dqn.yaml",
@@ -107,7 +107,7 @@ CASES = {
             "max_timesteps_per_episode": 50,
             "agent": {
                 "type": "dqn",
-                "memory": 400,
+                "memory": 200,
                 "batch_size": 16,
                 "update_frequency": 4,
                 "start_updating": 64,
@@ -115,7 +115,7 @@ CASES = {
             },
             "network": "auto",
         },
-        "steps": 400,
+        "steps": 200,
     },
 }
 
