@@ -158,14 +158,14 @@ class Experiment:
             from rlcloud.errors import require_installed
 
             require_installed(RUNNER_MODULES, "runner", feature=f"running experiment {self.name} on this machine")
-        self._refuse_a_sweeps_name()
         target = self._cluster
         if target is not None:
-            target.check_image(self.spec.image)  # before a cluster is created or billed
+            target.check_image(self.spec.image)  # before a cluster is created or billed, or the store is read
         if target is None:
             from rlcloud.roles import check_local_capacity
 
             check_local_capacity(self.spec)  # processes and open files on this machine, before any is written
+        self._refuse_a_sweeps_name()
         started = start_recorded(
             self._store(),
             self.spec,
