@@ -14,6 +14,7 @@ per backend (``raise ... from exc``), so the original stays reachable as ``__cau
     ├── NotFoundError              a cluster, experiment, bucket or object does not exist
     ├── ConflictError              it exists already and differs from what was asked
     ├── StorageError               the results store failed (I/O, checksum, precondition)
+    │   └── RecordError            a stored record is not one rlcloud reads: names the file
     ├── WorkloadError              the experiment's processes or pods failed
     ├── BackendError               an API call failed for another reason (after retries)
     ├── MissingExtraError          an optional part is not installed (also an ImportError): names the extra
@@ -42,6 +43,7 @@ __all__ = [
     "ProvisioningError",
     "QuotaExceededError",
     "RLCloudError",
+    "RecordError",
     "SpecError",
     "SpecProblem",
     "StorageError",
@@ -197,6 +199,12 @@ class ConflictError(RLCloudError):
 
 class StorageError(RLCloudError):
     """The results store failed: I/O, checksum mismatch, or a precondition."""
+
+
+class RecordError(StorageError):
+    """A stored record (a run's spec.yaml, history, progress or state, a sweep's record) is not one rlcloud
+    reads: too large, nested too deep, an alias bomb, a cycle, not the type expected. The message names the
+    file; the record is refused or skipped, never acted on."""
 
 
 class WorkloadError(RLCloudError):

@@ -734,3 +734,100 @@ def test_status_shows_a_running_learner_without_progress_as_stalled(
     assert row["state"] == "stalled (60 min without progress)" and row["percent"] == exp.status().vitals["percent"]
     assert main(["experiment", "status", "hung", "-o", "json", "--results", root]) == 0
     assert json.loads(capsys.readouterr().out)["state"] == "stalled"
+
+
+# ---------------------------------------------------------------------- process state is input (issue 25)
+
+
+def _starttime(pid: int) -> str:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2 :].split()[19]
+
+
+def test_a_planted_process_record_is_never_signalled_nor_shown_running(
+    make_backend: Callable[..., LocalBackend], tmp_path: Path
+) -> None:
+    """A state.json that came from elsewhere (a download, a copy, a shared directory) names a live process of
+    this machine: whatever it claims, without the proof (host, start time, a command line naming this run's
+    directory, checked live) the process is not ours: status says unknown, stop and start never signal it."""
+    import socket
+
+    backend = make_backend(STANDIN_EPISODES="3")
+    workdir = _workdir(tmp_path, "planted")
+    victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        real = {"pid": victim.pid, "starttime": _starttime(victim.pid), "host": socket.gethostname()}
+        named = [sys.executable, "-m", "rlcloud.local.supervisor", "--workdir", str(workdir)]
+        variants: list[dict[str, Any]] = [
+            {"pid": victim.pid},  # an old record, or a bare planted pid
+            {**real},  # no command line
+            {**real, "cmdline": [sys.executable, "-c", "import time; time.sleep(120)"]},  # the live one, not this run
+            {**real, "cmdline": named},  # names the run, but the live process does not
+            {**real, "cmdline": named, "host": "elsewhere"},
+            {**real, "cmdline": named, "starttime": "1"},
+            {**real, "cmdline": named, "pid": str(victim.pid)},
+            {**real, "cmdline": "--workdir " + str(workdir)},
+        ]
+        (workdir / STATE_DIR).mkdir(parents=True)
+        for variant in variants:
+            role = {"role": "single", "index": 0, "started": 0.0, **variant}
+            state = {"name": "planted", "results": str(tmp_path / "results"), "roles": [role], "stop_requested": True}
+            (workdir / STATE_DIR / "state.json").write_text(json.dumps(state))
+            (workdir / STATE_DIR / "single-0.runner").write_text(json.dumps(variant))
+            status = backend.status("planted")
+            assert status.state != "running" and all(r.state != "running" for r in status.roles), variant
+            backend.stop("planted")
+            assert victim.poll() is None, variant
+        # A record of another machine says so; starting the run here ignores it and runs for real.
+        role = {"role": "single", "index": 0, "started": 0.0, **real, "cmdline": named, "host": "elsewhere"}
+        (workdir / STATE_DIR / "state.json").write_text(json.dumps({"name": "planted", "roles": [role]}))
+        status = backend.status("planted")
+        assert status.state == "unknown" and "elsewhere" in (status.message or "")
+        assert backend.start(_spec("planted"), str(tmp_path / "results")) is True
+        assert backend.wait("planted", timeout=60).state == "succeeded"
+        assert victim.poll() is None
+    finally:
+        victim.kill()
+        victim.wait()
+
+
+def test_a_planted_sweep_record_is_never_signalled(tmp_path: Path) -> None:
+    from rlcloud.local.state import SWEEP_STATE_DIR, scheduler_alive
+
+    statedir = tmp_path / "results" / "planted-sweep" / SWEEP_STATE_DIR
+    statedir.mkdir(parents=True)
+    victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        import socket
+
+        state = {
+            "name": "planted-sweep",
+            "location": str(tmp_path / "results" / "planted-sweep"),
+            "results": str(tmp_path / "results"),
+            "pid": victim.pid,
+            "starttime": _starttime(victim.pid),
+            "host": socket.gethostname(),
+            "cmdline": [sys.executable, "-m", "rlcloud.local.sweeper", "--statedir", str(statedir)],
+        }
+        (statedir / "state.json").write_text(json.dumps(state))
+        assert not scheduler_alive(statedir)
+        LocalBackend(str(tmp_path / "results"), grace_period=1).stop_sweep("planted-sweep")
+        assert victim.poll() is None
+    finally:
+        victim.kill()
+        victim.wait()
+
+
+def test_the_ps_fallback_tells_a_process_apart_where_there_is_no_proc() -> None:
+    from rlcloud.local.state import _ps_facts
+
+    victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        facts = _ps_facts(victim.pid)
+        assert facts is not None and facts[0] in "RS" and "time.sleep(120)" in facts[2][0]
+        again = _ps_facts(victim.pid)
+        assert again is not None and again[1:] == facts[1:]  # the start time is stable: it identifies the process
+    finally:
+        victim.kill()
+        victim.wait()
+    assert _ps_facts(victim.pid) is None

@@ -196,3 +196,55 @@ def test_only_one_of_racing_conditional_writes_wins(store: Any) -> None:
         wins = [i for i, won in zip(range(1, 9), pool.map(attempt, range(1, 9)), strict=True) if won]
     assert len(wins) == 1
     assert store.read_text("checkpoints/LATEST") == f"ckpt-{wins[0]}"
+
+
+# ------------------------------------------------------------------ process state never crosses a store
+
+#: Variants of this machine's process state as another machine (or anyone with the bucket) may plant them.
+PLANTED_STATE = [
+    ".rlcloud-local/state.json",
+    ".rlcloud-local/single-0.runner",
+    ".rlcloud-sweep/state.json",
+    "trial-1/.rlcloud-local/state.json",
+    "logs/.rlcloud-local/x",
+    ".rlcloud-anything",
+]
+
+
+def _plant(store: Any, name: str, data: bytes) -> None:
+    """Write an object the way another tool would, bypassing the store's own name check."""
+    if isinstance(store, LocalStore):
+        path = store.root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    else:
+        store.bucket.blob(f"{store.prefix}/{name}").upload_from_string(data)
+
+
+def test_process_state_is_never_listed_downloaded_or_written(store: Any, tmp_path: Path) -> None:
+    from rlcloud.errors import StorageError
+    from rlcloud.storage import download
+    from rlcloud.storage.sync import restore_latest
+
+    store.write_text("metrics.jsonl", '{"episode": 1}\n')
+    store.write_text("logs/single-0.log", "hello\n")
+    for name in PLANTED_STATE:
+        _plant(store, name, b'{"roles": [{"role": "single", "index": 0, "pid": 1, "started": 0}]}')
+    assert [o.name for o in store.list()] == ["logs/single-0.log", "metrics.jsonl"]
+    assert store.list(".rlcloud-local/") == []
+    for name in PLANTED_STATE:
+        with pytest.raises(StorageError, match="process state"):
+            store.read_bytes(name)
+        with pytest.raises(StorageError, match="process state"):
+            store.write_text(name, "{}")
+        with pytest.raises(StorageError, match="process state"):
+            store.stat(name)
+    dest = tmp_path / "dest"
+    report = download(store, dest)
+    assert sorted(report.downloaded) == ["logs/single-0.log", "metrics.jsonl"]
+    assert not list(dest.rglob(".rlcloud-*"))
+    restored = tmp_path / "restored"
+    restore_latest(store, restored)
+    assert not list(restored.rglob(".rlcloud-*")) and (restored / "metrics.jsonl").exists()
+    with pytest.raises(StorageError, match="process state"):
+        store.child(".rlcloud-local")

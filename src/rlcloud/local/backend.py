@@ -47,13 +47,12 @@ from rlcloud.local.state import (
     SWEEP_STATE_DIR,
     RoleInfo,
     RunState,
-    alive,
     atomic_write,
     flock_held,
     free_ports,
     hold_flock,
     last_line,
-    proc_starttime,
+    proc_identity,
     read_sweep_state,
     scheduler_alive,
     signal_group,
@@ -240,20 +239,15 @@ class LocalBackend(ExperimentBackend):
                     role_env.update(RLCLOUD_PORT=str(port), RLCLOUD_BIND_HOST="127.0.0.1")
                 if role is Role.AGENT:
                     role_env["RLCLOUD_ENV_SERVERS"] = env_servers
-                proc = self._launch(exp, role, index, spec_path, role_env, spec.stall_timeout.seconds)
+                proc, command = self._launch(exp, role, index, spec_path, role_env, spec.stall_timeout.seconds)
                 roles.append(
                     dict(
-                        role=str(role),
-                        index=index,
-                        pid=proc.pid,
-                        started=time.time(),
-                        port=port,
-                        starttime=proc_starttime(proc.pid),
+                        role=str(role), index=index, started=time.time(), port=port, **proc_identity(proc.pid, command)
                     )
                 )
                 exp.update(roles=roles)
         except BaseException:
-            exp.stop_roles([RoleInfo(**r) for r in roles], self.grace_period)
+            exp.stop_roles([r for r in map(RoleInfo.from_record, roles) if r is not None], self.grace_period)
             raise
         logger.info("started %s locally: %s", name, ", ".join(f"{r['role']}-{r['index']}" for r in roles))
         return True
@@ -294,16 +288,18 @@ class LocalBackend(ExperimentBackend):
         spec_path: Path,
         env: dict[str, str],
         stall_timeout: float | None = None,
-    ) -> subprocess.Popen[bytes]:
+    ) -> tuple[subprocess.Popen[bytes], list[str]]:
         label = role_label(role, index)
         log_path = exp.log_file(label)
+        # Absolute: the command line names the run's directory, which is what proves a process ours (state.ours).
+        workdir = str(exp.workdir.resolve())
         runner = [
             self.python, "-m", "rlcloud.runner", "--role", role, "--index", str(index),
-            "--spec", str(spec_path), "--workdir", str(exp.workdir),
+            "--spec", str(spec_path.resolve()), "--workdir", workdir,
         ]  # fmt: skip
         watch = ["--stall-timeout", str(stall_timeout)] if stall_timeout and role.is_learner else []
         command = [
-            self.python, "-m", "rlcloud.local.supervisor", "--workdir", str(exp.workdir),
+            self.python, "-m", "rlcloud.local.supervisor", "--workdir", workdir,
             "--label", label, "--grace", str(self.grace_period), *watch, "--", *runner,
         ]  # fmt: skip
         with open(log_path, "ab") as log:
@@ -320,7 +316,7 @@ class LocalBackend(ExperimentBackend):
                 close_fds=True,
             )
         _keep(proc)
-        return proc
+        return proc, command
 
     # -- status
 
@@ -348,13 +344,19 @@ class LocalBackend(ExperimentBackend):
         requested = bool(state.get("stop_requested"))
         restarts = exp.restarts(role.label)  # a stalled runner its supervisor started again
         if code is None:
-            if alive(role.pid, role.starttime):
+            if exp.supervisor_alive(role):
                 return RoleStatus(role.role, role.index, "running", restarts=restarts)
             if exp.runner_alive(role.label):
                 # Its supervisor was killed: the runner got SIGTERM with it, and checkpoints and exits.
                 why = "its supervisor is gone: the runner stops after a checkpoint"
                 return RoleStatus(role.role, role.index, "running", reason=why)
-            if requested and role.label not in state.get("vanished", []):
+            if not exp.provable(role):
+                # Not started here by this rlcloud (another host's record, one copied into this directory, or
+                # one without the identity that proves a process ours): never watched, never signalled.
+                why = f"recorded on {role.host or 'an unknown host'}, not provably a process rlcloud started here"
+                return RoleStatus(role.role, role.index, "unknown", reason=why)
+            vanished = state.get("vanished")
+            if requested and role.label not in (vanished if isinstance(vanished, list) else []):
                 # ended by a stop that had to kill it (or its supervisor) before a code was written
                 return RoleStatus(
                     role.role,
@@ -385,6 +387,12 @@ class LocalBackend(ExperimentBackend):
     ) -> tuple[ExperimentState, str | None]:
         if not roles:
             return "pending", None
+        unknown = [r for r in roles if r.state == "unknown"]
+        if unknown and not any(r.state == "running" for r in roles):
+            return "unknown", (
+                f"{unknown[0].label}: {unknown[0].reason}; rlcloud neither watches nor signals it "
+                "(start it again to run it here)"
+            )
         failed = [r for r in roles if r.state == "failed"]
         if failed:
             # The role that failed first caused the rest (the others were stopped because of it).
@@ -549,7 +557,7 @@ class LocalBackend(ExperimentBackend):
             )
             + "\n",
         )
-        command = [self.python, "-m", "rlcloud.local.sweeper", "--statedir", str(statedir)]
+        command = [self.python, "-m", "rlcloud.local.sweeper", "--statedir", str(statedir.resolve())]
         env = os.environ.copy()
         env.update(self.env)
         with open(statedir / "sweeper.log", "ab") as log:
@@ -564,7 +572,7 @@ class LocalBackend(ExperimentBackend):
                 close_fds=True,
             )
         _keep(proc)
-        update_sweep_state(statedir, pid=proc.pid, starttime=proc_starttime(proc.pid))
+        update_sweep_state(statedir, **proc_identity(proc.pid, command))
         logger.info(
             "started sweep %s locally: %d trials, %s at a time", sweep.name, sweep.num_trials, sweep.max_parallel
         )

@@ -27,15 +27,18 @@ import logging
 import os
 import signal
 import socket
+import stat
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
-from rlcloud.errors import ConflictError, NotFoundError
+from rlcloud.errors import ConflictError, NotFoundError, RecordError
 from rlcloud.roles import poll_until, role_label
+from rlcloud.storage.base import INTERNAL_PREFIX
+from rlcloud.stored import read_record_file
 
 __all__ = [
     "STATE_DIR",
@@ -43,12 +46,13 @@ __all__ = [
     "RoleInfo",
     "RunState",
     "acquire_flock",
-    "alive",
     "atomic_write",
     "flock_held",
     "free_ports",
     "hold_flock",
     "last_line",
+    "ours",
+    "proc_identity",
     "read_sweep_state",
     "scheduler_alive",
     "tail",
@@ -58,7 +62,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-STATE_DIR = ".rlcloud-local"
+#: Internal (:data:`~rlcloud.storage.base.INTERNAL_PREFIX`): a store never holds, lists or returns it.
+STATE_DIR = INTERNAL_PREFIX + "local"
 #: Extra seconds a stop waits before it kills a role's whole process group, supervisor included (only
 #: when the supervisor itself is stuck: it kills its runner after the grace period).
 GROUP_KILL_MARGIN = 10.0
@@ -67,7 +72,8 @@ POLL_S = 0.2
 
 @dataclass(frozen=True)
 class RoleInfo:
-    """One role instance as recorded in state.json: its supervisor's pid and identity."""
+    """One role instance as recorded in state.json: its supervisor's pid and the identity that proves it is
+    the process rlcloud started (see :func:`ours`)."""
 
     role: str
     index: int
@@ -75,49 +81,156 @@ class RoleInfo:
     started: float
     port: int | None = None
     starttime: str | None = None  # /proc/<pid>/stat field 22: tells our process from a reused pid
+    host: str | None = None
+    cmdline: tuple[str, ...] | None = None
 
     @property
     def label(self) -> str:
         """``role-index``."""
         return role_label(self.role, self.index)
 
+    @property
+    def identity(self) -> dict[str, Any]:
+        """The supervisor's recorded identity, as :func:`ours` checks it."""
+        return {"pid": self.pid, "starttime": self.starttime, "host": self.host, "cmdline": self.cmdline}
+
+    @classmethod
+    def from_record(cls, record: Any) -> RoleInfo | None:
+        """A role from a state.json entry, or None when the entry is not one (a record is input: a planted or
+        damaged file must not crash a status or a stop)."""
+        if not isinstance(record, dict):
+            return None
+        role, index, pid = record.get("role"), record.get("index"), record.get("pid")
+        started, port, starttime = record.get("started", 0.0), record.get("port"), record.get("starttime")
+        host, cmdline = record.get("host"), record.get("cmdline")
+        if not (isinstance(role, str) and _is_int(index) and _is_int(pid)):
+            return None
+        if not isinstance(started, int | float) or isinstance(started, bool):
+            started = 0.0
+        return cls(
+            role=role,
+            index=index,
+            pid=pid,
+            started=float(started),
+            port=port if _is_int(port) else None,
+            starttime=starttime if isinstance(starttime, str) else None,
+            host=host if isinstance(host, str) else None,
+            cmdline=tuple(cmdline) if isinstance(cmdline, list) and all(isinstance(a, str) for a in cmdline) else None,
+        )
+
+
+def _is_int(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
 
 # ------------------------------------------------------------------------------------------ processes
 
 
-def proc_starttime(pid: int) -> str | None:
-    """The kernel's start time of ``pid`` (Linux), which tells our process from a later one with its pid."""
+def _proc_facts(pid: int) -> tuple[str, str, tuple[str, ...]] | None:
+    """``(state, start time, command line)`` of ``pid`` as the kernel reports them now, or None when it cannot
+    say (no such process, or neither /proc nor ``ps`` answers)."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        line = Path(f"/proc/{pid}/stat").read_text()
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except FileNotFoundError:
+        return None if Path("/proc/self/stat").exists() else _ps_facts(pid)
     except OSError:
         return None
     # The command name (field 2) may contain spaces and parentheses: split after its last ')'.
-    fields = stat[stat.rindex(")") + 2 :].split()
-    return fields[19] if len(fields) > 19 else None
+    fields = line[line.rindex(")") + 2 :].split()
+    if len(fields) <= 19:
+        return None
+    return fields[0], fields[19], tuple(raw.decode("utf-8", "replace").split("\0")[:-1])
 
 
-def alive(pid: int, starttime: str | None) -> bool:
-    """Whether ``pid`` is still the process we started (not a zombie, not a reused pid)."""
+def _ps_facts(pid: int) -> tuple[str, str, tuple[str, ...]] | None:
+    """:func:`_proc_facts` where there is no /proc (macOS): ``ps`` gives the state, the start time and the
+    arguments joined by spaces (one item: compared with the recorded command line joined the same way)."""
+    import subprocess
+
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        out = subprocess.run(
+            ["ps", "-ww", "-p", str(pid), "-o", "stat=", "-o", "lstart=", "-o", "args="],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    parts = out.strip().split(None, 6)  # state, then lstart's 5 words ("Wed Nov 25 22:09:53 2026"), then args
+    if len(parts) < 7:
+        return None
+    return parts[0][:1], " ".join(parts[1:6]), (parts[6],)
+
+
+def proc_identity(pid: int, command: Sequence[str]) -> dict[str, Any]:
+    """What proves later that ``pid`` is the process just started with ``command``:
+    ``{"pid", "starttime", "host", "cmdline"}``.
+
+    Called right after the process was started (``subprocess.Popen`` returns once the new program runs, so
+    the kernel's command line is ``command``); a start time the system cannot tell is None, and :func:`ours`
+    then never says yes.
+    """
+    facts = _proc_facts(pid)
+    return {
+        "pid": pid,
+        "starttime": facts[1] if facts else None,
+        "host": socket.gethostname(),
+        "cmdline": [str(arg) for arg in command],
+    }
+
+
+def proc_starttime(pid: int) -> str | None:
+    """The kernel's start time of ``pid`` (Linux), which tells our process from a later one with its pid."""
+    facts = _proc_facts(pid)
+    return facts[1] if facts else None
+
+
+def ours(identity: Any, *, within: Path | str) -> bool:
+    """Whether ``identity`` (a recorded :func:`proc_identity`) is provably a process rlcloud started and that
+    still runs: recorded on this host, with the kernel start time the process has now (a pid and its start
+    time name one process of a host's life), and a command line, recorded and live, that names ``within``
+    (the run's or sweep's directory), so a record copied from elsewhere never names a process here. The live
+    command line is not compared whole: a ``python`` wrapper (a shim, a shell script) execs another program.
+
+    Records are input (a results prefix may be shared): anything missing, malformed or different means "not
+    ours", and such a process is never signalled or shown as running. A zombie is reaped and is not alive.
+    """
+    if not isinstance(identity, dict):
         return False
-    except PermissionError:
-        return starttime is None  # someone else's process: our pid was reused
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True  # no /proc (macOS): the kill probe is all we have
-    after = stat[stat.rindex(")") + 2 :].split()
-    if after[0] in ("Z", "X"):
+    pid, starttime, host = identity.get("pid"), identity.get("starttime"), identity.get("host")
+    cmdline = identity.get("cmdline")
+    if not (_is_int(pid) and pid > 1 and isinstance(starttime, str) and host == socket.gethostname()):
+        return False
+    if not (isinstance(cmdline, list | tuple) and all(isinstance(a, str) for a in cmdline)):
+        return False
+    where = os.path.realpath(within)
+    if not _names(cmdline, where):
+        return False
+    facts = _proc_facts(pid)
+    if facts is None:
+        return False
+    state, start, command = facts
+    if state in ("Z", "X"):
         with contextlib.suppress(ChildProcessError, OSError):
             os.waitpid(pid, os.WNOHANG)  # reap it if it is our child
         return False
-    return starttime is None or after[19] == starttime
+    if start != starttime:
+        return False
+    if len(command) == 1 and " " in command[0]:  # ps joins the arguments with spaces
+        return where in command[0]
+    return _names(command, where)
+
+
+def _names(args: Sequence[str], where: str) -> bool:
+    """Whether one of ``args`` is the absolute path ``where`` (already resolved)."""
+    return any(os.path.isabs(arg) and os.path.realpath(arg) == where for arg in args)
 
 
 def signal_group(pid: int, sig: int) -> None:
-    """Send ``sig`` to the process group ``pid`` leads (each supervisor leads its own session)."""
+    """Send ``sig`` to the process group ``pid`` leads (each supervisor leads its own session). Callers have
+    proven with :func:`ours` that the group is one rlcloud started."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, sig)
 
@@ -249,9 +362,10 @@ class RunState:
         return self.state_file.exists()
 
     def read(self) -> dict[str, Any]:
-        """state.json; NotFoundError when the run was never started."""
+        """state.json; NotFoundError when the run was never started, RecordError naming it when it is not one
+        rlcloud wrote (too large, too deep, not a mapping: a record is input)."""
         try:
-            return dict(json.loads(self.state_file.read_text(encoding="utf-8")))
+            return dict(read_record_file(self.state_file))
         except FileNotFoundError as exc:
             raise NotFoundError(f"no local experiment in {self.workdir}") from exc
 
@@ -267,9 +381,17 @@ class RunState:
         return state
 
     def roles(self, state: dict[str, Any] | None = None) -> list[RoleInfo]:
-        """The recorded role instances."""
+        """The recorded role instances (entries that are not one are skipped, with a warning naming the file)."""
         state = self.read() if state is None else state
-        return [RoleInfo(**r) for r in state.get("roles", [])]
+        records = state.get("roles", [])
+        if not isinstance(records, list):
+            raise RecordError(f"{self.state_file}: 'roles' holds {type(records).__name__}, expected a list")
+        roles = [RoleInfo.from_record(r) for r in records]
+        if None in roles:
+            logger.warning(
+                "%s: skipping %d role entries that are not ones rlcloud writes", self.state_file, roles.count(None)
+            )
+        return [r for r in roles if r is not None]
 
     def exit_file(self, label: str) -> Path:
         """Where the supervisor of ``label`` records its runner's exit code."""
@@ -277,9 +399,10 @@ class RunState:
 
     def exit_code(self, label: str) -> int | None:
         """The recorded exit code of ``label``, or None while it runs (or never ran)."""
+        text = _read_small(self.exit_file(label))
         try:
-            return int(self.exit_file(label).read_text().strip())
-        except (FileNotFoundError, ValueError):
+            return int(text.strip()) if text is not None and len(text) < 16 else None
+        except ValueError:
             return None
 
     def restarts_file(self, label: str) -> Path:
@@ -314,35 +437,47 @@ class RunState:
         """Where the supervisor of ``label`` records its runner's pid and start time."""
         return self.state_dir / f"{label}.runner"
 
-    def write_runner(self, label: str, pid: int) -> None:
+    def write_runner(self, label: str, pid: int, command: Sequence[str]) -> None:
         """Record the runner process of ``label`` (so that a stop finds it even without its supervisor)."""
-        atomic_write(self.runner_file(label), json.dumps({"pid": pid, "starttime": proc_starttime(pid)}) + "\n")
+        atomic_write(self.runner_file(label), json.dumps(proc_identity(pid, command)) + "\n")
 
-    def runner(self, label: str) -> tuple[int, str | None] | None:
-        """The recorded runner of ``label`` (pid, start time), or None."""
+    def runner(self, label: str) -> dict[str, Any] | None:
+        """The recorded identity of ``label``'s runner (:func:`proc_identity`), or None when there is none
+        that rlcloud wrote."""
         try:
-            data = json.loads(self.runner_file(label).read_text(encoding="utf-8"))
-            return int(data["pid"]), data.get("starttime")
-        except (OSError, ValueError, KeyError, TypeError):
+            return dict(read_record_file(self.runner_file(label)))
+        except (FileNotFoundError, RecordError):
             return None
 
     def runner_alive(self, label: str) -> bool:
-        """Whether the recorded runner of ``label`` still runs (checked by its identity, not just its pid)."""
-        runner = self.runner(label)
-        return runner is not None and alive(*runner)
+        """Whether the recorded runner of ``label`` still runs and is provably ours (:func:`ours`)."""
+        return ours(self.runner(label), within=self.workdir)
+
+    def supervisor_alive(self, role: RoleInfo) -> bool:
+        """Whether ``role``'s supervisor still runs and is provably ours (:func:`ours`)."""
+        return ours(role.identity, within=self.workdir)
 
     def role_alive(self, role: RoleInfo) -> bool:
         """Whether ``role`` still runs: no exit code recorded, and its supervisor or its runner is alive (a
         runner whose supervisor was killed goes on until it notices, checkpoints and exits)."""
         if self.exit_code(role.label) is not None:
             return False
-        return alive(role.pid, role.starttime) or self.runner_alive(role.label)
+        return self.supervisor_alive(role) or self.runner_alive(role.label)
 
     def role_busy(self, role: RoleInfo) -> bool:
         """Whether any process of ``role`` still lives: its supervisor (maybe stopping the other roles after
         its runner ended), its runner, or anything else holding the role's lock."""
+        return self.supervisor_alive(role) or self.runner_alive(role.label) or flock_held(self.lock_file(role.label))
+
+    def provable(self, role: RoleInfo) -> bool:
+        """Whether ``role``'s record could prove its process ours on this machine at all: started here, with
+        the identity this version records. A record that cannot (another host's, an old or a planted one)
+        is never signalled; its status is "unknown"."""
         return (
-            alive(role.pid, role.starttime) or self.runner_alive(role.label) or flock_held(self.lock_file(role.label))
+            role.host == socket.gethostname()
+            and role.starttime is not None
+            and role.cmdline is not None
+            and _names(role.cmdline, os.path.realpath(self.workdir))
         )
 
     def stop_roles(self, roles: Sequence[RoleInfo], grace_period: float, *, reap: bool = True) -> None:
@@ -353,10 +488,10 @@ class RunState:
             if not self.role_alive(role):
                 continue
             runner = self.runner(role.label)
-            if alive(role.pid, role.starttime):
+            if self.supervisor_alive(role):
                 target = role.pid
-            elif runner is not None and alive(*runner):
-                target = runner[0]  # orphaned: nobody forwards the signal for it
+            elif runner is not None and self.runner_alive(role.label):
+                target = int(runner["pid"])  # orphaned: nobody forwards the signal for it
             else:
                 continue
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -370,17 +505,20 @@ class RunState:
         for role in roles:
             if self.role_alive(role):
                 logger.warning("%s did not stop within %g s; killing it", role.label, grace_period)
-                # The runner stays in its supervisor's process group even once the supervisor is dead.
-                signal_group(role.pid, signal.SIGKILL)
                 runner = self.runner(role.label)
-                if runner is not None and alive(*runner):
+                runner_ours = runner is not None and self.runner_alive(role.label)
+                # The runner stays in its supervisor's process group even once the supervisor is dead; the
+                # group is signalled only when a process of ours proves it is that group.
+                if self.supervisor_alive(role) or (runner_ours and _pgid(int(runner["pid"])) == role.pid):  # type: ignore[index]
+                    signal_group(role.pid, signal.SIGKILL)
+                if runner is not None and runner_ours:
                     with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.kill(runner[0], signal.SIGKILL)
+                        os.kill(int(runner["pid"]), signal.SIGKILL)
         if not reap:
             return
         # Each supervisor exits right after recording its runner's exit code; give them that moment.
         poll_until(
-            lambda: True if not any(alive(r.pid, r.starttime) or self.runner_alive(r.label) for r in roles) else None,
+            lambda: True if not any(self.supervisor_alive(r) or self.runner_alive(r.label) for r in roles) else None,
             time.monotonic() + 5,
             interval=0.05,
         )
@@ -389,14 +527,15 @@ class RunState:
 # ---------------------------------------------------------------------------------------------- sweeps
 
 #: A local sweep's state directory, inside its work directory (state.json, sweep.yaml, sweeper.log).
-SWEEP_STATE_DIR = ".rlcloud-sweep"
+SWEEP_STATE_DIR = INTERNAL_PREFIX + "sweep"
 
 
 def read_sweep_state(statedir: Path) -> dict[str, Any]:
-    """The sweep's state.json (pid of the scheduler, results root, stop request); {} when absent."""
+    """The sweep's state.json (identity of the scheduler, results root, stop request); {} when absent,
+    RecordError naming it when it is not one rlcloud wrote."""
     try:
-        return dict(json.loads((statedir / "state.json").read_text(encoding="utf-8")))
-    except (FileNotFoundError, ValueError):
+        return dict(read_record_file(statedir / "state.json"))
+    except FileNotFoundError:
         return {}
 
 
@@ -409,7 +548,29 @@ def update_sweep_state(statedir: Path, **changes: Any) -> dict[str, Any]:
 
 
 def scheduler_alive(statedir: Path) -> bool:
-    """Whether the sweep's scheduler process is running."""
-    state = read_sweep_state(statedir)
-    pid = state.get("pid")
-    return isinstance(pid, int) and alive(pid, state.get("starttime"))
+    """Whether the sweep's scheduler process is running and provably ours (:func:`ours`)."""
+    try:
+        state = read_sweep_state(statedir)
+    except RecordError:
+        return False
+    return ours(state, within=statedir)
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
+def _read_small(path: Path, limit: int = 64) -> str | None:
+    """The first ``limit`` bytes of a small regular file (an exit code), never through a link, a FIFO or a
+    device; None when it is absent or not one."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            return None
+        return handle.read(limit).decode("utf-8", "replace")

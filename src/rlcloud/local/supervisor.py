@@ -114,7 +114,7 @@ def supervise(
         proc = subprocess.Popen(
             command, stdin=subprocess.DEVNULL, env=env, pass_fds=(lock,), preexec_fn=die_with_parent(os.getpid())
         )
-        run.write_runner(label, proc.pid)
+        run.write_runner(label, proc.pid, command)
         return proc
 
     child = launch()

@@ -13,6 +13,8 @@ traceback:
 * integer and float literals longer than :data:`MAX_NUMBER_DIGITS` characters are refused (Python
   refuses to convert ints over 4300 digits, and a sexagesimal ``1:2:3:...`` literal costs quadratic time).
 
+Stored records are input too: :mod:`rlcloud.stored` reads them within the same bounds.
+
 Pure data: nothing is executed, only YAML's safe tags are constructed.
 """
 

@@ -22,6 +22,7 @@ from rlcloud.errors import StorageError
 from rlcloud.results import parse_gs_url  # re-exported: the URL rules live with the results rules
 
 __all__ = [
+    "INTERNAL_PREFIX",
     "ObjectInfo",
     "ObjectList",
     "PreconditionFailedError",
@@ -29,6 +30,7 @@ __all__ = [
     "Store",
     "crc32c_of_bytes",
     "crc32c_of_file",
+    "is_internal",
     "local_targets",
     "parse_gs_url",
     "tmp_sibling",
@@ -84,13 +86,32 @@ def crc32c_of_file(path: str | os.PathLike[str], *, chunk_size: int = 4 << 20) -
     return base64.b64encode(crc.to_bytes(4, "big")).decode("ascii")
 
 
+#: A path part starting with this is this machine's own state, never results: the local backend's process
+#: records (``.rlcloud-local/``, ``.rlcloud-sweep/``: pids it may signal), a directory store's lock and
+#: temporaries. Such names are never written to, read from or listed from a store, whichever path (sync,
+#: download, restore, a facade) asks, so a results prefix that holds them can never make this machine
+#: believe it runs, or signal, a process (docs/security.md).
+INTERNAL_PREFIX = ".rlcloud-"
+
+
+def is_internal(name: str) -> bool:
+    """Whether a ``/``-separated name has a part that is this machine's own state (:data:`INTERNAL_PREFIX`)."""
+    return any(part.startswith(INTERNAL_PREFIX) for part in name.split("/"))
+
+
 def _check_name(name: str) -> str:
-    """Reject object names that would escape the store root or that GCS and a directory treat differently."""
+    """Reject object names that would escape the store root, that GCS and a directory treat differently,
+    or that are this machine's own state (:data:`INTERNAL_PREFIX`)."""
     if not name or name.startswith("/") or name.endswith("/"):
         raise StorageError(f"invalid object name {name!r}: a relative path like 'dir/file.txt' is required")
     parts = name.split("/")
     if any(p in ("", ".", "..") for p in parts):
         raise StorageError(f"invalid object name {name!r}: empty, '.' and '..' path parts are not allowed")
+    if is_internal(name):
+        raise StorageError(
+            f"invalid object name {name!r}: a part starting with {INTERNAL_PREFIX!r} is this machine's process "
+            "state, never stored or fetched"
+        )
     return name
 
 
@@ -178,7 +199,8 @@ class Store(ABC):
 
     Contract for both implementations:
 
-    - ``list`` is recursive, sorted by name, and one logical listing call (GCS pages included).
+    - ``list`` is recursive, sorted by name, and one logical listing call (GCS pages included); it never
+      returns an internal name (:func:`is_internal`): implementations provide ``_list``, this class filters.
     - ``read_bytes`` of a missing object raises :class:`~rlcloud.errors.NotFoundError` naming it.
     - ``write_bytes`` replaces atomically: a reader sees the old or the new content, never a mix.
       With ``if_generation_match`` (``0`` = must not exist) it raises :class:`PreconditionFailedError`
@@ -194,9 +216,14 @@ class Store(ABC):
     def child(self, prefix: str) -> Store:
         """A store rooted at ``prefix`` below this one (e.g. one experiment under a results root)."""
 
-    @abstractmethod
     def list(self, prefix: str = "") -> ObjectList:
-        """Every object whose name starts with ``prefix`` (recursive), sorted by name."""
+        """Every object whose name starts with ``prefix`` (recursive), sorted by name; internal names
+        (:func:`is_internal`: another machine's process state planted in a bucket) are left out."""
+        return [info for info in self._list(prefix) if not is_internal(info.name)]
+
+    @abstractmethod
+    def _list(self, prefix: str) -> ObjectList:
+        """Every stored object under ``prefix``, sorted by name (:meth:`list` filters it)."""
 
     @abstractmethod
     def stat(self, name: str) -> ObjectInfo | None:

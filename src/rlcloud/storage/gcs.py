@@ -231,7 +231,7 @@ class GcsStore(Store):
         other._chunked = self._chunked  # same endpoint: what one learned holds for the other
         return other
 
-    def list(self, prefix: str = "") -> ObjectList:
+    def _list(self, prefix: str) -> ObjectList:
         """One listing (all pages) of the objects under ``prefix``, sorted by name."""
         key_prefix = (self.prefix + "/" if self.prefix else "") + prefix
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from rlcloud.errors import NotFoundError, RLCloudError, StorageError
 from rlcloud.storage.base import (
+    INTERNAL_PREFIX,
     ObjectInfo,
     ObjectList,
     PreconditionFailedError,
@@ -33,7 +34,6 @@ from rlcloud.storage.base import (
 
 __all__ = ["LocalStore"]
 
-INTERNAL_PREFIX = ".rlcloud-"
 _LOCK_NAME = INTERNAL_PREFIX + "lock"
 
 
@@ -96,7 +96,7 @@ class LocalStore(Store):
         """A store rooted at ``prefix`` below this directory."""
         return LocalStore(self.root / _check_name(prefix.strip("/")), max_workers=self.max_workers)
 
-    def list(self, prefix: str = "") -> ObjectList:
+    def _list(self, prefix: str) -> ObjectList:
         """Every file below the root whose relative name starts with ``prefix``, sorted."""
         out: ObjectList = []
         # Walk only the deepest directory the prefix names completely, not the whole tree.
