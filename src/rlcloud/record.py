@@ -24,9 +24,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
-from rlcloud.errors import NotFoundError, RLCloudError, StorageError
+from rlcloud.errors import NotFoundError, RecordError, RLCloudError
 from rlcloud.specs.identity import (
     Change,
     ChangedRunError,
@@ -37,6 +35,7 @@ from rlcloud.specs.identity import (
     split_changes,
     sweep_fingerprint,
 )
+from rlcloud.stored import MAX_RECORD_BYTES, parse_record, parse_record_lines
 
 if TYPE_CHECKING:
     from rlcloud.specs import ExperimentSpec
@@ -62,6 +61,8 @@ SPEC_FILE = "spec.yaml"
 SWEEP_FILE = "sweep.yaml"
 HISTORY_FILE = "history.jsonl"
 _APPEND_ATTEMPTS = 5
+#: Largest history read: one ~300-byte line per start, so about 50,000 starts.
+MAX_HISTORY_BYTES = 16 * 1024 * 1024
 
 logger = logging.getLogger(__name__)
 
@@ -78,15 +79,16 @@ def sweep_trials(store: Store) -> list[str]:
 
 
 def read_record(store: Store) -> dict[str, Any] | None:
-    """The spec of record as a mapping, or None when the run was never created here."""
+    """The spec of record as a mapping, or None when the run was never created here. A record is input (a
+    results prefix may be shared): read within a spec's bounds, RecordError naming it otherwise."""
     try:
-        text = store.read_text(SPEC_FILE)
+        data = store.read_record_bytes(SPEC_FILE, MAX_RECORD_BYTES)
     except NotFoundError:
         return None
-    data = yaml.safe_load(text)
-    if not isinstance(data, dict):
-        raise StorageError(f"{store.describe(SPEC_FILE)} is not a spec (a mapping); move it away to start over")
-    return data
+    try:
+        return dict(parse_record(data, source=store.describe(SPEC_FILE), form="yaml"))
+    except RecordError as exc:
+        raise RecordError(f"{exc}; it is not a spec of record: move it away to start over") from None
 
 
 def check_resume(store: Store, spec: ExperimentSpec) -> list[Change] | None:
@@ -173,22 +175,14 @@ def start_recorded(
 def read_sweep_record(store: Store) -> dict[str, Any] | None:
     """The sweep of record (``sweep.yaml`` in the sweep's location) as a mapping, or None when the sweep was
     never started there. Read with the bounded reader: a stored record is input."""
-    from rlcloud.errors import SpecError
-    from rlcloud.specs.safeload import parse_data_text
-
     try:
-        text = store.read_text(SWEEP_FILE)
+        data = store.read_record_bytes(SWEEP_FILE, MAX_RECORD_BYTES)  # size checked before the read
     except NotFoundError:
         return None
-    except UnicodeDecodeError as exc:
-        raise StorageError(f"{store.describe(SWEEP_FILE)} is not text; move it away to start over") from exc
     try:
-        data = parse_data_text(text, source=store.describe(SWEEP_FILE))
-    except SpecError as exc:
-        raise StorageError(f"{store.describe(SWEEP_FILE)} cannot be read ({exc}); move it away to start over") from exc
-    if not isinstance(data, dict):
-        raise StorageError(f"{store.describe(SWEEP_FILE)} is not a sweep (a mapping); move it away to start over")
-    return data
+        return dict(parse_record(data, source=store.describe(SWEEP_FILE), form="yaml"))
+    except RecordError as exc:
+        raise RecordError(f"{exc}; it is not a sweep of record: move it away to start over") from None
 
 
 def check_sweep_resume(store: Store, sweep: SweepSpec) -> list[Change] | None:
@@ -242,12 +236,17 @@ def start_sweep_recorded(store: Store, sweep: SweepSpec, start: Callable[[], boo
 
 
 def read_history(store: Store) -> list[dict[str, Any]]:
-    """The run's start history (oldest first); empty when there is none."""
+    """The run's start history (oldest first); empty when there is none. Lines that are not records rlcloud
+    writes are skipped with a warning naming the file and line."""
     try:
-        text = store.read_text(HISTORY_FILE)
+        data = store.read_record_bytes(HISTORY_FILE, MAX_HISTORY_BYTES)
     except NotFoundError:
         return []
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+    skipped: list[str] = []
+    records = parse_record_lines(data, source=store.describe(HISTORY_FILE), skipped=skipped)
+    for why in skipped:
+        logger.warning("skipping %s", why)
+    return records
 
 
 def _append_line(store: Store, name: str, line: str) -> None:
@@ -257,7 +256,7 @@ def _append_line(store: Store, name: str, line: str) -> None:
 
     for _ in range(_APPEND_ATTEMPTS):
         info = store.stat(name)
-        current = store.read_text(name) if info is not None else ""
+        current = store.read_record_bytes(name, MAX_HISTORY_BYTES).decode("utf-8", "replace") if info else ""
         if current and not current.endswith("\n"):
             current += "\n"
         try:

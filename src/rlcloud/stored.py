@@ -22,6 +22,7 @@ from typing import Any
 from rlcloud.errors import RecordError, excerpt
 
 __all__ = [
+    "MAX_NAME_RECORD_BYTES",
     "MAX_RECORD_BYTES",
     "MAX_RECORD_DEPTH",
     "MAX_RECORD_LINE",
@@ -34,6 +35,8 @@ __all__ = [
 #: Largest single-object record (a spec of record, progress.json, a state file), in bytes: a spec's bound
 #: (rlcloud.specs.safeload.MAX_BYTES), far above what rlcloud writes (a few KiB).
 MAX_RECORD_BYTES = 256 * 1024
+#: Largest record that holds one name (checkpoints/LATEST).
+MAX_NAME_RECORD_BYTES = 1024
 #: Longest line of a JSON-lines record (metrics.jsonl, history.jsonl); an episode record is ~150 bytes.
 MAX_RECORD_LINE = 64 * 1024
 #: Deepest nesting and most values of a record: a spec's bounds (rlcloud.specs.safeload).
@@ -129,13 +132,14 @@ def parse_record_lines(data: bytes | str, *, source: str, skipped: list[str] | N
     return out
 
 
-def read_record_file(path: Path, *, form: str = "json", expect: type | None = dict) -> Any:
+def read_record_file(path: Path, *, form: str = "json", expect: type | None = dict, follow_links: bool = False) -> Any:
     """A record of a local run directory (state.json, progress.json, sweep.yaml...) read and parsed within the
-    bounds of :func:`parse_record`. Only a regular file is read, never through a symbolic link (a link in a run
-    directory may point anywhere), a FIFO or a device. FileNotFoundError when it is absent; RecordError naming
-    it otherwise."""
+    bounds of :func:`parse_record`. Only a regular file is read, never a FIFO or a device, and never through a
+    symbolic link (a link in a run directory may point anywhere) unless ``follow_links`` (a file of the user's
+    own, like a kubeconfig). FileNotFoundError when it is absent; RecordError naming it otherwise."""
     source = str(path)
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
+    nofollow = 0 if follow_links else getattr(os, "O_NOFOLLOW", 0)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | nofollow
     try:
         fd = os.open(path, flags)
     except FileNotFoundError:

@@ -11,6 +11,7 @@ under 64 MiB of Python allocations.
 from __future__ import annotations
 
 import contextlib
+import os
 import io
 import json
 import tempfile
@@ -141,3 +142,133 @@ def test_cli_exits_0_or_2_without_a_traceback(empty_dir: Path, text: str) -> Non
         codes = [main(["spec", "validate", str(path)]), main(["spec", "show", str(path)])]
     assert set(codes) <= {0, 2}, codes
     assert "Traceback" not in out.getvalue() + err.getvalue()
+
+
+# --------------------------------------------------------------------- stored records are input (issue 25)
+
+#: Every reader of a run's stored records, by the file it reads.
+RECORD_FILES = ["spec.yaml", "history.jsonl", "progress.json", "metrics.jsonl", "evaluation.jsonl"]
+
+
+def read_records_bounded(root: Path, name: str, text: str) -> None:
+    """Store ``text`` as ``name`` of a run and read it back with rlcloud's reader of that record: a value or a
+    RecordError naming the file, in bounded memory; anything else fails the example."""
+    from rlcloud.errors import RecordError
+    from rlcloud.record import read_history, read_record
+    from rlcloud.storage.client import read_evaluation, read_metrics, read_progress
+    from rlcloud.storage.local import LocalStore
+
+    store = LocalStore(root)
+    store.write_bytes(name, text.encode("utf-8", "surrogatepass"))
+    reader = {
+        "spec.yaml": read_record,
+        "history.jsonl": read_history,
+        "progress.json": read_progress,
+        "metrics.jsonl": read_metrics,
+        "evaluation.jsonl": read_evaluation,
+    }[name]
+    tracemalloc.start()
+    try:
+        reader(store)
+    except RecordError as exc:
+        message = str(exc)
+        assert name in message and len(message) < 2_000, message
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    assert peak < MAX_MEMORY, f"peak {peak / 2**20:.0f} MiB"
+
+
+@settings(FUZZ, max_examples=60)
+@given(st.sampled_from(RECORD_FILES), st.lists(st.sampled_from(TOKENS), max_size=300).map("".join))
+def test_stored_records_token_soup(empty_dir: Path, name: str, text: str) -> None:
+    read_records_bounded(empty_dir / "run", name, text)
+
+
+@settings(FUZZ, max_examples=60)
+@given(st.sampled_from(RECORD_FILES), st.lists(JSON_VALUES, max_size=5))
+def test_stored_records_of_random_json(empty_dir: Path, name: str, values: list[Any]) -> None:
+    text = "\n".join(json.dumps(v) for v in values) if name.endswith(".jsonl") else json.dumps(values[:1])
+    read_records_bounded(empty_dir / "run", name, text)
+
+
+@settings(FUZZ, max_examples=30)
+@given(st.integers(min_value=1, max_value=40), st.integers(min_value=1, max_value=12))
+def test_stored_spec_of_record_alias_chains(empty_dir: Path, levels: int, fan: int) -> None:
+    lines = ["x0: &x0 {k: [lol, lol]}"]
+    for i in range(1, levels):
+        lines.append(f"x{i}: &x{i} [" + ", ".join([f"*x{i - 1}"] * fan) + "]")
+    read_records_bounded(empty_dir / "run", "spec.yaml", yaml.safe_dump(BASE) + "\n".join(lines) + "\n")
+
+
+#: Hostile records, one of each kind the issue names and their variants.
+HOSTILE_RECORDS = {
+    "alias bomb": "a: &a [x, x, x, x, x, x, x, x, x]\n"
+    + "".join(f"{c}: &{c} [{', '.join([f'*{p}'] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True)),
+    "alias cycle": "&a [*a]\n",
+    "deep brackets": "[" * 3000 + "]" * 3000,
+    "deep mappings": '{"a":' * 3000 + "1" + "}" * 3000,
+    "long number": "9" * 5000,
+    "long number in a mapping": '{"episode": ' + "9" * 5000 + "}",
+    "a list": "[1, 2, 3]",
+    "huge": "x" * (300 * 1024),
+}
+
+
+@pytest.mark.parametrize("name", RECORD_FILES)
+@pytest.mark.parametrize("kind", sorted(HOSTILE_RECORDS))
+def test_hostile_stored_records_are_refused_or_skipped_naming_the_file(tmp_path: Path, name: str, kind: str) -> None:
+    text = HOSTILE_RECORDS[kind]
+    if name.endswith(".jsonl"):  # one hostile line among good ones: the good ones are kept
+        text = '{"episode": 1, "return": 1.0}\n' + text + '\n{"episode": 2, "return": 2.0}\n'
+    read_records_bounded(tmp_path / "run", name, text)
+    if name == "metrics.jsonl":
+        from rlcloud.storage.client import read_metrics
+        from rlcloud.storage.local import LocalStore
+
+        assert [r["episode"] for r in read_metrics(LocalStore(tmp_path / "run"))][-1] == 2
+
+
+@pytest.mark.parametrize("kind", sorted(HOSTILE_RECORDS))
+def test_hostile_local_state_records_never_crash_status(tmp_path: Path, kind: str) -> None:
+    """The local backend's own records (state.json, a runner's record, progress.json, sweep.yaml) are read
+    the same way: a RecordError naming the file, or the record skipped; never a traceback."""
+    from rlcloud.errors import RecordError
+    from rlcloud.local import LocalBackend
+
+    run = tmp_path / "results" / "hostile" / ".rlcloud-local"
+    run.mkdir(parents=True)
+    backend = LocalBackend(str(tmp_path / "results"))
+    (run / "state.json").write_text(HOSTILE_RECORDS[kind])
+    with pytest.raises(RecordError, match=r"state\.json"):
+        backend.status("hostile")
+    good = {"name": "hostile", "roles": [{"role": "single", "index": 0, "pid": 1, "started": 0}]}
+    (run / "state.json").write_text(json.dumps(good))
+    (run / "single-0.runner").write_text(HOSTILE_RECORDS[kind])
+    (run.parent / "progress.json").write_text(HOSTILE_RECORDS[kind])
+    status = backend.status("hostile")
+    assert status.state != "running" and status.progress == {}
+    sweep = tmp_path / "results" / "sweep" / ".rlcloud-sweep"
+    sweep.mkdir(parents=True)
+    (sweep / "state.json").write_text(json.dumps({"name": "sweep", "location": str(tmp_path)}))
+    (sweep / "sweep.yaml").write_text(HOSTILE_RECORDS[kind])
+    with pytest.raises((RecordError, SpecError), match=r"sweep\.yaml"):
+        backend.attach_sweep("sweep")
+
+
+def test_a_record_that_is_a_link_out_of_the_run_is_not_followed(tmp_path: Path) -> None:
+    from rlcloud.errors import RecordError
+    from rlcloud.local import LocalBackend
+
+    run = tmp_path / "results" / "linked" / ".rlcloud-local"
+    run.mkdir(parents=True)
+    secret = tmp_path / "secret.json"
+    secret.write_text(json.dumps({"name": "linked", "roles": []}))
+    (run / "state.json").symlink_to(secret)
+    with pytest.raises(RecordError, match="link"):
+        LocalBackend(str(tmp_path / "results")).status("linked")
+    fifo = tmp_path / "results" / "linked" / "progress.json"
+    os.mkfifo(fifo)
+    (run / "state.json").unlink()
+    (run / "state.json").write_text(json.dumps({"name": "linked", "roles": []}))
+    assert LocalBackend(str(tmp_path / "results")).status("linked").progress == {}  # a FIFO never blocks

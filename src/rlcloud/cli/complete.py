@@ -219,16 +219,17 @@ def _flag_value(words: Sequence[str], flag: str) -> str | None:
 def kube_contexts(kubeconfig: str | None = None) -> list[str]:
     """Context names of the kubeconfig (the one given, else $KUBECONFIG's files, else ~/.kube/config): read
     from the file, no cluster is asked."""
-    import yaml
+    from rlcloud.errors import RLCloudError
+    from rlcloud.stored import read_record_file
 
     paths = [kubeconfig] if kubeconfig else (os.environ.get("KUBECONFIG") or "~/.kube/config").split(os.pathsep)
     names: list[str] = []
     for path in paths:
         try:
-            with open(os.path.expanduser(path), encoding="utf-8") as fh:
-                config = yaml.safe_load(fh)
+            # Bounded (an alias bomb must not hang a TAB): rlcloud.stored, links followed (the user's own file).
+            config = read_record_file(Path(path).expanduser(), form="yaml", follow_links=True)
             names += [c["name"] for c in config.get("contexts") or () if isinstance(c.get("name"), str)]
-        except (OSError, yaml.YAMLError, AttributeError, TypeError, KeyError):
+        except (OSError, RLCloudError, AttributeError, TypeError, KeyError):
             continue  # a missing or odd kubeconfig offers no contexts
     return names
 
@@ -302,9 +303,12 @@ def remember_clusters(names: Iterable[str]) -> None:
 
 def cached_clusters() -> list[str]:
     """The cluster names :func:`remember_clusters` kept (empty before the first `cluster list`)."""
+    from rlcloud.errors import RLCloudError
+    from rlcloud.stored import read_record_file
+
     try:
-        names = json.loads(_cluster_cache().read_text(encoding="utf-8")).get("names", [])
-    except (OSError, ValueError, AttributeError):
+        names = read_record_file(_cluster_cache(), follow_links=True).get("names", [])
+    except (OSError, RLCloudError, AttributeError):
         return []
     return [n for n in names if isinstance(n, str)]
 

@@ -98,6 +98,7 @@ from rlcloud.k8s.status import (
 from rlcloud.k8s.status import name as object_name
 from rlcloud.results import is_gcs, results_location
 from rlcloud.roles import LEARNER, LEARNER_ROLES, Role, poll_until, role_selector
+from rlcloud.stored import MAX_NAME_RECORD_BYTES
 
 if TYPE_CHECKING:
     from rlcloud.specs import ExperimentSpec
@@ -295,7 +296,7 @@ class KubernetesBackend(ExperimentBackend):
         if store is None:
             return None
         try:
-            return store.read_text("checkpoints/LATEST").strip() or None
+            return store.read_record_bytes("checkpoints/LATEST", MAX_NAME_RECORD_BYTES).decode().strip() or None
         except RLCloudError:
             return None
 

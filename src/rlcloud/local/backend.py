@@ -15,7 +15,6 @@ directory (:func:`rlcloud.results.local_workdir`) and the runner syncs to the bu
 from __future__ import annotations
 
 import builtins
-import contextlib
 import json
 import logging
 import os
@@ -39,7 +38,7 @@ from rlcloud.backend import (
     TrialStatus,
     trial_state,
 )
-from rlcloud.errors import ConflictError, NotFoundError, WaitTimeoutError
+from rlcloud.errors import ConflictError, NotFoundError, RecordError, WaitTimeoutError
 from rlcloud.local.state import (
     GROUP_KILL_MARGIN,
     POLL_S,
@@ -53,6 +52,7 @@ from rlcloud.local.state import (
     hold_flock,
     last_line,
     proc_identity,
+    read_sweep_spec,
     read_sweep_state,
     scheduler_alive,
     signal_group,
@@ -71,6 +71,7 @@ from rlcloud.roles import (
     role_selector,
     roles_for,
 )
+from rlcloud.stored import read_record_file
 
 if TYPE_CHECKING:
     from rlcloud.specs import ExperimentSpec
@@ -327,13 +328,15 @@ class LocalBackend(ExperimentBackend):
         state = exp.read()
         roles = [self._role_status(exp, r, state) for r in exp.roles(state)]
         progress: dict[str, Any] = {}
-        with contextlib.suppress(OSError, ValueError, RecursionError):
-            path = exp.workdir / "progress.json"
-            found = json.loads(path.read_text(encoding="utf-8"))
-            if isinstance(found, dict):
-                from rlcloud.storage.client import clean_progress
+        path = exp.workdir / "progress.json"
+        try:
+            from rlcloud.storage.client import clean_progress
 
-                progress = clean_progress(found, str(path))
+            progress = clean_progress(read_record_file(path), str(path))
+        except FileNotFoundError:
+            pass
+        except RecordError as exc:  # a record is input: say which, show the rest
+            logger.warning("%s", exc)
         overall, message = self._overall(exp, state, roles)
         return ExperimentStatus(
             name=name, state=overall, roles=roles, progress=progress, message=message, backend=self.kind
@@ -580,14 +583,12 @@ class LocalBackend(ExperimentBackend):
 
     def sweep_status(self, name: str) -> SweepStatus:
         """Each trial's state and progress, and the sweep's overall state."""
-        from rlcloud.specs.sweep import SweepSpec
-
         _reap()
         statedir = self._sweep_dir(name)
         state = read_sweep_state(statedir)
         if not state:
             raise NotFoundError(f"no local sweep named {name!r} under {self.results_root}")
-        sweep = SweepSpec.from_yaml_text((statedir / "sweep.yaml").read_text(encoding="utf-8"))
+        sweep = read_sweep_spec(statedir)
         location = str(state["location"])
         trials_backend = LocalBackend(location, grace_period=self.grace_period)
         trials: list[TrialStatus] = []
@@ -647,13 +648,11 @@ class LocalBackend(ExperimentBackend):
 
     def attach_sweep(self, name: str) -> tuple[SweepSpec, str]:
         """The spec and results root of a sweep started on this machine."""
-        from rlcloud.specs.sweep import SweepSpec
-
         statedir = self._sweep_dir(name)
         state = read_sweep_state(statedir)
         if not state:
             raise NotFoundError(f"no local sweep named {name!r} under {self.results_root}")
-        spec = SweepSpec.from_yaml_text((statedir / "sweep.yaml").read_text(encoding="utf-8"))
+        spec = read_sweep_spec(statedir)
         return spec, str(state["results"])
 
     def list_sweeps(self) -> builtins.list[str]:

@@ -33,12 +33,15 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from rlcloud.errors import ConflictError, NotFoundError, RecordError
 from rlcloud.roles import poll_until, role_label
 from rlcloud.storage.base import INTERNAL_PREFIX
 from rlcloud.stored import read_record_file
+
+if TYPE_CHECKING:
+    from rlcloud.specs.sweep import SweepSpec
 
 __all__ = [
     "STATE_DIR",
@@ -53,6 +56,7 @@ __all__ = [
     "last_line",
     "ours",
     "proc_identity",
+    "read_sweep_spec",
     "read_sweep_state",
     "scheduler_alive",
     "tail",
@@ -537,6 +541,14 @@ def read_sweep_state(statedir: Path) -> dict[str, Any]:
         return dict(read_record_file(statedir / "state.json"))
     except FileNotFoundError:
         return {}
+
+
+def read_sweep_spec(statedir: Path) -> SweepSpec:
+    """The sweep's spec as its start wrote it (``sweep.yaml``), read as the record it is (bounded, never
+    through a link); RecordError or SpecError naming it when it is not one."""
+    from rlcloud.specs.sweep import SweepSpec
+
+    return SweepSpec.from_dict(read_record_file(statedir / "sweep.yaml", form="yaml"))
 
 
 def update_sweep_state(statedir: Path, **changes: Any) -> dict[str, Any]:

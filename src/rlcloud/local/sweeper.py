@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlcloud.local.state import read_sweep_state, update_sweep_state
+from rlcloud.local.state import read_sweep_spec, read_sweep_state, update_sweep_state
 from rlcloud.runner.early_stop import early_stopping_env
 
 if TYPE_CHECKING:
@@ -74,10 +74,9 @@ def run_sweep(statedir: Path) -> int:
     """
     from rlcloud.local.backend import LocalBackend
     from rlcloud.record import start_recorded
-    from rlcloud.specs.sweep import SweepSpec
     from rlcloud.storage import open_store
 
-    sweep = SweepSpec.from_yaml_text((statedir / "sweep.yaml").read_text(encoding="utf-8"))
+    sweep = read_sweep_spec(statedir)
     state = read_sweep_state(statedir)
     location = str(state["location"])
     max_parallel = int(state["max_parallel"])

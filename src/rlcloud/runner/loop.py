@@ -144,19 +144,17 @@ def atomic_write_text(path: Path, text: str, *, fsync: bool = False) -> None:
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Records of a JSONL file; a torn last line (a crash mid-write) is skipped."""
-    records: list[dict[str, Any]] = []
+    """Records of a JSONL file (the run's own, maybe restored from a shared store: input), each line bounded
+    (rlcloud.stored); a line that is not a record (a torn last line after a crash mid-write) is skipped."""
+    from rlcloud.stored import parse_record_lines
+
     if not path.exists():
-        return records
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError:
-                logger.warning("%s: skipping a torn line", path.name)
+        return []
+    skipped: list[str] = []
+    with open(path, "rb") as fh:
+        records = parse_record_lines(fh.read(), source=path.name, skipped=skipped)
+    for why in skipped:
+        logger.warning("skipping %s", why)
     return records
 
 
@@ -808,9 +806,14 @@ class Trainer:
         the counters of the checkpoint it resumes from (zero without one): a resumed run's figures are not a
         live rate, and a dead attempt's counters past its checkpoint are not shown."""
         path = self.workdir / "progress.json"
+        from rlcloud.errors import RecordError
+        from rlcloud.stored import read_record_file
+
         try:
-            previous = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            previous = read_record_file(path)
+        except (OSError, RecordError) as exc:
+            if not isinstance(exc, FileNotFoundError):
+                logger.warning("%s", exc)
             previous = {}
         progress: dict[str, Any] = {"timestep": 0, "episode": 0, "mean_return": None, "checkpoint": None}
         progress.update(previous if isinstance(previous, dict) else {})

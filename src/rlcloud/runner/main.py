@@ -322,11 +322,13 @@ def _prepare_trial(args: argparse.Namespace) -> tuple[ExperimentSpec, Path] | in
     from rlcloud.errors import RLCloudError
     from rlcloud.record import start_recorded
     from rlcloud.runner.early_stop import early_stopping_env
+    from rlcloud.specs.safeload import read_text_bounded
     from rlcloud.specs.sweep import SweepSpec
     from rlcloud.storage import open_store, read_progress
 
     try:
-        sweep = SweepSpec.from_yaml_text(Path(args.sweep).read_text(encoding="utf-8"))
+        # Bounded like any spec (a mounted ConfigMap's file is a link, followed here: it is ours).
+        sweep = SweepSpec.from_yaml_text(read_text_bounded(Path(args.sweep), source=args.sweep))
         trial = sweep.trial(args.index)
     except (SpecError, IndexError) as exc:
         logger.error("invalid sweep %s (trial %d): %s", args.sweep, args.index, exc)

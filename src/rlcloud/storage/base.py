@@ -241,6 +241,24 @@ class Store(ABC):
         """The object's content decoded as UTF-8."""
         return self.read_bytes(name).decode("utf-8")
 
+    def read_record_bytes(self, name: str, limit: int) -> bytes:
+        """The content of a stored record, refused when larger than ``limit`` bytes
+        (:class:`~rlcloud.errors.RecordError` naming it) before it is read: a record is input, and a huge
+        object planted under a run's name must not be pulled into memory. NotFoundError when absent."""
+        from rlcloud.errors import NotFoundError, RecordError
+
+        info = self.stat(name)
+        if info is None:
+            raise NotFoundError(f"{self.describe(name)} does not exist")
+        if info.size > limit:
+            raise RecordError(
+                f"{self.describe(name)}: {info.size} bytes, more than the {limit} a record of its kind holds; not read"
+            )
+        data = self.read_bytes(name)
+        if len(data) > limit:  # rewritten, larger, since the stat
+            raise RecordError(f"{self.describe(name)}: more than the {limit} bytes a record of its kind holds")
+        return data
+
     @abstractmethod
     def write_bytes(self, name: str, data: bytes, *, if_generation_match: int | None = None) -> ObjectInfo:
         """Write ``data`` atomically; with ``if_generation_match`` only if the generation still matches."""

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlcloud.errors import NotFoundError, StorageError
+from rlcloud.errors import NotFoundError
 from rlcloud.storage.base import ObjectInfo, Progress, Store, crc32c_of_file, local_targets
+from rlcloud.stored import MAX_RECORD_BYTES, MAX_RECORD_LINE, parse_record
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -97,6 +98,11 @@ def download(
     return report
 
 
+#: Largest episode record file read (metrics.jsonl, evaluation.jsonl): ~150 bytes an episode, so millions of
+#: episodes; a planted object larger than this is refused before it is read.
+MAX_METRICS_BYTES = 1 << 30
+
+
 #: counters of an episode record: whole numbers, never negative
 _COUNTER_FIELDS = frozenset({"episode", "timestep", "length", "worker", "at_episode", "at_timestep"})
 #: measurements of an episode record: finite numbers
@@ -128,6 +134,8 @@ def _as_number(value: Any, *, counter: bool) -> int | float | None:
 
 def _episode_record(line: str) -> dict[str, Any]:
     """One line of metrics.jsonl / evaluation.jsonl as a record; ValueError saying why it is none."""
+    if len(line) > MAX_RECORD_LINE:  # a record is input: bounded like every other (rlcloud.stored)
+        raise ValueError(f"longer than {MAX_RECORD_LINE // 1024} KiB")
     try:
         record = json.loads(line, parse_constant=_reject_constant)
     except RecursionError as exc:
@@ -151,7 +159,7 @@ def _read_jsonl(store: Store, name: str) -> list[dict[str, Any]]:
     by a writer mid-append, a string return, NaN or Infinity, a list) is skipped, and one warning naming the
     file (so the run) says how many and why the first was; the other lines and runs are read as usual."""
     try:
-        data = store.read_bytes(name)
+        data = store.read_record_bytes(name, MAX_METRICS_BYTES)
     except NotFoundError:
         return []
     records: list[dict[str, Any]] = []
@@ -218,15 +226,11 @@ def metrics_frame(records: list[dict[str, Any]], *, evaluation: bool = False) ->
 def read_progress(store: Store) -> dict[str, Any] | None:
     """The learner's latest counters (``progress.json``), or None when it has not written any yet."""
     try:
-        data = store.read_bytes("progress.json")
+        data = store.read_record_bytes("progress.json", MAX_RECORD_BYTES)
     except NotFoundError:
         return None
-    try:
-        value = json.loads(data)
-    except (ValueError, RecursionError) as exc:
-        raise StorageError(f"{store.describe('progress.json')} is not valid JSON: {str(exc)[:120]}") from exc
-    if not isinstance(value, dict):
-        raise StorageError(f"{store.describe('progress.json')} holds {type(value).__name__}, expected an object")
+    # bounded (size, nesting, numbers) and a mapping, or a RecordError naming it; then each field judged
+    value = parse_record(data, source=store.describe("progress.json"))
     return clean_progress(value, store.describe("progress.json"))
 
 

@@ -40,6 +40,7 @@ from typing import Any
 from rlcloud.errors import NotFoundError, StorageError
 from rlcloud.storage.base import ObjectInfo, PreconditionFailedError, Store, crc32c_of_file, local_targets
 from rlcloud.storage.stores import open_store
+from rlcloud.stored import MAX_NAME_RECORD_BYTES
 
 __all__ = [
     "CHECKPOINTS",
@@ -93,7 +94,7 @@ def read_latest(store: Store) -> tuple[str, int] | None:
         if info is None:
             return None
         try:
-            name = store.read_text(LATEST).strip()
+            name = store.read_record_bytes(LATEST, MAX_NAME_RECORD_BYTES).decode("utf-8", "replace").strip()
         except NotFoundError:
             continue  # deleted between stat and read: look again
         return (name, info.generation) if name else None
@@ -271,7 +272,7 @@ class Syncer:
             return self._published[0]
         # Someone (a previous runner, a restore) wrote it: one read tells the name.
         try:
-            name = self.store.read_text(LATEST).strip()
+            name = self.store.read_record_bytes(LATEST, MAX_NAME_RECORD_BYTES).decode("utf-8", "replace").strip()
         except NotFoundError:
             return None
         self._published = (name, info.generation)
