@@ -376,3 +376,69 @@ def test_tables_keep_every_column_when_piped(
     assert all(h in lines[1] for h in headers)  # one header line, every column whole
     assert all(f"value-{i}-" + "x" * 20 in lines[3] for i in range(12))
     assert max(len(line) for line in lines) > 12 * 30 and len({len(line) for line in lines}) == 1
+
+
+# ------------------------------------------------------------------ data never drives the terminal (issue 25)
+
+#: Control sequences a hostile server, progress file or record may hold: a window title (OSC), clear screen
+#: (CSI), BEL, a C1 CSI, a carriage return that would overwrite the line, DEL.
+CONTROLS = ["\x1b]0;owned\x07", "\x1b[2J", "\x07", "\x9b31m", "hidden\rshown", "\x7f", "\x1bP+q\x1b\\"]
+
+
+def _planted_run(root: Path, name: str, text: str) -> None:
+    state_dir = root / name / ".rlcloud-local"
+    (root / name / "logs").mkdir(parents=True)
+    state_dir.mkdir()
+    role = {"role": "single", "index": 0, "pid": 1, "started": 0, "host": f"host{text}"}
+    (state_dir / "state.json").write_text(json.dumps({"name": name, "results": str(root), "roles": [role]}))
+    from rlcloud.specs import ExperimentSpec
+
+    spec = {
+        "name": name,
+        "environment": {"type": "gym", "level": "CartPole-v1"},
+        "agent": {"type": "ppo"},
+        "episodes": 5,
+    }
+    (root / name / "spec.yaml").write_text(ExperimentSpec.from_dict(spec).to_yaml())
+    (root / name / "logs" / "single-0.log").write_text(f"one {text} line\nlast{text}\n")
+    (root / name / "progress.json").write_text(json.dumps({"checkpoint": f"ckpt{text}", "timestep": 1}))
+
+
+@pytest.mark.parametrize("control", CONTROLS)
+def test_displayed_data_never_carries_control_characters(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], control: str
+) -> None:
+    _planted_run(tmp_path, "evil", control)
+    for argv in (
+        ["experiment", "logs", "evil"],
+        ["experiment", "logs", "evil", "--tail", "1"],
+        ["experiment", "status", "evil"],
+    ):
+        assert main([*argv, "--results", str(tmp_path)]) == 0
+        out, err = capsys.readouterr()
+        for char in "\x1b\x07\x9b\r\x7f":
+            assert char not in out + err, (argv, out)
+        if argv[1] == "logs" and control != "hidden\rshown":
+            assert "\\x" in out, (argv, out)  # shown, visibly, not dropped
+    assert main(["experiment", "logs", "evil", "--raw", "--results", str(tmp_path)]) == 0
+    assert control.replace("\r", "") in capsys.readouterr().out.replace("\r", "")
+
+
+def test_the_console_shows_every_rendered_text_safely() -> None:
+    """The CLI's console applies the one function to everything it renders (a rich upgrade must keep that)."""
+    import io
+
+    from rich.table import Table
+    from rich.text import Text
+
+    from rlcloud.cli._common import console, shown
+
+    assert shown("a\x1b[2Jb\x9bc\td\ne\rf") == "a\\x1b[2Jb\\x9bc\td\nef"
+    out = console()
+    out.file = io.StringIO()
+    table = Table()
+    table.add_column("name")
+    table.add_row(Text("x\x1b]0;t\x07y"))
+    out.print(table)
+    out.print("msg \x1b[31m", markup=False)
+    assert "\x1b" not in out.file.getvalue() and "\\x1b]0;t" in out.file.getvalue()

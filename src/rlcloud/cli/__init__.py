@@ -101,11 +101,13 @@ def _setup_logging(verbosity: int) -> None:
 
 
 def _cli_wording_filter(record: logging.LogRecord) -> bool:
-    """Library warnings in CLI terms (a logging filter)."""
-    from rlcloud.cli._common import cli_wording
+    """Library warnings in CLI terms, control characters shown (a logging filter)."""
+    from rlcloud.cli._common import cli_wording, shown
 
     if isinstance(record.msg, str):
-        record.msg = cli_wording(record.msg)
+        # The message is formatted here so that its data (a file's name, a server's text) is shown safely too.
+        record.msg = shown(cli_wording(record.getMessage()))
+        record.args = None
     return True
 
 
@@ -128,9 +130,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(handler(args))
     except RLCloudError as exc:
-        from rlcloud.cli._common import cli_wording
+        from rlcloud.cli._common import cli_wording, shown
 
-        print(f"error: {cli_wording(str(exc))}", file=sys.stderr)
+        print(f"error: {shown(cli_wording(str(exc)))}", file=sys.stderr)
         return EXIT_USAGE if isinstance(exc, SpecError) else EXIT_FAILURE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

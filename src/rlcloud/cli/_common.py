@@ -15,8 +15,24 @@ if TYPE_CHECKING:
     from typing import Any
 
 
+# C0 controls but tab and newline, DEL, and the C1 controls: what a terminal acts on (ESC starts a sequence that
+# can retitle the window, move the cursor, rewrite what was printed; BEL rings; CR overwrites the line). Shown
+# as visible escapes; CR is dropped (a CRLF line end, a progress bar's redraw in a log).
+_CONTROLS = {c: f"\\x{c:02x}" for c in [*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0)] if c not in (0x09, 0x0A)}
+_CONTROLS[0x0D] = ""
+
+
+def shown(value: object) -> str:
+    r"""``value`` as text that is safe to write to a terminal: C0 and C1 control characters (ESC, BEL, CR, ...)
+    made visible (``\x1b``), tab and newline kept. The one function the CLI shows data through: names, log
+    lines from servers, progress and status fields, messages (the console of :func:`console` applies it to
+    everything it renders; plain prints of data call it)."""
+    return str(value).translate(_CONTROLS)
+
+
 def console(stderr: bool = False) -> Any:
-    """A rich console for the CLI's own words; data goes through :func:`text` or ``markup=False``.
+    """A rich console for the CLI's own words; data goes through :func:`text` or ``markup=False``, and every
+    text it renders through :func:`shown` (its own styling and cursor moves are kept).
 
     Piped or redirected (not a terminal) and with no ``COLUMNS`` set, it is as wide as its widest line:
     rich would otherwise cut tables to 80 columns, and ``rlcloud experiment list | grep NAME`` would miss a
@@ -25,8 +41,15 @@ def console(stderr: bool = False) -> Any:
     import os
 
     from rich.console import Console
+    from rich.segment import Segment
 
-    out = Console(stderr=stderr, highlight=False)
+    class _Console(Console):
+        def _render_buffer(self, buffer: Any) -> str:
+            # The last step before the terminal: segment texts are the data and our words; control segments
+            # and styles (rich's own escape sequences) are added after this.
+            return str(super()._render_buffer(s if s.control else Segment(shown(s.text), s.style) for s in buffer))
+
+    out = _Console(stderr=stderr, highlight=False)
     if not out.is_terminal and not os.environ.get("COLUMNS"):
         out.width = _UNBOUNDED
     return out
@@ -39,7 +62,7 @@ def text(value: object) -> str:
     """``value`` as rich markup that shows it verbatim: ``rlcloud[runner]`` and ``image:[tag]`` survive."""
     from rich.markup import escape
 
-    return escape(str(value))
+    return escape(shown(value))
 
 
 def parse_sets(items: Sequence[str] | None) -> dict[str, Any]:

@@ -67,7 +67,7 @@ if TYPE_CHECKING:
 def compare(args: argparse.Namespace) -> int:
     """Compare runs, one row each, then each configuration over its seeds and the best one (statistics need
     rlcloud[analysis]); a sweep shows its configurations, and its trials with --trials."""
-    from rlcloud.cli._common import console, output_format, print_data
+    from rlcloud.cli._common import console, output_format, print_data, shown
     from rlcloud.compare import load_runs, plot_runs, records, run_table
 
     loaded = load_runs(args.runs, results=args.results)
@@ -86,7 +86,7 @@ def compare(args: argparse.Namespace) -> int:
         by = args.by or ("config" if sweeps and not args.trials else "run")
         frame = summarize(table) if by == "config" else table
         if fmt == "csv":
-            print(frame.to_csv(index=False), end="")
+            print(shown(frame.to_csv(index=False)), end="")
         else:
             print_data(records(frame), fmt)
     if args.plot:

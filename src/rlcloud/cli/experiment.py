@@ -163,6 +163,12 @@ def status(args: argparse.Namespace) -> int:
         ),
         Arg("--tail", metavar="N", type=int, help="only the last N lines (then new ones with -f)"),
         Arg(
+            "--raw",
+            action="store_true",
+            help="the lines as written, control characters included (by default ESC, BEL, CR... are shown "
+            "as \\x1b, \\x07: a log is data and must not drive the terminal)",
+        ),
+        Arg(
             "--role",
             action="append",
             metavar="ROLE",
@@ -180,6 +186,7 @@ def logs(args: argparse.Namespace) -> int:
     """Print every role's logs as "ROLE-INDEX | line" (with -f, the learner's only, unless --env-servers or
     --role ask for more); --role keeps some roles, --tail the last N lines, -f follows them until every
     role has ended."""
+    from rlcloud.cli._common import shown
     from rlcloud.roles import LEARNER, Role, role_selector
 
     roles = list(args.role or [])
@@ -195,9 +202,10 @@ def logs(args: argparse.Namespace) -> int:
         raise SpecError([SpecProblem("--tail", "a number of lines, 0 or more", args.tail)])
     exp = _experiment(args)
     selection = roles or None
+    show = (lambda line: line) if args.raw else shown
     if args.tail is None:
         for line in exp.logs(follow=args.follow, roles=selection):
-            print(line, flush=True)
+            print(show(line), flush=True)
         return EXIT_OK
     from collections import Counter, deque
 
@@ -207,7 +215,7 @@ def logs(args: argparse.Namespace) -> int:
         seen[_label(line)] += 1
         last.append(line)
     for line in last:
-        print(line, flush=True)
+        print(show(line), flush=True)
     if args.follow:
         # following starts each role from its first line again: skip, per role, the lines already read
         for line in exp.logs(follow=True, roles=selection):
@@ -215,7 +223,7 @@ def logs(args: argparse.Namespace) -> int:
             if seen[label] > 0:
                 seen[label] -= 1
                 continue
-            print(line, flush=True)
+            print(show(line), flush=True)
     return EXIT_OK
 
 
@@ -431,12 +439,14 @@ def tensorboard(args: argparse.Namespace) -> int:
     under its own name (a sweep's trials as SWEEP/TRIAL)."""
     import subprocess
 
+    from rlcloud.cli._common import shown
+
     runs = _tensorboard_runs(args)
     spec = ",".join(f"{name}:{logdir}" for name, logdir in runs)
     exe = tensorboard_executable()
     if exe is None or args.print_only:
         for name, logdir in runs:
-            print(f"{name}: {logdir}")
+            print(shown(f"{name}: {logdir}"))
         if exe is None:
             print("(tensorboard is not installed here: pip install 'rlcloud[analysis]', then run it on these logdirs)")
         return EXIT_OK

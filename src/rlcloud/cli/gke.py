@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from rlcloud.cli._common import blame_flags, output_format, print_data, set_flags, text
+from rlcloud.cli._common import blame_flags, output_format, print_data, set_flags, shown, text
 from rlcloud.cli._common import console as _console
 from rlcloud.errors import SpecError, SpecProblem
 from rlcloud.gke.cluster import ClusterInfo, GkeCluster, reap
@@ -268,7 +268,7 @@ def run_doctor(args: argparse.Namespace) -> int:
         print_data([{"check": c.name, "status": c.status, "detail": c.detail, "fix": c.fix} for c in checks], fmt)
     else:
         for check in checks:
-            print(check)
+            print(shown(check))
     ok = all(c.ok for c in checks)
     if args.smoke:
         ok = _smoke(args, spec, project, results, options["credentials"]) and ok
@@ -290,5 +290,5 @@ def _smoke(args: argparse.Namespace, spec: Any, project: str, results: str, cred
             problem = f"cluster {spec.name} does not exist: create it first (rlcloud cluster create -f {args.file})"
             raise SpecError([SpecProblem("--file", problem)])
     print(f"smoke test on {target.describe()} (results {results or '-'}):", flush=True)
-    steps = smoke(target, results, timeout=args.timeout, on_step=lambda step: print(step, flush=True))
+    steps = smoke(target, results, timeout=args.timeout, on_step=lambda step: print(shown(step), flush=True))
     return all(s.ok for s in steps)

@@ -211,6 +211,7 @@ def _follow_plain(
 ) -> ExperimentStatus:
     """Poll until ``exp`` finishes, writing a plain line every ``interval`` s and on each change of state
     (none when ``interval`` is None). Straight to the file: a console without a terminal would wrap at 80."""
+    from rlcloud.cli._common import shown
     from rlcloud.experiment import display_state
 
     last_line, last_state = float("-inf"), None
@@ -218,7 +219,7 @@ def _follow_plain(
         now = time.monotonic()
         state = display_state(status)
         if interval is not None and (now - last_line >= interval or state != last_state) and not status.finished:
-            print(progress_line(status, total, unit, now - started), file=console.file, flush=True)
+            print(shown(progress_line(status, total, unit, now - started)), file=console.file, flush=True)
             last_line, last_state = now, state
         if status.finished or status.state == "paused":  # a paused one ends only when resumed
             return status

@@ -177,10 +177,11 @@ def stop(args: argparse.Namespace) -> int:
 @command("sweep list", "List the sweeps.", "rlcloud sweep list --results gs://my-bucket/rl", args=[*TARGET])
 def list_(args: argparse.Namespace) -> int:
     """Names of the sweeps on the target."""
+    from rlcloud.cli._common import shown
     from rlcloud.sweep import Sweep
 
     for name in Sweep.list(cluster=_cluster_from_args(args), results=args.results):
-        print(name)
+        print(shown(name))
     return EXIT_OK
 
 
@@ -277,14 +278,14 @@ def _follow(sweep: Any, *, quiet: bool) -> Any:
 
 def _print_results(sweep: Any, args: argparse.Namespace) -> None:
     """One row per trial, then (in a table) the configurations over their seeds and the best one."""
-    from rlcloud.cli._common import console, output_format, print_data
+    from rlcloud.cli._common import console, output_format, print_data, shown
 
     frame = sweep.results(
         budgets=getattr(args, "budgets", "refuse"), repeated_seeds=getattr(args, "allow_repeated_seeds", False)
     )
     fmt = output_format(args)
     if fmt == "csv":
-        print(frame.to_csv(index=False), end="")
+        print(shown(frame.to_csv(index=False)), end="")
     elif fmt in ("json", "yaml"):
         from rlcloud.compare import records
 

@@ -54,6 +54,7 @@ from rlcloud.local.state import (
     proc_identity,
     read_sweep_spec,
     read_sweep_state,
+    recorded_text,
     scheduler_alive,
     signal_group,
     tail,
@@ -518,7 +519,7 @@ class LocalBackend(ExperimentBackend):
         """Start a paused (or stopped) experiment again from its latest checkpoint."""
         exp = self._run(name)
         state = exp.read()
-        self.start(_load_spec(exp.current_spec_file()), state["results"])
+        self.start(_load_spec(exp.current_spec_file()), recorded_text(state, "results", exp.state_file))
 
     # -- sweeps
 
@@ -589,7 +590,7 @@ class LocalBackend(ExperimentBackend):
         if not state:
             raise NotFoundError(f"no local sweep named {name!r} under {self.results_root}")
         sweep = read_sweep_spec(statedir)
-        location = str(state["location"])
+        location = recorded_text(state, "location", statedir / "state.json")
         trials_backend = LocalBackend(location, grace_period=self.grace_period)
         trials: list[TrialStatus] = []
         for index, (trial_name, params, seed) in enumerate(sweep.trial_table()):
@@ -641,7 +642,8 @@ class LocalBackend(ExperimentBackend):
             pid = read_sweep_state(statedir).get("pid")
             if isinstance(pid, int) and scheduler_alive(statedir):
                 signal_group(pid, signal.SIGKILL)
-        trials_backend = LocalBackend(str(state["location"]), grace_period=self.grace_period)
+        location = recorded_text(state, "location", statedir / "state.json")
+        trials_backend = LocalBackend(location, grace_period=self.grace_period)
         for trial in trials_backend.list():
             trials_backend.stop(trial)
         _reap()
@@ -653,7 +655,7 @@ class LocalBackend(ExperimentBackend):
         if not state:
             raise NotFoundError(f"no local sweep named {name!r} under {self.results_root}")
         spec = read_sweep_spec(statedir)
-        return spec, str(state["results"])
+        return spec, recorded_text(state, "results", statedir / "state.json")
 
     def list_sweeps(self) -> builtins.list[str]:
         """Names of the sweeps under the results root."""
@@ -677,7 +679,7 @@ class LocalBackend(ExperimentBackend):
         """The spec and results root of an experiment started on this machine."""
         exp = self._run(name)
         state = exp.read()
-        return _load_spec(exp.current_spec_file()), str(state["results"])
+        return _load_spec(exp.current_spec_file()), recorded_text(state, "results", exp.state_file)
 
 
 def _load_spec(path: Path) -> ExperimentSpec:

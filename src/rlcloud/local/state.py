@@ -58,6 +58,7 @@ __all__ = [
     "proc_identity",
     "read_sweep_spec",
     "read_sweep_state",
+    "recorded_text",
     "scheduler_alive",
     "tail",
     "try_flock",
@@ -549,6 +550,15 @@ def read_sweep_spec(statedir: Path) -> SweepSpec:
     from rlcloud.specs.sweep import SweepSpec
 
     return SweepSpec.from_dict(read_record_file(statedir / "sweep.yaml", form="yaml"))
+
+
+def recorded_text(state: dict[str, Any], key: str, where: Path) -> str:
+    """``state[key]``, a text rlcloud recorded (a results root, a location); RecordError naming the file
+    ``where`` when it is missing or not a text (a record is input)."""
+    value = state.get(key)
+    if not isinstance(value, str) or not value:
+        raise RecordError(f"{where}: {key!r} is missing or not a text; not a record rlcloud wrote")
+    return value
 
 
 def update_sweep_state(statedir: Path, **changes: Any) -> dict[str, Any]:
