@@ -442,3 +442,39 @@ def test_the_console_shows_every_rendered_text_safely() -> None:
     out.print(table)
     out.print("msg \x1b[31m", markup=False)
     assert "\x1b" not in out.file.getvalue() and "\\x1b]0;t" in out.file.getvalue()
+
+
+def test_logs_and_download_never_follow_a_link_out_of_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    results = tmp_path / "results"
+    _planted_run(results, "linked", "")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("SECRET KEY\n")
+    log = results / "linked" / "logs" / "single-0.log"
+    log.unlink()
+    log.symlink_to(secret)
+    (results / "linked" / "metrics.jsonl").symlink_to(secret)
+    for argv in (
+        ["experiment", "logs", "linked"],
+        ["experiment", "logs", "linked", "--raw"],
+        ["experiment", "status", "linked"],
+    ):
+        assert main([*argv, "--results", str(results)]) == 0
+        out, err = capsys.readouterr()
+        assert "SECRET" not in out + err
+    dest = tmp_path / "dest"
+    assert main(["experiment", "download", "linked", "--dest", str(dest), "--results", str(results)]) == 0
+    capsys.readouterr()
+    assert not any("SECRET" in p.read_text() for p in dest.rglob("*") if p.is_file())
+    assert not (dest / "metrics.jsonl").exists()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    other = tmp_path / "dest2"
+    other.mkdir()
+    (other / "logs").symlink_to(outside, target_is_directory=True)
+    (results / "linked" / "logs" / "agent-0.log").write_text("a line\n")
+    code = main(["experiment", "download", "linked", "--dest", str(other), "--results", str(results)])
+    err = capsys.readouterr().err
+    assert code == 1 and "symbolic link" in err and "Traceback" not in err
+    assert list(outside.iterdir()) == []

@@ -831,3 +831,24 @@ def test_the_ps_fallback_tells_a_process_apart_where_there_is_no_proc() -> None:
         victim.kill()
         victim.wait()
     assert _ps_facts(victim.pid) is None
+
+
+def test_a_start_never_writes_through_a_link_in_the_run_directory(
+    make_backend: Callable[..., LocalBackend], tmp_path: Path
+) -> None:
+    backend = make_backend(STANDIN_EPISODES="3")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "bashrc").write_text("mine\n")
+    workdir = _workdir(tmp_path, "linked")
+    workdir.mkdir(parents=True)
+    (workdir / "logs").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(ConflictError, match="symbolic link"):
+        backend.start(_spec("linked"), str(tmp_path / "results"))
+    (workdir / "logs").unlink()
+    (workdir / "logs").mkdir()
+    (workdir / "logs" / "single-0.log").symlink_to(outside / "bashrc")
+    assert backend.start(_spec("linked"), str(tmp_path / "results")) is True
+    assert backend.wait("linked", timeout=60).state == "succeeded"
+    assert (outside / "bashrc").read_text() == "mine\n" and sorted(p.name for p in outside.iterdir()) == ["bashrc"]
+    assert not (workdir / "logs" / "single-0.log").is_symlink()

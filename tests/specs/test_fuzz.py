@@ -11,9 +11,9 @@ under 64 MiB of Python allocations.
 from __future__ import annotations
 
 import contextlib
-import os
 import io
 import json
+import os
 import tempfile
 import tracemalloc
 from datetime import timedelta

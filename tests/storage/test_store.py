@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -248,3 +249,72 @@ def test_process_state_is_never_listed_downloaded_or_written(store: Any, tmp_pat
     assert not list(restored.rglob(".rlcloud-*")) and (restored / "metrics.jsonl").exists()
     with pytest.raises(StorageError, match="process state"):
         store.child(".rlcloud-local")
+
+
+# ------------------------------------------------------------- links in a results directory (issue 25)
+
+
+def _links(root: Path, outside: Path) -> None:
+    """A results directory shaped by someone else: links out of it, to a file, a directory, a device, a FIFO."""
+    (root / "logs").mkdir(parents=True)
+    (root / "logs" / "single-0.log").write_text("ours\n")
+    (root / "metrics.jsonl").symlink_to(outside / "secret.txt")
+    (root / "evaluation.jsonl").symlink_to("/dev/zero")
+    (root / "logs" / "agent-0.log").symlink_to(outside / "secret.txt")
+    (root / "summaries").symlink_to(outside, target_is_directory=True)
+    os.mkfifo(root / "progress.json")
+
+
+def test_a_directory_store_never_follows_a_link_nor_reads_a_fifo(tmp_path: Path) -> None:
+    from rlcloud.errors import StorageError
+    from rlcloud.storage import download
+    from rlcloud.storage.client import read_logs, read_metrics, read_progress
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("SECRET\n")
+    store = LocalStore(tmp_path / "run")
+    _links(store.root, outside)
+    assert [o.name for o in store.list()] == ["logs/single-0.log"]
+    for name in ("metrics.jsonl", "evaluation.jsonl", "logs/agent-0.log", "summaries/secret.txt", "progress.json"):
+        assert store.stat(name) is None, name
+        with pytest.raises((StorageError, NotFoundError)):
+            store.read_bytes(name)
+    assert read_metrics(store) == [] and read_progress(store) is None
+    assert read_logs(store) == {"single-0": "ours\n"}
+    dest = tmp_path / "dest"
+    download(store, dest)
+    assert sorted(str(p.relative_to(dest)) for p in dest.rglob("*")) == ["logs", "logs/single-0.log"]
+
+
+def test_a_download_never_writes_through_a_link_in_its_destination(store: Any, tmp_path: Path) -> None:
+    from rlcloud.errors import StorageError
+    from rlcloud.storage import download
+
+    store.write_text("metrics.jsonl", '{"episode": 1}\n')
+    store.write_text("logs/single-0.log", "line\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "bashrc").write_text("mine\n")
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    (dest / "metrics.jsonl").symlink_to(outside / "bashrc")  # replaced by the file, never written through
+    download(store, dest, prefix="metrics")
+    assert (outside / "bashrc").read_text() == "mine\n"
+    assert not (dest / "metrics.jsonl").is_symlink() and (dest / "metrics.jsonl").read_text() == '{"episode": 1}\n'
+    (dest / "logs").symlink_to(outside, target_is_directory=True)  # a directory leading out: refused
+    with pytest.raises(StorageError, match="symbolic link"):
+        download(store, dest)
+    assert sorted(p.name for p in outside.iterdir()) == ["bashrc"]
+
+
+def test_a_sync_never_uploads_what_a_link_points_to(store: Any, tmp_path: Path) -> None:
+    from rlcloud.storage.sync import Syncer
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("SECRET\n")
+    workdir = tmp_path / "work"
+    _links(workdir, outside)
+    Syncer(workdir, store).sync()
+    assert [o.name for o in store.list()] == ["logs/single-0.log"]

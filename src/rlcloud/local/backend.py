@@ -51,6 +51,7 @@ from rlcloud.local.state import (
     free_ports,
     hold_flock,
     last_line,
+    open_log,
     proc_identity,
     read_sweep_spec,
     read_sweep_state,
@@ -170,6 +171,7 @@ class LocalBackend(ExperimentBackend):
         self._known[name] = workdir
         _reap()
         workdir.mkdir(parents=True, exist_ok=True)
+        _no_links(exp.state_dir, exp.logs_dir)
         exp.state_dir.mkdir(exist_ok=True)
         with hold_flock(exp.control_lock, self._lock_timeout, f"another start or stop of {name}"):
             return self._start_locked(exp, spec, results)
@@ -304,7 +306,11 @@ class LocalBackend(ExperimentBackend):
             self.python, "-m", "rlcloud.local.supervisor", "--workdir", workdir,
             "--label", label, "--grace", str(self.grace_period), *watch, "--", *runner,
         ]  # fmt: skip
-        with open(log_path, "ab") as log:
+        # Appended to, never through a link (a copied run directory may hold one: its target is not our log).
+        if log_path.is_symlink():
+            log_path.unlink()
+        fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "ab") as log:
             log.write(f"----- {time.strftime('%Y-%m-%d %H:%M:%S')} starting {label}\n".encode())
             log.flush()
             proc = subprocess.Popen(
@@ -379,10 +385,8 @@ class LocalBackend(ExperimentBackend):
             reason = f"stopped on request (exit code {code})"
         else:
             role_state = "failed"
-            try:  # the supervisor ended it (a stall) and said why
-                why = exp.why_file(role.label).read_text(encoding="utf-8").strip()
-            except OSError:
-                why = last_line(exp.log_file(role.label))
+            # the supervisor ended it (a stall) and said why; else its log's last error line
+            why = exp.why(role.label) or last_line(exp.log_file(role.label), exp.workdir)
             reason = f"exit code {code}: {why}"
         return RoleStatus(role.role, role.index, role_state, restarts=restarts, exit_code=code, reason=reason)
 
@@ -404,7 +408,7 @@ class LocalBackend(ExperimentBackend):
                 failed,
                 key=lambda r: exp.exit_file(r.label).stat().st_mtime if r.exit_code is not None else float("inf"),
             )
-            last = tail(exp.log_file(first.label), 15)
+            last = tail(exp.log_file(first.label), 15, exp.workdir)
             return "failed", f"{first.label} failed ({first.reason}); last lines of its log:\n{last}"
         running = [r for r in roles if r.state == "running"]
         main = next((r for r in roles if r.role in LEARNER_ROLES), None)
@@ -449,16 +453,22 @@ class LocalBackend(ExperimentBackend):
         every = exp.roles()
         shown = [r for r in every if selected(r.label)]
         offsets = {r.label: 0 for r in shown}
+        refused: set[str] = set()
         partial = {r.label: b"" for r in shown}
         while True:
             ended = not follow or not any(exp.role_alive(r) for r in every)
             for role in shown:
                 path = exp.log_file(role.label)
                 try:
-                    with open(path, "rb") as fh:
+                    with os.fdopen(open_log(path, exp.workdir), "rb") as fh:
                         fh.seek(offsets[role.label])
                         chunk = fh.read()
                 except FileNotFoundError:
+                    continue
+                except OSError as exc:  # a link (never followed), a FIFO, a directory
+                    if role.label not in refused:
+                        refused.add(role.label)
+                        yield log_line(role.label, f"(log {path} not read: {exc.strerror or exc})")
                     continue
                 offsets[role.label] += len(chunk)
                 data = partial[role.label] + chunk
@@ -680,6 +690,17 @@ class LocalBackend(ExperimentBackend):
         exp = self._run(name)
         state = exp.read()
         return _load_spec(exp.current_spec_file()), recorded_text(state, "results", exp.state_file)
+
+
+def _no_links(*paths: Path) -> None:
+    """Refuse to run where a directory of a run's own is a symbolic link: what is written there (state, logs)
+    would land wherever it points."""
+    for path in paths:
+        if path.is_symlink():
+            raise ConflictError(
+                f"{path} is a symbolic link; a run's {path.name} is a directory of its own (links in a run "
+                "directory are never followed): remove it and start again"
+            )
 
 
 def _load_spec(path: Path) -> ExperimentSpec:

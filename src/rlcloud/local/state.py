@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 from rlcloud.errors import ConflictError, NotFoundError, RecordError
 from rlcloud.roles import poll_until, role_label
 from rlcloud.storage.base import INTERNAL_PREFIX
+from rlcloud.storage.local import open_within
 from rlcloud.stored import read_record_file
 
 if TYPE_CHECKING:
@@ -324,21 +325,31 @@ def flock_held(path: Path) -> bool:
     return False
 
 
-def tail(path: Path, lines: int) -> str:
-    """The last ``lines`` lines of a log (read from its last 16 KiB)."""
+def open_log(path: Path, root: Path) -> int:
+    """A descriptor of the log ``path`` of the run directory ``root``, never through a symbolic link (a run
+    directory may have been copied from anywhere: ``logs/agent-0.log -> ~/.ssh/id_rsa`` must not print the
+    key). OSError when it is absent, a link or not a regular file."""
+    return open_within(root, path)
+
+
+def tail(path: Path, lines: int, root: Path | None = None) -> str:
+    """The last ``lines`` lines of a log (read from its last 16 KiB) of the run directory ``root`` (default:
+    the log's directory), never through a link."""
     try:
-        with open(path, "rb") as fh:
+        with os.fdopen(open_log(path, root or path.parent), "rb") as fh:
             fh.seek(0, os.SEEK_END)
             fh.seek(max(0, fh.tell() - 16384))
             text = fh.read().decode("utf-8", "replace")
     except FileNotFoundError:
         return "(no log)"
+    except OSError as exc:
+        return f"(log not read: {exc.strerror or exc})"
     return "\n".join(text.rstrip("\n").splitlines()[-lines:])
 
 
-def last_line(path: Path) -> str:
+def last_line(path: Path, root: Path | None = None) -> str:
     """The last error-looking line of a log (what a one-line reason should show)."""
-    lines = tail(path, 40).splitlines()
+    lines = tail(path, 40, root).splitlines()
     for line in reversed(lines):
         if "Error" in line or "ERROR" in line or "error" in line:
             return line.strip()[-300:]
@@ -418,11 +429,18 @@ class RunState:
         """Where the supervisor of ``label`` says why it ended the runner itself (a stall), when it did."""
         return self.state_dir / f"{label}.why"
 
+    def why(self, label: str) -> str | None:
+        """Why the supervisor of ``label`` ended its runner itself (a stall), or None (read as a record: at most
+        1,000 bytes of a regular file, never through a link)."""
+        text = _read_small(self.why_file(label), 1000)
+        return text.strip() or None if text is not None else None
+
     def restarts(self, label: str) -> int:
         """How often the supervisor of ``label`` restarted its runner in this start of the run (0 when never)."""
+        text = _read_small(self.restarts_file(label))  # a record: bounded, never through a link
         try:
-            return int(self.restarts_file(label).read_text().strip() or 0)
-        except (OSError, ValueError):
+            return int(text.strip() or 0) if text is not None and len(text) < 16 else 0
+        except ValueError:
             return 0
 
     def log_file(self, label: str) -> Path:

@@ -14,11 +14,12 @@ import json
 import logging
 import math
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlcloud.errors import NotFoundError
+from rlcloud.errors import NotFoundError, StorageError
 from rlcloud.storage.base import ObjectInfo, Progress, Store, crc32c_of_file, local_targets
 from rlcloud.stored import MAX_RECORD_BYTES, MAX_RECORD_LINE, parse_record
 
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 __all__ = [
     "METRIC_COLUMNS",
     "DownloadReport",
+    "destinations",
     "download",
     "metrics_frame",
     "read_evaluation",
@@ -54,11 +56,29 @@ class DownloadReport:
 
 def _up_to_date(info: ObjectInfo, path: Path) -> bool:
     try:
-        if path.stat().st_size != info.size:
-            return False
+        st = path.lstat()  # a link is never read through: the download replaces the link itself
     except OSError:
         return False
+    if not stat.S_ISREG(st.st_mode) or st.st_size != info.size:
+        return False
     return crc32c_of_file(path) == info.crc32c
+
+
+def destinations(root: Path, targets: list[tuple[ObjectInfo, Path]]) -> list[tuple[ObjectInfo, Path]]:
+    """``targets`` (from :func:`~rlcloud.storage.base.local_targets`) checked against the links in ``root``:
+    StorageError, before anything is written, when a symbolic link in ``root`` (``logs -> /etc``) would take
+    one outside it. A link in the object's own place is replaced by the file, never written through."""
+    from rlcloud.storage.local import check_within
+
+    for info, path in targets:
+        try:
+            check_within(root, path)
+        except OSError:
+            raise StorageError(
+                f"not downloading {info.name} to {path}: a symbolic link in {root} leads outside it "
+                "(links are never followed in a results directory); remove it or choose another destination"
+            ) from None
+    return list(targets)
 
 
 def download(
@@ -84,7 +104,7 @@ def download(
     for name, reason in skipped:  # one odd name never stops the rest: each is named and left out
         logger.warning("not downloaded: %s: %s", store.describe(name), reason)
         report.skipped.append(name)
-    for info, path in targets:
+    for info, path in destinations(root, targets):
         if _up_to_date(info, path):
             report.unchanged.append(info.name)
         else:

@@ -5,6 +5,10 @@ Conditional writes take an ``flock`` on ``<root>/.rlcloud-lock`` so that check-a
 between processes on the same machine. A file's generation is its ``st_mtime_ns``; a conditional
 write makes sure the new generation differs from the old one even within the file system's timestamp
 granularity. Files whose name starts with ``.rlcloud-`` (temporaries, the lock) are never listed.
+
+A directory of results is data others may have shaped (a download, a copy, a shared disk): symbolic links in
+it are never followed. Only regular files are listed, read or copied, never through a link (:func:`open_within`),
+and a file is written only where its directory resolves inside the root (:func:`check_within`).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import stat
 import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -32,9 +37,32 @@ from rlcloud.storage.base import (
     tmp_sibling,
 )
 
-__all__ = ["LocalStore"]
+__all__ = ["LocalStore", "check_within", "open_within"]
 
 _LOCK_NAME = INTERNAL_PREFIX + "lock"
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def check_within(root: str | os.PathLike[str], path: str | os.PathLike[str]) -> None:
+    """Refuse ``path`` (a file below ``root``) when its directory resolves outside ``root``: a symbolic link on
+    the way (``logs -> /etc``) would read or write elsewhere. OSError (ELOOP) naming the path."""
+    if not _inside(os.path.realpath(os.path.dirname(path)), os.path.realpath(root)):
+        raise OSError(errno.ELOOP, "a symbolic link on its way leads out of the directory", str(path))
+
+
+def open_within(root: str | os.PathLike[str], path: str | os.PathLike[str]) -> int:
+    """A read-only descriptor of the regular file ``path`` below ``root``, opened without following a symbolic
+    link (its own, or a directory's on the way out of ``root``) and never blocking (a FIFO, a device). OSError
+    (ELOOP, or EINVAL for what is not a regular file) otherwise."""
+    check_within(root, path)
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    return fd
 
 
 class LocalStore(Store):
@@ -88,6 +116,8 @@ class LocalStore(Store):
     def _io_error(self, exc: OSError, what: str) -> RLCloudError:
         if exc.errno == errno.ENOENT:
             return NotFoundError(f"{what} does not exist")
+        if exc.errno == errno.ELOOP:
+            return StorageError(f"{what}: a symbolic link, never followed in a results directory")
         return StorageError(f"{what}: {exc.strerror or exc}")
 
     # -- Store -----------------------------------------------------------------------------------
@@ -115,10 +145,11 @@ class LocalStore(Store):
                     if not name.startswith(prefix):
                         continue
                     try:
-                        st = path.stat()
+                        st = path.lstat()
                     except FileNotFoundError:  # removed while listing
                         continue
-                    out.append(self._info(name, path, st))
+                    if stat.S_ISREG(st.st_mode):  # not a link (never followed), a FIFO or a socket
+                        out.append(self._info(name, path, st))
         except OSError as exc:
             raise self._io_error(exc, f"listing {self.describe(prefix)}") from exc
         out.sort(key=lambda o: o.name)
@@ -128,19 +159,22 @@ class LocalStore(Store):
         """The file's size, CRC32C and generation (mtime_ns), or None."""
         path = self._path(name)
         try:
-            st = path.stat()
-        except FileNotFoundError:
+            check_within(self.root, path)
+            st = path.lstat()
+        except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError as exc:
+            if exc.errno == errno.ELOOP:  # behind a link leading out: no such object here
+                return None
             raise self._io_error(exc, self.describe(name)) from exc
-        if not os.path.isfile(path):
+        if not stat.S_ISREG(st.st_mode):  # a link is never followed: there is no such object
             return None
         return self._info(name, path, st)
 
     def read_bytes(self, name: str, *, start: int = 0) -> bytes:
         """The file's content from byte ``start``."""
         try:
-            with open(self._path(name), "rb") as fh:
+            with os.fdopen(open_within(self.root, self._path(name)), "rb") as fh:
                 if start:
                     fh.seek(start)
                 return fh.read()
@@ -188,15 +222,17 @@ class LocalStore(Store):
         except OSError as exc:
             raise self._io_error(exc, f"writing {self.describe(name)}") from exc
 
-    def _copy(self, src: Path, dst: Path) -> str:
-        """Copy src to dst atomically, returning the CRC32C of the bytes copied."""
+    def _copy(self, src: Path, dst: Path, *, src_root: Path | None = None) -> str:
+        """Copy src to dst atomically, returning the CRC32C of the bytes copied. With ``src_root`` (this store's
+        root, when downloading) ``src`` is read only as a regular file inside it, never through a link."""
         import google_crc32c
 
         dst.parent.mkdir(parents=True, exist_ok=True)
         tmp = self._tmp_for(dst)
         crc = 0
         try:
-            with open(src, "rb") as fin, open(tmp, "wb") as fout:
+            fd = open_within(src_root, src) if src_root is not None else os.open(src, os.O_RDONLY | os.O_CLOEXEC)
+            with os.fdopen(fd, "rb") as fin, open(tmp, "wb") as fout:
                 while chunk := fin.read(4 << 20):
                     crc = google_crc32c.extend(crc, chunk)
                     fout.write(chunk)
@@ -240,7 +276,7 @@ class LocalStore(Store):
             info, dst = item
             src = self._path(info.name)
             try:
-                crc = self._copy(src, Path(dst))
+                crc = self._copy(src, Path(dst), src_root=self.root)
             except FileNotFoundError as exc:
                 raise NotFoundError(f"{self.describe(info.name)} does not exist") from exc
             except OSError as exc:

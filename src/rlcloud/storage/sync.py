@@ -28,6 +28,7 @@ import fnmatch
 import logging
 import os
 import signal
+import stat
 import threading
 import time
 import weakref
@@ -179,7 +180,10 @@ class Syncer:
                 if self._skipped(rel):
                     continue
                 try:
-                    st = path.stat()
+                    st = path.lstat()
+                    # A link is never followed (it may lead anywhere: its target would be uploaded), nor a FIFO.
+                    if not stat.S_ISREG(st.st_mode):
+                        continue
                     crc = self._crc(rel, path, st)
                 except FileNotFoundError:  # replaced or pruned while scanning
                     continue
@@ -543,16 +547,18 @@ def restore_latest(store: Store, local_dir: str | os.PathLike[str], *, progress:
         n = info.name
         in_ckpt = name is not None and n.startswith(f"{CHECKPOINTS}{name}/")
         restored = in_ckpt or n in RESTORED_FILES or n.startswith(RESTORED_PREFIXES)
-        if restored and not (local / n).exists():
+        if restored and not os.path.lexists(local / n):
             wanted.append(info)
     if name is not None and not any(i.name.startswith(f"{CHECKPOINTS}{name}/") for i in listing):
         raise StorageError(
             f"{store.describe(LATEST)} names {name!r}, but {store.describe(CHECKPOINTS + name)}/ is empty"
         )
+    from rlcloud.storage.client import destinations
+
     targets, skipped = local_targets(wanted, local)
     for skipped_name, reason in skipped:  # a log with an odd name must not stop the run from resuming
         logger.warning("not restored: %s: %s", store.describe(skipped_name), reason)
-    store.download_files(targets, progress=progress)
+    store.download_files(destinations(local, targets), progress=progress)
     if name is not None:
         tmp = local / "checkpoints" / ".LATEST.restore-tmp"
         tmp.write_text(name + "\n", encoding="utf-8")
