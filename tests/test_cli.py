@@ -478,3 +478,197 @@ def test_logs_and_download_never_follow_a_link_out_of_the_run(
     err = capsys.readouterr().err
     assert code == 1 and "symbolic link" in err and "Traceback" not in err
     assert list(outside.iterdir()) == []
+
+
+# ------------------------------------------------------------- a kube-apiserver that is gone or dying (issue 25)
+
+
+class _DyingApiServer:
+    """A TCP server on 127.0.0.1 that answers every request the way a failing API server does: ``close``
+    (accepts, then hangs up), ``garbage`` (200 with a body that is not JSON), ``half`` (a response cut short)."""
+
+    def __init__(self, mode: str) -> None:
+        import socket
+        import threading
+
+        self.mode = mode
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(65536)
+                if self.mode == "garbage":
+                    body = b"<html>\x1b[2J not json"
+                    conn.sendall(
+                        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                        % (len(body), body)
+                    )
+                elif self.mode == "half":
+                    conn.sendall(
+                        b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"kind": '
+                    )
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _kubeconfig(path: Path, port: int) -> Path:
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u", "namespace": "default"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    return path
+
+
+@pytest.mark.parametrize("mode", ["refused", "close", "garbage", "half"])
+def test_a_gone_or_dying_api_server_is_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], mode: str
+) -> None:
+    import socket
+
+    from rlcloud.errors import RLCloudError
+    from rlcloud.k8s.applier import Applier, RetryPolicy
+    from rlcloud.k8s.builders import build_namespace
+    from rlcloud.k8s.client import api_client_from_kubeconfig
+
+    if mode == "refused":
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        sock.close()
+        server = None
+    else:
+        server = _DyingApiServer(mode)
+        port = server.port
+    try:
+        kubeconfig = _kubeconfig(tmp_path / "kubeconfig", port)
+        # what a start does first (create), and status / list from the CLI
+        applier = Applier(api_client_from_kubeconfig(kubeconfig), retry=RetryPolicy(attempts=2, initial=0.01))
+        with pytest.raises(RLCloudError):
+            applier.create(build_namespace("rlcloud"))
+        with pytest.raises(RLCloudError):
+            applier.read("ConfigMap", "x-spec", "rlcloud")
+        for argv in (["experiment", "status", "x"], ["experiment", "list"]):
+            code = main([*argv, "--kubeconfig", str(kubeconfig)])
+            err = capsys.readouterr().err
+            assert code == 1 and "error:" in err and "Traceback" not in err and "\x1b" not in err, (argv, err)
+    finally:
+        if server is not None:
+            server.close()
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["\x00\x01: [", "a: &a [*a]", "[" * 3000, "- just\n- a list\n", "contexts: 5\n", "x: " + "9" * 5000],
+)
+def test_a_garbage_kubeconfig_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str) -> None:
+    path = tmp_path / "kubeconfig"
+    path.write_text(text)
+    assert main(["experiment", "status", "x", "--kubeconfig", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "kubeconfig" in err and "Traceback" not in err
+
+
+# ------------------------------------------------------------------------ every input, a clear error (issue 25)
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "cartpole_ppo.yaml"
+
+BAD_INPUTS = [
+    # --grid values go through the bounded reader --set uses
+    (["sweep", "validate", "{ex}", "--grid", "agent.learning_rate=["], "--grid agent.learning_rate"),
+    (["sweep", "validate", "{ex}", "--grid", "agent.learning_rate={a: 1"], "--grid agent.learning_rate"),
+    (["sweep", "validate", "{ex}", "--grid", "agent.learning_rate=" + "[" * 3000], "--grid agent.learning_rate"),
+    (["sweep", "validate", "{ex}", "--grid", "agent.learning_rate=" + "[" * 3000 + "]" * 3000], "--grid"),
+    (["sweep", "validate", "{ex}", "--grid", "agent.batch_size=" + "9" * 5000], "--grid agent.batch_size"),
+    (["sweep", "validate", "{ex}", "--grid", "agent.batch_size=&a [*a]"], "--grid agent.batch_size"),
+    (["sweep", "validate", "{ex}", "--set", "agent.batch_size=" + "9" * 5000], "--set agent.batch_size"),
+    (["sweep", "validate", "{ex}", "--grid", "seed=1,2"], "--grid"),
+    (["sweep", "validate", "{ex}", "--grid", "=1,2"], "--grid"),
+    (["sweep", "validate", "{ex}", "--seeds", "0"], "--seeds"),
+    (["sweep", "validate", "{ex}", "--seeds", "-4"], "--seeds"),
+    (["sweep", "validate", "{ex}", "--seeds", "99999999999"], "--seeds"),
+    (["sweep", "validate", "{ex}", "--max-parallel", "0"], "--max-parallel"),
+    (["sweep", "validate", "{ex}", "--max-parallel", "-3"], "--max-parallel"),
+    (["sweep", "validate", "{ex}", "--name", "Bad_Name"], "--name"),
+    (["sweep", "validate", "{ex}", "--name", "-x"], "--name"),
+    (["sweep", "validate", "{ex}", "--name", "a" * 200], "--name"),
+    (["experiment", "logs", "x", "--tail", "1e23"], "--tail"),
+    (["experiment", "logs", "x", "--tail", "-1"], "--tail"),
+    (["experiment", "logs", "x", "--tail", "9" * 30], "--tail"),
+    (["tensorboard", "x", "--port", "-1"], "--port"),
+    (["tensorboard", "x", "--port", "65536"], "--port"),
+    (["tensorboard", "x", "--port", "80.5"], "--port"),
+    (["compare", "x", "--plot", "x.txt"], "--plot"),
+    (["compare", "x", "--plot", "plot"], "--plot"),
+    (["sweep", "results", "x", "--plot", "x.csv"], "--plot"),
+    (["init", "--dir", "/proc/x"], "--dir"),
+    (["init", "--dir", "/dev/null/x"], "--dir"),
+]
+
+
+@pytest.mark.parametrize(("argv", "flag"), BAD_INPUTS, ids=lambda v: " ".join(v)[:60] if isinstance(v, list) else v)
+def test_every_bad_input_is_exit_2_naming_the_flag(
+    argv: list[str], flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [str(EXAMPLE) if a == "{ex}" else a for a in argv]
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's own usage errors
+        code = exc.code
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert flag in err and "Traceback" not in err, err
+    assert len(err) < 2000
+
+
+def test_file_urls_resolve_alike_for_sweeps_their_list_and_attach(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rlcloud import Sweep, SweepSpec
+    from rlcloud.local import LocalBackend
+
+    monkeypatch.chdir(tmp_path)
+    root = tmp_path / "root"
+    spec = SweepSpec.from_dict({"name": "fs", "experiment": EXAMPLE.name, "seeds": 1}, base_dir=EXAMPLE.parent)
+    sweep = Sweep(spec, results=f"file://{root}")
+    assert sweep.results_root == str(root) and sweep.location == str(root / "fs")
+    assert LocalBackend(f"file://{root}").results_root == str(root)
+    statedir = root / "fs" / ".rlcloud-sweep"
+    statedir.mkdir(parents=True)
+    (statedir / "sweep.yaml").write_text(spec.to_yaml())
+    (statedir / "state.json").write_text(json.dumps({"name": "fs", "results": str(root), "location": str(root / "fs")}))
+    assert main(["sweep", "list", "--results", f"file://{root}"]) == 0
+    assert capsys.readouterr().out.split() == ["fs"]
+    assert Sweep.attach("fs", results=f"file://{root}").location == str(root / "fs")
+    assert main(["sweep", "status", "fs", "--results", f"file://{root}"]) == 0
+    capsys.readouterr()
+    assert not (tmp_path / "file:").exists()
+
+
+def test_local_parallelism_is_capped_by_the_machine(caplog: pytest.LogCaptureFixture) -> None:
+    import os
+
+    from rlcloud.local.backend import local_parallelism
+
+    cpus = os.cpu_count() or 1
+    assert local_parallelism(None, "s") == cpus and local_parallelism(1, "s") == 1
+    with caplog.at_level("WARNING"):
+        assert local_parallelism(cpus + 1000, "big") == cpus
+    assert f"max_parallel {cpus + 1000} is more than this machine's {cpus} CPU(s)" in caplog.text

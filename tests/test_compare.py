@@ -419,10 +419,11 @@ def test_a_sweeps_results_and_plot_come_from_compare(tmp_path: Path) -> None:
     spec = SweepSpec.from_dict(
         {
             "name": "lr",
-            "experiment": str(Path(__file__).resolve().parents[1] / "examples" / "cartpole_ppo.yaml"),
+            "experiment": "cartpole_ppo.yaml",
             "parameters": {"agent.learning_rate": [1e-3, 3e-4]},
             "seeds": 2,
-        }
+        },
+        base_dir=Path(__file__).resolve().parents[1] / "examples",
     )
     sweep = Sweep(spec, results=str(tmp_path))
     for trial in spec.trials()[:3]:  # the fourth trial has not started: no spec of record, no row

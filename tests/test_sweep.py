@@ -28,8 +28,9 @@ CARTPOLE_SPEC = ROOT / "examples" / "cartpole_ppo.yaml"
 
 
 def _sweep(**fields: Any) -> SweepSpec:
-    data: dict[str, Any] = {"name": "s", "experiment": str(CARTPOLE_SPEC), **fields}
-    return SweepSpec.from_dict(data)
+    # a file reference resolves next to the sweep (base_dir), as every spec's file references do
+    data: dict[str, Any] = {"name": "s", "experiment": CARTPOLE_SPEC.name, **fields}
+    return SweepSpec.from_dict(data, base_dir=CARTPOLE_SPEC.parent)
 
 
 # ------------------------------------------------------------------------------------------ the spec
@@ -164,13 +165,38 @@ def test_distributed_trials_are_refused_on_a_cluster() -> None:
 
 def test_sweep_file_round_trips(tmp_path: Path) -> None:
     path = tmp_path / "sweep.yaml"
+    (tmp_path / "cartpole.yaml").write_text(CARTPOLE_SPEC.read_text())
     path.write_text(
-        f"kind: Sweep\nname: lr\nexperiment: {CARTPOLE_SPEC}\nparameters:\n  agent.learning_rate: [1e-3, 3e-4]\n"
+        "kind: Sweep\nname: lr\nexperiment: cartpole.yaml\nparameters:\n  agent.learning_rate: [1e-3, 3e-4]\n"
         "seeds: 2\nearly_stopping: {grace_timesteps: 100, min_trials: 2}\n"
     )
     spec = SweepSpec.from_file(path, max_parallel=3)
     assert spec.max_parallel == 3 and spec.num_trials == 4
     assert SweepSpec.from_yaml_text(spec.to_yaml()) == spec
+
+
+@pytest.mark.parametrize(
+    "reference",
+    ["{outside}/cartpole.yaml", "../outside/cartpole.yaml", "link.yaml", "key.json", "kubeconfig.yaml", "cluster.yaml"],
+)
+def test_a_sweeps_experiment_file_follows_the_reference_rules(tmp_path: Path, reference: str) -> None:
+    """Only a file beside the sweep, in ./configs/experiments or the bundled configs; never a key file,
+    a kubeconfig or a cluster spec, and none of their content in the message (issue 25)."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "cartpole.yaml").write_text(CARTPOLE_SPEC.read_text())
+    here = tmp_path / "project"
+    here.mkdir()
+    (here / "link.yaml").symlink_to(outside / "cartpole.yaml")
+    (here / "key.json").write_text(json.dumps({"type": "service_account", "private_key": "SECRET-KEY"}))
+    (here / "kubeconfig.yaml").write_text("kind: Config\nclusters: []\nusers: [{name: u, user: {token: SECRET-KEY}}]\n")
+    (here / "cluster.yaml").write_text("kind: Cluster\nname: c\nnum_nodes: 1\nmachine_type: n1-standard-4\n")
+    path = here / "sweep.yaml"
+    path.write_text(f"kind: Sweep\nname: s\nexperiment: {reference.format(outside=outside)}\nseeds: 2\n")
+    with pytest.raises(SpecError) as caught:
+        SweepSpec.from_file(path)
+    assert caught.value.fields == ["experiment"] and "SECRET" not in str(caught.value), str(caught.value)
+    assert main(["sweep", "validate", str(path)]) == 2
 
 
 def test_cli_validates_a_sweep_built_from_an_experiment(capsys: pytest.CaptureFixture[str]) -> None:

@@ -14,7 +14,39 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlcloud.errors import require
+from rlcloud.errors import SpecError, SpecProblem, require
+
+#: The files a plot is written to, by suffix: what matplotlib's ``savefig`` writes without a ``format``.
+PLOT_FORMATS = ("png", "pdf", "svg", "svgz", "jpg", "jpeg", "eps", "ps", "tif", "tiff", "webp", "pgf")
+
+
+def check_plot_path(path: str | Path, *, field: str = "path") -> Path:
+    """``path`` as a plot file, checked before anything is read or drawn: its suffix names a format matplotlib
+    writes (``runs.png``, not ``runs.txt``). SpecError naming ``field`` (``--plot`` in the CLI) otherwise."""
+    target = Path(path)
+    suffix = target.suffix.lower().lstrip(".")
+    if suffix not in PLOT_FORMATS:
+        raise SpecError(
+            [
+                SpecProblem(
+                    field,
+                    f"a plot is written as {', '.join('.' + f for f in PLOT_FORMATS[:3])} ... "
+                    f"(one of {', '.join(PLOT_FORMATS)}), by the file's suffix",
+                    str(path),
+                )
+            ]
+        )
+    return target
+
+
+def _save(fig: Any, path: str | Path, field: str = "path") -> None:
+    """Write ``fig`` to ``path`` (its directory made); SpecError naming ``field`` when it cannot be written."""
+    target = check_plot_path(path, field=field)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(str(target))
+    except OSError as exc:
+        raise SpecError([SpecProblem(field, f"cannot write {target}: {exc.strerror or exc}")]) from None
 
 
 def moving_mean(values: Sequence[float], window: int) -> list[float]:
@@ -65,8 +97,7 @@ def plot_returns(
         ax.legend(loc="lower right")
     fig.tight_layout()
     if path is not None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(str(path))
+        _save(fig, path)
     return fig
 
 
@@ -122,8 +153,7 @@ def plot_curves(
         ax.legend(handles, labels, loc="lower right", fontsize="small", title="; ".join(note) or None)
     fig.tight_layout()
     if path is not None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(str(path))
+        _save(fig, path)
     return fig
 
 

@@ -94,15 +94,16 @@ def check_results_root(root: str) -> str:
 
 
 def results_root(spec_results: str | None, results: str | None) -> str:
-    """The results root in effect: the argument, else the spec's, else the project config's, else
-    ./rlcloud-results."""
-    if results:
-        return results
+    """The results root in effect, checked and normalised (:func:`check_results_root`: ``file:///dir`` is
+    ``/dir``, never ``./file:/dir``): the argument, else the spec's, else the project config's, else
+    ./rlcloud-results. The one place experiments, sweeps, their lists and attach resolve a root."""
+    if results is not None:
+        return check_results_root(results)  # `results=""` is an error, not the default
     if spec_results:
-        return spec_results
+        return check_results_root(spec_results)
     from rlcloud.config import load_project_config
 
-    return load_project_config().results or DEFAULT_RESULTS
+    return check_results_root(load_project_config().results or DEFAULT_RESULTS)
 
 
 def results_location(root: str, name: str, *, resolve: bool = True) -> str:

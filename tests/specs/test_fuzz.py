@@ -272,3 +272,31 @@ def test_a_record_that_is_a_link_out_of_the_run_is_not_followed(tmp_path: Path) 
     (run / "state.json").unlink()
     (run / "state.json").write_text(json.dumps({"name": "linked", "roles": []}))
     assert LocalBackend(str(tmp_path / "results")).status("linked").progress == {}  # a FIFO never blocks
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "cartpole_ppo.yaml"
+
+
+@pytest.fixture(scope="module")
+def sweep_cli_loaded() -> None:
+    """One sweep validation first: its imports (seconds under tracemalloc) are not an example's time."""
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        main(["sweep", "validate", str(EXAMPLE)])
+
+
+@settings(FUZZ, max_examples=40)
+@given(st.lists(st.sampled_from([t for t in TOKENS if "," not in t]), max_size=120).map("".join), st.booleans())
+def test_grid_and_set_values_exit_0_or_2_without_a_traceback(sweep_cli_loaded: None, text: str, grid: bool) -> None:
+    """--grid values go through the bounded reader --set uses: whatever the text, a sweep or exit 2."""
+    flag = ["--grid", f"agent.batch_size={text}"] if grid else ["--set", f"agent.batch_size={text}"]
+    out, err = io.StringIO(), io.StringIO()
+    tracemalloc.start()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(["sweep", "validate", str(EXAMPLE), *flag])
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    assert code in (0, 2), err.getvalue()
+    assert "Traceback" not in out.getvalue() + err.getvalue()
+    assert peak < MAX_MEMORY

@@ -65,6 +65,46 @@ def text(value: object) -> str:
     return escape(shown(value))
 
 
+#: What the bounded reader says when a value passes its bounds (not a mere YAML syntax error).
+_OVER_BOUNDS = ("nested more than", "larger than", "number literal", "alias", "more than")
+
+
+def parse_flag_value(raw: str, flag: str) -> Any:
+    """A flag's value (``--set KEY=VALUE``, each of ``--grid FIELD=V1,V2``) read as YAML by the bounded reader
+    of spec files (so "1e-3" is a float here as it is in a file). Text that is not YAML is taken as the text it
+    is (``--set name=a:b``); a value past the reader's bounds (3,000 nested brackets, a 5,000-digit number, an
+    alias cycle, 256 KiB) or a list or mapping that does not parse (``[``) is a SpecError naming the flag."""
+    from rlcloud.errors import SpecError, SpecProblem
+    from rlcloud.specs.loading import parse_data_text
+
+    if not raw.strip():
+        return None
+    try:
+        return parse_data_text(raw, source="", field=flag)
+    except SpecError as exc:
+        message = exc.problems[0].message if exc.problems else str(exc)
+        # Past the bounds, or meant as a list or mapping ("[1, 2", "{a: 1"): an error, not a string.
+        if any(bound in message for bound in _OVER_BOUNDS) or raw.lstrip()[:1] in ("[", "{"):
+            raise SpecError([SpecProblem(flag, message, raw)]) from None
+        return raw
+
+
+def whole_flag(text: str | None, flag: str, low: int, high: int, what: str) -> int | None:
+    """A flag's whole number from ``low`` to ``high`` (``what`` it counts, for the message); None when the
+    flag was not given. ``1e23``, ``-1`` or 30 digits are a SpecError naming the flag (exit 2)."""
+    from rlcloud.errors import SpecError, SpecProblem
+
+    if text is None:
+        return None
+    try:
+        value = int(text.strip()) if len(text) <= 20 else None
+    except ValueError:
+        value = None
+    if value is None or not low <= value <= high:
+        raise SpecError([SpecProblem(flag, f"{what}: a whole number from {low} to {high:,}", text)])
+    return value
+
+
 def parse_sets(items: Sequence[str] | None) -> dict[str, Any]:
     """--set KEY=VALUE pairs; VALUE is read as YAML (numbers, booleans, lists) so types come out right."""
     from rlcloud.errors import SpecError, SpecProblem
@@ -74,13 +114,7 @@ def parse_sets(items: Sequence[str] | None) -> dict[str, Any]:
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
             raise SpecError([SpecProblem("--set", "expected KEY=VALUE, e.g. --set num_workers=8", item)])
-        from rlcloud.specs.loading import parse_data_text
-
-        try:
-            # the spec files' own YAML reading, so "1e-3" is a float here as it is in a file
-            out[key.strip()] = parse_data_text(raw, field=f"--set {key.strip()}") if raw.strip() else None
-        except SpecError:
-            out[key.strip()] = raw
+        out[key.strip()] = parse_flag_value(raw, f"--set {key.strip()}")
     return out
 
 

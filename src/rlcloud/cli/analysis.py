@@ -70,6 +70,10 @@ def compare(args: argparse.Namespace) -> int:
     from rlcloud.cli._common import console, output_format, print_data, shown
     from rlcloud.compare import load_runs, plot_runs, records, run_table
 
+    if args.plot:  # a bad --plot is found before any run is read
+        from rlcloud.plotting import check_plot_path
+
+        check_plot_path(args.plot, field="--plot")
     loaded = load_runs(args.runs, results=args.results)
     table = run_table(loaded, objective=args.objective, budgets=args.budgets, repeated_seeds=args.allow_repeated_seeds)
     sweeps = sorted({run.sweep for run in loaded if run.sweep})

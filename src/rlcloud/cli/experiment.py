@@ -161,7 +161,12 @@ def status(args: argparse.Namespace) -> int:
             action="store_true",
             help="keep streaming until every role ends (the learner's log; add --env-servers or --role for more)",
         ),
-        Arg("--tail", metavar="N", type=int, help="only the last N lines (then new ones with -f)"),
+        Arg(
+            "--tail",
+            metavar="N",
+            # read by whole_flag in the handler: a bad value is a SpecError naming --tail, as every bad input
+            help="only the last N lines (then new ones with -f)",
+        ),
         Arg(
             "--raw",
             action="store_true",
@@ -186,8 +191,10 @@ def logs(args: argparse.Namespace) -> int:
     """Print every role's logs as "ROLE-INDEX | line" (with -f, the learner's only, unless --env-servers or
     --role ask for more); --role keeps some roles, --tail the last N lines, -f follows them until every
     role has ended."""
-    from rlcloud.cli._common import shown
+    from rlcloud.cli._common import shown, whole_flag
     from rlcloud.roles import LEARNER, Role, role_selector
+
+    args.tail = whole_flag(args.tail, "--tail", 0, 10_000_000, "a number of lines")
 
     roles = list(args.role or [])
     if args.env_servers:
@@ -196,10 +203,6 @@ def logs(args: argparse.Namespace) -> int:
         # One stream per pod: a distributed run's 1,000 env servers are not followed unless asked for.
         roles = [LEARNER]
     role_selector(roles, field="--role")  # a bad name is an error before anything is read
-    if args.tail is not None and args.tail < 0:
-        from rlcloud.errors import SpecError, SpecProblem
-
-        raise SpecError([SpecProblem("--tail", "a number of lines, 0 or more", args.tail)])
     exp = _experiment(args)
     selection = roles or None
     show = (lambda line: line) if args.raw else shown
@@ -429,7 +432,7 @@ def download(args: argparse.Namespace) -> int:
             metavar="DIR",
             help="download directory for runs in Cloud Storage (default ./rlcloud-results)",
         ),
-        Arg("--port", type=int, default=6006, help="TensorBoard's port (default 6006)"),
+        Arg("--port", default="6006", help="TensorBoard's port (default 6006)"),
         Arg("--print-only", action="store_true", help="only sync and print the logdirs"),
         *TARGET,
     ],
@@ -439,8 +442,9 @@ def tensorboard(args: argparse.Namespace) -> int:
     under its own name (a sweep's trials as SWEEP/TRIAL)."""
     import subprocess
 
-    from rlcloud.cli._common import shown
+    from rlcloud.cli._common import shown, whole_flag
 
+    args.port = whole_flag(str(args.port), "--port", 1, 65535, "a TCP port")  # before anything is synced
     runs = _tensorboard_runs(args)
     spec = ",".join(f"{name}:{logdir}" for name, logdir in runs)
     exe = tensorboard_executable()

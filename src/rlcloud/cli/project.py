@@ -32,7 +32,6 @@ def init_project(
     Existing files are kept unless ``force``. The credentials file is checked and its *path* stored; it is
     never copied into the project nor printed. Returns a human report, one line per action.
     """
-    from rlcloud.results import DEFAULT_RESULTS
     from rlcloud.specs.cluster import PROJECT_RE
 
     if project is not None and not PROJECT_RE.match(project):
@@ -46,6 +45,20 @@ def init_project(
     if credentials is not None:
         check_credentials_file(credentials)
         credentials = str(Path(credentials).expanduser().resolve())
+    try:
+        return _write_project(directory, project, credentials, results, force)
+    except OSError as exc:  # /proc/x, a read-only or full disk, a file where the directory should be
+        where = exc.filename or directory
+        raise SpecError(
+            [SpecProblem("--dir", f"cannot write the project into {directory} ({where}: {exc.strerror or exc})")]
+        ) from None
+
+
+def _write_project(
+    directory: Path, project: str | None, credentials: str | None, results: str | None, force: bool
+) -> list[str]:
+    from rlcloud.results import DEFAULT_RESULTS
+
     directory.mkdir(parents=True, exist_ok=True)
     report: list[str] = []
     config_path = directory / CONFIG_FILE

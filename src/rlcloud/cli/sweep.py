@@ -34,18 +34,18 @@ BUILD = (
 
 
 def _parse_grid(items: list[str] | None) -> dict[str, list[Any]]:
-    import yaml
-
+    """--grid FIELD=V1,V2,... items; each value read as --set reads its value (the bounded reader)."""
+    from rlcloud.cli._common import parse_flag_value
     from rlcloud.errors import SpecError, SpecProblem
 
     grid: dict[str, list[Any]] = {}
     for item in items or []:
         key, sep, values = item.partition("=")
-        if not sep or not key or not values:
+        if not sep or not key.strip() or not values:
             raise SpecError(
                 [SpecProblem("--grid", "expected FIELD=V1,V2,... such as agent.learning_rate=1e-3,3e-4", item)]
             )
-        grid[key.strip()] = [yaml.safe_load(v) for v in values.split(",")]
+        grid[key.strip()] = [parse_flag_value(v, f"--grid {key.strip()}") for v in values.split(",")]
     return grid
 
 
@@ -54,6 +54,7 @@ def _new_sweep(args: argparse.Namespace) -> Any:
     from pathlib import Path
 
     from rlcloud.cli._common import blame_flags, parse_sets, set_flags
+    from rlcloud.specs.building import build_model
     from rlcloud.specs.loading import read_data_file
     from rlcloud.specs.sweep import SweepSpec
     from rlcloud.sweep import Sweep
@@ -66,20 +67,27 @@ def _new_sweep(args: argparse.Namespace) -> Any:
     if args.seeds is not None:
         overrides["seeds"] = args.seeds
     grid = _parse_grid(args.grid)
-    flags = {**set_flags(sets), **({"seeds": "--seeds"} if args.seeds is not None else {})}
+    given = {"seeds": args.seeds, "max_parallel": args.max_parallel, "name": args.sweep_name, "parameters": grid}
+    names = {"seeds": "--seeds", "max_parallel": "--max-parallel", "name": "--name", "parameters": "--grid"}
+    flags = {**set_flags(sets), **{field: names[field] for field, value in given.items() if value}}
+    flags.update({f"parameters.{key}": f"--grid {key}" for key in grid})
+    if args.seeds is not None or args.max_parallel is not None:  # 0 is given too
+        flags.update({f: names[f] for f in ("seeds", "max_parallel") if given[f] is not None})
     with blame_flags(flags):
+        # build_model: pydantic's errors become a SpecError naming the field (then the flag), never a traceback
         if isinstance(raw, dict) and raw.get("kind") == "Sweep":
             spec = SweepSpec.from_file(args.file, **overrides)
             if sets:
                 spec = spec.model_copy(update={"experiment": spec.experiment.replace(**sets)})
             if grid:
-                spec = SweepSpec.model_validate({**spec.model_dump(), "parameters": {**spec.parameters, **grid}})
+                spec = build_model(SweepSpec, {**spec.model_dump(), "parameters": {**spec.parameters, **grid}})
         else:
             from rlcloud.specs import ExperimentSpec
 
             experiment = ExperimentSpec.from_file(Path(args.file), **sets)
             name = args.sweep_name or f"{experiment.name[:34]}-sweep"
-            spec = SweepSpec(name=name, experiment=experiment, parameters=grid, **overrides)
+            data = {"name": name, "experiment": experiment.model_dump(mode="json"), "parameters": grid, **overrides}
+            spec = build_model(SweepSpec, data)
     return Sweep(spec, results=getattr(args, "results", None), cluster=_cluster_from_args(args))
 
 
@@ -156,6 +164,10 @@ def status(args: argparse.Namespace) -> int:
 )
 def results(args: argparse.Namespace) -> int:
     """Print the trials' results (table, JSON or CSV) and optionally write the comparison plot."""
+    if args.plot:  # a bad --plot is found before the sweep is read
+        from rlcloud.plotting import check_plot_path
+
+        check_plot_path(args.plot, field="--plot")
     _print_results(_sweep(args), args)
     return EXIT_OK
 

@@ -143,7 +143,13 @@ def write_kubeconfig(
     entry = kubeconfig_entry(name, endpoint, ca_certificate)
     config: dict[str, Any] = {"apiVersion": "v1", "kind": "Config", "clusters": [], "users": [], "contexts": []}
     if target.exists():
-        loaded = yaml.safe_load(target.read_text()) or {}
+        from rlcloud.errors import RLCloudError
+        from rlcloud.stored import read_record_file
+
+        try:  # bounded: the user's file, but no alias bomb or garbage gets a traceback
+            loaded = read_record_file(target, form="yaml", expect=None, follow_links=True) or {}
+        except RLCloudError as exc:
+            raise BackendError(f"{target} is not a kubeconfig: {exc}") from None
         if not isinstance(loaded, dict):
             raise BackendError(f"{target} is not a kubeconfig (expected a YAML mapping)")
         config.update(loaded)

@@ -155,14 +155,19 @@ class Applier:
     # -- plumbing ----------------------------------------------------------------------------------
 
     def call(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """``fn(*args, **kwargs)`` with retries on transient errors; other errors raise at once, raw."""
+        """``fn(*args, **kwargs)`` with retries on transient errors. An ``ApiException`` (an answer from the
+        server) raises raw, for the caller to judge its status; anything else (an API server that is
+        unreachable, dies mid-answer or answers garbage) raises translated (:func:`translate`): every request
+        goes through here, so none escapes as a transport traceback."""
         delay = self.retry.initial
         for attempt in range(1, self.retry.attempts + 1):
             try:
                 return fn(*args, **kwargs)
             except Exception as exc:
                 if not _transient(exc) or attempt == self.retry.attempts:
-                    raise
+                    if isinstance(exc, k8s.ApiException | RLCloudError):
+                        raise
+                    raise translate(exc, what) from exc
                 logger.debug("%s: transient error (%s), retry %d in %.1fs", what, _brief(exc), attempt, delay)
                 time.sleep(delay)
                 delay = min(delay * 2, self.retry.maximum)

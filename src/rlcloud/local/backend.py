@@ -138,9 +138,7 @@ class LocalBackend(ExperimentBackend):
     @property
     def results_root(self) -> str:
         """The results root this backend looks in for experiments by name."""
-        if self._root:
-            return self._root
-        return results_root(None, None)
+        return results_root(None, self._root or None)  # checked and normalised: file:///dir is /dir
 
     def _run(self, name: str) -> RunState:
         workdir = self._known.get(name) or local_workdir(self.results_root, name)
@@ -563,7 +561,7 @@ class LocalBackend(ExperimentBackend):
                     "name": sweep.name,
                     "results": results if is_gcs(results) else str(Path(results).expanduser().resolve()),
                     "location": location,
-                    "max_parallel": sweep.max_parallel or os.cpu_count() or 1,
+                    "max_parallel": local_parallelism(sweep.max_parallel, sweep.name),
                     "started": time.time(),
                     "stop_requested": False,
                 },
@@ -587,9 +585,8 @@ class LocalBackend(ExperimentBackend):
             )
         _keep(proc)
         update_sweep_state(statedir, **proc_identity(proc.pid, command))
-        logger.info(
-            "started sweep %s locally: %d trials, %s at a time", sweep.name, sweep.num_trials, sweep.max_parallel
-        )
+        parallel = read_sweep_state(statedir).get("max_parallel")
+        logger.info("started sweep %s locally: %d trials, %s at a time", sweep.name, sweep.num_trials, parallel)
         return True
 
     def sweep_status(self, name: str) -> SweepStatus:
@@ -690,6 +687,26 @@ class LocalBackend(ExperimentBackend):
         exp = self._run(name)
         state = exp.read()
         return _load_spec(exp.current_spec_file()), recorded_text(state, "results", exp.state_file)
+
+
+def local_parallelism(requested: int | None, name: str) -> int:
+    """How many trials of a local sweep run at once: ``requested``, capped by this machine's CPU count (each
+    trial is a training process; a thousand at once on two cores only thrash and run out of memory), with a
+    warning saying so. None: the CPU count."""
+    cpus = os.cpu_count() or 1
+    if requested is None:
+        return cpus
+    if requested > cpus:
+        logger.warning(
+            "sweep %s: max_parallel %d is more than this machine's %d CPU(s): running %d trial(s) at a time "
+            "(a cluster runs more)",
+            name,
+            requested,
+            cpus,
+            cpus,
+        )
+        return cpus
+    return requested
 
 
 def _no_links(*paths: Path) -> None:

@@ -49,6 +49,7 @@ _CONFIG_DIRS = {
     "agent": "agents",
     "network": "networks",
     "cluster": "clusters",
+    "experiment": "experiments",  # a sweep's base experiment
 }
 _SUFFIXES = (".yaml", ".yml", ".json")
 _CLUSTER_KEYS = {
@@ -198,7 +199,13 @@ _SECRET_KEYS = frozenset(
 _CREDENTIAL_TYPES = frozenset(
     {"service_account", "authorized_user", "external_account", "impersonated_service_account"}
 )
-_KIND_NAMES = {"environment": "an environment", "agent": "an agent", "network": "a network", "cluster": "a cluster"}
+_KIND_NAMES = {
+    "environment": "an environment",
+    "agent": "an agent",
+    "network": "a network",
+    "cluster": "a cluster",
+    "experiment": "an experiment",
+}
 
 
 def _secret_key(data: Any) -> str | None:
@@ -243,6 +250,31 @@ def _foreign_kind(data: Any, kind: str) -> str | None:
         return None
     what = "nothing" if data is None else f"a {type(data).__name__}"
     return f"holds {what} (not a mapping of settings)"
+
+
+def resolve_experiment_reference(value: str, base_dir: Path, origin: Path | None = None) -> Path:
+    """The file a sweep's ``experiment:`` names, found by the rules of every other file reference (next to
+    the sweep file, then ./configs/experiments/, then the bundled configs; nothing outside them, symlinks
+    resolved) and refused unread into any message when it holds a key file, a kubeconfig or a cluster spec.
+    SpecError (field ``experiment``) otherwise."""
+    found = _resolve_reference(value, "experiment", base_dir)
+    if found is None:
+        tried = f"{base_dir}/, ./configs/experiments/ and rlcloud's bundled configs"
+        raise SpecError([SpecProblem("experiment", f"file {excerpt(value)} not found (looked in {tried})")])
+    if origin is not None and found == origin.resolve():
+        raise SpecError([SpecProblem("experiment", f"the file reference {excerpt(value)} names the sweep itself")])
+    foreign = _foreign_kind(read_data_file(found, field="experiment"), "experiment")
+    if foreign is not None and foreign != "is an Experiment spec":
+        raise SpecError(
+            [
+                SpecProblem(
+                    "experiment",
+                    f"{excerpt(found.name, 80, quote=False)} {foreign}, not an experiment spec: refused, and none "
+                    "of its content is used or shown",
+                )
+            ]
+        )
+    return found
 
 
 def _load_reference(value: str, kind: str, base_dir: Path, origin: Path | None = None) -> Any:

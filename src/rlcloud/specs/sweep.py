@@ -338,7 +338,7 @@ class SweepSpec(StrictModel):
         cls, data: dict[str, Any], *, base_dir: str | Path | None = None, source: str | None = None, **overrides: Any
     ) -> SweepSpec:
         """Build from a mapping; an ``experiment`` given as a file name resolves against ``base_dir``."""
-        from rlcloud.specs.building import build_model
+        from rlcloud.specs.building import build_model, resolve_experiment_reference
 
         raw = dict(data)
         kind = raw.pop("kind", "Sweep")
@@ -347,9 +347,16 @@ class SweepSpec(StrictModel):
         raw.update(overrides)
         experiment = raw.get("experiment")
         base = Path(base_dir) if base_dir is not None else Path.cwd()
+        if isinstance(experiment, str):
+            # the rules of every file reference: nothing outside the sweep's directory, ./configs and the
+            # bundled configs, no key file or kubeconfig read into a message (SpecError naming `experiment`)
+            try:
+                experiment = resolve_experiment_reference(experiment, base, Path(source) if source else None)
+            except SpecError as exc:
+                raise SpecError(exc.problems, source=source) from None
         try:
-            if isinstance(experiment, str):
-                raw["experiment"] = ExperimentSpec.from_file(base / experiment)
+            if isinstance(experiment, Path):
+                raw["experiment"] = ExperimentSpec.from_file(experiment)
             elif isinstance(experiment, dict):
                 raw["experiment"] = ExperimentSpec.from_dict(experiment, base_dir=base)
         except SpecError as exc:
