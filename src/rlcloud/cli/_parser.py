@@ -20,7 +20,6 @@ EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 Handler = Callable[[argparse.Namespace], int]
 
 
-
 class Arg:
     """One ``add_argument`` call, declared once and added to every command that takes it."""
 
