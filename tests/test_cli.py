@@ -672,3 +672,40 @@ def test_local_parallelism_is_capped_by_the_machine(caplog: pytest.LogCaptureFix
     with caplog.at_level("WARNING"):
         assert local_parallelism(cpus + 1000, "big") == cpus
     assert f"max_parallel {cpus + 1000} is more than this machine's {cpus} CPU(s)" in caplog.text
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        "a: &a [x, x, x, x, x, x, x, x, x]\n"
+        + "".join(f"{c}: &{c} [{', '.join([f'*{p}'] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True)),
+        "&a [*a]\n",
+        "[" * 3000 + "]" * 3000,
+        "x" * (300 * 1024),
+    ],
+    ids=["alias bomb", "cycle", "deep", "huge"],
+)
+def test_a_hostile_spec_of_record_is_refused_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], record: str
+) -> None:
+    """`experiment start` and `compare` read the planted spec.yaml of record within bounds: exit 1 naming the
+    file, at once, in bounded memory (an alias bomb there once grew past 1 GB)."""
+    import tracemalloc
+
+    results = tmp_path / "results"
+    (results / "cartpole-ppo").mkdir(parents=True)
+    (results / "cartpole-ppo" / "spec.yaml").write_text(record)
+    tracemalloc.start()
+    try:
+        for argv in (
+            ["experiment", "start", str(EXAMPLE), "--results", str(results)],
+            ["compare", "cartpole-ppo", "--results", str(results)],
+        ):
+            assert main(argv) == 1
+            err = capsys.readouterr().err
+            assert "spec.yaml" in err and "Traceback" not in err, err
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    assert peak < 64 * 2**20
+    assert not (results / "cartpole-ppo" / ".rlcloud-local").exists()  # nothing started
