@@ -131,7 +131,10 @@ def append_history(store: Store, spec: ExperimentSpec, *, event: str, changes: l
         "fingerprint": fingerprint(spec),
         "changes": [c.to_dict() for c in changes],
     }
-    _append_line(store, HISTORY_FILE, json.dumps(line, sort_keys=True, default=str))
+    try:
+        _append_line(store, HISTORY_FILE, json.dumps(line, sort_keys=True, default=str))
+    except RecordError as exc:  # a history that is not ours (too large to read back): the run goes on
+        logger.warning("start of %s not added to its history: %s", spec.name, exc)
 
 
 def start_recorded(
