@@ -526,7 +526,7 @@ def test_the_sweep_facade_submits_to_the_clusters_kueue_queue(
     attached.stop()
     assert apiserver.list_objects("Job", "rl") == [] and Sweep.list(cluster=cluster) == []
     with pytest.raises(SpecError, match="env-server pods"):
-        Sweep(make_sweep(2, experiment={"run_mode": "distributed", "num_workers": 2}), results="gs://b/r").start(
+        Sweep(make_sweep(2, experiment={"run_mode": "distributed", "num_workers": 2}), results="gs://bkt/r").start(
             cluster=cluster
         )
 
