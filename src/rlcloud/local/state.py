@@ -224,6 +224,10 @@ def ours(identity: Any, *, within: Path | str) -> bool:
         return False
     if start != starttime:
         return False
+    if not command:
+        # A process that is exiting has released its memory, and with it its command line, before it becomes
+        # a zombie: the same pid and start time are still the process we started, not yet gone.
+        return True
     if len(command) == 1 and " " in command[0]:  # ps joins the arguments with spaces
         return where in command[0]
     return _names(command, where)
