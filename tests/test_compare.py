@@ -567,10 +567,11 @@ def _hand_written_sweep(tmp_path: Path) -> tuple[Any, Path]:
     spec = SweepSpec.from_dict(
         {
             "name": "lr",
-            "experiment": str(Path(__file__).resolve().parents[1] / "examples" / "cartpole_ppo.yaml"),
+            "experiment": "cartpole_ppo.yaml",
             "parameters": {"agent.learning_rate": [1e-3, 3e-4]},
             "seeds": 3,
-        }
+        },
+        base_dir=Path(__file__).resolve().parents[1] / "examples",  # references resolve beside the sweep
     )
     root = tmp_path / "results"
     where = root / "lr"
