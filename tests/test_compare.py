@@ -720,9 +720,10 @@ def test_a_sweeps_results_survive_one_trials_bad_records(tmp_path: Path, caplog:
     spec = SweepSpec.from_dict(
         {
             "name": "lr",
-            "experiment": str(Path(__file__).resolve().parents[1] / "examples" / "cartpole_ppo.yaml"),
+            "experiment": "cartpole_ppo.yaml",
             "parameters": {"agent.learning_rate": [1e-3, 3e-4]},
-        }
+        },
+        base_dir=Path(__file__).resolve().parents[1] / "examples",  # references resolve beside the sweep
     )
     where = tmp_path / "lr"
     for trial in spec.trials():
