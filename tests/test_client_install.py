@@ -168,7 +168,8 @@ def test_the_client_install_drives_clusters_and_reads_results_without_tensorflow
     warnings = [line for line in done.stdout.splitlines() if line.startswith("LOG ") and "runner extra" in line]
     assert len(warnings) == 1
     assert fakes["apiserver"].requests, "the experiment was submitted to the fake apiserver"
-    assert out["objective"] == [4.0, 7.0] and out["parameters"] == []
+    # the two runs' specs differ in their budgets only (write_run sizes total_timesteps to the returns)
+    assert out["objective"] == [4.0, 7.0] and out["parameters"] == ["total_timesteps"]
     assert out["metrics"] == [
         "DataFrame",
         ["episode", "timestep", "return", "length", "time", "worker"],
