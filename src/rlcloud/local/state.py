@@ -89,6 +89,8 @@ class RoleInfo:
     starttime: str | None = None  # /proc/<pid>/stat field 22: tells our process from a reused pid
     host: str | None = None
     cmdline: tuple[str, ...] | None = None
+    #: Run by a sweep's warm worker (rlcloud.local.worker): ``pid`` goes on to other trials after this one
+    worker: bool = False
 
     @property
     def label(self) -> str:
@@ -122,6 +124,7 @@ class RoleInfo:
             starttime=starttime if isinstance(starttime, str) else None,
             host=host if isinstance(host, str) else None,
             cmdline=tuple(cmdline) if isinstance(cmdline, list) and all(isinstance(a, str) for a in cmdline) else None,
+            worker=record.get("worker") is True,
         )
 
 
@@ -491,10 +494,17 @@ class RunState:
             return False
         return self.supervisor_alive(role) or self.runner_alive(role.label)
 
+    def process_alive(self, role: RoleInfo) -> bool:
+        """Whether ``role``'s recorded process (its supervisor, or the warm worker that runs it) still runs
+        it: a warm worker that recorded the role's exit code has moved on to other trials."""
+        if role.worker and self.exit_code(role.label) is not None:
+            return False
+        return self.supervisor_alive(role)
+
     def role_busy(self, role: RoleInfo) -> bool:
         """Whether any process of ``role`` still lives: its supervisor (maybe stopping the other roles after
         its runner ended), its runner, or anything else holding the role's lock."""
-        return self.supervisor_alive(role) or self.runner_alive(role.label) or flock_held(self.lock_file(role.label))
+        return self.process_alive(role) or self.runner_alive(role.label) or flock_held(self.lock_file(role.label))
 
     def provable(self, role: RoleInfo) -> bool:
         """Whether ``role``'s record could prove its process ours on this machine at all: started here, with
@@ -545,7 +555,7 @@ class RunState:
             return
         # Each supervisor exits right after recording its runner's exit code; give them that moment.
         poll_until(
-            lambda: True if not any(self.supervisor_alive(r) or self.runner_alive(r.label) for r in roles) else None,
+            lambda: True if not any(self.process_alive(r) or self.runner_alive(r.label) for r in roles) else None,
             time.monotonic() + 5,
             interval=0.05,
         )

@@ -9,6 +9,8 @@ Started again (``Sweep.start()`` after a crash or reboot), it skips trials that 
 others from their checkpoints.
 
 Trials of a sweep with ``early_stopping`` get ``RLCLOUD_EARLY_STOPPING`` (rlcloud.runner.early_stop).
+Trials start warm: up to ``max_parallel`` long-lived workers run them one after another, so only a worker's
+first trial pays the TensorFlow imports (:mod:`rlcloud.local.worker`; ``RLCLOUD_WARM_TRIALS=0`` turns it off).
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ import re
 import sys
 import time
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlcloud.local.state import read_sweep_spec, read_sweep_state, update_sweep_state
+from rlcloud.local.worker import WarmPool, warm_enabled
 from rlcloud.runner.early_stop import early_stopping_env
 
 if TYPE_CHECKING:
@@ -64,8 +68,11 @@ def failure_signature(status: ExperimentStatus, trial_name: str) -> str:
     return f"exit code {code}: {line}" if code is not None else line
 
 
-def run_sweep(statedir: Path) -> int:
+def run_sweep(statedir: Path, pool: WarmPool | None = None) -> int:
     """Run the sweep described in ``statedir`` to the end (or until a stop is requested); exit code.
+
+    ``pool``: warm workers that run the trials they accept one after another (:mod:`rlcloud.local.worker`);
+    without it (or for a trial it does not accept) each trial is a local run of its own processes.
 
     Waste is bounded two ways (``max_failures``, ``smoke_timesteps`` of the sweep): the first trial of a
     fresh sweep runs alone until it has trained ``smoke_timesteps`` (so a broken base experiment fails
@@ -113,6 +120,8 @@ def run_sweep(statedir: Path) -> int:
             if status.finished or status.state == "paused":
                 logger.info("trial %s %s", name, status.state)
                 del running[name]
+                if pool is not None:
+                    pool.finished(name)
                 if status.state == "failed":
                     signature = failure_signature(status, name)
                     failures.setdefault(signature, []).append(name)
@@ -133,13 +142,17 @@ def run_sweep(statedir: Path) -> int:
             continue
         while pending and len(running) < (1 if smoke_trial else max_parallel):
             trial = pending.pop(0)
-            backend = LocalBackend(location, env=early_stopping_env(sweep, trial, location))
+            env = early_stopping_env(sweep, trial, location)
+            backend = LocalBackend(location, env=env)
+            start = partial(backend.start, trial.spec, location)
+            if pool is not None and pool.accepts(trial.spec, location):
+                start = partial(pool.start, trial.spec, location, env)  # a warm worker runs it
             try:
                 # like Experiment.start: each trial keeps its spec of record and start history
                 start_recorded(
                     open_store(location.rstrip("/") + "/" + trial.name),
                     trial.spec,
-                    lambda b=backend, t=trial: b.start(t.spec, location),  # type: ignore[misc]
+                    start,
                     where=f"local sweep {sweep.name}",
                 )
             except Exception as exc:  # one trial that cannot start must not end the others
@@ -163,9 +176,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stdout)
     statedir = Path(args.statedir)
+    pool = WarmPool(statedir, int(read_sweep_state(statedir).get("max_parallel") or 1)) if warm_enabled() else None
     try:
-        return run_sweep(statedir)
+        return run_sweep(statedir, pool)
     finally:
+        if pool is not None:
+            pool.close()  # each worker ends after its trial (a stop signals it: rlcloud.local.worker)
         update_sweep_state(statedir, ended=time.time(), pid=None)
 
 

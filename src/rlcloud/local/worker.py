@@ -1,0 +1,327 @@
+"""Warm trials: long-lived worker processes that run a local sweep's trials one after another.
+
+A cold trial is a supervisor plus a runner process: each pays Python's start, the TensorFlow and
+Tensorforce imports and the agent's first tracing (~20 s wall for a 300-timestep trial on the 2-core VM).
+The sweeper (:mod:`rlcloud.local.sweeper`) instead keeps up to ``max_parallel`` workers
+(``python -m rlcloud.local.worker``), each reading one trial a line on its stdin, so that only a worker's
+first trial pays the imports.
+
+Each trial is still an ordinary local run under ``<results>/<sweep>/<trial>/`` (:mod:`rlcloud.local.state`):
+:meth:`WarmPool.start` writes its state.json as :meth:`rlcloud.local.LocalBackend.start` does, with the
+worker as the role's process (``"worker": true``); the worker holds the role's lock while the trial runs,
+sends the trial's output to ``logs/<role>-0.log``, runs it through the runner's own entry point
+(:func:`rlcloud.runner.main.main`: the agent built fresh and seeded as in a cold start, closed with its
+environments at the end) and records its exit code in ``<role>-0.exit``, as a supervisor does. So status,
+logs, ``experiment stop`` and ``sweep stop`` see a trial as they see a cold one: a SIGTERM to the worker
+checkpoints the trial (exit code 143) and the worker exits after it.
+
+A worker exits when its stdin closes (the sweeper ended) or after a trial that was stopped by a signal.
+Distributed trials and ``gs://`` results are left to the cold path (:meth:`WarmPool.accepts`);
+``RLCLOUD_WARM_TRIALS=0`` in the sweeper's environment turns warm trials off.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+from typing import IO, TYPE_CHECKING, Any
+
+from rlcloud.local.state import RunState, acquire_flock, atomic_write, hold_flock, proc_starttime
+from rlcloud.results import is_gcs, local_workdir
+from rlcloud.roles import role_label, roles_for
+
+if TYPE_CHECKING:
+    from rlcloud.specs import ExperimentSpec
+
+__all__ = ["WARM_ENV", "WarmPool", "main", "serve", "warm_enabled"]
+
+logger = logging.getLogger(__name__)
+
+#: The sweeper's environment variable that turns warm trials off ("0").
+WARM_ENV = "RLCLOUD_WARM_TRIALS"
+
+#: A worker's exit code for a trial whose role lock another process holds (a supervisor's EXIT_DUPLICATE).
+EXIT_DUPLICATE = 75
+
+#: Seconds a worker waits for a trial's role lock: a status probe holds it for a moment.
+_LOCK_WAIT_S = 5.0
+
+#: Variables a trial's runner must not inherit from an earlier trial or the sweeper (set per trial instead).
+_PER_TRIAL = ("RLCLOUD_RESULTS", "RLCLOUD_EARLY_STOPPING", "RLCLOUD_HOST_MAP", "RLCLOUD_PARENT_PID")
+
+
+def warm_enabled() -> bool:
+    """Whether the sweeper runs trials in warm workers (``RLCLOUD_WARM_TRIALS`` not "0")."""
+    return os.environ.get(WARM_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+# ------------------------------------------------------------------------------------------- sweeper side
+
+
+class _Worker:
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        self.starttime = proc_starttime(proc.pid)
+        self.trial: str | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+
+class WarmPool:
+    """The sweeper's workers: at most ``size``, started on demand, each given one trial at a time.
+
+    ``statedir``: the sweep's state directory (each worker logs to ``worker-<n>.log`` there).
+    """
+
+    def __init__(self, statedir: Path, size: int, python: str | None = None) -> None:
+        self.statedir = statedir
+        self.size = max(1, size)
+        self.python = python or sys.executable
+        self._workers: list[_Worker] = []
+        self._started = 0
+
+    def accepts(self, spec: ExperimentSpec, location: str) -> bool:
+        """Whether a trial can run warm: one learner process (single, multi-threaded) writing to a local
+        directory, and no process of an earlier start of it still alive (the cold path waits for those)."""
+        if is_gcs(location) or str(spec.run_mode) not in ("single", "multi-threaded"):
+            return False
+        exp = RunState(local_workdir(location, spec.name))
+        if not exp.exists():
+            return True
+        with contextlib.suppress(ValueError, OSError):
+            return not any(exp.role_busy(r) for r in exp.roles())
+        return False
+
+    def start(self, spec: ExperimentSpec, location: str, env: dict[str, str]) -> bool:
+        """Hand ``spec`` (a trial under ``location``) to a free worker; True (the backend's start contract).
+
+        The trial's state.json names the worker as its role's process before the worker gets the trial, so
+        a status right after says running, and a stop reaches it.
+        """
+        worker = self._free_worker()
+        name = spec.name
+        workdir = local_workdir(location, name)
+        exp = RunState(workdir)
+        workdir.mkdir(parents=True, exist_ok=True)
+        exp.state_dir.mkdir(exist_ok=True)
+        exp.logs_dir.mkdir(exist_ok=True)
+        ((role, index),) = roles_for(spec)
+        with hold_flock(exp.control_lock, 30.0, f"another start or stop of {name}"):
+            for old in [*exp.state_dir.glob("*.exit"), *exp.state_dir.glob("*.runner")]:
+                old.unlink()
+            atomic_write(exp.spec_file, spec.to_yaml())
+            exp.write(
+                {
+                    "name": name,
+                    "results": str(Path(location).expanduser().resolve()),
+                    "workdir": str(workdir),
+                    "run_mode": str(spec.run_mode),
+                    "started": time.time(),
+                    "host": os.uname().nodename,
+                    "roles": [
+                        dict(
+                            role=str(role),
+                            index=index,
+                            pid=worker.proc.pid,
+                            started=time.time(),
+                            port=None,
+                            starttime=worker.starttime,
+                            worker=True,
+                        )
+                    ],
+                    "stop_requested": False,
+                    "paused": False,
+                }
+            )
+        job = {"workdir": str(workdir), "role": str(role), "spec": str(exp.spec_file), "env": env}
+        assert worker.proc.stdin is not None
+        worker.proc.stdin.write((json.dumps(job) + "\n").encode())
+        worker.proc.stdin.flush()
+        worker.trial = name
+        logger.info("trial %s runs in warm worker %d", name, worker.proc.pid)
+        return True
+
+    def finished(self, name: str) -> None:
+        """The trial ``name`` has ended: its worker may take the next one."""
+        for worker in self._workers:
+            if worker.trial == name:
+                worker.trial = None
+
+    def close(self) -> None:
+        """No more trials: each worker exits once its current trial has ended."""
+        for worker in self._workers:
+            with contextlib.suppress(OSError):
+                if worker.proc.stdin is not None:
+                    worker.proc.stdin.close()
+        for worker in self._workers:
+            if worker.trial is None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    worker.proc.wait(timeout=5)
+
+    def _free_worker(self) -> _Worker:
+        for gone in [w for w in self._workers if not w.alive]:
+            self._workers.remove(gone)
+        free = next((w for w in self._workers if w.trial is None), None)
+        if free is not None:
+            return free
+        if len(self._workers) >= self.size:
+            raise RuntimeError(f"every warm worker is busy ({self.size}); the sweeper starts one trial per slot")
+        self._started += 1
+        log = open(self.statedir / f"worker-{self._started}.log", "ab")  # noqa: SIM115 - the worker keeps it
+        try:
+            proc = subprocess.Popen(
+                [self.python, "-m", "rlcloud.local.worker"],
+                stdin=subprocess.PIPE,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={k: v for k, v in os.environ.items() if k not in _PER_TRIAL},
+                cwd=str(self.statedir),
+                start_new_session=True,  # like a supervisor: a stop signals it, not the sweeper's group
+                close_fds=True,
+            )
+        finally:
+            log.close()
+        worker = _Worker(proc)
+        self._workers.append(worker)
+        return worker
+
+
+# -------------------------------------------------------------------------------------------- worker side
+
+
+class _Signals:
+    """The worker's own SIGTERM/SIGINT handling between trials (the runner installs its own during one)."""
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self.idle = True
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, _frame: FrameType | None) -> None:
+        self.received.append(signum)
+        if self.idle:
+            raise SystemExit(128 + signum)
+
+
+def _log_line(text: str) -> None:
+    sys.stdout.write(f"----- {time.strftime('%Y-%m-%d %H:%M:%S')} {text}\n")
+    sys.stdout.flush()
+
+
+@contextlib.contextmanager
+def _output_to(path: Path) -> Any:
+    """Send this process's stdout and stderr (file descriptors 1 and 2, so TensorFlow's C++ lines too)
+    to ``path`` for the ``with`` block."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for descriptor in (fd, *saved):
+            os.close(descriptor)
+
+
+@contextlib.contextmanager
+def _trial_environ(env: dict[str, str], workdir: Path) -> Any:
+    """The trial's environment variables and working directory (a cold runner's) for the ``with`` block."""
+    before = dict(os.environ)
+    cwd = os.getcwd()
+    for key in _PER_TRIAL:
+        os.environ.pop(key, None)
+    os.environ.update(env)
+    os.environ.setdefault("RLCLOUD_IDLE_TIMEOUT", "300")
+    os.chdir(workdir)
+    try:
+        yield
+    finally:
+        os.chdir(cwd)
+        os.environ.clear()
+        os.environ.update(before)
+
+
+def run_trial(job: dict[str, Any], signals: _Signals) -> int:
+    """Run one trial handed over by :meth:`WarmPool.start`; its exit code (recorded like a supervisor's)."""
+    from rlcloud.runner.main import main as runner_main
+
+    workdir = Path(job["workdir"])
+    run = RunState(workdir)
+    label = role_label(job["role"], 0)
+    lock = acquire_flock(run.lock_file(label), _LOCK_WAIT_S)
+    try:
+        with _output_to(run.log_file(label)):
+            _log_line(f"starting {label} (warm worker {os.getpid()})")
+            if lock is None:
+                _log_line(f"another process of {label} holds {run.lock_file(label)}: not starting a second one")
+                code = EXIT_DUPLICATE
+            elif signals.received or run.read().get("stop_requested"):
+                code = 128 + (signals.received[0] if signals.received else signal.SIGTERM)
+                _log_line(f"{label} stopped before it started")
+            else:
+                signals.idle = False
+                try:
+                    with _trial_environ(dict(job.get("env") or {}), workdir):
+                        argv = ["--role", job["role"], "--index", "0", "--spec", job["spec"], "--workdir", str(workdir)]
+                        code = int(runner_main(argv))
+                except Exception:  # the runner's main catches its own; this is the worker's
+                    logging.getLogger("rlcloud.runner").exception("%s crashed", label)
+                    code = 1
+                finally:
+                    signals.idle = True
+            _log_line(f"{label} exited with code {code}")
+        atomic_write(run.exit_file(label), f"{code}\n")
+    finally:
+        if lock is not None:
+            os.close(lock)  # after the exit code: whoever sees the lock free finds the code
+    return code
+
+
+def serve(lines: IO[str]) -> int:
+    """Run the trials read from ``lines`` (one JSON object each) until it ends or a trial is stopped."""
+    signals = _Signals()
+    _log_line(f"warm worker {os.getpid()} ready")
+    for line in lines:
+        if not line.strip():
+            continue
+        job = json.loads(line)
+        code = run_trial(job, signals)
+        _log_line(f"trial {Path(job['workdir']).name}: exit code {code}")
+        # Leave nothing of this trial's agent to the next one (the runner closed it and its environments).
+        gc.collect()
+        if code in (130, 143) or signals.received:
+            _log_line("stopped by a signal: exiting")
+            return code
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m rlcloud.local.worker``: trials as JSON lines on stdin (written by :class:`WarmPool`)."""
+    del argv
+    # TensorFlow itself is imported by the first trial: it picks the CPU kernels before that import
+    # (runner/kernels.py), and every later trial of the worker reuses it.
+
+    return serve(sys.stdin)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
