@@ -95,6 +95,8 @@ def run_sweep(statedir: Path, pool: WarmPool | None = None) -> int:
     smoke = sweep.smoke_timesteps if len(pending) == len(trials) > 1 and max_parallel > 1 else 0
     smoke_trial = pending[0].name if smoke else None
     update_sweep_state(statedir, failures={}, halted=None)
+    if pool is not None and pending and pool.accepts(pending[0].spec, location):
+        pool.warm_up(pending[0].spec, min(len(pending), max_parallel))
     halt: str | None = None
     logger.info("sweep %s: %d trials (%d to run), %d at a time", sweep.name, len(trials), len(pending), max_parallel)
     if smoke_trial:

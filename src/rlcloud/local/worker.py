@@ -60,6 +60,10 @@ _LOCK_WAIT_S = 5.0
 _PER_TRIAL = ("RLCLOUD_RESULTS", "RLCLOUD_EARLY_STOPPING", "RLCLOUD_HOST_MAP", "RLCLOUD_PARENT_PID")
 
 
+#: Workers still running a trial when their pool closed (kept referenced: see :meth:`WarmPool.close`).
+_RUNNING: list[subprocess.Popen[bytes]] = []
+
+
 def warm_enabled() -> bool:
     """Whether the sweeper runs trials in warm workers (``RLCLOUD_WARM_TRIALS`` not "0")."""
     return os.environ.get(WARM_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
@@ -145,13 +149,25 @@ class WarmPool:
                     "paused": False,
                 }
             )
-        job = {"workdir": str(workdir), "role": str(role), "spec": str(exp.spec_file), "env": env}
-        assert worker.proc.stdin is not None
-        worker.proc.stdin.write((json.dumps(job) + "\n").encode())
-        worker.proc.stdin.flush()
+        self._send(worker, {"workdir": str(workdir), "role": str(role), "spec": str(exp.spec_file), "env": env})
         worker.trial = name
         logger.info("trial %s runs in warm worker %d", name, worker.proc.pid)
         return True
+
+    def warm_up(self, spec: ExperimentSpec, count: int) -> None:
+        """Start ``count`` workers (at most the pool's size) now, each importing TensorFlow and Tensorforce as
+        ``spec`` (a trial of the sweep) needs them while nothing waits for it: the workers beside the sweep's
+        smoke trial are warm when it has proved the base experiment."""
+        path = self.statedir / "warm-up.yaml"
+        atomic_write(path, spec.to_yaml())
+        while len([w for w in self._workers if w.alive]) < min(count, self.size):
+            worker = self._spawn()
+            self._send(worker, {"warm_up": str(path)})
+
+    @property
+    def processes(self) -> list[subprocess.Popen[bytes]]:
+        """The workers started and not yet seen to exit."""
+        return [w.proc for w in self._workers if w.alive]
 
     def finished(self, name: str) -> None:
         """The trial ``name`` has ended: its worker may take the next one."""
@@ -165,19 +181,34 @@ class WarmPool:
             with contextlib.suppress(OSError):
                 if worker.proc.stdin is not None:
                     worker.proc.stdin.close()
+        deadline = time.monotonic() + 5
         for worker in self._workers:
-            if worker.trial is None:
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    worker.proc.wait(timeout=5)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                worker.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            if worker.alive:
+                _RUNNING.append(worker.proc)  # still in a trial: a Popen dropped while it runs warns
+        self._workers = []
 
     def _free_worker(self) -> _Worker:
         for gone in [w for w in self._workers if not w.alive]:
-            self._workers.remove(gone)
+            self._workers.remove(gone)  # stopped by a signal after its trial, or crashed
+            with contextlib.suppress(OSError):
+                if gone.proc.stdin is not None:
+                    gone.proc.stdin.close()
         free = next((w for w in self._workers if w.trial is None), None)
         if free is not None:
             return free
         if len(self._workers) >= self.size:
             raise RuntimeError(f"every warm worker is busy ({self.size}); the sweeper starts one trial per slot")
+        return self._spawn()
+
+    @staticmethod
+    def _send(worker: _Worker, job: dict[str, Any]) -> None:
+        assert worker.proc.stdin is not None
+        worker.proc.stdin.write((json.dumps(job) + "\n").encode())
+        worker.proc.stdin.flush()
+
+    def _spawn(self) -> _Worker:
         self._started += 1
         log = open(self.statedir / f"worker-{self._started}.log", "ab")  # noqa: SIM115 - the worker keeps it
         try:
@@ -260,6 +291,31 @@ def _trial_environ(env: dict[str, str], workdir: Path) -> Any:
         os.environ.update(before)
 
 
+def warm_up(spec_path: Path) -> None:
+    """Import what a trial of ``spec_path`` needs (TensorFlow with the CPU kernels the runner would choose
+    for it, Tensorforce) before the trial comes; a failure is left for the trial itself to report."""
+    from rlcloud.runner.compat import import_tensorforce
+    from rlcloud.runner.inlining import inline_nested_functions
+    from rlcloud.runner.kernels import choose_cpu_kernels
+    from rlcloud.runner.loop import build_vector_env
+    from rlcloud.specs import ExperimentSpec
+
+    started = time.monotonic()
+    try:
+        spec = ExperimentSpec.from_file(spec_path)
+        venv = build_vector_env(spec)  # the kernels depend on the states (runner/kernels.py), as in Trainer
+        try:
+            choose_cpu_kernels(spec.network, spec.agent, venv.states_spec)
+        finally:
+            venv.close()
+        import_tensorforce()
+        inline_nested_functions()
+    except Exception as exc:
+        _log_line(f"warm-up skipped: {exc}")
+        return
+    _log_line(f"warm: TensorFlow and Tensorforce imported in {time.monotonic() - started:.1f} s")
+
+
 def run_trial(job: dict[str, Any], signals: _Signals) -> int:
     """Run one trial handed over by :meth:`WarmPool.start`; its exit code (recorded like a supervisor's)."""
     from rlcloud.runner.main import main as runner_main
@@ -304,6 +360,9 @@ def serve(lines: IO[str]) -> int:
         if not line.strip():
             continue
         job = json.loads(line)
+        if "warm_up" in job:
+            warm_up(Path(job["warm_up"]))
+            continue
         code = run_trial(job, signals)
         _log_line(f"trial {Path(job['workdir']).name}: exit code {code}")
         # Leave nothing of this trial's agent to the next one (the runner closed it and its environments).
