@@ -15,8 +15,15 @@ summaries or evaluation) runs locally at ``max_parallel`` ``--parallel``. ``--mo
   imports), median and maximum. Goal: <= 2 s;
 * the sweep's wall time against the summed training time / ``--parallel``. Goal: <= 1.15.
 
-Figures (2-core development VM, shared with other sessions: see the load average printed with them) are
-in the commit that added this script and in issue 30's closing note.
+Measured 2026-11-25 on the 2-core development VM shared with other sessions (load average ~9 throughout),
+16 trials x 3,000 timesteps, max_parallel 2, ``--mode both`` (one command, the same load for both):
+
+* cold (a supervisor and a runner per trial): overhead after the first two trials median 25.5 s, max
+  30.1 s; sweep wall 332.1 s against 68.4 s of summed training / 2: ratio 4.86.
+* warm (workers, importing while the smoke trial runs): overhead median 1.6 s, max 2.2 s (the second
+  worker's first trial: 1.3 s); sweep wall 109.1 s against 67.8 s: ratio 1.61. What is left is the first
+  trial's start (17.4 s: Python, the imports, the first agent; the other slot warms meanwhile but waits
+  for the smoke trial) and ~1.5 s a trial for building the agent and its last checkpoint.
 """
 
 from __future__ import annotations
