@@ -136,3 +136,32 @@ def test_a_warm_trial_that_cannot_build_its_environment_fails_with_the_reason(
     assert role.exit_code == 3 and "no simulator licence" in (role.reason or ""), role
     # the worker is still there for the next trial
     assert len(pool.processes) == 1
+
+
+@pytest.mark.training
+def test_sweep_stop_checkpoints_the_warm_trials_and_ends_the_workers(tmp_path: Path) -> None:
+    from rlcloud import Sweep
+    from rlcloud.local.state import alive
+    from rlcloud.specs.sweep import SweepSpec
+
+    base = _spec("base", total_timesteps=1_000_000).model_dump(mode="json")
+    spec = SweepSpec.from_dict({"name": "stopme", "experiment": base, "seeds": 3, "max_parallel": 2,
+                                "smoke_timesteps": 0})  # fmt: skip
+    root = tmp_path / "results"
+    sweep = Sweep(spec, results=str(root)).start()
+    deadline = time.monotonic() + 600
+    while sum(int(t.progress.get("timestep") or 0) > 0 for t in sweep.status().trials) < 2:
+        assert time.monotonic() < deadline, sweep.status().to_dict()
+        time.sleep(0.2)
+    workers = {_worker_pid(root / "stopme" / t.name) for t in sweep.status().trials if t.state == "running"}
+    assert len(workers) == 2
+    sweep.stop()
+    status = sweep.status()
+    assert status.state == "stopped", status.to_dict()
+    assert [t.state for t in status.trials] == ["stopped", "stopped", "queued"]
+    for trial in status.trials[:2]:
+        assert (root / "stopme" / trial.name / "checkpoints" / "LATEST").exists()
+    deadline = time.monotonic() + 30
+    while any(alive(pid, None) for pid in workers):
+        assert time.monotonic() < deadline, "a worker outlived the sweep's stop"
+        time.sleep(0.2)
