@@ -36,7 +36,8 @@ def _spec(name: str, **overrides: object) -> ExperimentSpec:
 def pool(tmp_path: Path) -> Iterator[WarmPool]:
     statedir = tmp_path / "sweepstate"
     statedir.mkdir()
-    warm = WarmPool(statedir, size=1)
+    names = ("first", "second", "cold", "long", "broken")
+    warm = WarmPool(statedir, size=1, trial_dirs=[tmp_path / "results" / n for n in names])
     yield warm
     warm.close()
     backend = LocalBackend(str(tmp_path / "results"), grace_period=40)

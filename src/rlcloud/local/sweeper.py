@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from rlcloud.local.state import read_sweep_spec, read_sweep_state, update_sweep_state
 from rlcloud.local.worker import WarmPool, warm_enabled
+from rlcloud.results import local_workdir
 from rlcloud.runner.early_stop import early_stopping_env
 
 if TYPE_CHECKING:
@@ -178,7 +179,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stdout)
     statedir = Path(args.statedir)
-    pool = WarmPool(statedir, int(read_sweep_state(statedir).get("max_parallel") or 1)) if warm_enabled() else None
+    pool = None
+    if warm_enabled():
+        state = read_sweep_state(statedir)
+        dirs = [local_workdir(str(state["location"]), t.name) for t in read_sweep_spec(statedir).trials()]
+        pool = WarmPool(statedir, int(state.get("max_parallel") or 1), dirs)
     try:
         return run_sweep(statedir, pool)
     finally:

@@ -36,7 +36,7 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, TYPE_CHECKING, Any
 
-from rlcloud.local.state import RunState, acquire_flock, atomic_write, hold_flock, proc_starttime
+from rlcloud.local.state import RunState, acquire_flock, atomic_write, hold_flock, proc_identity
 from rlcloud.results import is_gcs, local_workdir
 from rlcloud.roles import role_label, roles_for
 
@@ -73,9 +73,9 @@ def warm_enabled() -> bool:
 
 
 class _Worker:
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], command: Sequence[str]) -> None:
         self.proc = proc
-        self.starttime = proc_starttime(proc.pid)
+        self.identity = proc_identity(proc.pid, command)
         self.trial: str | None = None
 
     @property
@@ -89,8 +89,11 @@ class WarmPool:
     ``statedir``: the sweep's state directory (each worker logs to ``worker-<n>.log`` there).
     """
 
-    def __init__(self, statedir: Path, size: int, python: str | None = None) -> None:
+    def __init__(self, statedir: Path, size: int, trial_dirs: Sequence[Path], python: str | None = None) -> None:
         self.statedir = statedir
+        # A worker's command line names every trial directory it may run: what proves it the process of a
+        # trial's record (rlcloud.local.state.ours), as a supervisor's names its run's.
+        self.trial_dirs = [str(Path(d).expanduser().resolve()) for d in trial_dirs]
         self.size = max(1, size)
         self.python = python or sys.executable
         self._workers: list[_Worker] = []
@@ -102,6 +105,8 @@ class WarmPool:
         if is_gcs(location) or str(spec.run_mode) not in ("single", "multi-threaded"):
             return False
         exp = RunState(local_workdir(location, spec.name))
+        if str(exp.workdir.resolve()) not in self.trial_dirs:
+            return False
         if not exp.exists():
             return True
         with contextlib.suppress(ValueError, OSError):
@@ -138,11 +143,10 @@ class WarmPool:
                         dict(
                             role=str(role),
                             index=index,
-                            pid=worker.proc.pid,
                             started=time.time(),
                             port=None,
-                            starttime=worker.starttime,
                             worker=True,
+                            **worker.identity,
                         )
                     ],
                     "stop_requested": False,
@@ -212,8 +216,9 @@ class WarmPool:
         self._started += 1
         log = open(self.statedir / f"worker-{self._started}.log", "ab")  # noqa: SIM115 - the worker keeps it
         try:
+            command = [self.python, "-m", "rlcloud.local.worker", *self.trial_dirs]
             proc = subprocess.Popen(
-                [self.python, "-m", "rlcloud.local.worker"],
+                command,
                 stdin=subprocess.PIPE,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -224,7 +229,7 @@ class WarmPool:
             )
         finally:
             log.close()
-        worker = _Worker(proc)
+        worker = _Worker(proc, command)
         self._workers.append(worker)
         return worker
 
@@ -374,7 +379,8 @@ def serve(lines: IO[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m rlcloud.local.worker``: trials as JSON lines on stdin (written by :class:`WarmPool`)."""
+    """``python -m rlcloud.local.worker [TRIAL_DIR...]``: trials as JSON lines on stdin (written by
+    :class:`WarmPool`); the arguments name the trial directories it may run (they prove its identity)."""
     del argv
     # TensorFlow itself is imported by the first trial: it picks the CPU kernels before that import
     # (runner/kernels.py), and every later trial of the worker reuses it.
