@@ -142,7 +142,7 @@ def test_a_warm_trial_that_cannot_build_its_environment_fails_with_the_reason(
 @pytest.mark.training
 def test_sweep_stop_checkpoints_the_warm_trials_and_ends_the_workers(tmp_path: Path) -> None:
     from rlcloud import Sweep
-    from rlcloud.local.state import alive
+    from rlcloud.local.state import RunState, ours
     from rlcloud.specs.sweep import SweepSpec
 
     base = _spec("base", total_timesteps=1_000_000).model_dump(mode="json")
@@ -154,8 +154,9 @@ def test_sweep_stop_checkpoints_the_warm_trials_and_ends_the_workers(tmp_path: P
     while sum(int(t.progress.get("timestep") or 0) > 0 for t in sweep.status().trials) < 2:
         assert time.monotonic() < deadline, sweep.status().to_dict()
         time.sleep(0.2)
-    workers = {_worker_pid(root / "stopme" / t.name) for t in sweep.status().trials if t.state == "running"}
-    assert len(workers) == 2
+    running = [root / "stopme" / t.name for t in sweep.status().trials if t.state == "running"]
+    workers = [(RunState(d).roles()[0].identity, d) for d in running]
+    assert len({_worker_pid(d) for d in running}) == 2
     sweep.stop()
     status = sweep.status()
     assert status.state == "stopped", status.to_dict()
@@ -163,6 +164,6 @@ def test_sweep_stop_checkpoints_the_warm_trials_and_ends_the_workers(tmp_path: P
     for trial in status.trials[:2]:
         assert (root / "stopme" / trial.name / "checkpoints" / "LATEST").exists()
     deadline = time.monotonic() + 30
-    while any(alive(pid, None) for pid in workers):
+    while any(ours(identity, within=d) for identity, d in workers):
         assert time.monotonic() < deadline, "a worker outlived the sweep's stop"
         time.sleep(0.2)
