@@ -78,17 +78,23 @@ def sweep_trials(store: Store) -> list[str]:
     )
 
 
-def read_record(store: Store) -> dict[str, Any] | None:
-    """The spec of record as a mapping, or None when the run was never created here. A record is input (a
-    results prefix may be shared): read within a spec's bounds, RecordError naming it otherwise."""
+def _read_of_record(store: Store, name: str, what: str) -> dict[str, Any] | None:
+    """A record (``spec.yaml``, ``sweep.yaml``) as a mapping, or None when there is none. A record is input (a
+    results prefix may be shared): its size is checked before the read, its text read within a spec's
+    bounds, RecordError naming it otherwise."""
     try:
-        data = store.read_record_bytes(SPEC_FILE, MAX_RECORD_BYTES)
+        data = store.read_record_bytes(name, MAX_RECORD_BYTES)
     except NotFoundError:
         return None
     try:
-        return dict(parse_record(data, source=store.describe(SPEC_FILE), form="yaml"))
+        return dict(parse_record(data, source=store.describe(name), form="yaml"))
     except RecordError as exc:
-        raise RecordError(f"{exc}; it is not a spec of record: move it away to start over") from None
+        raise RecordError(f"{exc}; it is not {what}: move it away to start over") from None
+
+
+def read_record(store: Store) -> dict[str, Any] | None:
+    """The spec of record as a mapping, or None when the run was never created here."""
+    return _read_of_record(store, SPEC_FILE, "a spec of record")
 
 
 def check_resume(store: Store, spec: ExperimentSpec) -> list[Change] | None:
@@ -177,15 +183,8 @@ def start_recorded(
 
 def read_sweep_record(store: Store) -> dict[str, Any] | None:
     """The sweep of record (``sweep.yaml`` in the sweep's location) as a mapping, or None when the sweep was
-    never started there. Read with the bounded reader: a stored record is input."""
-    try:
-        data = store.read_record_bytes(SWEEP_FILE, MAX_RECORD_BYTES)  # size checked before the read
-    except NotFoundError:
-        return None
-    try:
-        return dict(parse_record(data, source=store.describe(SWEEP_FILE), form="yaml"))
-    except RecordError as exc:
-        raise RecordError(f"{exc}; it is not a sweep of record: move it away to start over") from None
+    never started there."""
+    return _read_of_record(store, SWEEP_FILE, "a sweep of record")
 
 
 def check_sweep_resume(store: Store, sweep: SweepSpec) -> list[Change] | None:
