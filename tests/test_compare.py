@@ -736,3 +736,17 @@ def test_a_sweeps_results_survive_one_trials_bad_records(tmp_path: Path, caplog:
     table = Sweep(spec, results=str(tmp_path)).results().set_index("run")
     assert list(table["objective"]) == [6.0, 5.0] and list(table["episodes"]) == [4, 2]
     assert f"lr/{odd}/metrics.jsonl: skipped 1 line(s)" in caplog.text
+
+
+def test_evaluation_episodes_of_the_runner_are_read(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # the runner writes its evaluation episodes with worker -1 (runner/loop.py): they are records, not bad
+    # lines; a worker below -1 is not
+    from rlcloud.storage.client import read_evaluation
+
+    store = open_store(tmp_path)
+    line = '{"episode": 1, "timestep": 50, "return": 77.0, "length": 77, "time": 2.5, "worker": -1, "at_timestep": 50}'
+    store.write_text("evaluation.jsonl", line + "\n" + line.replace('"worker": -1', '"worker": -2') + "\n")
+    with caplog.at_level("WARNING"):
+        records = read_evaluation(store)
+    assert [r["worker"] for r in records] == [-1]
+    assert "skipped 1 line(s)" in caplog.text and "'worker' is '-2', not a whole number >= -1" in caplog.text

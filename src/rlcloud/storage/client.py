@@ -123,8 +123,10 @@ def download(
 MAX_METRICS_BYTES = 1 << 30
 
 
-#: counters of an episode record: whole numbers, never negative
+#: counters of an episode record: whole numbers, never negative except ``worker``, which is -1 for the
+#: evaluation episodes the runner writes to evaluation.jsonl (runner/loop.py)
 _COUNTER_FIELDS = frozenset({"episode", "timestep", "length", "worker", "at_episode", "at_timestep"})
+_LOWEST = {"worker": -1}
 #: measurements of an episode record: finite numbers
 _MEASURE_FIELDS = frozenset({"return", "time"})
 
@@ -133,8 +135,8 @@ def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not a number")
 
 
-def _as_number(value: Any, *, counter: bool) -> int | float | None:
-    """``value`` as a counter (a whole number >= 0) or a finite measurement, or None when it is neither.
+def _as_number(value: Any, *, counter: bool, lowest: int = 0) -> int | float | None:
+    """``value`` as a counter (a whole number >= ``lowest``) or a finite measurement, or None when it is neither.
     A number written as a string ("12", "3.5") is taken; bools, NaN and infinities are not."""
     if isinstance(value, str) and len(value) <= 40:
         try:
@@ -146,7 +148,7 @@ def _as_number(value: Any, *, counter: bool) -> int | float | None:
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if counter:
-        if value < 0 or value != int(value):
+        if value < lowest or value != int(value):
             return None
         return int(value)
     return float(value)
@@ -166,9 +168,10 @@ def _episode_record(line: str) -> dict[str, Any]:
         raise ValueError(f"a JSON {type(record).__name__}, not an object")
     for key in _COUNTER_FIELDS | _MEASURE_FIELDS:
         if key in record:
-            number = _as_number(record[key], counter=key in _COUNTER_FIELDS)
+            lowest = _LOWEST.get(key, 0)
+            number = _as_number(record[key], counter=key in _COUNTER_FIELDS, lowest=lowest)
             if number is None:
-                kind = "a whole number >= 0" if key in _COUNTER_FIELDS else "a finite number"
+                kind = f"a whole number >= {lowest}" if key in _COUNTER_FIELDS else "a finite number"
                 raise ValueError(f"{key!r} is {str(record[key])[:40]!r}, not {kind}")
             record[key] = number
     return record
