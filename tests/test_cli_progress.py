@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import io
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -185,10 +186,15 @@ def test_the_runner_reports_no_rate_before_its_first_step(tmp_path: Path) -> Non
 
     from rlcloud.runner.loop import Trainer
 
-    # the previous run's progress.json: the runner says "starting" at once, keeping its counters
+    # the previous run's progress.json and the checkpoint it resumes from: the runner says "starting" at once,
+    # with the checkpoint's counters (a dead attempt's counters past it are never shown)
     (tmp_path / "progress.json").write_text(
-        json.dumps({"state": "stopped", "timestep": 5000, "episode": 80, "steps_per_second": 310.0})
+        json.dumps({"state": "stopped", "timestep": 5200, "episode": 83, "steps_per_second": 310.0})
     )
+    checkpoint = tmp_path / "checkpoints" / "ckpt-000000005000"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "state.json").write_text(json.dumps({"timestep": 5000, "episode": 80}))
+    (tmp_path / "checkpoints" / "LATEST").write_text("ckpt-000000005000\n")
     trainer = Trainer(ExperimentSpec.from_file(SPEC), tmp_path)
     trainer._mark_starting()
     progress = json.loads((tmp_path / "progress.json").read_text())
@@ -199,6 +205,7 @@ def test_the_runner_reports_no_rate_before_its_first_step(tmp_path: Path) -> Non
     assert progress["timestep"] == 5000 and progress["steps_per_second"] is None
     # a fresh run's: the counters are there from the start, at 0
     (tmp_path / "progress.json").unlink()
+    shutil.rmtree(tmp_path / "checkpoints")
     trainer._mark_starting()
     progress = json.loads((tmp_path / "progress.json").read_text())
     assert (progress["state"], progress["timestep"], progress["episode"]) == ("starting", 0, 0)
