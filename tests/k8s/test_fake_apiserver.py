@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import ssl
 import threading
-import time
-from typing import Any
 
 import pytest
 import trustme
 from kubernetes import client, watch
 
 from tests.fakes.kube_apiserver import FakeKubeApiServer
+from tests.k8s.test_kubelet import eventually
 
 
 def _cm(name: str, labels: dict[str, str] | None = None, **data: str) -> client.V1ConfigMap:
@@ -138,20 +137,15 @@ def _requested(apiserver: FakeKubeApiServer, flag: str) -> bool:
     return any(r.query.get(flag) == ["true"] for r in list(apiserver.requests))
 
 
-def _until(predicate: Any, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
-
-
 def test_watch_streams_changes_times_out_and_410(apiserver: FakeKubeApiServer, api_client: client.ApiClient) -> None:
     core = client.CoreV1Api(api_client)
     core.create_namespaced_config_map("default", _cm("w", {"app": "x"}))
     rv = core.list_namespaced_config_map("default").metadata.resource_version
 
     def change() -> None:
-        _until(lambda: _requested(apiserver, "watch"))  # the changes come while the watch is open
+        eventually(
+            lambda: _requested(apiserver, "watch"), timeout=30, what="the watch"
+        )  # the changes come while the watch is open
         core.patch_namespaced_config_map("w", "default", {"data": {"k": "2"}})
         core.create_namespaced_config_map("default", _cm("other", {"app": "y"}))
         core.delete_namespaced_config_map("w", "default")
@@ -189,7 +183,9 @@ def test_pod_logs_pending_plain_and_follow(apiserver: FakeKubeApiServer, api_cli
     apiserver.append_log("default", "p", b"one\n")
 
     def more() -> None:
-        _until(lambda: _requested(apiserver, "follow"))  # the line and the end come while it follows
+        eventually(
+            lambda: _requested(apiserver, "follow"), timeout=30, what="the log follow"
+        )  # the line and the end come while it follows
         apiserver.append_log("default", "p", b"two\n")
         apiserver.update_status("Pod", "p", "default", {"phase": "Succeeded"})
 
