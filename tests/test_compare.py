@@ -16,7 +16,7 @@ import scipy.stats
 import yaml
 
 import rlcloud
-from rlcloud.compare import (
+from rlcloud.comparison import (
     RUN_COLUMNS,
     SUMMARY_COLUMNS,
     confidence_interval,
@@ -188,7 +188,7 @@ def _table(values: Any, seeds: Any = None) -> pd.DataFrame:
 
 
 def test_runs_of_different_budgets_are_flagged_and_compared_by_choice(tmp_path: Path) -> None:
-    from rlcloud.compare import BudgetError
+    from rlcloud.comparison import BudgetError
 
     root = tmp_path / "results"
     ramp = [float(i) for i in range(100)]  # return i at timestep 10 (i + 1)
@@ -226,7 +226,7 @@ def test_runs_of_different_budgets_are_flagged_and_compared_by_choice(tmp_path: 
 
 
 def test_a_repeated_seed_is_refused_unless_asked(tmp_path: Path) -> None:
-    from rlcloud.compare import BudgetError
+    from rlcloud.comparison import BudgetError
 
     root = tmp_path / "results"
     write_run(root, "a", seed=1, returns=[1.0] * 5)
@@ -519,7 +519,7 @@ def test_statistics_and_comparisons_match_rliable(case: dict[str, Any]) -> None:
 
 
 def test_best_says_whether_the_lead_is_outside_the_intervals() -> None:
-    from rlcloud.compare import best, performance_profiles
+    from rlcloud.comparison import best, performance_profiles
 
     first = [450.0, 462, 441, 455, 447, 458]
     far = [*first, *(v - 150 for v in first), 446, 455, 436, 451, 443, 449]

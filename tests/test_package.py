@@ -42,6 +42,19 @@ def test_facades_resolve_lazily() -> None:
     assert rlcloud.ClusterSpec is ClusterSpec
 
 
+def test_compare_is_the_function_whatever_was_imported_first() -> None:
+    # rlcloud.compare once named both a module and its function; which one a user got depended on import order
+    code = (
+        "import inspect, rlcloud.comparison, rlcloud.sweep, rlcloud; "
+        "assert inspect.isfunction(rlcloud.compare), rlcloud.compare; "
+        "assert rlcloud.compare is rlcloud.comparison.compare"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+    import inspect
+
+    assert inspect.isfunction(rlcloud.compare)
+
+
 def test_import_rlcloud_imports_nothing_heavy() -> None:
     modules = _imported_modules("import rlcloud")
     assert "rlcloud" in modules

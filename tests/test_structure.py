@@ -140,7 +140,7 @@ LAYERS: list[tuple[str, ...]] = [
         "rlcloud.cluster",
         "rlcloud.experiment",
         "rlcloud.sweep",
-        "rlcloud.compare",
+        "rlcloud.comparison",
         "rlcloud.validation",
         "rlcloud.smoke",
     ),

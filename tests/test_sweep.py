@@ -352,6 +352,9 @@ def test_local_grid_sweep_runs_every_trial(tmp_path: Path, capsys: pytest.Captur
         exp = Experiment.attach(trial.name, results=sweep.location)
         assert exp.spec.agent["learning_rate"] == trial.params["agent.learning_rate"]
         assert exp.spec.seed == trial.seed
+    # the verbs rhyme: an experiment's results() is its row of the sweep's results()
+    row = exp.results()
+    assert list(row["run"]) == [exp.name] and row["objective"].notna().all()
     frame = sweep.results()
     assert len(frame) == 8
     rows = set(zip(frame["agent.learning_rate"], frame["agent.batch_size"], frame["seed"], strict=True))
@@ -361,6 +364,7 @@ def test_local_grid_sweep_runs_every_trial(tmp_path: Path, capsys: pytest.Captur
     again = Sweep.attach("s", results=str(tmp_path / "results"))
     assert [t.name for t in again.spec.trials()] == [t.name for t in spec.trials()]
     assert again.status().state == "succeeded"
+    assert again.stop() is False  # finished: nothing to stop, as Experiment.stop says
 
     # the CLI: a table of the trials as experiments, and one TensorBoard over the whole sweep
     capsys.readouterr()

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
     from rlcloud.backend import ExperimentStatus, SweepStatus
     from rlcloud.cluster import Cluster
-    from rlcloud.compare import compare
+    from rlcloud.comparison import compare
     from rlcloud.experiment import Experiment
     from rlcloud.gke.cluster import ClusterInfo
     from rlcloud.specs import ClusterSpec, ExperimentSpec
@@ -82,7 +82,7 @@ _LAZY = {
     "ExperimentSpec": "rlcloud.specs",
     "Sweep": "rlcloud.sweep",
     "SweepSpec": "rlcloud.specs.sweep",
-    "compare": "rlcloud.compare",
+    "compare": "rlcloud.comparison",
 }
 
 
@@ -96,8 +96,7 @@ def __getattr__(name: str) -> Any:
         import importlib
 
         module = importlib.import_module(_LAZY[name])
-        # rlcloud.compare is its module, made callable (see there): the same object whatever was imported first
-        value = module if name == "compare" else getattr(module, name)
+        value = getattr(module, name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'rlcloud' has no attribute {name!r}")

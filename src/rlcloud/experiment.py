@@ -24,6 +24,7 @@ from rlcloud.results import DEFAULT_RESULTS, is_gcs, results_location, results_r
 
 if TYPE_CHECKING:
     import pandas as pd
+    from matplotlib.figure import Figure
 
     from rlcloud.backend import ExperimentBackend, ExperimentStatus
     from rlcloud.cluster import Cluster
@@ -71,7 +72,10 @@ class Experiment:
         from rlcloud.results import check_results_root
 
         # `results=""` is an error, not the default; gs:// URLs, file:// URLs and paths are checked alike
-        self.results: str = check_results_root(results if results is not None else results_root(spec.results, None))
+        #: the results root (this run writes to ``<results_root>/<name>/``)
+        self.results_root: str = check_results_root(
+            results if results is not None else results_root(spec.results, None)
+        )
 
     # ------------------------------------------------------------------------------------------ basics
 
@@ -83,7 +87,7 @@ class Experiment:
     @property
     def location(self) -> str:
         """Where this experiment's results live (``<results>/<name>``)."""
-        return results_location(self.results, self.name)
+        return results_location(self.results_root, self.name)
 
     @property
     def cluster(self) -> Cluster | None:
@@ -98,7 +102,7 @@ class Experiment:
                 from rlcloud.cluster import Cluster
 
                 # the experiment's own results root: status() before start() must look where start() writes
-                self._cluster = Cluster.local(results=self.results)
+                self._cluster = Cluster.local(results=self.results_root)
             self._backend = self._cluster.backend()
         return self._backend
 
@@ -169,7 +173,7 @@ class Experiment:
         started = start_recorded(
             self._store(),
             self.spec,
-            lambda: self.backend.start(self.spec, self.results),
+            lambda: self.backend.start(self.spec, self.results_root),
             where=target.describe() if target else "local",
             prepare=(lambda: target.prepare_for(self.name)) if target is not None else None,
             on_failure=(lambda: target.release_after_failure(self.name)) if target is not None else None,
@@ -373,7 +377,15 @@ class Experiment:
             return metrics_frame(read_evaluation(store), evaluation=True)
         return metrics_frame(read_metrics(store))
 
-    def plot(self, path: str | Path | None = None, window: int = 20) -> Any:
+    def results(self, **options: Any) -> pd.DataFrame:
+        """This run as one row of :func:`rlcloud.compare`'s table (as :meth:`Sweep.results` gives one per
+        trial): seed, state, timesteps, episodes, the objective, final evaluation, wall time, steps/s.
+        ``options`` go to :func:`rlcloud.comparison.compare`; :meth:`metrics` has the episodes themselves."""
+        from rlcloud.comparison import compare
+
+        return compare([self], **options)
+
+    def plot(self, path: str | Path | None = None, window: int = 20) -> Figure:
         """A matplotlib figure of episode returns (and their moving mean); saved as PNG when ``path`` is given."""
         from rlcloud.plotting import plot_returns
         from rlcloud.storage.client import read_evaluation, read_metrics

@@ -1,7 +1,7 @@
 """Plots of episode returns (matplotlib, imported on use; the ``analysis`` extra).
 
 :func:`plot_returns` draws one run; :func:`plot_curves` draws several configurations, each a mean curve
-with a confidence band and evaluation markers, from data :mod:`rlcloud.compare` prepared. Pure drawing:
+with a confidence band and evaluation markers, from data :mod:`rlcloud.comparison` prepared. Pure drawing:
 no results are read here.
 """
 
@@ -12,9 +12,12 @@ import io
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlcloud.errors import SpecError, SpecProblem, require
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 #: The files a plot is written to, by suffix: what matplotlib's ``savefig`` writes without a ``format``.
 PLOT_FORMATS = ("png", "pdf", "svg", "svgz", "jpg", "jpeg", "eps", "ps", "tif", "tiff", "webp", "pgf")
@@ -68,13 +71,13 @@ def plot_returns(
     title: str = "",
     window: int = 20,
     path: str | Path | None = None,
-) -> Any:
+) -> Figure:
     """Episode return against timestep: each episode, its moving mean, and evaluation means if any.
 
     Returns the matplotlib Figure; writes a PNG to ``path`` when given. Works headless (Agg).
     """
     # A bare Figure (no pyplot) needs no GUI backend and leaves no global state behind.
-    fig = _figure_class()(figsize=(8, 4.5), dpi=100)
+    fig: Figure = _figure_class()(figsize=(8, 4.5), dpi=100)
     ax = fig.add_subplot(1, 1, 1)
     steps = [r["timestep"] for r in records]
     returns = [float(r["return"]) for r in records]
@@ -123,14 +126,14 @@ def plot_curves(
     ylabel: str = "return",
     band_label: str = "confidence band",
     path: str | Path | None = None,
-) -> Any:
+) -> Figure:
     """Draw each curve (line, shaded band, evaluation markers in the same colour) on one axes.
 
     ``ylabel`` says what the curves are (e.g. "IQM over seeds of the mean return over the last 20 episodes").
 
     Returns the matplotlib Figure; writes a PNG to ``path`` when given. Works headless (no pyplot).
     """
-    fig = _figure_class()(figsize=(9, 5), dpi=100)
+    fig: Figure = _figure_class()(figsize=(9, 5), dpi=100)
     ax = fig.add_subplot(1, 1, 1)
     for index, curve in enumerate(curves):
         color = f"C{index % 10}"

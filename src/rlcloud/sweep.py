@@ -24,8 +24,12 @@ from rlcloud.errors import WaitTimeoutError
 from rlcloud.results import results_location, results_root
 
 if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.figure import Figure
+
     from rlcloud.backend import ExperimentBackend, SweepStatus
     from rlcloud.cluster import Cluster
+    from rlcloud.comparison import Best
     from rlcloud.experiment import Experiment
     from rlcloud.specs.sweep import SweepSpec
 
@@ -224,9 +228,12 @@ class Sweep:
             if bar is not None:
                 bar.close()
 
-    def stop(self) -> None:
-        """Stop the sweep: no new trial starts, running trials checkpoint and stop. Idempotent."""
+    def stop(self) -> bool:
+        """Stop the sweep: no new trial starts, running trials checkpoint and stop. Idempotent: returns False
+        when it had finished already (as :meth:`Experiment.stop`); the backend still clears what it left."""
+        acted = not self.status().finished
         self.backend.stop_sweep(self.name)
+        return acted
 
     # ----------------------------------------------------------------------------------------- results
 
@@ -242,26 +249,26 @@ class Sweep:
             runs = [exp for exp in runs if open_store(exp.location).exists(SPEC_FILE)]
         return runs
 
-    def results(self, **options: Any) -> Any:
+    def results(self, **options: Any) -> pd.DataFrame:
         """One row per trial (pandas DataFrame): the swept parameters, seed, state, timesteps, the objective,
-        final evaluation, wall time, steps/s. ``options`` go to :func:`rlcloud.compare.compare`."""
-        from rlcloud.compare import compare
+        final evaluation, wall time, steps/s. ``options`` go to :func:`rlcloud.comparison.compare`."""
+        from rlcloud.comparison import compare
 
         options.setdefault("objective", self.spec.objective)
         return compare(self.experiments(started=True), **options)
 
-    def best(self, statistic: str = "iqm", **options: Any) -> Any:
+    def best(self, statistic: str = "iqm", **options: Any) -> Best:
         """The best configuration by ``statistic`` (``"iqm"``, ``"mean"`` or ``"median"``) over its seeds, and
-        whether its lead over the runner-up is outside the intervals (:class:`rlcloud.compare.Best`; print it
+        whether its lead over the runner-up is outside the intervals (:class:`rlcloud.comparison.Best`; print it
         for a sentence). ``options`` go to :meth:`results`."""
-        from rlcloud.compare import best
+        from rlcloud.comparison import best
 
         return best(self.results(**options), statistic=statistic)
 
-    def plot(self, path: str | Path | None = None, **options: Any) -> Any:
+    def plot(self, path: str | Path | None = None, **options: Any) -> Figure:
         """Mean return per configuration over seeds, with a 95% confidence band (a matplotlib Figure;
         saved as PNG when ``path`` is given)."""
-        from rlcloud.compare import plot_runs
+        from rlcloud.comparison import plot_runs
 
         return plot_runs(self.experiments(started=True), path=path, title=self.name, **options)
 

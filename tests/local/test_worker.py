@@ -157,7 +157,7 @@ def test_sweep_stop_checkpoints_the_warm_trials_and_ends_the_workers(tmp_path: P
     running = [root / "stopme" / t.name for t in sweep.status().trials if t.state == "running"]
     workers = [(RunState(d).roles()[0].identity, d) for d in running]
     assert len({_worker_pid(d) for d in running}) == 2
-    sweep.stop()
+    assert sweep.stop() is True  # it was running
     status = sweep.status()
     assert status.state == "stopped", status.to_dict()
     assert [t.state for t in status.trials] == ["stopped", "stopped", "queued"]

@@ -68,7 +68,7 @@ def compare(args: argparse.Namespace) -> int:
     """Compare runs, one row each, then each configuration over its seeds and the best one (statistics need
     rlcloud[analysis]); a sweep shows its configurations, and its trials with --trials."""
     from rlcloud.cli._common import console, output_format, print_data, shown
-    from rlcloud.compare import load_runs, plot_runs, records, run_table
+    from rlcloud.comparison import load_runs, plot_runs, records, run_table
 
     if args.plot:  # a bad --plot is found before any run is read
         from rlcloud.plotting import check_plot_path
@@ -85,7 +85,7 @@ def compare(args: argparse.Namespace) -> int:
         if len(loaded) > 1 or sweeps:
             print_statistics(table, title=", ".join(sweeps))
     else:
-        from rlcloud.compare import summarize
+        from rlcloud.comparison import summarize
 
         by = args.by or ("config" if sweeps and not args.trials else "run")
         frame = summarize(table) if by == "config" else table
@@ -104,7 +104,7 @@ def print_statistics(table: Any, *, title: str = "") -> None:
     """The configuration table (statistics over seeds with their intervals), its notes and the best
     configuration; when statistics cannot be had (no scipy, a budget choice to make) the reason, on stderr."""
     from rlcloud.cli._common import console
-    from rlcloud.compare import BudgetError, best, summarize
+    from rlcloud.comparison import BudgetError, best, summarize
     from rlcloud.errors import MissingExtraError
 
     try:

@@ -299,7 +299,7 @@ def _print_results(sweep: Any, args: argparse.Namespace) -> None:
     if fmt == "csv":
         print(shown(frame.to_csv(index=False)), end="")
     elif fmt in ("json", "yaml"):
-        from rlcloud.compare import records
+        from rlcloud.comparison import records
 
         print_data(records(frame), fmt)  # NaN -> null: valid JSON
     else:

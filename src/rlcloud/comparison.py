@@ -21,8 +21,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import sys
-import types
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -34,6 +32,7 @@ from rlcloud.results import is_gcs, results_location, results_root
 
 if TYPE_CHECKING:
     import pandas as pd
+    from matplotlib.figure import Figure
 
 __all__ = [
     "RUN_COLUMNS",
@@ -753,7 +752,7 @@ def plot_runs(
     points: int = 200,
     confidence_level: float = 0.95,
     title: str = "",
-) -> Any:
+) -> Figure:
     """One curve per configuration: the IQM over its seeds of each run's mean return over the last
     ``window`` episodes, with the IQM's interval as a band.
 
@@ -848,20 +847,3 @@ def _short_value(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:g}"
     return str(value)
-
-
-class _CallableModule(types.ModuleType):
-    """This module, callable as :func:`compare`.
-
-    ``rlcloud.compare`` names both this module and its main function. Python sets a package's attribute to
-    the submodule whenever the submodule is first imported (``import rlcloud.compare``, or a module that
-    uses it), which would replace a re-exported function depending on import order. Making the module
-    itself callable gives one object either way: ``rlcloud.compare(runs)`` and
-    ``rlcloud.compare.plot_runs(runs)``.
-    """
-
-    def __call__(self, *args: Any, **kwargs: Any) -> pd.DataFrame:
-        return compare(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
