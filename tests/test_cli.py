@@ -665,7 +665,7 @@ def test_file_urls_resolve_alike_for_sweeps_their_list_and_attach(
 def test_local_parallelism_is_capped_by_the_machine(caplog: pytest.LogCaptureFixture) -> None:
     import os
 
-    from rlcloud.local.backend import local_parallelism
+    from rlcloud.local.sweeps import local_parallelism
 
     cpus = os.cpu_count() or 1
     assert local_parallelism(None, "s") == cpus and local_parallelism(1, "s") == 1

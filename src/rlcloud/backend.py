@@ -1,8 +1,8 @@
 """The contract every place that runs experiments implements, and the observed state it reports.
 
 Backends: local processes on this machine (rlcloud.local) and any Kubernetes cluster
-(rlcloud.k8s.backend; GKE hands its cluster's client to it). The docstrings of ExperimentBackend are the
-contract the Experiment facade relies on.
+(rlcloud.k8s.backend; GKE hands its cluster's client to it). The docstrings of ExperimentBackend (the core
+verbs) and SweepCapable (the sweep capability) are the contract the Experiment and Sweep facades rely on.
 """
 
 from __future__ import annotations
@@ -26,9 +26,11 @@ __all__ = [
     "ExperimentStatus",
     "RoleState",
     "RoleStatus",
+    "SweepCapable",
     "SweepStatus",
     "TrialStatus",
     "stalled_for",
+    "sweep_capable",
     "vitals",
 ]
 
@@ -394,25 +396,43 @@ class ExperimentBackend(ABC):
     def attach(self, name: str) -> tuple[ExperimentSpec, str]:
         """The spec and results location of a running or finished experiment (from another machine too)."""
 
-    # Sweeps: many trials of one experiment. A backend that cannot run them keeps these defaults.
 
+class SweepCapable(ABC):
+    """The sweep capability: many trials of one experiment, run by the backend (dstack's ``ComputeWith*``).
+
+    A backend that runs sweeps derives from :class:`ExperimentBackend` and this; one that does not derives
+    from :class:`ExperimentBackend` only, and :func:`sweep_capable` says so to the Sweep facade.
+    """
+
+    @abstractmethod
     def start_sweep(self, sweep: SweepSpec, results: str) -> bool:
         """Start every trial of ``sweep`` (at most ``max_parallel`` at once) under ``<results>/<sweep>/`` and
         return quickly. Idempotent: False when the sweep is running already."""
-        raise NotImplementedError(f"the {self.kind} backend does not run sweeps")
 
+    @abstractmethod
     def sweep_status(self, name: str) -> SweepStatus:
         """Each trial's state and progress; NotFoundError if the sweep is unknown."""
-        raise NotImplementedError(f"the {self.kind} backend does not run sweeps")
 
+    @abstractmethod
     def stop_sweep(self, name: str) -> None:
         """Stop the sweep: no trial starts any more, running ones checkpoint and stop. Idempotent."""
-        raise NotImplementedError(f"the {self.kind} backend does not run sweeps")
 
+    @abstractmethod
     def list_sweeps(self) -> builtins.list[str]:
         """Names of the sweeps this backend knows."""
-        return []
 
+    @abstractmethod
     def attach_sweep(self, name: str) -> tuple[SweepSpec, str]:
         """The spec and results root of a sweep started earlier (from another machine too)."""
-        raise NotImplementedError(f"the {self.kind} backend does not run sweeps")
+
+
+def sweep_capable(backend: ExperimentBackend) -> SweepCapable:
+    """``backend`` as a :class:`SweepCapable`; :class:`~rlcloud.errors.UnsupportedError` naming the backend when
+    it cannot run sweeps."""
+    if isinstance(backend, SweepCapable):
+        return backend
+    from rlcloud.errors import UnsupportedError
+
+    raise UnsupportedError(
+        f"the {backend.kind} backend does not run sweeps: run the sweep locally or on a Kubernetes or GKE cluster"
+    )

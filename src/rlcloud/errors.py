@@ -17,6 +17,7 @@ per backend (``raise ... from exc``), so the original stays reachable as ``__cau
     │   └── RecordError            a stored record is not one rlcloud reads: names the file
     ├── WorkloadError              the experiment's processes or pods failed
     ├── BackendError               an API call failed for another reason (after retries)
+    ├── UnsupportedError           the backend lacks the capability asked for (e.g. sweeps)
     ├── MissingExtraError          an optional part is not installed (also an ImportError): names the extra
     └── WaitTimeoutError           a wait ran past its timeout (also a builtin TimeoutError)
 
@@ -47,6 +48,7 @@ __all__ = [
     "SpecError",
     "SpecProblem",
     "StorageError",
+    "UnsupportedError",
     "WaitTimeoutError",
     "WorkloadError",
     "excerpt",
@@ -213,6 +215,13 @@ class WorkloadError(RLCloudError):
 
 class BackendError(RLCloudError):
     """An API call failed for a reason not covered by a more specific error (after retries)."""
+
+
+class UnsupportedError(RLCloudError):
+    """The backend lacks the capability asked for (e.g. a backend that runs no sweeps, :class:`SweepCapable`).
+
+    Named after the backend, with where the same thing can run instead.
+    """
 
 
 class WaitTimeoutError(RLCloudError, builtins.TimeoutError):

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
 
-    from rlcloud.backend import ExperimentBackend, SweepStatus
+    from rlcloud.backend import ExperimentBackend, SweepCapable, SweepStatus
     from rlcloud.cluster import Cluster
     from rlcloud.comparison import Best
     from rlcloud.experiment import Experiment
@@ -87,6 +87,14 @@ class Sweep:
                 self._cluster = Cluster.local(results=self.results_root)
             self._backend = self._cluster.backend()
         return self._backend
+
+    @property
+    def sweeps(self) -> SweepCapable:
+        """The backend's sweep capability (:class:`~rlcloud.backend.SweepCapable`);
+        :class:`~rlcloud.errors.UnsupportedError` when the cluster's backend runs no sweeps."""
+        from rlcloud.backend import sweep_capable
+
+        return sweep_capable(self.backend)
 
     def __repr__(self) -> str:
         where = self._cluster.describe() if self._cluster else "local"
@@ -152,8 +160,9 @@ class Sweep:
             self._cluster.prepare_for(self.name)
         where = self._cluster.describe() if self._cluster is not None else "local"
         try:
+            sweeps = self.sweeps  # a backend without the capability is refused before the record is written
             started = start_sweep_recorded(
-                store, self.spec, lambda: self.backend.start_sweep(self.spec, self.results_root), where=where
+                store, self.spec, lambda: sweeps.start_sweep(self.spec, self.results_root), where=where
             )
         except BaseException:
             if self._cluster is not None:
@@ -185,7 +194,7 @@ class Sweep:
     def status(self) -> SweepStatus:
         """Each trial's state and progress (state, timestep, episode, mean return), and the overall state;
         ``status.vitals`` and each trial's: percent done, ETA, best return, restarts (docs/contracts.md)."""
-        status = self.backend.sweep_status(self.name)
+        status = self.sweeps.sweep_status(self.name)
         base = self.spec.experiment
         trials = []
         for trial in status.trials:
@@ -232,7 +241,7 @@ class Sweep:
         """Stop the sweep: no new trial starts, running trials checkpoint and stop. Idempotent: returns False
         when it had finished already (as :meth:`Experiment.stop`); the backend still clears what it left."""
         acted = not self.status().finished
-        self.backend.stop_sweep(self.name)
+        self.sweeps.stop_sweep(self.name)
         return acted
 
     # ----------------------------------------------------------------------------------------- results
@@ -277,11 +286,12 @@ class Sweep:
     @classmethod
     def attach(cls, name: str, cluster: Cluster | None = None, results: str | None = None) -> Sweep:
         """A sweep started earlier (from this or another machine), by name."""
+        from rlcloud.backend import sweep_capable
         from rlcloud.cluster import Cluster
 
         target = cluster or Cluster.local(results=results)
         backend = target.backend()
-        spec, root = backend.attach_sweep(name)
+        spec, root = sweep_capable(backend).attach_sweep(name)
         sweep = cls(spec, results=root, cluster=target)
         sweep._backend = backend
         return sweep
@@ -289,9 +299,10 @@ class Sweep:
     @classmethod
     def list(cls, cluster: Cluster | None = None, results: str | None = None) -> builtins.list[str]:
         """Names of the sweeps on ``cluster`` (default: this machine's results root)."""
+        from rlcloud.backend import sweep_capable
         from rlcloud.cluster import Cluster
 
-        return (cluster or Cluster.local(results=results)).backend().list_sweeps()
+        return sweep_capable((cluster or Cluster.local(results=results)).backend()).list_sweeps()
 
 
 class _SweepBar:

@@ -27,6 +27,7 @@ from rlcloud.errors import ConflictError
 from rlcloud.experiment import Experiment
 from rlcloud.local import STATE_DIR, LocalBackend
 from rlcloud.local import backend as backend_module
+from rlcloud.local.machine import CHILDREN
 from rlcloud.local.state import RunState, try_flock
 from rlcloud.local.supervisor import EXIT_DUPLICATE
 from rlcloud.runner.lifeline import PARENT_ENV
@@ -81,7 +82,7 @@ def make_backend(tmp_path: Path, standin_python: Path) -> Iterator[Callable[...,
     for b in made:
         for name in b.list():
             b.stop(name)
-    for child in list(backend_module._CHILDREN):  # a supervisor exits just after its exit code is recorded
+    for child in list(CHILDREN):  # a supervisor exits just after its exit code is recorded
         child.wait(30)
 
 
@@ -661,7 +662,7 @@ def test_sweep_starts_at_the_same_moment_launch_one_scheduler(tmp_path: Path) ->
         assert sorted(started) == [False, False, True]
     finally:
         backends[0].stop_sweep("race-sweep")
-        for child in list(backend_module._CHILDREN):
+        for child in list(CHILDREN):
             child.wait(30)
     assert not scheduler_alive(statedir) and not _alive(pid)
 

@@ -463,7 +463,7 @@ def _tensorboard_runs(args: argparse.Namespace) -> list[tuple[str, Any]]:
     """``(run name, local logdir)`` of every experiment or sweep named, syncing event files from GCS."""
     from pathlib import Path
 
-    from rlcloud.errors import NotFoundError
+    from rlcloud.errors import NotFoundError, UnsupportedError
     from rlcloud.experiment import Experiment
     from rlcloud.results import DEFAULT_RESULTS
     from rlcloud.storage.client import sync_tensorboard
@@ -478,7 +478,7 @@ def _tensorboard_runs(args: argparse.Namespace) -> list[tuple[str, Any]]:
         except NotFoundError:
             try:
                 sweep = Sweep.attach(name, cluster=cluster, results=args.results)
-            except (NotFoundError, NotImplementedError):
+            except (NotFoundError, UnsupportedError):
                 raise NotFoundError(f"no experiment or sweep named {name!r}") from None
             experiments = [(f"{name}/{exp.name}", exp) for exp in sweep.experiments(started=True)]
         for label, exp in experiments:

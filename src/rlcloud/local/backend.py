@@ -10,40 +10,32 @@ and stop a run is on disk (:mod:`rlcloud.local.state`).
 ``stop()`` sends SIGTERM to every runner (it checkpoints and exits within 10 s), then SIGKILL to the
 process groups still alive after ``grace_period``. A results root on ``gs://`` runs in a local cache
 directory (:func:`rlcloud.results.local_workdir`) and the runner syncs to the bucket (``RLCLOUD_RESULTS``).
+
+The class is composed of its halves (the backend contract's core and its sweep capability,
+rlcloud.backend): :class:`LocalExperiments` here, :class:`LocalSweeps <rlcloud.local.sweeps.LocalSweeps>`
+(a background scheduler of trials), over :class:`LocalMachine <rlcloud.local.machine.LocalMachine>` (the
+settings and the children this Python started).
 """
 
 from __future__ import annotations
 
-import builtins
-import json
 import logging
 import os
 import signal
 import socket
 import subprocess
-import sys
-import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlcloud.backend import (
-    ExperimentBackend,
-    ExperimentState,
-    ExperimentStatus,
-    RoleState,
-    RoleStatus,
-    SweepStatus,
-    TrialStatus,
-    trial_state,
-)
+from rlcloud.backend import ExperimentBackend, ExperimentState, ExperimentStatus, RoleState, RoleStatus
 from rlcloud.errors import ConflictError, NotFoundError, RecordError, WaitTimeoutError
+from rlcloud.local.machine import LocalMachine, keep_child, reap_children
 from rlcloud.local.state import (
     GROUP_KILL_MARGIN,
     POLL_S,
     STATE_DIR,
-    SWEEP_STATE_DIR,
     RoleInfo,
     RunState,
     atomic_write,
@@ -53,16 +45,12 @@ from rlcloud.local.state import (
     last_line,
     open_log,
     proc_identity,
-    read_sweep_spec,
-    read_sweep_state,
     recorded_text,
-    scheduler_alive,
-    signal_group,
     tail,
-    update_sweep_state,
 )
 from rlcloud.local.supervisor import DEFAULT_GRACE_PERIOD
-from rlcloud.results import is_gcs, local_workdir, results_location, results_root
+from rlcloud.local.sweeps import LocalSweeps
+from rlcloud.results import local_workdir
 from rlcloud.roles import (
     LEARNER,
     LEARNER_ROLES,
@@ -77,68 +65,17 @@ from rlcloud.stored import read_record_file
 
 if TYPE_CHECKING:
     from rlcloud.specs import ExperimentSpec
-    from rlcloud.specs.sweep import SweepSpec
 
-__all__ = ["DEFAULT_GRACE_PERIOD", "LOCAL_IDLE_TIMEOUT", "LocalBackend"]
+__all__ = ["DEFAULT_GRACE_PERIOD", "LOCAL_IDLE_TIMEOUT", "LocalBackend", "LocalExperiments"]
 
 logger = logging.getLogger(__name__)
 
 #: How long an env server waits for an agent that never (re)connects before it exits by itself.
 LOCAL_IDLE_TIMEOUT = 300.0
 
-#: How long a sweep's start or stop waits for another one (the scheduler's part of a stop takes ~10 s).
-SWEEP_LOCK_TIMEOUT = 60.0
 
-# The detached processes this Python started and has not yet seen exit. Kept here, not on the backend:
-# they outlive any backend object, and a Popen dropped while its process runs warns (ResourceWarning) and
-# leaves a zombie until something reaps it; each backend call reaps the exited ones.
-_CHILDREN: list[subprocess.Popen[bytes]] = []
-_CHILDREN_LOCK = threading.Lock()
-
-
-def _keep(proc: subprocess.Popen[bytes]) -> None:
-    with _CHILDREN_LOCK:
-        _CHILDREN.append(proc)
-
-
-def _reap() -> None:
-    """Collect exited supervisors and sweepers we started, so that they do not linger as zombies."""
-    with _CHILDREN_LOCK:
-        _CHILDREN[:] = [p for p in _CHILDREN if p.poll() is None]
-
-
-class LocalBackend(ExperimentBackend):
-    """Runs experiments as background processes on this machine (see the module docstring).
-
-    ``results_root``: where ``status``/``list``/``attach`` look for experiments by name (default: the
-    project config's results root, else ./rlcloud-results); ``start`` uses the root it is given.
-    ``grace_period``: seconds from SIGTERM to SIGKILL in ``stop``. ``env``: extra environment variables
-    for the runner processes (e.g. ``RLCLOUD_IDLE_TIMEOUT``).
-    """
-
-    kind = "local"
-
-    def __init__(
-        self,
-        results_root: str | None = None,
-        *,
-        grace_period: float = DEFAULT_GRACE_PERIOD,
-        env: dict[str, str] | None = None,
-        python: str | None = None,
-    ) -> None:
-        self._root = results_root
-        self.grace_period = grace_period
-        self.env = dict(env or {})
-        self.python = python or sys.executable
-        # Experiments started from this object may live under other roots than the default.
-        self._known: dict[str, Path] = {}
-
-    # -- locations
-
-    @property
-    def results_root(self) -> str:
-        """The results root this backend looks in for experiments by name."""
-        return results_root(None, self._root or None)  # checked and normalised: file:///dir is /dir
+class LocalExperiments(LocalMachine, ExperimentBackend):
+    """The experiment verbs: each role of an experiment as a background process (see the module docstring)."""
 
     def _run(self, name: str) -> RunState:
         workdir = self._known.get(name) or local_workdir(self.results_root, name)
@@ -167,7 +104,7 @@ class LocalBackend(ExperimentBackend):
         workdir = local_workdir(results, name)
         exp = RunState(workdir)
         self._known[name] = workdir
-        _reap()
+        reap_children()
         workdir.mkdir(parents=True, exist_ok=True)
         _no_links(exp.state_dir, exp.logs_dir)
         exp.state_dir.mkdir(exist_ok=True)
@@ -321,14 +258,14 @@ class LocalBackend(ExperimentBackend):
                 start_new_session=True,  # detached: survives this Python, gets no terminal Ctrl-C
                 close_fds=True,
             )
-        _keep(proc)
+        keep_child(proc)
         return proc, command
 
     # -- status
 
     def status(self, name: str) -> ExperimentStatus:
         """State per role (from the processes and their exit codes) plus progress.json."""
-        _reap()
+        reap_children()
         exp = self._run(name)
         state = exp.read()
         roles = [self._role_status(exp, r, state) for r in exp.roles(state)]
@@ -439,7 +376,7 @@ class LocalBackend(ExperimentBackend):
     def _any_process_alive(self, name: str) -> bool:
         """Whether a process of the experiment still runs (a supervisor may be stopping the other roles, a
         runner whose supervisor died may be checkpointing)."""
-        _reap()
+        reap_children()
         exp = self._run(name)
         return any(exp.role_busy(r) for r in exp.roles())
 
@@ -500,7 +437,7 @@ class LocalBackend(ExperimentBackend):
         self._stop(name, paused=True)
 
     def _stop(self, name: str, *, paused: bool) -> bool:
-        _reap()
+        reap_children()
         exp = self._run(name)
         # Not while a start of the same run is launching its roles: it would launch some after the stop.
         with hold_flock(exp.control_lock, self._lock_timeout, f"a start or stop of {name}"):
@@ -520,7 +457,7 @@ class LocalBackend(ExperimentBackend):
             # The main role first: it checkpoints; env servers only serve it.
             running.sort(key=lambda r: r.role not in LEARNER_ROLES)
             exp.stop_roles(running, self.grace_period)
-        _reap()
+        reap_children()
         return True
 
     def resume(self, name: str) -> None:
@@ -528,148 +465,6 @@ class LocalBackend(ExperimentBackend):
         exp = self._run(name)
         state = exp.read()
         self.start(_load_spec(exp.current_spec_file()), recorded_text(state, "results", exp.state_file))
-
-    # -- sweeps
-
-    def _sweep_dir(self, name: str, root: str | None = None) -> Path:
-        return local_workdir(root or self.results_root, name) / SWEEP_STATE_DIR
-
-    def start_sweep(self, sweep: SweepSpec, results: str) -> bool:
-        """Start ``sweep``'s scheduler (:mod:`rlcloud.local.sweeper`) in the background; return at once.
-
-        Trials run as local experiments under ``<results>/<sweep>/``, ``max_parallel`` at a time (default:
-        the CPU count). Idempotent: False when its scheduler is running already. Started again after a
-        stop or a crash, finished trials are kept and the others resume.
-        """
-        statedir = self._sweep_dir(sweep.name, results)
-        statedir.mkdir(parents=True, exist_ok=True)
-        # Two starts at the same moment must not launch two schedulers (a stop would end only one of them).
-        with hold_flock(statedir / "control.lock", SWEEP_LOCK_TIMEOUT, f"another start or stop of sweep {sweep.name}"):
-            return self._start_sweep_locked(sweep, results, statedir)
-
-    def _start_sweep_locked(self, sweep: SweepSpec, results: str, statedir: Path) -> bool:
-        state = read_sweep_state(statedir)
-        if scheduler_alive(statedir) and not state.get("stop_requested"):
-            logger.info("sweep %s is already running", sweep.name)
-            return False
-        location = results_location(results, sweep.name)
-        atomic_write(statedir / "sweep.yaml", sweep.to_yaml())
-        atomic_write(
-            statedir / "state.json",
-            json.dumps(
-                {
-                    "name": sweep.name,
-                    "results": results if is_gcs(results) else str(Path(results).expanduser().resolve()),
-                    "location": location,
-                    "max_parallel": local_parallelism(sweep.max_parallel, sweep.name),
-                    "started": time.time(),
-                    "stop_requested": False,
-                },
-                indent=1,
-            )
-            + "\n",
-        )
-        command = [self.python, "-m", "rlcloud.local.sweeper", "--statedir", str(statedir.resolve())]
-        env = os.environ.copy()
-        env.update(self.env)
-        with open(statedir / "sweeper.log", "ab") as log:
-            proc = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-                cwd=str(statedir),
-                start_new_session=True,  # detached: the sweep outlives this Python
-                close_fds=True,
-            )
-        _keep(proc)
-        update_sweep_state(statedir, **proc_identity(proc.pid, command))
-        parallel = read_sweep_state(statedir).get("max_parallel")
-        logger.info("started sweep %s locally: %d trials, %s at a time", sweep.name, sweep.num_trials, parallel)
-        return True
-
-    def sweep_status(self, name: str) -> SweepStatus:
-        """Each trial's state and progress, and the sweep's overall state."""
-        _reap()
-        statedir = self._sweep_dir(name)
-        state = read_sweep_state(statedir)
-        if not state:
-            raise NotFoundError(f"no local sweep named {name!r} under {self.results_root}")
-        sweep = read_sweep_spec(statedir)
-        location = recorded_text(state, "location", statedir / "state.json")
-        trials_backend = LocalBackend(location, grace_period=self.grace_period)
-        trials: list[TrialStatus] = []
-        for index, (trial_name, params, seed) in enumerate(sweep.trial_table()):
-            if RunState(local_workdir(location, trial_name)).exists():
-                status = trials_backend.status(trial_name)
-                failed = next((r.reason for r in status.roles if r.state == "failed"), None)
-                trial = TrialStatus(
-                    index,
-                    trial_name,
-                    params,
-                    seed,
-                    trial_state(status.state, status.progress),
-                    status.progress,
-                    status.progress.get("stop_reason") or failed,
-                    restarts=status.restarts,
-                )
-            else:
-                trial = TrialStatus(index, trial_name, params, seed, "queued")
-            trials.append(trial)
-        active = scheduler_alive(statedir) or any(t.state == "running" for t in trials)
-        overall: ExperimentState
-        message = None
-        halted = state.get("halted")  # the sweeper stopped launching trials (max_failures, smoke trial)
-        if active:
-            overall = "running"
-            if state.get("stop_requested"):
-                message = "stopping"
-            elif isinstance(halted, str):
-                message = f"{halted} (the running trials go on)"
-        elif isinstance(halted, str):
-            overall, message = "failed", halted
-        elif all(t.finished for t in trials):
-            overall = "failed" if any(t.state == "failed" for t in trials) else "succeeded"
-        else:
-            overall = "stopped"
-            if not state.get("stop_requested"):
-                message = "the scheduler ended with trials queued: start the sweep again to go on"
-        return SweepStatus(name=name, state=overall, trials=trials, message=message, backend=self.kind)
-
-    def stop_sweep(self, name: str) -> None:
-        """Stop the scheduler (no new trial starts) and every running trial (each checkpoints). Idempotent."""
-        statedir = self._sweep_dir(name)
-        state = read_sweep_state(statedir)
-        if not state:
-            raise NotFoundError(f"no local sweep named {name!r} under {self.results_root}")
-        with hold_flock(statedir / "control.lock", SWEEP_LOCK_TIMEOUT, f"a start or stop of sweep {name}"):
-            update_sweep_state(statedir, stop_requested=True)
-            poll_until(lambda: True if not scheduler_alive(statedir) else None, time.monotonic() + 10, interval=POLL_S)
-            pid = read_sweep_state(statedir).get("pid")
-            if isinstance(pid, int) and scheduler_alive(statedir):
-                signal_group(pid, signal.SIGKILL)
-        location = recorded_text(state, "location", statedir / "state.json")
-        trials_backend = LocalBackend(location, grace_period=self.grace_period)
-        for trial in trials_backend.list():
-            trials_backend.stop(trial)
-        _reap()
-
-    def attach_sweep(self, name: str) -> tuple[SweepSpec, str]:
-        """The spec and results root of a sweep started on this machine."""
-        statedir = self._sweep_dir(name)
-        state = read_sweep_state(statedir)
-        if not state:
-            raise NotFoundError(f"no local sweep named {name!r} under {self.results_root}")
-        spec = read_sweep_spec(statedir)
-        return spec, recorded_text(state, "results", statedir / "state.json")
-
-    def list_sweeps(self) -> builtins.list[str]:
-        """Names of the sweeps under the results root."""
-        base = local_workdir(self.results_root, "x").parent
-        if not base.is_dir():
-            return []
-        return sorted(p.parent.parent.name for p in base.glob(f"*/{SWEEP_STATE_DIR}/state.json"))
 
     # -- discovery
 
@@ -689,24 +484,17 @@ class LocalBackend(ExperimentBackend):
         return _load_spec(exp.current_spec_file()), recorded_text(state, "results", exp.state_file)
 
 
-def local_parallelism(requested: int | None, name: str) -> int:
-    """How many trials of a local sweep run at once: ``requested``, capped by this machine's CPU count (each
-    trial is a training process; a thousand at once on two cores only thrash and run out of memory), with a
-    warning saying so. None: the CPU count."""
-    cpus = os.cpu_count() or 1
-    if requested is None:
-        return cpus
-    if requested > cpus:
-        logger.warning(
-            "sweep %s: max_parallel %d is more than this machine's %d CPU(s): running %d trial(s) at a time "
-            "(a cluster runs more)",
-            name,
-            requested,
-            cpus,
-            cpus,
-        )
-        return cpus
-    return requested
+class LocalBackend(LocalExperiments, LocalSweeps):
+    """Runs experiments as background processes on this machine (see the module docstring).
+
+    ``results_root``: where ``status``/``list``/``attach`` look for experiments by name (default: the
+    project config's results root, else ./rlcloud-results); ``start`` uses the root it is given.
+    ``grace_period``: seconds from SIGTERM to SIGKILL in ``stop``. ``env``: extra environment variables
+    for the runner processes (e.g. ``RLCLOUD_IDLE_TIMEOUT``).
+    """
+
+    def _trials(self, location: str) -> LocalBackend:
+        return LocalBackend(location, grace_period=self.grace_period)
 
 
 def _no_links(*paths: Path) -> None:

@@ -1,0 +1,60 @@
+"""What both halves of :class:`~rlcloud.local.backend.LocalBackend` share: the settings of the processes it
+starts on this machine, the results root it looks in, and the detached children this Python started.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from rlcloud.local.supervisor import DEFAULT_GRACE_PERIOD
+from rlcloud.results import results_root
+
+__all__ = ["CHILDREN", "LocalMachine", "keep_child", "reap_children"]
+
+# The detached processes this Python started and has not yet seen exit. Kept here, not on the backend:
+# they outlive any backend object, and a Popen dropped while its process runs warns (ResourceWarning) and
+# leaves a zombie until something reaps it; each backend call reaps the exited ones.
+CHILDREN: list[subprocess.Popen[bytes]] = []
+_CHILDREN_LOCK = threading.Lock()
+
+
+def keep_child(proc: subprocess.Popen[bytes]) -> None:
+    """Remember a detached process this Python started (a supervisor, a sweep's scheduler) until it exits."""
+    with _CHILDREN_LOCK:
+        CHILDREN.append(proc)
+
+
+def reap_children() -> None:
+    """Collect exited supervisors and sweepers we started, so that they do not linger as zombies."""
+    with _CHILDREN_LOCK:
+        CHILDREN[:] = [p for p in CHILDREN if p.poll() is None]
+
+
+class LocalMachine:
+    """The settings of a :class:`~rlcloud.local.backend.LocalBackend` (whose docstring describes the
+    arguments), shared by its experiment and sweep verbs."""
+
+    kind = "local"
+
+    def __init__(
+        self,
+        results_root: str | None = None,
+        *,
+        grace_period: float = DEFAULT_GRACE_PERIOD,
+        env: dict[str, str] | None = None,
+        python: str | None = None,
+    ) -> None:
+        self._root = results_root
+        self.grace_period = grace_period
+        self.env = dict(env or {})
+        self.python = python or sys.executable
+        # Experiments started from this object may live under other roots than the default.
+        self._known: dict[str, Path] = {}
+
+    @property
+    def results_root(self) -> str:
+        """The results root this backend looks in for experiments by name."""
+        return results_root(None, self._root or None)  # checked and normalised: file:///dir is /dir
