@@ -425,11 +425,11 @@ class GkeTarget(KubernetesTarget):
         return info
 
     def doctor(self, results: str | None = None) -> builtins.list[Any]:
-        """Pre-flight checks of this cluster's project (:class:`rlcloud.doctor.Doctor`): APIs, permissions, GPU
+        """Pre-flight checks of this cluster's project (:class:`rlcloud.gke.doctor.Doctor`): APIs, permissions, GPU
         quota for this spec, the results bucket (``results``, default rlcloud.yaml's), Workload Identity, the
         runner images and the reaper's identity. Returns one ``Check`` each (``.ok``, ``.fix``); raises nothing."""
         from rlcloud.config import google_credentials, load_project_config
-        from rlcloud.doctor import Doctor
+        from rlcloud.gke.doctor import Doctor
 
         config = load_project_config()
         project = self.project or self._spec.project or config.project or self.handle.project

@@ -144,7 +144,7 @@ class PreflightError(SpecError):
     """The Google Cloud project cannot run what was asked: the pre-flight checks (``rlcloud doctor``'s cheap
     ones) that failed, found before anything was created or billed.
 
-    ``checks`` are the failed :class:`rlcloud.doctor.Check` objects; each problem's field is a check's name
+    ``checks`` are the failed :class:`rlcloud.gke.doctor.Check` objects; each problem's field is a check's name
     and its message says what is wrong and the command that fixes it. ``how_to_skip`` ends the message with how
     to go on without the checks (e.g. ``--skip-doctor``). A SpecError, so the CLI exits with 2 as for bad input:
     the set-up must change, not the attempt be repeated.

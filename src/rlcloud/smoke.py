@@ -1,9 +1,9 @@
 """``rlcloud doctor --smoke``: one tiny run on a real cluster, the last step before trusting a new project.
 
-The doctor's checks (:mod:`rlcloud.doctor`) read settings; this runs something. On an existing cluster it
+The doctor's checks (:mod:`rlcloud.gke.doctor`) read settings; this runs something. On an existing cluster it
 submits one pod, built exactly as an experiment's learner is (:func:`rlcloud.k8s.builders.build_workloads`:
 the runner image, the runner's ServiceAccount and so its Workload Identity, the GPU request, node selector
-and toleration of the cluster's GPU pool), whose command is the doctor's probe (``python -m rlcloud.doctor
+and toleration of the cluster's GPU pool), whose command is the doctor's probe (``python -m rlcloud.gke.doctor
 probe``) instead of the runner. Steps, each with its time and estimated cost:
 
 1. ``cluster``: the cluster is RUNNING and its Kubernetes API answers;
@@ -175,7 +175,7 @@ def _submit_and_watch(
     poll_interval: float,
 ) -> None:
     """Submit the probe's pod, time its start, read its steps from its log, read its object back."""
-    from rlcloud.doctor import PROBE_OBJECT
+    from rlcloud.gke.doctor import PROBE_OBJECT
     from rlcloud.k8s.builders import build_workloads, experiment_selector
     from rlcloud.results import results_location
     from rlcloud.specs import ExperimentSpec
@@ -209,7 +209,7 @@ def _submit_and_watch(
             container = obj.spec.template.spec.containers[0]
             limits = (container.resources.limits or {}) if container.resources else {}
             gpus = int(limits.get("nvidia.com/gpu", 0) or 0)
-            container.command = ["python", "-m", "rlcloud.doctor"]
+            container.command = ["python", "-m", "rlcloud.gke.doctor"]
             container.args = ["probe", "--token", token, "--gpus", str(gpus)]
         backend.applier.create(obj, compare=False)
 
@@ -280,7 +280,7 @@ def _probe_steps(run: _Run, log: str, phase: str | None) -> None:
     """The probe's steps from its log (``rlcloud-smoke {json}`` lines); a FAIL when it reported none."""
     import json
 
-    from rlcloud.doctor import PROBE_LINE
+    from rlcloud.gke.doctor import PROBE_LINE
 
     reported = 0
     for line in log.splitlines():

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from rlcloud.doctor import API_HOST_ENV
+from rlcloud.gke.doctor import API_HOST_ENV
 from tests.fakes.google_apis import FakeGoogleApis
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from rlcloud.cli import main
 from rlcloud.config import ProjectConfig
-from rlcloud.doctor import CLUSTER_PERMISSIONS, Doctor, gpu_quota_metric
+from rlcloud.gke.doctor import CLUSTER_PERMISSIONS, Doctor, gpu_quota_metric
 from rlcloud.errors import SpecError
 from rlcloud.gke.cluster import EMULATOR_ENV
 from rlcloud.specs import ClusterSpec
@@ -463,7 +463,7 @@ def test_cli_prints_each_check_and_fails_when_one_fails(
 
 
 def test_no_credentials_is_a_fail_not_a_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
-    from rlcloud.doctor import API_HOST_ENV
+    from rlcloud.gke.doctor import API_HOST_ENV
 
     monkeypatch.delenv(API_HOST_ENV)  # Google itself, and no Application Default Credentials in the suite
     checks = {c.name: c for c in Doctor(PROJECT, spec=T4_SPOT, images=[]).run(cheap_only=True)}

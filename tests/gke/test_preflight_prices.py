@@ -265,7 +265,7 @@ def test_node_locations_must_place_a_regional_gpu_pool(settings: dict[str, objec
 
 
 def test_the_quota_check_counts_a_regional_gpu_pool_in_its_zones(google_apis: Any) -> None:
-    from rlcloud.doctor import Doctor
+    from rlcloud.gke.doctor import Doctor
 
     google_apis.state.region_quotas["PREEMPTIBLE_NVIDIA_T4_GPUS"] = 2
     one = ClusterSpec(name="r", location="us-central1", gpu_type="t4", spot=True, num_nodes=2)

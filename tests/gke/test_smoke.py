@@ -1,6 +1,6 @@
 """`rlcloud doctor --smoke` end to end against the fakes: the GKE ClusterManager (gRPC), a kube-apiserver
 reached over TLS with a refreshing google-auth token, the test kubelet that runs the pod's command as a local
-process (so the probe is this checkout's `python -m rlcloud.doctor probe`) and fake-gcs-server as the results
+process (so the probe is this checkout's `python -m rlcloud.gke.doctor probe`) and fake-gcs-server as the results
 store. What only a real project shows (Workload Identity's token exchange, the image pull, a real GPU and its
 driver) is listed at the end of docs/gke-setup.md."""
 
@@ -124,7 +124,7 @@ def test_smoke_runs_one_pod_reads_its_object_back_and_leaves_nothing(world: Worl
     (pod,) = pods
     assert pod["spec"]["serviceAccountName"] == "rlcloud-runner"
     (container,) = pod["spec"]["containers"]
-    assert container["image"] == "rlcloud:test" and container["command"] == ["python", "-m", "rlcloud.doctor"]
+    assert container["image"] == "rlcloud:test" and container["command"] == ["python", "-m", "rlcloud.gke.doctor"]
     assert world.leftovers() == []
     assert world.issuer.issued, "the Kubernetes API was reached with a google-auth token"
 

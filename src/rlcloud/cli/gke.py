@@ -240,9 +240,9 @@ def cluster_reap(args: argparse.Namespace) -> int:
 
 
 def run_doctor(args: argparse.Namespace) -> int:
-    """`rlcloud doctor`: every check of :class:`rlcloud.doctor.Doctor`, one line each; exit 1 when one fails."""
+    """`rlcloud doctor`: every check of :class:`rlcloud.gke.doctor.Doctor`, one line each; exit 1 when one fails."""
     from rlcloud.config import load_project_config
-    from rlcloud.doctor import Doctor
+    from rlcloud.gke.doctor import Doctor
 
     config = load_project_config()
     options = _gke_options(args)

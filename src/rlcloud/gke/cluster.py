@@ -440,10 +440,10 @@ class GkeCluster:
         :class:`~rlcloud.errors.PreflightError` listing each FAIL with its fix. Checked once per handle.
 
         The checks ask Google with this project's credentials, or the fake that ``RLCLOUD_GOOGLE_API_HOST``
-        names (:mod:`rlcloud.doctor`).
+        names (:mod:`rlcloud.gke.doctor`).
         """
         from rlcloud.config import load_project_config
-        from rlcloud.doctor import API_HOST_ENV, Doctor
+        from rlcloud.gke.doctor import API_HOST_ENV, Doctor
 
         config = load_project_config()
         images = self.run_images
@@ -711,7 +711,7 @@ class GkeCluster:
             offered: builtins.list[str] | None = None
             why = ""
             if self.spec.is_regional and self.spec.gpus_per_node and self.spec.gpu_type is not None:
-                from rlcloud.doctor import API_HOST_ENV
+                from rlcloud.gke.doctor import API_HOST_ENV
 
                 try:
                     credentials = None if os.environ.get(API_HOST_ENV) else self.credentials

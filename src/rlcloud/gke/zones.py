@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from rlcloud.doctor import API_HOST_ENV
+from rlcloud.gke.doctor import API_HOST_ENV
 from rlcloud.errors import SpecError, SpecProblem
 from rlcloud.specs.cluster import REGION_RE, ClusterSpec
 
