@@ -135,7 +135,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("rlcloud.errors", "rlcloud.logsafety", "rlcloud.roles"),
     ("rlcloud.specs", "rlcloud.config", "rlcloud.results", "rlcloud.backend", "rlcloud.stored"),
     ("rlcloud.storage", "rlcloud.record", "rlcloud.plotting", "rlcloud.intervals"),
-    ("rlcloud.gke", "rlcloud.k8s", "rlcloud.runner", "rlcloud.local", "rlcloud.reaper"),
+    ("rlcloud.gke", "rlcloud.k8s", "rlcloud.runner", "rlcloud.local"),
     (
         "rlcloud.cluster",
         "rlcloud.experiment",

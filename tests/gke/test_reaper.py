@@ -13,9 +13,9 @@ import pytest
 from google.cloud import container_v1
 from kubernetes import client as k8s
 
-from rlcloud import reaper
+from rlcloud.gke import reaper
 from rlcloud.gke.cluster import GkeCluster
-from rlcloud.reaper import ClusterIdentity, Decision, activity, decide, run_once
+from rlcloud.gke.reaper import ClusterIdentity, Decision, activity, decide, run_once
 from rlcloud.specs import ClusterSpec
 from tests.fakes.gke import FakeClusterManager
 from tests.fakes.kube_apiserver import FakeKubeApiServer

@@ -75,7 +75,7 @@ def test_cron_job_runs_the_reaper_every_five_minutes_one_at_a_time() -> None:
     pod = job["template"]["spec"]
     (container,) = pod["containers"]
     assert container["image"] == "repo/runner-cpu:1"
-    assert container["command"] == ["python", "-m", "rlcloud.reaper"]
+    assert container["command"] == ["python", "-m", "rlcloud.gke.reaper"]
     assert pod["serviceAccountName"] == REAPER_NAME and pod["securityContext"]["runAsNonRoot"] is True
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert job["template"]["metadata"]["labels"]["app.kubernetes.io/component"] == "reaper"

@@ -12,9 +12,9 @@ import pytest
 from google.cloud import container_v1
 from kubernetes import client as k8s
 
-from rlcloud import reaper
+from rlcloud.gke import reaper
 from rlcloud.errors import AuthError
-from rlcloud.reaper import ClusterIdentity, run_once
+from rlcloud.gke.reaper import ClusterIdentity, run_once
 from tests.fakes.gke import FakeClusterManager
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.gke.test_reaper import metadata  # noqa: F401  # the fixture: a GCE metadata server for the program

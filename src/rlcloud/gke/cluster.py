@@ -272,7 +272,7 @@ class GkeCluster:
     bound the operation polling backoff (seconds).
 
     On a spec with ``ttl`` or ``autodown``, ``create()`` installs the in-cluster reaper
-    (:mod:`rlcloud.reaper`): ``reaper_service_account`` is the Google service account it acts as and
+    (:mod:`rlcloud.gke.reaper`): ``reaper_service_account`` is the Google service account it acts as and
     ``reaper_image`` the cpu runner image it runs (defaults: ``reaper_service_account`` and ``image`` of
     rlcloud.yaml). ``kube_api_client``: the cluster's Kubernetes ``ApiClient`` (default: built from the
     cluster's endpoint and the credentials).

@@ -78,7 +78,7 @@ CLUSTER_PERMISSIONS = (
     "container.operations.get",
     "container.operations.list",
 )
-#: What the in-cluster reaper asks the Container API (rlcloud.reaper.run_once: get_cluster, then delete_cluster)
+#: What the in-cluster reaper asks the Container API (rlcloud.gke.reaper.run_once: get_cluster, then delete_cluster)
 REAPER_PERMISSIONS = ("container.clusters.get", "container.clusters.delete")
 #: Roles that let a principal pull from an Artifact Registry repository (reader, and the roles that include it).
 PULL_ROLES = frozenset(

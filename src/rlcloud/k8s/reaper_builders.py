@@ -1,6 +1,6 @@
 """Pure builders of the in-cluster reaper: its namespace, identity, least-privilege RBAC and CronJob.
 
-The reaper (``python -m rlcloud.reaper``, :mod:`rlcloud.reaper`) deletes its own GKE cluster when the
+The reaper (``python -m rlcloud.gke.reaper``, :mod:`rlcloud.gke.reaper`) deletes its own GKE cluster when the
 cluster's ttl has passed or it has run no rlcloud workload for its ``autodown`` time. What it may do
 inside the cluster is exactly what it needs, nothing else:
 
@@ -142,7 +142,7 @@ def build_reaper_role_binding(namespace: str = REAPER_NAMESPACE) -> k8s.V1RoleBi
 def build_reaper_cron_job(
     image: str, namespace: str = REAPER_NAMESPACE, *, schedule: str = REAPER_SCHEDULE
 ) -> k8s.V1CronJob:
-    """The CronJob that runs ``python -m rlcloud.reaper`` in the cpu runner ``image`` every 5 minutes.
+    """The CronJob that runs ``python -m rlcloud.gke.reaper`` in the cpu runner ``image`` every 5 minutes.
 
     One run at a time (``Forbid``), no retries (the next run is 5 minutes away), and only the latest
     run of each outcome is kept, so ``kubectl -n rlcloud-system logs job/...`` shows the last decision.
@@ -151,7 +151,7 @@ def build_reaper_cron_job(
         name="reaper",
         image=image,
         image_pull_policy="IfNotPresent",
-        command=["python", "-m", "rlcloud.reaper"],
+        command=["python", "-m", "rlcloud.gke.reaper"],
         env=[
             k8s.V1EnvVar(name="RLCLOUD_REAPER_NAMESPACE", value=namespace),
             # read-only root filesystem: no bytecode cache to write
