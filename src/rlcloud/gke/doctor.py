@@ -27,7 +27,7 @@ address. Cloud Storage follows ``STORAGE_EMULATOR_HOST`` or ``storage_client=``.
 ``Doctor.run(cheap_only=True)`` (APIs, permissions, GPU quota, images: a few requests) is what creating a
 cluster runs first (:meth:`rlcloud.gke.GkeCluster.create`).
 
-``python -m rlcloud.doctor probe`` is the program ``rlcloud doctor --smoke`` runs in a pod of the cluster
+``python -m rlcloud.gke.doctor probe`` is the program ``rlcloud doctor --smoke`` runs in a pod of the cluster
 (:mod:`rlcloud.smoke`): it writes and reads back an object in the results store with the pod's own identity
 (Workload Identity), and, when it was given a GPU, asks TensorFlow to see it and compute on it; one line per
 step, ``rlcloud-smoke {json}``.
@@ -884,8 +884,8 @@ def probe(results: str, *, token: str, gpus: int, emit: Callable[[dict[str, Any]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m rlcloud.doctor probe [--results URL] --token T [--gpus N]``: the smoke test's pod program."""
-    parser = argparse.ArgumentParser(prog="python -m rlcloud.doctor")
+    """``python -m rlcloud.gke.doctor probe [--results URL] --token T [--gpus N]``: the smoke test's pod program."""
+    parser = argparse.ArgumentParser(prog="python -m rlcloud.gke.doctor")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("probe", help="the in-pod half of `rlcloud doctor --smoke`")
     run.add_argument("--results", default=os.environ.get("RLCLOUD_RESULTS"), help="default: $RLCLOUD_RESULTS")

@@ -1,4 +1,4 @@
-"""The in-cluster reaper: ``python -m rlcloud.reaper`` deletes its own GKE cluster when it is due.
+"""The in-cluster reaper: ``python -m rlcloud.gke.reaper`` deletes its own GKE cluster when it is due.
 
 A CronJob (:mod:`rlcloud.k8s.reaper_builders`) runs it every 5 minutes on clusters whose spec has a
 ``ttl`` or an ``autodown``, so a cluster goes away even when no rlcloud client is running (the laptop
@@ -64,7 +64,7 @@ __all__ = [
     "run_once",
 ]
 
-log = logging.getLogger("rlcloud.reaper")
+log = logging.getLogger("rlcloud.gke.reaper")
 
 METADATA_HOST_ENV = "RLCLOUD_METADATA_HOST"
 KUBE_API_ENV = "RLCLOUD_KUBE_API"
@@ -553,8 +553,8 @@ def run_once(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m rlcloud.reaper [--dry-run]``: one run; exit 0 unless the cluster could not be read."""
-    parser = argparse.ArgumentParser(prog="python -m rlcloud.reaper", description=__doc__.splitlines()[0])
+    """``python -m rlcloud.gke.reaper [--dry-run]``: one run; exit 0 unless the cluster could not be read."""
+    parser = argparse.ArgumentParser(prog="python -m rlcloud.gke.reaper", description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true", help="decide and record, delete nothing")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
