@@ -132,7 +132,7 @@ def test_no_import_cycles_between_packages() -> None:
 
 # Layers, lowest first: a module may import its own layer and those below, never above (CONTRIBUTING.md).
 LAYERS: list[tuple[str, ...]] = [
-    ("rlcloud.errors", "rlcloud.logsafety", "rlcloud.roles"),
+    ("rlcloud.errors", "rlcloud.logsafety", "rlcloud.roles", "rlcloud.waiting"),
     ("rlcloud.specs", "rlcloud.config", "rlcloud.results", "rlcloud.backend", "rlcloud.stored"),
     ("rlcloud.storage", "rlcloud.record", "rlcloud.plotting", "rlcloud.intervals"),
     ("rlcloud.gke", "rlcloud.k8s", "rlcloud.runner", "rlcloud.local"),
@@ -203,7 +203,25 @@ def test_each_concept_is_defined_once() -> None:
     # the role vocabulary
     assert [d for d in _definitions(r"_LEARNER_ROLES|_MAIN_ROLES|_ROLE_MODES") if not d.startswith("roles.py")] == []
     assert len(_definitions(r"= \"env-server\"")) == 1
-    assert len(_definitions(r"^def poll_until\(")) == 1
+    # waiting and retrying: one module owns the pauses; each caller states its deadline and what is retryable
+    for name in ("poll_until", "retry", "sleep_until"):
+        assert _definitions(rf"^def {name}\(") == ["waiting.py:" + _line("waiting.py", f"def {name}(")]
+    assert _definitions(r"for attempt in range\(") == []  # a hand-made retry loop: use waiting.retry
+    sleeps = {d.split(":")[0] for d in _definitions(r"time\.sleep\(") if not d.startswith("waiting.py")}
+    assert sleeps <= {
+        # wait loops with their own shape: a log follower's window (k8s), a scheduler's lifetime (local); the
+        # backend split (issue 27 item 5) moves them
+        "k8s/backend.py",
+        "local/backend.py",
+        "local/sweeper.py",
+        # not a wait: the runner's stand-in for a costly environment step
+        "runner/costly.py",
+        # a follower's short pause between reads of a growing file
+        "storage/logs.py",
+        # the CLI's refresh of a live view
+        "cli/progress.py",
+        "cli/sweep.py",
+    }, sleeps
     # the "role-index | line" log format
     assert len(_definitions(r"f\"\{[a-z_.]+\} \| \{")) == 1
 

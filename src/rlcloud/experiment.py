@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from rlcloud.errors import WaitTimeoutError
 from rlcloud.results import DEFAULT_RESULTS, is_gcs, results_location, results_root
+from rlcloud.waiting import poll_until
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -258,15 +259,20 @@ class Experiment:
     ) -> ExperimentStatus:
         callback = progress if callable(progress) else _TqdmProgress(self.spec)
         deadline = None if timeout is None else time.monotonic() + timeout
+        last: list[ExperimentStatus] = []
+
+        def settled() -> ExperimentStatus | None:
+            status = self.status()
+            last[:] = [status]
+            callback(status)
+            # as backend.wait: a paused one waits for us
+            return status if status.finished or status.state == "paused" else None
+
         try:
-            while True:
-                status = self.status()
-                callback(status)
-                if status.finished or status.state == "paused":  # as backend.wait: a paused one waits for us
-                    return status
-                if deadline is not None and time.monotonic() > deadline:
-                    raise WaitTimeoutError(f"experiment {self.name} still {status.state} after {timeout:g} s")
-                time.sleep(poll_interval)
+            done = poll_until(settled, deadline, interval=poll_interval)
+            if done is None:
+                raise WaitTimeoutError(f"experiment {self.name} still {last[0].state} after {timeout:g} s")
+            return done
         finally:
             close = getattr(callback, "close", None)
             if close:

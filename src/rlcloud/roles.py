@@ -11,9 +11,8 @@ instances by name (``env-server``, ``env-server-3``, ``learner``), e.g. which lo
 from __future__ import annotations
 
 import enum
-import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from rlcloud.specs import ExperimentSpec
@@ -26,13 +25,10 @@ __all__ = [
     "check_local_capacity",
     "learner_role",
     "log_line",
-    "poll_until",
     "role_label",
     "role_selector",
     "roles_for",
 ]
-
-_T = TypeVar("_T")
 
 
 class Role(enum.StrEnum):
@@ -128,31 +124,6 @@ def role_selector(roles: Sequence[str] | None, *, field: str = "roles") -> Calla
 def log_line(label: str, line: str) -> str:
     """One log line as every backend shows it: ``"env-server-3 | text"``."""
     return f"{label} | {line}"
-
-
-def poll_until(
-    check: Callable[[], _T | None],
-    deadline: float | None,
-    *,
-    interval: float = 0.2,
-) -> _T | None:
-    """Call ``check`` every ``interval`` seconds until it returns something other than None, or until the
-    ``time.monotonic()`` ``deadline`` (None: no deadline) passes; returns that value, or None at the deadline.
-
-    ``check`` runs at least once, and once more at the deadline, so a condition that became true during the
-    last sleep is still seen.
-    """
-    while True:
-        result = check()
-        if result is not None:
-            return result
-        if deadline is not None:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None
-            time.sleep(min(interval, remaining))
-        else:
-            time.sleep(interval)
 
 
 #: Most environment processes (distributed env servers, multi-threaded worker processes) one machine runs

@@ -29,6 +29,7 @@ from typing import Any
 
 from rlcloud.cluster import GkeTarget, KubernetesTarget
 from rlcloud.errors import RLCloudError, SpecError, SpecProblem
+from rlcloud.waiting import sleep_until
 
 __all__ = ["SmokeStep", "smoke"]
 
@@ -230,10 +231,9 @@ def _submit_and_watch(
             if _started(pod):
                 break
             waiting_for = _unscheduled(pod) or (f"container: {reason}" if reason else "the pod to start")
-        if time.monotonic() >= deadline:
+        if not sleep_until(deadline, poll_interval):
             run.add("pod started", "FAIL", f"not started in {timeout:g} s: {waiting_for}", time.monotonic() - submitted)
             return
-        time.sleep(poll_interval)
     node_name = (pod.get("spec") or {}).get("nodeName") or ""
     where = f" on {node_name}" if node_name else ""
     started = time.monotonic()
@@ -250,10 +250,9 @@ def _submit_and_watch(
         phase = (current.get("status") or {}).get("phase")
         if phase in ("Succeeded", "Failed"):
             break
-        if time.monotonic() >= deadline:
+        if not sleep_until(deadline, poll_interval):
             run.add("probe", "FAIL", f"the probe did not finish in {timeout:g} s (phase {phase})", 0.0)
             return
-        time.sleep(poll_interval)
     _probe_steps(run, backend.applier.pod_log(pod_name, backend.namespace), phase)
 
     read_started = time.monotonic()

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from rlcloud.errors import WaitTimeoutError
 from rlcloud.results import results_location, results_root
+from rlcloud.waiting import poll_until
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -220,19 +221,23 @@ class Sweep:
         log_changes = _LogProgress() if progress is True else None
         callback = progress if callable(progress) else None
         deadline = None if timeout is None else time.monotonic() + timeout
+        last: list[SweepStatus] = []
+
+        def settled() -> SweepStatus | None:
+            status = self.status()
+            last[:] = [status]
+            for report in (callback, bar, log_changes):
+                if report is not None:
+                    report(status)
+            return status if status.finished else None
+
         try:
-            while True:
-                status = self.status()
-                for report in (callback, bar, log_changes):
-                    if report is not None:
-                        report(status)
-                if status.finished:
-                    return status
-                if deadline is not None and time.monotonic() > deadline:
-                    raise WaitTimeoutError(
-                        f"sweep {self.name} still {status.state} after {timeout:g} s: {status.counts()}"
-                    )
-                time.sleep(poll_interval)
+            done = poll_until(settled, deadline, interval=poll_interval)
+            if done is None:
+                raise WaitTimeoutError(
+                    f"sweep {self.name} still {last[0].state} after {timeout:g} s: {last[0].counts()}"
+                )
+            return done
         finally:
             if bar is not None:
                 bar.close()

@@ -12,8 +12,8 @@ import pytest
 from google.cloud import container_v1
 from kubernetes import client as k8s
 
-from rlcloud.gke import reaper
 from rlcloud.errors import AuthError
+from rlcloud.gke import reaper
 from rlcloud.gke.reaper import ClusterIdentity, run_once
 from tests.fakes.gke import FakeClusterManager
 from tests.fakes.kube_apiserver import FakeKubeApiServer

@@ -17,6 +17,7 @@ from typing import Any
 from rlcloud.errors import WaitTimeoutError
 from rlcloud.gke.builders import operation_path
 from rlcloud.gke.errors import api_errors, is_transient
+from rlcloud.waiting import Backoff
 
 __all__ = [
     "OperationUpdate",
@@ -201,7 +202,7 @@ def wait_operation(
     """
     report = progress or logging_progress()
     started = clock()
-    interval = poll_interval
+    pauses = Backoff(poll_interval, max_poll_interval, factor=1.5).pauses()
     location = operation.location or operation.zone
     name = operation_path(project, location, operation.name)
     done = type(operation).Status.DONE
@@ -223,8 +224,7 @@ def wait_operation(
                 f"{unreachable}. It keeps running in GKE: run the same command again to attach to it, or delete "
                 "the cluster."
             )
-        sleep(min(interval, remaining))
-        interval = min(interval * 1.5, max_poll_interval)
+        sleep(min(next(pauses), remaining))
         try:
             with api_errors(project=project, action=action):
                 polled = client.get_operation(name=name, retry=None)

@@ -275,24 +275,31 @@ def metadata_identity(host: str | None = None, *, timeout: float = 5.0, attempts
     Raises :class:`~rlcloud.errors.BackendError` when the server cannot be read.
     """
     from rlcloud.errors import BackendError
+    from rlcloud.waiting import Backoff, retry
 
     host = host or os.environ.get(METADATA_HOST_ENV) or DEFAULT_METADATA_HOST
     values: dict[str, str] = {}
     for key, path in _METADATA_PATHS.items():
         url = f"http://{host}{path}"
         request = urllib.request.Request(url, headers={"Metadata-Flavor": "Google"})
-        for attempt in range(attempts):
-            try:
-                with urllib.request.urlopen(request, timeout=timeout) as response:
-                    # only the metadata server answers with this header: anything else is not to be trusted
-                    if response.headers.get("Metadata-Flavor") != "Google":
-                        raise BackendError(f"{url} did not answer as a metadata server (no Metadata-Flavor: Google)")
-                    values[key] = response.read(4096).decode("utf-8").strip()
-                break
-            except (urllib.error.URLError, OSError) as exc:
-                if attempt == attempts - 1:
-                    raise BackendError(f"cannot read {url} from the metadata server: {exc}") from exc
-                time.sleep(0.5 * (attempt + 1))
+
+        def read(url: str = url, request: urllib.request.Request = request) -> str:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                # only the metadata server answers with this header: anything else is not to be trusted
+                if response.headers.get("Metadata-Flavor") != "Google":
+                    raise BackendError(f"{url} did not answer as a metadata server (no Metadata-Flavor: Google)")
+                return str(response.read(4096).decode("utf-8").strip())
+
+        try:
+            # a connection error is worth another try (the metadata server restarts with the node's agent)
+            values[key] = retry(
+                read,
+                retryable=lambda exc: isinstance(exc, urllib.error.URLError | OSError),
+                backoff=Backoff(0.5, 1.0),
+                attempts=attempts,
+            )
+        except (urllib.error.URLError, OSError) as exc:
+            raise BackendError(f"cannot read {url} from the metadata server: {exc}") from exc
     if not all(values.values()):
         raise BackendError(f"the metadata server gave an empty value: {sorted(k for k, v in values.items() if not v)}")
     return ClusterIdentity(project=values["project"], location=values["location"], name=values["name"])

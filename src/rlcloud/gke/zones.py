@@ -17,8 +17,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from rlcloud.gke.doctor import API_HOST_ENV
 from rlcloud.errors import SpecError, SpecProblem
+from rlcloud.gke.doctor import API_HOST_ENV
 from rlcloud.specs.cluster import REGION_RE, ClusterSpec
 
 __all__ = ["GpuPlacement", "accelerator_zones", "place_gpu_pool"]

@@ -37,6 +37,7 @@ from rlcloud.errors import (
     SpecProblem,
 )
 from rlcloud.k8s.builders import ANNOTATION_CONFIG_HASH
+from rlcloud.waiting import Backoff, poll_until, retry
 
 __all__ = ["KUEUE_API", "Applier", "RetryPolicy", "api_message", "path_for", "translate"]
 
@@ -126,6 +127,11 @@ def translate(exc: BaseException, what: str) -> RLCloudError:
     return BackendError(f"{what}: {exc!r}")
 
 
+def _terminating(obj: JSON | None) -> bool:
+    """True when ``obj`` exists and is being deleted (it carries a deletionTimestamp)."""
+    return obj is not None and bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+
+
 def _transient(exc: BaseException) -> bool:
     if isinstance(exc, k8s.ApiException):
         return (exc.status or 0) in _TRANSIENT
@@ -159,19 +165,20 @@ class Applier:
         server) raises raw, for the caller to judge its status; anything else (an API server that is
         unreachable, dies mid-answer or answers garbage) raises translated (:func:`translate`): every request
         goes through here, so none escapes as a transport traceback."""
-        delay = self.retry.initial
-        for attempt in range(1, self.retry.attempts + 1):
-            try:
-                return fn(*args, **kwargs)
-            except Exception as exc:
-                if not _transient(exc) or attempt == self.retry.attempts:
-                    if isinstance(exc, k8s.ApiException | RLCloudError):
-                        raise
-                    raise translate(exc, what) from exc
-                logger.debug("%s: transient error (%s), retry %d in %.1fs", what, _brief(exc), attempt, delay)
-                time.sleep(delay)
-                delay = min(delay * 2, self.retry.maximum)
-        raise AssertionError("unreachable")
+        try:
+            return retry(
+                lambda: fn(*args, **kwargs),
+                retryable=_transient,
+                backoff=Backoff(self.retry.initial, self.retry.maximum),
+                attempts=self.retry.attempts,
+                on_retry=lambda exc, attempt, pause: logger.debug(
+                    "%s: transient error (%s), retry %d in %.1fs", what, _brief(exc), attempt, pause
+                ),
+            )
+        except Exception as exc:
+            if isinstance(exc, k8s.ApiException | RLCloudError):
+                raise
+            raise translate(exc, what) from exc
 
     def send(
         self,
@@ -238,13 +245,19 @@ class Applier:
             if exc.status != 409:
                 raise translate(exc, what) from exc
         existing = self.read(kind, name, namespace)
-        deadline = time.monotonic() + self.terminating_wait
-        while existing is not None and (existing.get("metadata") or {}).get("deletionTimestamp"):
+        if _terminating(existing):
             # left over from a stop() whose foreground deletion is still finishing: wait until it is gone
-            if time.monotonic() > deadline:
+
+            def settled() -> tuple[JSON | None] | None:
+                now = self.read(kind, name, namespace)
+                return None if _terminating(now) else (now,)
+
+            waited = poll_until(
+                settled, time.monotonic() + self.terminating_wait, interval=min(1.0, self.retry.maximum)
+            )
+            if waited is None:
                 raise ConflictError(f"{kind} {name} in namespace {namespace} is still being deleted; try again")
-            time.sleep(min(1.0, self.retry.maximum))
-            existing = self.read(kind, name, namespace)
+            existing = waited[0]
         if existing is None:  # deleted between our create and read: try once more
             return dict(self.checked_json(what, "POST", path, body=obj))
         if compare:

@@ -69,8 +69,9 @@ from rlcloud.k8s.status import (
 )
 from rlcloud.k8s.status import name as object_name
 from rlcloud.k8s.sweeps import KubernetesSweeps
-from rlcloud.roles import LEARNER, LEARNER_ROLES, Role, poll_until, role_selector
+from rlcloud.roles import LEARNER, LEARNER_ROLES, Role, role_selector
 from rlcloud.stored import MAX_NAME_RECORD_BYTES
+from rlcloud.waiting import poll_until
 
 if TYPE_CHECKING:
     from rlcloud.specs import ExperimentSpec

@@ -34,7 +34,7 @@ from rlcloud.k8s.builders import (
 from rlcloud.k8s.namespace import KubernetesNamespace
 from rlcloud.k8s.status import JSON, get, is_live, is_suspended, job_finished, labels, trial_states
 from rlcloud.k8s.status import name as object_name
-from rlcloud.roles import poll_until
+from rlcloud.waiting import poll_until
 
 if TYPE_CHECKING:
     from rlcloud.specs.sweep import SweepSpec

@@ -56,12 +56,12 @@ from rlcloud.roles import (
     LEARNER_ROLES,
     Role,
     log_line,
-    poll_until,
     role_label,
     role_selector,
     roles_for,
 )
 from rlcloud.stored import read_record_file
+from rlcloud.waiting import poll_until
 
 if TYPE_CHECKING:
     from rlcloud.specs import ExperimentSpec

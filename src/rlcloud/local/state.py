@@ -36,10 +36,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from rlcloud.errors import ConflictError, NotFoundError, RecordError
-from rlcloud.roles import poll_until, role_label
+from rlcloud.roles import role_label
 from rlcloud.storage.base import INTERNAL_PREFIX
 from rlcloud.storage.local import open_within
 from rlcloud.stored import read_record_file
+from rlcloud.waiting import poll_until
 
 if TYPE_CHECKING:
     from rlcloud.specs.sweep import SweepSpec
@@ -288,12 +289,7 @@ def try_flock(path: Path) -> int | None:
 
 def acquire_flock(path: Path, timeout: float, interval: float = 0.05) -> int | None:
     """:func:`try_flock` until it succeeds or ``timeout`` seconds have passed (then None)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        fd = try_flock(path)
-        if fd is not None or time.monotonic() >= deadline:
-            return fd
-        time.sleep(interval)
+    return poll_until(lambda: try_flock(path), time.monotonic() + timeout, interval=interval)
 
 
 @contextlib.contextmanager

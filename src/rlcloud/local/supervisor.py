@@ -46,8 +46,9 @@ from typing import Any
 from rlcloud.backend import stalled_for
 from rlcloud.errors import NotFoundError, WorkloadError
 from rlcloud.local.state import POLL_S, RunState, acquire_flock, atomic_write
-from rlcloud.roles import LEARNER_ROLES, poll_until
+from rlcloud.roles import LEARNER_ROLES
 from rlcloud.runner.lifeline import PARENT_ENV, die_with_parent
+from rlcloud.waiting import poll_until
 
 __all__ = ["DEFAULT_GRACE_PERIOD", "EXIT_DUPLICATE", "main", "supervise"]
 

@@ -36,7 +36,7 @@ from rlcloud.local.state import (
     update_sweep_state,
 )
 from rlcloud.results import is_gcs, local_workdir, results_location
-from rlcloud.roles import poll_until
+from rlcloud.waiting import poll_until
 
 if TYPE_CHECKING:
     from rlcloud.specs.sweep import SweepSpec

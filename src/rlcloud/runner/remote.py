@@ -48,6 +48,7 @@ from rlcloud.runner.protocol import (
     send_message,
 )
 from rlcloud.specs.experiment import OVERLAPPED_ENVS_PER_SERVER
+from rlcloud.waiting import Backoff
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
@@ -357,7 +358,8 @@ class RemoteVectorEnv:
         """Connect to every given server, retrying until ``connect_timeout``; name those that never came."""
         deadline = time.monotonic() + self.connect_timeout
         pending = list(servers)
-        delay = 0.05
+        # env servers start in parallel with the agent: ask often at first, then every half second
+        pauses = Backoff(0.05, 0.5).pauses()
         while pending:
             pending = [s for s in pending if not s.try_connect(self.step_timeout)]
             if not pending:
@@ -374,8 +376,8 @@ class RemoteVectorEnv:
                     "are running and RLCLOUD_ENV_SERVERS / RLCLOUD_HOST_MAP point at them)",
                     names,
                 )
-            self._interrupted.wait(min(delay, max(0.0, deadline - time.monotonic())))
-            delay = min(delay * 2, 0.5)
+            # an Event, not a sleep: a stop signal ends the pause at once
+            self._interrupted.wait(min(next(pauses), max(0.0, deadline - time.monotonic())))
 
     def _check_same_spec(self, server: _Server) -> None:
         spec = server.spec or {}

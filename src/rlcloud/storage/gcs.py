@@ -37,7 +37,6 @@ import contextlib
 import logging
 import os
 import threading
-import time
 import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -54,6 +53,7 @@ from rlcloud.storage.base import (
     crc32c_of_file,
     tmp_sibling,
 )
+from rlcloud.waiting import Backoff, sleep_until
 
 __all__ = ["ROLE_NEEDED", "GcsStore"]
 
@@ -352,6 +352,9 @@ class GcsStore(Store):
         # call of their own, alongside, so that a batch never waits for a large file to finish.
         batch_len = self.max_workers * 4
         attempt = 0
+        # a round whose failures are all transient is tried again (the rest only), twice at most, after a
+        # pause that doubles: the library already retried each request within the round
+        pauses = Backoff(self.retry_initial_s, 2 * self.retry_initial_s).pauses()
 
         def upload_one(i: int) -> tuple[int, ObjectInfo | BaseException]:
             try:
@@ -427,7 +430,7 @@ class GcsStore(Store):
                 # Only transient failures deserve another round; the library retried each already.
                 if attempt >= 3 or isinstance(err, AuthError | NotFoundError) or not _transient(exc):
                     raise err from exc
-                time.sleep(self.retry_initial_s * attempt)
+                sleep_until(None, next(pauses))
         return [r for r in results if r is not None]
 
     def _upload_simple(self, path: Path, name: str, size: int) -> ObjectInfo:
