@@ -134,7 +134,7 @@ def fakes(fake_gcs: FakeGcsServer, tmp_path: Path) -> Iterator[dict[str, Any]]:
 def test_the_client_install_drives_clusters_and_reads_results_without_tensorflow(
     client_python: Path, fakes: dict[str, Any], fake_gcs: FakeGcsServer, gcs_bucket: str, tmp_path: Path
 ) -> None:
-    from rlcloud.gke.cluster import EMULATOR_ENV
+    from rlcloud.gke.project import EMULATOR_ENV
     from rlcloud.storage.gcs import GcsStore
 
     sweep = GcsStore(gcs_bucket, "sweep", client=fake_gcs.client())

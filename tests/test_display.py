@@ -12,7 +12,7 @@ import pytest
 from rlcloud import Cluster, ClusterSpec, Experiment, ExperimentSpec
 from rlcloud.backend import ExperimentBackend, ExperimentStatus, RoleStatus
 from rlcloud.cluster import KubernetesTarget
-from rlcloud.gke.cluster import ClusterInfo
+from rlcloud.gke.info import ClusterInfo
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "examples" / "cartpole_ppo.yaml"

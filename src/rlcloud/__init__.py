@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from rlcloud.cluster import Cluster
     from rlcloud.comparison import compare
     from rlcloud.experiment import Experiment
-    from rlcloud.gke.cluster import ClusterInfo
+    from rlcloud.gke.info import ClusterInfo
     from rlcloud.specs import ClusterSpec, ExperimentSpec
     from rlcloud.specs.sweep import SweepSpec
     from rlcloud.sweep import Sweep

@@ -23,7 +23,8 @@ from rlcloud.errors import SpecError, SpecProblem
 
 if TYPE_CHECKING:
     from rlcloud.backend import ExperimentBackend
-    from rlcloud.gke.cluster import ClusterInfo, GkeCluster
+    from rlcloud.gke.cluster import GkeCluster
+    from rlcloud.gke.info import ClusterInfo
     from rlcloud.gke.operations import ProgressCallback
     from rlcloud.specs import ClusterSpec
 
@@ -125,9 +126,8 @@ class Cluster(ABC):
         from rlcloud.specs import ClusterSpec
 
         if isinstance(ref, ClusterSpec):
-            target = Cluster.gke(ref, dedicated=True)
-            target.experiment = experiment  # becomes the cluster's experiment label
-            return target
+            # the experiment becomes the cluster's experiment label
+            return GkeTarget(ref, dedicated=True, experiment=experiment)
         return Cluster.get(ref)
 
     @staticmethod
@@ -136,15 +136,42 @@ class Cluster(ABC):
 
         ``kwargs``: ``credentials``, ``container_client``, ``namespace``, ``image``.
         """
+        from rlcloud.gke.cluster import find
+
         gke_options = {k: kwargs.pop(k) for k in ("credentials", "container_client") if k in kwargs}
-        gke_project = _gke_project(project, **gke_options)
-        handle = gke_project.find(name, location)
-        target = GkeTarget(handle.spec, project=handle.project, handle=handle, **kwargs)
+        handle = find(_gke_project(project, **gke_options), name, location)
         # a cluster made for one experiment (its label says which) stays dedicated to it when found again,
         # so that stopping the experiment from another machine still deletes the cluster
-        target.dedicated = handle.experiment is not None
-        target.experiment = handle.experiment
-        return target
+        return GkeTarget(
+            handle.spec, project=handle.project, handle=handle, dedicated=handle.experiment is not None, **kwargs
+        )
+
+    @staticmethod
+    def named(ref: str, project: str | None = None, location: str | None = None) -> GkeTarget:
+        """The GKE cluster a command line names: a cluster spec file (``.yaml``/``.yml``/``.json``, or any
+        existing file) is :meth:`gke` of it, anything else the name of an existing cluster (:meth:`get`)."""
+        from pathlib import Path
+
+        if Path(ref).suffix in (".yaml", ".yml", ".json") or Path(ref).is_file():
+            return Cluster.gke(ref, project=project)
+        return Cluster.get(ref, project=project, location=location)
+
+    @staticmethod
+    def reap(
+        project: str | None = None,
+        *,
+        dry_run: bool = False,
+        progress: ProgressCallback | None = None,
+        **kwargs: Any,
+    ) -> builtins.list[ClusterInfo]:
+        """Delete every rlcloud-managed GKE cluster of ``project`` whose expiry label has passed; return them
+        (``dry_run``: only return them). ``kwargs``: ``credentials``, ``container_client``."""
+        from rlcloud.gke.cluster import reap
+
+        reaped: builtins.list[ClusterInfo] = reap(
+            gke_project=_gke_project(project, **kwargs), dry_run=dry_run, progress=progress
+        )
+        return reaped
 
     @staticmethod
     def list(project: str | None = None, **kwargs: Any) -> builtins.list[ClusterInfo]:
@@ -336,8 +363,10 @@ class GkeTarget(KubernetesTarget):
         dedicated: bool = False,
         handle: GkeCluster | None = None,
         doctor: bool = True,
+        experiment: str | None = None,
     ) -> None:
-        """Prefer :meth:`Cluster.gke` or :meth:`Cluster.get`."""
+        """Prefer :meth:`Cluster.gke` or :meth:`Cluster.get`. The cluster's own state (its experiment label,
+        location, project client) lives in one place, the :attr:`handle`; this keeps only what builds it."""
         gpu_type = spec.gpu_type.value if spec.gpus_per_node and spec.gpu_type else None
         super().__init__(namespace=namespace, image=image, gpu_type=gpu_type, queue=spec.queue)
         self._spec = spec
@@ -345,8 +374,7 @@ class GkeTarget(KubernetesTarget):
         self._credentials = credentials
         self._container_client = container_client
         self.dedicated = dedicated
-        #: the experiment a dedicated cluster is labelled with
-        self.experiment: str | None = None
+        self._experiment = experiment
         self._handle = handle
         self._last_info: ClusterInfo | None = None  # the latest seen (create/info), shown by _repr_html_
         #: run the doctor's cheap checks before creating the cluster (see :meth:`Cluster.gke`)
@@ -356,6 +384,11 @@ class GkeTarget(KubernetesTarget):
     def spec(self) -> ClusterSpec:
         """The cluster's spec."""
         return self._spec
+
+    @property
+    def experiment(self) -> str | None:
+        """The experiment a dedicated cluster is labelled with (the handle's, once it exists)."""
+        return self._handle.experiment if self._handle is not None else self._experiment
 
     def describe(self) -> str:
         """``gke:<name>``."""
@@ -402,7 +435,11 @@ class GkeTarget(KubernetesTarget):
                 credentials=self._credentials,
                 container_client=self._container_client,
             )
-            self._handle = gke_project.cluster(self._spec, experiment=self.experiment, doctor=self.doctor_first)
+            from rlcloud.gke.cluster import GkeCluster
+
+            self._handle = GkeCluster(
+                self._spec, gke_project=gke_project, experiment=self._experiment, doctor=self.doctor_first
+            )
         return self._handle
 
     # ---------------------------------------------------------------------------------- cluster verbs
@@ -415,14 +452,33 @@ class GkeTarget(KubernetesTarget):
         cheap checks of ``rlcloud doctor``, unless ``doctor=False``): PreflightError, and nothing is created,
         when one fails.
         """
-        handle = self.handle
-        handle.doctor = self.doctor_first
-        if self._run_image is not None:
+        return self._create(wait, progress)
+
+    def _create(self, wait: bool, progress: ProgressCallback | None, experiment: str | None = None) -> ClusterInfo:
+        info: ClusterInfo = self.handle.create(
+            wait=wait,
+            progress=progress,
+            delete_on_failure=self.dedicated,
             # an experiment is about to start: its image is the one the nodes must be able to pull
-            handle.run_images = [self._run_image]
-        info: ClusterInfo = handle.create(wait=wait, progress=progress, delete_on_failure=self.dedicated)
+            run_images=[self._run_image] if self._run_image is not None else None,
+            experiment=experiment,
+        )
         self._last_info = info
         return info
+
+    def exists(self) -> bool:
+        """True when the GKE cluster exists (in any state)."""
+        return self.handle.exists()
+
+    def check_project(self) -> builtins.list[Any]:
+        """The doctor's cheap checks for creating this cluster (:meth:`rlcloud.gke.GkeCluster.check_project`):
+        PreflightError listing each failure, else the checks."""
+        return self.handle.check_project()
+
+    @property
+    def reaper_note(self) -> str:
+        """What the latest create() did about the in-cluster reaper (one line; "" when nothing to do)."""
+        return self.handle.reaper_note
 
     def doctor(self, results: str | None = None) -> builtins.list[Any]:
         """Pre-flight checks of this cluster's project (:class:`rlcloud.gke.doctor.Doctor`): APIs, permissions, GPU
@@ -472,10 +528,8 @@ class GkeTarget(KubernetesTarget):
         created with delete_on_failure: an error or Ctrl-C mid-create deletes it, so nothing is left running.
         """
         if self.dedicated:
-            self.experiment = self.experiment or experiment
-            if self._handle is not None and self._handle.experiment is None:
-                self._handle.experiment = self.experiment
-        self.create(wait=True)
+            self._experiment = self.experiment or experiment
+        self._create(wait=True, progress=None, experiment=self._experiment if self.dedicated else None)
 
     def release_after_failure(self, experiment: str) -> None:
         """The experiment failed to start: a dedicated cluster goes away."""
@@ -499,7 +553,7 @@ class GkeTarget(KubernetesTarget):
 def _gke_project(project: str | None, *, credentials: Any = None, container_client: Any = None) -> Any:
     """The project-scoped GKE client; credentials from the project config (rlcloud init) when not given."""
     from rlcloud.config import google_credentials, load_project_config
-    from rlcloud.gke.cluster import GkeProject
+    from rlcloud.gke.project import GkeProject
 
     config = load_project_config()
     if credentials is None:

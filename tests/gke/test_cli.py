@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from rlcloud.cli import main
-from rlcloud.gke.cluster import EMULATOR_ENV
+from rlcloud.gke.project import EMULATOR_ENV
 from tests.fakes.gke import FakeClusterManager
 
 PROJECT = "cli-test-project"

@@ -20,9 +20,11 @@ from rlcloud.errors import (
     SpecError,
     WaitTimeoutError,
 )
-from rlcloud.gke.cluster import ClusterInfo, GkeCluster, dedicated_cluster, reap
+from rlcloud.gke.cluster import GkeCluster, dedicated_cluster, find, reap
+from rlcloud.gke.info import ClusterInfo
 from rlcloud.gke.operations import OperationUpdate
 from rlcloud.gke.plan import SYSTEM_MACHINE_TYPE, SYSTEM_MAX_NODES
+from rlcloud.gke.project import GkeProject
 from rlcloud.specs import ClusterSpec
 from tests.fakes.gke import FakeClusterManager
 from tests.gke.conftest import PROJECT, NoCredentials
@@ -149,19 +151,19 @@ def test_list_get_delete(fake: FakeClusterManager, make_cluster: MakeCluster, co
         cluster=container_v1.Cluster(name="other", node_pools=[container_v1.NodePool(name="np", initial_node_count=1)]),
     )
 
-    listed = GkeCluster.list(PROJECT, container_client=container_client, credentials=NoCredentials())
+    listed = GkeProject(PROJECT, container_client=container_client, credentials=NoCredentials()).list()
     assert sorted((i.name, i.location) for i in listed) == [("a", "us-central1-a"), ("b", "europe-west4-b")]
-    everything = GkeCluster.list(PROJECT, container_client=container_client, all_clusters=True)
+    everything = GkeProject(PROJECT, container_client=container_client).list(all_clusters=True)
     assert sorted(i.name for i in everything) == ["a", "b", "other"]
 
-    found = GkeCluster.get(
-        "a", project=PROJECT, container_client=container_client, credentials=NoCredentials(), poll_interval=0.001
+    found = find(
+        GkeProject(PROJECT, container_client=container_client, credentials=NoCredentials()), "a", poll_interval=0.001
     )
     assert found.location == "us-central1-a"
     assert found.spec.gpu_type == T4 and found.spec.spot and found.spec.labels == {"team": "rl"}
     assert found.info().gpu_type == T4
     with pytest.raises(NotFoundError):
-        GkeCluster.get("missing", project=PROJECT, container_client=container_client)
+        find(GkeProject(PROJECT, container_client=container_client), "missing")
 
     before = len(fake.requests_of("DeleteCluster"))
     found.delete()
@@ -574,7 +576,7 @@ def test_get_a_cluster_with_an_accelerator_rlcloud_does_not_model(
         parent=f"projects/{PROJECT}/locations/us-south1-b",
         cluster=container_v1.Cluster(name="x900", node_pools=[pool]),
     )
-    found = GkeCluster.get("x900", project=PROJECT, container_client=container_client, credentials=NoCredentials())
+    found = find(GkeProject(PROJECT, container_client=container_client, credentials=NoCredentials()), "x900")
     assert (found.spec.name, found.location, found.spec.gpu_type) == ("x900", "us-south1-b", None)
     assert found.info().gpu_type == "nvidia-x900" and found.info().gpus_per_node == 8
 

@@ -14,8 +14,8 @@ import pytest
 from rlcloud.cli import main
 from rlcloud.config import ProjectConfig
 from rlcloud.errors import SpecError
-from rlcloud.gke.cluster import EMULATOR_ENV
 from rlcloud.gke.doctor import CLUSTER_PERMISSIONS, Doctor, gpu_quota_metric
+from rlcloud.gke.project import EMULATOR_ENV
 from rlcloud.specs import ClusterSpec
 from tests.fakes.faulty_proxy import FaultyProxy
 from tests.fakes.gcs import FakeGcsServer

@@ -13,8 +13,9 @@ import pytest
 from rlcloud.cli import main
 from rlcloud.errors import SpecError
 from rlcloud.gke.builders import build_cluster, build_create_node_pool_request, cluster_labels
-from rlcloud.gke.cluster import EMULATOR_ENV, ClusterInfo
+from rlcloud.gke.info import ClusterInfo
 from rlcloud.gke.prices import PRICES_DATE, estimate_hourly_cost
+from rlcloud.gke.project import EMULATOR_ENV
 from rlcloud.specs import ClusterSpec
 from tests.fakes.gke import FakeClusterManager
 from tests.gke.conftest import PROJECT

@@ -31,17 +31,13 @@ NAME = Arg("name", metavar="NAME", help="experiment name")
 
 def _cluster_from_args(args: argparse.Namespace) -> Any:
     """The Cluster the flags name: --kubeconfig/--context for Kubernetes, -c/--cluster for GKE, else None."""
-    from pathlib import Path
-
     from rlcloud.cluster import Cluster
 
     if getattr(args, "kubeconfig", None) or getattr(args, "context", None):
         return Cluster.kubernetes(kubeconfig=args.kubeconfig, context=args.context, namespace=args.namespace)
     cluster_ref = getattr(args, "cluster", None)
     if cluster_ref:
-        if Path(cluster_ref).suffix in (".yaml", ".yml", ".json") or Path(cluster_ref).is_file():
-            return Cluster.gke(cluster_ref, project=getattr(args, "project", None))
-        return Cluster.get(cluster_ref, project=getattr(args, "project", None))
+        return Cluster.named(cluster_ref, project=getattr(args, "project", None))
     return None
 
 

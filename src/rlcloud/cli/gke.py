@@ -12,8 +12,9 @@ from typing import Any
 
 from rlcloud.cli._common import blame_flags, output_format, print_data, set_flags, shown, text
 from rlcloud.cli._common import console as _console
+from rlcloud.cluster import Cluster
 from rlcloud.errors import SpecError, SpecProblem
-from rlcloud.gke.cluster import ClusterInfo, GkeCluster, reap
+from rlcloud.gke.info import ClusterInfo
 from rlcloud.gke.operations import OperationUpdate
 from rlcloud.gke.prices import estimate_hourly_cost
 
@@ -56,7 +57,10 @@ def operation_bar(description: str, *, quiet: bool = False) -> Iterator[Any]:
 
 
 def _gke_options(args: argparse.Namespace) -> dict[str, Any]:
-    """Project and credentials: the flags, else the project config (rlcloud.yaml), else ADC."""
+    """The doctor's project and credentials: the flags, else the project config (rlcloud.yaml), else ADC.
+
+    Clusters are resolved by the facade (:class:`rlcloud.Cluster`), by the same rule.
+    """
     from rlcloud.config import google_credentials, load_project_config
 
     config = load_project_config()
@@ -98,8 +102,8 @@ def cluster_create(args: argparse.Namespace, sets: dict[str, Any]) -> int:
     )
     console.print(f"cluster [bold]{text(spec.name)}[/] {text(shape)}")
     console.print(str(estimate_hourly_cost(spec)), markup=False)
-    cluster = GkeCluster(spec, doctor=not args.skip_doctor, **_gke_options(args))
-    if cluster.doctor and not cluster.exists():
+    cluster = Cluster.gke(spec, project=args.project, doctor=not args.skip_doctor)
+    if not args.skip_doctor and not cluster.exists():
         # before asking: a project that cannot run this cluster is refused (PreflightError, exit 2) up front
         for check in cluster.check_project():
             console.print(str(check), markup=False)
@@ -150,8 +154,7 @@ def info_row(info: ClusterInfo, now: float) -> dict[str, Any]:
 def cluster_list(args: argparse.Namespace) -> int:
     """`rlcloud cluster list`: name, location, machine type, nodes, GPUs per node, status, age, ttl/autodown, and
     the estimated cost so far."""
-    options = _gke_options(args)
-    infos = GkeCluster.list(options["project"], credentials=options["credentials"], all_clusters=args.all)
+    infos = Cluster.list(args.project, all_clusters=args.all)
     now = time.time()
     rows = [info_row(i, now) for i in infos]
     from rlcloud.cli.complete import remember_clusters
@@ -191,32 +194,29 @@ def cluster_list(args: argparse.Namespace) -> int:
 
 def cluster_delete(args: argparse.Namespace) -> int:
     """`rlcloud cluster delete -c NAME | --all`: list what will be deleted, ask, delete (idempotent)."""
+    from rlcloud.specs import ClusterSpec
+
     console = _console()
-    options = _gke_options(args)
     if args.all:
         targets = [
-            (i.name, i.location, i.project)
-            for i in GkeCluster.list(options["project"], credentials=options["credentials"])
+            Cluster.gke(ClusterSpec(name=i.name, location=i.location), project=i.project)
+            for i in Cluster.list(args.project)
         ]
     else:
-        found = GkeCluster.get(args.cluster, location=args.location, **options)
-        targets = [(found.name, found.location, found.project)]
+        targets = [Cluster.get(args.cluster, project=args.project, location=args.location)]
     if not targets:
         console.print("no rlcloud clusters to delete")
         return 0
-    for name, location, project in targets:
-        console.print(f"will delete {name} in {location} (project {project})", markup=False)
+    for target in targets:
+        handle = target.handle
+        console.print(f"will delete {handle.name} in {handle.location} (project {handle.project})", markup=False)
     if not _confirm(f"Delete {len(targets)} cluster(s)?", args.yes):
         console.print("nothing deleted")
         return 1
-    from rlcloud.specs import ClusterSpec
-
-    for name, location, project in targets:
-        cluster = GkeCluster(
-            ClusterSpec(name=name, location=location), project=project, credentials=options["credentials"]
-        )
+    for target in targets:
+        name = target.spec.name
         with operation_bar(f"delete {name}", quiet=args.quiet) as progress:
-            cluster.delete(wait=not args.no_wait, progress=progress)
+            target.delete(wait=not args.no_wait, progress=progress)
         console.print(f"deleted {name}", markup=False)
     return 0
 
@@ -224,8 +224,7 @@ def cluster_delete(args: argparse.Namespace) -> int:
 def cluster_reap(args: argparse.Namespace) -> int:
     """`rlcloud cluster reap`: delete rlcloud clusters past their expiry label (after listing them)."""
     console = _console()
-    options = _gke_options(args)
-    expired = reap(options["project"], credentials=options["credentials"], dry_run=True)
+    expired = Cluster.reap(args.project, dry_run=True)
     if not expired:
         console.print("no expired rlcloud clusters")
         return 0
@@ -234,7 +233,7 @@ def cluster_reap(args: argparse.Namespace) -> int:
     if args.dry_run or not _confirm(f"Delete {len(expired)} expired cluster(s)?", args.yes):
         console.print("nothing deleted")
         return 0
-    deleted = reap(options["project"], credentials=options["credentials"])
+    deleted = Cluster.reap(args.project)
     console.print(f"deleted {len(deleted)} cluster(s): {', '.join(i.name for i in deleted)}", markup=False)
     return 0
 
@@ -277,7 +276,6 @@ def run_doctor(args: argparse.Namespace) -> int:
 
 def _smoke(args: argparse.Namespace, spec: Any, project: str, results: str, credentials: Any) -> bool:
     """`rlcloud doctor --smoke`: one tiny pod on the existing cluster, each step printed as it ends."""
-    from rlcloud import Cluster
     from rlcloud.smoke import smoke
 
     if not args.cluster and spec is None:
@@ -286,7 +284,7 @@ def _smoke(args: argparse.Namespace, spec: Any, project: str, results: str, cred
         target = Cluster.get(args.cluster, project=project, credentials=credentials)
     else:
         target = Cluster.gke(spec, project=project, credentials=credentials, doctor=False)
-        if not target.handle.exists():
+        if not target.exists():
             problem = f"cluster {spec.name} does not exist: create it first (rlcloud cluster create -f {args.file})"
             raise SpecError([SpecProblem("--file", problem)])
     print(f"smoke test on {target.describe()} (results {results or '-'}):", flush=True)

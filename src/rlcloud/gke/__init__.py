@@ -8,7 +8,13 @@
     cluster.delete()                 # idempotent
 
 Names load on first use, so ``import rlcloud.gke`` stays light; the Google client libraries are
-imported only by the modules that call them (cluster, builders, operations).
+imported only by the modules that call them.
+
+The modules: ``project`` (credentials, the Container API client, list, look up, the expired), ``cluster``
+(the one handle of a cluster: create, wait, delete, access; find and reap, which make handles), ``info``
+(ClusterInfo and its views: age, teardown, cost so far), ``reaper_setup`` (installing the in-cluster
+reaper), ``reaper`` (that program), ``doctor`` (pre-flight checks of a project), and below them
+``builders``, ``plan``, ``zones``, ``machines``, ``prices``, ``preflight``, ``operations``, ``errors``, ``kube``.
 """
 
 from __future__ import annotations
@@ -17,11 +23,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from rlcloud.gke.cluster import ClusterInfo, GkeCluster, GkeProject, dedicated_cluster, reap
+    from rlcloud.gke.cluster import GkeCluster, dedicated_cluster, reap
     from rlcloud.gke.errors import ClusterBusyError
+    from rlcloud.gke.info import ClusterInfo
     from rlcloud.gke.operations import OperationUpdate
     from rlcloud.gke.preflight import check_cluster_spec
     from rlcloud.gke.prices import CostEstimate, CostItem, estimate_hourly_cost
+    from rlcloud.gke.project import GkeProject
 
 __all__ = [
     "ClusterBusyError",
@@ -39,11 +47,11 @@ __all__ = [
 
 _LAZY = {
     "ClusterBusyError": "rlcloud.gke.errors",
-    "ClusterInfo": "rlcloud.gke.cluster",
+    "ClusterInfo": "rlcloud.gke.info",
     "CostEstimate": "rlcloud.gke.prices",
     "CostItem": "rlcloud.gke.prices",
     "GkeCluster": "rlcloud.gke.cluster",
-    "GkeProject": "rlcloud.gke.cluster",
+    "GkeProject": "rlcloud.gke.project",
     "OperationUpdate": "rlcloud.gke.operations",
     "check_cluster_spec": "rlcloud.gke.preflight",
     "dedicated_cluster": "rlcloud.gke.cluster",

@@ -15,14 +15,12 @@ Credentials), no gcloud or kubectl. The verbs are safe to repeat:
 from __future__ import annotations
 
 import builtins
-import datetime as _dt
 import logging
 import os
 import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -30,9 +28,6 @@ from google.cloud import container_v1
 
 from rlcloud.errors import BackendError, CapacityError, ConflictError, NotFoundError, PreflightError, RLCloudError
 from rlcloud.gke.builders import (
-    AUTODOWN_LABEL,
-    EXPERIMENT_LABEL,
-    EXPIRY_LABEL,
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
     build_create_cluster_request,
@@ -40,18 +35,20 @@ from rlcloud.gke.builders import (
     cluster_path,
     location_path,
     node_pool_path,
-    read_autodown_label,
-    read_expiry_label,
 )
 from rlcloud.gke.errors import ClusterBusyError, api_errors, classify, operation_error
+from rlcloud.gke.info import ClusterInfo
 from rlcloud.gke.operations import ProgressCallback, wait_operation
-from rlcloud.gke.plan import DEFAULT_POOL, GPU_POOL, PoolPlan, plan_pools
+from rlcloud.gke.plan import GPU_POOL, plan_pools
 from rlcloud.gke.preflight import check_cluster_spec, cluster_spec_warnings
-from rlcloud.gke.prices import CostEstimate, CostSoFar, estimate_cost_so_far, estimate_hourly_cost
+from rlcloud.gke.prices import CostEstimate, estimate_hourly_cost
+from rlcloud.gke.project import GkeProject
+from rlcloud.gke.reaper_setup import install_reaper
 from rlcloud.gke.zones import GpuPlacement, accelerator_zones, place_gpu_pool
-from rlcloud.specs.cluster import REGION_RE, Autoscaling, ClusterSpec
+from rlcloud.specs.cluster import REGION_RE, ClusterSpec
+from rlcloud.waiting import Backoff, sleep_until
 
-__all__ = ["ClusterInfo", "GkeCluster", "GkeProject", "dedicated_cluster", "reap"]
+__all__ = ["GkeCluster", "dedicated_cluster", "find", "reap"]
 
 log = logging.getLogger("rlcloud.gke")
 
@@ -59,8 +56,6 @@ ClusterStatus = container_v1.Cluster.Status
 PoolStatus = container_v1.NodePool.Status
 OpStatus = container_v1.Operation.Status
 OpType = container_v1.Operation.Type
-CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
-EMULATOR_ENV = "RLCLOUD_GKE_EMULATOR_HOST"
 # A RECONCILING cluster serves its API and is handled like a running one (its pools are checked one by one).
 _BUSY_STATES = {ClusterStatus.PROVISIONING, ClusterStatus.STOPPING}
 # Cleanup after a failed create gets at least this long, even when the create used up its own timeout.
@@ -72,200 +67,13 @@ def _region(location: str) -> str:
     return location if REGION_RE.match(location) else location.rsplit("-", 1)[0]
 
 
-def _span(seconds: float) -> str:
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds / size:.0f}{unit}"
-    return f"{seconds:.0f}s"
-
-
-def _parse_time(text: str) -> _dt.datetime | None:
-    if not text:
-        return None
-    try:
-        return _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
-def _reservation_of(pool: Any) -> str | None:
-    affinity = pool.config.reservation_affinity if pool is not None else None
-    if affinity and affinity.consume_reservation_type == container_v1.ReservationAffinity.Type.SPECIFIC_RESERVATION:
-        return affinity.values[0] if affinity.values else None
-    return None
-
-
-@dataclass(frozen=True)
-class ClusterInfo:
-    """Observed state of a GKE cluster (what GKE reports, not what a spec asked for)."""
-
-    name: str
-    project: str
-    location: str
-    status: str  # PROVISIONING, RUNNING, RECONCILING, STOPPING, ERROR, DEGRADED
-    machine_type: str  # of the experiment (GPU or default) pool
-    num_nodes: int  # nodes now (all pools)
-    gpus_per_node: int
-    gpu_type: str | None
-    spot: bool
-    node_pools: list[str]
-    created: _dt.datetime | None
-    expiry: _dt.datetime | None
-    labels: dict[str, str] = field(default_factory=dict)
-    endpoint: str = ""
-    status_message: str = ""
-    disk_size: int = 0
-    autoscaling: tuple[int, int] | None = None  # (min, max) nodes of the experiment pool
-    nodes_per_zone: int = 0  # initial node count of the experiment pool
-    #: every pool as a plan with its node count over all its zones (for the cost so far)
-    pools: tuple[tuple[PoolPlan, int], ...] = ()
-    reservation: str | None = None  # the reservation the experiment pool consumes
-    node_locations: tuple[str, ...] = ()  # zones of the GPU pool when it sets its own
-    #: what could not be read from this cluster (an expiry or autodown label that is no number of seconds):
-    #: the cluster is still listed, and an unreadable label acts as absent
-    problems: tuple[str, ...] = ()
-
-    @property
-    def managed(self) -> bool:
-        """True when rlcloud made this cluster (label managed-by=rlcloud)."""
-        return self.labels.get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE
-
-    @property
-    def experiment(self) -> str | None:
-        """The experiment a dedicated cluster was made for (label), else None."""
-        return self.labels.get(EXPERIMENT_LABEL)
-
-    @property
-    def autodown(self) -> int | None:
-        """Idle seconds after which the in-cluster reaper deletes the cluster (label), else None."""
-        return read_autodown_label(self.labels)[0]
-
-    def expired(self, now: float | None = None) -> bool:
-        """True when the cluster carries an expiry label that lies in the past."""
-        if self.expiry is None:
-            return False
-        return self.expiry.timestamp() <= (time.time() if now is None else now)
-
-    def cost_so_far(self, now: float | None = None) -> CostSoFar | None:
-        """Estimated cost since creation (each pool at its initial size, list prices), None when the
-        creation time is unknown. An estimate: see :mod:`rlcloud.gke.prices`."""
-        age = self.age(now)
-        if age is None:
-            return None
-        return estimate_cost_so_far(list(self.pools), age / 3600)
-
-    def teardown(self, now: float | None = None) -> str:
-        """How the cluster goes away: ``ttl 2h left``, ``autodown 30m``, both, or ``-`` (``ttl label
-        unreadable`` when the expiry label is no time: see :attr:`problems`)."""
-        parts = []
-        if self.expiry is not None:
-            left = self.expiry.timestamp() - (time.time() if now is None else now)
-            parts.append("ttl expired" if left <= 0 else f"ttl {_span(left)} left")
-        elif EXPIRY_LABEL in self.labels:
-            parts.append("ttl label unreadable")
-        if self.autodown is not None:
-            parts.append(f"autodown {_span(self.autodown)}")
-        elif AUTODOWN_LABEL in self.labels:
-            parts.append("autodown label unreadable")
-        return ", ".join(parts) or "-"
-
-    def age(self, now: float | None = None) -> float | None:
-        """Seconds since creation, if known."""
-        if self.created is None:
-            return None
-        return (time.time() if now is None else now) - self.created.timestamp()
-
-    @classmethod
-    def from_cluster(cls, cluster: Any, project: str) -> ClusterInfo:
-        """Read a ``container_v1.Cluster`` message."""
-        pools = list(cluster.node_pools)
-        workers = next((p for p in pools if p.name == GPU_POOL), None)
-        workers = workers or next((p for p in pools if p.config.accelerators), None)
-        workers = workers or next((p for p in pools if p.name == DEFAULT_POOL), None)
-        workers = workers or (pools[0] if pools else None)
-        accelerators = list(workers.config.accelerators) if workers else []
-        labels = dict(cluster.resource_labels)
-        expiry_seconds, expiry_problem = read_expiry_label(labels)
-        expiry = None if expiry_seconds is None else _dt.datetime.fromtimestamp(expiry_seconds, _dt.UTC)
-        problems = tuple(p for p in (expiry_problem, read_autodown_label(labels)[1]) if p)
-        try:
-            status = ClusterStatus(cluster.status).name
-        except ValueError:  # a state newer than this client library's enum
-            status = f"UNKNOWN({int(cluster.status)})"
-        autoscaling = None
-        if workers is not None and workers.autoscaling.enabled:
-            autoscaling = (workers.autoscaling.min_node_count, workers.autoscaling.max_node_count)
-        zones = max(len(cluster.locations), 1)
-        pools_info = tuple(
-            (
-                PoolPlan(
-                    name=p.name,
-                    role="workers" if p is workers else "system",
-                    machine_type=p.config.machine_type,
-                    nodes_per_zone=p.initial_node_count,
-                    disk_size_gb=p.config.disk_size_gb,
-                    spot=bool(p.config.spot or p.config.preemptible),
-                    gpus=sum(a.accelerator_count for a in p.config.accelerators),
-                    gpu_type=p.config.accelerators[0].accelerator_type if p.config.accelerators else None,
-                ),
-                p.initial_node_count * (len(p.locations) or zones),
-            )
-            for p in pools
-        )
-        return cls(
-            name=cluster.name,
-            project=project,
-            location=cluster.location or cluster.zone,
-            status=status,
-            machine_type=workers.config.machine_type if workers else "",
-            num_nodes=cluster.current_node_count,
-            gpus_per_node=sum(a.accelerator_count for a in accelerators),
-            gpu_type=accelerators[0].accelerator_type if accelerators else None,
-            spot=bool(workers and (workers.config.spot or workers.config.preemptible)),
-            node_pools=[p.name for p in pools],
-            created=_parse_time(cluster.create_time),
-            expiry=expiry,
-            labels=labels,
-            endpoint=cluster.endpoint,
-            status_message=cluster.status_message,
-            disk_size=workers.config.disk_size_gb if workers else 0,
-            autoscaling=autoscaling,
-            nodes_per_zone=workers.initial_node_count if workers else 0,
-            pools=pools_info,
-            reservation=_reservation_of(workers),
-            node_locations=tuple(workers.locations) if workers and accelerators else (),
-            problems=problems,
-        )
-
-    def to_spec(self) -> ClusterSpec:
-        """A ClusterSpec that describes this cluster as it is (for attaching to a cluster by name)."""
-        ours = {MANAGED_BY_LABEL, EXPERIMENT_LABEL, EXPIRY_LABEL, AUTODOWN_LABEL}
-        return ClusterSpec(
-            name=self.name,
-            project=self.project,
-            location=self.location,
-            machine_type=self.machine_type or None,
-            num_nodes=max(self.nodes_per_zone, 1),
-            disk_size=max(self.disk_size, 10),
-            gpus_per_node=self.gpus_per_node,
-            gpu_type=self.gpu_type,
-            spot=self.spot,
-            autoscaling=(
-                Autoscaling(min_nodes=self.autoscaling[0], max_nodes=self.autoscaling[1]) if self.autoscaling else None
-            ),
-            labels={k: v for k, v in self.labels.items() if k not in ours},
-            autodown=self.autodown,
-            reservation=self.reservation,
-            node_locations=list(self.node_locations) if REGION_RE.match(self.location) and self.gpus_per_node else [],
-        )
-
-
 class GkeCluster:
     """One GKE cluster described by a ClusterSpec.
 
     ``project``: the Google Cloud project (default: the spec's, then Application Default Credentials');
     ``credentials``: google-auth credentials (default: ``google.auth.default``, looked up lazily);
     ``container_client``: a ``container_v1.ClusterManagerClient`` (default: built from the credentials).
+    ``location``: where the cluster is, when found elsewhere than the spec's (a fallback zone).
     ``experiment`` labels the cluster as made for that experiment. ``gpu_driver_version``: DEFAULT or LATEST,
     the GKE-installed driver of GPU nodes (None: LATEST for Hopper and newer GPUs, whose kernels the driver
     JIT-compiles, DEFAULT for the others). ``poll_interval``/``max_poll_interval``
@@ -291,6 +99,7 @@ class GkeCluster:
         container_client: Any = None,
         *,
         gke_project: GkeProject | None = None,
+        location: str | None = None,
         experiment: str | None = None,
         gpu_driver_version: str | None = None,
         poll_interval: float = 2.0,
@@ -311,7 +120,7 @@ class GkeCluster:
         self.poll_interval = poll_interval
         self.max_poll_interval = max_poll_interval
         # Where the cluster is (or will be): moves to a fallback zone after a stockout.
-        self.location = spec.location
+        self.location = location or spec.location
         self._node_locations: tuple[str, ...] = ()
         # Zones of a regional cluster's GPU pool (gke/zones.py), looked up when a GPU pool is first created.
         self._gpu_placement: GpuPlacement | None = None
@@ -352,37 +161,6 @@ class GkeCluster:
     def path(self) -> str:
         """``projects/P/locations/L/clusters/N``."""
         return cluster_path(self.project, self.location, self.name)
-
-    # ------------------------------------------------------------------ existing clusters (GkeProject's verbs)
-
-    @classmethod
-    def get(
-        cls,
-        name: str,
-        project: str | None = None,
-        location: str | None = None,
-        credentials: Any = None,
-        container_client: Any = None,
-        **options: Any,
-    ) -> GkeCluster:
-        """An existing cluster by name: ``GkeProject(project, ...).find(name, location)``."""
-        return GkeProject(project, credentials=credentials, container_client=container_client).find(
-            name, location, **options
-        )
-
-    @classmethod
-    def list(
-        cls,
-        project: str | None = None,
-        *,
-        credentials: Any = None,
-        container_client: Any = None,
-        all_clusters: bool = False,
-    ) -> builtins.list[ClusterInfo]:
-        """The clusters of ``project``: ``GkeProject(project, ...).list(all_clusters=...)``."""
-        return GkeProject(project, credentials=credentials, container_client=container_client).list(
-            all_clusters=all_clusters
-        )
 
     # ------------------------------------------------------------------ reading
 
@@ -504,12 +282,10 @@ class GkeCluster:
             self._wait(op, deadline, progress, f"wait for {op.name} on cluster {self.name}")
 
     def _sleep_until(self, deadline: float, seconds: float) -> None:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
+        if not sleep_until(deadline, seconds):
             from rlcloud.errors import WaitTimeoutError
 
             raise WaitTimeoutError(f"cluster {self.name}: timed out waiting for GKE")
-        time.sleep(min(seconds, remaining))
 
     def _mutate(self, call: Callable[[], _T], deadline: float, progress: ProgressCallback | None, action: str) -> _T:
         """Send one mutation, waiting out CLUSTER_ALREADY_HAS_OPERATION until ``deadline``.
@@ -521,19 +297,19 @@ class GkeCluster:
         """
         from google.api_core import exceptions as gexc
 
-        pause = self.poll_interval
+        pauses = Backoff(self.poll_interval, self.max_poll_interval).pauses()
         while True:
             try:
                 with api_errors(project=self.project, action=action):
                     return call()
             except ClusterBusyError as busy:
+                # not a pause but a wait for the other operation, however long it takes (within deadline)
                 self._wait_for_others(busy, deadline, progress)
             except BackendError as exc:
                 if not isinstance(exc.__cause__, gexc.ServiceUnavailable | gexc.DeadlineExceeded):
                     raise
                 log.warning("%s: transient error (%s), retrying", action, type(exc.__cause__).__name__)
-                self._sleep_until(deadline, pause)
-                pause = min(pause * 2, self.max_poll_interval)
+                self._sleep_until(deadline, next(pauses))
 
     # ------------------------------------------------------------------ create
 
@@ -545,6 +321,8 @@ class GkeCluster:
         *,
         fallback_zones: builtins.list[str] | None = None,
         delete_on_failure: bool = False,
+        run_images: builtins.list[str] | None = None,
+        experiment: str | None = None,
     ) -> ClusterInfo:
         """Create the cluster (a default CPU pool, plus a GPU pool when the spec has GPUs); return its state.
 
@@ -556,8 +334,13 @@ class GkeCluster:
         call (seconds). ``delete_on_failure``: any failure or interrupt (KeyboardInterrupt included)
         deletes whatever was made — for dedicated clusters. Before a new cluster is created, the doctor's cheap
         checks run (:meth:`check_project`, unless ``doctor`` is False): a failed one raises PreflightError and
-        nothing is created.
+        nothing is created. ``run_images``: the images the runs about to start will pull (for those checks;
+        default the handle's). ``experiment``: label a cluster without one as made for that experiment.
         """
+        if run_images is not None:
+            self.run_images = run_images
+        if experiment is not None and self.experiment is None:
+            self.experiment = experiment
         check_cluster_spec(self.spec)
         for warning in cluster_spec_warnings(self.spec):
             log.warning("cluster %s: %s", self.name, warning)
@@ -577,45 +360,9 @@ class GkeCluster:
         return info
 
     def install_reaper(self) -> str:
-        """Install (or update) the in-cluster reaper that deletes this cluster when its ttl or autodown is due.
-
-        Never raises: a cluster without the reaper's identity or image set up, or one whose API refuses,
-        keeps today's behaviour (``rlcloud cluster reap`` acts on the expiry label) and the returned line,
-        also logged as a warning, says what is missing and how to fix it.
-        """
-        from rlcloud.config import load_project_config
-
-        try:
-            config = load_project_config()
-            account = self.reaper_service_account or config.reaper_service_account
-            image = self.reaper_image or config.image
-        except RLCloudError as exc:
-            account = image = None
-            log.debug("rlcloud.yaml unreadable for the reaper: %s", exc)
-        fallback = "its ttl is enforced only by `rlcloud cluster reap`, autodown not at all"
-        if not account:
-            note = (
-                f"cluster {self.name}: no in-cluster reaper ({fallback}): create the reaper's service account "
-                "(docs/gke-setup.md#7-teardown-inside-the-cluster) and add `reaper_service_account: "
-                f"rlcloud-reaper@{self.project}.iam.gserviceaccount.com` to rlcloud.yaml"
-            )
-        elif not image:
-            note = (
-                f"cluster {self.name}: no in-cluster reaper ({fallback}): no runner image to run it in: add "
-                "`image: <your cpu runner image>` to rlcloud.yaml (docs/images.md)"
-            )
-        else:
-            from rlcloud.k8s.reaper_install import install_reaper
-
-            try:
-                api = self._kube_api_client or self.kube_client()
-                install_reaper(api, image=image, gcp_service_account=account)
-            except Exception as exc:  # the create succeeded: a reaper problem must never undo or fail it
-                note = f"cluster {self.name}: the in-cluster reaper could not be installed ({fallback}): {exc}"
-            else:
-                return f"cluster {self.name}: in-cluster reaper installed (namespace rlcloud-system, every 5 minutes)"
-        log.warning("%s", note)
-        return note
+        """Install (or update) the in-cluster reaper that deletes this cluster when its ttl or autodown is due
+        (:func:`rlcloud.gke.reaper_setup.install_reaper`). Never raises: the returned line says what it did."""
+        return install_reaper(self)
 
     def wait(self, timeout: float = 1800.0, progress: ProgressCallback | None = None) -> ClusterInfo:
         """Wait until the cluster (e.g. after ``create(wait=False)``) is running with all its pools.
@@ -1015,170 +762,53 @@ def dedicated_cluster(
     cluster.delete(wait=True, progress=progress)
 
 
+def find(gke_project: GkeProject, name: str, location: str | None = None, **options: Any) -> GkeCluster:
+    """The handle of an existing cluster by name, its spec read back from the cluster (``location`` None:
+    searched in every location of the project). NotFoundError when there is none. ``options`` go to
+    :class:`GkeCluster`."""
+    info = gke_project.lookup(name, location)
+    try:
+        spec = info.to_spec()
+    except ValueError:
+        # Made outside rlcloud with something ClusterSpec does not model (an accelerator type newer than
+        # GpuType, say): name and location are all that is needed to use or delete it.
+        spec = ClusterSpec(name=info.name, location=info.location, project=info.project)
+    return GkeCluster(spec, gke_project=gke_project, experiment=info.experiment, location=info.location, **options)
+
+
 def reap(
     project: str | None = None,
     *,
     now: float | None = None,
     credentials: Any = None,
     container_client: Any = None,
+    gke_project: GkeProject | None = None,
     dry_run: bool = False,
     wait: bool = True,
     progress: ProgressCallback | None = None,
     poll_interval: float = 2.0,
-) -> list[ClusterInfo]:
-    """Delete every rlcloud-managed cluster of ``project`` whose expiry lies before ``now``: see
-    :meth:`GkeProject.reap`."""
-    return GkeProject(project, credentials=credentials, container_client=container_client).reap(
-        now=now, dry_run=dry_run, wait=wait, progress=progress, poll_interval=poll_interval
-    )
-
-
-class GkeProject:
-    """The GKE side of one Google Cloud project: its credentials, its Container API client, and the verbs
-    that act across its clusters (list, find one by name, reap the expired).
-
-    ``project``: the project id (default: Application Default Credentials'); ``credentials``:
-    google-auth credentials (default: ``google.auth.default``, looked up lazily); ``container_client``: a
-    ``container_v1.ClusterManagerClient`` (default: built from the credentials on first use). One client
-    serves every cluster handle this object makes.
-    """
-
-    def __init__(self, project: str | None = None, *, credentials: Any = None, container_client: Any = None) -> None:
-        self._project = project
-        self._credentials = credentials
-        self._client = container_client
-
-    def __repr__(self) -> str:
-        return f"GkeProject({self._project or '(default)'})"
-
-    def _default_credentials(self) -> tuple[Any, str | None]:
-        import google.auth
-
-        with api_errors(action="find Google credentials"):
-            credentials, project = google.auth.default(scopes=[CLOUD_PLATFORM_SCOPE])
-        return credentials, project
-
-    @property
-    def credentials(self) -> Any:
-        """The google-auth credentials in use (Application Default Credentials unless given)."""
-        if self._credentials is None:
-            self._credentials, found = self._default_credentials()
-            self._project = self._project or found
-        return self._credentials
-
-    @property
-    def project(self) -> str:
-        """The Google Cloud project id (resolved from Application Default Credentials if not given)."""
-        if not self._project:
-            if self._credentials is None:
-                _ = self.credentials
-            if not self._project:
-                from rlcloud.errors import AuthError
-
-                raise AuthError(
-                    "no Google Cloud project given and none found in Application Default Credentials: pass "
-                    "project=..., set it in the cluster spec, or run `gcloud config set project PROJECT`"
-                )
-        assert self._project is not None
-        return self._project
-
-    @property
-    def client(self) -> Any:
-        """The ClusterManagerClient in use (built on first use when none was given).
-
-        With ``RLCLOUD_GKE_EMULATOR_HOST=host:port`` set (like ``STORAGE_EMULATOR_HOST`` for Cloud Storage)
-        it talks plain gRPC to a local ClusterManager fake instead of Google, and needs no credentials.
-        """
-        if self._client is None:
-            emulator = os.environ.get(EMULATOR_ENV)
-            if emulator:
-                import grpc
-                from google.cloud.container_v1.services.cluster_manager.transports import ClusterManagerGrpcTransport
-
-                transport = ClusterManagerGrpcTransport(channel=grpc.insecure_channel(emulator))
-                self._client = container_v1.ClusterManagerClient(transport=transport)
-            else:
-                self._client = container_v1.ClusterManagerClient(credentials=self.credentials)
-        return self._client
-
-    def _clusters(self) -> builtins.list[Any]:
-        with api_errors(project=self.project, action="list clusters"):
-            response = self.client.list_clusters(parent=location_path(self.project, "-"))
-        return builtins.list(response.clusters)
-
-    def list(self, *, all_clusters: bool = False) -> builtins.list[ClusterInfo]:
-        """The clusters of the project in every location: rlcloud's (label managed-by=rlcloud), or all."""
-        infos = [ClusterInfo.from_cluster(c, self.project) for c in self._clusters()]
-        infos = [i for i in infos if all_clusters or i.managed]
-        for info in infos:
-            for problem in info.problems:
-                log.warning("cluster %s in %s: %s", info.name, info.location, problem)
-        return infos
-
-    def cluster(self, spec: ClusterSpec, **options: Any) -> GkeCluster:
-        """A handle of the cluster ``spec`` describes, sharing this project's client (nothing is called)."""
-        return GkeCluster(spec, gke_project=self, **options)
-
-    def find(self, name: str, location: str | None = None, **options: Any) -> GkeCluster:
-        """An existing cluster by name, its spec read back from the cluster (``location`` None: searched in
-        every location of the project). NotFoundError when there is none."""
-        from google.api_core import exceptions as gexc
-
-        found = None
-        if location is not None:
-            try:
-                with api_errors(project=self.project, action=f"get cluster {name}"):
-                    try:
-                        found = self.client.get_cluster(name=cluster_path(self.project, location, name))
-                    except gexc.NotFound:
-                        found = None
-            except NotFoundError:
-                found = None
-        else:
-            found = next((c for c in self._clusters() if c.name == name), None)
-        if found is None:
-            where = f" in {location}" if location else ""
-            raise NotFoundError(f"no GKE cluster named {name!r}{where} in project {self.project}")
-        info = ClusterInfo.from_cluster(found, self.project)
-        try:
-            spec = info.to_spec()
-        except ValueError:
-            # Made outside rlcloud with something ClusterSpec does not model (an accelerator type newer than
-            # GpuType, say): name and location are all that is needed to use or delete it.
-            spec = ClusterSpec(name=info.name, location=info.location, project=info.project)
-        cluster = self.cluster(spec, experiment=info.experiment, **options)
-        cluster.location = info.location
-        return cluster
-
-    def reap(
-        self,
-        *,
-        now: float | None = None,
-        dry_run: bool = False,
-        wait: bool = True,
-        progress: ProgressCallback | None = None,
-        poll_interval: float = 2.0,
-    ) -> builtins.list[ClusterInfo]:
-        """Delete every rlcloud-managed cluster whose expiry label lies before ``now``; return what it
-        deleted. Clusters without the managed-by=rlcloud label, or without an expiry, are never touched.
-        A cluster whose expiry label cannot be read (milliseconds, words...) is never deleted by it: the
-        listing warns about it and the other clusters are reaped as usual.
-        ``dry_run``: return what would be deleted, delete nothing."""
-        expired = [i for i in self.list() if i.managed and i.expired(now)]
-        if dry_run:
-            return expired
-        failed: builtins.list[str] = []
-        for info in expired:
-            log.info("reaping cluster %s in %s (expired %s)", info.name, info.location, info.expiry)
-            spec = ClusterSpec(name=info.name, location=info.location)
-            try:
-                self.cluster(spec, poll_interval=poll_interval).delete(wait=wait, progress=progress)
-            except RLCloudError as exc:  # one cluster that cannot be deleted never keeps the others billing
-                log.error("could not delete expired cluster %s in %s: %s", info.name, info.location, exc)
-                failed.append(f"{info.name} ({exc})")
-        if failed:
-            raise BackendError(
-                f"could not delete {len(failed)} of {len(expired)} expired cluster(s): {'; '.join(failed)}; the "
-                "others were deleted"
-            )
+) -> builtins.list[ClusterInfo]:
+    """Delete every rlcloud-managed cluster of ``project`` (or ``gke_project``) whose expiry label lies before
+    ``now``; return what it deleted. Clusters without the managed-by=rlcloud label, or without an expiry, are
+    never touched. A cluster whose expiry label cannot be read (milliseconds, words...) is never deleted by
+    it: the listing warns about it and the other clusters are reaped as usual.
+    ``dry_run``: return what would be deleted, delete nothing."""
+    gke_project = gke_project or GkeProject(project, credentials=credentials, container_client=container_client)
+    expired = gke_project.expired(now)
+    if dry_run:
         return expired
+    failed: builtins.list[str] = []
+    for info in expired:
+        log.info("reaping cluster %s in %s (expired %s)", info.name, info.location, info.expiry)
+        spec = ClusterSpec(name=info.name, location=info.location)
+        try:
+            GkeCluster(spec, gke_project=gke_project, poll_interval=poll_interval).delete(wait=wait, progress=progress)
+        except RLCloudError as exc:  # one cluster that cannot be deleted never keeps the others billing
+            log.error("could not delete expired cluster %s in %s: %s", info.name, info.location, exc)
+            failed.append(f"{info.name} ({exc})")
+    if failed:
+        raise BackendError(
+            f"could not delete {len(failed)} of {len(expired)} expired cluster(s): {'; '.join(failed)}; the "
+            "others were deleted"
+        )
+    return expired

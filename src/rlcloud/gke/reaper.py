@@ -460,8 +460,8 @@ def run_once(
         read_autodown_label,
         read_expiry_label,
     )
-    from rlcloud.gke.cluster import GkeProject
     from rlcloud.gke.errors import api_errors
+    from rlcloud.gke.project import GkeProject
     from rlcloud.k8s.applier import Applier
     from rlcloud.k8s.reaper_builders import REAPER_NAMESPACE
 
