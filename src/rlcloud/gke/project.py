@@ -15,10 +15,7 @@ from typing import Any
 from google.cloud import container_v1
 
 from rlcloud.errors import NotFoundError
-from rlcloud.gke.builders import (
-    cluster_path,
-    location_path,
-)
+from rlcloud.gke.builders import cluster_path, location_path
 from rlcloud.gke.errors import api_errors
 from rlcloud.gke.info import ClusterInfo
 
@@ -37,7 +34,7 @@ class GkeProject:
     ``project``: the project id (default: Application Default Credentials'); ``credentials``:
     google-auth credentials (default: ``google.auth.default``, looked up lazily); ``container_client``: a
     ``container_v1.ClusterManagerClient`` (default: built from the credentials on first use). One client
-    serves every cluster handle this object makes.
+    serves every cluster handle made from it (``GkeCluster(spec, gke_project=...)``).
     """
 
     def __init__(self, project: str | None = None, *, credentials: Any = None, container_client: Any = None) -> None:
