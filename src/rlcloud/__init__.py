@@ -74,7 +74,7 @@ __all__ = [
 
 _LAZY = {
     "Cluster": "rlcloud.cluster",
-    "ClusterInfo": "rlcloud.gke.cluster",
+    "ClusterInfo": "rlcloud.gke.info",
     "ExperimentStatus": "rlcloud.backend",
     "SweepStatus": "rlcloud.backend",
     "Experiment": "rlcloud.experiment",
