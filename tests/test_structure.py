@@ -209,9 +209,7 @@ def test_each_concept_is_defined_once() -> None:
     assert _definitions(r"for attempt in range\(") == []  # a hand-made retry loop: use waiting.retry
     sleeps = {d.split(":")[0] for d in _definitions(r"time\.sleep\(") if not d.startswith("waiting.py")}
     assert sleeps <= {
-        # wait loops with their own shape: a log follower's window (k8s), a scheduler's lifetime (local); the
-        # backend split (issue 27 item 5) moves them
-        "k8s/backend.py",
+        # not waits for a condition: a log follower's pause between reads (local), a scheduler's tick
         "local/backend.py",
         "local/sweeper.py",
         # not a wait: the runner's stand-in for a costly environment step

@@ -71,7 +71,7 @@ from rlcloud.k8s.status import name as object_name
 from rlcloud.k8s.sweeps import KubernetesSweeps
 from rlcloud.roles import LEARNER, LEARNER_ROLES, Role, role_selector
 from rlcloud.stored import MAX_NAME_RECORD_BYTES
-from rlcloud.waiting import poll_until
+from rlcloud.waiting import poll_until, sleep_until
 
 if TYPE_CHECKING:
     from rlcloud.specs import ExperimentSpec
@@ -219,7 +219,7 @@ class KubernetesExperiments(KubernetesNamespace, ExperimentBackend):
         re-read at least every ``window`` seconds. Falls back to sleeping when the watch fails.
         """
         if window < 1:
-            time.sleep(window)
+            sleep_until(None, window)
             return
         selector = experiment_selector(name)
         path = path_for("Job", self.namespace)
@@ -247,7 +247,7 @@ class KubernetesExperiments(KubernetesNamespace, ExperimentBackend):
                 resp.close()
         except (k8s.ApiException, Urllib3Error, OSError, ValueError, KeyError, TypeError) as exc:
             logger.debug("watching the Jobs of %s failed (%s); polling", name, type(exc).__name__)
-            time.sleep(max(0.0, min(self.poll_interval, window - (time.monotonic() - started))))
+            sleep_until(started + window, self.poll_interval)
 
     def _release_env_servers(self, name: str, status: ExperimentStatus) -> None:
         """The learner failed for good: its env servers would wait (up to their idle timeout) for an

@@ -360,18 +360,25 @@ class LocalExperiments(LocalMachine, ExperimentBackend):
         """Block until the experiment finishes and all its processes have ended; rlcloud.errors.WaitTimeoutError
         after ``timeout`` seconds (the experiment keeps running)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
+        last: list[ExperimentStatus] = []
+
+        def ended() -> ExperimentStatus | None:
             status = self.status(name)
+            last[:] = [status]
             # Finished, and nothing left running: after a failure the supervisors are still stopping
             # the other roles for a moment, and a caller may want to start again right away.
             if (status.finished or status.state == "paused") and not self._any_process_alive(name):
                 return status
-            if deadline is not None and time.monotonic() >= deadline:
-                raise WaitTimeoutError(
-                    f"experiment {name!r} still {status.state} after {timeout:g} s "
-                    f"(timestep {status.progress.get('timestep', 0)}); it keeps running: wait again or stop it"
-                )
-            time.sleep(POLL_S if deadline is None else max(0.0, min(POLL_S, deadline - time.monotonic())))
+            return None
+
+        done = poll_until(ended, deadline, interval=POLL_S)
+        if done is None:
+            status = last[0]
+            raise WaitTimeoutError(
+                f"experiment {name!r} still {status.state} after {timeout:g} s "
+                f"(timestep {status.progress.get('timestep', 0)}); it keeps running: wait again or stop it"
+            )
+        return done
 
     def _any_process_alive(self, name: str) -> bool:
         """Whether a process of the experiment still runs (a supervisor may be stopping the other roles, a
