@@ -72,7 +72,8 @@ class GkeCluster:
 
     ``project``: the Google Cloud project (default: the spec's, then Application Default Credentials');
     ``credentials``: google-auth credentials (default: ``google.auth.default``, looked up lazily);
-    ``container_client``: a ``container_v1.ClusterManagerClient`` (default: built from the credentials).
+    ``container_client``: a ``container_v1.ClusterManagerClient`` (default: built from the credentials);
+    ``gke_project``: a :class:`~rlcloud.gke.project.GkeProject` to share instead (its client, credentials, id).
     ``location``: where the cluster is, when found elsewhere than the spec's (a fallback zone).
     ``experiment`` labels the cluster as made for that experiment. ``gpu_driver_version``: DEFAULT or LATEST,
     the GKE-installed driver of GPU nodes (None: LATEST for Hopper and newer GPUs, whose kernels the driver
@@ -111,7 +112,7 @@ class GkeCluster:
         run_images: builtins.list[str] | None = None,
     ) -> None:
         self.spec = spec
-        # The project's client, credentials and id; shared with the GkeProject that found this cluster.
+        # The project's client, credentials and id; shared with the GkeProject this handle was made from.
         self.gke_project = gke_project or GkeProject(
             project or spec.project, credentials=credentials, container_client=container_client
         )
