@@ -223,6 +223,8 @@ def test_each_concept_is_defined_once() -> None:
     # GKE clusters are resolved (project, location, name or spec file) by the facade alone: the CLI holds no
     # cluster handle of its own
     assert [d for d in _definitions(r"GkeCluster|GkeProject|gke\.cluster|gke\.project") if d.startswith("cli/")] == []
+    # ...and one cluster has one handle: the facade passes settings to its GkeCluster, never writes its state
+    assert _definitions(r"\b_?handle\.[a-z_]+ = ") == []
     # the "role-index | line" log format
     assert len(_definitions(r"f\"\{[a-z_.]+\} \| \{")) == 1
 
