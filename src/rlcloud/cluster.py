@@ -147,6 +147,12 @@ class Cluster(ABC):
         )
 
     @staticmethod
+    def attach(name: str, project: str | None = None, location: str | None = None, **kwargs: Any) -> GkeTarget:
+        """An existing GKE cluster by name, e.g. from another machine: the same as :meth:`get`, named as
+        ``Experiment.attach`` and ``Sweep.attach`` are."""
+        return Cluster.get(name, project=project, location=location, **kwargs)
+
+    @staticmethod
     def named(ref: str, project: str | None = None, location: str | None = None) -> GkeTarget:
         """The GKE cluster a command line names: a cluster spec file (``.yaml``/``.yml``/``.json``, or any
         existing file) is :meth:`gke` of it, anything else the name of an existing cluster (:meth:`get`)."""
@@ -507,6 +513,18 @@ class GkeTarget(KubernetesTarget):
     def info(self) -> ClusterInfo:
         """The GKE cluster's observed state (ClusterInfo)."""
         self._last_info = self.handle.info()
+        return self._last_info
+
+    def status(self) -> ClusterInfo:
+        """The GKE cluster's observed state (ClusterInfo), as ``Experiment.status()`` and ``Sweep.status()``
+        give theirs; the same as :meth:`info`."""
+        return self.info()
+
+    def wait(self, timeout: float = 1800.0, progress: ProgressCallback | None = None) -> ClusterInfo:
+        """Wait until the cluster (e.g. after ``create(wait=False)``) runs with all its node pools; returns its
+        ClusterInfo. It attaches to whatever operation is in flight and finishes it (WaitTimeoutError after
+        ``timeout`` seconds)."""
+        self._last_info = self.handle.wait(timeout=timeout, progress=progress)
         return self._last_info
 
     def kube_client(self) -> Any:

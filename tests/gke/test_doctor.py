@@ -610,3 +610,15 @@ def test_doctor_false_creates_without_the_checks(gke: FakeClusterManager, google
     asked = len(google_apis.requests)
     assert Cluster.gke(ClusterSpec(name="rl"), project=PROJECT, doctor=False).create().status == "RUNNING"
     assert len(google_apis.requests) == asked
+
+
+def test_the_cluster_facade_attaches_waits_and_reports_as_runs_do(gke: FakeClusterManager) -> None:
+    # the verbs rhyme across Experiment, Sweep and Cluster: attach by name, wait, status
+    from rlcloud import Cluster
+
+    gke.polls_to_done = 2
+    assert Cluster.gke(ClusterSpec(name="rl"), project=PROJECT, doctor=False).create(wait=False).status == "PROVISIONING"
+    found = Cluster.attach("rl", project=PROJECT)  # e.g. from another machine
+    assert found.wait(timeout=60).status == "RUNNING"
+    assert found.status().status == "RUNNING" and found.status().name == "rl"
+    assert len(gke.requests_of("CreateCluster")) == 1
