@@ -617,7 +617,8 @@ def test_the_cluster_facade_attaches_waits_and_reports_as_runs_do(gke: FakeClust
     from rlcloud import Cluster
 
     gke.polls_to_done = 2
-    assert Cluster.gke(ClusterSpec(name="rl"), project=PROJECT, doctor=False).create(wait=False).status == "PROVISIONING"
+    created = Cluster.gke(ClusterSpec(name="rl"), project=PROJECT, doctor=False).create(wait=False)
+    assert created.status == "PROVISIONING"
     found = Cluster.attach("rl", project=PROJECT)  # e.g. from another machine
     assert found.wait(timeout=60).status == "RUNNING"
     assert found.status().status == "RUNNING" and found.status().name == "rl"
