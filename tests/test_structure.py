@@ -133,7 +133,14 @@ def test_no_import_cycles_between_packages() -> None:
 # Layers, lowest first: a module may import its own layer and those below, never above (CONTRIBUTING.md).
 LAYERS: list[tuple[str, ...]] = [
     ("rlcloud.errors", "rlcloud.logsafety", "rlcloud.roles", "rlcloud.waiting"),
-    ("rlcloud.specs", "rlcloud.config", "rlcloud.results", "rlcloud.backend", "rlcloud.stored"),
+    (
+        "rlcloud.specs",
+        "rlcloud.config",
+        "rlcloud.results",
+        "rlcloud.layout",
+        "rlcloud.backend",
+        "rlcloud.stored",
+    ),
     ("rlcloud.storage", "rlcloud.record", "rlcloud.plotting", "rlcloud.intervals"),
     ("rlcloud.gke", "rlcloud.k8s", "rlcloud.runner", "rlcloud.local"),
     (

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from rlcloud.errors import SpecError, SpecProblem
+from rlcloud.layout import child
 
 __all__ = [
     "DEFAULT_RESULTS",
@@ -113,7 +114,7 @@ def results_location(root: str, name: str, *, resolve: bool = True) -> str:
     is not this machine's business.
     """
     if is_gcs(root) or not resolve:
-        return root.rstrip("/") + "/" + name
+        return child(root, name)
     return str((Path(root).expanduser() / name).resolve())
 
 

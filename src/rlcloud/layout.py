@@ -1,0 +1,276 @@
+"""The results layout: what one run keeps under its location (docs/contracts.md, "Results layout"), the
+names and relative paths of those files, and progress.json's typed model (:class:`ProgressRecord`).
+
+Every layer asks here; nothing else spells a name. The readers and writers over a store are in
+``rlcloud.storage.client`` (metrics, evaluation, progress) and ``rlcloud.record`` (spec of record, history);
+the runner writes a work directory with these names. Where a location itself is (``<root>/<name>``) is
+``rlcloud.results``'s business.
+
+The format is a contract with runners in older images: a name here never changes, and the progress model
+reads what any runner wrote (fields missing, unknown ones kept and written back).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = [
+    "AGENT_SUMMARIES",
+    "CHECKPOINTS",
+    "CHECKPOINT_STATE",
+    "CURVES",
+    "DONE_STATES",
+    "EVALUATION",
+    "FINAL_STATES",
+    "HISTORY",
+    "LATEST",
+    "LOGS",
+    "METRICS",
+    "PROGRESS",
+    "RESTORED_FILES",
+    "RETURNS_PLOT",
+    "SPEC",
+    "STOPPED_EARLY",
+    "SUMMARIES",
+    "SWEEP_SPEC",
+    "ProgressRecord",
+    "as_number",
+    "checkpoint_path",
+    "child",
+    "log_path",
+]
+
+logger = logging.getLogger(__name__)
+
+# ------------------------------------------------------------------------------------------------ names
+
+#: The spec of record (rlcloud.record): the resolved ExperimentSpec of the run's first start.
+SPEC = "spec.yaml"
+#: A sweep's spec of record, in the sweep's location.
+SWEEP_SPEC = "sweep.yaml"
+#: One JSON object per start (rlcloud.record).
+HISTORY = "history.jsonl"
+#: The learner's latest counters (:class:`ProgressRecord`), replaced atomically.
+PROGRESS = "progress.json"
+#: One JSON object per training episode, appended as it ends.
+METRICS = "metrics.jsonl"
+#: The same for evaluation episodes.
+EVALUATION = "evaluation.jsonl"
+#: The directory of the complete checkpoints, one directory each.
+CHECKPOINTS = "checkpoints"
+#: Text: the name of the latest complete checkpoint; written last, atomically.
+LATEST = f"{CHECKPOINTS}/LATEST"
+#: A checkpoint's counters, in its directory.
+CHECKPOINT_STATE = "state.json"
+#: TensorBoard's logdir.
+SUMMARIES = "summaries"
+#: Tensorforce's own update summaries, forwarded into SUMMARIES by the runner; outside the logdir.
+AGENT_SUMMARIES = "tensorforce-summaries"
+#: Each role's stdout/stderr: ``logs/<role>-<index>.log``.
+LOGS = "logs"
+#: The returns plot.
+RETURNS_PLOT = "returns.png"
+#: A sweep's early stopper's curves: ``curves/<trial>.json``, in the sweep's location.
+CURVES = "curves"
+#: What a resumed runner needs besides its checkpoint: its appended records and its counters.
+RESTORED_FILES = (METRICS, EVALUATION, PROGRESS)
+
+
+def checkpoint_path(name: str) -> str:
+    """A checkpoint's directory, relative to the location: ``checkpoints/<name>``."""
+    return f"{CHECKPOINTS}/{name}"
+
+
+def log_path(label: str) -> str:
+    """A role's log, relative to the location: ``logs/<role>-<index>.log``."""
+    return f"{LOGS}/{label}.log"
+
+
+def child(location: str, name: str) -> str:
+    """The location of ``name`` under ``location`` (a sweep's trial, a root's experiment), spelled as the
+    store spells it: ``<location>/<name>`` for a gs:// URL and a directory alike, nothing resolved."""
+    return location.rstrip("/") + "/" + name
+
+
+# ----------------------------------------------------------------------------------------------- states
+
+#: progress.json's state of a sweep trial stopped by its early-stopping rule (a TrialState "stopped early").
+STOPPED_EARLY = "stopped-early"
+#: progress.json states after which a run's progress no longer changes.
+FINAL_STATES = frozenset({"succeeded", "failed", "stopped", STOPPED_EARLY})
+#: progress.json states of a run that is done: not started again (a sweep's trial) and not failed.
+DONE_STATES = frozenset({"succeeded", STOPPED_EARLY})
+
+
+# ----------------------------------------------------------------------------------------------- values
+
+
+def as_number(value: Any, *, counter: bool, lowest: int = 0) -> int | float | None:
+    """``value`` as a counter (a whole number >= ``lowest``) or a finite measurement, or None when it is neither.
+    A number written as a string ("12", "3.5") is taken; bools, NaN and infinities are not."""
+    if isinstance(value, str) and len(value) <= 40:
+        try:
+            value = float(value.strip())
+        except ValueError:
+            return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if counter:
+        if value < lowest or value != int(value):
+            return None
+        return int(value)
+    return float(value)
+
+
+def _number(value: Any) -> float | None:
+    """A number as it stands (no string taken): what the status figures have always read."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _counter(value: Any) -> int | None:
+    number = _number(value)
+    return int(number) if number is not None and math.isfinite(number) else None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+#: progress.json's fields with a type: counters, measurements (a number or null) and texts (or null)
+_PROGRESS_COUNTERS = ("timestep", "episode")
+_PROGRESS_MEASURES = ("mean_return", "steps_per_second", "updated", "cpu_seconds")
+_PROGRESS_TEXTS = ("state", "stop_reason", "checkpoint")
+
+
+class ProgressRecord(dict[str, Any]):
+    """progress.json: the learner's latest counters (docs/contracts.md lists the fields).
+
+    A dict, so that it is what it always was to every reader (``status.progress["timestep"]``, ``-o json``)
+    and keeps any field it does not know (written by a newer or an older runner) through a read and a
+    write; the properties are the typed reads. A property is None when the field is missing or not of its
+    type. Build one from a parsed record with :meth:`clean`, write one with :meth:`to_json`.
+    """
+
+    @classmethod
+    def clean(cls, value: Mapping[str, Any], source: str) -> ProgressRecord:
+        """``value`` with each typed field that is not of its type (Infinity or a string timestep, a NaN
+        rate, a number for a state) removed, and one warning naming ``source`` saying which: every reader
+        then sees a field it can use or none, so one odd run never stops a table of many. Numbers written
+        as strings are taken."""
+        clean = cls(value)
+        dropped = []
+        for key in (*_PROGRESS_COUNTERS, *_PROGRESS_MEASURES, *_PROGRESS_TEXTS):
+            if key not in clean or clean[key] is None:
+                continue
+            if key in _PROGRESS_TEXTS:
+                ok = isinstance(clean[key], str)
+            else:
+                number = as_number(clean[key], counter=key in _PROGRESS_COUNTERS)
+                ok = number is not None
+                if ok:
+                    clean[key] = number
+            if not ok:
+                dropped.append(f"{key}={str(clean.pop(key))[:40]!r}")
+        if dropped:
+            logger.warning("%s: ignored field(s) of the wrong type: %s", source, ", ".join(dropped))
+        return clean
+
+    @classmethod
+    def of(cls, value: Mapping[str, Any] | None) -> ProgressRecord:
+        """``value`` as a ProgressRecord: itself when it is one, else a copy (None: an empty record)."""
+        return value if isinstance(value, ProgressRecord) else cls(value or {})
+
+    def to_json(self) -> str:
+        """The record as progress.json holds it: one JSON object and a newline."""
+        return json.dumps(self) + "\n"
+
+    def count(self, unit: str) -> float | None:
+        """The counter ``unit`` ("timestep" or "episode", a stop condition's unit) as a number, or None."""
+        return _number(self.get(unit))
+
+    @property
+    def state(self) -> str | None:
+        """The run's state: starting, running, succeeded, failed, stopped or stopped-early; None when unknown."""
+        return _text(self.get("state"))
+
+    @property
+    def timestep(self) -> int | None:
+        """Global timesteps trained."""
+        return _counter(self.get("timestep"))
+
+    @property
+    def episode(self) -> int | None:
+        """Training episodes finished."""
+        return _counter(self.get("episode"))
+
+    @property
+    def mean_return(self) -> float | None:
+        """The mean return of the last 20 episodes."""
+        return _number(self.get("mean_return"))
+
+    @property
+    def steps_per_second(self) -> float | None:
+        """This process's training rate (None before its first step)."""
+        return _number(self.get("steps_per_second"))
+
+    @property
+    def updated(self) -> float | None:
+        """Unix time the record was written."""
+        return _number(self.get("updated"))
+
+    @property
+    def advanced_at(self) -> float | None:
+        """The heartbeat: unix time the timestep (or an evaluation episode) last advanced."""
+        return _number(self.get("advanced_at"))
+
+    @property
+    def heartbeat(self) -> float | None:
+        """``advanced_at``, else ``updated`` (a runner from before the heartbeat): what a stall is judged by."""
+        beat = self.advanced_at
+        return beat if beat is not None else self.updated
+
+    @property
+    def stall_timeout(self) -> float | None:
+        """The spec's stall_timeout in seconds (None from a runner before the heartbeat)."""
+        return _number(self.get("stall_timeout"))
+
+    @property
+    def checkpoint(self) -> str | None:
+        """The name of the latest complete checkpoint."""
+        return _text(self.get("checkpoint"))
+
+    @property
+    def checkpoint_at(self) -> float | None:
+        """Unix time the latest checkpoint was written."""
+        return _number(self.get("checkpoint_at"))
+
+    @property
+    def elapsed(self) -> float | None:
+        """Training seconds, all starts together."""
+        return _number(self.get("elapsed"))
+
+    @property
+    def cpu_seconds(self) -> float | None:
+        """The runner's CPU time."""
+        return _number(self.get("cpu_seconds"))
+
+    @property
+    def stop_reason(self) -> str | None:
+        """Why a sweep trial stopped early (only then)."""
+        return _text(self.get("stop_reason"))
+
+    @property
+    def stopped_early(self) -> bool:
+        """Whether a sweep's early-stopping rule stopped the run."""
+        return self.state == STOPPED_EARLY
+
+    @property
+    def done(self) -> bool:
+        """Whether the run is done and not to be started again: succeeded or stopped early."""
+        return self.state in DONE_STATES
