@@ -10,9 +10,11 @@ from __future__ import annotations
 import builtins
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
+
+from rlcloud.layout import ProgressRecord
 
 if TYPE_CHECKING:
     from rlcloud.specs import ExperimentSpec
@@ -47,31 +49,26 @@ STATUS_SCHEMA = 1
 DEFAULT_STALL_TIMEOUT = 600.0
 
 
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def stalled_for(progress: dict[str, Any], now: float) -> float | None:
+def stalled_for(progress: Mapping[str, Any], now: float) -> float | None:
     """Seconds a training learner has gone without advancing, once that reaches its stall_timeout; else None.
 
     ``progress``: the learner's progress.json (its heartbeat ``advanced_at``, else ``updated``, and
     ``stall_timeout``); ``now``: the wall time to judge at. Only a learner whose progress says "running" can
     stall: one starting (imports, a restore) or finished cannot.
     """
-    if progress.get("state") != "running":
+    record = ProgressRecord.of(progress)
+    if record.state != "running":
         return None
-    beat = _number(progress.get("advanced_at"))
-    if beat is None:
-        beat = _number(progress.get("updated"))
+    beat = record.heartbeat
     if beat is None:
         return None
-    timeout = _number(progress.get("stall_timeout")) or DEFAULT_STALL_TIMEOUT
+    timeout = record.stall_timeout or DEFAULT_STALL_TIMEOUT
     idle = now - beat
     return idle if idle >= timeout else None
 
 
 def vitals(
-    progress: dict[str, Any],
+    progress: Mapping[str, Any],
     *,
     now: float,
     goal: tuple[str, int] | None = None,
@@ -87,36 +84,37 @@ def vitals(
     run has ended (no ETA). Keys: ``percent``, ``eta_s``, ``steps_per_second``, ``mean_return``,
     ``restarts``, ``checkpoint``, ``checkpoint_age_s``, ``elapsed_s``, ``cost_usd``, ``stalled_for_s``.
     """
+    record = ProgressRecord.of(progress)
     # a starting runner's figure is its previous process's, and an ended run has none
-    rate = _number(progress.get("steps_per_second")) if running and progress.get("state") != "starting" else None
+    rate = record.steps_per_second if running and record.state != "starting" else None
     percent = eta = None
     if goal is not None and goal[1] > 0:
         unit, total = goal
-        done = _number(progress.get(unit))
+        done = record.count(unit)
         if done is not None:
             percent = round(min(100.0, 100.0 * done / total), 1)
             # timesteps per second, or the episodes that many timesteps make at the run's mean episode length
             per_second = rate
-            timestep, episode = _number(progress.get("timestep")), _number(progress.get("episode"))
+            timestep, episode = record.count("timestep"), record.count("episode")
             if unit == "episode" and rate is not None:
                 per_second = rate * episode / timestep if timestep and episode else None
             if per_second and done < total:
                 eta = round((total - done) / per_second)
             elif done >= total:
                 eta = 0
-    saved = _number(progress.get("checkpoint_at"))
-    elapsed = _number(progress.get("elapsed"))
+    saved = record.checkpoint_at
+    elapsed = record.elapsed
     cost = None
     if price_per_hour is not None and elapsed is not None:
         cost = round(price_per_hour * elapsed / 3600, 2)
-    stalled = stalled_for(progress, now) if running else None
+    stalled = stalled_for(record, now) if running else None
     return {
         "percent": percent,
         "eta_s": eta,
         "steps_per_second": rate,
-        "mean_return": _number(progress.get("mean_return")),
+        "mean_return": record.mean_return,
         "restarts": restarts,
-        "checkpoint": progress.get("checkpoint"),
+        "checkpoint": record.get("checkpoint"),
         "checkpoint_age_s": round(now - saved) if saved is not None else None,
         "elapsed_s": round(elapsed) if elapsed is not None else None,
         "cost_usd": cost,
@@ -150,7 +148,7 @@ class ExperimentStatus:
     name: str
     state: ExperimentState
     roles: list[RoleStatus] = field(default_factory=list)
-    progress: dict[str, Any] = field(default_factory=dict)  # progress.json: timestep, episode, mean_return, ...
+    progress: ProgressRecord = field(default_factory=ProgressRecord)  # progress.json: timestep, episode, ...
     message: str | None = None
     backend: str = ""
     #: wall time of the observation: what a stall and ages are judged against
@@ -159,6 +157,10 @@ class ExperimentStatus:
     goal: tuple[str, int] | None = None
     #: USD per hour of what the run occupies (GKE: its node at list price); None when unknown or free
     price_per_hour: float | None = None
+
+    def __post_init__(self) -> None:
+        # a plain dict (progress.json as parsed, a caller's own) is read through the typed model
+        object.__setattr__(self, "progress", ProgressRecord.of(self.progress))
 
     @property
     def finished(self) -> bool:
@@ -226,11 +228,15 @@ class TrialStatus:
     params: dict[str, Any]
     seed: int
     state: TrialState
-    progress: dict[str, Any] = field(default_factory=dict)  # progress.json of the trial
+    progress: ProgressRecord = field(default_factory=ProgressRecord)  # progress.json of the trial
     reason: str | None = None  # why it failed or stopped early
     restarts: int = 0  # how often its learner was started again
     observed_at: float = field(default_factory=time.time)
     goal: tuple[str, int] | None = None  # what it stops at; set by the Sweep facade, which has the spec
+
+    def __post_init__(self) -> None:
+        # a plain dict (progress.json as parsed, a caller's own) is read through the typed model
+        object.__setattr__(self, "progress", ProgressRecord.of(self.progress))
 
     @property
     def finished(self) -> bool:
@@ -262,10 +268,10 @@ class TrialStatus:
             "seed": self.seed,
             "state": "stalled" if self.stalled_for is not None else self.state,
             "vitals": self.vitals,
-            "timestep": self.progress.get("timestep"),
-            "episode": self.progress.get("episode"),
-            "mean_return": self.progress.get("mean_return"),
-            "steps_per_second": self.progress.get("steps_per_second"),
+            "timestep": self.progress.timestep,
+            "episode": self.progress.episode,
+            "mean_return": self.progress.mean_return,
+            "steps_per_second": self.progress.steps_per_second,
             "reason": self.reason,
         }
 
@@ -333,10 +339,10 @@ class SweepStatus:
         }
 
 
-def trial_state(overall: str, progress: dict[str, Any]) -> TrialState:
+def trial_state(overall: str, progress: Mapping[str, Any]) -> TrialState:
     """A trial's state from its experiment's state and progress.json (a trial that stopped by its sweep's
-    rule exits 0, and its progress says "stopped-early")."""
-    if progress.get("state") == "stopped-early" and overall in ("succeeded", "stopped"):
+    rule exits 0, and its progress says so: :attr:`ProgressRecord.stopped_early`)."""
+    if ProgressRecord.of(progress).stopped_early and overall in ("succeeded", "stopped"):
         return "stopped early"
     if overall == "paused":
         return "stopped"

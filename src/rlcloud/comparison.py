@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from rlcloud.errors import NotFoundError, SpecError, StorageError, require
+from rlcloud.layout import CURVES, ProgressRecord, child
 from rlcloud.results import is_gcs, results_location, results_root
 
 if TYPE_CHECKING:
@@ -107,7 +108,7 @@ class RunResults:
     name: str
     location: str
     spec: dict[str, Any] | None
-    progress: dict[str, Any] | None
+    progress: ProgressRecord | None
     metrics: list[dict[str, Any]] = field(default_factory=list)
     evaluation: list[dict[str, Any]] = field(default_factory=list)
     #: the sweep this run is a trial of, when it was named by its sweep (``compare SWEEP``)
@@ -210,7 +211,6 @@ def _read_or_expand(location: str) -> list[RunResults]:
     """The run at ``location``; or, where there is none, the trials of the sweep there; or nothing for a
     sweep's ``curves/`` directory (the median stopping rule's notes, not a run)."""
     from rlcloud.record import sweep_trials
-    from rlcloud.runner.early_stop import CURVES_DIR
     from rlcloud.storage import open_store
 
     try:
@@ -220,12 +220,12 @@ def _read_or_expand(location: str) -> list[RunResults]:
         base = location.rstrip("/")
         trials = sweep_trials(store)
         if trials:
-            runs = [_read_run(f"{base}/{trial}") for trial in trials]
+            runs = [_read_run(child(base, trial)) for trial in trials]
             for run in runs:
                 run.sweep = base.rsplit("/", 1)[-1]
             return runs
         names = [o.name for o in store.list()]
-        if base.rsplit("/", 1)[-1] == CURVES_DIR and names and all(n.endswith(".json") for n in names):
+        if base.rsplit("/", 1)[-1] == CURVES and names and all(n.endswith(".json") for n in names):
             return []
         raise
 
@@ -371,10 +371,10 @@ def run_table(
         if why and budgets == "complete":
             left_out.append(f"{run.name} ({why})")
             continue
-        progress = run.progress or {}
-        episodes = progress.get("episode", len(run.metrics))
+        progress = ProgressRecord.of(run.progress)
+        episodes = progress.episode if "episode" in progress else len(run.metrics)
         wall_time = max((float(r["time"]) for r in run.metrics if "time" in r), default=math.nan)
-        speed = progress.get("steps_per_second")
+        speed = progress.steps_per_second
         if speed is None and wall_time > 0:
             speed = steps / wall_time
         until = common if budgets == "common" and any(short) else None
@@ -385,7 +385,7 @@ def run_table(
                 "run": run.name,
                 **values,
                 "seed": run.seed,
-                "state": progress.get("state", "unknown"),
+                "state": progress.state or "unknown",
                 "timesteps": int(steps or 0),
                 "episodes": int(episodes or 0),
                 "objective": value,
@@ -408,9 +408,10 @@ def run_table(
 
 
 def _reached(run: RunResults) -> int:
-    progress = run.progress or {}
+    progress = ProgressRecord.of(run.progress)
     last = run.metrics[-1] if run.metrics else {}
-    return int(progress.get("timestep", last.get("timestep", 0)) or 0)
+    reached = progress.timestep if "timestep" in progress else last.get("timestep", 0)
+    return int(reached or 0)
 
 
 def _short(run: RunResults, steps: int, reached: Sequence[int], parameters: Sequence[str]) -> str:
@@ -418,7 +419,7 @@ def _short(run: RunResults, steps: int, reached: Sequence[int], parameters: Sequ
     same timestep (2%: episodes end where they end) have the same budget, whatever their state."""
     if not reached or steps >= 0.98 * max(reached):
         return ""
-    state = (run.progress or {}).get("state", "unknown")
+    state = ProgressRecord.of(run.progress).state or "unknown"
     budget = (run.spec or {}).get("total_timesteps")
     if state != "succeeded":
         return f"{state} at {steps:,} timesteps"

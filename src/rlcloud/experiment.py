@@ -492,7 +492,7 @@ def display_state(status: ExperimentStatus) -> str:
     """The state to show a person: ``starting`` while the experiment runs but its learner has not begun
     training yet (TensorFlow imports, the agent is built, a checkpoint loads: up to a minute; the runner's
     progress.json is absent or says "starting"), else the backend's state."""
-    if status.state == "running" and (not status.progress or status.progress.get("state") == "starting"):
+    if status.state == "running" and (not status.progress or status.progress.state == "starting"):
         return "starting"
     stalled = status.stalled_for
     if stalled is not None:
@@ -526,10 +526,10 @@ def span(seconds: float) -> str:
 
 def display_rate(status: ExperimentStatus) -> float | None:
     """Steps per second to show, or None ("-"): none while starting (a previous run's figure would be stale)."""
-    rate = status.progress.get("steps_per_second")
-    if display_state(status) == "starting" or not isinstance(rate, int | float):
+    rate = status.progress.steps_per_second
+    if display_state(status) == "starting":
         return None
-    return float(rate)
+    return rate
 
 
 _STATE_COLORS = {
@@ -587,11 +587,11 @@ class _TqdmProgress:
         self.bar = tqdm(total=total, unit=self.unit[:2] if self.unit == "timestep" else "ep", desc=spec.name)
 
     def __call__(self, status: ExperimentStatus) -> None:
-        done = int(status.progress.get(self.unit, 0) or 0)
+        done = int(status.progress.count(self.unit) or 0)
         self.bar.n = min(done, self.bar.total or done)
         self.bar.set_postfix(
             state=display_state(status),
-            ret=_fmt(status.progress.get("mean_return")),
+            ret=_fmt(status.progress.mean_return),
             sps=_fmt(display_rate(status)),
             refresh=False,
         )

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rlcloud.errors import NotFoundError, RecordError, RLCloudError
+from rlcloud.layout import HISTORY, SPEC, SWEEP_SPEC
 from rlcloud.specs.identity import (
     Change,
     ChangedRunError,
@@ -57,9 +58,9 @@ __all__ = [
     "start_sweep_recorded",
 ]
 
-SPEC_FILE = "spec.yaml"
-SWEEP_FILE = "sweep.yaml"
-HISTORY_FILE = "history.jsonl"
+SPEC_FILE = SPEC
+SWEEP_FILE = SWEEP_SPEC
+HISTORY_FILE = HISTORY
 _APPEND_ATTEMPTS = 5
 #: Largest history read: one ~300-byte line per start, so about 50,000 starts.
 MAX_HISTORY_BYTES = 16 * 1024 * 1024

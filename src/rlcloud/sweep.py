@@ -321,8 +321,8 @@ class _SweepBar:
     def __call__(self, status: SweepStatus) -> None:
         done = sum(t.finished for t in status.trials)
         running = sum(t.state == "running" for t in status.trials)
-        returns = [(t.progress.get("mean_return"), t.name) for t in status.trials]
-        best = max(((r, n) for r, n in returns if isinstance(r, int | float)), default=None)
+        returns = [(t.progress.mean_return, t.name) for t in status.trials]
+        best = max(((r, n) for r, n in returns if r is not None), default=None)
         self.bar.n = done
         self.bar.set_postfix(running=running, best="-" if best is None else f"{best[0]:.1f} ({best[1]})", refresh=False)
         self.bar.refresh()
@@ -341,12 +341,13 @@ class _LogProgress:
         for trial in status.trials:
             if self._seen.get(trial.name) != trial.state:
                 self._seen[trial.name] = trial.state
-                ret = trial.progress.get("mean_return")
+                ret = trial.progress.mean_return
+                timestep = trial.progress.timestep
                 log.info(
                     "%s: %s (timestep %s, return %s)%s",
                     trial.name,
                     trial.state,
-                    trial.progress.get("timestep", "-"),
+                    "-" if timestep is None else timestep,
                     "-" if ret is None else f"{ret:.1f}",
                     f": {trial.reason}" if trial.reason else "",
                 )

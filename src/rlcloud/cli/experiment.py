@@ -461,6 +461,7 @@ def _tensorboard_runs(args: argparse.Namespace) -> list[tuple[str, Any]]:
 
     from rlcloud.errors import NotFoundError, UnsupportedError
     from rlcloud.experiment import Experiment
+    from rlcloud.layout import SUMMARIES
     from rlcloud.results import DEFAULT_RESULTS
     from rlcloud.storage.client import sync_tensorboard
     from rlcloud.sweep import Sweep
@@ -481,7 +482,7 @@ def _tensorboard_runs(args: argparse.Namespace) -> list[tuple[str, Any]]:
             if not exp.location.startswith("gs://"):
                 # a local run's event files are already on this disk: copying them into its own directory
                 # would nest a second copy (summaries/summaries) that TensorBoard shows twice
-                runs.append((label, Path(exp.location) / "summaries"))
+                runs.append((label, Path(exp.location) / SUMMARIES))
             else:
                 runs.append((label, sync_tensorboard(exp._store(), dest / label)))
     return runs

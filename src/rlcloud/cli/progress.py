@@ -231,6 +231,7 @@ def _save_plot(exp: Experiment) -> str | None:
     """Write returns.png into a local results directory (for gs:// results, next to the downloads)."""
     from pathlib import Path
 
+    from rlcloud.layout import RETURNS_PLOT
     from rlcloud.results import DEFAULT_RESULTS
 
     try:
@@ -238,8 +239,8 @@ def _save_plot(exp: Experiment) -> str | None:
     except ImportError:
         return None
     if exp.location.startswith("gs://"):
-        path = Path(DEFAULT_RESULTS) / exp.name / "returns.png"
+        path = Path(DEFAULT_RESULTS) / exp.name / RETURNS_PLOT
     else:
-        path = Path(exp.location) / "returns.png"
+        path = Path(exp.location) / RETURNS_PLOT
     exp.plot(path=path)
     return str(path)

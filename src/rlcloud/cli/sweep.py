@@ -271,9 +271,9 @@ def _follow(sweep: Any, *, quiet: bool) -> Any:
             for trial in status.trials:
                 if seen.get(trial.name) != trial.state and not quiet:
                     seen[trial.name] = trial.state
-                    ret = trial.progress.get("mean_return")
+                    ret = trial.progress.mean_return
                     print(
-                        f"{trial.name}: {trial.state}, timestep {trial.progress.get('timestep', 0)}, "
+                        f"{trial.name}: {trial.state}, timestep {trial.progress.timestep or 0}, "
                         f"return {'-' if ret is None else f'{ret:.1f}'}",
                         file=sys.stderr,
                         flush=True,

@@ -32,7 +32,7 @@ import builtins
 import logging
 import time
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kubernetes import client as k8s
 from urllib3.exceptions import HTTPError as Urllib3Error
@@ -69,6 +69,7 @@ from rlcloud.k8s.status import (
 )
 from rlcloud.k8s.status import name as object_name
 from rlcloud.k8s.sweeps import KubernetesSweeps
+from rlcloud.layout import LATEST, ProgressRecord
 from rlcloud.roles import LEARNER, LEARNER_ROLES, Role, role_selector
 from rlcloud.stored import MAX_NAME_RECORD_BYTES
 from rlcloud.waiting import poll_until, sleep_until
@@ -115,7 +116,7 @@ class KubernetesExperiments(KubernetesNamespace, ExperimentBackend):
         if store is None:
             return None
         try:
-            return store.read_record_bytes("checkpoints/LATEST", MAX_NAME_RECORD_BYTES).decode().strip() or None
+            return store.read_record_bytes(LATEST, MAX_NAME_RECORD_BYTES).decode().strip() or None
         except RLCloudError:
             return None
 
@@ -174,13 +175,13 @@ class KubernetesExperiments(KubernetesNamespace, ExperimentBackend):
         roles: list[RoleStatus] = []
         for role, job in sorted(observed.jobs.items(), key=lambda kv: role_rank(kv[0])):
             roles.extend(role_statuses(role, job, observed.pods, events))
-        progress: dict[str, Any] = {}
+        progress = ProgressRecord()
         store = self._store(name)
         if store is not None:
             try:
                 from rlcloud.storage import read_progress
 
-                progress = read_progress(store) or {}
+                progress = read_progress(store) or ProgressRecord()
             except RLCloudError as exc:
                 logger.debug("progress of %s unreadable: %s", name, exc)
         state, message = overall(observed.jobs, roles, progress)

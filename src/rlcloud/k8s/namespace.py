@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kubernetes import client as k8s
 
@@ -26,6 +26,7 @@ from rlcloud.k8s.status import get
 from rlcloud.results import is_gcs, results_location
 
 if TYPE_CHECKING:
+    from rlcloud.layout import ProgressRecord
     from rlcloud.specs.sweep import SweepSpec
     from rlcloud.storage import Store
 
@@ -90,7 +91,7 @@ class KubernetesNamespace:
         self.queue = queue
         self._sweep_configs: dict[str, tuple[str, SweepSpec, str]] = {}  # name -> (config hash, spec, root)
         self._sweep_stores: dict[str, Store] = {}
-        self._finished_progress: dict[tuple[str, str], dict[str, Any]] = {}  # (sweep, trial) -> progress
+        self._finished_progress: dict[tuple[str, str], ProgressRecord] = {}  # (sweep, trial) -> progress
 
     def kubernetes_version(self) -> str:
         """The cluster's MAJOR.MINOR (asked once; "1.29" when the server will not say)."""

@@ -12,10 +12,11 @@ V1Pod objects costs ~2 s of CPU on every status() poll, json.loads a tenth of th
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from rlcloud.backend import ExperimentState, RoleState, RoleStatus
 from rlcloud.k8s.builders import JOB_COMPLETION_INDEX_ANNOTATION
+from rlcloud.layout import ProgressRecord
 from rlcloud.roles import LEARNER_ROLES, Role
 
 __all__ = [
@@ -325,7 +326,7 @@ def role_statuses(role: str, job: JSON, pods: list[JSON], events: dict[str, list
 
 
 def overall(
-    jobs: dict[str, JSON], roles: list[RoleStatus], progress: dict[str, Any]
+    jobs: dict[str, JSON], roles: list[RoleStatus], progress: ProgressRecord
 ) -> tuple[ExperimentState, str | None]:
     """The experiment's state and one-line message, decided by its learner's Job.
 
@@ -335,9 +336,9 @@ def overall(
     found = learner(jobs)
     if found is None:
         # the Jobs are gone (deleted after ttlSecondsAfterFinished, or by hand): ask the store
-        recorded = progress.get("state")
+        recorded = progress.state
         if recorded in ("succeeded", "failed", "stopped"):
-            return recorded, "the Jobs have been cleaned up; results are in the store"
+            return cast(ExperimentState, recorded), "the Jobs have been cleaned up; results are in the store"
         return "unknown", "no Jobs left for this experiment (finished long ago, or deleted)"
     role, job = found
     finished = job_finished(job)

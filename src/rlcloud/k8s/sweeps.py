@@ -12,7 +12,7 @@ from __future__ import annotations
 import builtins
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from kubernetes import client as k8s
 
@@ -34,6 +34,7 @@ from rlcloud.k8s.builders import (
 from rlcloud.k8s.namespace import KubernetesNamespace
 from rlcloud.k8s.status import JSON, get, is_live, is_suspended, job_finished, labels, trial_states
 from rlcloud.k8s.status import name as object_name
+from rlcloud.layout import FINAL_STATES, ProgressRecord
 from rlcloud.waiting import poll_until
 
 if TYPE_CHECKING:
@@ -130,15 +131,15 @@ class KubernetesSweeps(KubernetesNamespace, SweepCapable):
         )
         trials: list[TrialStatus] = []
         for index, ((trial_name, params, seed), seen) in enumerate(zip(table, observed, strict=True)):
-            got = progress.get(trial_name, {})
+            got = progress.get(trial_name, ProgressRecord())
             state: TrialState
             reason = seen.reason
             if job is None:  # stopped, or deleted after ttlSecondsAfterFinished: the store knows the rest
                 state = _state_on_record(got)
-                reason = got.get("stop_reason") or (None if state != "stopped" else "the sweep's Job is gone")
+                reason = got.stop_reason or (None if state != "stopped" else "the sweep's Job is gone")
             elif seen.state in ("succeeded", "failed", "stopped"):
                 state = trial_state(seen.state, got)
-                reason = got.get("stop_reason") or reason
+                reason = got.stop_reason or reason
             else:
                 state = seen.state  # type: ignore[assignment]  # queued/pending/running: TrialState values
             trials.append(TrialStatus(index, trial_name, params, seed, state, got, reason, restarts=seen.restarts))
@@ -238,13 +239,13 @@ class KubernetesSweeps(KubernetesNamespace, SweepCapable):
         self._sweep_stores.pop(name, None)
         self._finished_progress = {k: v for k, v in self._finished_progress.items() if k[0] != name}
 
-    def _trial_progress(self, name: str, trials: builtins.list[tuple[str, str]]) -> dict[str, dict[str, Any]]:
+    def _trial_progress(self, name: str, trials: builtins.list[tuple[str, str]]) -> dict[str, ProgressRecord]:
         """progress.json of the trials that have one to read: running ones (fresh), finished ones (once).
 
         ``trials``: (trial name, observed state). Reads go to the results store in parallel (each a small
         GET); none goes to the Kubernetes API.
         """
-        out: dict[str, dict[str, Any]] = {}
+        out: dict[str, ProgressRecord] = {}
         todo: builtins.list[tuple[str, bool]] = []
         for trial_name, state in trials:
             cached = self._finished_progress.get((name, trial_name))
@@ -258,14 +259,14 @@ class KubernetesSweeps(KubernetesNamespace, SweepCapable):
         if store is None:
             return out
 
-        def read(trial_name: str) -> dict[str, Any]:
+        def read(trial_name: str) -> ProgressRecord:
             from rlcloud.storage import read_progress
 
             try:
-                return read_progress(store.child(trial_name)) or {}
+                return read_progress(store.child(trial_name)) or ProgressRecord()
             except RLCloudError as exc:
                 logger.debug("progress of %s/%s unreadable: %s", name, trial_name, exc)
-                return {}
+                return ProgressRecord()
 
         if len(todo) == 1:
             results = [read(todo[0][0])]
@@ -278,7 +279,7 @@ class KubernetesSweeps(KubernetesNamespace, SweepCapable):
             out[trial_name] = got
             # a finished trial's progress no longer changes, but one that has none yet (its last sync still
             # on the way) is asked again next time
-            if finished and got.get("state") in _FINAL_PROGRESS:
+            if finished and got.state in FINAL_STATES:
                 self._finished_progress[(name, trial_name)] = got
         return out
 
@@ -334,17 +335,13 @@ def _status_details(exc: k8s.ApiException) -> dict[str, Any]:
     return details if isinstance(details, dict) else {}
 
 
-#: progress.json states after which a trial's progress no longer changes
-_FINAL_PROGRESS = frozenset({"succeeded", "failed", "stopped", "stopped-early"})
-
-
-def _state_on_record(progress: dict[str, Any]) -> TrialState:
+def _state_on_record(progress: ProgressRecord) -> TrialState:
     """A trial's state when its sweep's Job is gone: what its progress.json says it came to."""
-    recorded = progress.get("state")
-    if recorded == "stopped-early":
+    recorded = progress.state
+    if progress.stopped_early:
         return "stopped early"
     if recorded in ("succeeded", "failed"):
-        return recorded  # type: ignore[no-any-return]
+        return cast(TrialState, recorded)
     return "stopped"
 
 

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from rlcloud.backend import ExperimentBackend, ExperimentState, ExperimentStatus, RoleState, RoleStatus
 from rlcloud.errors import ConflictError, NotFoundError, RecordError, WaitTimeoutError
+from rlcloud.layout import PROGRESS, ProgressRecord, child
 from rlcloud.local.machine import LocalMachine, keep_child, reap_children
 from rlcloud.local.state import (
     GROUP_KILL_MARGIN,
@@ -151,7 +152,7 @@ class LocalExperiments(LocalMachine, ExperimentBackend):
         env.setdefault("RLCLOUD_IDLE_TIMEOUT", str(LOCAL_IDLE_TIMEOUT))
         env.pop("RLCLOUD_HOST_MAP", None)
         if results.startswith("gs://"):
-            env["RLCLOUD_RESULTS"] = results.rstrip("/") + "/" + name
+            env["RLCLOUD_RESULTS"] = child(results, name)
         else:
             env.pop("RLCLOUD_RESULTS", None)
         env_servers = ",".join(f"127.0.0.1:{port}" for _role, _index, port in plan if port is not None)
@@ -269,12 +270,10 @@ class LocalExperiments(LocalMachine, ExperimentBackend):
         exp = self._run(name)
         state = exp.read()
         roles = [self._role_status(exp, r, state) for r in exp.roles(state)]
-        progress: dict[str, Any] = {}
-        path = exp.workdir / "progress.json"
+        progress = ProgressRecord()
+        path = exp.workdir / PROGRESS
         try:
-            from rlcloud.storage.client import clean_progress
-
-            progress = clean_progress(read_record_file(path), str(path))
+            progress = ProgressRecord.clean(read_record_file(path), str(path))
         except FileNotFoundError:
             pass
         except RecordError as exc:  # a record is input: say which, show the rest

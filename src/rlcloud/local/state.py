@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from rlcloud.errors import ConflictError, NotFoundError, RecordError
+from rlcloud.layout import LOGS, SPEC, SWEEP_SPEC, log_path
 from rlcloud.roles import role_label
 from rlcloud.storage.base import INTERNAL_PREFIX
 from rlcloud.storage.local import open_within
@@ -369,12 +370,13 @@ class RunState:
         self.workdir = workdir
         self.state_dir = workdir / STATE_DIR
         self.state_file = self.state_dir / "state.json"
-        self.logs_dir = workdir / "logs"
-        self.spec_file = self.state_dir / "spec.yaml"
+        self.logs_dir = workdir / LOGS
+        # the spec the roles run with now, named like the spec of record it may extend
+        self.spec_file = self.state_dir / SPEC
 
     def current_spec_file(self) -> Path:
         """The spec the roles last ran with (runs started before it was kept here: the spec of record)."""
-        return self.spec_file if self.spec_file.exists() else self.workdir / "spec.yaml"
+        return self.spec_file if self.spec_file.exists() else self.workdir / SPEC
 
     def exists(self) -> bool:
         """Whether a run was ever started in this work directory."""
@@ -448,7 +450,7 @@ class RunState:
 
     def log_file(self, label: str) -> Path:
         """The log file of ``label``."""
-        return self.logs_dir / f"{label}.log"
+        return self.workdir / log_path(label)
 
     @property
     def control_lock(self) -> Path:
@@ -577,7 +579,7 @@ def read_sweep_spec(statedir: Path) -> SweepSpec:
     through a link); RecordError or SpecError naming it when it is not one."""
     from rlcloud.specs.sweep import SweepSpec
 
-    return SweepSpec.from_dict(read_record_file(statedir / "sweep.yaml", form="yaml"))
+    return SweepSpec.from_dict(read_record_file(statedir / SWEEP_SPEC, form="yaml"))
 
 
 def recorded_text(state: dict[str, Any], key: str, where: Path) -> str:

@@ -45,6 +45,7 @@ from typing import Any
 
 from rlcloud.backend import stalled_for
 from rlcloud.errors import NotFoundError, WorkloadError
+from rlcloud.layout import PROGRESS, ProgressRecord, log_path
 from rlcloud.local.state import POLL_S, RunState, acquire_flock, atomic_write
 from rlcloud.roles import LEARNER_ROLES
 from rlcloud.runner.lifeline import PARENT_ENV, die_with_parent
@@ -169,15 +170,16 @@ def supervise(
 def _stalled(run: RunState, launched: float, stall_timeout: float) -> float | None:
     """Seconds the runner started at ``launched`` has trained without a timestep, once past ``stall_timeout``."""
     try:
-        progress = json.loads((run.workdir / "progress.json").read_text(encoding="utf-8"))
+        progress = json.loads((run.workdir / PROGRESS).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     if not isinstance(progress, dict):
         return None
-    beat = progress.get("advanced_at", progress.get("updated"))
+    record = ProgressRecord(progress)
+    beat = record.heartbeat
     # the runner started after the last beat (a restart) is judged from its own start
-    beat = max(beat, launched) if isinstance(beat, int | float) else launched
-    return stalled_for({**progress, "advanced_at": beat, "stall_timeout": stall_timeout}, time.time())
+    beat = max(beat, launched) if beat is not None else launched
+    return stalled_for(ProgressRecord(record, advanced_at=beat, stall_timeout=stall_timeout), time.time())
 
 
 def _end_child(child: subprocess.Popen[bytes], grace_period: float, label: str) -> int:
@@ -240,7 +242,7 @@ def _ship_log(run: RunState, label: str) -> None:
         sys.stdout.flush()
         from rlcloud.storage import open_store
 
-        open_store(results).upload_file(run.log_file(label), f"logs/{label}.log")
+        open_store(results).upload_file(run.log_file(label), log_path(label))
     except Exception as exc:  # the outcome matters more than the copy of the log
         print(f"----- could not upload the last lines of {label}'s log to {results}: {exc}", flush=True)
 

@@ -25,6 +25,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlcloud.layout import child
 from rlcloud.local.state import read_sweep_spec, read_sweep_state, update_sweep_state
 from rlcloud.local.worker import WarmPool, warm_enabled
 from rlcloud.results import local_workdir
@@ -46,10 +47,10 @@ def _finished_on_record(location: str, name: str) -> bool:
     from rlcloud.storage import open_store, read_progress
 
     try:
-        progress = read_progress(open_store(location.rstrip("/") + "/" + name)) or {}
+        progress = read_progress(open_store(child(location, name)))
     except RLCloudError:
         return False
-    return progress.get("state") in ("succeeded", "stopped-early")
+    return progress is not None and progress.done
 
 
 #: What varies between trials that fail the same way: numbers (learning rates, timesteps, pids, ports),
@@ -112,14 +113,12 @@ def run_sweep(statedir: Path, pool: WarmPool | None = None) -> int:
             except Exception as exc:  # a status read failed: look again next round
                 logger.warning("status of %s: %s", name, exc)
                 continue
-            if name == smoke_trial and (status.finished or int(status.progress.get("timestep") or 0) >= smoke):
+            if name == smoke_trial and (status.finished or (status.progress.timestep or 0) >= smoke):
                 smoke_trial = None  # it trains (or it failed, and the sweep halts below): the others may start
                 if status.state == "failed":
                     halt = f"the first trial ({name}) failed before training {smoke} timesteps (smoke_timesteps)"
                 else:
-                    logger.info(
-                        "trial %s trains (timestep %s): starting the others", name, status.progress.get("timestep")
-                    )
+                    logger.info("trial %s trains (timestep %s): starting the others", name, status.progress.timestep)
             if status.finished or status.state == "paused":
                 logger.info("trial %s %s", name, status.state)
                 del running[name]
@@ -153,7 +152,7 @@ def run_sweep(statedir: Path, pool: WarmPool | None = None) -> int:
             try:
                 # like Experiment.start: each trial keeps its spec of record and start history
                 start_recorded(
-                    open_store(location.rstrip("/") + "/" + trial.name),
+                    open_store(child(location, trial.name)),
                     trial.spec,
                     start,
                     where=f"local sweep {sweep.name}",

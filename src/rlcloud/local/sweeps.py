@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from rlcloud.backend import ExperimentBackend, ExperimentState, SweepCapable, SweepStatus, TrialStatus, trial_state
 from rlcloud.errors import NotFoundError
+from rlcloud.layout import SWEEP_SPEC
 from rlcloud.local.machine import LocalMachine, keep_child, reap_children
 from rlcloud.local.state import (
     POLL_S,
@@ -78,7 +79,7 @@ class LocalSweeps(LocalMachine, SweepCapable):
             logger.info("sweep %s is already running", sweep.name)
             return False
         location = results_location(results, sweep.name)
-        atomic_write(statedir / "sweep.yaml", sweep.to_yaml())
+        atomic_write(statedir / SWEEP_SPEC, sweep.to_yaml())
         atomic_write(
             statedir / "state.json",
             json.dumps(
@@ -136,7 +137,7 @@ class LocalSweeps(LocalMachine, SweepCapable):
                     seed,
                     trial_state(status.state, status.progress),
                     status.progress,
-                    status.progress.get("stop_reason") or failed,
+                    status.progress.stop_reason or failed,
                     restarts=status.restarts,
                 )
             else:

@@ -15,7 +15,7 @@ that is no curve (truncated JSON, NaN or Infinity, wrong types, more than :data:
 points, timesteps going backwards) is skipped with a warning naming it (once per version of it); the
 rule goes on with the others. This trial's own curve is thinned to stay within the same bounds.
 
-A stop checkpoints, records the reason (``progress.json``: state "stopped-early", ``stop_reason``) and
+A stop checkpoints, records the reason (``progress.json``: state ``stopped-early``, ``stop_reason``) and
 exits 0: a trial that stopped early is finished, not failed (an Indexed Job does not retry it).
 """
 
@@ -29,6 +29,8 @@ import statistics
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+from rlcloud.layout import CURVES
 
 if TYPE_CHECKING:
     from rlcloud.specs.sweep import SweepSpec, Trial
@@ -48,7 +50,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 ENV_VAR = "RLCLOUD_EARLY_STOPPING"
-CURVES_DIR = "curves"
+CURVES_DIR = CURVES
 
 Curve = Sequence[Sequence[float]]  # [[timestep, running mean], ...] in timestep order
 

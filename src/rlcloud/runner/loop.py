@@ -51,6 +51,19 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from rlcloud.errors import SpecError, SpecProblem
+from rlcloud.layout import (
+    AGENT_SUMMARIES,
+    CHECKPOINT_STATE,
+    CHECKPOINTS,
+    EVALUATION,
+    LATEST,
+    METRICS,
+    PROGRESS,
+    STOPPED_EARLY,
+    SUMMARIES,
+    ProgressRecord,
+    checkpoint_path,
+)
 from rlcloud.runner.agent_calls import AgentCalls
 from rlcloud.runner.envs import DETERMINISTIC_PROBLEM, EnvAdapter
 from rlcloud.runner.inlining import inline_nested_functions
@@ -186,10 +199,10 @@ class CheckpointError(RuntimeError):
 def restorable_checkpoints(workdir: Path) -> list[str]:
     """The complete checkpoints of ``workdir`` in the order to try them: the one LATEST names first, then
     the others newest first (the fallbacks when the latest cannot be restored)."""
-    root = Path(workdir) / "checkpoints"
+    root = Path(workdir) / CHECKPOINTS
     try:
         complete = sorted(
-            (p.name for p in root.iterdir() if p.name.startswith("ckpt-") and (p / "state.json").is_file()),
+            (p.name for p in root.iterdir() if p.name.startswith("ckpt-") and (p / CHECKPOINT_STATE).is_file()),
             reverse=True,
         )
     except OSError:
@@ -200,12 +213,12 @@ def restorable_checkpoints(workdir: Path) -> list[str]:
 
 def latest_checkpoint(workdir: Path) -> str | None:
     """Name of the latest complete checkpoint in ``workdir`` (what LATEST names), or None."""
-    latest = Path(workdir) / "checkpoints" / "LATEST"
+    latest = Path(workdir) / LATEST
     try:
         name = latest.read_text(encoding="utf-8").strip()
     except FileNotFoundError:
         return None
-    if not name or not (latest.parent / name / "state.json").exists():
+    if not name or not (latest.parent / name / CHECKPOINT_STATE).exists():
         logger.warning("LATEST names %r, which is not a complete checkpoint; starting fresh", name)
         return None
     return name
@@ -309,7 +322,7 @@ class Trainer:
         """Ask the loop to checkpoint and return at the next step (thread- and signal-safe).
 
         ``early``: the run is finished, not interrupted (a sweep trial stopped by its rule): the result's
-        state is "stopped-early" and the reason goes into progress.json.
+        state is ``stopped-early`` and the reason goes into progress.json.
         """
         self._stop_reason = reason
         self._stopped_early = early
@@ -332,7 +345,7 @@ class Trainer:
         from rlcloud.runner.compat import import_tensorforce
 
         self.workdir.mkdir(parents=True, exist_ok=True)
-        (self.workdir / "checkpoints").mkdir(exist_ok=True)
+        (self.workdir / CHECKPOINTS).mkdir(exist_ok=True)
         if self._venv is None:
             # Before TensorFlow loads: a bad environment fails in a second, not after an 11 s import, and
             # environment processes are spawned from a process without TensorFlow's threads.
@@ -362,7 +375,7 @@ class Trainer:
         if summary is not None:
             import tensorflow as tf
 
-            self._summary_writer = tf.summary.create_file_writer(str(self.workdir / "summaries" / "rlcloud"))
+            self._summary_writer = tf.summary.create_file_writer(str(self.workdir / SUMMARIES / "rlcloud"))
 
     def _restore_readable(self, new_agent: Callable[[], Any]) -> None:
         """Restore the latest checkpoint that can be restored (see the module docstring), or start from
@@ -397,7 +410,7 @@ class Trainer:
             self.agent.close()
         self.agent = None  # setup() may be called again once earlier checkpoints are fetched
         raise CheckpointError(
-            f"none of the {len(failed)} checkpoint(s) in {self.workdir / 'checkpoints'} can be restored ({details}); "
+            f"none of the {len(failed)} checkpoint(s) in {self.workdir / CHECKPOINTS} can be restored ({details}); "
             "nothing was trained. Move the checkpoints directory away to start this run over from the "
             "beginning, or start it with the rlcloud version that wrote them."
         )
@@ -405,16 +418,16 @@ class Trainer:
     def _set_aside(self, names: list[str], *, keep: str) -> None:
         """Rename checkpoints that cannot be restored to hidden ``.unreadable-<name>`` directories (kept for
         a look, never synced, restored or counted among the three kept) and point LATEST at ``keep``."""
-        root = self.workdir / "checkpoints"
+        root = self.workdir / CHECKPOINTS
         for name in names:
             with contextlib.suppress(OSError):
                 os.replace(root / name, root / f".unreadable-{name}")
-        atomic_write_text(root / "LATEST", keep + "\n", fsync=True)
+        atomic_write_text(self.workdir / LATEST, keep + "\n", fsync=True)
 
     def _restore(self, name: str) -> None:
-        directory = self.workdir / "checkpoints" / name
+        directory = self.workdir / checkpoint_path(name)
         # state.json first, whole: a checkpoint is used all or not at all
-        state = json.loads((directory / "state.json").read_text(encoding="utf-8"))
+        state = json.loads((directory / CHECKPOINT_STATE).read_text(encoding="utf-8"))
         counters = _Counters(
             timestep=int(state["timestep"]),
             episode=int(state["episode"]),
@@ -431,7 +444,7 @@ class Trainer:
         self._returns.extend(recent)
         self._checkpoint = name
         with contextlib.suppress(OSError):
-            self._checkpoint_at = (directory / "state.json").stat().st_mtime
+            self._checkpoint_at = (directory / CHECKPOINT_STATE).stat().st_mtime
         dropped = self._truncate_records(counters.episode, counters.timestep, "")
         logger.info(
             "resumed from checkpoint %s: timestep %d, episode %d (dropped %d records written after it)",
@@ -445,10 +458,10 @@ class Trainer:
         """Drop the episode records past (``episode``, ``timestep``): a restarted run's record continues
         from where its counters continue, never with a dead attempt's episodes twice."""
         dropped = _truncate_jsonl(
-            self.workdir / "metrics.jsonl", lambda r: _within(r, "episode", "timestep", episode, timestep)
+            self.workdir / METRICS, lambda r: _within(r, "episode", "timestep", episode, timestep)
         )
         dropped += _truncate_jsonl(
-            self.workdir / "evaluation.jsonl", lambda r: _within(r, "at_episode", "at_timestep", episode, timestep)
+            self.workdir / EVALUATION, lambda r: _within(r, "at_episode", "at_timestep", episode, timestep)
         )
         if dropped and why:
             logger.info("%s: dropped %d episode record(s) of an earlier attempt", why, dropped)
@@ -495,7 +508,7 @@ class Trainer:
         self._rate.append((start, c.timestep))
         self._timestep0 = c.timestep
 
-        metrics = open(self.workdir / "metrics.jsonl", "a", encoding="utf-8")  # noqa: SIM115 - closed below
+        metrics = open(self.workdir / METRICS, "a", encoding="utf-8")  # noqa: SIM115 - closed below
         try:
             logger.info(
                 "training: %d environment(s), agent %s, stop at %s episodes / %s timesteps",
@@ -512,7 +525,7 @@ class Trainer:
                 if self._stop.is_set():
                     c.elapsed = base_elapsed + time.monotonic() - start
                     self._save()
-                    return "stopped-early" if self._stopped_early else "stopped"
+                    return STOPPED_EARLY if self._stopped_early else "stopped"
                 stepped = rows
                 if overlapped is not None:
                     stepped, rewards, terminals = overlapped.step()
@@ -610,7 +623,7 @@ class Trainer:
             seed = self.spec.seed
             self._eval_env.reset(seed=None if seed is None else int(seed) + 100_003)
         env = self._eval_env
-        path = self.workdir / "evaluation.jsonl"
+        path = self.workdir / EVALUATION
         returns = []
         with open(path, "a", encoding="utf-8") as fh:
             for _ in range(episodes):
@@ -732,7 +745,7 @@ class Trainer:
         """Write a complete checkpoint directory, then point LATEST at it (tmp + rename)."""
         c = self._counters
         name = f"ckpt-{c.timestep:012d}"
-        root = self.workdir / "checkpoints"
+        root = self.workdir / CHECKPOINTS
         final = root / name
         if self._checkpoint == name and final.exists():
             return  # nothing happened since the last one
@@ -754,11 +767,11 @@ class Trainer:
             "created": time.time(),
             "experiment": self.spec.name,
         }
-        atomic_write_text(tmp / "state.json", json.dumps(state, indent=1) + "\n", fsync=True)
+        atomic_write_text(tmp / CHECKPOINT_STATE, json.dumps(state, indent=1) + "\n", fsync=True)
         if final.exists():  # left over from a crashed run at the same timestep; LATEST does not name it
             shutil.rmtree(final)
         os.replace(tmp, final)
-        atomic_write_text(root / "LATEST", name + "\n", fsync=True)
+        atomic_write_text(self.workdir / LATEST, name + "\n", fsync=True)
         self._checkpoint = name
         self._checkpoint_at = time.time()
         size = sum(f.stat().st_size for f in final.iterdir() if f.is_file())
@@ -805,7 +818,7 @@ class Trainer:
         """progress.json says "starting" while TensorFlow loads and the agent is built (up to a minute), with
         the counters of the checkpoint it resumes from (zero without one): a resumed run's figures are not a
         live rate, and a dead attempt's counters past its checkpoint are not shown."""
-        path = self.workdir / "progress.json"
+        path = self.workdir / PROGRESS
         from rlcloud.errors import RecordError
         from rlcloud.stored import read_record_file
 
@@ -823,7 +836,8 @@ class Trainer:
         name = latest_checkpoint(self.workdir)
         if name is not None:
             with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
-                state = json.loads((self.workdir / "checkpoints" / name / "state.json").read_text(encoding="utf-8"))
+                saved = self.workdir / checkpoint_path(name) / CHECKPOINT_STATE
+                state = json.loads(saved.read_text(encoding="utf-8"))
                 progress.update(timestep=int(state["timestep"]), episode=int(state["episode"]), checkpoint=name)
         now = time.time()
         # a fresh process gets a whole stall_timeout from its start, whatever the previous one did
@@ -860,10 +874,10 @@ class Trainer:
             # this process's CPU time (TensorFlow's start included): what packing trials onto cores costs
             "cpu_seconds": round(time.process_time(), 2),
         }
-        if state == "stopped-early":
+        if state == STOPPED_EARLY:
             progress["stop_reason"] = self._stop_reason
         try:
-            atomic_write_text(self.workdir / "progress.json", json.dumps(progress) + "\n")
+            atomic_write_text(self.workdir / PROGRESS, ProgressRecord(progress).to_json())
         except OSError:
             logger.exception("could not write progress.json")
 
@@ -908,10 +922,6 @@ class Trainer:
             if closer is not None:
                 with contextlib.suppress(Exception):
                     closer()
-
-
-#: where Tensorforce's own summaries go (update index as x, graph names): outside summaries/, the logdir
-AGENT_SUMMARIES = "tensorforce-summaries"
 
 
 def agent_summary_name(tag: str) -> str:

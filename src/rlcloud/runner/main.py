@@ -36,6 +36,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from rlcloud.errors import SpecError
+from rlcloud.layout import child
 from rlcloud.roles import Role, role_label
 from rlcloud.runner.lifeline import watch_parent
 
@@ -346,7 +347,7 @@ def _prepare_trial(args: argparse.Namespace) -> tuple[ExperimentSpec, Path] | in
     workdir = Path(args.workdir)
     location = os.environ.get(SWEEP_RESULTS_ENV)
     if location:
-        results = location.rstrip("/") + "/" + trial.name
+        results = child(location, trial.name)
         os.environ["RLCLOUD_RESULTS"] = results
     else:
         location = str(workdir)
@@ -356,9 +357,9 @@ def _prepare_trial(args: argparse.Namespace) -> tuple[ExperimentSpec, Path] | in
     os.environ.update(early_stopping_env(sweep, trial, location))
     try:
         store = open_store(results)
-        done = (read_progress(store) or {}).get("state")
-        if done in ("succeeded", "stopped-early"):
-            logger.info("trial %s has finished already (%s): nothing to do", trial.name, done)
+        progress = read_progress(store)
+        if progress is not None and progress.done:
+            logger.info("trial %s has finished already (%s): nothing to do", trial.name, progress.state)
             return EXIT_OK
         where = f"sweep {sweep.name} index {trial.index} ({os.environ.get('HOSTNAME') or 'pod'})"
         # the same start path as Experiment.start: a ChangedRunError is a SpecError (not retried); this

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import stat
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlcloud.errors import NotFoundError, StorageError
+from rlcloud.layout import EVALUATION, LOGS, METRICS, PROGRESS, SUMMARIES, ProgressRecord, as_number, log_path
 from rlcloud.storage.base import ObjectInfo, Progress, Store, crc32c_of_file, local_targets
 from rlcloud.stored import MAX_RECORD_BYTES, MAX_RECORD_LINE, parse_record
 
@@ -135,25 +135,6 @@ def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not a number")
 
 
-def _as_number(value: Any, *, counter: bool, lowest: int = 0) -> int | float | None:
-    """``value`` as a counter (a whole number >= ``lowest``) or a finite measurement, or None when it is neither.
-    A number written as a string ("12", "3.5") is taken; bools, NaN and infinities are not."""
-    if isinstance(value, str) and len(value) <= 40:
-        try:
-            value = float(value.strip())
-        except ValueError:
-            return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if counter:
-        if value < lowest or value != int(value):
-            return None
-        return int(value)
-    return float(value)
-
-
 def _episode_record(line: str) -> dict[str, Any]:
     """One line of metrics.jsonl / evaluation.jsonl as a record; ValueError saying why it is none."""
     if len(line) > MAX_RECORD_LINE:  # a record is input: bounded like every other (rlcloud.stored)
@@ -169,7 +150,7 @@ def _episode_record(line: str) -> dict[str, Any]:
     for key in _COUNTER_FIELDS | _MEASURE_FIELDS:
         if key in record:
             lowest = _LOWEST.get(key, 0)
-            number = _as_number(record[key], counter=key in _COUNTER_FIELDS, lowest=lowest)
+            number = as_number(record[key], counter=key in _COUNTER_FIELDS, lowest=lowest)
             if number is None:
                 kind = f"a whole number >= {lowest}" if key in _COUNTER_FIELDS else "a finite number"
                 raise ValueError(f"{key!r} is {str(record[key])[:40]!r}, not {kind}")
@@ -210,12 +191,12 @@ def _read_jsonl(store: Store, name: str) -> list[dict[str, Any]]:
 
 def read_metrics(store: Store) -> list[dict[str, Any]]:
     """The training episodes recorded so far (``metrics.jsonl``), oldest first; [] when none yet."""
-    return _read_jsonl(store, "metrics.jsonl")
+    return _read_jsonl(store, METRICS)
 
 
 def read_evaluation(store: Store) -> list[dict[str, Any]]:
     """The evaluation episodes recorded so far (``evaluation.jsonl``); [] when none yet."""
-    return _read_jsonl(store, "evaluation.jsonl")
+    return _read_jsonl(store, EVALUATION)
 
 
 #: The columns of a metrics DataFrame, in order (metrics.jsonl's fields); evaluation adds EVALUATION_COLUMNS.
@@ -246,53 +227,30 @@ def metrics_frame(records: list[dict[str, Any]], *, evaluation: bool = False) ->
     return frame
 
 
-def read_progress(store: Store) -> dict[str, Any] | None:
+def read_progress(store: Store) -> ProgressRecord | None:
     """The learner's latest counters (``progress.json``), or None when it has not written any yet."""
     try:
-        data = store.read_record_bytes("progress.json", MAX_RECORD_BYTES)
+        data = store.read_record_bytes(PROGRESS, MAX_RECORD_BYTES)
     except NotFoundError:
         return None
     # bounded (size, nesting, numbers) and a mapping, or a RecordError naming it; then each field judged
-    value = parse_record(data, source=store.describe("progress.json"))
-    return clean_progress(value, store.describe("progress.json"))
+    value = parse_record(data, source=store.describe(PROGRESS))
+    return ProgressRecord.clean(value, store.describe(PROGRESS))
 
 
-#: progress.json's fields with a type: counters, measurements (a number or null) and texts (or null)
-_PROGRESS_COUNTERS = ("timestep", "episode")
-_PROGRESS_MEASURES = ("mean_return", "steps_per_second", "updated", "cpu_seconds")
-_PROGRESS_TEXTS = ("state", "stop_reason", "checkpoint")
-
-
-def clean_progress(value: dict[str, Any], source: str) -> dict[str, Any]:
-    """``value`` with each typed field of progress.json that is not of its type (Infinity or a string
-    timestep, a NaN rate, a number for a state) removed, and one warning naming ``source`` saying which:
-    every reader then sees a field it can use or none, so one odd run never stops a table of many."""
-    clean = dict(value)
-    dropped = []
-    for key in (*_PROGRESS_COUNTERS, *_PROGRESS_MEASURES, *_PROGRESS_TEXTS):
-        if key not in clean or clean[key] is None:
-            continue
-        if key in _PROGRESS_TEXTS:
-            ok = isinstance(clean[key], str)
-        else:
-            number = _as_number(clean[key], counter=key in _PROGRESS_COUNTERS)
-            ok = number is not None
-            if ok:
-                clean[key] = number
-        if not ok:
-            dropped.append(f"{key}={str(clean.pop(key))[:40]!r}")
-    if dropped:
-        logger.warning("%s: ignored field(s) of the wrong type: %s", source, ", ".join(dropped))
-    return clean
+def clean_progress(value: dict[str, Any], source: str) -> ProgressRecord:
+    """progress.json as parsed, each field of the wrong type dropped with one warning naming ``source``:
+    :meth:`rlcloud.layout.ProgressRecord.clean`."""
+    return ProgressRecord.clean(value, source)
 
 
 def read_logs(store: Store) -> dict[str, str]:
     """Each role's log (``logs/<role>-<index>.log``) keyed by ``<role>-<index>``."""
     out: dict[str, str] = {}
-    for info in store.list("logs/"):
+    for info in store.list(f"{LOGS}/"):
         if not info.name.endswith(".log"):
             continue
-        key = info.name[len("logs/") : -len(".log")]
+        key = info.name[len(f"{LOGS}/") : -len(".log")]
         try:
             out[key] = store.read_bytes(info.name).decode("utf-8", errors="replace")
         except NotFoundError:
@@ -306,7 +264,7 @@ def tail_log(store: Store, role: str, offset: int = 0) -> tuple[str, int]:
     For ``follow``-style polling: only the bytes after ``offset`` are transferred. A log that shrank
     (replaced by a restarted runner) is read again from the start.
     """
-    name = f"logs/{role}.log"
+    name = log_path(role)
     info = store.stat(name)
     if info is None:
         return "", offset
@@ -324,7 +282,7 @@ def tail_log(store: Store, role: str, offset: int = 0) -> tuple[str, int]:
 
 def sync_tensorboard(store: Store, dest: str | os.PathLike[str], *, progress: Progress | None = None) -> Path:
     """Download ``summaries/`` into ``dest`` incrementally; returns the logdir to give TensorBoard."""
-    download(store, dest, prefix="summaries/", progress=progress)
-    logdir = Path(dest) / "summaries"
+    download(store, dest, prefix=f"{SUMMARIES}/", progress=progress)
+    logdir = Path(dest) / SUMMARIES
     logdir.mkdir(parents=True, exist_ok=True)
     return logdir

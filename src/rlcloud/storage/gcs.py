@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from rlcloud.errors import AuthError, NotFoundError, RLCloudError, StorageError
+from rlcloud.layout import LATEST
 from rlcloud.storage.base import (
     ObjectInfo,
     ObjectList,
@@ -805,7 +806,7 @@ def _transient(exc: BaseException) -> bool:
 def _content_type(name: str) -> str:
     if name.endswith((".json", ".jsonl")):
         return "application/json"
-    if name.endswith((".txt", ".log", ".yaml")) or name.rsplit("/", 1)[-1] == "LATEST":
+    if name.endswith((".txt", ".log", ".yaml")) or name.rsplit("/", 1)[-1] == LATEST.rsplit("/", 1)[-1]:
         return "text/plain"
     return "application/octet-stream"
 

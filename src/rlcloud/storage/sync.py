@@ -38,6 +38,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from rlcloud import layout
 from rlcloud.errors import NotFoundError, StorageError
 from rlcloud.storage.base import ObjectInfo, PreconditionFailedError, Store, crc32c_of_file, local_targets
 from rlcloud.storage.stores import open_store
@@ -59,11 +60,11 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-CHECKPOINTS = "checkpoints/"
-LATEST = "checkpoints/LATEST"
+CHECKPOINTS = f"{layout.CHECKPOINTS}/"
+LATEST = layout.LATEST
 #: What a resumed runner needs besides the checkpoint: its appended records and its logs.
-RESTORED_FILES = ("metrics.jsonl", "evaluation.jsonl", "progress.json")
-RESTORED_PREFIXES = ("logs/",)
+RESTORED_FILES = layout.RESTORED_FILES
+RESTORED_PREFIXES = (f"{layout.LOGS}/",)
 # A file modified this recently may change again within the file system's mtime granularity: re-hash it.
 _FRESH_S = 2.0
 
@@ -560,7 +561,7 @@ def restore_latest(store: Store, local_dir: str | os.PathLike[str], *, progress:
         logger.warning("not restored: %s: %s", store.describe(skipped_name), reason)
     store.download_files(destinations(local, targets), progress=progress)
     if name is not None:
-        tmp = local / "checkpoints" / ".LATEST.restore-tmp"
+        tmp = local / layout.CHECKPOINTS / ".LATEST.restore-tmp"
         tmp.write_text(name + "\n", encoding="utf-8")
         os.replace(tmp, local / LATEST)
         logger.info("restored checkpoint %s from %s (%d files)", name, store.url, len(wanted))
@@ -613,7 +614,7 @@ def make_hooks(
     if log_name:
         from rlcloud.storage.logs import tee_output
 
-        tee_output(Path(workdir) / "logs" / f"{log_name}.log")
+        tee_output(Path(workdir) / layout.log_path(log_name))
     if interval_s is None:
         interval_s = float(os.environ.get("RLCLOUD_SYNC_INTERVAL", "30"))
     return SyncHook(Syncer(workdir, store), interval_s=interval_s).start()
@@ -633,12 +634,12 @@ def ship_logs(
     from rlcloud.storage.logs import tee_output
 
     store = open_store(results)
-    log = Path(workdir) / "logs" / f"{log_name}.log"
+    log = Path(workdir) / layout.log_path(log_name)
     if not log.exists():
         # continue the log of this role's previous process, if one was stored
         with contextlib.suppress(NotFoundError):
-            store.download_file(f"logs/{log_name}.log", log)
+            store.download_file(layout.log_path(log_name), log)
     tee_output(log)
     if interval_s is None:
         interval_s = float(os.environ.get("RLCLOUD_SYNC_INTERVAL", "30"))
-    return Syncer(workdir, store, include=[f"logs/{log_name}.log"], prune_checkpoints=False).start(interval_s)
+    return Syncer(workdir, store, include=[layout.log_path(log_name)], prune_checkpoints=False).start(interval_s)
