@@ -236,6 +236,33 @@ def test_each_concept_is_defined_once() -> None:
     assert len(_definitions(r"f\"\{[a-z_.]+\} \| \{")) == 1
 
 
+# What one run keeps under its location (docs/contracts.md, "Results layout"): spelled in layout.py only.
+LAYOUT_NAMES = (
+    "progress.json",
+    "metrics.jsonl",
+    "evaluation.jsonl",
+    "history.jsonl",
+    "checkpoints",
+    "checkpoints/LATEST",
+    "summaries",
+    "tensorforce-summaries",
+    "returns.png",
+    "curves",
+)
+
+
+def test_the_results_layout_is_spelled_once() -> None:
+    outside = lambda pattern: [d for d in _definitions(pattern) if d.split(":")[0] != "layout.py"]  # noqa: E731
+    # a name as a string of its own or the end of a path (``/ "LATEST"``, f"{root}/progress.json")
+    for name in LAYOUT_NAMES:
+        assert outside(rf"[\"'/]{re.escape(name)}[\"']") == [], name
+    assert outside(r"/ \"LATEST\"|[\"']logs/[\"{]") == []  # a checkpoint's pointer, a role's log
+    # the progress state a sweep's early-stopping rule leaves (the trial state is "stopped early")
+    assert outside(r"[\"']stopped-early[\"']") == []
+    # a location under another (a sweep's trial, a root's experiment)
+    assert outside(r"rstrip\(\"/\"\) \+ \"/\" \+") == []
+
+
 def _line(relative: str, text: str) -> str:
     for number, line in enumerate((SRC / relative).read_text(encoding="utf-8").splitlines(), 1):
         if line.startswith(text):
