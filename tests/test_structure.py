@@ -140,6 +140,7 @@ LAYERS: list[tuple[str, ...]] = [
         "rlcloud.layout",
         "rlcloud.backend",
         "rlcloud.stored",
+        "rlcloud.runenv",
     ),
     ("rlcloud.storage", "rlcloud.record", "rlcloud.plotting", "rlcloud.intervals"),
     ("rlcloud.gke", "rlcloud.k8s", "rlcloud.runner", "rlcloud.local"),

@@ -48,6 +48,7 @@ from typing import Any
 
 from rlcloud.config import ProjectConfig
 from rlcloud.logsafety import redact
+from rlcloud.runenv import RunnerEnv
 from rlcloud.specs.cluster import REGION_RE, ClusterSpec
 
 __all__ = [
@@ -888,7 +889,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rlcloud.gke.doctor")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("probe", help="the in-pod half of `rlcloud doctor --smoke`")
-    run.add_argument("--results", default=os.environ.get("RLCLOUD_RESULTS"), help="default: $RLCLOUD_RESULTS")
+    run.add_argument("--results", default=RunnerEnv.from_env().results, help="default: $RLCLOUD_RESULTS")
     run.add_argument("--token", required=True, help="written to the store, for the caller to read back")
     run.add_argument("--gpus", type=int, default=0, help="GPUs this pod was given (0: skip the GPU step)")
     args = parser.parse_args(argv)

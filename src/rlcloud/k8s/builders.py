@@ -43,10 +43,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from kubernetes import client as k8s
 
+from rlcloud import runenv
 from rlcloud.config import DEFAULT_IMAGE  # one default image for the whole package (docs/images.md)
 from rlcloud.errors import SpecError, SpecProblem
 from rlcloud.results import results_location
 from rlcloud.roles import Role, learner_role
+from rlcloud.runenv import RunnerEnv
 from rlcloud.specs.experiment import DEFAULT_ENV_SERVER_REQUESTS, DEFAULT_LEARNER_REQUESTS
 
 if TYPE_CHECKING:
@@ -101,7 +103,7 @@ ANNOTATION_TRIALS = "rlcloud.io/num-trials"
 #: the role label of a sweep's Job and pods
 TRIAL_ROLE = "trial"
 #: the environment variable that tells a sweep's pod where the sweep's results go (``<root>/<sweep>``)
-SWEEP_RESULTS_ENV = "RLCLOUD_SWEEP_RESULTS"
+SWEEP_RESULTS_ENV = runenv.SWEEP_RESULTS
 #: trials run at once when the sweep does not say (the Job controller creates pods in batches anyway)
 DEFAULT_SWEEP_PARALLELISM = 100
 MAX_INT32 = 2**31 - 1
@@ -626,7 +628,7 @@ def build_workloads(
     if results:
         # not resolved: a local path is the pod's (or the fake kubelet's), not this machine's
         location = results_location(results, name, resolve=False)
-        base_env.append(k8s.V1EnvVar(name="RLCLOUD_RESULTS", value=_escape(location)))
+        base_env += _env_vars(RunnerEnv(results=location))
     learner_gpus = spec.resources.learner.gpus
     if learner_gpus is None:
         learner_gpus = 1 if gpu_type else 0
@@ -639,10 +641,9 @@ def build_workloads(
     }
     learner_env = list(base_env)
     if spec.run_mode == "distributed":
-        learner_env.append(
-            k8s.V1EnvVar(name="RLCLOUD_ENV_SERVERS", value=",".join(env_server_hosts(name, spec.num_workers)))
-        )
-        learner_env.append(k8s.V1EnvVar(name="RLCLOUD_CONNECT_TIMEOUT", value=str(CONNECT_TIMEOUT_SECONDS)))
+        base = env_server_name(name)
+        servers = tuple((f"{base}-{i}.{base}", ENV_SERVER_PORT) for i in range(spec.num_workers))
+        learner_env += _env_vars(RunnerEnv(env_servers=servers, connect_timeout=CONNECT_TIMEOUT_SECONDS))
     learner_pod = _pod_spec(
         role=role,
         index_arg="0",
@@ -682,12 +683,11 @@ def build_workloads(
     )
     env_pod = _pod_spec(
         role=Role.ENV_SERVER.value,
-        index_arg="$(RLCLOUD_INDEX)",
+        index_arg=_INDEX_ARG,
         env=[
             *base_env,
             _index_env(),
-            k8s.V1EnvVar(name="RLCLOUD_PORT", value=str(ENV_SERVER_PORT)),
-            k8s.V1EnvVar(name="RLCLOUD_IDLE_TIMEOUT", value=str(IDLE_TIMEOUT_SECONDS)),
+            *_env_vars(RunnerEnv(port=ENV_SERVER_PORT, idle_timeout=IDLE_TIMEOUT_SECONDS)),
         ],
         resources=_resources(spec.resources.env_server, 0, DEFAULT_ENV_SERVER_REQUESTS),
         grace=ENV_SERVER_GRACE_SECONDS,
@@ -737,10 +737,19 @@ def sweep_yaml(sweep: SweepSpec) -> str:
     return sweep.to_yaml()
 
 
+#: ``--index``'s value in an indexed pod: Kubernetes expands it from :func:`_index_env` (no shell).
+_INDEX_ARG = f"$({runenv.INDEX})"
+
+
+def _env_vars(env: RunnerEnv) -> list[k8s.V1EnvVar]:
+    """``env``'s variables as a container's env entries, ``$`` kept literal (see :func:`_escape`)."""
+    return [k8s.V1EnvVar(name=name, value=_escape(value)) for name, value in env.to_env().items()]
+
+
 def _index_env() -> k8s.V1EnvVar:
     """``RLCLOUD_INDEX``: the pod's completion index (downward API), for ``--index $(RLCLOUD_INDEX)``."""
     return k8s.V1EnvVar(
-        name="RLCLOUD_INDEX",
+        name=runenv.INDEX,
         value_from=k8s.V1EnvVarSource(
             field_ref=k8s.V1ObjectFieldSelector(field_path=f"metadata.annotations['{JOB_COMPLETION_INDEX_ANNOTATION}']")
         ),
@@ -858,13 +867,13 @@ def build_sweep_workloads(
     if results:
         # not resolved: a local path is the pod's (or the fake kubelet's), not this machine's
         location = results_location(results, name, resolve=False)
-        env.append(k8s.V1EnvVar(name=SWEEP_RESULTS_ENV, value=_escape(location)))
+        env += _env_vars(RunnerEnv(sweep_results=location))
     gpus = base.resources.learner.gpus
     if gpus is None:
         gpus = 1 if gpu_type else 0
     pod = _pod_spec(
         role=role,
-        index_arg="$(RLCLOUD_INDEX)",
+        index_arg=_INDEX_ARG,
         image=image,
         env=env,
         resources=_resources(base.resources.learner, gpus, DEFAULT_LEARNER_REQUESTS),

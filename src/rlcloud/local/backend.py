@@ -61,6 +61,7 @@ from rlcloud.roles import (
     role_selector,
     roles_for,
 )
+from rlcloud.runenv import RunnerEnv
 from rlcloud.stored import read_record_file
 from rlcloud.waiting import poll_until
 
@@ -149,13 +150,14 @@ class LocalExperiments(LocalMachine, ExperimentBackend):
         plan = self._plan(spec)
         env = os.environ.copy()
         env.update(self.env)
-        env.setdefault("RLCLOUD_IDLE_TIMEOUT", str(LOCAL_IDLE_TIMEOUT))
-        env.pop("RLCLOUD_HOST_MAP", None)
-        if results.startswith("gs://"):
-            env["RLCLOUD_RESULTS"] = child(results, name)
-        else:
-            env.pop("RLCLOUD_RESULTS", None)
-        env_servers = ",".join(f"127.0.0.1:{port}" for _role, _index, port in plan if port is not None)
+        inherited = RunnerEnv.from_env(env)
+        run_env = inherited.replace(
+            idle_timeout=inherited.idle_timeout or LOCAL_IDLE_TIMEOUT,
+            host_map=(),
+            results=child(results, name) if results.startswith("gs://") else None,
+        )
+        run_env.apply_to(env)
+        env_servers = tuple(("127.0.0.1", port) for _role, _index, port in plan if port is not None)
 
         state: dict[str, Any] = {
             "name": name,
@@ -176,9 +178,9 @@ class LocalExperiments(LocalMachine, ExperimentBackend):
             for role, index, port in sorted(plan, key=lambda p: p[0].is_learner):
                 role_env = dict(env)
                 if port is not None:
-                    role_env.update(RLCLOUD_PORT=str(port), RLCLOUD_BIND_HOST="127.0.0.1")
+                    role_env.update(RunnerEnv(port=port, bind_host="127.0.0.1").to_env())
                 if role is Role.AGENT:
-                    role_env["RLCLOUD_ENV_SERVERS"] = env_servers
+                    role_env.update(RunnerEnv(env_servers=env_servers).to_env())
                 proc, command = self._launch(exp, role, index, spec_path, role_env, spec.stall_timeout.seconds)
                 roles.append(
                     dict(

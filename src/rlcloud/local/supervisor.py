@@ -48,7 +48,8 @@ from rlcloud.errors import NotFoundError, WorkloadError
 from rlcloud.layout import PROGRESS, ProgressRecord, log_path
 from rlcloud.local.state import POLL_S, RunState, acquire_flock, atomic_write
 from rlcloud.roles import LEARNER_ROLES
-from rlcloud.runner.lifeline import PARENT_ENV, die_with_parent
+from rlcloud.runenv import RunnerEnv
+from rlcloud.runner.lifeline import die_with_parent
 from rlcloud.waiting import poll_until
 
 __all__ = ["DEFAULT_GRACE_PERIOD", "EXIT_DUPLICATE", "main", "supervise"]
@@ -108,7 +109,7 @@ def supervise(
     if received:
         return _finish(run, label, 128 + received[0], grace_period, "stopped before its runner started")
     env = dict(os.environ)
-    env[PARENT_ENV] = str(os.getpid())
+    env.update(RunnerEnv(parent_pid=os.getpid()).to_env())
 
     def launch() -> subprocess.Popen[bytes]:
         # The runner inherits the role's lock (pass_fds): it stays held while either process lives. Forked
@@ -235,7 +236,7 @@ def _ship_log(run: RunState, label: str) -> None:
     A local results location needs nothing: the log is written there. A failed upload is reported in the log
     itself and does not change the role's outcome.
     """
-    results = os.environ.get("RLCLOUD_RESULTS", "")
+    results = RunnerEnv.from_env().results or ""
     if not results.startswith("gs://"):
         return
     try:

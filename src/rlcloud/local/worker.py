@@ -36,9 +36,11 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, TYPE_CHECKING, Any
 
+from rlcloud import runenv
 from rlcloud.local.state import RunState, acquire_flock, atomic_write, hold_flock, proc_identity
 from rlcloud.results import is_gcs, local_workdir
 from rlcloud.roles import role_label, roles_for
+from rlcloud.runenv import RunnerEnv
 
 if TYPE_CHECKING:
     from rlcloud.specs import ExperimentSpec
@@ -48,7 +50,10 @@ __all__ = ["WARM_ENV", "WarmPool", "main", "serve", "warm_enabled"]
 logger = logging.getLogger(__name__)
 
 #: The sweeper's environment variable that turns warm trials off ("0").
-WARM_ENV = "RLCLOUD_WARM_TRIALS"
+WARM_ENV = runenv.WARM_TRIALS
+
+#: Seconds an env server of a warm trial waits without an agent (unless the trial's environment says).
+WARM_IDLE_TIMEOUT = 300.0
 
 #: A worker's exit code for a trial whose role lock another process holds (a supervisor's EXIT_DUPLICATE).
 EXIT_DUPLICATE = 75
@@ -57,7 +62,7 @@ EXIT_DUPLICATE = 75
 _LOCK_WAIT_S = 5.0
 
 #: Variables a trial's runner must not inherit from an earlier trial or the sweeper (set per trial instead).
-_PER_TRIAL = ("RLCLOUD_RESULTS", "RLCLOUD_EARLY_STOPPING", "RLCLOUD_HOST_MAP", "RLCLOUD_PARENT_PID")
+_PER_TRIAL = (runenv.RESULTS, runenv.EARLY_STOPPING, runenv.HOST_MAP, runenv.PARENT_PID)
 
 
 #: Workers still running a trial when their pool closed (kept referenced: see :meth:`WarmPool.close`).
@@ -66,7 +71,7 @@ _RUNNING: list[subprocess.Popen[bytes]] = []
 
 def warm_enabled() -> bool:
     """Whether the sweeper runs trials in warm workers (``RLCLOUD_WARM_TRIALS`` not "0")."""
-    return os.environ.get(WARM_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+    return RunnerEnv.from_env().warm_trials is not False
 
 
 # ------------------------------------------------------------------------------------------- sweeper side
@@ -286,7 +291,8 @@ def _trial_environ(env: dict[str, str], workdir: Path) -> Any:
     for key in _PER_TRIAL:
         os.environ.pop(key, None)
     os.environ.update(env)
-    os.environ.setdefault("RLCLOUD_IDLE_TIMEOUT", "300")
+    if RunnerEnv.from_env().idle_timeout is None:
+        os.environ.update(RunnerEnv(idle_timeout=WARM_IDLE_TIMEOUT).to_env())
     os.chdir(workdir)
     try:
         yield

@@ -24,13 +24,14 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import statistics
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from rlcloud import runenv
 from rlcloud.layout import CURVES
+from rlcloud.runenv import RunnerEnv
 
 if TYPE_CHECKING:
     from rlcloud.specs.sweep import SweepSpec, Trial
@@ -42,6 +43,7 @@ __all__ = [
     "MAX_CURVE_POINTS",
     "EarlyStopper",
     "early_stopping_env",
+    "early_stopping_settings",
     "median_rule",
     "parse_curve",
     "value_at",
@@ -49,7 +51,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-ENV_VAR = "RLCLOUD_EARLY_STOPPING"
+ENV_VAR = runenv.EARLY_STOPPING
 CURVES_DIR = CURVES
 
 Curve = Sequence[Sequence[float]]  # [[timestep, running mean], ...] in timestep order
@@ -100,13 +102,18 @@ def parse_curve(data: bytes) -> list[list[float]]:
     return curve
 
 
+def early_stopping_settings(sweep: SweepSpec, trial: Trial, location: str) -> dict[str, Any] | None:
+    """What ``RLCLOUD_EARLY_STOPPING`` holds for ``trial`` (:attr:`RunnerEnv.early_stopping`), or None when
+    the sweep has no early stopping: the rule's settings, ``peers`` (the sweep's location) and ``trial``."""
+    if sweep.early_stopping is None:
+        return None
+    return {**sweep.early_stopping.model_dump(mode="json"), "peers": location, "trial": trial.name}
+
+
 def early_stopping_env(sweep: SweepSpec, trial: Trial, location: str) -> dict[str, str]:
     """The environment a trial's runner needs for the sweep's early stopping ({} when it has none): set by
     whoever starts the trial (the local sweeper, or the runner of a sweep's pod for itself)."""
-    if sweep.early_stopping is None:
-        return {}
-    settings = {**sweep.early_stopping.model_dump(mode="json"), "peers": location, "trial": trial.name}
-    return {ENV_VAR: json.dumps(settings)}
+    return RunnerEnv(early_stopping=early_stopping_settings(sweep, trial, location)).to_env()
 
 
 def value_at(curve: Curve, timestep: float) -> float | None:
@@ -173,10 +180,10 @@ class EarlyStopper:
     @classmethod
     def from_environ(cls, *, progress: Any, stop: Any) -> EarlyStopper | None:
         """The stopper ``RLCLOUD_EARLY_STOPPING`` describes, or None when the run is not such a trial."""
-        text = os.environ.get(ENV_VAR)
-        if not text:
+        settings = RunnerEnv.from_env().early_stopping
+        if settings is None:
             return None
-        return cls(json.loads(text), progress=progress, stop=stop)
+        return cls(dict(settings), progress=progress, stop=stop)
 
     def on_tick(self) -> None:
         """Called about once a second by the loop: check every ``check_seconds``."""

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import selectors
 import signal
 import socket
@@ -40,12 +39,12 @@ import numpy as np
 
 from rlcloud.errors import SpecError, WorkloadError
 from rlcloud.roles import Role, role_label
+from rlcloud.runenv import RunnerEnv
 from rlcloud.runner.protocol import (
     PROTOCOL_VERSION,
     ProtocolError,
     configure_socket,
     encode_spec,
-    env_seconds,
     recv_message,
     send_message,
 )
@@ -403,15 +402,12 @@ def serve_environment(
 
     SIGTERM/SIGINT stop it (143). The environments are closed when the server ends.
     """
-    env = os.environ if environ is None else environ
-    raw_port = env.get("RLCLOUD_PORT") or str(DEFAULT_PORT)
-    if not raw_port.isdigit() or not 0 <= int(raw_port) < 65536:
-        raise WorkloadError(f"RLCLOUD_PORT={raw_port!r} is not a TCP port (0-65535)")
+    env = RunnerEnv.from_env(environ)
     server = EnvServer(
         environment,
-        host=env.get("RLCLOUD_BIND_HOST") or "0.0.0.0",
-        port=int(raw_port),
-        idle_timeout=env_seconds(env, "RLCLOUD_IDLE_TIMEOUT", DEFAULT_IDLE_TIMEOUT),
+        host=env.bind_host or "0.0.0.0",
+        port=DEFAULT_PORT if env.port is None else env.port,
+        idle_timeout=env.idle_timeout or DEFAULT_IDLE_TIMEOUT,
         name=role_label(Role.ENV_SERVER, index),
         seed=seed,
     )

@@ -37,10 +37,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import types
 from collections.abc import Iterator
 from typing import Any
+
+from rlcloud import runenv
+from rlcloud.runenv import RunnerEnv
 
 __all__ = ["INLINE_VARIABLE", "inline_nested_functions", "is_inlining"]
 
@@ -48,7 +50,7 @@ logger = logging.getLogger(__name__)
 
 #: "0" keeps Tensorforce's nested functions as separate function graphs (bit for bit what Tensorforce
 #: alone computes); anything else, or unset, traces them inline.
-INLINE_VARIABLE = "RLCLOUD_INLINE_FUNCTIONS"
+INLINE_VARIABLE = runenv.INLINE_FUNCTIONS
 
 _state = {"installed": False, "enabled": False}
 
@@ -66,7 +68,7 @@ def inline_nested_functions(enabled: bool | None = None) -> bool:
     False) when this TensorFlow lacks what keeping the random ops' seeds needs.
     """
     if enabled is None:
-        enabled = os.environ.get(INLINE_VARIABLE, "1") != "0"
+        enabled = RunnerEnv.from_env().inline_functions is not False
     if enabled and not _state["installed"]:
         _state["installed"] = _install()
         if _state["installed"]:

@@ -37,17 +37,19 @@ from __future__ import annotations
 import importlib
 import inspect
 import logging
-import os
 import re
 import textwrap
 from typing import Any
+
+from rlcloud import runenv
+from rlcloud.runenv import RunnerEnv
 
 __all__ = ["INPLACE_VARIABLE", "apply_inplace_buffers", "patched_methods"]
 
 logger = logging.getLogger(__name__)
 
 #: "0" leaves Tensorforce's buffer writes as they are (rebuild + assign); anything else, or unset, rewrites them.
-INPLACE_VARIABLE = "RLCLOUD_INPLACE_BUFFERS"
+INPLACE_VARIABLE = runenv.INPLACE_BUFFERS
 
 _QUEUE = "tensorforce.core.memories.queue"
 _MODEL = "tensorforce.core.models.tensorforce"
@@ -155,7 +157,7 @@ def apply_inplace_buffers(enabled: bool | None = None) -> list[str]:
     already traced keeps what it traced.
     """
     if enabled is None:
-        enabled = os.environ.get(INPLACE_VARIABLE, "1") != "0"
+        enabled = RunnerEnv.from_env().inplace_buffers is not False
     if not enabled or _patched:
         return list(_patched)
     import tensorforce

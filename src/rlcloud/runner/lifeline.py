@@ -22,10 +22,13 @@ import sys
 import threading
 from collections.abc import Callable
 
+from rlcloud import runenv
+from rlcloud.runenv import RunnerEnv
+
 __all__ = ["PARENT_ENV", "armed_death_signal", "die_with_parent", "watch_parent"]
 
 #: The environment variable through which a supervisor tells its runner its own pid.
-PARENT_ENV = "RLCLOUD_PARENT_PID"
+PARENT_ENV = runenv.PARENT_PID
 
 _PR_SET_PDEATHSIG = 1
 _PR_GET_PDEATHSIG = 2
@@ -80,9 +83,8 @@ def watch_parent(interval: float = 1.0, sig: int = signal.SIGTERM) -> threading.
     (:func:`armed_death_signal`). Otherwise a daemon thread compares ``getppid()`` every ``interval``
     seconds: a re-parented process has another parent (init, or a subreaper).
     """
-    try:
-        parent = int(os.environ.get(PARENT_ENV, ""))
-    except ValueError:
+    parent = RunnerEnv.from_env().parent_pid
+    if parent is None:
         return None
     if armed_death_signal():
         return None

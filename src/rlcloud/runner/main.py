@@ -35,9 +35,11 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from rlcloud import runenv
 from rlcloud.errors import SpecError
 from rlcloud.layout import child
 from rlcloud.roles import Role, role_label
+from rlcloud.runenv import RunnerEnv
 from rlcloud.runner.lifeline import watch_parent
 
 if TYPE_CHECKING:  # loaded when the spec is: the pydantic models are not needed before that
@@ -67,7 +69,7 @@ EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
 
 #: Where a sweep's results go (``<results root>/<sweep>``); each trial writes to ``<that>/<trial>``.
-SWEEP_RESULTS_ENV = "RLCLOUD_SWEEP_RESULTS"
+SWEEP_RESULTS_ENV = runenv.SWEEP_RESULTS
 
 #: The ``--role`` choices: every :class:`rlcloud.roles.Role`.
 ROLES: tuple[str, ...] = tuple(role.value for role in Role)
@@ -117,7 +119,7 @@ def _load_spec(path: str) -> ExperimentSpec:
 
 def _results_elsewhere(workdir: Path) -> str | None:
     """RLCLOUD_RESULTS when it is not the workdir itself (then the workdir is synced to it), else None."""
-    results = os.environ.get("RLCLOUD_RESULTS")
+    results = RunnerEnv.from_env().results
     if not results:
         return None
     if not results.startswith("gs://") and Path(results).resolve() == workdir.resolve():
@@ -322,7 +324,7 @@ def _prepare_trial(args: argparse.Namespace) -> tuple[ExperimentSpec, Path] | in
     """
     from rlcloud.errors import RLCloudError
     from rlcloud.record import start_recorded
-    from rlcloud.runner.early_stop import early_stopping_env
+    from rlcloud.runner.early_stop import early_stopping_settings
     from rlcloud.specs.safeload import read_text_bounded
     from rlcloud.specs.sweep import SweepSpec
     from rlcloud.storage import open_store, read_progress
@@ -345,16 +347,19 @@ def _prepare_trial(args: argparse.Namespace) -> tuple[ExperimentSpec, Path] | in
                      trial.name, trial.spec.run_mode)  # fmt: skip
         return EXIT_SPEC
     workdir = Path(args.workdir)
-    location = os.environ.get(SWEEP_RESULTS_ENV)
+    run_env = RunnerEnv.from_env()
+    location = run_env.sweep_results
     if location:
         results = child(location, trial.name)
-        os.environ["RLCLOUD_RESULTS"] = results
+        run_env = run_env.replace(results=results)
     else:
         location = str(workdir)
         workdir = workdir / trial.name
         results = str(workdir)
-        os.environ.pop("RLCLOUD_RESULTS", None)
-    os.environ.update(early_stopping_env(sweep, trial, location))
+        run_env = run_env.replace(results=None)
+    # the syncer and the early stopper read them (rlcloud.storage.sync, rlcloud.runner.early_stop)
+    run_env = run_env.replace(early_stopping=early_stopping_settings(sweep, trial, location) or run_env.early_stopping)
+    run_env.apply_to(os.environ)
     try:
         store = open_store(results)
         progress = read_progress(store)

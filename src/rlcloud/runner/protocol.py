@@ -43,7 +43,6 @@ __all__ = [
     "configure_socket",
     "decode_spec",
     "encode_spec",
-    "env_seconds",
     "recv_message",
     "send_message",
 ]
@@ -186,17 +185,3 @@ def configure_socket(sock: socket.socket) -> None:
     for option, value in (("TCP_KEEPIDLE", 30), ("TCP_KEEPINTVL", 10), ("TCP_KEEPCNT", 3)):
         if hasattr(socket, option):
             sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
-
-
-def env_seconds(environ: Mapping[str, str], name: str, default: float) -> float:
-    """A positive number of seconds from an environment variable, or ``default`` when it is unset."""
-    raw = environ.get(name)
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError as exc:
-        raise WorkloadError(f"{name}={raw!r} is not a number of seconds") from exc
-    if value <= 0:
-        raise WorkloadError(f"{name}={raw!r} must be a positive number of seconds")
-    return value

@@ -37,13 +37,14 @@ from typing import Any
 
 import numpy as np
 
+from rlcloud import runenv
 from rlcloud.errors import WaitTimeoutError, WorkloadError
+from rlcloud.runenv import HostPort, RunnerEnv
 from rlcloud.runner.protocol import (
     PROTOCOL_VERSION,
     ProtocolError,
     configure_socket,
     decode_spec,
-    env_seconds,
     recv_message,
     send_message,
 )
@@ -58,7 +59,7 @@ __all__ = [
     "RemoteVectorEnv",
     "ServerAddress",
     "parse_env_servers",
-    "parse_host_map",
+    "server_addresses",
 ]
 
 logger = logging.getLogger(__name__)
@@ -98,41 +99,26 @@ class ServerAddress:
         return self.name if self.name == dialled else f"{self.name} ({dialled})"
 
 
-def _split_host_port(text: str, what: str) -> tuple[str, int]:
-    host, sep, port = text.strip().rpartition(":")
-    host = host.strip("[]")  # [::1]:5000
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise WorkloadError(f"{what}: {text!r} is not host:port (e.g. exp-env-0.exp:5000 or 127.0.0.1:5000)")
-    return host, int(port)
-
-
-def parse_host_map(text: str | None) -> dict[str, tuple[str, int]]:
-    """Parse ``RLCLOUD_HOST_MAP`` ("name=host:port,..."); a name is a host or a host:port."""
-    mapping: dict[str, tuple[str, int]] = {}
-    for item in (text or "").split(","):
-        if not item.strip():
-            continue
-        name, sep, target = item.partition("=")
-        if not sep or not name.strip():
-            raise WorkloadError(f"RLCLOUD_HOST_MAP: {item!r} is not name=host:port")
-        mapping[name.strip()] = _split_host_port(target, "RLCLOUD_HOST_MAP")
-    return mapping
-
-
 def parse_env_servers(text: str | None, host_map: str | None = None) -> list[ServerAddress]:
     """Parse ``RLCLOUD_ENV_SERVERS`` ("host:port,...") and apply ``RLCLOUD_HOST_MAP`` to each entry."""
-    mapping = parse_host_map(host_map)
+    env = RunnerEnv.from_env({runenv.ENV_SERVERS: text or "", runenv.HOST_MAP: host_map or ""})
+    return server_addresses(env.env_servers, env.host_map)
+
+
+def server_addresses(
+    env_servers: Sequence[HostPort], host_map: Sequence[tuple[str, HostPort]] = ()
+) -> list[ServerAddress]:
+    """The env servers to dial: ``RLCLOUD_ENV_SERVERS`` with ``RLCLOUD_HOST_MAP`` applied to each entry (a
+    map's name is a host or a host:port)."""
+    mapping = dict(host_map)
     servers: list[ServerAddress] = []
-    for item in (text or "").split(","):
-        if not item.strip():
-            continue
-        host, port = _split_host_port(item, "RLCLOUD_ENV_SERVERS")
+    for host, port in env_servers:
         name = f"{host}:{port}"
         target = mapping.get(name) or mapping.get(host) or (host, port)
         servers.append(ServerAddress(name=name, host=target[0], port=target[1]))
     if not servers:
         raise WorkloadError(
-            "RLCLOUD_ENV_SERVERS is empty: the agent role in distributed mode needs the env servers' "
+            f"{runenv.ENV_SERVERS} is empty: the agent role in distributed mode needs the env servers' "
             "addresses as host:port,host:port"
         )
     return servers
@@ -278,10 +264,10 @@ class RemoteVectorEnv:
     ) -> RemoteVectorEnv:
         """Build from ``RLCLOUD_ENV_SERVERS``, ``RLCLOUD_HOST_MAP``, ``RLCLOUD_CONNECT_TIMEOUT`` and
         ``RLCLOUD_STEP_TIMEOUT`` (the agent role in distributed mode)."""
-        env = os.environ if environ is None else environ
-        servers = parse_env_servers(env.get("RLCLOUD_ENV_SERVERS"), env.get("RLCLOUD_HOST_MAP"))
-        connect_timeout = env_seconds(env, "RLCLOUD_CONNECT_TIMEOUT", DEFAULT_CONNECT_TIMEOUT)
-        step_timeout = env_seconds(env, "RLCLOUD_STEP_TIMEOUT", DEFAULT_STEP_TIMEOUT)
+        env = RunnerEnv.from_env(environ)
+        servers = server_addresses(env.env_servers, env.host_map)
+        connect_timeout = env.connect_timeout or DEFAULT_CONNECT_TIMEOUT
+        step_timeout = env.step_timeout or DEFAULT_STEP_TIMEOUT
         return cls(
             servers,
             connect_timeout=connect_timeout,

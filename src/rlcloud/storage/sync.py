@@ -40,6 +40,7 @@ from typing import Any
 
 from rlcloud import layout
 from rlcloud.errors import NotFoundError, StorageError
+from rlcloud.runenv import RunnerEnv
 from rlcloud.storage.base import ObjectInfo, PreconditionFailedError, Store, crc32c_of_file, local_targets
 from rlcloud.storage.stores import open_store
 from rlcloud.stored import MAX_NAME_RECORD_BYTES
@@ -67,6 +68,9 @@ RESTORED_FILES = layout.RESTORED_FILES
 RESTORED_PREFIXES = (f"{layout.LOGS}/",)
 # A file modified this recently may change again within the file system's mtime granularity: re-hash it.
 _FRESH_S = 2.0
+
+#: Seconds between two syncs when ``RLCLOUD_SYNC_INTERVAL`` does not say.
+DEFAULT_SYNC_INTERVAL = 30.0
 
 
 @dataclass
@@ -616,7 +620,7 @@ def make_hooks(
 
         tee_output(Path(workdir) / layout.log_path(log_name))
     if interval_s is None:
-        interval_s = float(os.environ.get("RLCLOUD_SYNC_INTERVAL", "30"))
+        interval_s = RunnerEnv.from_env().sync_interval or DEFAULT_SYNC_INTERVAL
     return SyncHook(Syncer(workdir, store), interval_s=interval_s).start()
 
 
@@ -641,5 +645,5 @@ def ship_logs(
             store.download_file(layout.log_path(log_name), log)
     tee_output(log)
     if interval_s is None:
-        interval_s = float(os.environ.get("RLCLOUD_SYNC_INTERVAL", "30"))
+        interval_s = RunnerEnv.from_env().sync_interval or DEFAULT_SYNC_INTERVAL
     return Syncer(workdir, store, include=[layout.log_path(log_name)], prune_checkpoints=False).start(interval_s)
