@@ -6,7 +6,7 @@ its commands next to their handlers (``@command(path, help, example, args)``) an
 needs inside it; :data:`COMMANDS` below is the one table the parser is built from. Bad input exits with
 code 2 and a message naming the field, never a traceback.
 
-Command modules (declarations and handlers; imported for every run, so kept light):
+Command modules (declarations and handlers; a run imports only the one declaring its first word, see INDEX):
     setup.py       init, completion          spec.py      spec validate|show
     experiment.py  experiment ..., the run|status|logs|attach shortcuts, tensorboard
     sweep.py       sweep validate|run|start|status|results|stop|list
@@ -22,17 +22,25 @@ scripts, and the hidden `rlcloud __complete SHELL WORD...` they call on TAB).
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
-from rlcloud.cli import analysis, cluster, experiment, setup, spec, sweep
-from rlcloud.cli._parser import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Command, build, group
+from rlcloud.cli._parser import (
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    Command,
+    build,
+    command_words,
+    group,
+)
 
 TYPE_CHECKING = False  # not typing's: importing typing costs a sixth of `rlcloud --help`
 if TYPE_CHECKING:
     import argparse
     import logging
 
-__all__ = ["COMMANDS", "build_parser", "main"]
+__all__ = ["COMMANDS", "INDEX", "build_parser", "commands", "main"]
 
 ROOT = group(
     "",
@@ -42,49 +50,101 @@ ROOT = group(
     "  rlcloud cluster create -f configs/clusters/t4.yaml",
 )
 
-#: Every command, in the order `rlcloud --help` lists them; a group comes before its commands.
-COMMANDS: tuple[Command, ...] = (
-    setup.init,
-    spec.SPEC,
-    spec.validate,
-    spec.show,
-    experiment.EXPERIMENT,
-    experiment.run,
-    experiment.start,
-    experiment.new,
-    experiment.status,
-    experiment.logs,
-    experiment.pause,
-    experiment.resume,
-    experiment.stop,
-    experiment.attach,
-    experiment.download,
-    experiment.list_,
-    *experiment.SHORTCUTS,
-    experiment.tensorboard,
-    sweep.SWEEP,
-    sweep.validate,
-    sweep.run,
-    sweep.start,
-    sweep.status,
-    sweep.results,
-    sweep.stop,
-    sweep.list_,
-    analysis.compare,
-    cluster.CLUSTER,
-    cluster.create,
-    cluster.list_,
-    cluster.delete,
-    cluster.reap,
-    cluster.doctor,
-    setup.completion,
+#: Every command as (module, name), in the order `rlcloud --help` lists them; a group comes before its
+#: commands, and a name holding a tuple (the shortcuts) gives several.
+_TABLE: tuple[tuple[str, str], ...] = (
+    ("setup", "init"),
+    ("spec", "SPEC"),
+    ("spec", "validate"),
+    ("spec", "show"),
+    ("experiment", "EXPERIMENT"),
+    ("experiment", "run"),
+    ("experiment", "start"),
+    ("experiment", "new"),
+    ("experiment", "status"),
+    ("experiment", "logs"),
+    ("experiment", "pause"),
+    ("experiment", "resume"),
+    ("experiment", "stop"),
+    ("experiment", "attach"),
+    ("experiment", "download"),
+    ("experiment", "list_"),
+    ("experiment", "SHORTCUTS"),
+    ("experiment", "tensorboard"),
+    ("sweep", "SWEEP"),
+    ("sweep", "validate"),
+    ("sweep", "run"),
+    ("sweep", "start"),
+    ("sweep", "status"),
+    ("sweep", "results"),
+    ("sweep", "stop"),
+    ("sweep", "list_"),
+    ("analysis", "compare"),
+    ("cluster", "CLUSTER"),
+    ("cluster", "create"),
+    ("cluster", "list_"),
+    ("cluster", "delete"),
+    ("cluster", "reap"),
+    ("cluster", "doctor"),
+    ("setup", "completion"),
+)
+
+#: The first word of every command, in the order `rlcloud --help` lists them: the module declaring the
+#: command(s) under it and their one-line help. A run imports only the module of the word it names, so
+#: `rlcloud --help` compiles none of them (where no bytecode is cached, as under PYTHONDONTWRITEBYTECODE,
+#: that was a third of its time); tests/test_cli.py checks this index against the declarations.
+INDEX: tuple[tuple[str, str, str], ...] = (
+    ("init", "setup", "Make this directory an rlcloud project."),
+    ("spec", "spec", "Validate and show spec files."),
+    ("experiment", "experiment", "Run and manage experiments."),
+    ("run", "experiment", "Same as `experiment run`."),
+    ("status", "experiment", "Same as `experiment status`."),
+    ("logs", "experiment", "Same as `experiment logs`."),
+    ("attach", "experiment", "Same as `experiment attach`."),
+    ("tensorboard", "experiment", "Sync experiments' TensorBoard events and start one TensorBoard on all of them."),
+    ("sweep", "sweep", "Run many trials of an experiment: seeds, grids, random search."),
+    ("compare", "analysis", "Compare runs: the parameters that differ, the objective per run and over seeds."),
+    ("cluster", "cluster", "Create, list and delete GKE clusters."),
+    ("doctor", "cluster", "Check a Google Cloud project before anything is billed."),
+    ("completion", "setup", "Print a shell completion script (bash, zsh, fish)."),
 )
 
 
+def commands(modules: Iterable[str] | None = None) -> tuple[Command, ...]:
+    """The commands of the table, in order: all of them, or those declared in ``modules`` (only these are
+    imported)."""
+    import importlib
+
+    wanted = None if modules is None else set(modules)
+    found: list[Command] = []
+    for module, name in _TABLE:
+        if wanted is None or module in wanted:
+            value = getattr(importlib.import_module(f"rlcloud.cli.{module}"), name)
+            found.extend(value if isinstance(value, tuple) else (value,))
+    return tuple(found)
+
+
+def __getattr__(name: str) -> object:
+    if name == "COMMANDS":  # every command (imports every command module)
+        return commands()
+    raise AttributeError(f"module 'rlcloud.cli' has no attribute {name!r}")
+
+
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
-    """The command tree; with ``argv`` only the branch of the command it names (no command module is
-    imported either way). Without ``argv`` the whole tree (for completion scripts and tests)."""
-    return build(COMMANDS, ROOT, argv)
+    """The command tree; with ``argv`` only the branch of the command it names, and only the command module
+    declaring it is imported (the other first words are listed from :data:`INDEX`). Without ``argv`` the
+    whole tree (for completion scripts and tests)."""
+    if argv is None:
+        return build(commands(), ROOT, None)
+    words = command_words(argv)
+    first = words[0] if words else None
+    table: list[Command] = []
+    for word, module, help in INDEX:
+        if word == first:
+            table.extend(cmd for cmd in commands([module]) if cmd.path[0] == word)
+        else:
+            table.append(group(word, help, ""))  # listed in `rlcloud --help`, never built in this run
+    return build(table, ROOT, argv)
 
 
 def _setup_logging(verbosity: int) -> None:

@@ -162,7 +162,7 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
 
-def _command_words(argv: Sequence[str]) -> list[str]:
+def command_words(argv: Sequence[str]) -> list[str]:
     """The words of ``argv`` that are neither options nor a global option's value (the command path first)."""
     words: list[str] = []
     skip = False
@@ -199,7 +199,7 @@ def build(table: Sequence[Command], root: Command, argv: Sequence[str] | None = 
     parser.add_argument("--version", action="version", version=f"rlcloud {__version__}")
     for flag in GLOBAL_ARGS:
         flag.add_to(parser)
-    words = None if argv is None else _command_words(argv)
+    words = None if argv is None else command_words(argv)
     parsers: dict[tuple[str, ...], argparse.ArgumentParser] = {(): parser}
     subparsers: dict[tuple[str, ...], Any] = {}
     for cmd in table:
