@@ -64,6 +64,8 @@ from typing import Any
 
 import numpy as np
 
+from rlcloud.runenv import RunnerEnv
+
 CARTPOLE = {"type": "gym", "level": "CartPole-v1"}
 AGENT = {"type": "ppo", "batch_size": 10, "learning_rate": 1e-3}
 SEED = 1
@@ -243,7 +245,7 @@ def local_env_servers(
     try:
         for index in range(count):
             port = _free_port()
-            env = {**os.environ, "RLCLOUD_PORT": str(port), "RLCLOUD_BIND_HOST": "127.0.0.1"}
+            env = {**os.environ, **RunnerEnv(port=port, bind_host="127.0.0.1").to_env()}
             command = [sys.executable, "-m", "rlcloud.runner", "--role", "env-server", "--index", str(index)]
             command += ["--spec", str(workdir / "spec.yaml"), "--workdir", str(workdir)]
             procs.append(subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))

@@ -41,6 +41,7 @@ from kubernetes import client as k8s  # noqa: E402
 from tests.fakes.gcs import FakeGcsServer  # noqa: E402
 
 from rlcloud.k8s.builders import JOB_COMPLETION_INDEX_ANNOTATION, build_workloads, to_dict  # noqa: E402
+from rlcloud.runenv import RunnerEnv  # noqa: E402
 from rlcloud.specs import ExperimentSpec  # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "cartpole_ppo.yaml"
@@ -214,7 +215,7 @@ def run_mode(engine: Engine, image: str, work: Path, gcs: FakeGcsServer, mode: s
             extra = {"STORAGE_EMULATOR_HOST": gcs.url}
             address = addresses.get(f"{pod_name}.{pod.subdomain}") if pod.subdomain else None
             if address:
-                extra["RLCLOUD_BIND_HOST"] = address
+                extra.update(RunnerEnv(bind_host=address).to_env())
             hosts = [f"--add-host={host}:{ip}" for host, ip in addresses.items()] if not address else []
             envs = [f"--env={k}={v}" for k, v in {**env, **extra}.items()]
             argv = ["run", "--detach", *options, *envs, *hosts, pod_image, *_args(pod.containers[0], env)]
