@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,3 +38,59 @@ def _isolated_working_directory() -> Iterator[Path]:
     os.chdir(_ISOLATED / "work")
     yield _ISOLATED / "work"
     os.chdir(before)
+
+
+# ------------------------------------------------------------------------------------ the fast lane's markers
+# `-m "not training and not processes"` is the fast lane (CONTRIBUTING.md): it spawns no process. A test that
+# starts one (a runner, a supervisor, the CLI, a fake server run as a program) is marked `processes`, by hand
+# or here when it uses a fixture that starts one; an unmarked test that spawns anyway fails, saying so.
+
+#: Fixtures that start a process (fake-gcs-server is a program of its own).
+PROCESS_FIXTURES = frozenset({"fake_gcs", "gcs_bucket", "gcs_store", "gcs_store_via", "faulty_proxy"})
+
+_SPAWN_EVENTS = frozenset({"subprocess.Popen", "os.fork", "os.forkpty", "os.posix_spawn", "os.spawn"})
+#: Probes libraries run once on first use (platform.processor() for TensorFlow's import, matplotlib's font
+#: cache): not a test's process, and whichever test comes first would be blamed.
+_LIBRARY_PROBES = frozenset({"uname", "fc-list"})
+_spawned: list[str] = []
+_watching = [False]
+
+
+class SpawnInFastLaneError(RuntimeError):
+    """A test without the ``processes`` marker started a process."""
+
+
+def _audit(event: str, args: tuple[object, ...]) -> None:
+    # Audit hooks cannot be removed: this one only acts while an unmarked test runs. Raising stops the spawn
+    # at once (the test fails fast); the record catches code that swallows the error.
+    if _watching[0] and event in _SPAWN_EVENTS:
+        detail = args[1] if event == "subprocess.Popen" and len(args) > 1 else ""
+        if isinstance(detail, (list, tuple)) and detail and Path(str(detail[0])).name in _LIBRARY_PROBES:
+            return
+        _spawned.append(f"{event} {detail!r}"[:200])
+        raise SpawnInFastLaneError(f"started a process without the `processes` marker: {_spawned[-1]}")
+
+
+sys.addaudithook(_audit)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``processes`` every test that uses a fixture starting a process (before ``-m`` selects)."""
+    for item in items:
+        if PROCESS_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.processes)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """Fail a test of the fast lane (neither ``training`` nor ``processes``) that starts a process."""
+    fast = item.get_closest_marker("training") is None and item.get_closest_marker("processes") is None
+    _spawned.clear()
+    _watching[0] = fast
+    try:
+        yield
+    finally:
+        _watching[0] = False
+    if fast and _spawned:
+        pytest.fail(f"started a process without the `processes` marker: {_spawned[0]}", pytrace=False)

@@ -47,6 +47,7 @@ def test_every_command_has_help_with_an_example(argv: list[str], capsys: pytest.
     assert "example:" in capsys.readouterr().out
 
 
+@pytest.mark.processes
 def test_init_copies_default_specs_and_checks_credentials(tmp_path: Path) -> None:
     from tests.gke.test_credentials import service_account_key
 
@@ -70,6 +71,7 @@ def test_init_copies_default_specs_and_checks_credentials(tmp_path: Path) -> Non
     assert validate.stdout.count(": OK experiment") == 2
 
 
+@pytest.mark.processes
 def test_init_refuses_a_file_that_is_not_a_credentials_file(tmp_path: Path) -> None:
     secret = tmp_path / "notes.json"
     secret.write_text('{"password": "hunter2-canary"}')
@@ -80,6 +82,7 @@ def test_init_refuses_a_file_that_is_not_a_credentials_file(tmp_path: Path) -> N
     assert not (tmp_path / "p" / "rlcloud.yaml").exists()
 
 
+@pytest.mark.processes
 def test_spec_show_applies_overrides_and_round_trips(tmp_path: Path) -> None:
     spec = tmp_path / "exp.yaml"
     spec.write_text(
@@ -94,6 +97,7 @@ def test_spec_show_applies_overrides_and_round_trips(tmp_path: Path) -> None:
     assert run_cli("spec", "show", str(again)).stdout == result.stdout
 
 
+@pytest.mark.processes
 def test_bad_set_and_bad_override_exit_2_without_traceback(tmp_path: Path) -> None:
     spec = tmp_path / "exp.yaml"
     spec.write_text(
@@ -106,12 +110,14 @@ def test_bad_set_and_bad_override_exit_2_without_traceback(tmp_path: Path) -> No
         assert result.stderr.startswith("error:")
 
 
+@pytest.mark.processes
 def test_unknown_command_exits_2() -> None:
     result = run_cli("frobnicate")
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.processes
 def test_completion_script_names_the_commands() -> None:
     result = run_cli("completion", "bash")
     assert result.returncode == 0
@@ -121,6 +127,7 @@ def test_completion_script_names_the_commands() -> None:
     assert bash.returncode == 0, bash.stderr
 
 
+@pytest.mark.processes
 def test_experiment_new_writes_a_valid_spec(tmp_path: Path) -> None:
     result = run_cli("experiment", "new", "my-exp", "--dest", str(tmp_path))
     assert result.returncode == 0, result.stderr
@@ -185,6 +192,7 @@ def test_output_flag_is_accepted_before_or_after_the_command(
     assert json.loads(capsys.readouterr().out) == []
 
 
+@pytest.mark.processes
 def test_verbose_and_quiet_after_the_command(tmp_path: Path) -> None:
     from rlcloud.cli import build_parser
 
@@ -217,6 +225,7 @@ def test_every_command_help_lists_the_global_options(capsys: pytest.CaptureFixtu
 # ---------------------------------------------------------------- errors caused by --set name the flag
 
 
+@pytest.mark.processes
 def test_a_bad_set_is_blamed_on_the_flag_not_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec = tmp_path / "exp.yaml"
     spec.write_text(
@@ -537,6 +546,7 @@ def _kubeconfig(path: Path, port: int) -> Path:
     return path
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("mode", ["refused", "close", "garbage", "half"])
 def test_a_gone_or_dying_api_server_is_a_clear_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], mode: str

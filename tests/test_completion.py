@@ -102,6 +102,7 @@ def test_hidden_complete_command_prints_one_candidate_a_line(project: Path, caps
     assert main(["__complete", "bash", "nonsense", "--x=", ""]) == 0  # never an error, whatever is typed
 
 
+@pytest.mark.processes
 @pytest.mark.skipif(not (BIN / "rlcloud").exists(), reason="the rlcloud console script is not installed")
 def test_bash_script_completes_after_a_positional_and_a_flag_value(project: Path) -> None:
     script = completion_script("bash")
@@ -141,6 +142,7 @@ def test_zsh_and_fish_scripts_complete_after_a_positional_and_a_flag_value(shell
     assert result.stdout.splitlines() == ["cartpole-ppo", "--set"]
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
 def test_every_shell_gets_a_script_that_parses(shell: str) -> None:
     result = subprocess.run(
@@ -192,6 +194,7 @@ def test_unknown_gpu_type_from_the_api_names_the_argument() -> None:
     assert exc.value.problems[0].field == "gpu_type" and "t4" in exc.value.problems[0].message
 
 
+@pytest.mark.processes
 def test_a_bad_gpu_type_flag_is_blamed_on_the_flag(tmp_path: Path) -> None:
     spec = tmp_path / "t4.yaml"
     spec.write_text("name: rl-t4\nlocation: us-central1-a\ngpu_type: t4\n")

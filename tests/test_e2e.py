@@ -61,6 +61,7 @@ def world(
         yield gke, apiserver, gcs, issuer
 
 
+@pytest.mark.processes
 @pytest.mark.training
 def test_experiment_on_a_dedicated_gke_gpu_cluster_goes_all_the_way(
     world: tuple[FakeClusterManager, FakeKubeApiServer, FakeGcsServer, TokenIssuer], tmp_path: Path

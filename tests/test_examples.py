@@ -30,6 +30,7 @@ def _run_script(name: str, *args: str) -> subprocess.CompletedProcess[str]:
 # ---------------------------------------------------------------------------------------------- scripts
 
 
+@pytest.mark.processes
 def test_quickstart_help_and_argument_checks() -> None:
     done = _run_script("quickstart.py", "--help")
     assert done.returncode == 0, done.stderr
@@ -55,6 +56,7 @@ def test_quickstart_builds_the_experiment_it_describes(tmp_path: Path) -> None:
     assert quickstart.summarize(rows) == {"episodes": 40, "timesteps": 400, "first_mean": 10.5, "last_mean": 30.5}
 
 
+@pytest.mark.processes
 def test_gke_gpu_help_and_guards() -> None:
     done = _run_script("gke_gpu.py", "--help")
     assert done.returncode == 0, done.stderr

@@ -535,6 +535,7 @@ def test_gpu_image_installs_the_committed_cuda_wheels() -> None:
     assert '--constraint /src/cuda-wheels.txt "tensorflow[and-cuda]==${TF_VERSION}"' in runs
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_the_cuda_pins_resolve_with_tensorflow_and_the_lock(tmp_path: Path) -> None:
     """The GPU image's install step, as a dry run: tensorflow[and-cuda] with the lock's versions as overrides

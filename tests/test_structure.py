@@ -4,6 +4,7 @@ defined in one place, and the public surface is what ``rlcloud.__all__`` says.""
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import os
 import pkgutil
@@ -45,7 +46,13 @@ def _in_type_checking(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
 
 def import_graph() -> dict[str, set[str]]:
     """Module -> the rlcloud modules it imports anywhere (module level or inside functions), except under
-    ``if TYPE_CHECKING:``. ``from pkg import sub`` counts as importing ``pkg.sub`` when it is a module."""
+    ``if TYPE_CHECKING:``. ``from pkg import sub`` counts as importing ``pkg.sub`` when it is a module.
+    A fresh copy of one parse per session (three tests read it: each parse is seconds on a busy machine)."""
+    return {name: set(edges) for name, edges in _parsed_import_graph().items()}
+
+
+@functools.cache
+def _parsed_import_graph() -> dict[str, set[str]]:
     modules = _modules()
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():

@@ -462,6 +462,7 @@ def _broken_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict
     return {"type": "brokenenv:Env"}
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_a_broken_local_sweep_stops_launching_after_max_failures(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -478,6 +479,7 @@ def test_a_broken_local_sweep_stops_launching_after_max_failures(
     assert "max_failures is 2" in (status.message or "")
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_the_first_trial_proves_the_base_experiment_before_the_others_start(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

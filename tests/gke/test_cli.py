@@ -28,6 +28,7 @@ def emulated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeCl
         yield fake
 
 
+@pytest.mark.processes
 def test_create_list_delete(emulated: FakeClusterManager, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["cluster", "create", "-f", str(BUNDLED / "t4.yaml"), "-n", "cli-t4", "--project", PROJECT, "--yes"])
     out = capsys.readouterr().out

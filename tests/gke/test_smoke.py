@@ -88,6 +88,7 @@ def _by_name(steps: list[SmokeStep]) -> dict[str, SmokeStep]:
     return {s.name: s for s in steps}
 
 
+@pytest.mark.processes
 def test_smoke_runs_one_pod_reads_its_object_back_and_leaves_nothing(world: World, tmp_path: Path) -> None:
     cluster = world.cluster(ClusterSpec(name="rl-smoke"))
     printed: list[SmokeStep] = []
@@ -129,6 +130,7 @@ def test_smoke_runs_one_pod_reads_its_object_back_and_leaves_nothing(world: Worl
     assert world.issuer.issued, "the Kubernetes API was reached with a google-auth token"
 
 
+@pytest.mark.processes
 def test_smoke_on_a_gpu_pool_asks_tensorflow_for_the_gpu(world: World, tmp_path: Path) -> None:
     """The pod requests the pool's GPU and the probe asks TensorFlow for it; this machine has none (the test
     kubelet runs the pod here), so the step fails with what to look at, and the rest is still cleaned up."""
@@ -144,6 +146,7 @@ def test_smoke_on_a_gpu_pool_asks_tensorflow_for_the_gpu(world: World, tmp_path:
     assert world.leftovers() == []
 
 
+@pytest.mark.processes
 def test_smoke_says_why_its_pod_never_started_and_cleans_up(world: World, tmp_path: Path) -> None:
     cluster = world.cluster(ClusterSpec(name="rl-smoke"))
     message = "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available"

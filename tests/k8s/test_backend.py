@@ -137,6 +137,7 @@ def test_no_permission_for_namespace_is_auth_error(apiserver: FakeKubeApiServer,
 # ---------------------------------------------------------------------------------------------- lifecycle
 
 
+@pytest.mark.processes
 def test_single_runs_to_success_with_status_logs_attach_list(
     apiserver: FakeKubeApiServer, backend: KubernetesBackend, kubelet: FakeKubelet, results: str
 ) -> None:
@@ -158,6 +159,7 @@ def test_single_runs_to_success_with_status_logs_attach_list(
     assert (Path(results) / "cartpole" / "progress.json").exists()
 
 
+@pytest.mark.processes
 def test_distributed_follow_logs_waits_for_pods_and_all_roles_finish(
     apiserver: FakeKubeApiServer, backend: KubernetesBackend, tmp_path: Path, results: str
 ) -> None:
@@ -175,6 +177,7 @@ def test_distributed_follow_logs_waits_for_pods_and_all_roles_finish(
     assert len(status.roles) == 4
 
 
+@pytest.mark.processes
 def test_pause_checkpoints_then_resume_continues(
     apiserver: FakeKubeApiServer, backend: KubernetesBackend, tmp_path: Path, results: str
 ) -> None:
@@ -196,6 +199,7 @@ def test_pause_checkpoints_then_resume_continues(
     assert all(r.restarts == 0 for r in final.roles if r.role == "agent")
 
 
+@pytest.mark.processes
 def test_stop_deletes_everything_idempotently(
     apiserver: FakeKubeApiServer, backend: KubernetesBackend, tmp_path: Path, results: str
 ) -> None:
@@ -214,6 +218,7 @@ def test_stop_deletes_everything_idempotently(
     assert backend.list() == []
 
 
+@pytest.mark.processes
 def test_spec_error_exit_fails_fast(
     apiserver: FakeKubeApiServer, backend: KubernetesBackend, tmp_path: Path, results: str
 ) -> None:
@@ -225,6 +230,7 @@ def test_spec_error_exit_fails_fast(
     assert status.roles[0].exit_code == 2
 
 
+@pytest.mark.processes
 def test_crash_is_retried_and_counted(
     apiserver: FakeKubeApiServer, backend: KubernetesBackend, tmp_path: Path, results: str
 ) -> None:
@@ -236,6 +242,7 @@ def test_crash_is_retried_and_counted(
     assert status.state == "succeeded" and status.roles[0].restarts == 1
 
 
+@pytest.mark.processes
 def test_preemption_does_not_spend_the_budget(
     apiserver: FakeKubeApiServer, backend: KubernetesBackend, tmp_path: Path, results: str
 ) -> None:
@@ -257,6 +264,7 @@ def test_wait_times_out(backend: KubernetesBackend, results: str) -> None:
         backend.wait("cartpole", timeout=0.3)
 
 
+@pytest.mark.processes
 def test_install_credentials_mounts_the_key_and_never_shows_it(
     apiserver: FakeKubeApiServer, backend: KubernetesBackend, results: str, tmp_path: Path
 ) -> None:
@@ -319,6 +327,7 @@ def test_start_waits_for_a_previous_incarnation_being_deleted(
     assert job is not None and job["metadata"]["uid"] != old_uid and "deletionTimestamp" not in job["metadata"]
 
 
+@pytest.mark.processes
 def test_env_server_out_of_retries_is_failed_while_the_agent_runs(
     apiserver: FakeKubeApiServer, backend: KubernetesBackend, tmp_path: Path, results: str
 ) -> None:
@@ -343,6 +352,7 @@ def test_env_server_out_of_retries_is_failed_while_the_agent_runs(
     assert status.state == "running"  # the agent goes on with the other env server
 
 
+@pytest.mark.processes
 def test_a_failed_agent_releases_its_env_servers(
     apiserver: FakeKubeApiServer, backend: KubernetesBackend, tmp_path: Path, results: str
 ) -> None:
@@ -359,6 +369,7 @@ def test_a_failed_agent_releases_its_env_servers(
     assert apiserver.get_object("Job", "cartpole-env", "rl")["spec"]["suspend"] is True
 
 
+@pytest.mark.processes
 def test_a_hung_learner_shows_as_stalled_not_running(
     apiserver: FakeKubeApiServer, backend: KubernetesBackend, tmp_path: Path, results: str
 ) -> None:

@@ -72,6 +72,7 @@ def test_expand_like_kubernetes() -> None:
     assert expand("$(A)-$(B)-$(C)-$$(A)", env) == "1-x-$(C)-$(A)"
 
 
+@pytest.mark.processes
 def test_trivial_job_runs_with_configmap_env_and_logs(
     apiserver: FakeKubeApiServer, kubelet: FakeKubelet, tmp_path: Path
 ) -> None:
@@ -99,6 +100,7 @@ def test_trivial_job_runs_with_configmap_env_and_logs(
     assert apiserver.get_object("Job", "hello", "default")["status"]["succeeded"] == 1
 
 
+@pytest.mark.processes
 def test_indexed_job_backoff_and_fail_job_policy(apiserver: FakeKubeApiServer, kubelet: FakeKubelet) -> None:
     code = "import os,sys; sys.exit(1 if os.environ['I'] == '1' else 0)"
     body = job_body(
@@ -141,6 +143,7 @@ def test_indexed_job_backoff_and_fail_job_policy(apiserver: FakeKubeApiServer, k
     assert len(apiserver.list_objects("Pod", "default", "app=fast")) == 1  # no retry
 
 
+@pytest.mark.processes
 def test_suspend_terminates_and_resume_restarts(apiserver: FakeKubeApiServer, kubelet: FakeKubelet) -> None:
     apiserver.create_object("Job", job_body("sleepy", "import time; time.sleep(60)"), "default")
     eventually(lambda: kubelet.running("app=sleepy"), what="pod running")
@@ -225,6 +228,7 @@ def test_preferred_node_affinity_picks_among_the_nodes_that_fit() -> None:
     assert message.startswith("0/2 nodes are available: 1 Insufficient cpu, 1 node(s) didn't match Pod's node affinity")
 
 
+@pytest.mark.processes
 def test_a_pod_that_does_not_fit_stays_pending_until_a_node_is_added(
     apiserver: FakeKubeApiServer, tmp_path: Path
 ) -> None:

@@ -34,6 +34,7 @@ def test_max_runtime_becomes_every_jobs_active_deadline() -> None:
     assert info.value.fields == ["experiment.max_runtime"]
 
 
+@pytest.mark.processes
 def test_a_run_past_max_runtime_is_stopped_and_fails(
     apiserver: FakeKubeApiServer, api_client: client.ApiClient, tmp_path: Path
 ) -> None:

@@ -66,6 +66,7 @@ def test_the_fake_refuses_what_restricted_refuses(apiserver: FakeKubeApiServer) 
     apiserver.create_object("Pod", {"metadata": {"name": "z"}, "spec": spec}, "default")  # not enforced there
 
 
+@pytest.mark.processes
 def test_an_experiment_runs_in_a_restricted_namespace(
     apiserver: FakeKubeApiServer, api_client: client.ApiClient, tmp_path: Path
 ) -> None:

@@ -32,6 +32,7 @@ def _unschedulable(pod: dict[str, Any]) -> str | None:
     return None
 
 
+@pytest.mark.processes
 def test_env_servers_request_cpu_stay_off_the_gpu_node_and_wait_for_the_autoscaler(
     apiserver: FakeKubeApiServer, api_client: client.ApiClient, tmp_path: Path
 ) -> None:

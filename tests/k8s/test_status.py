@@ -36,6 +36,7 @@ def learner_pod(apiserver: FakeKubeApiServer) -> dict[str, Any]:
     return eventually(lambda: apiserver.list_objects("Pod", "rl", "rlcloud.io/role=single"), what="pod")[0]
 
 
+@pytest.mark.processes
 def test_insufficient_gpu_with_autoscaler(
     apiserver: FakeKubeApiServer, backend: KubernetesBackend, tmp_path: Path
 ) -> None:
@@ -62,6 +63,7 @@ def test_insufficient_gpu_with_autoscaler(
     assert status.message == f"single-0: {role.reason}"
 
 
+@pytest.mark.processes
 def test_untolerated_taint(apiserver: FakeKubeApiServer, backend: KubernetesBackend, tmp_path: Path) -> None:
     taint = "0/2 nodes are available: 2 node(s) had untolerated taint {dedicated: infra}."
     backend.start(make_spec(), str(tmp_path / "results"))

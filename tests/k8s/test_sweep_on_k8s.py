@@ -353,6 +353,7 @@ def _peak_parallel(kubelet: FakeKubelet, apiserver: FakeKubeApiServer, until: An
     return peak
 
 
+@pytest.mark.processes
 def test_the_job_runs_max_parallel_trials_at_a_time_and_one_bad_trial_fails_alone(
     apiserver: FakeKubeApiServer, api_client: client.ApiClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -386,6 +387,7 @@ def test_max_failed_indexes_follows_max_failures() -> None:
     assert "maxFailedIndexes" not in job["spec"]
 
 
+@pytest.mark.processes
 def test_a_broken_sweep_stops_after_max_failures_trials(
     apiserver: FakeKubeApiServer, api_client: client.ApiClient, tmp_path: Path
 ) -> None:
@@ -414,6 +416,7 @@ def test_the_api_server_refuses_max_failed_indexes_without_per_index_limits(api_
     assert info.value.status == 422 and "backoffLimitPerIndex" in str(info.value.body)
 
 
+@pytest.mark.processes
 def test_stop_checkpoints_running_trials_and_removes_everything(
     apiserver: FakeKubeApiServer, api_client: client.ApiClient, tmp_path: Path
 ) -> None:
@@ -447,6 +450,7 @@ def gcs(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGcsServer]:
         yield server
 
 
+@pytest.mark.processes
 @pytest.mark.training
 def test_real_trials_of_a_sweep_run_in_the_jobs_pods_and_land_in_gcs(
     apiserver: FakeKubeApiServer, api_client: client.ApiClient, gcs: FakeGcsServer, tmp_path: Path

@@ -38,6 +38,7 @@ def _timestep(tmp_path: Path) -> int:
     return 0
 
 
+@pytest.mark.processes
 @pytest.mark.training
 def test_distributed_cartpole_trains_through_kubernetes_and_survives_a_killed_env_server(
     apiserver: FakeKubeApiServer, api_client: client.ApiClient, gcs: FakeGcsServer, tmp_path: Path
@@ -87,6 +88,7 @@ def test_distributed_cartpole_trains_through_kubernetes_and_survives_a_killed_en
     print(f"k8s distributed PPO: {len(records)} episodes, {progress['timestep']} timesteps")
 
 
+@pytest.mark.processes
 @pytest.mark.training
 def test_pause_checkpoints_to_gcs_and_resume_continues_with_the_real_runner(
     apiserver: FakeKubeApiServer, api_client: client.ApiClient, gcs: FakeGcsServer, tmp_path: Path

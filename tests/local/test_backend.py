@@ -136,6 +136,7 @@ def test_stop_checkpoints_is_idempotent_and_start_resumes(backend: LocalBackend,
     assert backend.wait("local-stop", timeout=5).state == "paused"
 
 
+@pytest.mark.processes
 def test_a_failing_role_fails_the_experiment_stops_the_others_and_shows_its_log(
     backend: LocalBackend, tmp_path: Path
 ) -> None:
@@ -162,6 +163,7 @@ def test_unknown_experiments_are_not_found(backend: LocalBackend) -> None:
     assert backend.list() == []
 
 
+@pytest.mark.processes
 def test_a_supervisor_killed_with_sigkill_reads_as_failed(backend: LocalBackend, tmp_path: Path) -> None:
     root = tmp_path / "results"
     spec = _spec("local-vanish", run_mode="distributed", num_workers=1)
@@ -177,6 +179,7 @@ def test_a_supervisor_killed_with_sigkill_reads_as_failed(backend: LocalBackend,
     assert not any(_alive(pid) for pid in _pids(root, "local-vanish"))
 
 
+@pytest.mark.processes
 def test_supervisor_command_line_runs_a_command_and_records_its_exit_code(tmp_path: Path) -> None:
     (tmp_path / STATE_DIR).mkdir()
     code = subprocess.call(
@@ -187,6 +190,7 @@ def test_supervisor_command_line_runs_a_command_and_records_its_exit_code(tmp_pa
     assert (tmp_path / STATE_DIR / "env-server-0.exit").read_text() == "7\n"
 
 
+@pytest.mark.processes
 def test_supervisor_kills_a_runner_that_ignores_sigterm_and_records_137(tmp_path: Path) -> None:
     (tmp_path / STATE_DIR).mkdir()
     stubborn = (

@@ -146,6 +146,7 @@ def _progress(workdir: Path) -> int:
 # ------------------------------------------------------------------------------ one runner per run
 
 
+@pytest.mark.processes
 def test_starts_at_the_same_moment_in_threads_launch_one_runner(
     make_backend: Callable[..., LocalBackend], tmp_path: Path
 ) -> None:
@@ -171,6 +172,7 @@ def test_starts_at_the_same_moment_in_threads_launch_one_runner(
     assert _episodes(workdir) == list(range(1, 41))  # each episode once
 
 
+@pytest.mark.processes
 def test_starts_at_the_same_moment_in_processes_launch_one_runner(tmp_path: Path, standin_python: Path) -> None:
     root = tmp_path / "results"
     spec_file = tmp_path / "race.yaml"
@@ -205,6 +207,7 @@ def test_starts_at_the_same_moment_in_processes_launch_one_runner(tmp_path: Path
     assert _episodes(root / "race-procs") == list(range(1, 41))
 
 
+@pytest.mark.processes
 def test_a_start_waits_for_a_start_or_stop_under_way(
     make_backend: Callable[..., LocalBackend], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -226,6 +229,7 @@ def test_a_start_waits_for_a_start_or_stop_under_way(
     assert backend.wait("turns", timeout=30).state == "succeeded"
 
 
+@pytest.mark.processes
 def test_lock_files_left_by_a_dead_run_do_not_block_a_start(
     make_backend: Callable[..., LocalBackend], tmp_path: Path
 ) -> None:
@@ -244,6 +248,7 @@ def test_lock_files_left_by_a_dead_run_do_not_block_a_start(
     assert backend.wait("stale", timeout=30).state == "succeeded"
 
 
+@pytest.mark.processes
 def test_a_process_still_holding_a_role_lock_blocks_a_start(
     make_backend: Callable[..., LocalBackend], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -268,6 +273,7 @@ def test_a_process_still_holding_a_role_lock_blocks_a_start(
     assert backend.start(_spec("held"), str(tmp_path / "results")) is True  # its lock went with it
 
 
+@pytest.mark.processes
 def test_supervisor_refuses_to_start_a_second_runner_of_a_role(tmp_path: Path) -> None:
     (tmp_path / STATE_DIR).mkdir()
     held = try_flock(RunState(tmp_path).lock_file("single-0"))
@@ -289,6 +295,7 @@ def test_supervisor_refuses_to_start_a_second_runner_of_a_role(tmp_path: Path) -
 # ---------------------------------------------------------------------- a supervisor killed with -9
 
 
+@pytest.mark.processes
 def test_a_runner_stops_after_a_checkpoint_when_its_supervisor_is_killed(
     make_backend: Callable[..., LocalBackend], tmp_path: Path
 ) -> None:
@@ -316,6 +323,7 @@ def test_a_runner_stops_after_a_checkpoint_when_its_supervisor_is_killed(
     assert len(set(episodes)) >= len(episodes) - 1  # at most the episode in flight at the kill, as for a crash
 
 
+@pytest.mark.processes
 def test_a_distributed_run_whose_agent_supervisor_was_killed_starts_again_with_one_set_of_roles(
     make_backend: Callable[..., LocalBackend], tmp_path: Path
 ) -> None:
@@ -346,6 +354,7 @@ def test_a_distributed_run_whose_agent_supervisor_was_killed_starts_again_with_o
     ]
 
 
+@pytest.mark.processes
 def test_stop_finds_a_runner_whose_supervisor_was_killed(
     make_backend: Callable[..., LocalBackend], tmp_path: Path
 ) -> None:
@@ -372,6 +381,7 @@ def test_stop_finds_a_runner_whose_supervisor_was_killed(
     _wait_for(lambda: len(_runners(workdir)) == 2, 30, "the new runner")
 
 
+@pytest.mark.processes
 def test_a_supervisor_stopped_before_its_runner_starts_never_starts_it(tmp_path: Path) -> None:
     (tmp_path / STATE_DIR).mkdir()
     marker = tmp_path / "ran"
@@ -394,6 +404,7 @@ def test_a_supervisor_stopped_before_its_runner_starts_never_starts_it(tmp_path:
     assert (tmp_path / STATE_DIR / "single-0.exit").read_text() == "143\n"
 
 
+@pytest.mark.processes
 def test_the_parent_watch_signals_a_process_whose_parent_is_gone(tmp_path: Path) -> None:
     """The fallback where no parent-death signal is armed: a thread compares getppid()."""
     child = textwrap.dedent("""\
@@ -439,6 +450,7 @@ def _finished_run(make_backend: Callable[..., LocalBackend], tmp_path: Path, nam
     return backend
 
 
+@pytest.mark.processes
 def test_pause_resume_and_stop_of_a_finished_run_do_nothing_and_say_so(
     make_backend: Callable[..., LocalBackend], tmp_path: Path
 ) -> None:
@@ -460,6 +472,7 @@ def test_pause_resume_and_stop_of_a_finished_run_do_nothing_and_say_so(
     assert len(_runners(_workdir(tmp_path, "done"))) == 1  # nothing started again
 
 
+@pytest.mark.processes
 def test_the_cli_says_a_finished_run_has_nothing_to_pause_resume_or_stop(
     make_backend: Callable[..., LocalBackend], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -476,6 +489,7 @@ def test_the_cli_says_a_finished_run_has_nothing_to_pause_resume_or_stop(
     assert "succeeded" in capsys.readouterr().out
 
 
+@pytest.mark.processes
 def test_a_late_pause_does_not_turn_a_succeeded_run_into_a_paused_one(
     make_backend: Callable[..., LocalBackend], tmp_path: Path
 ) -> None:
@@ -486,6 +500,7 @@ def test_a_late_pause_does_not_turn_a_succeeded_run_into_a_paused_one(
     assert backend.wait("late", timeout=5).state == "succeeded"
 
 
+@pytest.mark.processes
 def test_pause_resume_and_stop_of_a_running_run(
     make_backend: Callable[..., LocalBackend],
     tmp_path: Path,
@@ -515,6 +530,7 @@ def test_pause_resume_and_stop_of_a_running_run(
 # ---------------------------------------------------------------------- the CLI's start, twice
 
 
+@pytest.mark.processes
 def test_a_second_cli_start_says_already_running(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, standin_python: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -546,6 +562,7 @@ def test_a_second_cli_start_says_already_running(
 # ---------------------------------------------------------------------- the final lines of a log
 
 
+@pytest.mark.processes
 def test_the_log_has_its_final_lines_once_the_run_reads_finished(
     make_backend: Callable[..., LocalBackend], tmp_path: Path
 ) -> None:
@@ -636,6 +653,7 @@ def test_the_real_runner_runs_once_and_checkpoints_when_its_supervisor_is_killed
 # ---------------------------------------------------------------------- sweeps: one scheduler
 
 
+@pytest.mark.processes
 def test_sweep_starts_at_the_same_moment_launch_one_scheduler(tmp_path: Path) -> None:
     from rlcloud.local.state import read_sweep_state, scheduler_alive
     from rlcloud.specs.sweep import SweepSpec
@@ -670,6 +688,7 @@ def test_sweep_starts_at_the_same_moment_launch_one_scheduler(tmp_path: Path) ->
 # ---------------------------------------------------------------------- stalled learners (issue 30)
 
 
+@pytest.mark.processes
 def test_a_stalled_learner_is_restarted_once_from_its_checkpoint_and_finishes(
     make_backend: Callable[..., LocalBackend], tmp_path: Path
 ) -> None:
@@ -689,6 +708,7 @@ def test_a_stalled_learner_is_restarted_once_from_its_checkpoint_and_finishes(
     assert final.to_dict()["vitals"]["restarts"] == 1
 
 
+@pytest.mark.processes
 def test_a_learner_that_stalls_again_after_its_restart_fails_saying_why(
     make_backend: Callable[..., LocalBackend], tmp_path: Path
 ) -> None:
@@ -702,6 +722,7 @@ def test_a_learner_that_stalls_again_after_its_restart_fails_saying_why(
     assert not any(_alive(pid) for pid in _runners(_workdir(tmp_path, "stall-twice")))
 
 
+@pytest.mark.processes
 def test_status_shows_a_running_learner_without_progress_as_stalled(
     make_backend: Callable[..., LocalBackend], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -745,6 +766,7 @@ def _starttime(pid: int) -> str:
     return stat[stat.rindex(")") + 2 :].split()[19]
 
 
+@pytest.mark.processes
 def test_a_planted_process_record_is_never_signalled_nor_shown_running(
     make_backend: Callable[..., LocalBackend], tmp_path: Path
 ) -> None:
@@ -792,6 +814,7 @@ def test_a_planted_process_record_is_never_signalled_nor_shown_running(
         victim.wait()
 
 
+@pytest.mark.processes
 def test_a_planted_sweep_record_is_never_signalled(tmp_path: Path) -> None:
     from rlcloud.local.state import SWEEP_STATE_DIR, scheduler_alive
 
@@ -819,6 +842,7 @@ def test_a_planted_sweep_record_is_never_signalled(tmp_path: Path) -> None:
         victim.wait()
 
 
+@pytest.mark.processes
 def test_the_ps_fallback_tells_a_process_apart_where_there_is_no_proc() -> None:
     from rlcloud.local.state import _ps_facts
 
@@ -834,6 +858,7 @@ def test_the_ps_fallback_tells_a_process_apart_where_there_is_no_proc() -> None:
     assert _ps_facts(victim.pid) is None
 
 
+@pytest.mark.processes
 def test_a_start_never_writes_through_a_link_in_the_run_directory(
     make_backend: Callable[..., LocalBackend], tmp_path: Path
 ) -> None:

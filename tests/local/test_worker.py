@@ -120,6 +120,7 @@ def test_a_stop_checkpoints_a_warm_trial_and_ends_its_worker(pool: WarmPool, tmp
     assert backend.status("long").state == "stopped"
 
 
+@pytest.mark.processes
 def test_a_warm_trial_that_cannot_build_its_environment_fails_with_the_reason(
     pool: WarmPool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -30,6 +30,7 @@ def test_unknown_tensorflow_version_is_named() -> None:
     compat._check_tf_version("2.21.0")
 
 
+@pytest.mark.processes
 def test_import_tensorforce_is_idempotent_and_patches_all_breaks() -> None:
     first = compat.import_tensorforce()
     assert compat.import_tensorforce() is first
@@ -51,6 +52,7 @@ def test_import_tensorforce_is_idempotent_and_patches_all_breaks() -> None:
     assert isinstance(listed, list) and isinstance(listed[1], tuple) and len(listed[1]) == 2
 
 
+@pytest.mark.training
 def test_agent_saves_and_restores_after_patching(tmp_path) -> None:  # type: ignore[no-untyped-def]
     tensorforce = compat.import_tensorforce()
     kwargs = dict(
@@ -73,6 +75,7 @@ def test_agent_saves_and_restores_after_patching(tmp_path) -> None:  # type: ign
     other.close()
 
 
+@pytest.mark.processes
 def test_tensorflow_imported_with_keras3_is_refused() -> None:
     result = _python(
         """
@@ -89,6 +92,7 @@ def test_tensorflow_imported_with_keras3_is_refused() -> None:
     assert "TF_USE_LEGACY_KERAS=1" in result.stdout
 
 
+@pytest.mark.processes
 def test_fresh_process_sets_legacy_keras_itself() -> None:
     result = _python(
         """
@@ -103,6 +107,7 @@ def test_fresh_process_sets_legacy_keras_itself() -> None:
     assert result.stdout.split()[0] == "1" and result.stdout.split()[1].startswith("tf_keras")
 
 
+@pytest.mark.processes
 def test_runner_modules_import_no_tensorflow() -> None:
     result = _python(
         """
@@ -116,6 +121,7 @@ def test_runner_modules_import_no_tensorflow() -> None:
     assert result.stdout.strip() == "none"
 
 
+@pytest.mark.training
 def test_registry_copies_match_tensorforce() -> None:
     compat.import_tensorforce()
     from tensorforce.agents import agents

@@ -106,6 +106,7 @@ def _timestep(tmp_path: Path) -> int:
 # --------------------------------------------------------------------------------------- fast ones
 
 
+@pytest.mark.processes
 def test_agent_fails_with_a_clear_error_when_a_server_is_unreachable(procs: Procs, tmp_path: Path) -> None:
     spec = _write_spec(tmp_path)
     up, down = _free_ports(2)
@@ -122,6 +123,7 @@ def test_agent_fails_with_a_clear_error_when_a_server_is_unreachable(procs: Proc
     assert "exp-env-0.exp" not in log.split("not reachable")[1].splitlines()[0]
 
 
+@pytest.mark.processes
 def test_env_server_exits_when_no_agent_ever_comes(procs: Procs, tmp_path: Path) -> None:
     spec = _write_spec(tmp_path)
     (port,) = _free_ports(1)
@@ -130,6 +132,7 @@ def test_env_server_exits_when_no_agent_ever_comes(procs: Procs, tmp_path: Path)
     assert "no agent for 1 s, assuming it is gone for good" in procs.log("env-server", 0)
 
 
+@pytest.mark.processes
 def test_env_server_with_bad_environment_kwargs_exits_3(procs: Procs, tmp_path: Path) -> None:
     spec = _write_spec(tmp_path, environment={"type": "gym", "level": "CartPole-v1", "bogus_option": 1})
     (port,) = _free_ports(1)

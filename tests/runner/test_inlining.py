@@ -133,6 +133,7 @@ def test_two_samplings_in_one_act_keep_their_seeds() -> None:
     assert inline["before_update"] == nested["before_update"]
 
 
+@pytest.mark.training
 def test_inlined_random_ops_take_the_seeds_of_their_own_graphs() -> None:
     """Random ops without a seed count their op seeds per graph: the same two functions, nested or inline,
     draw the same numbers (each function's random op gets op seed 0, the caller's two get 0 and 1)."""
@@ -219,6 +220,7 @@ def test_nested_calls_become_ops_of_the_calling_graph() -> None:
         inline_nested_functions(before)
 
 
+@pytest.mark.training
 def test_only_what_the_function_call_would_pass_is_inlined() -> None:
     import numpy as np
     import tensorflow as tf

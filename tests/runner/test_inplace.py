@@ -137,6 +137,7 @@ def test_in_place_buffers_learn_exactly_what_tensorforce_learns(kind: str) -> No
     assert inplace == rebuilt
 
 
+@pytest.mark.training
 def test_every_buffer_method_of_tensorforce_is_rewritten() -> None:
     from rlcloud.runner.compat import import_tensorforce
 

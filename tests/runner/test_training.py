@@ -285,6 +285,7 @@ def test_sigterm_checkpoints_and_exits_143(tmp_path: Path) -> None:
     assert "single-0 INFO" in output and "received SIGTERM" in output
 
 
+@pytest.mark.processes
 def test_spec_errors_exit_2_before_tensorflow(tmp_path: Path) -> None:
     spec = make_spec(environment={"type": "gym", "level": "CartPole-v9"})
     proc = run_runner(spec, tmp_path / "bad-id")
@@ -296,6 +297,7 @@ def test_spec_errors_exit_2_before_tensorflow(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "role multi serves run_mode multi-threaded" in output
 
 
+@pytest.mark.processes
 def test_environment_construction_error_exits_3(tmp_path: Path) -> None:
     (tmp_path / "badenv.py").write_text(
         textwrap.dedent(
@@ -330,6 +332,7 @@ def test_latest_checkpoint_ignores_incomplete_saves(tmp_path: Path) -> None:
     assert latest_checkpoint(tmp_path / "nowhere") is None
 
 
+@pytest.mark.processes
 def test_sigterm_while_starting_exits_143_at_once(tmp_path: Path) -> None:
     proc = run_runner(make_spec(), tmp_path)
     wait_for(lambda: (tmp_path / "checkpoints").exists(), proc, timeout=120)  # set up, TensorFlow loading

@@ -83,6 +83,7 @@ def test_rows_are_seeded_apart_and_reproducibly() -> None:
     assert not np.array_equal(first[0], first[1])
 
 
+@pytest.mark.processes
 def test_processes_match_batched_exactly() -> None:
     factory = EnvFactory(CARTPOLE, max_timesteps_per_episode=20)
     batched = BatchedVectorEnv.from_factory(factory, 5, seed=3)
@@ -104,6 +105,7 @@ def test_processes_match_batched_exactly() -> None:
         batched.close()
 
 
+@pytest.mark.processes
 def test_auto_picks_processes_only_for_slow_environments(slow_module: str) -> None:
     assert choose_execution(EnvFactory(CARTPOLE)).execution == "batched"
     slow = choose_execution(EnvFactory({"class": f"{slow_module}.Slow"}), probe_steps=10)
@@ -118,6 +120,7 @@ def test_auto_picks_processes_only_for_slow_environments(slow_module: str) -> No
         venv.close()
 
 
+@pytest.mark.processes
 def test_worker_errors_surface_with_their_traceback(slow_module: str) -> None:
     venv = ProcessVectorEnv(EnvFactory({"class": f"{slow_module}.Broken"}), 2, num_processes=1)
     try:

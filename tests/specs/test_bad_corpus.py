@@ -215,6 +215,7 @@ def test_cli_validate_exits_2(name: str, capsys: pytest.CaptureFixture[str], mon
     check_invalid_output(name, captured.out + captured.err)
 
 
+@pytest.mark.processes
 @cli_missing
 @pytest.mark.parametrize("name", FILE_LEVEL)
 def test_cli_subprocess_exits_2_without_traceback(name: str) -> None:
@@ -224,6 +225,7 @@ def test_cli_subprocess_exits_2_without_traceback(name: str) -> None:
     check_invalid_output(name, result.stderr)
 
 
+@pytest.mark.processes
 @cli_missing
 def test_cli_subprocess_reports_the_whole_corpus() -> None:
     names = sorted(EXPECTED)

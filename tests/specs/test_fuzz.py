@@ -114,6 +114,7 @@ def test_valid_specs_with_random_values(empty_dir: Path, changes: dict[str, Any]
     load_bounded(text, empty_dir)
 
 
+@pytest.mark.processes
 @FUZZ
 @given(
     st.integers(min_value=1, max_value=40),

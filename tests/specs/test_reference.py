@@ -22,6 +22,7 @@ def test_committed_reference_is_current() -> None:
     assert DOC.read_text(encoding="utf-8") == render(), stale
 
 
+@pytest.mark.processes
 def test_module_prints_the_reference() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "rlcloud.specs.reference"], capture_output=True, text=True, check=True, timeout=60

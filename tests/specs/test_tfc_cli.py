@@ -42,6 +42,7 @@ def test_validate_refuses_what_start_refuses(capsys: pytest.CaptureFixture[str])
     assert "Unreal Engine 4" in err
 
 
+@pytest.mark.processes
 def test_spec_show_warnings_name_the_spec_file_not_rlcloud_source() -> None:
     result = run_cli("spec", "show", str(TFC / "experiments" / "bare.json"))
     assert result.returncode == 0, result.stderr

@@ -10,6 +10,8 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -24,6 +26,7 @@ def run(code: str, env: dict[str, str] | None = None) -> subprocess.CompletedPro
     )
 
 
+@pytest.mark.processes
 def test_tee_output_copies_everything_and_keeps_the_streams(tmp_path: Path) -> None:
     log = tmp_path / "logs" / "single-0.log"
     log.parent.mkdir()
