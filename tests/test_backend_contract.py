@@ -149,6 +149,7 @@ def _finished_or_gone(backend: Any, name: str) -> bool:
 # ------------------------------------------------------------------------------------------- core verbs
 
 
+@pytest.mark.processes
 def test_a_run_finishes_with_progress_logs_and_is_found_again(place: Callable[..., Place]) -> None:
     where = place(episodes=3)
     backend, spec = where.backend, _spec("contract-run")
@@ -167,6 +168,7 @@ def test_a_run_finishes_with_progress_logs_and_is_found_again(place: Callable[..
     assert attached == spec and root == where.results
 
 
+@pytest.mark.processes
 def test_start_is_idempotent_and_pause_resume_stop_keep_the_checkpoint(place: Callable[..., Place]) -> None:
     where = place(episodes=2000, delay=0.05)
     backend, spec = where.backend, _spec("contract-long")
@@ -197,6 +199,7 @@ def test_unknown_names_are_not_found(place: Callable[..., Place]) -> None:
 # ----------------------------------------------------------------------------------- sweep capability
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("place", [pytest.param("local", marks=pytest.mark.training), "kubernetes"], indirect=True)
 def test_a_sweep_runs_every_trial_and_is_found_again(place: Callable[..., Place]) -> None:
     where = place(episodes=3)

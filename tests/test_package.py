@@ -109,8 +109,8 @@ PROGRAMS = [
     "rlcloud.local.supervisor",
     "rlcloud.local.sweeper",
     "rlcloud.local.worker",
-    "rlcloud.doctor",
-    "rlcloud.reaper",
+    "rlcloud.gke.doctor",
+    "rlcloud.gke.reaper",
 ]
 
 
