@@ -17,6 +17,9 @@ applied here, once, around the first import of tensorforce:
 7. Not a compatibility fix but a speed one (issue 31): Tensorforce's buffer writes rebuild the whole buffer
    (a replay memory of Atari frames: hundreds of MB per write); runner/inplace.py rewrites them in place,
    computing the same bits (``RLCLOUD_INPLACE_BUFFERS=0`` keeps Tensorforce's).
+8. Also for speed and memory (issue 31): an agent whose ``image`` preprocessing feeds ``linear_normalization``
+   of 0..255 frames rounds them to integer levels and keeps them as uint8 in its replay memory (4x less
+   memory; runner/frames.py, ``RLCLOUD_UINT8_FRAMES=0`` keeps Tensorforce's float32 frames).
 
 ``tf.keras`` must be tf-keras (Keras 2) for tensorforce, which TensorFlow decides from
 ``TF_USE_LEGACY_KERAS`` when it is *first imported*: :func:`prepare_tensorflow` sets it, and refuses with
@@ -229,6 +232,10 @@ def import_tensorforce() -> Any:
         from rlcloud.runner.inplace import apply_inplace_buffers
 
         apply_inplace_buffers()
+        # (8) Image frames rounded to integer levels and kept as uint8 in the replay memory (issue 31).
+        from rlcloud.runner.frames import apply_uint8_frames
+
+        apply_uint8_frames()
         # Tensorforce logs a warning per agent about unsupported features on TF 2; those are expected.
         logging.getLogger("tensorflow").setLevel(logging.ERROR)
         _applied = True
