@@ -39,12 +39,17 @@ Tensorforce 76 / 47 / 4.5. Earlier the same day at load average ~5, the same rlc
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
+import shutil
+import socket
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,18 +59,66 @@ SKIP_BEFORE = 10  # the first act/observe calls trace their graphs
 SKIP_AFTER = 8  # the first update runs its graph for the first time
 
 
-def one(variant: str, memory: int, after: int, episode_cap: int, budget: float, seed: int) -> dict[str, Any]:
-    """Run one configuration in this process and return its timings (seconds per part, per phase)."""
-    import numpy as np
+@contextlib.contextmanager
+def _env_servers(spec: Any, count: int) -> Iterator[list[str]]:
+    """``count`` local env-server processes (``python -m rlcloud.runner --role env-server``) of the spec."""
+    workdir = Path(tempfile.mkdtemp(prefix="rlcloud-atari-servers-"))
+    (workdir / "spec.yaml").write_text(spec.to_yaml())
+    procs, addresses = [], []
+    try:
+        for index in range(count):
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", 0))
+                port = probe.getsockname()[1]
+            env = {**os.environ, "RLCLOUD_PORT": str(port), "RLCLOUD_BIND_HOST": "127.0.0.1"}
+            command = [sys.executable, "-m", "rlcloud.runner", "--role", "env-server", "--index", str(index)]
+            command += ["--spec", str(workdir / "spec.yaml"), "--workdir", str(workdir)]
+            procs.append(subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            addresses.append(f"127.0.0.1:{port}")
+        yield addresses
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=10)
+        shutil.rmtree(workdir, ignore_errors=True)
 
-    from rlcloud.runner.kernels import choose_cpu_kernels
-    from rlcloud.runner.loop import build_agent_kwargs, build_vector_env
+
+def one(variant: str, memory: int, after: int, episode_cap: int, budget: float, seed: int) -> dict[str, Any]:
+    """Run one configuration in this process and return its timings (seconds per part, per phase).
+
+    ``variant`` "servers<N>" is rlcloud's distributed mode: the learner here, N local env servers.
+    """
     from rlcloud.specs import ExperimentSpec
 
     spec = ExperimentSpec.from_file(EXAMPLE).replace(
         run_mode="single", num_workers=1, seed=seed, max_timesteps_per_episode=episode_cap, **{"agent.memory": memory}
     )
-    venv = build_vector_env(spec)
+    if not variant.startswith("servers"):
+        return _measure(variant, spec, None, after, budget)
+    count = int(variant.removeprefix("servers"))
+    spec = spec.replace(run_mode="distributed", num_workers=count)
+    after *= count  # as many steps per environment as single mode's one
+    with _env_servers(spec, count) as addresses:
+        from rlcloud.runner.remote import RemoteVectorEnv
+
+        venv = RemoteVectorEnv(addresses, connect_timeout=180)
+        try:
+            return _measure(variant, spec, venv, after, budget)
+        finally:
+            venv.close(finished=True)
+
+
+def _measure(variant: str, spec: Any, venv: Any, after: int, budget: float) -> dict[str, Any]:
+    import numpy as np
+
+    from rlcloud.runner.kernels import choose_cpu_kernels
+    from rlcloud.runner.loop import build_agent_kwargs, build_vector_env
+
+    memory = spec.agent["memory"]
+    venv = venv if venv is not None else build_vector_env(spec)
+    rlcloud = variant != "tensorforce"
     choose_cpu_kernels(spec.network, spec.agent, venv.states_spec)
     from rlcloud.runner.compat import import_tensorforce
     from rlcloud.runner.inlining import inline_nested_functions
@@ -73,16 +126,17 @@ def one(variant: str, memory: int, after: int, episode_cap: int, budget: float, 
 
     tensorforce = import_tensorforce()
     kwargs = build_agent_kwargs(spec, venv)
-    if variant == "rlcloud":
+    if rlcloud:
         inline_nested_functions()
     else:
         kwargs["config"].pop("create_tf_assertions")  # Tensorforce's default: with assertions
-    assert bool(patched_methods()) is (variant == "rlcloud")
+    assert bool(patched_methods()) is rlcloud
     agent = tensorforce.Agent.create(**kwargs)
-    if variant == "rlcloud":
+    width = venv.num_envs  # env steps per loop step
+    if rlcloud:
         from rlcloud.runner.agent_calls import AgentCalls
 
-        calls = AgentCalls(agent, np.arange(1))
+        calls = AgentCalls(agent, np.arange(width))
         act, observe = calls.act, calls.observe
     else:
 
@@ -94,7 +148,10 @@ def one(variant: str, memory: int, after: int, episode_cap: int, budget: float, 
 
     phases: dict[str, list[list[float]]] = {"before": [], "after": []}
     states, start, steps_after = venv.reset(), time.perf_counter(), -1
-    while steps_after < after + SKIP_AFTER and time.perf_counter() - start < budget:
+    cpu_after = 0.0  # this process's CPU seconds (all threads) in the steps timed after the first update
+    updates_after = 0
+    while steps_after < (after + SKIP_AFTER) // width and time.perf_counter() - start < budget:
+        c0, updates_seen = time.process_time(), int(agent.updates)
         t0 = time.perf_counter()
         actions = act(states)
         t1 = time.perf_counter()
@@ -109,21 +166,31 @@ def one(variant: str, memory: int, after: int, episode_cap: int, budget: float, 
             steps_after = 0
         else:
             steps_after += 1
-            if steps_after > SKIP_AFTER:
+            if steps_after > SKIP_AFTER // width:
                 phases["after"].append(row)
+                updates_after += int(agent.updates) - updates_seen
+                cpu_after += time.process_time() - c0
     out: dict[str, Any] = {"variant": variant, "memory": memory, "updates": int(agent.updates)}
+    out["updates_per_1000_steps"] = 1000 * updates_after / max(1, len(phases["after"]) * width)
     for name, rows in phases.items():
         rows = rows[SKIP_BEFORE:] if name == "before" else rows
         if rows:
             totals = np.sum(rows, axis=0)
-            out[name] = {"steps": len(rows), "act": totals[0], "env": totals[1], "observe": totals[2]}
+            out[name] = {"steps": len(rows) * width, "act": totals[0], "env": totals[1], "observe": totals[2]}
+    if "after" in out:
+        out["after"]["cpu"] = cpu_after
+    from rlcloud.runner.frames import frame_codec
+
+    codec = frame_codec(agent.model)
+    out["frames"] = "uint8" if codec is not None and codec.store_uint8 else "float32"
     out["max_rss_gb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     return out
 
 
 def _child(variant: str, memory: int, args: argparse.Namespace) -> dict[str, Any]:
     environ = dict(os.environ)
-    environ["RLCLOUD_INPLACE_BUFFERS"] = "1" if variant == "rlcloud" else "0"
+    environ["RLCLOUD_INPLACE_BUFFERS"] = "0" if variant == "tensorforce" else "1"
+    environ["RLCLOUD_UINT8_FRAMES"] = "0" if variant.endswith("float32") else "1"
     command = [sys.executable, __file__, "--one", f"{variant}:{memory}", "--after", str(args.after)]
     command += ["--episode-cap", str(args.episode_cap), "--budget", str(args.budget), "--seed", str(args.seed)]
     done = subprocess.run(command, capture_output=True, text=True, env=environ, check=False)
@@ -144,14 +211,19 @@ def _line(result: dict[str, Any], phase: str) -> str:
     n = timing["steps"]
     rate = n / (timing["act"] + timing["env"] + timing["observe"])
     per = "  ".join(f"{part} {1e3 * timing[part] / n:6.2f}" for part in ("act", "env", "observe"))
-    return f"{rate:7.1f} steps/s  (ms/step: {per}; {n} steps)"
+    cpu = f"; learner CPU {1e3 * timing['cpu'] / n:5.2f} ms/step" if "cpu" in timing else ""
+    return f"{rate:7.1f} steps/s  (ms/step: {per}; {n} steps{cpu})"
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the configurations side by side and print steps/s and the per-part split."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--memories", default="1000,10000,100000")
-    parser.add_argument("--variants", default="rlcloud,tensorforce")
+    parser.add_argument(
+        "--variants",
+        default="rlcloud,tensorforce",
+        help="rlcloud, rlcloud-float32 (frames kept float32), tensorforce, servers<N> (distributed, N env servers)",
+    )
     parser.add_argument("--after", type=int, default=300, help="steps timed after the first update")
     parser.add_argument("--episode-cap", type=int, default=300, help="max_timesteps_per_episode")
     parser.add_argument("--budget", type=float, default=240.0, help="seconds per configuration at most")
@@ -171,7 +243,11 @@ def main(argv: list[str] | None = None) -> int:
             for variant in args.variants.split(","):
                 result = _child(variant, memory, args)
                 rss = result.get("max_rss_gb", 0)
-                print(f"{variant:12s} memory {memory:>7,}  round {round_}  max RSS {rss:5.2f} GB")
+                frames, updates = result.get("frames", "?"), result.get("updates_per_1000_steps", 0)
+                print(
+                    f"{variant:15s} memory {memory:>7,}  round {round_}  max RSS {rss:5.2f} GB  frames {frames}  "
+                    f"updates per 1,000 steps after the first {updates:.0f}"
+                )
                 for phase in ("before", "after"):
                     print(f"    {phase:6s} first update: {_line(result, phase)}", flush=True)
                 best = results.get((variant, memory))
@@ -180,17 +256,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.repeat > 1:
         print("best of the rounds (by steps/s after the first update):")
         for (variant, memory), result in results.items():
-            print(f"{variant:12s} memory {memory:>7,}")
+            print(f"{variant:15s} memory {memory:>7,}")
             for phase in ("before", "after"):
                 print(f"    {phase:6s} first update: {_line(result, phase)}")
     print("ratios (after the first update):")
     for (variant, memory), result in results.items():
-        base = results.get(("tensorforce", memory), {}).get("after")
         mine = result.get("after")
-        if variant != "tensorforce" and base and mine:
-            speed = (base["act"] + base["env"] + base["observe"]) / base["steps"]
-            speed /= (mine["act"] + mine["env"] + mine["observe"]) / mine["steps"]
-            print(f"    memory {memory:>7,}: {variant} {speed:.1f}x plain Tensorforce's steps/s")
+        for other, name in (("tensorforce", "plain Tensorforce"), ("rlcloud", "rlcloud single")):
+            base = results.get((other, memory), {}).get("after")
+            if variant not in ("tensorforce", other) and base and mine:
+                speed = (base["act"] + base["env"] + base["observe"]) / base["steps"]
+                speed /= (mine["act"] + mine["env"] + mine["observe"]) / mine["steps"]
+                print(f"    memory {memory:>7,}: {variant} {speed:.2f}x {name}'s steps/s")
     smallest = min(m for _, m in results)
     for variant in args.variants.split(","):
         first = results.get((variant, smallest), {}).get("after")
