@@ -23,6 +23,12 @@ start early. Usage::
 configuration out of time reports what it measured so far. The machine is shared: compare configurations of
 the same run, and read the ratios.
 
+Variants: ``rlcloud`` (frames kept as uint8 in the memory, runner/frames.py), ``rlcloud-float32``
+(``RLCLOUD_UINT8_FRAMES=0``), ``tensorforce``, ``servers<N>`` (rlcloud's distributed mode: the learner here,
+N local env-server processes of the same environment; ``--after`` counts steps per environment). Each line
+gives the learner's CPU time per step (all its threads; less sensitive to other sessions' load than wall
+time) and the updates per 1,000 steps after the first update.
+
 Measured 2026-11-25 on the 2-core development VM shared with 7 other sessions (load average 7-10 through the
 run; ``--repeat 2``, best round; steps/s after the first update, in brackets observe's ms per step):
 
@@ -30,10 +36,21 @@ run; ``--repeat 2``, best round; steps/s after the first update, in brackets obs
     rlcloud       34.2 (19.2)    31.4 (21.8)    33.0 (21.2)     peak RSS 0.8 / 1.0 / 3.5 GB
     tensorforce   24.0 (28.7)    11.2 (78.8)     1.2 (837)      peak RSS 0.9 / 1.7 / 9.2 GB
 
-rlcloud 1.4x / 2.8x / 28x plain Tensorforce; rlcloud's observe at 100,000 frames 1.10x its cost at 1,000
-(plain Tensorforce: 29x). Before the first update: rlcloud 37-235 steps/s (the load varied most there), plain
-Tensorforce 76 / 47 / 4.5. Earlier the same day at load average ~5, the same rlcloud code (one round):
-79 / 77 / 53 steps/s after the first update at 1,000 / 10,000 / 100,000.
+Measured 2026-11-26, the same VM: at load average 0.1-1.6 rlcloud (uint8 frames) 114 / 126 / 128 steps/s at
+1,000 / 10,000 / 100,000 frames (act 2.2, env 0.4, observe 5.3-6.0 ms a step: an update of ~21 ms every 4
+steps). Then one sitting at load average 9-11 (steps/s; learner CPU ms per step; peak RSS GB):
+
+    memory            1,000               10,000              100,000
+    rlcloud           42.4; 14.4; 0.8     28.5; 15.5; 0.8     36.0; 15.1; 1.4
+    rlcloud-float32   30.4; 13.5; 0.8     35.2; 15.8; 1.0     28.3; 14.7; 3.5
+    tensorforce       18.5; 21.9; 0.9      6.2; 48.0; 1.7      1.6; 224; 9.2
+    servers4         247.4;  1.5; 0.8    499.3;  1.3; 0.9    262.3;  1.6; 1.5   (3 updates per 1,000 steps)
+
+and rlcloud at memory 1,000,000 right after: 30.1; 16.1; 7.6 (uint8 frames: 7 GB of them).
+
+uint8 and float32 frames cost the same CPU (the wall-clock differences are the load's); uint8 takes a quarter
+of the memory. servers4 is not the same learning: with several environments Tensorforce observes per
+episode and updates at most once per observe call (3 updates per 1,000 steps against 250; README "Atari").
 """
 
 from __future__ import annotations
