@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from rlcloud.runner.frames import FRAMES_VARIABLE
 from rlcloud.runner.inplace import INPLACE_VARIABLE, patched_methods, rewrite_source
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,6 +65,9 @@ _DRIVE = textwrap.dedent(
 
 def _run(case: dict[str, Any], inplace: bool) -> dict[str, Any]:
     environ = {k: v for k, v in os.environ.items() if k != INPLACE_VARIABLE}
+    # Frames kept as uint8 (runner/frames.py) round them, which needs the in-place writes: off on both sides
+    # here, so that only the writes differ (tests/runner/test_frames.py compares the frames).
+    environ[FRAMES_VARIABLE] = "0"
     if not inplace:
         environ[INPLACE_VARIABLE] = "0"
     done = subprocess.run(
