@@ -34,6 +34,7 @@ FULL = RunnerEnv(
     inplace_buffers=True,
     parent_pid=4242,
     warm_trials=False,
+    uint8_frames="float32",
 )
 
 
@@ -106,7 +107,7 @@ def test_apply_to_replaces_only_the_contract_variables() -> None:
 
 def _docs_table() -> list[tuple[str, str]]:
     text = (DOCS / "contracts.md").read_text(encoding="utf-8")
-    rows = re.findall(r"^\| `(RLCLOUD_[A-Z_]+)` \| `([a-z_]+)` \|", text, flags=re.MULTILINE)
+    rows = re.findall(r"^\| `(RLCLOUD_[A-Z0-9_]+)` \| `([a-z0-9_]+)` \|", text, flags=re.MULTILINE)
     return [(variable, name) for variable, name in rows]
 
 
@@ -124,7 +125,7 @@ def test_only_runenv_spells_the_runner_variables() -> None:
         "RLCLOUD_GOOGLE_API_HOST",
     }
     assert not others & set(RunnerEnv.variables().values())
-    literal = re.compile(r"\"(RLCLOUD_[A-Z_]*)[\"=]")
+    literal = re.compile(r"\"(RLCLOUD_[A-Z0-9_]*)[\"=]")
     spelled = []
     for path in sorted(SRC.rglob("*.py")):
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):

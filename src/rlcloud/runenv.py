@@ -40,6 +40,7 @@ __all__ = [
     "STEP_TIMEOUT",
     "SWEEP_RESULTS",
     "SYNC_INTERVAL",
+    "UINT8_FRAMES",
     "WARM_TRIALS",
     "HostPort",
     "RunnerEnv",
@@ -62,6 +63,7 @@ INLINE_FUNCTIONS = "RLCLOUD_INLINE_FUNCTIONS"
 INPLACE_BUFFERS = "RLCLOUD_INPLACE_BUFFERS"
 PARENT_PID = "RLCLOUD_PARENT_PID"
 WARM_TRIALS = "RLCLOUD_WARM_TRIALS"
+UINT8_FRAMES = "RLCLOUD_UINT8_FRAMES"
 
 #: ``(host, port)``: an address as written in ``RLCLOUD_ENV_SERVERS`` and ``RLCLOUD_HOST_MAP``.
 HostPort = tuple[str, int]
@@ -135,6 +137,13 @@ def _flag(raw: str, variable: str) -> bool:
 
 def _flag_text(value: bool) -> str:
     return "1" if value else "0"
+
+
+def _frames(raw: str, variable: str) -> str:
+    # a switch, or "float32": rounded frames stored as float32 (runner/frames.py compares the two with it)
+    if raw.strip().lower() == "float32":
+        return "float32"
+    return _flag_text(_flag(raw, variable))
 
 
 def _servers(raw: str, variable: str) -> tuple[HostPort, ...]:
@@ -225,6 +234,9 @@ class RunnerEnv:
     parent_pid: int | None = _var(PARENT_PID, _pid)
     #: RLCLOUD_WARM_TRIALS: 0 gives every local sweep trial its own processes (default 1: warm workers).
     warm_trials: bool | None = _var(WARM_TRIALS, _flag, _flag_text)
+    #: RLCLOUD_UINT8_FRAMES: 0 keeps Tensorforce's float32 frames, float32 rounds them but stores float32
+    #: (default 1: rounded, stored as uint8 where the agent allows it; runner/frames.py).
+    uint8_frames: str | None = _var(UINT8_FRAMES, _frames)
 
     @classmethod
     def variables(cls) -> dict[str, str]:

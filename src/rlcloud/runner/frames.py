@@ -36,10 +36,12 @@ and ``tf.gather``; with those rewrites off (``RLCLOUD_INPLACE_BUFFERS=0``) frame
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any
 
 import numpy as np
+
+from rlcloud import runenv
+from rlcloud.runenv import RunnerEnv
 
 __all__ = ["FRAMES_VARIABLE", "FrameCodec", "apply_uint8_frames", "frame_codec"]
 
@@ -47,7 +49,7 @@ logger = logging.getLogger(__name__)
 
 #: "0": Tensorforce's float32 frames, unrounded; "float32": rounded frames stored as float32; anything else,
 #: or unset: rounded frames stored as uint8 where the agent allows it (module docstring).
-FRAMES_VARIABLE = "RLCLOUD_UINT8_FRAMES"
+FRAMES_VARIABLE = runenv.UINT8_FRAMES
 
 _CODEC_ATTRIBUTE = "_rlcloud_frames"
 _applied: dict[str, bool] = {}
@@ -151,7 +153,7 @@ def apply_uint8_frames(setting: str | None = None) -> bool:
     compatibility layer does). Returns whether the patches are installed.
     """
     if setting is None:
-        setting = os.environ.get(FRAMES_VARIABLE, "1")
+        setting = RunnerEnv.from_env().uint8_frames or "1"
     if setting == "0" or "installed" in _applied:
         return _applied.get("installed", False)
     import tensorflow as tf
