@@ -148,6 +148,7 @@ LAYERS: list[tuple[str, ...]] = [
         "rlcloud.backend",
         "rlcloud.stored",
         "rlcloud.runenv",
+        "rlcloud.budget",
     ),
     ("rlcloud.storage", "rlcloud.record", "rlcloud.plotting", "rlcloud.intervals"),
     ("rlcloud.gke", "rlcloud.k8s", "rlcloud.runner", "rlcloud.local"),

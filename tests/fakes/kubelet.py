@@ -178,7 +178,13 @@ def gke_cpu_node(name: str = "gke-rl-default-pool-0", *, role: str = "system") -
         name,
         cpu="3920m",
         memory="13Gi",
-        labels={"rlcloud-pool": role, "cloud.google.com/gke-nodepool": "default-pool"},
+        # node.kubernetes.io/instance-type: the well-known label every node carries (kubernetes.io/docs/reference/
+        # labels-annotations-taints/#nodekubernetesioinstance-type); the reaper prices a node by it
+        labels={
+            "rlcloud-pool": role,
+            "cloud.google.com/gke-nodepool": "default-pool",
+            "node.kubernetes.io/instance-type": "e2-standard-4",
+        },
     )
 
 
@@ -194,6 +200,7 @@ def gke_gpu_node(name: str = "gke-rl-gpu-pool-0", *, accelerator: str = "nvidia-
             "rlcloud-pool": "workers",
             "cloud.google.com/gke-nodepool": "gpu-pool",
             "cloud.google.com/gke-accelerator": accelerator,
+            "node.kubernetes.io/instance-type": "n1-standard-4",
         },
         taints=[dict(GPU_TAINT)],
     )

@@ -42,10 +42,16 @@ def test_every_reaper_object_validates_strictly(version: str) -> None:
         kubernetes_validate.validate(client.ApiClient().sanitize_for_serialization(obj), f"{version}.0", strict=True)
 
 
-def test_cluster_wide_rights_are_read_only_jobs_and_pods() -> None:
+def test_cluster_wide_rights_read_jobs_pods_nodes_and_only_patch_jobs() -> None:
     role = _objects()["ClusterRole"]
     rules = {(tuple(r["apiGroups"]), tuple(r["resources"])): set(r["verbs"]) for r in role["rules"]}
-    assert rules == {(("batch",), ("jobs",)): {"get", "list", "watch"}, (("",), ("pods",)): {"get", "list", "watch"}}
+    # patch Jobs and create Events: money budgets suspend a run and say so; nothing is ever deleted in-cluster
+    assert rules == {
+        (("batch",), ("jobs",)): {"get", "list", "watch", "patch"},
+        (("",), ("pods",)): {"get", "list", "watch"},
+        (("",), ("nodes",)): {"get", "list"},
+        (("",), ("events",)): {"create"},
+    }
     binding = _objects()["ClusterRoleBinding"]
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": REAPER_NAME}
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": REAPER_NAME, "namespace": REAPER_NAMESPACE}]

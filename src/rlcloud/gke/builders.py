@@ -91,6 +91,11 @@ def cluster_labels(spec: ClusterSpec, *, experiment: str | None = None, now: flo
         labels[EXPIRY_LABEL] = str(int(start + spec.ttl.seconds))
     if spec.autodown is not None:
         labels[AUTODOWN_LABEL] = str(spec.autodown.seconds)
+    if spec.budget is not None:
+        from rlcloud.budget import CLUSTER_BUDGET_LABEL, budget_label
+
+        # the in-cluster reaper reads the budget from the cluster itself (whole cents: label values take no '.')
+        labels[CLUSTER_BUDGET_LABEL] = budget_label(spec.budget.amount)
     return labels
 
 

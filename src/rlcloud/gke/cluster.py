@@ -356,7 +356,7 @@ class GkeCluster:
                 log.warning("creating cluster %s failed or was interrupted: deleting what was made", self.name)
                 self._delete_after_failure(progress)
             raise
-        if wait and (self.spec.ttl is not None or self.spec.autodown is not None):
+        if wait and (self.spec.ttl is not None or self.spec.autodown is not None or self.spec.budget is not None):
             self.reaper_note = self.install_reaper()
         return info
 

@@ -44,6 +44,7 @@ __all__ = [
     "CostSoFar",
     "estimate_cost_so_far",
     "estimate_hourly_cost",
+    "machine_hourly_cost",
     "node_hourly_cost",
 ]
 
@@ -232,6 +233,27 @@ def node_hourly_cost(spec: ClusterSpec, *, gpu: bool) -> tuple[float | None, str
     if unknown:
         return None, what
     return sum(i.hourly for i in items if i.hourly is not None), what
+
+
+def machine_hourly_cost(
+    machine_type: str, *, spot: bool = False, gpu_type: str | None = None, gpus: int = 0, disk_size_gb: int = 100
+) -> float | None:
+    """Estimated USD per hour of ONE node of ``machine_type`` (with ``gpus`` x ``gpu_type`` attached, a G2/A2/A3
+    machine's own GPUs counted once, and its boot disk; GKE's default is 100 GB), None when the table has no
+    price for it. What the in-cluster reaper prices a node at from its labels (:mod:`rlcloud.gke.budgets`)."""
+    plan = PoolPlan(
+        name="node",
+        role="workers",
+        machine_type=machine_type,
+        nodes_per_zone=1,
+        disk_size_gb=disk_size_gb,
+        spot=spot,
+        gpus=gpus,
+        gpu_type=gpu_type,
+    )
+    unknown: list[str] = []
+    items = _pool_items(plan, 1, SPOT_FRACTION if spot else 1.0, unknown)
+    return None if unknown else sum(i.hourly for i in items if i.hourly is not None)
 
 
 @dataclass(frozen=True)

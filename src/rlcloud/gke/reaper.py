@@ -361,6 +361,24 @@ EVENT_FAILED = "ClusterDeleteFailed"
 _MAX_ERROR = 600
 
 
+#: the Event reason of a cluster at 90% of its budget
+EVENT_BUDGET_WARNING = "BudgetWarning"
+
+
+def _previous(applier: Any, namespace: str) -> dict[str, str]:
+    """The data of the reaper's ConfigMap as the last run left it (empty when absent or unreadable)."""
+    from rlcloud.k8s.applier import path_for
+    from rlcloud.k8s.reaper_builders import REAPER_CONFIG_MAP
+
+    try:
+        found = applier.checked_json(
+            "read the reaper's ConfigMap", "GET", path_for("ConfigMap", namespace, REAPER_CONFIG_MAP)
+        )
+    except Exception:
+        return {}
+    return {str(k): str(v) for k, v in (found.get("data") or {}).items()}
+
+
 def _event(applier: Any, namespace: str, reason: str, message: str, now: float) -> None:
     from rlcloud.k8s.applier import path_for
     from rlcloud.k8s.reaper_builders import REAPER_CONFIG_MAP
@@ -497,6 +515,8 @@ def run_once(
     for problem in problems:
         log.warning("cluster %s: %s", identity.name, problem)
     query = {"labelSelector": _MANAGED_SELECTOR}
+    jobs: dict[str, Any] = {}
+    pods: dict[str, Any] = {}
     try:
         jobs = applier.checked_json("list rlcloud Jobs", "GET", "/apis/batch/v1/jobs", query=query)
         pods = applier.checked_json("list rlcloud pods", "GET", "/api/v1/pods", query=query)
@@ -505,6 +525,23 @@ def run_once(
         # Unknown activity counts as running: idle teardown waits, the ttl (which needs no activity) still acts.
         log.warning("cannot list rlcloud's Jobs and pods: %s", exc)
         seen = Activity(1, None, (f"unknown: cannot list rlcloud's Jobs and pods ({exc})",))
+    # money budgets (rlcloud.gke.budgets): runs over theirs are stopped now; a cluster over its own is deleted
+    # below once its runs are stopped and their pods gone
+    from rlcloud.gke.budgets import enforce_budgets
+    from rlcloud.gke.cluster import ClusterInfo
+
+    budgets = enforce_budgets(
+        applier,
+        cluster_info=ClusterInfo.from_cluster(cluster, identity.project),
+        jobs=jobs.get("items") or [],
+        pods=pods.get("items") or [],
+        now=now,
+        own_namespace=namespace,
+        previous=_previous(applier, namespace),
+        dry_run=dry_run,
+    )
+    managed = labels.get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE
+    deleting = int(cluster.status) == int(container_v1.Cluster.Status.STOPPING)
     decision = decide(
         now,
         created=created,
@@ -512,9 +549,12 @@ def run_once(
         autodown=autodown,
         last_activity=seen.last,
         running=seen.running,
-        managed=labels.get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE,
-        deleting=int(cluster.status) == int(container_v1.Cluster.Status.STOPPING),
+        managed=managed,
+        deleting=deleting,
     )
+    over = budgets.cluster
+    if over is not None and over.delete and managed and not deleting and not decision.delete:
+        decision = Decision(True, f"budget: {over.reason}", now)
     outcome = "dry run: nothing deleted" if dry_run and decision.delete else ""
     error: Exception | None = None
     if decision.delete and not dry_run:
@@ -537,6 +577,7 @@ def run_once(
         "last_activity": _when(seen.last) if seen.last is not None else "",
         "outcome": outcome,
         "problems": "; ".join(problems),
+        **budgets.data,
     }
     if error is not None:
         # the delete was due and refused: the ConfigMap and a Warning Event say why, and the run fails (a
@@ -554,6 +595,8 @@ def run_once(
         _record(applier, namespace, data)
         if decision.delete and not dry_run:
             _event(applier, namespace, EVENT_DELETE, f"rlcloud reaper deletes this cluster: {decision.reason}", now)
+        elif over is not None and over.action == "warn" and not dry_run:
+            _event(applier, namespace, EVENT_BUDGET_WARNING, f"rlcloud reaper: this cluster's {over.reason}", now)
     except Exception as exc:  # any failure: the API may already be going away with the cluster
         log.warning("could not record the decision in ConfigMap %s/rlcloud-reaper: %s", namespace, exc)
     return decision

@@ -147,6 +147,7 @@ class KubernetesExperiments(KubernetesNamespace, ExperimentBackend):
                 continue
             # a Job made just now has no status yet; one that was there has been started by its controller
             created = created or not (existing.get("status") or {}).get("startTime")
+            self._update_budget(obj, existing)
             if is_suspended(existing):
                 suspended.append(obj.metadata.name)
             finished = job_finished(existing)
@@ -376,6 +377,20 @@ class KubernetesExperiments(KubernetesNamespace, ExperimentBackend):
             known = []
         hint = f"; experiments there: {', '.join(known)}" if known else ""
         return f"no experiment {name!r} in namespace {self.namespace}{hint}"
+
+    def _update_budget(self, obj: Any, existing: JSON) -> None:
+        """A Job that was there already gets the spec's budget (the in-cluster reaper reads it), and one stopped
+        by its budget loses that mark: starting it again (with a larger budget) resumes it."""
+        from rlcloud.budget import ANNOTATION_BUDGET, ANNOTATION_BUDGET_STATE, ANNOTATION_STOP_REASON
+
+        wanted = (obj.metadata.annotations or {}).get(ANNOTATION_BUDGET)
+        have = get(existing, "metadata", "annotations") or {}
+        if have.get(ANNOTATION_BUDGET) == wanted and have.get(ANNOTATION_BUDGET_STATE) != "stopped":
+            return
+        marks = {ANNOTATION_BUDGET: wanted, ANNOTATION_BUDGET_STATE: None, ANNOTATION_STOP_REASON: None}
+        self.applier.patch(
+            "Job", obj.metadata.name, self.namespace, {"metadata": {"annotations": marks}}, what="update the budget"
+        )
 
     def _wait_pods_gone(self, name: str, role: str | None, deadline: float) -> None:
         selector = experiment_selector(name) + (f",{LABEL_ROLE}={role}" if role else "")

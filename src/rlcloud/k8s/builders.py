@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from kubernetes import client as k8s
 
 from rlcloud import runenv
+from rlcloud.budget import ANNOTATION_BUDGET
 from rlcloud.config import DEFAULT_IMAGE  # one default image for the whole package (docs/images.md)
 from rlcloud.errors import SpecError, SpecProblem
 from rlcloud.results import results_location
@@ -53,6 +54,7 @@ from rlcloud.specs.experiment import DEFAULT_ENV_SERVER_REQUESTS, DEFAULT_LEARNE
 
 if TYPE_CHECKING:
     from rlcloud.specs import ExperimentSpec, Resources
+    from rlcloud.specs._base import Usd
     from rlcloud.specs.sweep import SweepSpec
 
 __all__ = [
@@ -70,6 +72,7 @@ __all__ = [
     "RUNNER_SERVICE_ACCOUNT",
     "SWEEP_RESULTS_ENV",
     "WORKDIR",
+    "budget_annotations",
     "build_credentials_secret",
     "build_namespace",
     "build_namespace_objects",
@@ -208,11 +211,13 @@ def config_hash(obj: Any) -> str:
     """A short, stable hash of what rlcloud asks for (the object without the hash annotation itself).
 
     Server-side defaults never enter it, so it tells "the same experiment" from "a different one" when a
-    create answers 409. Jobs' ``suspend`` is left out: a paused experiment is still the same one.
+    create answers 409. Jobs' ``suspend`` is left out: a paused experiment is still the same one; so is the
+    budget annotation (a run stopped by its budget is resumed with a larger one: the backend updates it).
     """
     data = to_dict(obj)
     meta = data.get("metadata", {})
-    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k != ANNOTATION_CONFIG_HASH}
+    left_out = (ANNOTATION_CONFIG_HASH, ANNOTATION_BUDGET)
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k not in left_out}
     data = {**data, "metadata": {**meta, "annotations": annotations}}
     if data.get("kind") == "Job":
         data["spec"] = {k: v for k, v in data["spec"].items() if k != "suspend"}
@@ -661,6 +666,7 @@ def build_workloads(
         pod_spec=learner_pod,
         suspend=suspend,
         deadline=deadline,
+        annotations=budget_annotations(spec.budget),
     )
     if spec.run_mode != "distributed":
         return [config_map, learner_job]
@@ -914,8 +920,16 @@ def build_sweep_workloads(
         k8s.V1Job(
             api_version="batch/v1",
             kind="Job",
-            metadata=k8s.V1ObjectMeta(name=object_name, namespace=namespace, labels=job_labels),
+            metadata=k8s.V1ObjectMeta(
+                name=object_name, namespace=namespace, labels=job_labels, annotations=budget_annotations(sweep.budget)
+            ),
             spec=spec,
         )
     )
     return [config_map, job]
+
+
+def budget_annotations(budget: Usd | None) -> dict[str, str] | None:
+    """The annotation that carries a run's or a sweep's budget to the in-cluster reaper (on the learner's or the
+    sweep's Job: :data:`rlcloud.budget.ANNOTATION_BUDGET`, USD); None without a budget."""
+    return {ANNOTATION_BUDGET: f"{budget.amount:.2f}"} if budget is not None else None

@@ -4,8 +4,10 @@ The reaper (``python -m rlcloud.gke.reaper``, :mod:`rlcloud.gke.reaper`) deletes
 cluster's ttl has passed or it has run no rlcloud workload for its ``autodown`` time. What it may do
 inside the cluster is exactly what it needs, nothing else:
 
-* read batch Jobs and pods in every namespace (a ClusterRole with get/list/watch only): rlcloud's
-  experiments and sweeps are Jobs labelled ``app.kubernetes.io/managed-by=rlcloud``;
+* read batch Jobs and pods in every namespace (a ClusterRole with get/list/watch): rlcloud's
+  experiments and sweeps are Jobs labelled ``app.kubernetes.io/managed-by=rlcloud``; for money budgets
+  (:mod:`rlcloud.gke.budgets`) also read nodes (to price pods), patch Jobs (suspend a run over its budget,
+  record its cost) and create Events (its warnings);
 * in its own namespace only (a Role): create its ConfigMap ``rlcloud-reaper`` and get/patch/update that
   one object (``resourceNames``), and create/patch Events, so a user can read why a cluster goes.
 
@@ -82,14 +84,20 @@ def build_reaper_service_account(
 
 
 def build_reaper_cluster_role() -> k8s.V1ClusterRole:
-    """Read-only access to Jobs and pods in every namespace: how the reaper learns what runs."""
+    """Jobs, pods and nodes in every namespace: how the reaper learns what runs and what it costs; patching
+    Jobs and creating Events: how it stops a run over its money budget and says so."""
     return k8s.V1ClusterRole(
         api_version=f"{RBAC_GROUP}/v1",
         kind="ClusterRole",
         metadata=_meta(REAPER_NAME),
         rules=[
-            k8s.V1PolicyRule(api_groups=["batch"], resources=["jobs"], verbs=["get", "list", "watch"]),
+            # patch: money budgets (rlcloud.gke.budgets) suspend a run's Jobs and record its cost on them
+            k8s.V1PolicyRule(api_groups=["batch"], resources=["jobs"], verbs=["get", "list", "watch", "patch"]),
             k8s.V1PolicyRule(api_groups=[""], resources=["pods"], verbs=["get", "list", "watch"]),
+            # a pod's cost is its node's list price (machine type, GPUs, spot) x its share of the node
+            k8s.V1PolicyRule(api_groups=[""], resources=["nodes"], verbs=["get", "list"]),
+            # the BudgetWarning / BudgetExceeded Events on a run's Job, in the run's namespace
+            k8s.V1PolicyRule(api_groups=[""], resources=["events"], verbs=["create"]),
         ],
     )
 

@@ -24,6 +24,7 @@ __all__ = [
     "Observed",
     "TrialObserved",
     "anything_pending",
+    "budget_stop",
     "classify_unschedulable",
     "condition",
     "exit_code",
@@ -348,12 +349,25 @@ def overall(
     if finished == "failed":
         return "failed", learner_status.reason if learner_status else None
     if is_suspended(job):
-        return "paused", None
+        stopped = budget_stop(job)
+        return ("stopped", stopped) if stopped else ("paused", None)
     if learner_status is not None and learner_status.state == "running":
         pending = next((r for r in roles if r.state == "pending" and r.reason), None)
         return "running", (f"{pending.label}: {pending.reason}" if pending else None)
     pending = next((r for r in roles if r.state == "pending" and r.reason), None)
     return "pending", (f"{pending.label}: {pending.reason}" if pending else None)
+
+
+def budget_stop(job: JSON) -> str | None:
+    """Why the in-cluster reaper stopped this suspended Job for its money budget (rlcloud.gke.budgets), else None.
+
+    Such a run is "stopped" (not "paused"): it stays so until it is started again (with a larger budget)."""
+    from rlcloud.budget import ANNOTATION_BUDGET_STATE, ANNOTATION_STOP_REASON
+
+    found = get(job, "metadata", "annotations") or {}
+    if found.get(ANNOTATION_BUDGET_STATE) != "stopped":
+        return None
+    return f"stopped by the in-cluster reaper: {found.get(ANNOTATION_STOP_REASON) or 'budget reached'}"
 
 
 @dataclass(frozen=True)

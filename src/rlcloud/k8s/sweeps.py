@@ -32,7 +32,7 @@ from rlcloud.k8s.builders import (
     sweep_selector,
 )
 from rlcloud.k8s.namespace import KubernetesNamespace
-from rlcloud.k8s.status import JSON, get, is_live, is_suspended, job_finished, labels, trial_states
+from rlcloud.k8s.status import JSON, budget_stop, get, is_live, is_suspended, job_finished, labels, trial_states
 from rlcloud.k8s.status import name as object_name
 from rlcloud.layout import FINAL_STATES, ProgressRecord
 from rlcloud.waiting import poll_until
@@ -370,6 +370,9 @@ def _sweep_overall(job: JSON | None, trials: builtins.list[TrialStatus]) -> tupl
             )
         return "failed", f"{failed} of {len(trials)} trials failed" if failed else None
     if is_suspended(job):
+        stopped = budget_stop(job)  # the in-cluster reaper stopped it: its budget is spent
+        if stopped:
+            return "stopped", stopped
         queue = labels(job).get(KUEUE_QUEUE_LABEL)
         if queue:
             return "pending", f"waiting for Kueue to admit the sweep (queue {queue})"

@@ -198,3 +198,77 @@ class Duration:
 # Kubernetes resource quantities ("500m", "2", "4Gi", "1.5G"); a looser check than the apiserver's,
 # which catches typos such as "4GB" before anything is submitted.
 QUANTITY_RE = re.compile(r"^([0-9]+(\.[0-9]+)?)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
+
+
+#: Largest budget a spec takes, in USD: far above any experiment, low enough that a pasted number (a timestamp,
+#: cents for dollars twice over) is an error at validation instead of a cap that never acts.
+MAX_BUDGET_USD = 1_000_000.0
+
+_USD_RE = re.compile(r"^\s*\$?\s*(\d+(?:\.\d+)?)\s*(usd|\$)?\s*$")
+_USD_FORMS = "a number of US dollars such as 25, 12.5, '25 USD' or '$25'"
+
+
+@dataclass(frozen=True, order=True)
+class Usd:
+    """An amount of money in US dollars: a budget. Parsed from ``25``, ``12.5``, ``"25 USD"``, ``"$25"`` (more
+    than 0, at most 1,000,000; cents at most). Serialised as ``"25 USD"``. Prices are USD list prices (the
+    dated price table of rlcloud.gke.prices), so another currency is refused rather than converted."""
+
+    amount: float
+
+    def __str__(self) -> str:
+        text = f"{self.amount:.2f}".rstrip("0").rstrip(".")
+        return f"{text} USD"
+
+    @classmethod
+    def parse(cls, raw: Any) -> Usd:
+        """Parse an amount; raises ValueError naming the valid forms."""
+        if isinstance(raw, Usd):
+            return raw
+        if isinstance(raw, bool):
+            raise ValueError(f"a budget is {_USD_FORMS}, not true/false")
+        if isinstance(raw, int | float):
+            amount = float(raw)
+        elif isinstance(raw, str) and len(raw) < 40:
+            match = _USD_RE.match(raw.lower())
+            if not match:
+                other = re.fullmatch(r"\s*[\d.]+\s*[A-Za-z]{3}\s*", raw)
+                hint = " (budgets are in USD, the currency of the price table)" if other else ""
+                raise ValueError(f"use {_USD_FORMS}{hint}")
+            amount = float(match.group(1))
+        else:
+            raise ValueError(f"use {_USD_FORMS}")
+        if not amount > 0 or amount != amount:
+            raise ValueError("a budget must be more than 0 USD (leave it out for no budget)")
+        if amount > MAX_BUDGET_USD:
+            raise ValueError(f"a budget must be at most {MAX_BUDGET_USD:,.0f} USD (a larger one is a typo)")
+        if round(amount, 2) != amount:
+            raise ValueError("a budget is whole cents at most (e.g. 12.5 or 12.25)")
+        return cls(amount)
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        return _parsed_value_schema(cls.parse, "budget")
+
+
+#: The description of the ``budget`` field every spec that takes one shares (experiment, sweep, cluster).
+BUDGET_DESCRIPTION = (
+    "A money cap (a [Usd](#usd) amount, e.g. '25 USD' or 25; `budget_usd: 25` is the same). The cost so far is "
+    "estimated from node-hours at the dated list prices (GKE) or CPU-hours at rlcloud.yaml's cpu_hour_usd (this "
+    "machine; 0: unlimited). At 90% a warning, at 100% the run checkpoints and stops (a sweep stops launching "
+    "trials and stops its running ones; a cluster stops its runs, then is deleted). Empty: no cap."
+)
+
+
+def take_budget_alias(data: Any) -> Any:
+    """``budget_usd: 25`` is ``budget: 25``: move the alias into place (a ``mode="before"`` model validator's
+    step). Both at once is an error on ``budget_usd``: which one was meant cannot be guessed."""
+    if not isinstance(data, dict) or "budget_usd" not in data:
+        return data
+    if data.get("budget") is not None and data.get("budget_usd") is not None:
+        raise PydanticCustomError("at:budget_usd", "give budget or budget_usd (the same field, in USD), not both")
+    data = dict(data)
+    alias = data.pop("budget_usd")
+    if data.get("budget") is None:
+        data["budget"] = alias
+    return data

@@ -12,7 +12,7 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from rlcloud.errors import excerpt
-from rlcloud.specs._base import NOT_BOOL, Duration, StrictModel, check_dns_label, why
+from rlcloud.specs._base import NOT_BOOL, Duration, StrictModel, Usd, check_dns_label, take_budget_alias, why
 
 ZONE_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-[a-z]$")
 REGION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
@@ -292,6 +292,13 @@ class ClusterSpec(StrictModel):
         description="Idle time, e.g. '30m': the cluster deletes itself after running no rlcloud workload for this "
         "long (an in-cluster reaper checks every 5 minutes; at least 10m).",
     )
+    budget: Usd | None = Field(
+        None,
+        description="A money cap for the cluster (see the experiment's budget): the in-cluster reaper warns at 90% "
+        "of the cluster's estimated cost so far (its pools' node-hours at list prices plus the GKE fee) and at "
+        "100% stops every rlcloud run on it (they checkpoint), waits until their pods are gone (their results "
+        "are stored), then deletes the cluster.",
+    )
     node_locations: list[str] = Field(
         default_factory=list,
         description="Zones of a regional cluster's GPU pool (gcloud's --node-locations), e.g. ['us-central1-a']: "
@@ -316,6 +323,7 @@ class ClusterSpec(StrictModel):
         # gpu_type alone means as many GPUs as the node's machine type has (1 for N1, 8 for a3-ultragpu-8g): the
         # common case should not need two settings. An explicit gpus_per_node: 0 stays 0 (and contradicts
         # gpu_type, which _consistency reports).
+        data = take_budget_alias(data)
         if isinstance(data, dict) and data.get("gpu_type") and data.get("gpus_per_node") is None:
             machine = data.get("machine_type")
             if not isinstance(machine, str) and data.get("cpus_per_node") is None:

@@ -10,7 +10,18 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from rlcloud.errors import excerpt
-from rlcloud.specs._base import NOT_BOOL, QUANTITY_RE, Duration, Frequency, StrictModel, check_dns_label, why
+from rlcloud.specs._base import (
+    BUDGET_DESCRIPTION,
+    NOT_BOOL,
+    QUANTITY_RE,
+    Duration,
+    Frequency,
+    StrictModel,
+    Usd,
+    check_dns_label,
+    take_budget_alias,
+    why,
+)
 from rlcloud.specs.cluster import ClusterSpec
 from rlcloud.specs.dotted import DottedPathError, code_strings, resolve_dotted_class
 
@@ -288,6 +299,7 @@ class ExperimentSpec(StrictModel):
         "experiment fails with DeadlineExceeded, so a hung run does not hold a GPU node. A pause restarts the "
         "clock. Empty: no limit. Local runs ignore it; sweeps refuse it (their trials share one Job).",
     )
+    budget: Usd | None = Field(None, description=BUDGET_DESCRIPTION)
     resources: RolesResources = Field(default_factory=RolesResources, description="Per-role CPU/memory/GPU.")
     image: str | None = Field(None, description="Container image for the pods; empty: rlcloud's default image.")
     results: str | None = Field(
@@ -302,6 +314,7 @@ class ExperimentSpec(StrictModel):
     @model_validator(mode="before")
     @classmethod
     def _fill_workers(cls, data: Any) -> Any:
+        data = take_budget_alias(data)
         if isinstance(data, dict) and data.get("num_workers") is None:
             mode = data.get("run_mode", "single")
             # an invalid run_mode is reported on run_mode alone; 1 keeps num_workers from adding a second,

@@ -20,7 +20,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from rlcloud.specs._base import Duration, Frequency
+from rlcloud.specs._base import Duration, Frequency, Usd
 from rlcloud.specs.cluster import GPU_TYPE_ALIASES, RETIRED_GPU_TYPES, Autoscaling, ClusterSpec, GpuType
 from rlcloud.specs.experiment import EvaluationSpec, ExperimentSpec, Resources, RolesResources
 
@@ -37,7 +37,7 @@ MODELS: list[tuple[str, type[BaseModel]]] = [
     ("Cluster", ClusterSpec),
     ("Cluster", Autoscaling),
 ]
-_DOCUMENTED: set[type] = {model for _, model in MODELS} | {Frequency, Duration, GpuType}
+_DOCUMENTED: set[type] = {model for _, model in MODELS} | {Frequency, Duration, Usd, GpuType}
 
 # Properties computed from the fields, which a user reads but does not write.
 _COMPUTED: dict[type[BaseModel], list[str]] = {
@@ -160,7 +160,7 @@ def _model_section(kind: str, model: type[BaseModel]) -> Iterator[str]:
 def _value_types() -> Iterator[str]:
     yield "## Value types"
     yield ""
-    for cls in (Frequency, Duration):
+    for cls in (Frequency, Duration, Usd):
         yield f"### {cls.__name__}"
         yield ""
         yield inspect.cleandoc(cls.__doc__ or "")

@@ -33,7 +33,7 @@ from pydantic import Field, ValidationError, ValidationInfo, field_validator, mo
 from pydantic_core import PydanticCustomError
 
 from rlcloud.errors import SpecError, SpecProblem
-from rlcloud.specs._base import MAX_NAME_LENGTH, StrictModel, check_dns_label
+from rlcloud.specs._base import MAX_NAME_LENGTH, StrictModel, Usd, check_dns_label, take_budget_alias
 from rlcloud.specs.experiment import ExperimentSpec
 
 __all__ = ["MAX_TRIALS", "Distribution", "EarlyStopping", "SweepSpec", "Trial"]
@@ -158,6 +158,16 @@ class SweepSpec(StrictModel):
         "0: all start at once.",
     )
     results: str | None = Field(None, description="Results root (gs://bucket/prefix or a directory).")
+    budget: Usd | None = Field(
+        None,
+        description="A money cap for the whole sweep, all its trials together (see the experiment's budget): at "
+        "90% a warning, at 100% no trial starts any more and the running ones checkpoint and stop.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _budget_alias(cls, data: Any) -> Any:
+        return take_budget_alias(data)
 
     @field_validator("name")
     @classmethod

@@ -1,0 +1,191 @@
+"""Money budgets enforced by the in-cluster reaper, end to end: the gRPC GKE fake (the cluster, its pools and
+labels), the fake kube-apiserver and the fake kubelet (pods as processes on priced GKE nodes, the stand-in
+runner checkpointing on SIGTERM). Time is the reaper's ``now``: the pods run for real, the hours are given."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.cloud import container_v1
+from kubernetes import client as k8s
+
+from rlcloud.budget import ANNOTATION_BUDGET, ANNOTATION_BUDGET_STATE, ANNOTATION_COST
+from rlcloud.k8s.backend import KubernetesBackend
+from rlcloud.reaper import ClusterIdentity, Decision, run_once
+from tests.fakes.gke import FakeClusterManager
+from tests.fakes.kube_apiserver import FakeKubeApiServer
+from tests.fakes.kubelet import FakeKubelet, gke_cpu_node
+from tests.gke.conftest import PROJECT
+from tests.k8s.conftest import make_spec
+from tests.k8s.test_backend import make_backend, standin
+from tests.k8s.test_kubelet import eventually
+
+LOCATION = "us-central1-a"
+H = 3600.0
+NS = "rl"
+
+
+def _put_cluster(fake: FakeClusterManager, labels: dict[str, str], *, created: float) -> None:
+    pool = container_v1.NodePool(
+        name="default-pool",
+        initial_node_count=1,
+        config=container_v1.NodeConfig(machine_type="e2-standard-4", disk_size_gb=100),
+    )
+    fake.clusters[(PROJECT, LOCATION, "rl")] = container_v1.Cluster(
+        name="rl",
+        location=LOCATION,
+        zone=LOCATION,
+        status=container_v1.Cluster.Status.RUNNING,
+        create_time=_dt.datetime.fromtimestamp(created, _dt.UTC).isoformat().replace("+00:00", "Z"),
+        resource_labels={"managed-by": "rlcloud", **labels},
+        node_pools=[pool],
+    )
+
+
+@pytest.fixture
+def apiserver() -> Iterator[FakeKubeApiServer]:
+    with FakeKubeApiServer() as server:
+        server.create_object("Namespace", {"metadata": {"name": "rlcloud-system"}})
+        yield server
+
+
+@pytest.fixture
+def api(apiserver: FakeKubeApiServer) -> Iterator[k8s.ApiClient]:
+    client = k8s.ApiClient(k8s.Configuration(host=apiserver.url))
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def kubelet(apiserver: FakeKubeApiServer, tmp_path: Path) -> Iterator[FakeKubelet]:
+    # one e2-standard-4 node of the CPU pool; the stand-in "trains" for minutes unless stopped
+    env = {"STANDIN_EPISODES": "100000", "STANDIN_DELAY": "0.05"}
+    with FakeKubelet(
+        apiserver, tmp_path / "pods", argv_rewrite=standin, extra_env=env, max_grace=10, nodes=[gke_cpu_node()]
+    ) as k:
+        yield k
+
+
+@pytest.fixture
+def backend(api: k8s.ApiClient) -> KubernetesBackend:
+    return make_backend(api, NS)
+
+
+def _reap(container_client: Any, api: k8s.ApiClient, now: float) -> Decision:
+    identity = ClusterIdentity(PROJECT, LOCATION, "rl")
+    return run_once(now=now, identity=identity, container_client=container_client, api_client=api)
+
+
+def _events(apiserver: FakeKubeApiServer, namespace: str, reason: str) -> list[dict[str, Any]]:
+    return [e for e in apiserver.list_objects("Event", namespace) if e.get("reason") == reason]
+
+
+def _annotations(apiserver: FakeKubeApiServer, job: str) -> dict[str, str]:
+    found = apiserver.get_object("Job", job, NS)
+    assert found is not None
+    return dict(found["metadata"].get("annotations") or {})
+
+
+def _started(apiserver: FakeKubeApiServer, kubelet: FakeKubelet, results: Path, name: str) -> float:
+    """Wait until the learner runs and has written progress; its pod's start time."""
+    eventually(lambda: kubelet.running(f"rlcloud.io/experiment={name}"))
+    eventually(lambda: (results / name / "progress.json").exists())
+    (pod,) = apiserver.list_objects("Pod", NS, f"rlcloud.io/experiment={name}")
+    started = _dt.datetime.fromisoformat(pod["status"]["startTime"].replace("Z", "+00:00")).timestamp()
+    return started
+
+
+def test_a_run_is_warned_at_90_percent_then_checkpointed_and_stopped_at_its_budget(
+    fake: FakeClusterManager,
+    container_client: Any,
+    apiserver: FakeKubeApiServer,
+    api: k8s.ApiClient,
+    kubelet: FakeKubelet,
+    backend: KubernetesBackend,
+    tmp_path: Path,
+) -> None:
+    _put_cluster(fake, {}, created=time.time() - 60)  # no budget, no ttl of its own: it stays
+    results = tmp_path / "results"
+    backend.start(make_spec(name="capped", budget="0.10 USD"), str(results))
+    assert _annotations(apiserver, "capped-single")[ANNOTATION_BUDGET] == "0.10"
+    start = _started(apiserver, kubelet, results, "capped")
+
+    # The learner asks 1 CPU and 2 GiB of a 3.92-CPU, 13 GiB e2-standard-4 node: its share is 1/3.92 of the
+    # node's ~$0.148/h, ~$0.0377/h. $0.10 is 90% after ~2.4 h and 100% after ~2.65 h.
+    assert not _reap(container_client, api, start + 1 * H).delete
+    first = _annotations(apiserver, "capped-single")
+    assert 0.036 < float(first[ANNOTATION_COST]) < 0.039 and ANNOTATION_BUDGET_STATE not in first
+    assert _events(apiserver, NS, "BudgetWarning") == []
+
+    _reap(container_client, api, start + 2.5 * H)
+    assert _annotations(apiserver, "capped-single")[ANNOTATION_BUDGET_STATE] == "warned"
+    (warning,) = _events(apiserver, NS, "BudgetWarning")
+    assert warning["involvedObject"]["name"] == "capped-single" and "of its budget of $0.10" in warning["message"]
+    _reap(container_client, api, start + 2.55 * H)
+    assert len(_events(apiserver, NS, "BudgetWarning")) == 1  # once
+    assert kubelet.running(), "a warning stops nothing"
+
+    decision = _reap(container_client, api, start + 2.7 * H)
+    assert not decision.delete, "a run's budget stops the run, never the cluster"
+    marks = _annotations(apiserver, "capped-single")
+    assert marks[ANNOTATION_BUDGET_STATE] == "stopped"
+    (exceeded,) = _events(apiserver, NS, "BudgetExceeded")
+    assert "budget reached" in exceeded["message"]
+    job = apiserver.get_object("Job", "capped-single", NS)
+    assert job is not None and job["spec"]["suspend"] is True
+    # SIGTERM, grace: the runner's checkpoint is in the store and nothing runs
+    eventually(lambda: not kubelet.running())
+    assert (results / "capped" / "checkpoints" / "LATEST").exists()
+    status = backend.status("capped")
+    assert status.state == "stopped" and "budget reached" in (status.message or "")
+
+    # a changed spec needs a stop first on Kubernetes (the spec ConfigMap is the run's); started again with a
+    # larger budget, it resumes from its checkpoint in the store
+    backend.stop("capped")
+    backend.start(make_spec(name="capped", budget=5), str(results))
+    marks = _annotations(apiserver, "capped-single")
+    assert marks[ANNOTATION_BUDGET] == "5.00" and ANNOTATION_BUDGET_STATE not in marks
+    eventually(lambda: kubelet.running())
+    assert fake.requests_of("DeleteCluster") == []
+
+
+def test_a_cluster_over_its_budget_stops_its_runs_then_is_deleted(
+    fake: FakeClusterManager,
+    container_client: Any,
+    apiserver: FakeKubeApiServer,
+    api: k8s.ApiClient,
+    kubelet: FakeKubelet,
+    backend: KubernetesBackend,
+    tmp_path: Path,
+) -> None:
+    now = time.time()
+    # one e2-standard-4 node (~$0.148/h) + the GKE fee ($0.10/h) for 3 h: ~$0.74 of a $0.80 budget (93%)
+    _put_cluster(fake, {"budget-cents": "80"}, created=now - 3 * H)
+    results = tmp_path / "results"
+    backend.start(make_spec(name="on-capped-cluster"), str(results))
+    _started(apiserver, kubelet, results, "on-capped-cluster")
+
+    warned = _reap(container_client, api, now)
+    assert not warned.delete
+    (event,) = _events(apiserver, "rlcloud-system", "BudgetWarning")
+    assert "this cluster's cost so far" in event["message"]
+    assert kubelet.running(), "a warning stops nothing"
+
+    # 40 minutes later: over the budget. The run is suspended, its pod checkpoints and ends, then the
+    # cluster is deleted in the same reaper run
+    decision = _reap(container_client, api, now + 40 * 60)
+    assert decision.delete and decision.reason.startswith("budget: ")
+    assert not kubelet.running()
+    assert (results / "on-capped-cluster" / "checkpoints" / "LATEST").exists()
+    job = apiserver.get_object("Job", "on-capped-cluster-single", NS)
+    assert job is not None and job["spec"]["suspend"] is True
+    assert len(fake.requests_of("DeleteCluster")) == 1
+    record = apiserver.get_object("ConfigMap", "rlcloud-reaper", "rlcloud-system")
+    assert record is not None and "runs are stopped and stored" in record["data"]["budget_cluster"]
