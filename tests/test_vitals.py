@@ -65,7 +65,7 @@ def test_vitals_of_a_run_that_stops_at_timesteps() -> None:
         checkpoint_at=NOW - 90,
         elapsed=1800.4,
     )
-    figures = vitals(progress, now=NOW, goal=("timestep", 12000), restarts=2, price_per_hour=0.5)
+    figures = vitals(progress, now=NOW, goal=("timestep", 12000), restarts=2, price_per_hour=0.5, budget_usd=2.0)
     assert figures == {
         "percent": 25.0,
         "eta_s": 90,  # 9,000 timesteps at 100 a second
@@ -77,7 +77,11 @@ def test_vitals_of_a_run_that_stops_at_timesteps() -> None:
         "elapsed_s": 1800,
         "cost_usd": 0.25,  # half an hour at $0.50
         "stalled_for_s": None,
+        "budget_usd": 2.0,
+        "budget_percent": 12.5,
     }
+    # the in-cluster reaper's measure wins over the estimate from training time
+    assert vitals(progress, now=NOW, price_per_hour=0.5, budget_usd=2.0, cost_usd=1.5)["budget_percent"] == 75.0
 
 
 def test_vitals_of_a_run_that_stops_at_episodes_estimate_its_episode_rate() -> None:
@@ -98,6 +102,8 @@ def test_vitals_unknown_figures_are_none_and_an_ended_run_has_no_eta_or_rate() -
         "elapsed_s": None,
         "cost_usd": None,
         "stalled_for_s": None,
+        "budget_usd": None,
+        "budget_percent": None,
     }
     ended = vitals(_progress(steps_per_second=100.0), now=NOW, goal=("timestep", 12000), running=False)
     assert ended["eta_s"] is None and ended["steps_per_second"] is None and ended["percent"] == 25.0
@@ -139,7 +145,11 @@ def test_a_sweeps_figures_sum_its_trials() -> None:
         "restarts": 1,
         "stalled": 1,
         "cost_usd": None,
+        "budget_usd": None,
+        "budget_percent": None,
     }
+    measured = SweepStatus("s", "running", trials, budget_usd=10.0, cost_usd=2.5)
+    assert (measured.vitals["cost_usd"], measured.vitals["budget_percent"]) == (2.5, 25.0)
     doc = status.to_dict()
     assert doc["schema"] == 1 and [t["state"] for t in doc["trials"]] == ["succeeded", "running", "stalled", "queued"]
     assert doc["trials"][1]["vitals"]["percent"] == 50.0

@@ -75,15 +75,21 @@ def vitals(
     restarts: int = 0,
     price_per_hour: float | None = None,
     running: bool = True,
+    budget_usd: float | None = None,
+    cost_usd: float | None = None,
 ) -> dict[str, Any]:
     """The figures that answer "when, how well, how much" of one run, from its progress.json; unknown ones None.
 
     ``goal``: what the run stops at, ``("timestep", 72000)`` or ``("episode", 500)``; ``restarts``: how often
     the learner was started again after a failure or a stall; ``price_per_hour``: USD per hour of what the
     run occupies (a cluster's node at list price), None when unknown or free; ``running``: False once the
-    run has ended (no ETA). Keys: ``percent``, ``eta_s``, ``steps_per_second``, ``mean_return``,
-    ``restarts``, ``checkpoint``, ``checkpoint_age_s``, ``elapsed_s``, ``cost_usd``, ``stalled_for_s``.
+    run has ended (no ETA); ``budget_usd``: the run's budget (rlcloud.budget); ``cost_usd``: its cost so far as
+    measured elsewhere (the in-cluster reaper's, from its pods), instead of ``price_per_hour`` x training time.
+    Keys: ``percent``, ``eta_s``, ``steps_per_second``, ``mean_return``, ``restarts``, ``checkpoint``,
+    ``checkpoint_age_s``, ``elapsed_s``, ``cost_usd``, ``stalled_for_s``, ``budget_usd``, ``budget_percent``.
     """
+    from rlcloud.budget import figures as budget_figures
+
     record = ProgressRecord.of(progress)
     # a starting runner's figure is its previous process's, and an ended run has none
     rate = record.steps_per_second if running and record.state != "starting" else None
@@ -104,8 +110,8 @@ def vitals(
                 eta = 0
     saved = record.checkpoint_at
     elapsed = record.elapsed
-    cost = None
-    if price_per_hour is not None and elapsed is not None:
+    cost = round(cost_usd, 2) if cost_usd is not None else None
+    if cost is None and price_per_hour is not None and elapsed is not None:
         cost = round(price_per_hour * elapsed / 3600, 2)
     stalled = stalled_for(record, now) if running else None
     return {
@@ -119,6 +125,7 @@ def vitals(
         "elapsed_s": round(elapsed) if elapsed is not None else None,
         "cost_usd": cost,
         "stalled_for_s": round(stalled) if stalled is not None else None,
+        **budget_figures(cost, budget_usd),
     }
 
 
@@ -157,6 +164,10 @@ class ExperimentStatus:
     goal: tuple[str, int] | None = None
     #: USD per hour of what the run occupies (GKE: its node at list price); None when unknown or free
     price_per_hour: float | None = None
+    #: the spec's budget in USD (rlcloud.budget); set by the Experiment facade, which has the spec
+    budget_usd: float | None = None
+    #: the cost so far as the in-cluster reaper measured it (its pods x their nodes' prices), None: not measured
+    cost_usd: float | None = None
 
     def __post_init__(self) -> None:
         # a plain dict (progress.json as parsed, a caller's own) is read through the typed model
@@ -189,6 +200,8 @@ class ExperimentStatus:
             restarts=self.restarts,
             price_per_hour=self.price_per_hour,
             running=self.state == "running",
+            budget_usd=self.budget_usd,
+            cost_usd=self.cost_usd,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -233,6 +246,7 @@ class TrialStatus:
     restarts: int = 0  # how often its learner was started again
     observed_at: float = field(default_factory=time.time)
     goal: tuple[str, int] | None = None  # what it stops at; set by the Sweep facade, which has the spec
+    price_per_hour: float | None = None  # USD per hour of what the trial occupies; set by the Sweep facade
 
     def __post_init__(self) -> None:
         # a plain dict (progress.json as parsed, a caller's own) is read through the typed model
@@ -257,6 +271,7 @@ class TrialStatus:
             goal=self.goal,
             restarts=self.restarts,
             running=self.state == "running",
+            price_per_hour=self.price_per_hour,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -285,6 +300,10 @@ class SweepStatus:
     trials: list[TrialStatus] = field(default_factory=list)
     message: str | None = None
     backend: str = ""
+    #: the sweep's budget in USD; set by the Sweep facade, which has the spec
+    budget_usd: float | None = None
+    #: the sweep's cost so far as the in-cluster reaper measured it (all its trials' pods); None: not measured
+    cost_usd: float | None = None
 
     @property
     def finished(self) -> bool:
@@ -302,8 +321,10 @@ class SweepStatus:
     def vitals(self) -> dict[str, Any]:
         """The sweep's figures from its trials': ``percent`` (of all trials' work, a finished trial counting
         whole; null unless every trial's goal is known), ``eta_s`` (the work left at the running trials'
-        summed steps/s), ``best_return``, ``restarts``, ``stalled`` (trials), ``cost_usd`` (null unless known
-        for every trial that ran)."""
+        summed steps/s), ``best_return``, ``restarts``, ``stalled`` (trials), ``cost_usd`` (the reaper's measure,
+        else the trials' sum; null unless known for every trial that ran), ``budget_usd``, ``budget_percent``."""
+        from rlcloud.budget import figures as budget_figures
+
         figures = [t.vitals for t in self.trials]
         goals = [t.goal for t in self.trials]
         percent = eta = None
@@ -316,13 +337,17 @@ class SweepStatus:
                 eta = round(left / rate)
         returns = [f["mean_return"] for f in figures if f["mean_return"] is not None]
         costs = [f["cost_usd"] for t, f in zip(self.trials, figures, strict=True) if t.progress]
+        cost = round(sum(costs), 2) if costs and None not in costs else None
+        if self.cost_usd is not None:
+            cost = round(self.cost_usd, 2)
         return {
             "percent": percent,
             "eta_s": eta,
             "best_return": max(returns) if returns else None,
             "restarts": sum(f["restarts"] for f in figures),
             "stalled": sum(1 for t in self.trials if t.stalled_for is not None),
-            "cost_usd": round(sum(costs), 2) if costs and None not in costs else None,
+            "cost_usd": cost,
+            **budget_figures(cost, self.budget_usd),
         }
 
     def to_dict(self) -> dict[str, Any]:

@@ -52,6 +52,15 @@ class ProjectConfig(StrictModel):
         "rlcloud-reaper@my-project.iam.gserviceaccount.com; without it clusters with ttl/autodown get no reaper.",
     )
 
+    cpu_hour_usd: float = Field(
+        0.0,
+        ge=0,
+        le=100,
+        description="What a CPU-hour on this machine costs you, in USD: local runs' cost so far is their training "
+        "time x their processes (the learner, plus env servers) x this rate, and a spec's budget stops a local run "
+        "at it. 0 (the default): local runs are free and no budget stops them.",
+    )
+
     @field_validator("credentials")
     @classmethod
     def _credentials(cls, value: str | None) -> str | None:

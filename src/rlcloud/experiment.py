@@ -217,10 +217,16 @@ class Experiment:
         status = self.backend.status(self.name)
         spec = self.spec
         goal = ("timestep", spec.total_timesteps) if spec.total_timesteps else ("episode", spec.episodes or 0)
-        return replace(status, goal=goal if goal[1] else None, price_per_hour=self._price_per_hour())
+        budget = spec.budget.amount if spec.budget is not None else None
+        return replace(status, goal=goal if goal[1] else None, price_per_hour=self._price_per_hour(), budget_usd=budget)
 
     def _price_per_hour(self) -> float | None:
-        """USD per hour of the node the learner runs on, when the cluster is a GKE one with a known price."""
+        """USD per hour of the node the learner runs on, when the cluster is a GKE one with a known price; on this
+        machine, rlcloud.yaml's ``cpu_hour_usd`` for each of the run's processes (None when 0: free)."""
+        if self._runs_here():
+            from rlcloud.local.backend import local_run_price
+
+            return local_run_price(self.spec)
         cluster_spec = getattr(self._cluster, "spec", None) if self._cluster is not None else None
         if cluster_spec is None or getattr(self._cluster, "kind", None) != "gke":
             return None

@@ -197,12 +197,21 @@ class Sweep:
         ``status.vitals`` and each trial's: percent done, ETA, best return, restarts (docs/contracts.md)."""
         status = self.sweeps.sweep_status(self.name)
         base = self.spec.experiment
+        here = self._cluster is None or self._cluster.kind == "local"
+        # locally each trial costs cpu_hour_usd per hour (one process); on a cluster the reaper measures the sweep
+        price = None
+        if here:
+            from rlcloud.local.backend import local_run_price
+
+            price = local_run_price(base)
         trials = []
         for trial in status.trials:
             total = trial.params.get("total_timesteps", base.total_timesteps)
             goal = ("timestep", total) if total else ("episode", trial.params.get("episodes", base.episodes) or 0)
-            trials.append(replace(trial, goal=goal if isinstance(goal[1], int) and goal[1] > 0 else None))
-        return replace(status, trials=trials)
+            goal_or_none = goal if isinstance(goal[1], int) and goal[1] > 0 else None
+            trials.append(replace(trial, goal=goal_or_none, price_per_hour=price))
+        budget = self.spec.budget.amount if self.spec.budget is not None else None
+        return replace(status, trials=trials, budget_usd=budget)
 
     def wait(
         self,

@@ -69,6 +69,7 @@ def main() -> int:
             fh.write(json.dumps({"episode": episode, "pid": os.getpid()}) + "\n")
         now = time.time()
         progress = {"state": "running", "episode": episode, "timestep": episode, "updated": now, "advanced_at": now}
+        progress["elapsed"] = round(episode * delay, 3)  # training seconds, as the runner counts them
         (workdir / "progress.json").write_text(json.dumps(progress))
         print(f"episode {episode}", flush=True)
         time.sleep(delay)

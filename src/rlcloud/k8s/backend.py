@@ -63,6 +63,7 @@ from rlcloud.k8s.status import (
     job_finished,
     labels,
     learner,
+    measured_cost,
     overall,
     role_rank,
     role_statuses,
@@ -186,8 +187,15 @@ class KubernetesExperiments(KubernetesNamespace, ExperimentBackend):
             except RLCloudError as exc:
                 logger.debug("progress of %s unreadable: %s", name, exc)
         state, message = overall(observed.jobs, roles, progress)
+        found = learner(observed.jobs)
         return ExperimentStatus(
-            name=name, state=state, roles=roles, progress=progress, message=message, backend=self.kind
+            name=name,
+            state=state,
+            roles=roles,
+            progress=progress,
+            message=message,
+            backend=self.kind,
+            cost_usd=measured_cost(found[1]) if found else None,
         )
 
     def wait(self, name: str, timeout: float | None = None) -> ExperimentStatus:

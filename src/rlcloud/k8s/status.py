@@ -35,6 +35,7 @@ __all__ = [
     "job_finished",
     "labels",
     "learner",
+    "measured_cost",
     "name",
     "one_line",
     "overall",
@@ -368,6 +369,14 @@ def budget_stop(job: JSON) -> str | None:
     if found.get(ANNOTATION_BUDGET_STATE) != "stopped":
         return None
     return f"stopped by the in-cluster reaper: {found.get(ANNOTATION_STOP_REASON) or 'budget reached'}"
+
+
+def measured_cost(job: JSON) -> float | None:
+    """The run's cost so far as the in-cluster reaper last measured it (its Job's ``rlcloud.io/cost-usd``), else
+    None (no reaper on the cluster, or it has not looked yet)."""
+    from rlcloud.budget import ANNOTATION_COST, read_annotation_usd
+
+    return read_annotation_usd((get(job, "metadata", "annotations") or {}).get(ANNOTATION_COST))
 
 
 @dataclass(frozen=True)

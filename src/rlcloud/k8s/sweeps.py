@@ -32,7 +32,17 @@ from rlcloud.k8s.builders import (
     sweep_selector,
 )
 from rlcloud.k8s.namespace import KubernetesNamespace
-from rlcloud.k8s.status import JSON, budget_stop, get, is_live, is_suspended, job_finished, labels, trial_states
+from rlcloud.k8s.status import (
+    JSON,
+    budget_stop,
+    get,
+    is_live,
+    is_suspended,
+    job_finished,
+    labels,
+    measured_cost,
+    trial_states,
+)
 from rlcloud.k8s.status import name as object_name
 from rlcloud.layout import FINAL_STATES, ProgressRecord
 from rlcloud.waiting import poll_until
@@ -144,7 +154,14 @@ class KubernetesSweeps(KubernetesNamespace, SweepCapable):
                 state = seen.state  # type: ignore[assignment]  # queued/pending/running: TrialState values
             trials.append(TrialStatus(index, trial_name, params, seed, state, got, reason, restarts=seen.restarts))
         overall_state, message = _sweep_overall(job, trials)
-        return SweepStatus(name=name, state=overall_state, trials=trials, message=message, backend=self.kind)
+        return SweepStatus(
+            name=name,
+            state=overall_state,
+            trials=trials,
+            message=message,
+            backend=self.kind,
+            cost_usd=measured_cost(job) if job is not None else None,
+        )
 
     def stop_sweep(self, name: str) -> None:
         """Delete the sweep's Job in the foreground (running trials get SIGTERM and checkpoint; no new trial

@@ -68,7 +68,7 @@ from rlcloud.waiting import poll_until
 if TYPE_CHECKING:
     from rlcloud.specs import ExperimentSpec
 
-__all__ = ["DEFAULT_GRACE_PERIOD", "LOCAL_IDLE_TIMEOUT", "LocalBackend", "LocalExperiments"]
+__all__ = ["DEFAULT_GRACE_PERIOD", "LOCAL_IDLE_TIMEOUT", "LocalBackend", "LocalExperiments", "local_run_price"]
 
 logger = logging.getLogger(__name__)
 
@@ -181,7 +181,9 @@ class LocalExperiments(LocalMachine, ExperimentBackend):
                     role_env.update(RunnerEnv(port=port, bind_host="127.0.0.1").to_env())
                 if role is Role.AGENT:
                     role_env.update(RunnerEnv(env_servers=env_servers).to_env())
-                proc, command = self._launch(exp, role, index, spec_path, role_env, spec.stall_timeout.seconds)
+                proc, command = self._launch(
+                    exp, role, index, spec_path, role_env, spec.stall_timeout.seconds, budget=_budget_options(spec)
+                )
                 roles.append(
                     dict(
                         role=str(role), index=index, started=time.time(), port=port, **proc_identity(proc.pid, command)
@@ -230,6 +232,7 @@ class LocalExperiments(LocalMachine, ExperimentBackend):
         spec_path: Path,
         env: dict[str, str],
         stall_timeout: float | None = None,
+        budget: list[str] | None = None,
     ) -> tuple[subprocess.Popen[bytes], list[str]]:
         label = role_label(role, index)
         log_path = exp.log_file(label)
@@ -240,6 +243,8 @@ class LocalExperiments(LocalMachine, ExperimentBackend):
             "--spec", str(spec_path.resolve()), "--workdir", workdir,
         ]  # fmt: skip
         watch = ["--stall-timeout", str(stall_timeout)] if stall_timeout and role.is_learner else []
+        if role.is_learner and budget:
+            watch += budget  # the learner's supervisor keeps the run's budget (rlcloud.budget)
         command = [
             self.python, "-m", "rlcloud.local.supervisor", "--workdir", workdir,
             "--label", label, "--grace", str(self.grace_period), *watch, "--", *runner,
@@ -354,7 +359,9 @@ class LocalExperiments(LocalMachine, ExperimentBackend):
         if state.get("stop_requested"):
             if running:
                 return "running", "stopping"
-            return ("paused", None) if state.get("paused") else ("stopped", None)
+            # a supervisor that stopped the run for its budget says so (stop_reason)
+            reason = state.get("stop_reason") if isinstance(state.get("stop_reason"), str) else None
+            return ("paused", None) if state.get("paused") else ("stopped", reason)
         return "running", None
 
     def wait(self, name: str, timeout: float | None = None) -> ExperimentStatus:
@@ -520,3 +527,26 @@ def _load_spec(path: Path) -> ExperimentSpec:
     from rlcloud.specs import ExperimentSpec
 
     return ExperimentSpec.from_file(path)
+
+
+def local_run_price(spec: ExperimentSpec) -> float | None:
+    """USD per hour of ``spec`` run on this machine: rlcloud.yaml's ``cpu_hour_usd`` x its processes (the
+    learner, plus its env servers when distributed); None when the rate is 0 (free) or the config unreadable."""
+    from rlcloud.budget import local_price_per_hour
+    from rlcloud.config import load_project_config
+    from rlcloud.errors import RLCloudError
+
+    try:
+        rate = load_project_config().cpu_hour_usd
+    except RLCloudError:
+        return None
+    return local_price_per_hour(rate, 1 + (spec.num_workers if spec.run_mode == "distributed" else 0))
+
+
+def _budget_options(spec: ExperimentSpec) -> list[str]:
+    """The learner supervisor's ``--budget-usd B --price-per-hour P`` when the run has a budget and runs at a
+    price (rlcloud.yaml's cpu_hour_usd is set); else none."""
+    price = local_run_price(spec)
+    if spec.budget is None or price is None:
+        return []
+    return ["--budget-usd", f"{spec.budget.amount:.2f}", "--price-per-hour", repr(price)]

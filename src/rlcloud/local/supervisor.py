@@ -9,6 +9,10 @@ lifecycle rules without anyone watching:
 - any role failed (an exit code other than 0, or 143/130 after a stop or pause): the other roles are
   stopped, and the run is failed.
 
+- the run reached its money budget (``--budget-usd`` at ``--price-per-hour`` of training time,
+  :mod:`rlcloud.budget`): at 90% a line in the log; at 100% the run is stopped as ``stop`` stops it (the
+  runner checkpoints on SIGTERM, the other roles are stopped), its state "stopped" with the reason
+  (``stop_reason``).
 - the learner stalled (``--stall-timeout``: its progress.json says "running" but its timestep has not
   advanced for that long, :func:`rlcloud.backend.stalled_for`): the runner is stopped (SIGTERM, then SIGKILL
   after the grace period) and started again once, resuming from its latest checkpoint
@@ -44,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from rlcloud.backend import stalled_for
+from rlcloud.budget import BudgetDecision, decide
 from rlcloud.errors import NotFoundError, WorkloadError
 from rlcloud.layout import PROGRESS, ProgressRecord, log_path
 from rlcloud.local.state import POLL_S, RunState, acquire_flock, atomic_write
@@ -80,11 +85,14 @@ def supervise(
     command: list[str],
     grace_period: float = DEFAULT_GRACE_PERIOD,
     stall_timeout: float | None = None,
+    budget: tuple[float, float] | None = None,
 ) -> int:
     """Run ``command``, record its exit code, and apply the lifecycle rules (module docstring).
 
     ``stall_timeout``: seconds the runner may train without a timestep before it is restarted (once), then
-    failed; None: not watched (env servers, which only serve).
+    failed; None: not watched (env servers, which only serve). ``budget``: (USD, USD per hour) of the run: its
+    cost so far is its training time (progress.json ``elapsed``) x the price; at 90% a line in the log, at
+    100% the runner is stopped as a stop stops it (SIGTERM: it checkpoints) and so are the other roles.
     """
     run = RunState(workdir)
     received: list[int] = []
@@ -126,11 +134,19 @@ def supervise(
     launched = time.time()
     next_look = time.monotonic() + STALL_POLL_S
     restarts = 0
+    warned = False
     while True:
         try:
             code = child.wait(timeout=POLL_S)
             break
         except subprocess.TimeoutExpired:
+            if budget is not None and not received:  # each poll: a stop overruns by at most a report
+                decision = _budget_decision(run, budget, warned)
+                if decision.action == "warn":
+                    warned = True
+                    print(f"----- {label} budget: {decision.reason}", flush=True)
+                elif decision.action == "stop":
+                    return _stop_for_budget(run, label, child, grace_period, decision.reason)
             if stall_timeout is not None and not received and time.monotonic() >= next_look:
                 next_look = time.monotonic() + STALL_POLL_S
                 idle = _stalled(run, launched, stall_timeout)
@@ -166,6 +182,31 @@ def supervise(
     if code < 0:
         code = 128 - code  # killed by a signal: the shell's convention (SIGKILL -> 137)
     return _finish(run, label, code, grace_period)
+
+
+def _budget_decision(run: RunState, budget: tuple[float, float], warned: bool) -> BudgetDecision:
+    """The budget's decision from the run's training time so far (progress.json ``elapsed``, all starts)."""
+    try:
+        progress = json.loads((run.workdir / "progress.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        progress = None
+    elapsed = progress.get("elapsed") if isinstance(progress, dict) else None
+    if not isinstance(elapsed, int | float) or isinstance(elapsed, bool):
+        return decide(None, budget[0])
+    return decide(budget[1] * elapsed / 3600, budget[0], warned=warned)
+
+
+def _stop_for_budget(run: RunState, label: str, child: subprocess.Popen[bytes], grace: float, reason: str) -> int:
+    """Stop the run as ``rlcloud experiment stop`` does (the runner checkpoints on SIGTERM), the state saying why."""
+    why = f"stopped by its budget: {reason}"
+    print(f"----- {label} {why}: checkpointing and stopping the run", flush=True)
+    # stop_requested first: the other roles' supervisors then treat their ends as requested, not as failures
+    run.update(stop_requested=True, stop_reason=why)
+    code = _end_child(child, grace, label)
+    with contextlib.suppress(NotFoundError, ValueError):
+        others = [r for r in run.roles(run.read()) if r.label != label]
+        run.stop_roles([r for r in others if run.role_alive(r)], grace, reap=False)
+    return _finish(run, label, code, grace, why)
 
 
 def _stalled(run: RunState, launched: float, stall_timeout: float) -> float | None:
@@ -257,12 +298,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--stall-timeout", type=float, default=None, help="seconds without a timestep before a restart (learner)"
     )
+    parser.add_argument("--budget-usd", type=float, default=None, help="the run's budget (learner)")
+    parser.add_argument("--price-per-hour", type=float, default=None, help="USD per hour of training (learner)")
     parser.add_argument("runner", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.runner[1:] if args.runner[:1] == ["--"] else args.runner
     if not command:
         raise WorkloadError("the supervisor needs a command after --")
-    return supervise(Path(args.workdir), args.label, command, args.grace, args.stall_timeout)
+    budget = (args.budget_usd, args.price_per_hour) if args.budget_usd and args.price_per_hour else None
+    return supervise(Path(args.workdir), args.label, command, args.grace, args.stall_timeout, budget)
 
 
 if __name__ == "__main__":
