@@ -516,9 +516,20 @@ def vitals_rows(status: ExperimentStatus) -> list[tuple[str, str]]:
         rows.append(("restarts", str(figures["restarts"])))
     if figures["checkpoint_age_s"] is not None:
         rows.append(("checkpoint", f"{figures['checkpoint']} ({span(figures['checkpoint_age_s'])} ago)"))
-    if figures["cost_usd"] is not None:
-        rows.append(("cost so far", f"~${figures['cost_usd']:.2f} (est., the learner's node at list price)"))
+    if figures["cost_usd"] is not None or figures["budget_usd"] is not None:
+        rows.append(("cost so far", cost_text(figures)))
     return rows
+
+
+def cost_text(figures: dict[str, Any]) -> str:
+    """The cost so far and the budget, for people: ``~$1.20 of $25.00 budget (5%)``, ``~$1.20 (estimate)``,
+    ``unknown of $25.00 budget``. Estimates from list prices or rlcloud.yaml's cpu_hour_usd (rlcloud.budget)."""
+    cost, budget = figures.get("cost_usd"), figures.get("budget_usd")
+    text = f"~${cost:.2f}" if cost is not None else "unknown"
+    if budget is None:
+        return f"{text} (estimate)"
+    percent = figures.get("budget_percent")
+    return f"{text} of ${budget:.2f} budget" + (f" ({percent:.0f}%)" if percent is not None else "")
 
 
 def span(seconds: float) -> str:

@@ -189,3 +189,38 @@ def test_a_cluster_over_its_budget_stops_its_runs_then_is_deleted(
     assert len(fake.requests_of("DeleteCluster")) == 1
     record = apiserver.get_object("ConfigMap", "rlcloud-reaper", "rlcloud-system")
     assert record is not None and "runs are stopped and stored" in record["data"]["budget_cluster"]
+
+
+def test_a_sweep_over_its_budget_starts_no_more_trials_and_its_running_ones_checkpoint(
+    fake: FakeClusterManager,
+    container_client: Any,
+    apiserver: FakeKubeApiServer,
+    api: k8s.ApiClient,
+    kubelet: FakeKubelet,
+    backend: KubernetesBackend,
+    tmp_path: Path,
+) -> None:
+    from tests.k8s.test_sweep_on_k8s import make_sweep
+
+    _put_cluster(fake, {}, created=time.time() - 60)
+    root = tmp_path / "results"
+    sweep = make_sweep(2, max_parallel=1, budget="0.05 USD")  # 4 trials, one at a time
+    backend.start_sweep(sweep, str(root))
+    (job,) = apiserver.list_objects("Job", NS)
+    assert job["metadata"]["annotations"][ANNOTATION_BUDGET] == "0.05"
+    first = sweep.trial_table()[0][0]
+    eventually(lambda: (root / "lr" / first / "progress.json").exists())
+    (pod,) = apiserver.list_objects("Pod", NS, "rlcloud.io/sweep=lr")
+    start = _dt.datetime.fromisoformat(pod["status"]["startTime"].replace("Z", "+00:00")).timestamp()
+
+    # one trial pod at ~$0.0377/h: $0.05 is spent after ~1.3 h
+    _reap(container_client, api, start + 2 * H)
+    job_now = apiserver.get_object("Job", job["metadata"]["name"], NS)
+    assert job_now is not None and job_now["spec"]["suspend"] is True
+    eventually(lambda: not kubelet.running())
+    assert (root / "lr" / first / "checkpoints" / "LATEST").exists()
+    assert len(kubelet.started) == 1, "no further trial started"
+    status = backend.sweep_status("lr")
+    assert status.state == "stopped" and "budget reached" in (status.message or "")
+    assert status.cost_usd is not None and status.cost_usd >= 0.05
+    assert len(_events(apiserver, NS, "BudgetExceeded")) == 1

@@ -75,3 +75,27 @@ def test_the_supervisor_warns_once_at_90_percent_then_stops_every_role(
     assert (workdir / "checkpoints" / "LATEST").exists()
     # the env server was stopped as a stop stops it, not failed
     assert {r.role: r.state for r in final.roles} == {"agent": "succeeded", "env-server": "succeeded"}
+
+
+@pytest.mark.training
+def test_a_local_sweep_over_its_budget_stops_its_trial_and_starts_no_other(tmp_path: Path) -> None:
+    from rlcloud import Sweep, SweepSpec
+
+    Path("rlcloud.yaml").write_text("cpu_hour_usd: 36\n", encoding="utf-8")
+    spec = SweepSpec(
+        name="capped-sweep",
+        experiment=_spec("base"),
+        parameters={"agent.learning_rate": [1e-3, 3e-4]},
+        seeds=2,
+        max_parallel=1,
+        budget="0.04 USD",  # type: ignore[arg-type]
+    )
+    sweep = Sweep(spec, results=str(tmp_path / "results")).start()
+    status = sweep.wait(timeout=600)
+    assert status.state == "stopped" and "stopped by its budget" in (status.message or ""), status.message
+    counts = status.counts()
+    assert counts == {"stopped": 1, "queued": 3}, counts
+    first = status.trials[0] if status.trials[0].state == "stopped" else status.trials[1]
+    assert (tmp_path / "results" / "capped-sweep" / first.name / "checkpoints" / "LATEST").exists()
+    vitals = sweep.status().vitals
+    assert vitals["budget_usd"] == 0.04 and vitals["budget_percent"] is not None and vitals["budget_percent"] >= 100

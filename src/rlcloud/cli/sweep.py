@@ -241,8 +241,10 @@ def _vitals_text(figures: dict[str, Any]) -> str:
         parts.append(f"{figures['restarts']} restart(s)")
     if figures["stalled"]:
         parts.append(f"{figures['stalled']} stalled")
-    if figures["cost_usd"] is not None:
-        parts.append(f"~${figures['cost_usd']:.2f}")
+    if figures["cost_usd"] is not None or figures.get("budget_usd") is not None:
+        from rlcloud.experiment import cost_text
+
+        parts.append(cost_text(figures))
     return "  " + " · ".join(parts) if parts else ""
 
 

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from rlcloud.backend import ExperimentBackend, ExperimentState, ExperimentStatus, RoleState, RoleStatus
 from rlcloud.errors import ConflictError, NotFoundError, RecordError, WaitTimeoutError
 from rlcloud.layout import PROGRESS, ProgressRecord, child
-from rlcloud.local.machine import LocalMachine, keep_child, reap_children
+from rlcloud.local.machine import LocalMachine, keep_child, local_run_price, reap_children
 from rlcloud.local.state import (
     GROUP_KILL_MARGIN,
     POLL_S,
@@ -527,20 +527,6 @@ def _load_spec(path: Path) -> ExperimentSpec:
     from rlcloud.specs import ExperimentSpec
 
     return ExperimentSpec.from_file(path)
-
-
-def local_run_price(spec: ExperimentSpec) -> float | None:
-    """USD per hour of ``spec`` run on this machine: rlcloud.yaml's ``cpu_hour_usd`` x its processes (the
-    learner, plus its env servers when distributed); None when the rate is 0 (free) or the config unreadable."""
-    from rlcloud.budget import local_price_per_hour
-    from rlcloud.config import load_project_config
-    from rlcloud.errors import RLCloudError
-
-    try:
-        rate = load_project_config().cpu_hour_usd
-    except RLCloudError:
-        return None
-    return local_price_per_hour(rate, 1 + (spec.num_workers if spec.run_mode == "distributed" else 0))
 
 
 def _budget_options(spec: ExperimentSpec) -> list[str]:

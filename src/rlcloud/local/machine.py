@@ -8,11 +8,15 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rlcloud.local.supervisor import DEFAULT_GRACE_PERIOD
 from rlcloud.results import results_root
 
-__all__ = ["CHILDREN", "LocalMachine", "keep_child", "reap_children"]
+if TYPE_CHECKING:
+    from rlcloud.specs import ExperimentSpec
+
+__all__ = ["CHILDREN", "LocalMachine", "keep_child", "local_run_price", "reap_children"]
 
 # The detached processes this Python started and has not yet seen exit. Kept here, not on the backend:
 # they outlive any backend object, and a Popen dropped while its process runs warns (ResourceWarning) and
@@ -58,3 +62,17 @@ class LocalMachine:
     def results_root(self) -> str:
         """The results root this backend looks in for experiments by name."""
         return results_root(None, self._root or None)  # checked and normalised: file:///dir is /dir
+
+
+def local_run_price(spec: ExperimentSpec) -> float | None:
+    """USD per hour of ``spec`` run on this machine: rlcloud.yaml's ``cpu_hour_usd`` x its processes (the
+    learner, plus its env servers when distributed); None when the rate is 0 (free) or the config unreadable."""
+    from rlcloud.budget import local_price_per_hour
+    from rlcloud.config import load_project_config
+    from rlcloud.errors import RLCloudError
+
+    try:
+        rate = load_project_config().cpu_hour_usd
+    except RLCloudError:
+        return None
+    return local_price_per_hour(rate, 1 + (spec.num_workers if spec.run_mode == "distributed" else 0))

@@ -96,10 +96,12 @@ def run_sweep(statedir: Path, pool: WarmPool | None = None) -> int:
     # a fresh sweep (no trial started yet) proves its base experiment on one trial first
     smoke = sweep.smoke_timesteps if len(pending) == len(trials) > 1 and max_parallel > 1 else 0
     smoke_trial = pending[0].name if smoke else None
-    update_sweep_state(statedir, failures={}, halted=None)
+    update_sweep_state(statedir, failures={}, halted=None, budget_stopped=None)
     if pool is not None and pending and pool.accepts(pending[0].spec, location):
         pool.warm_up(pending[0].spec, min(len(pending), max_parallel))
     halt: str | None = None
+    price = state.get("price_per_hour")
+    budget = _SweepBudget(sweep, location, price if isinstance(price, int | float) else None)
     logger.info("sweep %s: %d trials (%d to run), %d at a time", sweep.name, len(trials), len(pending), max_parallel)
     if smoke_trial:
         logger.info("trial %s runs alone until it has trained %d timesteps (smoke_timesteps)", smoke_trial, smoke)
@@ -129,6 +131,17 @@ def run_sweep(statedir: Path, pool: WarmPool | None = None) -> int:
                     failures.setdefault(signature, []).append(name)
                     update_sweep_state(statedir, failures=failures)
                     logger.error("trial %s failed: %s", name, signature)
+        over = budget.look(trials, pending)
+        if over is not None:
+            # the budget is spent: nothing more starts, and the running trials checkpoint and stop
+            logger.warning("sweep %s %s: stopping %d running trial(s)", sweep.name, over, len(running))
+            update_sweep_state(statedir, budget_stopped=over)
+            for name, backend in list(running.items()):
+                backend.stop(name)
+                if pool is not None:
+                    pool.finished(name)
+            pending, running = [], {}
+            continue
         worst = max(failures.items(), key=lambda item: len(item[1]), default=None)
         if worst is not None and sweep.max_failures and len(worst[1]) >= sweep.max_failures:
             halt = halt or (
@@ -169,6 +182,46 @@ def run_sweep(statedir: Path, pool: WarmPool | None = None) -> int:
     halted = read_sweep_state(statedir).get("halted")
     logger.info("sweep %s: %s", sweep.name, "halted" if halted else "every trial has finished")
     return 0
+
+
+class _SweepBudget:
+    """The sweep's money budget on this machine: its trials' training time (progress.json ``elapsed``) x
+    ``price`` (USD per trial-hour: :func:`rlcloud.local.backend.local_run_price` at the sweep's start). Looked at
+    about once a second; warns once at 90% (a log line) and says when the budget is spent."""
+
+    def __init__(self, sweep: Any, location: str, price: float | None) -> None:
+        self.location = location
+        self.price = price if price and price > 0 else None
+        self.budget = sweep.budget.amount if sweep.budget is not None and self.price is not None else None
+        self.warned = False
+        self.next = 0.0
+        self.name = sweep.name
+
+    def look(self, trials: list[Any], pending: list[Any]) -> str | None:
+        """None, or why the sweep stops: "stopped by its budget: ..." once its trials that are not ``pending``
+        (running, finished, or run by an earlier start) have cost the budget."""
+        if self.budget is None or self.price is None or time.monotonic() < self.next:
+            return None
+        queued = {t.name for t in pending}
+        started = [t.name for t in trials if t.name not in queued]
+        from rlcloud.budget import decide
+        from rlcloud.errors import RLCloudError
+        from rlcloud.storage import open_store, read_progress
+
+        self.next = time.monotonic() + 1.0
+        seconds = 0.0
+        for name in started:
+            try:
+                elapsed = (read_progress(open_store(self.location.rstrip("/") + "/" + name)) or {}).get("elapsed")
+            except RLCloudError:
+                continue
+            if isinstance(elapsed, int | float) and not isinstance(elapsed, bool):
+                seconds += elapsed
+        decision = decide(self.price * seconds / 3600, self.budget, warned=self.warned)
+        if decision.action == "warn":
+            self.warned = True
+            logger.warning("sweep %s budget: %s", self.name, decision.reason)
+        return f"stopped by its budget: {decision.reason}" if decision.action == "stop" else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from rlcloud.backend import ExperimentBackend, ExperimentState, SweepCapable, SweepStatus, TrialStatus, trial_state
 from rlcloud.errors import NotFoundError
 from rlcloud.layout import SWEEP_SPEC
-from rlcloud.local.machine import LocalMachine, keep_child, reap_children
+from rlcloud.local.machine import LocalMachine, keep_child, local_run_price, reap_children
 from rlcloud.local.state import (
     POLL_S,
     SWEEP_STATE_DIR,
@@ -90,6 +90,8 @@ class LocalSweeps(LocalMachine, SweepCapable):
                     "max_parallel": local_parallelism(sweep.max_parallel, sweep.name),
                     "started": time.time(),
                     "stop_requested": False,
+                    # USD per trial-hour (rlcloud.yaml's cpu_hour_usd, read here: the sweeper runs elsewhere)
+                    "price_per_hour": local_run_price(sweep.experiment),
                 },
                 indent=1,
             )
@@ -147,12 +149,17 @@ class LocalSweeps(LocalMachine, SweepCapable):
         overall: ExperimentState
         message = None
         halted = state.get("halted")  # the sweeper stopped launching trials (max_failures, smoke trial)
+        spent = state.get("budget_stopped")  # the sweeper stopped the sweep: its budget is spent
         if active:
             overall = "running"
             if state.get("stop_requested"):
                 message = "stopping"
+            elif isinstance(spent, str):
+                message = f"{spent}: stopping the running trials"
             elif isinstance(halted, str):
                 message = f"{halted} (the running trials go on)"
+        elif isinstance(spent, str):
+            overall, message = "stopped", spent
         elif isinstance(halted, str):
             overall, message = "failed", halted
         elif all(t.finished for t in trials):
