@@ -1,7 +1,7 @@
 """The in-cluster reaper: ``python -m rlcloud.gke.reaper`` deletes its own GKE cluster when it is due.
 
 A CronJob (:mod:`rlcloud.k8s.reaper_builders`) runs it every 5 minutes on clusters whose spec has a
-``ttl`` or an ``autodown``, so a cluster goes away even when no rlcloud client is running (the laptop
+``ttl``, an ``autodown`` or a ``budget``, so a cluster goes away even when no rlcloud client is running (the laptop
 closed). Each run:
 
 1. learns its project, location and cluster name from the GCE metadata server;
@@ -32,6 +32,10 @@ The rules (docs/gke-setup.md, "Teardown inside the cluster"):
   label still acts.
 * Deleting is idempotent: a cluster already being deleted (STOPPING) or gone is left alone, and a cluster
   busy with another operation (an upgrade) is tried again on the next run.
+* Money budgets (:mod:`rlcloud.gke.budgets`, decisions in :mod:`rlcloud.budget`): each run prices rlcloud's
+  pods from their nodes, warns at 90% of a run's or sweep's budget and stops it (Job ``spec.suspend``: the
+  runner checkpoints on SIGTERM) at 100%; a cluster over its ``budget-cents`` label has its runs stopped and
+  is deleted once their pods are gone.
 
 Environment overrides (for tests and odd set-ups): ``RLCLOUD_METADATA_HOST`` (``host:port`` of the
 metadata server), ``RLCLOUD_KUBE_API`` (a Kubernetes API URL instead of the in-cluster configuration),
