@@ -202,7 +202,7 @@ def test_pods_are_priced_from_their_nodes_labels() -> None:
     costs, unpriced = run_costs(pods, prices, now)
     assert unpriced == ["x"]
     run = costs[("rl", "experiment", "exp")]
-    assert set(run) == {"learner", "env"}
+    assert set(run) == {"learner", "env"}  # the pod on the unpriced node is not counted (nor given $0)
     assert run["learner"] == pytest.approx(2 * t4)
     assert run["env"] == pytest.approx(prices["cpu"][0] * 0.25)  # type: ignore[operator]
 

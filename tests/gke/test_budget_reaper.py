@@ -224,3 +224,28 @@ def test_a_sweep_over_its_budget_starts_no_more_trials_and_its_running_ones_chec
     assert status.state == "stopped" and "budget reached" in (status.message or "")
     assert status.cost_usd is not None and status.cost_usd >= 0.05
     assert len(_events(apiserver, NS, "BudgetExceeded")) == 1
+
+
+def test_a_reaper_that_may_not_list_nodes_records_it_and_its_ttl_still_acts(
+    fake: FakeClusterManager,
+    container_client: Any,
+    apiserver: FakeKubeApiServer,
+    api: k8s.ApiClient,
+    kubelet: FakeKubelet,
+    backend: KubernetesBackend,
+    tmp_path: Path,
+) -> None:
+    # an older install's ClusterRole has no nodes: pods cannot be priced, nothing is stopped on a guess
+    apiserver.inject_fault("GET", "/api/v1/nodes", status=403, count=100)
+    now = time.time()
+    _put_cluster(fake, {"expiry": str(int(now - 60))}, created=now - H)
+    results = tmp_path / "results"
+    backend.start(make_spec(name="unpriced", budget="0.01 USD"), str(results))
+    _started(apiserver, kubelet, results, "unpriced")
+    decision = _reap(container_client, api, now + 10 * H)
+    assert decision.delete and "ttl expired" in decision.reason
+    job = apiserver.get_object("Job", "unpriced-single", NS)
+    assert job is not None and not job["spec"].get("suspend")
+    record = apiserver.get_object("ConfigMap", "rlcloud-reaper", "rlcloud-system")
+    assert record is not None and "cannot list the nodes" in record["data"]["budget_problems"]
+    assert "cost so far unknown" in record["data"]["budget_runs"]

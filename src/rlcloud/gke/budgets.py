@@ -206,6 +206,7 @@ def run_costs(
         price, allocatable = prices.get(node, (None, {}))
         if price is None:
             unpriced.add(str(node))
+            costs.setdefault(key, {})  # it runs, at a cost unknown
             continue
         share = pod_share(_requests(pod), allocatable)
         costs.setdefault(key, {})[str(uid)] = pod_cost(_runtime(pod, now), price, share)
@@ -413,7 +414,8 @@ def enforce_run_budgets(
     for run in workloads(jobs, own_namespace=own_namespace):
         key = (run.namespace, run.kind, run.name)
         ledger = account(run.ledger, costs.get(key, {}))
-        cost = round(sum(ledger.values()), 4)
+        # pods that run on nodes without a price, and nothing priced yet: the cost is unknown, never $0
+        cost: float | None = round(sum(ledger.values()), 4) if ledger or key not in costs else None
         state = run.annotation(ANNOTATION_BUDGET_STATE)
         budget = run.budget
         decision = (
@@ -423,10 +425,12 @@ def enforce_run_budgets(
         )
         if budget is not None:
             report.lines.append(f"{run.label}: {decision.reason}")
-        if dry_run or (budget is None and not ledger):
+        if dry_run or (budget is None and not ledger) or (cost is None and not ledger):
             continue
         try:
-            annotations: JSON = {ANNOTATION_COST: f"{cost:.4f}", ANNOTATION_LEDGER: json.dumps(ledger, sort_keys=True)}
+            annotations: JSON = {ANNOTATION_LEDGER: json.dumps(ledger, sort_keys=True)}
+            if cost is not None:
+                annotations[ANNOTATION_COST] = f"{cost:.4f}"
             if decision.action == "warn":
                 annotations[ANNOTATION_BUDGET_STATE] = "warned"
             _patch_job(
@@ -490,6 +494,11 @@ def enforce_budgets(
     """
     problems: list[str] = []
     selector = {"labelSelector": "app.kubernetes.io/managed-by=rlcloud"}
+    # one deadline for every wait of this run: the reaper's Job has RUN_DEADLINE_SECONDS in all
+    deadline = time.monotonic() + wait_seconds
+
+    def left() -> float:
+        return max(0.0, deadline - time.monotonic())
 
     def list_pods() -> list[JSON]:
         return list(applier.checked_json("list rlcloud pods", "GET", "/api/v1/pods", query=selector).get("items") or [])
@@ -508,7 +517,7 @@ def enforce_budgets(
         own_namespace=own_namespace,
         dry_run=dry_run,
         list_pods=list_pods,
-        wait_seconds=wait_seconds,
+        wait_seconds=left(),
     )
     problems += report.problems
     budget, label_problem = read_budget_label(getattr(cluster_info, "labels", {}) or {})
@@ -529,22 +538,22 @@ def enforce_budgets(
         if decision.action == "stop-runs" and not dry_run:
             try:
                 stop_workloads(applier, running, f"the cluster's {decision.reason}", now)
-                left = wait_for_pods_gone(list_pods, runs, timeout=wait_seconds)
-                if not left:
+                live = wait_for_pods_gone(list_pods, runs, timeout=left(), learners_only=True)
+                if not live:
                     release_env_servers(applier, runs)
-                    left = wait_for_pods_gone(list_pods, runs, timeout=wait_seconds)
-                decision = decide_cluster(cost, budget, warned=True, running_jobs=0, live_pods=left)
+                    live = wait_for_pods_gone(list_pods, runs, timeout=left())
+                decision = decide_cluster(cost, budget, warned=True, running_jobs=0, live_pods=live)
             except Exception as exc:
                 problems.append(f"stopping the cluster's runs: {exc}")
         elif decision.action == "wait" and not dry_run:
             with_env = [r for r in runs if any(_is_env(j) and not _suspended(j) for j in r.jobs)]
             try:
                 release_env_servers(applier, with_env)
-                left = wait_for_pods_gone(list_pods, runs, timeout=wait_seconds)
+                live = wait_for_pods_gone(list_pods, runs, timeout=left())
             except Exception as exc:
                 problems.append(f"waiting for the cluster's runs to stop: {exc}")
-                left = 1
-            decision = decide_cluster(cost, budget, warned=True, running_jobs=0, live_pods=left)
+                live = 1
+            decision = decide_cluster(cost, budget, warned=True, running_jobs=0, live_pods=live)
         cluster_line = decision.reason
         log.log(logging.WARNING if decision.action != "none" else logging.INFO, "cluster budget: %s", cluster_line)
     warned_now = decision is not None and decision.action != "none"

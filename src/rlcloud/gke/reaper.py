@@ -531,19 +531,23 @@ def run_once(
         seen = Activity(1, None, (f"unknown: cannot list rlcloud's Jobs and pods ({exc})",))
     # money budgets (rlcloud.gke.budgets): runs over theirs are stopped now; a cluster over its own is deleted
     # below once its runs are stopped and their pods gone
-    from rlcloud.gke.budgets import enforce_budgets
+    from rlcloud.gke.budgets import Budgets, enforce_budgets
     from rlcloud.gke.cluster import ClusterInfo
 
-    budgets = enforce_budgets(
-        applier,
-        cluster_info=ClusterInfo.from_cluster(cluster, identity.project),
-        jobs=jobs.get("items") or [],
-        pods=pods.get("items") or [],
-        now=now,
-        own_namespace=namespace,
-        previous=_previous(applier, namespace),
-        dry_run=dry_run,
-    )
+    try:
+        budgets = enforce_budgets(
+            applier,
+            cluster_info=ClusterInfo.from_cluster(cluster, identity.project),
+            jobs=jobs.get("items") or [],
+            pods=pods.get("items") or [],
+            now=now,
+            own_namespace=namespace,
+            previous=_previous(applier, namespace),
+            dry_run=dry_run,
+        )
+    except Exception as exc:  # a budget problem must never keep the ttl or autodown from acting
+        log.warning("budgets not enforced this run: %s", exc)
+        budgets = Budgets(None, {"budget_problems": f"budgets not enforced this run: {exc}"[:_MAX_ERROR]})
     managed = labels.get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE
     deleting = int(cluster.status) == int(container_v1.Cluster.Status.STOPPING)
     decision = decide(
