@@ -223,3 +223,19 @@ def test_runs_are_grouped_by_experiment_or_sweep_and_the_reapers_namespace_left_
     assert [(w.kind, w.name) for w in found] == [("experiment", "a"), ("sweep", "s")]
     assert found[0].anchor["metadata"]["name"] == "a-agent" and found[0].budget == 3.0
     assert found[1].budget is None and found[1].ledger == {}
+
+
+def test_a_budget_on_a_cluster_without_the_reaper_is_shown_not_enforced_and_says_so(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from kubernetes import client as k8s
+
+    from rlcloud import Cluster
+
+    api = k8s.ApiClient(k8s.Configuration(host="http://127.0.0.1:9"))  # never called
+    with caplog.at_level("WARNING", logger="rlcloud.cluster"):
+        Cluster.local().enforce_budget("experiment a")
+        assert caplog.text == ""
+        Cluster.kubernetes(api_client=api, namespace="rl").enforce_budget("experiment a")
+    assert "experiment a: its budget is shown but not enforced" in caplog.text
+    api.close()

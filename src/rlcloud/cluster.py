@@ -246,6 +246,19 @@ class Cluster(ABC):
         """``experiment`` failed to start: give back what was made for it. Nothing to do here."""
         return None
 
+    def enforce_budget(self, what: str) -> None:
+        """Make sure something enforces the budget of ``what`` (an experiment or a sweep) while it runs here.
+
+        Locally its supervisor does (at rlcloud.yaml's ``cpu_hour_usd``). A Kubernetes cluster that rlcloud did
+        not create has no in-cluster reaper: the budget is shown, not enforced, and a warning says so.
+        """
+        if self.kind != "local":
+            log.warning(
+                "%s: its budget is shown but not enforced on %s: only GKE clusters get rlcloud's in-cluster reaper",
+                what,
+                self.describe(),
+            )
+
     def release_after_experiment(self, experiment: str) -> None:
         """``experiment`` ended or was stopped: give back what was made for it. Nothing to do here."""
         return None
@@ -548,6 +561,12 @@ class GkeTarget(KubernetesTarget):
         if self.dedicated:
             self._experiment = self.experiment or experiment
         self._create(wait=True, progress=None, experiment=self._experiment if self.dedicated else None)
+
+    def enforce_budget(self, what: str) -> None:
+        """The in-cluster reaper enforces budgets (rlcloud.gke.budgets): install (or update) it on this cluster,
+        which may have been created without one (no ttl, autodown or budget of its own). Never raises: what is
+        missing (the reaper's service account, an image) is logged as a warning with how to fix it."""
+        self.handle.install_reaper()
 
     def release_after_failure(self, experiment: str) -> None:
         """The experiment failed to start: a dedicated cluster goes away."""

@@ -176,7 +176,7 @@ class Experiment:
             self.spec,
             lambda: self.backend.start(self.spec, self.results_root),
             where=target.describe() if target else "local",
-            prepare=(lambda: target.prepare_for(self.name)) if target is not None else None,
+            prepare=(lambda: self._prepare(target)) if target is not None else None,
             on_failure=(lambda: target.release_after_failure(self.name)) if target is not None else None,
         )
         self.already_running = not started
@@ -185,6 +185,12 @@ class Experiment:
         else:
             log.info("experiment %s is already running (%s)", self.name, self.backend.kind)
         return self
+
+    def _prepare(self, target: Cluster) -> None:
+        """Before the run starts on ``target``: the cluster exists, and its budget has an enforcer there."""
+        target.prepare_for(self.name)
+        if self.spec.budget is not None:
+            target.enforce_budget(f"experiment {self.name}")
 
     def validate(self) -> None:
         """Check that the environment, agent and network can be built, before anything starts.

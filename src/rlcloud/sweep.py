@@ -159,6 +159,8 @@ class Sweep:
             # a GKE cluster that does not exist yet is created first (a dedicated one goes when the sweep fails
             # to start); nothing is created when a trial is invalid (validated above)
             self._cluster.prepare_for(self.name)
+            if self.spec.budget is not None:
+                self._cluster.enforce_budget(f"sweep {self.name}")
         where = self._cluster.describe() if self._cluster is not None else "local"
         try:
             sweeps = self.sweeps  # a backend without the capability is refused before the record is written

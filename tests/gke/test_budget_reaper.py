@@ -249,3 +249,23 @@ def test_a_reaper_that_may_not_list_nodes_records_it_and_its_ttl_still_acts(
     record = apiserver.get_object("ConfigMap", "rlcloud-reaper", "rlcloud-system")
     assert record is not None and "cannot list the nodes" in record["data"]["budget_problems"]
     assert "cost so far unknown" in record["data"]["budget_runs"]
+
+
+def test_a_cluster_with_a_budget_gets_its_label_and_the_reaper(
+    make_cluster: Any, apiserver: FakeKubeApiServer, api: k8s.ApiClient, fake: FakeClusterManager
+) -> None:
+    from rlcloud.specs import ClusterSpec
+
+    gsa = f"rlcloud-reaper@{PROJECT}.iam.gserviceaccount.com"
+    cluster = make_cluster(
+        ClusterSpec(name="rl", budget="40 USD"),  # type: ignore[arg-type]
+        reaper_service_account=gsa,
+        reaper_image="repo/runner-cpu:1",
+        kube_api_client=api,
+    )
+    info = cluster.create()
+    assert info.labels["budget-cents"] == "4000"
+    assert "reaper installed" in cluster.reaper_note
+    (role,) = apiserver.list_objects("ClusterRole")
+    rules = {tuple(r["resources"]): set(r["verbs"]) for r in role["rules"]}
+    assert "patch" in rules[("jobs",)] and rules[("nodes",)] == {"get", "list"}
