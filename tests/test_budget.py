@@ -239,3 +239,18 @@ def test_a_budget_on_a_cluster_without_the_reaper_is_shown_not_enforced_and_says
         Cluster.kubernetes(api_client=api, namespace="rl").enforce_budget("experiment a")
     assert "experiment a: its budget is shown but not enforced" in caplog.text
     api.close()
+
+
+def test_status_shows_the_cost_so_far_against_the_budget() -> None:
+    from rlcloud.backend import ExperimentStatus
+    from rlcloud.experiment import cost_text, vitals_rows
+
+    progress = {"state": "running", "elapsed": 3600.0, "updated": 1.0}
+    status = ExperimentStatus("x", "running", progress=progress, price_per_hour=2.5, budget_usd=25.0, observed_at=2.0)
+    assert ("cost so far", "~$2.50 of $25.00 budget (10%)") in vitals_rows(status)
+    assert status.to_dict()["vitals"]["budget_percent"] == 10.0
+    assert cost_text({"cost_usd": None, "budget_usd": 25.0}) == "unknown of $25.00 budget"
+    assert cost_text({"cost_usd": 1.2, "budget_usd": None}) == "~$1.20 (estimate)"
+    # the reaper's measure, when there is one, is what status shows
+    measured = ExperimentStatus("x", "stopped", progress=progress, price_per_hour=2.5, budget_usd=25.0, cost_usd=26.0)
+    assert ("cost so far", "~$26.00 of $25.00 budget (104%)") in vitals_rows(measured)

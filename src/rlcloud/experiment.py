@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from rlcloud.cluster import Cluster
     from rlcloud.specs import ExperimentSpec
 
-__all__ = ["Experiment", "display_rate", "display_state", "span", "vitals_rows"]
+__all__ = ["Experiment", "cost_text", "display_rate", "display_state", "span", "vitals_rows"]
 
 log = logging.getLogger(__name__)
 

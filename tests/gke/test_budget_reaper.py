@@ -94,12 +94,12 @@ def _annotations(apiserver: FakeKubeApiServer, job: str) -> dict[str, str]:
 
 
 def _started(apiserver: FakeKubeApiServer, kubelet: FakeKubelet, results: Path, name: str) -> float:
-    """Wait until the learner runs and has written progress; its pod's start time."""
+    """Wait until the learner runs and has written progress; when its first pod started."""
     eventually(lambda: kubelet.running(f"rlcloud.io/experiment={name}"))
     eventually(lambda: (results / name / "progress.json").exists())
-    (pod,) = apiserver.list_objects("Pod", NS, f"rlcloud.io/experiment={name}")
-    started = _dt.datetime.fromisoformat(pod["status"]["startTime"].replace("Z", "+00:00")).timestamp()
-    return started
+    pods = apiserver.list_objects("Pod", NS, f"rlcloud.io/experiment={name}")
+    times = [p["status"]["startTime"] for p in pods if (p.get("status") or {}).get("startTime")]
+    return min(_dt.datetime.fromisoformat(t.replace("Z", "+00:00")).timestamp() for t in times)
 
 
 def test_a_run_is_warned_at_90_percent_then_checkpointed_and_stopped_at_its_budget(
@@ -269,3 +269,32 @@ def test_a_cluster_with_a_budget_gets_its_label_and_the_reaper(
     (role,) = apiserver.list_objects("ClusterRole")
     rules = {tuple(r["resources"]): set(r["verbs"]) for r in role["rules"]}
     assert "patch" in rules[("jobs",)] and rules[("nodes",)] == {"get", "list"}
+
+
+def test_a_distributed_run_over_its_budget_stops_its_learner_first_then_its_env_servers(
+    fake: FakeClusterManager,
+    container_client: Any,
+    apiserver: FakeKubeApiServer,
+    api: k8s.ApiClient,
+    kubelet: FakeKubelet,
+    backend: KubernetesBackend,
+    tmp_path: Path,
+) -> None:
+    _put_cluster(fake, {}, created=time.time() - 60)
+    results = tmp_path / "results"
+    backend.start(make_spec("distributed", 2, name="dist", budget=1), str(results))
+    start = _started(apiserver, kubelet, results, "dist")
+    eventually(lambda: len(kubelet.running("rlcloud.io/experiment=dist")) == 3)
+    _reap(container_client, api, start + 100 * H)
+    for job in ("dist-agent", "dist-env"):
+        found = apiserver.get_object("Job", job, NS)
+        assert found is not None and found["spec"]["suspend"] is True, job
+    eventually(lambda: not kubelet.running())
+    assert (results / "dist" / "checkpoints" / "LATEST").exists()
+    # the learner checkpointed and ended before the env servers were told to go
+    order = [name for _, name, _ in kubelet.exits]
+    assert order[0].startswith("dist-agent"), order
+    cost = float(_annotations(apiserver, "dist-agent")[ANNOTATION_COST])
+    # 100 h of a quarter node (learner) and two eighths (env servers: 500m of 3.92 CPUs): half the node's price
+    assert cost == pytest.approx(100 * 0.1477 * (1 / 3.92 + 2 * 0.5 / 3.92), rel=0.02)
+    assert backend.status("dist").state == "stopped"

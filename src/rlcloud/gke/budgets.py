@@ -433,9 +433,9 @@ def enforce_run_budgets(
                 annotations[ANNOTATION_COST] = f"{cost:.4f}"
             if decision.action == "warn":
                 annotations[ANNOTATION_BUDGET_STATE] = "warned"
-            _patch_job(
-                applier, run.anchor, {"metadata": {"annotations": annotations}}, f"record the cost of {run.label}"
-            )
+            if any(run.annotation(k) != v for k, v in annotations.items()):  # a finished run is not patched again
+                what = f"record the cost of {run.label}"
+                _patch_job(applier, run.anchor, {"metadata": {"annotations": annotations}}, what)
             if decision.action == "warn":
                 message = f"rlcloud reaper: {run.label}: {decision.reason}"
                 job_event(applier, run.anchor, EVENT_BUDGET_WARNING, message, now)
@@ -450,8 +450,12 @@ def enforce_run_budgets(
             report.problems.append(f"{run.label}: {exc}")
             log.warning("budget of %s: %s", run.label, exc)
     with_env = [r for r in stopped if any(_is_env(j) and not _suspended(j) for j in r.jobs)]
-    learners_gone = with_env and list_pods is not None and not dry_run
-    if learners_gone and not wait_for_pods_gone(list_pods, with_env, timeout=wait_seconds, learners_only=True):  # type: ignore[arg-type]
+    if (
+        with_env
+        and list_pods is not None
+        and not dry_run
+        and not wait_for_pods_gone(list_pods, with_env, timeout=wait_seconds, learners_only=True)
+    ):
         release_env_servers(applier, with_env)
     return report
 
