@@ -2,7 +2,7 @@
 
 A spec's ``budget`` (:class:`rlcloud.specs._base.Usd`) is a hard cap. The decisions here take every input as
 an argument and make no call; the in-cluster reaper (:mod:`rlcloud.gke.budgets`, run by
-:mod:`rlcloud.reaper` every 5 minutes, with the laptop closed) and the local supervisor
+:mod:`rlcloud.gke.reaper` every 5 minutes, with the laptop closed) and the local supervisor
 (:mod:`rlcloud.local.supervisor`) act on them:
 
 * below 90% of the budget: nothing;
@@ -21,7 +21,7 @@ How much a run has cost (docs/contracts.md, "Budgets"):
   A run's cost is the sum over its pods, every start and retry included; a node shared by two runs is paid
   by each for the share it asked for; what nobody requested (an idle node, the GKE fee) is the cluster's.
 * A cluster's cost is its pools' node-hours at list price plus the GKE fee since it was created
-  (:meth:`rlcloud.gke.cluster.ClusterInfo.cost_so_far`, as ``rlcloud cluster list`` shows it).
+  (:meth:`rlcloud.gke.info.ClusterInfo.cost_so_far`, as ``rlcloud cluster list`` shows it).
 * On this machine, a run costs its training time (progress.json ``elapsed``, all starts together) x its
   processes x ``cpu_hour_usd`` of rlcloud.yaml (:func:`local_price_per_hour`; 0, the default: free, so a
   budget never stops a local run).

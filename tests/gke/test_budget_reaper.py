@@ -15,8 +15,8 @@ from google.cloud import container_v1
 from kubernetes import client as k8s
 
 from rlcloud.budget import ANNOTATION_BUDGET, ANNOTATION_BUDGET_STATE, ANNOTATION_COST
+from rlcloud.gke.reaper import ClusterIdentity, Decision, run_once
 from rlcloud.k8s.backend import KubernetesBackend
-from rlcloud.reaper import ClusterIdentity, Decision, run_once
 from tests.fakes.gke import FakeClusterManager
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.fakes.kubelet import FakeKubelet, gke_cpu_node

@@ -1,4 +1,4 @@
-"""Money budgets enforced inside a GKE cluster, by the reaper (:mod:`rlcloud.reaper`, every 5 minutes).
+"""Money budgets enforced inside a GKE cluster, by the reaper (:mod:`rlcloud.gke.reaper`, every 5 minutes).
 
 The decisions are :mod:`rlcloud.budget`'s (pure); this module reads what it needs from the Kubernetes API,
 prices it, and acts:
@@ -17,7 +17,7 @@ prices it, and acts:
   trial), ``rlcloud.io/budget-state: stopped`` and ``rlcloud.io/stop-reason`` say why, and a Warning Event
   ``BudgetExceeded`` is recorded. A distributed run's env servers are suspended once its learner's pods are gone.
 * **A cluster's budget** (its label ``budget-cents``): the cluster's cost so far is its pools' node-hours at
-  list price plus the GKE fee (:meth:`rlcloud.gke.cluster.ClusterInfo.cost_so_far`). At 100% every running
+  list price plus the GKE fee (:meth:`rlcloud.gke.info.ClusterInfo.cost_so_far`). At 100% every running
   rlcloud Job is suspended as above; once no rlcloud pod is left (their checkpoints are stored) the reaper
   deletes the cluster (:func:`rlcloud.budget.decide_cluster`), in the same run when the pods end within
   :data:`STOP_WAIT_SECONDS`, else in the next one.
@@ -71,7 +71,7 @@ __all__ = [
     "workloads",
 ]
 
-log = logging.getLogger("rlcloud.reaper")
+log = logging.getLogger("rlcloud.gke.reaper")
 
 EVENT_BUDGET_WARNING = "BudgetWarning"
 EVENT_BUDGET_EXCEEDED = "BudgetExceeded"
@@ -491,7 +491,7 @@ def enforce_budgets(
 ) -> Budgets:
     """Every budget of one reaper run: the runs' (:func:`enforce_run_budgets`), then the cluster's.
 
-    ``cluster_info``: the cluster (:class:`rlcloud.gke.cluster.ClusterInfo`: its labels and cost so far);
+    ``cluster_info``: the cluster (:class:`rlcloud.gke.info.ClusterInfo`: its labels and cost so far);
     ``previous``: the reaper ConfigMap's data of the last run (whether the cluster was warned). A cluster over
     its budget has its running rlcloud Jobs stopped, then this run waits up to ``wait_seconds`` for their pods
     to end; the returned decision says ``delete`` once none is left. Never raises: what failed is recorded.

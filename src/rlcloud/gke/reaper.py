@@ -532,7 +532,7 @@ def run_once(
     # money budgets (rlcloud.gke.budgets): runs over theirs are stopped now; a cluster over its own is deleted
     # below once its runs are stopped and their pods gone
     from rlcloud.gke.budgets import Budgets, enforce_budgets
-    from rlcloud.gke.cluster import ClusterInfo
+    from rlcloud.gke.info import ClusterInfo
 
     try:
         budgets = enforce_budgets(
