@@ -29,7 +29,10 @@ def _spec(name: str, **overrides: object) -> ExperimentSpec:
 
 
 @pytest.mark.training
-def test_a_real_local_run_is_checkpointed_and_stopped_at_its_budget(tmp_path: Path) -> None:
+def test_a_real_local_run_is_checkpointed_and_stopped_at_its_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # its own rlcloud.yaml
     # $36 a CPU-hour: a cent of budget is one second of training (the runner reports every second)
     Path("rlcloud.yaml").write_text("cpu_hour_usd: 36\n", encoding="utf-8")
     results = tmp_path / "results"
@@ -46,7 +49,10 @@ def test_a_real_local_run_is_checkpointed_and_stopped_at_its_budget(tmp_path: Pa
     assert vitals["budget_usd"] == 0.04 and vitals["cost_usd"] >= 0.04 and vitals["budget_percent"] >= 100
 
 
-def test_without_a_rate_local_runs_are_free_and_the_budget_never_acts(tmp_path: Path) -> None:
+def test_without_a_rate_local_runs_are_free_and_the_budget_never_acts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
     from rlcloud.local.backend import _budget_options, local_run_price
 
     spec = _spec("free", budget=1)
@@ -60,8 +66,10 @@ def test_without_a_rate_local_runs_are_free_and_the_budget_never_acts(tmp_path: 
 def test_the_supervisor_warns_once_at_90_percent_then_stops_every_role(
     make_backend: Callable[..., LocalBackend],  # noqa: F811
     tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The stand-in reports 0.05 s of training per episode: at $36 an hour and 2 processes, $0.20 lasts 10 s."""
+    monkeypatch.chdir(tmp_path)
     Path("rlcloud.yaml").write_text("cpu_hour_usd: 36\n", encoding="utf-8")
     backend = make_backend(STANDIN_EPISODES="100000", STANDIN_DELAY="0.05")
     spec = _spec("capped-two", budget=0.20, run_mode="distributed", num_workers=1)
@@ -78,9 +86,12 @@ def test_the_supervisor_warns_once_at_90_percent_then_stops_every_role(
 
 
 @pytest.mark.training
-def test_a_local_sweep_over_its_budget_stops_its_trial_and_starts_no_other(tmp_path: Path) -> None:
+def test_a_local_sweep_over_its_budget_stops_its_trial_and_starts_no_other(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from rlcloud import Sweep, SweepSpec
 
+    monkeypatch.chdir(tmp_path)
     Path("rlcloud.yaml").write_text("cpu_hour_usd: 36\n", encoding="utf-8")
     spec = SweepSpec(
         name="capped-sweep",

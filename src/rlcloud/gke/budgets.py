@@ -372,19 +372,23 @@ def wait_for_pods_gone(
 ) -> int:
     """Wait (at most ``timeout`` seconds) until no pod of ``runs`` (``learners_only``: no pod but an env
     server's) is live; returns how many are left."""
+    from rlcloud.waiting import poll_until
+
     keys = {(r.namespace, r.kind, r.name) for r in runs}
-    deadline = time.monotonic() + timeout
-    while True:
-        left = [
+    left: list[JSON] = []
+
+    def gone() -> bool | None:
+        left[:] = [
             p
             for p in list_pods()
             if _group(p) in keys
             and _live(p)
             and not (learners_only and (_meta(p).get("labels") or {}).get(_LABEL_ROLE) == _ENV_SERVER_ROLE)
         ]
-        if not left or time.monotonic() >= deadline:
-            return len(left)
-        time.sleep(interval)
+        return True if not left else None
+
+    poll_until(gone, time.monotonic() + timeout, interval=interval)
+    return len(left)
 
 
 def enforce_run_budgets(
