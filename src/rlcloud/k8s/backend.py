@@ -32,7 +32,7 @@ import builtins
 import logging
 import time
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kubernetes import client as k8s
 from urllib3.exceptions import HTTPError as Urllib3Error

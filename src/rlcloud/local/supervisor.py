@@ -187,11 +187,11 @@ def supervise(
 def _budget_decision(run: RunState, budget: tuple[float, float], warned: bool) -> BudgetDecision:
     """The budget's decision from the run's training time so far (progress.json ``elapsed``, all starts)."""
     try:
-        progress = json.loads((run.workdir / "progress.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        progress = None
-    elapsed = progress.get("elapsed") if isinstance(progress, dict) else None
-    if not isinstance(elapsed, int | float) or isinstance(elapsed, bool):
+        progress = json.loads((run.workdir / PROGRESS).read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # absent, or caught mid-write: the next poll reads it
+        return decide(None, budget[0])
+    elapsed = ProgressRecord(progress).elapsed if isinstance(progress, dict) else None
+    if elapsed is None:
         return decide(None, budget[0])
     return decide(budget[1] * elapsed / 3600, budget[0], warned=warned)
 

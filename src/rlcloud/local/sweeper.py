@@ -206,17 +206,18 @@ class _SweepBudget:
         started = [t.name for t in trials if t.name not in queued]
         from rlcloud.budget import decide
         from rlcloud.errors import RLCloudError
+        from rlcloud.layout import child
         from rlcloud.storage import open_store, read_progress
 
         self.next = time.monotonic() + 1.0
         seconds = 0.0
         for name in started:
             try:
-                elapsed = (read_progress(open_store(self.location.rstrip("/") + "/" + name)) or {}).get("elapsed")
+                record = read_progress(open_store(child(self.location, name)))
             except RLCloudError:
                 continue
-            if isinstance(elapsed, int | float) and not isinstance(elapsed, bool):
-                seconds += elapsed
+            if record is not None and record.elapsed is not None:
+                seconds += record.elapsed
         decision = decide(self.price * seconds / 3600, self.budget, warned=self.warned)
         if decision.action == "warn":
             self.warned = True
