@@ -63,6 +63,7 @@ def test_without_a_rate_local_runs_are_free_and_the_budget_never_acts(
     assert _budget_options(distributed) == ["--budget-usd", "1.00", "--price-per-hour", "2.0"]
 
 
+@pytest.mark.processes
 def test_the_supervisor_warns_once_at_90_percent_then_stops_every_role(
     make_backend: Callable[..., LocalBackend],  # noqa: F811
     tmp_path: Path,
