@@ -411,3 +411,33 @@ def test_capitalised_keys_keep_their_place_in_the_path(changes: dict[str, Any], 
     error = spec_error(lambda: experiment(**changes))
     assert at in error.fields
     assert says in str(error)
+
+
+@pytest.mark.parametrize(
+    ("changes", "says"),
+    [
+        ({"agent": {"type": "ppo", "batch_size": float("inf")}}, "agent.batch_size is inf"),
+        (
+            {"agent": {"type": "ppo", "optimizer": {"learning_rate": float("nan")}}},
+            "agent.optimizer.learning_rate is nan",
+        ),
+        (
+            {"network": [{"type": "dense", "size": 64, "l2_regularization": float("-inf")}]},
+            "network[0].l2_regularization",
+        ),
+        (
+            {"environment": {"type": "gym", "level": "CartPole-v1", "reward_scale": float("nan")}},
+            "environment.reward_scale",
+        ),
+    ],
+)
+def test_numbers_that_cannot_train_are_refused_naming_their_place(changes: dict[str, Any], says: str) -> None:
+    # YAML's .inf and .nan: refused here, not minutes later inside a pod
+    field, message = only_problem(**changes)
+    assert field == says.split(".")[0].split("[")[0]
+    assert says in message and "finite" in message, message
+
+
+def test_environment_bounds_may_be_infinite() -> None:
+    env = {"type": "gym", "level": "CartPole-v1", "states": {"type": "float", "shape": 4, "min_value": float("-inf")}}
+    assert experiment(environment=env).environment["states"]["min_value"] == float("-inf")

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from rlcloud.errors import excerpt
@@ -56,6 +58,18 @@ MAX_EVALUATION_EPISODES = 100_000
 
 #: Shortest stall_timeout: the runner writes its heartbeat every second, so less would flag healthy runs.
 MIN_STALL_TIMEOUT = 2
+
+
+def _numbers(value: Any, where: str) -> Iterator[tuple[str, float]]:
+    """Every float in a nested spec value, with its dotted place (``agent.optimizer.learning_rate``)."""
+    if isinstance(value, float):
+        yield where, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _numbers(item, f"{where}.{key}")
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            yield from _numbers(item, f"{where}[{index}]")
 
 
 def _check_class(path: Any, kind: str, key: str) -> None:
@@ -369,6 +383,19 @@ class ExperimentSpec(StrictModel):
         key = "class" if "class" in value else "type"
         if key == "class" or (isinstance(env_type, str) and (":" in env_type or "." in env_type)):
             _check_class(value[key], "environment", key)
+        return value
+
+    @field_validator("environment", "agent", "network")
+    @classmethod
+    def _finite(cls, value: Any, info: ValidationInfo) -> Any:
+        # YAML's .nan and .inf reach Tensorforce as a learning rate or a batch size it cannot use, and fail
+        # minutes later inside a pod; bounds (min_value/max_value) of an environment may be infinite.
+        for where, number in _numbers(value, info.field_name or "spec"):
+            bound = where.rsplit(".", 1)[-1] in ("min_value", "max_value")
+            if math.isnan(number) or (math.isinf(number) and not bound):
+                raise PydanticCustomError(
+                    "finite", "{where} is {v}: give a finite number", {"where": where, "v": str(number)}
+                )
         return value
 
     @field_validator("agent")

@@ -406,6 +406,8 @@ def _value_text(value: Any) -> str:
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, float):
+        if not math.isfinite(value):
+            return str(value)  # inf, -inf, nan: no mantissa to shorten (the agent's checks refuse them later)
         if value != 0 and not 1e-2 <= abs(value) < 1e5:
             mantissa, exponent = f"{value:.3e}".split("e")
             return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"  # 3e-4, not 3.000e-04
