@@ -54,6 +54,12 @@ Scheduler
     autoscaler never adds a node for it. Without ``nodes`` there is one node, ``fake-node``, that takes
     every pod (no scheduling rules), as before this scheduler existed.
 
+Probes
+    an exec ``livenessProbe`` is run as the kubelet runs it (period, timeout, failure threshold, initial
+    delay; the command's paths rewritten like the container's): enough failures in a row kill the
+    container, with ``Unhealthy`` and ``Killing`` Events, and under ``restartPolicy: Never`` the pod fails
+    and its Job replaces it (:meth:`FakeKubelet._probe_liveness`).
+
 Tests poke it with :meth:`FakeKubelet.kill` (crash a container) and :meth:`FakeKubelet.preempt`
 (a node lost to preemption: DisruptionTarget condition, exit 143). ``unschedulable`` (a callback
 returning a scheduler message, or None) keeps matching pods Pending with ``PodScheduled=False``.
@@ -408,6 +414,8 @@ class FakeKubelet:
         self.exits: list[tuple[str, str, int]] = []
         #: (namespace, pod name) of every container started, in order
         self.started: list[tuple[str, str]] = []
+        #: (namespace, pod name, output) of every failed liveness probe, in order
+        self.probe_failures: list[tuple[str, str, str]] = []
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -589,7 +597,7 @@ class FakeKubelet:
                 if pst.get("phase") != "Failed" or p["metadata"]["name"] in state.counted:
                     continue
                 state.counted.add(p["metadata"]["name"])
-                action = self._policy_action(spec.get("podFailurePolicy"), p)
+                action, rule_index = self._policy_rule(spec.get("podFailurePolicy"), p)
                 if action == "Ignore":
                     continue
                 if action == "FailJob":
@@ -597,7 +605,7 @@ class FakeKubelet:
                     fail_job(
                         "PodFailurePolicy",
                         f"Container runner for pod {ns}/{p['metadata']['name']} failed with exit code {code} "
-                        "matching FailJob rule at index 1",
+                        f"matching FailJob rule at index {rule_index}",
                     )
                     finished = True
                     break
@@ -689,25 +697,27 @@ class FakeKubelet:
         return int(value) if value is not None else 0
 
     @staticmethod
-    def _policy_action(policy: JSON | None, pod: JSON) -> str:
+    def _policy_rule(policy: JSON | None, pod: JSON) -> tuple[str, int | None]:
+        """The action of the first podFailurePolicy rule the failed pod matches, and that rule's index (the
+        Job controller's FailJob message names it); ("Count", None) when none does."""
         if not policy:
-            return "Count"
+            return "Count", None
         code = _container_exit(pod)
         conditions = pod.get("status", {}).get("conditions") or []
-        for rule in policy.get("rules") or []:
+        for index, rule in enumerate(policy.get("rules") or []):
             on_codes = rule.get("onExitCodes")
             if on_codes and code is not None:
                 values = set(on_codes.get("values") or [])
                 hit = code in values if on_codes.get("operator", "In") == "In" else code not in values and code != 0
                 if hit:
-                    return str(rule["action"])
+                    return str(rule["action"]), index
             for pattern in rule.get("onPodConditions") or []:
                 if any(
                     c.get("type") == pattern.get("type") and c.get("status") == pattern.get("status", "True")
                     for c in conditions
                 ):
-                    return str(rule["action"])
-        return "Count"
+                    return str(rule["action"]), index
+        return "Count", None
 
     def _create_pod(self, job: JSON, index: int | None) -> None:
         meta = job["metadata"]
@@ -912,6 +922,17 @@ class FakeKubelet:
             self._containers[(ns, name)] = c
             self.started.append((ns, name))
         c.reader.start()
+        probe = container.get("livenessProbe")
+        if probe:
+            command = [rewrite(a) for a in (probe.get("exec") or {}).get("command") or []]
+            if command and command[0] in ("python", "python3"):
+                command[0] = sys.executable
+            threading.Thread(
+                target=self._probe_liveness,
+                args=(c, pod, probe, command, pod_dir, process_env),
+                name=f"liveness-{name}",
+                daemon=True,
+            ).start()
         now = _now()
         self.apiserver.update_status(
             "Pod",
@@ -939,6 +960,77 @@ class FakeKubelet:
                 ],
             },
         )
+
+    def _probe_liveness(
+        self, c: _Container, pod: JSON, probe: JSON, command: list[str], cwd: Path, env: dict[str, str]
+    ) -> None:
+        """Run an exec livenessProbe as the kubelet does ("Configure Liveness, Readiness and Startup Probes",
+        kubernetes.io/docs/tasks/configure-pod-container/configure-liveness-readiness-startup-probes/):
+        first after ``initialDelaySeconds`` (0), then every ``periodSeconds`` (10); a non-zero exit or a run
+        longer than ``timeoutSeconds`` (1) is a failure (an ``Unhealthy`` Event with its output); after
+        ``failureThreshold`` (3) failures in a row the container is killed (a ``Killing`` Event; SIGTERM,
+        SIGKILL after the pod's grace period) "and the container is subjected to its restart policy": with
+        ``restartPolicy: Never`` (the only one this fake runs; Jobs also allow OnFailure, an in-place restart
+        it does not model) the pod fails with the container's exit code and its Job decides what follows.
+        Only ``exec`` probes are modelled; the API server refuses other kinds of probe nowhere, so neither
+        does this fake: a tcpSocket/httpGet probe is reported on stderr and not run."""
+        if not command:
+            print(f"fake kubelet: {c.pod}: only exec liveness probes are run, not {sorted(probe)}", file=sys.stderr)
+            return
+        if (pod.get("spec") or {}).get("restartPolicy", "Always") != "Never":
+            print(f"fake kubelet: {c.pod}: liveness restarts in place are not modelled", file=sys.stderr)
+            return
+        period = max(1, int(probe.get("periodSeconds", 10)))
+        timeout = max(1, int(probe.get("timeoutSeconds", 1)))
+        threshold = max(1, int(probe.get("failureThreshold", 3)))
+        failures = 0
+        if self._stop.wait(float(probe.get("initialDelaySeconds", 0))):
+            return
+        while not self._stop.is_set() and c.process.poll() is None and not c.deleted:
+            try:
+                done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, timeout=timeout, check=False)
+                ok, output = done.returncode == 0, (done.stdout + done.stderr).decode(errors="replace").strip()
+            except subprocess.TimeoutExpired:
+                ok, output = False, f"command timed out after {timeout}s"
+            if c.process.poll() is not None or c.deleted:
+                return
+            if ok:
+                failures = 0
+            else:
+                failures += 1
+                self.probe_failures.append((c.namespace, c.pod, output))
+                current = self.apiserver.get_object("Pod", c.pod, c.namespace)
+                if current is None:
+                    return
+                self.apiserver.record_event(
+                    c.namespace, current, "Unhealthy", f"Liveness probe failed: {output}", component="kubelet"
+                )
+                if failures >= threshold:
+                    name = pod["spec"]["containers"][0]["name"]
+                    self.apiserver.record_event(
+                        c.namespace,
+                        current,
+                        "Killing",
+                        f"Container {name} failed liveness probe, will be restarted",
+                        type_="Normal",
+                        component="kubelet",
+                    )
+                    self._kill_for_liveness(c)
+                    return
+            self._stop.wait(period)
+
+    def _kill_for_liveness(self, c: _Container) -> None:
+        """Stop a container that failed its liveness probe: SIGTERM (and SIGCONT, as the runtime's kill does
+        to a stopped process), SIGKILL after the grace period; _check_exit then records the exit."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(c.process.pid, signal.SIGTERM)
+            os.killpg(c.process.pid, signal.SIGCONT)
+        try:
+            c.process.wait(timeout=c.grace)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(c.process.pid, signal.SIGKILL)
+            c.process.wait()
 
     def _write_keys(self, target: Path, kind: str, source: JSON, namespace: str, *, decode: bool) -> None:
         import base64

@@ -15,9 +15,13 @@ exit codes and results layout as the real runner (docs/contracts.md), in miniatu
 - ``--sweep SWEEP.yaml --index I`` (a sweep's pod) runs trial ``I`` into ``$RLCLOUD_SWEEP_RESULTS/<trial>``
   (this one imports rlcloud's SweepSpec to name it); ``STANDIN_FAIL_TRIAL=<index>:<code>`` makes that
   trial exit with that code (``all:<code>``: every trial).
-- ``STANDIN_HANG_AFTER=N`` makes a learner hang after N episodes (its heartbeat, ``advanced_at`` in
+- ``STANDIN_HANG_AFTER=N`` makes a learner hang after N episodes of its own (its heartbeat, ``advanced_at`` in
   progress.json, stops; SIGTERM still checkpoints it); ``STANDIN_STALL_TIMEOUT`` is the stall_timeout its
-  progress.json says (the real runner's comes from the spec).
+  progress.json says (the real runner's comes from the spec). ``STANDIN_WATCHDOG=1`` runs the real runner's
+  stall watchdog (:class:`rlcloud.runner.watchdog.StallWatchdog`) over the stand-in's episodes, with that
+  stall_timeout: a hang ends the pod with exit code 88, or 89 when the previous pod stalled too; the learner
+  then checkpoints every episode (a hung learner cannot checkpoint on its way out). With
+  ``STANDIN_HANG_ONCE`` only the first pod hangs (it leaves ``hung`` in the results).
 """
 
 from __future__ import annotations
@@ -88,9 +92,19 @@ def learner(role: str, results: Path) -> int:
         _send(entry, b"hello\n")
     print(f"{role}: training with {len(servers)} env servers", flush=True)
     hang_after = int(os.environ.get("STANDIN_HANG_AFTER", "0"))
+    if hang_after and os.environ.get("STANDIN_HANG_ONCE") and (results / "hung").exists():
+        hang_after = 0
     stall_timeout = float(os.environ.get("STANDIN_STALL_TIMEOUT", "600"))
+    watchdog = None
+    counters = {"timestep": start}
+    if os.environ.get("STANDIN_WATCHDOG"):
+        from rlcloud.runner.watchdog import StallWatchdog
+
+        trainer = type("Trainer", (), {"running": True, "counters": counters})()
+        watchdog = StallWatchdog(trainer, stall_timeout, results, label=f"{role}-0").start()
     for episode in range(start, episodes):
-        if hang_after and episode >= hang_after:
+        if hang_after and episode >= start + hang_after:  # N episodes into this process
+            (results / "hung").write_text(f"{os.getpid()}\n")
             print(f"hanging after episode {episode}", flush=True)
             while not terminated:
                 time.sleep(0.05)
@@ -106,7 +120,16 @@ def learner(role: str, results: Path) -> int:
         print(f"episode {episode} return {10 + episode}", flush=True)
         beat = {"advanced_at": time.time(), "stall_timeout": stall_timeout}
         _write_json(results / "progress.json", {"state": "running", "episode": episode + 1, "timestep": 0, **beat})
+        counters["timestep"] = episode + 1
+        if watchdog is not None:
+            name = f"ckpt-{episode + 1}"
+            (results / "checkpoints" / name).mkdir(parents=True, exist_ok=True)
+            tmp = latest.with_suffix(".tmp")
+            tmp.write_text(name)
+            tmp.replace(latest)
         time.sleep(delay)
+    if watchdog is not None:
+        watchdog.stop()
     for entry in servers:
         _send(entry, b"done\n")
     _write_json(results / "progress.json", {"state": "succeeded", "episode": episodes})

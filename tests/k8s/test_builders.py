@@ -20,6 +20,7 @@ from rlcloud.k8s.builders import (
     build_workloads,
     config_hash,
 )
+from rlcloud.runner.watchdog import EXIT_STALLED, EXIT_STALLED_AGAIN
 from rlcloud.specs import ExperimentSpec
 from tests.k8s.conftest import make_spec
 
@@ -222,9 +223,13 @@ def test_failure_policies() -> None:
     for job in (env_job, agent_job):
         spec = job["spec"]
         assert spec["template"]["spec"]["restartPolicy"] == "Never"
-        ignore, fail = spec["podFailurePolicy"]["rules"]
+        ignore, fail, stalled = spec["podFailurePolicy"]["rules"]
         assert ignore == {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
         assert fail["action"] == "FailJob" and fail["onExitCodes"]["values"] == [2, 3]
+        # stalled again after a restart for a stall fails the Job; a first stall (88) is an ordinary retry
+        assert stalled["action"] == "FailJob" and stalled["onExitCodes"]["values"] == [EXIT_STALLED_AGAIN]
+        assert EXIT_STALLED not in [code for rule in spec["podFailurePolicy"]["rules"] for code in
+                                    rule.get("onExitCodes", {}).get("values", [])]  # fmt: skip
         assert spec["ttlSecondsAfterFinished"] > 0
     assert agent_job["spec"]["backoffLimit"] >= 1
     assert env_job["spec"]["backoffLimitPerIndex"] >= 1
@@ -296,3 +301,23 @@ def test_env_servers_run_the_cpu_image_in_a_gpu_experiment() -> None:
     assert container(env_job)["image"] == "cpu:1" and container(agent_job)["image"] == "gpu:1"
     with pytest.raises(SpecError, match="image"):
         build_workloads(make_spec("distributed", 2), image="gpu:1", env_server_image="bad image", namespace="rl")
+
+
+def test_every_experiment_container_has_a_liveness_probe_over_its_heartbeat() -> None:
+    """Issue 30: the kubelet kills an env server that stopped answering (its heartbeat is stall_timeout old) and
+    a learner whose watchdog cannot run (stall_timeout plus a margin): exec probes running the inline script."""
+    from rlcloud.runner.watchdog import LIVENESS_MARGIN_S, LIVENESS_SCRIPT
+
+    objs = as_dicts(build_workloads(make_spec("distributed", 2, stall_timeout="2m"), image="i:1", namespace="rl"))
+    env_job, agent_job = by_kind(objs, "Job")
+    env_probe = env_job["spec"]["template"]["spec"]["containers"][0]["livenessProbe"]
+    agent_probe = agent_job["spec"]["template"]["spec"]["containers"][0]["livenessProbe"]
+    assert env_probe["exec"]["command"] == [
+        "python", "-c", LIVENESS_SCRIPT, "/var/lib/rlcloud/work/.heartbeat", "120"
+    ]  # fmt: skip
+    assert agent_probe["exec"]["command"][-1] == f"{120 + LIVENESS_MARGIN_S:g}"
+    for probe in (env_probe, agent_probe):
+        assert probe["periodSeconds"] == 10 and probe["failureThreshold"] == 2 and probe["timeoutSeconds"] >= 5
+    short = as_dicts(build_workloads(make_spec("single", stall_timeout="3s"), image="i:1", namespace="rl"))
+    (job,) = by_kind(short, "Job")
+    assert job["spec"]["template"]["spec"]["containers"][0]["livenessProbe"]["periodSeconds"] == 1

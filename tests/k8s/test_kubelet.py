@@ -289,3 +289,50 @@ def test_pod_count_cordoned_nodes_and_exists_tolerations() -> None:
     # PreferNoSchedule is a preference, never a filter
     soft = FakeNode("soft", taints=[{"key": "k", "value": "v", "effect": "PreferNoSchedule"}])
     assert schedule(_pod(), [soft], {}) == ("soft", "")
+
+
+def test_a_failed_liveness_probe_kills_the_container_and_the_job_replaces_its_pod(
+    apiserver: FakeKubeApiServer, kubelet: FakeKubelet, tmp_path: Path
+) -> None:
+    """Issue 30: the first pod keeps a heartbeat under its emptyDir, then stops itself (SIGSTOP: it answers
+    nothing, like a hung env server); rlcloud's exec probe fails twice in a row, the kubelet kills it (SIGTERM
+    + SIGCONT), the pod fails under restartPolicy Never and the Job's replacement pod completes."""
+    from rlcloud.runner.watchdog import liveness_command
+
+    marker = tmp_path / "first-pod-was-here"
+    code = (
+        "import os, pathlib, signal, sys, time\n"
+        "beat = pathlib.Path(sys.argv[2]) / 'env-server-0'  # the container path, rewritten by the kubelet\n"
+        "beat.parent.mkdir(parents=True, exist_ok=True)\n"
+        "marker = pathlib.Path(sys.argv[1])\n"
+        "if marker.exists():\n"
+        "    beat.touch(); print('second pod: fine', flush=True); sys.exit(0)\n"
+        "marker.touch()\n"
+        "beat.touch()\n"
+        "print('first pod: stopping itself', flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGSTOP)\n"
+    )
+    body = job_body(
+        "hung",
+        code,
+        backoffLimit=1,
+        mounts=[{"name": "work", "mountPath": "/work"}],
+        volumes=[{"name": "work", "emptyDir": {}}],
+    )
+    container = body["spec"]["template"]["spec"]["containers"][0]
+    container["args"] = [str(marker), "/work/.heartbeat"]
+    container["livenessProbe"] = {
+        "exec": {"command": liveness_command("/work", 1)},
+        "periodSeconds": 1,
+        "timeoutSeconds": 10,
+        "failureThreshold": 2,
+    }
+    apiserver.create_object("Job", body, "default")
+    assert eventually(lambda: job_condition(apiserver, "hung"), timeout=60, what="job done") == "Complete"
+    pods = sorted(apiserver.list_objects("Pod", "default", "app=hung"), key=lambda p: p["status"]["phase"])
+    assert [p["status"]["phase"] for p in pods] == ["Failed", "Succeeded"]
+    first = pods[0]["metadata"]["name"]
+    assert pods[0]["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 143
+    reasons = [e["reason"] for e in apiserver.list_objects("Event", "default") if e["involvedObject"]["name"] == first]
+    assert reasons.count("Unhealthy") == 2 and reasons[-1] == "Killing"
+    assert all("no heartbeat for" in out for _, pod, out in kubelet.probe_failures if pod == first)

@@ -102,6 +102,7 @@ def test_the_job_runs_each_trial_in_an_indexed_pod_with_per_trial_retries() -> N
     rules = spec["podFailurePolicy"]["rules"]
     assert rules[0] == {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
     assert rules[1]["action"] == "FailIndex" and rules[1]["onExitCodes"]["values"] == [2, 3]
+    assert rules[2]["action"] == "FailIndex" and rules[2]["onExitCodes"]["values"] == [89]  # stalled again
     c = container(job)
     assert c["command"] == ["python", "-m", "rlcloud.runner"]
     assert c["args"] == [

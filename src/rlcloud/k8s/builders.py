@@ -27,11 +27,17 @@ Kubernetes' own ``$(VAR)`` expansion. User-controlled environment values (the re
 
 Failure policy (every Job, ``restartPolicy: Never``): a pod lost to preemption or eviction (the
 ``DisruptionTarget`` condition) is ignored and replaced without spending the backoff budget; exit
-code 2 (spec error) or 3 (environment/agent construction error) fails the whole Job at once; other
-crashes are retried (the learner ``backoffLimit`` times, each env server ``backoffLimitPerIndex``
-times). Env servers exit 0 when the agent says the run is finished or has been gone for 15 minutes,
-so their Job completes; from Kubernetes 1.31 a ``successPolicy`` also ends it when any env server
-has finished. Finished Jobs are deleted after ``ttlSecondsAfterFinished``.
+code 2 (spec error) or 3 (environment/agent construction error) fails the whole Job at once, and so
+does 89 (the learner stalled again after a restart for a stall, rlcloud.runner.watchdog); a first
+stall (88) and other crashes are retried (the learner ``backoffLimit`` times, each env server
+``backoffLimitPerIndex`` times). Env servers exit 0 when the agent says the run is finished or has
+been gone for 15 minutes, so their Job completes; from Kubernetes 1.31 a ``successPolicy`` also ends
+it when any env server has finished. Finished Jobs are deleted after ``ttlSecondsAfterFinished``.
+
+Stalls: an experiment's containers have an exec ``livenessProbe`` over their heartbeat file (the env
+server's request loop; the learner's watchdog): an env server that stopped answering is killed and
+its pod replaced after ``stall_timeout`` (the agent reconnects to it), a learner whose watchdog
+cannot run either (a hang that holds the GIL) a little later.
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ from rlcloud.errors import SpecError, SpecProblem
 from rlcloud.results import results_location
 from rlcloud.roles import Role, learner_role
 from rlcloud.runenv import RunnerEnv
+from rlcloud.runner.watchdog import EXIT_STALLED_AGAIN, LIVENESS_MARGIN_S, liveness_command
 from rlcloud.specs.experiment import DEFAULT_ENV_SERVER_REQUESTS, DEFAULT_LEARNER_REQUESTS
 
 if TYPE_CHECKING:
@@ -388,7 +395,38 @@ def _failure_policy(spec_error_action: str | None = "FailJob") -> k8s.V1PodFailu
                 ),
             )
         )
+        # the learner stalled again after its restart for a stall (rlcloud.runner.watchdog): a third start
+        # would hang the same way. Its first stall (EXIT_STALLED) matches no rule: Count, a retry that
+        # resumes from the checkpoint, like a crash.
+        rules.append(
+            k8s.V1PodFailurePolicyRule(
+                action=spec_error_action,
+                on_exit_codes=k8s.V1PodFailurePolicyOnExitCodesRequirement(
+                    container_name=CONTAINER, operator="In", values=[EXIT_STALLED_AGAIN]
+                ),
+            )
+        )
     return k8s.V1PodFailurePolicy(rules=rules)
+
+
+def _liveness_probe(stall_timeout: float, margin: float = 0.0) -> k8s.V1Probe:
+    """The exec livenessProbe over the pod's heartbeat file (rlcloud.runner.watchdog): the kubelet kills a
+    container whose heartbeat is ``stall_timeout + margin`` seconds old, and the Job replaces its pod.
+
+    Probe fields ("Configure Liveness, Readiness and Startup Probes", kubernetes.io/docs/tasks/
+    configure-pod-container/configure-liveness-readiness-startup-probes/): the container is restarted after
+    ``failureThreshold`` failures in a row, one every ``periodSeconds``; with ``restartPolicy: Never`` the pod
+    fails instead, and the Job controller creates a new one. Two failures, so that one probe slowed by a busy
+    node (a Python start) does not kill a healthy container.
+    """
+    period = max(1, min(10, int(stall_timeout // 4) or 1))
+    return k8s.V1Probe(
+        # the model's field is `var_exec`, but only its alias `_exec` reaches the manifest (kubernetes 37)
+        _exec=k8s.V1ExecAction(command=liveness_command(WORKDIR, stall_timeout + margin)),  # type: ignore[call-arg]
+        period_seconds=period,
+        timeout_seconds=10,
+        failure_threshold=2,
+    )
 
 
 def _pod_spec(
@@ -659,6 +697,8 @@ def build_workloads(
         gpus=learner_gpus,
         **common,  # type: ignore[arg-type]
     )
+    # the backstop of the learner's stall watchdog: a learner whose watchdog thread cannot run either
+    learner_pod.containers[0].liveness_probe = _liveness_probe(spec.stall_timeout.seconds, LIVENESS_MARGIN_S)
     learner_job = _job(
         name=job_names(spec)[role],
         namespace=namespace,
@@ -703,6 +743,8 @@ def build_workloads(
         subdomain=env_name,
         **{**common, "image": env_image},  # type: ignore[arg-type]
     )
+    # an env server that stopped answering is killed and replaced; the agent reconnects to the new pod
+    env_pod.containers[0].liveness_probe = _liveness_probe(spec.stall_timeout.seconds)
     env_job = _job(
         name=env_name,
         namespace=namespace,

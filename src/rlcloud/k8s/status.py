@@ -18,6 +18,7 @@ from rlcloud.backend import ExperimentState, RoleState, RoleStatus
 from rlcloud.k8s.builders import JOB_COMPLETION_INDEX_ANNOTATION
 from rlcloud.layout import ProgressRecord
 from rlcloud.roles import LEARNER_ROLES, Role
+from rlcloud.runner.watchdog import EXIT_STALLED, EXIT_STALLED_AGAIN
 
 __all__ = [
     "JSON",
@@ -43,6 +44,7 @@ __all__ = [
     "phase",
     "pod_index",
     "pod_sort_key",
+    "restarting_reason",
     "role_rank",
     "role_statuses",
     "trial_states",
@@ -266,6 +268,22 @@ def parse_indexes(text: str | None) -> set[int]:
     return out
 
 
+#: What a learner that exited with EXIT_STALLED_AGAIN did (rlcloud.runner.watchdog).
+STALLED_AGAIN = (
+    f"stalled again after a restart for a stall (no timestep for its stall_timeout; exit code {EXIT_STALLED_AGAIN})"
+)
+
+
+def restarting_reason(code: int | None) -> str:
+    """Why a pod whose predecessor failed with exit ``code`` is pending: the Job controller replaces it."""
+    if code == EXIT_STALLED:
+        return (
+            "restarting from the latest checkpoint: the previous pod stalled "
+            f"(no timestep for its stall_timeout; exit code {EXIT_STALLED})"
+        )
+    return f"restarting: the previous pod exited with code {code}"
+
+
 def role_statuses(role: str, job: JSON, pods: list[JSON], events: dict[str, list[JSON]]) -> list[RoleStatus]:
     """The status of each instance (completion index) of ``role``, run by ``job``.
 
@@ -305,6 +323,8 @@ def role_statuses(role: str, job: JSON, pods: list[JSON], events: dict[str, list
                 if failed_cond
                 else None
             )
+            if reason is not None and code == EXIT_STALLED_AGAIN:
+                reason = one_line(f"{STALLED_AGAIN}: {reason}")
         elif index in failed_indexes:  # out of backoffLimitPerIndex: not replaced again
             state = "failed"
             reason = f"failed {restarts + 1} times (last exit code {code}); not retried again"
@@ -320,7 +340,7 @@ def role_statuses(role: str, job: JSON, pods: list[JSON], events: dict[str, list
             state = "running"
         elif current_phase == "Failed":
             state = "pending"  # the Job controller replaces it (within the backoff budget)
-            reason = f"restarting: the previous pod exited with code {code}"
+            reason = restarting_reason(code)
         else:
             state = "unknown"
         out.append(RoleStatus(role=role, index=index, state=state, restarts=restarts, exit_code=code, reason=reason))
@@ -419,7 +439,13 @@ def trial_states(job: JSON | None, pods: list[JSON], num_trials: int) -> list[Tr
         if index in completed or current_phase == "Succeeded":
             out.append(TrialObserved("succeeded", exit_code=code, restarts=restarts))
         elif index in failed:  # out of backoffLimitPerIndex, or FailIndex on a spec error
-            why = "a spec or environment error" if code in (2, 3) else f"exit code {code}"
+            why = (
+                "a spec or environment error"
+                if code in (2, 3)
+                else STALLED_AGAIN
+                if code == EXIT_STALLED_AGAIN
+                else f"exit code {code}"
+            )
             out.append(TrialObserved("failed", f"failed ({why}) after {restarts + 1} attempt(s)", code, restarts))
         elif finished:
             # the Job ended without this trial (its backoff budget ran out, a deadline...): it will not run
@@ -429,7 +455,7 @@ def trial_states(job: JSON | None, pods: list[JSON], num_trials: int) -> list[Tr
         elif current_phase == "Pending" and current is not None:
             out.append(TrialObserved("pending", why_pending(current, []), restarts=restarts))
         elif current_phase == "Failed" and not suspended:
-            reason = f"restarting: the previous pod exited with code {code}"
+            reason = restarting_reason(code)
             out.append(TrialObserved("pending", reason, code, restarts + 1))
         elif suspended:
             out.append(TrialObserved("queued", "the sweep's Job is suspended", restarts=restarts))

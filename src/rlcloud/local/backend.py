@@ -242,7 +242,8 @@ class LocalExperiments(LocalMachine, ExperimentBackend):
             self.python, "-m", "rlcloud.runner", "--role", role, "--index", str(index),
             "--spec", str(spec_path.resolve()), "--workdir", workdir,
         ]  # fmt: skip
-        watch = ["--stall-timeout", str(stall_timeout)] if stall_timeout and role.is_learner else []
+        # learners are watched for timesteps, env servers for their heartbeat (a hung one is replaced)
+        watch = ["--stall-timeout", str(stall_timeout)] if stall_timeout else []
         if role.is_learner and budget:
             watch += budget  # the learner's supervisor keeps the run's budget (rlcloud.budget)
         command = [

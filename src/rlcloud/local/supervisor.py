@@ -14,10 +14,14 @@ lifecycle rules without anyone watching:
   runner checkpoints on SIGTERM, the other roles are stopped), its state "stopped" with the reason
   (``stop_reason``).
 - the learner stalled (``--stall-timeout``: its progress.json says "running" but its timestep has not
-  advanced for that long, :func:`rlcloud.backend.stalled_for`): the runner is stopped (SIGTERM, then SIGKILL
-  after the grace period) and started again once, resuming from its latest checkpoint
-  (``.rlcloud-local/<label>.restarts`` counts it); stalled a second time it is stopped and the role fails,
-  the log's exit line saying why.
+  advanced for that long, :func:`rlcloud.backend.stalled_for`, or its own watchdog ended it with exit code
+  88, :mod:`rlcloud.runner.watchdog`): the runner is stopped (SIGTERM, then SIGKILL after the grace period)
+  and started again once, resuming from its latest checkpoint (``.rlcloud-local/<label>.restarts`` counts
+  it); stalled a second time (or exit code 89) it is stopped and the role fails, the log's exit line saying
+  why.
+- an env server stopped answering (``--stall-timeout``: its heartbeat file, touched by its request loop,
+  is that old): it is killed (SIGTERM + SIGCONT, SIGKILL after a few seconds) and started again on the same
+  port, up to three times; the agent reconnects to it and resets its environments, without a restart.
 
 A SIGTERM/SIGINT is forwarded to the runner (it checkpoints and exits); after the grace period the
 runner's whole process group is killed. One before the runner started means it never starts.
@@ -55,6 +59,7 @@ from rlcloud.local.state import POLL_S, RunState, acquire_flock, atomic_write
 from rlcloud.roles import LEARNER_ROLES
 from rlcloud.runenv import RunnerEnv
 from rlcloud.runner.lifeline import die_with_parent
+from rlcloud.runner.watchdog import EXIT_STALLED, EXIT_STALLED_AGAIN, heartbeat_age, heartbeat_path
 from rlcloud.waiting import poll_until
 
 __all__ = ["DEFAULT_GRACE_PERIOD", "EXIT_DUPLICATE", "main", "supervise"]
@@ -78,6 +83,13 @@ STALL_RESTARTS = 1
 #: Seconds between two reads of progress.json by a supervisor watching for a stall.
 STALL_POLL_S = 1.0
 
+#: Times an env server that stopped answering is replaced before its role (and so the run) fails: as often
+#: as a Kubernetes env-server pod is retried (k8s.builders.ENV_SERVER_BACKOFF_PER_INDEX).
+ENV_SERVER_STALL_RESTARTS = 3
+
+#: Seconds a hung env server gets between SIGTERM and SIGKILL: it has nothing to save.
+ENV_SERVER_GRACE_S = 5.0
+
 
 def supervise(
     workdir: Path,
@@ -89,10 +101,11 @@ def supervise(
 ) -> int:
     """Run ``command``, record its exit code, and apply the lifecycle rules (module docstring).
 
-    ``stall_timeout``: seconds the runner may train without a timestep before it is restarted (once), then
-    failed; None: not watched (env servers, which only serve). ``budget``: (USD, USD per hour) of the run: its
-    cost so far is its training time (progress.json ``elapsed``) x the price; at 90% a line in the log, at
-    100% the runner is stopped as a stop stops it (SIGTERM: it checkpoints) and so are the other roles.
+    ``stall_timeout``: seconds a learner may train without a timestep before it is restarted (once), then
+    failed, and an env server may go without a heartbeat before it is replaced; None: not watched.
+    ``budget``: (USD, USD per hour) of the run: its cost so far is its training time (progress.json
+    ``elapsed``) x the price; at 90% a line in the log, at 100% the runner is stopped as a stop stops it
+    (SIGTERM: it checkpoints) and so are the other roles.
     """
     run = RunState(workdir)
     received: list[int] = []
@@ -135,52 +148,75 @@ def supervise(
     next_look = time.monotonic() + STALL_POLL_S
     restarts = 0
     warned = False
+    learner = label.rsplit("-", 1)[0] in LEARNER_ROLES
+    heartbeat = heartbeat_path(workdir, label)
     while True:
         try:
             code = child.wait(timeout=POLL_S)
-            break
         except subprocess.TimeoutExpired:
-            if budget is not None and not received:  # each poll: a stop overruns by at most a report
-                decision = _budget_decision(run, budget, warned)
-                if decision.action == "warn":
-                    warned = True
-                    print(f"----- {label} budget: {decision.reason}", flush=True)
-                elif decision.action == "stop":
-                    return _stop_for_budget(run, label, child, grace_period, decision.reason)
-            if stall_timeout is not None and not received and time.monotonic() >= next_look:
-                next_look = time.monotonic() + STALL_POLL_S
+            pass
+        else:
+            code = 128 - code if code < 0 else code  # killed by a signal: the shell's convention (SIGKILL -> 137)
+            if learner and code == EXIT_STALLED and not received:
+                # the runner's own watchdog ended it (rlcloud.runner.watchdog): as a stall seen from here
+                if restarts >= STALL_RESTARTS:
+                    return _finish(run, label, code, grace_period, _stall_why(run, "stalled again after a restart"))
+                restarts += 1
+                print(f"----- {label} stalled (its watchdog ended it): restarting it from its latest checkpoint",
+                      flush=True)  # fmt: skip
+                atomic_write(run.restarts_file(label), f"{restarts}\n")
+                child = launch()
+                launched = time.time()
+                continue
+            if learner and code == EXIT_STALLED_AGAIN:
+                return _finish(run, label, code, grace_period, _stall_why(run, "stalled again after a restart"))
+            break
+        if budget is not None and not received:  # each poll: a stop overruns by at most a report
+            decision = _budget_decision(run, budget, warned)
+            if decision.action == "warn":
+                warned = True
+                print(f"----- {label} budget: {decision.reason}", flush=True)
+            elif decision.action == "stop":
+                return _stop_for_budget(run, label, child, grace_period, decision.reason)
+        if stall_timeout is not None and not received and time.monotonic() >= next_look:
+            next_look = time.monotonic() + STALL_POLL_S
+            if learner:
                 idle = _stalled(run, launched, stall_timeout)
-                if idle is not None:
-                    if restarts >= STALL_RESTARTS:
-                        why = f"stalled: no timestep for {idle:.0f} s (stall_timeout {stall_timeout:g} s), again"
-                        print(f"----- {label} {why}: stopping it, the role fails", flush=True)
-                        code = _end_child(child, grace_period, label)
-                        return _finish(run, label, code if code != 0 else 1, grace_period, why)
-                    restarts += 1
-                    print(
-                        f"----- {label} stalled: no timestep for {idle:.0f} s (stall_timeout {stall_timeout:g} s): "
-                        "restarting it from its latest checkpoint",
-                        flush=True,
-                    )
-                    atomic_write(run.restarts_file(label), f"{restarts}\n")
-                    _end_child(child, grace_period, label)
-                    if received:  # a stop came while it ended: it is not started again
-                        return _finish(run, label, 128 + received[0], grace_period, "stopped during a stall restart")
-                    child = launch()
-                    launched = time.time()
-                    continue
-            # A runner that ignores SIGTERM too long (stuck in a wait) is killed here, with everything
-            # it started (its process group is ours), after its exit code (137) has been recorded.
-            if kill_at and time.monotonic() >= kill_at[0]:
-                print(f"----- {label} did not stop within {grace_period:g} s of SIGTERM: killing it", flush=True)
-                _ship_log(run, label)
-                atomic_write(run.exit_file(label), "137\n")
-                if os.getpgrp() == os.getpid():  # our own session, as LocalBackend starts us
-                    os.killpg(os.getpgrp(), signal.SIGKILL)
-                with contextlib.suppress(ProcessLookupError):
-                    child.kill()
-    if code < 0:
-        code = 128 - code  # killed by a signal: the shell's convention (SIGKILL -> 137)
+            else:  # an env server: its request loop's heartbeat (a missing one: still starting)
+                age = heartbeat_age(heartbeat, since=launched)
+                idle = age if age is not None and age >= stall_timeout else None
+            if idle is not None:
+                limit = STALL_RESTARTS if learner else ENV_SERVER_STALL_RESTARTS
+                what = "no timestep" if learner else "no heartbeat (it stopped answering)"
+                if restarts >= limit:
+                    why = f"stalled: {what} for {idle:.0f} s (stall_timeout {stall_timeout:g} s), again"
+                    print(f"----- {label} {why}: stopping it, the role fails", flush=True)
+                    code = _end_child(child, grace_period if learner else ENV_SERVER_GRACE_S, label)
+                    return _finish(run, label, code if code != 0 else 1, grace_period, why)
+                restarts += 1
+                again = "restarting it from its latest checkpoint" if learner else "replacing it"
+                print(
+                    f"----- {label} stalled: {what} for {idle:.0f} s (stall_timeout {stall_timeout:g} s): {again}",
+                    flush=True,
+                )
+                atomic_write(run.restarts_file(label), f"{restarts}\n")
+                # an env server has nothing to save: a short grace, and SIGCONT so that a stopped one dies
+                _end_child(child, grace_period if learner else ENV_SERVER_GRACE_S, label, resume=not learner)
+                if received:  # a stop came while it ended: it is not started again
+                    return _finish(run, label, 128 + received[0], grace_period, "stopped during a stall restart")
+                child = launch()
+                launched = time.time()
+                continue
+        # A runner that ignores SIGTERM too long (stuck in a wait) is killed here, with everything
+        # it started (its process group is ours), after its exit code (137) has been recorded.
+        if kill_at and time.monotonic() >= kill_at[0]:
+            print(f"----- {label} did not stop within {grace_period:g} s of SIGTERM: killing it", flush=True)
+            _ship_log(run, label)
+            atomic_write(run.exit_file(label), "137\n")
+            if os.getpgrp() == os.getpid():  # our own session, as LocalBackend starts us
+                os.killpg(os.getpgrp(), signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                child.kill()
     return _finish(run, label, code, grace_period)
 
 
@@ -209,6 +245,16 @@ def _stop_for_budget(run: RunState, label: str, child: subprocess.Popen[bytes], 
     return _finish(run, label, code, grace, why)
 
 
+def _stall_why(run: RunState, default: str) -> str:
+    """What the runner's watchdog recorded of its stall (progress.json ``"stalled"``), else ``default``."""
+    try:
+        progress = json.loads((run.workdir / "progress.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return default
+    what = progress.get("stalled") if isinstance(progress, dict) else None
+    return f"{what}, again after a restart" if isinstance(what, str) and what else default
+
+
 def _stalled(run: RunState, launched: float, stall_timeout: float) -> float | None:
     """Seconds the runner started at ``launched`` has trained without a timestep, once past ``stall_timeout``."""
     try:
@@ -224,10 +270,15 @@ def _stalled(run: RunState, launched: float, stall_timeout: float) -> float | No
     return stalled_for(ProgressRecord(record, advanced_at=beat, stall_timeout=stall_timeout), time.time())
 
 
-def _end_child(child: subprocess.Popen[bytes], grace_period: float, label: str) -> int:
-    """SIGTERM the runner (it checkpoints when it can), SIGKILL it after ``grace_period``; its exit code."""
+def _end_child(child: subprocess.Popen[bytes], grace_period: float, label: str, *, resume: bool = False) -> int:
+    """SIGTERM the runner (it checkpoints when it can), SIGKILL it after ``grace_period``; its exit code.
+
+    ``resume``: SIGCONT too, so that a stopped process handles its SIGTERM rather than wait for the SIGKILL.
+    """
     with contextlib.suppress(ProcessLookupError):
         child.send_signal(signal.SIGTERM)
+        if resume:
+            child.send_signal(signal.SIGCONT)
     try:
         code = child.wait(timeout=grace_period)
     except subprocess.TimeoutExpired:
@@ -296,7 +347,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--label", required=True)
     parser.add_argument("--grace", type=float, default=DEFAULT_GRACE_PERIOD, help="seconds from SIGTERM to SIGKILL")
     parser.add_argument(
-        "--stall-timeout", type=float, default=None, help="seconds without a timestep before a restart (learner)"
+        "--stall-timeout", type=float, default=None, help="seconds without progress (learner) or heartbeat"
     )
     parser.add_argument("--budget-usd", type=float, default=None, help="the run's budget (learner)")
     parser.add_argument("--price-per-hour", type=float, default=None, help="USD per hour of training (learner)")

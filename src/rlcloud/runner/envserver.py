@@ -14,6 +14,9 @@ Lifecycle, so that no env server runs forever:
   (the agent restarted: its old connection may not even have been closed by a dead host); the episode
   in progress is abandoned and the new agent resets the environment before stepping it. A connection
   that never says hello (a TCP readiness probe, a port scan) is closed and disturbs nothing.
+- It keeps a heartbeat (``heartbeat``, :mod:`rlcloud.runner.watchdog`): the request loop sets the file's
+  mtime each time round, so a server stuck in a step, stopped or starved leaves it old, and whoever runs the
+  server (the local supervisor, the kubelet's liveness probe) replaces it; the agent reconnects.
 - It exits 0 when the agent says the run is finished, and also 0 when no agent has been connected for
   ``idle_timeout`` seconds (the agent is gone for good). SIGTERM/SIGINT end it within about a second
   with exit code 143 (nothing to checkpoint on this side).
@@ -48,6 +51,7 @@ from rlcloud.runner.protocol import (
     recv_message,
     send_message,
 )
+from rlcloud.runner.watchdog import beat, heartbeat_path
 
 if TYPE_CHECKING:
     from rlcloud.specs import ExperimentSpec
@@ -117,6 +121,7 @@ class EnvServer:
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         name: str = Role.ENV_SERVER.value,
         seed: int | None = None,
+        heartbeat: Path | None = None,
     ) -> None:
         self.environments: list[ServedEnvironment] = (
             list(environment) if isinstance(environment, Sequence) else [environment]
@@ -128,6 +133,9 @@ class EnvServer:
         self._seeds: list[int | None] = [None if seed is None else seed + k for k in range(len(self.environments))]
         self.idle_timeout = idle_timeout
         self.name = name
+        #: the heartbeat file, touched by the request loop (None: none kept)
+        self.heartbeat = heartbeat
+        self._beat_at = 0.0
         self._listener = socket.create_server((host, port), reuse_port=False)
         self._listener.setblocking(False)
         self.port: int = self._listener.getsockname()[1]
@@ -156,6 +164,7 @@ class EnvServer:
         logger.info("%s listening on port %d (idle timeout %g s)", self.name, self.port, self.idle_timeout)
         try:
             while not self._stop.is_set():
+                self._beat()
                 if self._conn is None and time.monotonic() - self._idle_since >= self.idle_timeout:
                     logger.info(
                         "%s: no agent for %g s, assuming it is gone for good; exiting",
@@ -183,6 +192,13 @@ class EnvServer:
             selector.close()
             self._listener.close()
             self._report()
+
+    def _beat(self) -> None:
+        """Touch the heartbeat (at most once a second): this loop went round, so no request hangs."""
+        now = time.monotonic()
+        if self.heartbeat is not None and now - self._beat_at >= 1.0:
+            self._beat_at = now
+            beat(self.heartbeat)
 
     def _report(self) -> None:
         recent = self._returns[-20:]
@@ -395,6 +411,7 @@ def serve_environment(
     index: int = 0,
     seed: int | None = None,
     environ: Mapping[str, str] | None = None,
+    heartbeat: Path | None = None,
 ) -> int:
     """Serve ``environment`` (one, or one per slot) as env server ``index`` with settings from the
     environment variables (``RLCLOUD_PORT``, ``RLCLOUD_BIND_HOST``, ``RLCLOUD_IDLE_TIMEOUT``); return the
@@ -410,6 +427,7 @@ def serve_environment(
         idle_timeout=env.idle_timeout or DEFAULT_IDLE_TIMEOUT,
         name=role_label(Role.ENV_SERVER, index),
         seed=seed,
+        heartbeat=heartbeat,
     )
     restore = _install_signal_handlers(server)
     try:
@@ -436,7 +454,8 @@ def run_env_server(
 
     A SpecError propagates (the runner exits 2); any other error building the environment is logged and
     gives exit code 3 (do not retry).
-    ``workdir`` is accepted for symmetry with the other roles; an env server writes nothing there.
+    ``workdir``: where its heartbeat file is kept (``.heartbeat/env-server-<index>``); nothing else is
+    written there.
     """
     from rlcloud.runner.envs import make_env
 
@@ -459,6 +478,11 @@ def run_env_server(
     seed = spec.seed
     # Distinct, reproducible streams per server (slot k: + k); far apart so that neighbouring seeds do not
     # overlap.
+    heartbeat = None if workdir is None else heartbeat_path(workdir, role_label(Role.ENV_SERVER, index))
     return serve_environment(
-        environments, index=index, seed=None if seed is None else seed + 1000 * (index + 1), environ=environ
+        environments,
+        index=index,
+        seed=None if seed is None else seed + 1000 * (index + 1),
+        environ=environ,
+        heartbeat=heartbeat,
     )

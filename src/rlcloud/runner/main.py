@@ -13,7 +13,8 @@ Roles (docs/contracts.md):
 
 Exit codes: 0 done; 2 spec error (do not retry); 3 environment/agent construction error (do not retry);
 143 terminated by SIGTERM after a checkpoint (retry ok); 130 interrupted by SIGINT after a checkpoint;
-anything else is a crash (retry ok).
+88 stalled (retry ok: it resumes from its checkpoint), 89 stalled again after that retry (do not retry),
+see :mod:`rlcloud.runner.watchdog`; anything else is a crash (retry ok).
 
 If ``RLCLOUD_RESULTS`` names a results location other than the work directory, the results syncer
 (:func:`rlcloud.storage.sync.make_hooks`) restores the latest stored checkpoint into the work directory
@@ -272,13 +273,18 @@ def _train(
     try:
         vector_env = None
         if args.role == Role.AGENT:
-            from rlcloud.runner.remote import RemoteVectorEnv
+            from rlcloud.runner.remote import RemoteVectorEnv, timeouts_for_stall
 
             # auto is synchronous: overlapping changes the order of the agent's calls (what a seed learns)
-            vector_env = RemoteVectorEnv.from_environ(overlap=spec.execution == "overlapped", slots=spec.servers_envs)
+            vector_env = RemoteVectorEnv.from_environ(
+                overlap=spec.execution == "overlapped",
+                slots=spec.servers_envs,
+                defaults=timeouts_for_stall(spec.stall_timeout.seconds),  # a hung server is replaced in time
+            )
         chain = _HookChain([hooks] if hooks is not None else [])
         trainer = Trainer(spec, workdir, vector_env=vector_env, hooks=chain)
         trainer_box.append(trainer)
+        watchdog = _stall_watchdog(args, spec, workdir, trainer, chain, vector_env)
         chain.add(_early_stopper(trainer))
         try:
             trainer.setup()
@@ -296,7 +302,11 @@ def _train(
     except Exception as exc:
         logger.exception("could not build the environment or the agent: %s", exc)
         return EXIT_CONSTRUCTION
-    result = trainer.run()
+    watchdog.start()
+    try:
+        result = trainer.run()
+    finally:
+        watchdog.stop()
     logger.info(
         "%s: %d episodes, %d timesteps in %.0f s, mean return %s, checkpoint %s (%s)",
         result.state,
@@ -310,6 +320,21 @@ def _train(
     if result.state == "stopped":
         return EXIT_TERMINATED if received and received[0] == signal.SIGTERM else EXIT_INTERRUPTED
     return EXIT_OK
+
+
+def _stall_watchdog(
+    args: argparse.Namespace, spec: ExperimentSpec, workdir: Path, trainer: Trainer, hooks: Any, venv: Any
+) -> Any:
+    """The learner's stall watchdog (rlcloud.runner.watchdog), made before the trainer rewrites progress.json."""
+    from rlcloud.runner.watchdog import StallWatchdog
+
+    def waiting() -> bool:  # the agent waits for a lost env server: the server stalled, not the learner
+        return bool(getattr(venv, "waiting_for_servers", False))
+
+    return StallWatchdog(
+        trainer, spec.stall_timeout.seconds, workdir, label=role_label(args.role, args.index), hooks=hooks,
+        waiting=waiting,
+    )  # fmt: skip
 
 
 def _prepare_trial(args: argparse.Namespace) -> tuple[ExperimentSpec, Path] | int:

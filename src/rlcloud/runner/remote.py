@@ -12,8 +12,13 @@ their slot 1, and so on, so the training loop's overlapped groups (runner/overla
 of every server each, and a server steps one slot while the agent acts on another.
 
 Fault handling: the agent waits (``connect_timeout``) until every server is reachable and raises
-:class:`EnvServersUnreachableError` naming the ones that are not. A server that dies mid-run is
-reconnected (same timeout); the episodes it was running end as truncated (terminal 2, reward 0).
+:class:`EnvServersUnreachableError` naming the ones that are not. A server that dies mid-run, or does not
+answer a step within ``step_timeout`` (it hangs), is reconnected (same timeout); the episodes it was running
+end as truncated (terminal 2, reward 0). A hung server is replaced meanwhile by whoever runs it (the local
+supervisor, the kubelet's liveness probe: rlcloud.runner.watchdog); :func:`timeouts_for_stall` sizes both
+timeouts so that the agent flags it within the spec's ``stall_timeout`` and waits long enough for the
+replacement, and :attr:`RemoteVectorEnv.waiting_for_servers` tells the learner's stall watchdog that the
+learner itself is not stalled meanwhile.
 
 Environment variables (see docs/contracts.md): ``RLCLOUD_ENV_SERVERS`` "host:port,...",
 ``RLCLOUD_HOST_MAP`` "name=127.0.0.1:port,..." (tests: maps pod DNS names to local ports),
@@ -60,6 +65,7 @@ __all__ = [
     "ServerAddress",
     "parse_env_servers",
     "server_addresses",
+    "timeouts_for_stall",
 ]
 
 logger = logging.getLogger(__name__)
@@ -68,6 +74,20 @@ logger = logging.getLogger(__name__)
 DEFAULT_CONNECT_TIMEOUT = 300.0
 #: How long one reset/step may take on a server before the agent counts it as dead.
 DEFAULT_STEP_TIMEOUT = 120.0
+
+
+def timeouts_for_stall(stall_timeout: float) -> dict[str, float]:
+    """The agent's default ``step_timeout`` and ``connect_timeout`` for a spec's ``stall_timeout``.
+
+    A step unanswered for half the stall_timeout (at most :data:`DEFAULT_STEP_TIMEOUT`) counts as a hung
+    server: flagged within stall_timeout, before the learner's own watchdog would judge it. The wait for
+    it to come back covers the stall_timeout after which it is replaced (the server's heartbeat) plus a
+    fresh start (:data:`DEFAULT_CONNECT_TIMEOUT`).
+    """
+    return {
+        "step_timeout": min(DEFAULT_STEP_TIMEOUT, stall_timeout / 2),
+        "connect_timeout": DEFAULT_CONNECT_TIMEOUT + stall_timeout,
+    }
 
 
 class EnvServerError(WorkloadError):
@@ -219,6 +239,8 @@ class RemoteVectorEnv:
         self.step_timeout = step_timeout
         #: How many times a server had to be reconnected mid-run (each ended one episode as truncated).
         self.reconnects = 0
+        #: True while a lost server is awaited (:meth:`_revive`): the learner waits, it is not stalled.
+        self.waiting_for_servers = False
         self._closed = False
         self._interrupted = threading.Event()
         self._should_stop = should_stop
@@ -261,13 +283,16 @@ class RemoteVectorEnv:
         should_stop: Callable[[], bool] | None = None,
         overlap: bool = False,
         slots: int | None = None,
+        defaults: Mapping[str, float] | None = None,
     ) -> RemoteVectorEnv:
         """Build from ``RLCLOUD_ENV_SERVERS``, ``RLCLOUD_HOST_MAP``, ``RLCLOUD_CONNECT_TIMEOUT`` and
-        ``RLCLOUD_STEP_TIMEOUT`` (the agent role in distributed mode)."""
+        ``RLCLOUD_STEP_TIMEOUT`` (the agent role in distributed mode); ``defaults``: the timeouts when those
+        variables are not set (:func:`timeouts_for_stall`), else the module's defaults."""
         env = RunnerEnv.from_env(environ)
         servers = server_addresses(env.env_servers, env.host_map)
-        connect_timeout = env.connect_timeout or DEFAULT_CONNECT_TIMEOUT
-        step_timeout = env.step_timeout or DEFAULT_STEP_TIMEOUT
+        given = defaults or {}
+        connect_timeout = env.connect_timeout or given.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT)
+        step_timeout = env.step_timeout or given.get("step_timeout", DEFAULT_STEP_TIMEOUT)
         return cls(
             servers,
             connect_timeout=connect_timeout,
@@ -385,6 +410,13 @@ class RemoteVectorEnv:
         Interrupted by a signal, it returns the server's last states instead (the loop checkpoints and
         stops before acting on them) and leaves the server disconnected.
         """
+        self.waiting_for_servers = True
+        try:
+            return self._reconnect(server, why)
+        finally:
+            self.waiting_for_servers = False
+
+    def _reconnect(self, server: _Server, why: str) -> list[Any]:
         server.drop()
         self.reconnects += 1
         logger.warning("env server %s lost (%s); reconnecting, its episode ends as truncated", server.address, why)

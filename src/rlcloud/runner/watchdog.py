@@ -1,0 +1,278 @@
+"""Stall detection inside the runner: a learner that stops advancing ends itself; a heartbeat file says who is alive.
+
+A learner whose timestep has not advanced for the spec's ``stall_timeout`` is *stalled* (docs/contracts.md).
+Something outside the process must act on it even when nobody watches (a laptop closed, a cluster run):
+
+- :class:`StallWatchdog`, a daemon thread in the learner, watches the trainer's counters. When they have not
+  moved for ``stall_timeout`` it logs one line and where every thread is, records ``"state": "stalled"`` in
+  progress.json (with ``"stalls"``: how many times in a row), pushes that to the results store (bounded) and
+  ends the process with :data:`EXIT_STALLED`: the pod's Job (or the local supervisor) starts it again, and it
+  resumes from its latest checkpoint. A learner that was started after a stall and stalls again exits with
+  :data:`EXIT_STALLED_AGAIN` instead, which fails the run (the Job's ``podFailurePolicy``: FailJob). A thread
+  catches a hang in C code that releases the GIL (a blocked socket, a lock, a sleep); one that holds the GIL is
+  caught by the heartbeat file below, through the liveness probe (Kubernetes) or the supervisor (locally).
+  While the learner waits for a lost env server to come back (the agent's reconnection, which has its own
+  timeout) it is not stalled: the env server is.
+- The *heartbeat file* (:func:`heartbeat_path`, ``<workdir>/.heartbeat/<role>-<index>``, hidden: never synced)
+  has as its mtime the last moment its process was known to make progress: the env server's request loop
+  touches it each time round (a server stuck in a step or stopped leaves it old), the learner's watchdog sets
+  it to the learner's last advance. :data:`LIVENESS_SCRIPT` (the Kubernetes ``livenessProbe``) and
+  :func:`heartbeat_age` (the local supervisor) read it; a missing file is a process still starting.
+
+Only the standard library at import time: the Kubernetes builders read the constants here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import json
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "EXIT_STALLED",
+    "EXIT_STALLED_AGAIN",
+    "HEARTBEAT_DIR",
+    "LIVENESS_MARGIN_S",
+    "LIVENESS_SCRIPT",
+    "STALL_RESTARTS",
+    "StallWatchdog",
+    "beat",
+    "heartbeat_age",
+    "heartbeat_path",
+    "liveness_command",
+]
+
+logger = logging.getLogger(__name__)
+
+#: The learner stalled: started again, it resumes from its latest checkpoint (a retry, like a crash).
+EXIT_STALLED = 88
+#: The learner stalled again after a restart for a stall: the run fails (not retried).
+EXIT_STALLED_AGAIN = 89
+#: Times a stalled learner is started again before a stall fails the run.
+STALL_RESTARTS = 1
+#: The heartbeat files' directory under the work directory (hidden: the results syncer skips it).
+HEARTBEAT_DIR = ".heartbeat"
+#: Seconds a learner's first step (TensorFlow traces the agent's graph) may take beyond its stall_timeout.
+FIRST_STEP_GRACE_S = 60.0
+#: Seconds a flush of progress and logs to the results store may take when a stall ends the learner.
+FLUSH_TIMEOUT_S = 20.0
+
+#: Seconds a learner's liveness probe allows beyond its stall_timeout: the watchdog acts first (records the
+#: stall, pushes it to the store within FLUSH_TIMEOUT_S); the probe ends a learner whose watchdog cannot run.
+LIVENESS_MARGIN_S = FLUSH_TIMEOUT_S + 10.0
+
+#: The livenessProbe's program (``python -c SCRIPT DIR MAX_AGE``): exit 1 when the newest heartbeat file in
+#: DIR (a pod's: one process keeps one there) is older than MAX_AGE seconds, 0 otherwise (none yet: still
+#: starting; none any more: training is over). A directory, because a probe's command gets no ``$(VAR)``
+#: expansion to name an env server's index. Inline and standard-library only, so that a probe costs a bare
+#: interpreter start, not rlcloud's imports.
+LIVENESS_SCRIPT = (
+    "import os, sys, time\n"
+    "try:\n"
+    "    beats = [e.stat().st_mtime for e in os.scandir(sys.argv[1]) if e.is_file()]\n"
+    "except FileNotFoundError:\n"
+    "    beats = []\n"
+    "age = time.time() - max(beats) if beats else 0.0\n"
+    "if age > float(sys.argv[2]):\n"
+    "    print(f'no heartbeat for {age:.0f} s (at most {sys.argv[2]} s)')\n"
+    "    sys.exit(1)\n"
+)
+
+
+def heartbeat_path(workdir: str | os.PathLike[str], label: str) -> Path:
+    """Where the role instance ``label`` (``env-server-0``, ``agent-0``) keeps its heartbeat under ``workdir``."""
+    return Path(workdir) / HEARTBEAT_DIR / label
+
+
+def beat(path: Path, at: float | None = None) -> None:
+    """Set the heartbeat file's mtime to ``at`` (default now), creating it; never raises."""
+    try:
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch()
+        when = time.time() if at is None else at
+        os.utime(path, (when, when))
+    except OSError as exc:  # a full disk must not end a run: the probe then reads it as old
+        logger.debug("heartbeat %s: %s", path, exc)
+
+
+def heartbeat_age(path: Path, now: float | None = None, *, since: float | None = None) -> float | None:
+    """Seconds since the heartbeat at ``path``; None while there is none (the process is starting).
+
+    ``since``: the process's start; an older file is a previous process's and counts as none.
+    """
+    try:
+        mtime = path.stat().st_mtime
+    except OSError:
+        return None
+    if since is not None and mtime < since:
+        return None
+    return max(0.0, (time.time() if now is None else now) - mtime)
+
+
+def liveness_command(workdir: str, max_age: float) -> list[str]:
+    """The exec livenessProbe's command: fails once the newest heartbeat under ``workdir`` (the pod's work
+    directory) is ``max_age`` seconds old."""
+    return ["python", "-c", LIVENESS_SCRIPT, f"{workdir.rstrip('/')}/{HEARTBEAT_DIR}", f"{max_age:g}"]
+
+
+def _previous_stalls(workdir: Path) -> int:
+    """Stalls in a row before this process: the previous process's, when a stall ended it; else 0."""
+    try:
+        progress = json.loads((workdir / "progress.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return 0
+    if not isinstance(progress, dict) or progress.get("state") != "stalled":
+        return 0
+    stalls = progress.get("stalls")
+    return stalls if isinstance(stalls, int) and not isinstance(stalls, bool) and stalls > 0 else 1
+
+
+class StallWatchdog:
+    """Ends a learner whose trainer has not advanced for ``stall_timeout`` seconds (module docstring).
+
+    ``trainer``: the :class:`~rlcloud.runner.loop.Trainer` (its ``running`` flag and ``counters`` are read);
+    ``workdir``: where progress.json is; ``hooks``: the loop's hooks, whose ``on_finish`` pushes the work
+    directory to the results store; ``label``: the role instance (heartbeat file, log line);
+    ``waiting``: returns True while the learner waits for its env servers (not a stall of its own);
+    ``exit``: how the process ends (``os._exit``: the main thread may be stuck where nothing else reaches).
+    Call :meth:`start` before training and :meth:`stop` after; it reads progress.json at construction, before
+    the trainer rewrites it, to know whether the previous process stalled.
+    """
+
+    def __init__(
+        self,
+        trainer: Any,
+        stall_timeout: float,
+        workdir: str | os.PathLike[str],
+        *,
+        label: str,
+        hooks: Any = None,
+        waiting: Callable[[], bool] | None = None,
+        exit: Callable[[int], object] = os._exit,
+    ) -> None:
+        self.trainer = trainer
+        self.stall_timeout = float(stall_timeout)
+        self.workdir = Path(workdir)
+        self.label = label
+        self.hooks = hooks
+        self.waiting = waiting
+        self._exit = exit
+        #: stalls in a row before this process (a previous process ended by a stall)
+        self.previous_stalls = _previous_stalls(self.workdir)
+        self.heartbeat = heartbeat_path(self.workdir, label)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._start = (0, 0)
+        #: the exit code it ended the process with (None: it has not)
+        self.fired: int | None = None
+
+    def start(self) -> StallWatchdog:
+        """Start watching in a daemon thread (the trainer's counters now are where it starts from)."""
+        self._start = self._position()
+        self._thread = threading.Thread(target=self._run, name="rlcloud-stall-watchdog", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop watching (training ended) and remove the heartbeat: a final upload is no stall."""
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+        with contextlib.suppress(OSError):
+            self.heartbeat.unlink()
+
+    def _position(self) -> tuple[int, int]:
+        counters = self.trainer.counters
+        return int(counters.get("timestep", 0)), int(counters.get("evaluation_episode", 0))
+
+    def _run(self) -> None:
+        # A tick well under the timeout: the stall is acted on within stall_timeout plus one tick.
+        tick = min(1.0, self.stall_timeout / 4)
+        seen = self._start
+        running_since: float | None = None
+        advanced_at: float | None = None  # None until this process's first step
+        while not self._stop.wait(tick):
+            now = time.time()
+            if not getattr(self.trainer, "running", False):
+                continue
+            running_since = running_since or now
+            position = self._position()
+            if position != seen or (self.waiting is not None and self.waiting()):
+                seen, advanced_at = position, now
+            if advanced_at is None:
+                # TensorFlow traces the agent's graph in the first act and observe: that first step gets
+                # FIRST_STEP_GRACE_S more (the heartbeat file waits for it: a probe reads none as starting)
+                idle = now - running_since
+                if idle >= self.stall_timeout + FIRST_STEP_GRACE_S:
+                    self._fire(idle)
+                    return
+                continue
+            beat(self.heartbeat, advanced_at)
+            idle = now - advanced_at
+            if idle >= self.stall_timeout:
+                self._fire(idle)
+                return
+
+    def _fire(self, idle: float) -> None:
+        stalls = self.previous_stalls + 1
+        again = self.previous_stalls >= STALL_RESTARTS
+        timestep, _ = self._position()
+        what = f"stalled: no timestep for {idle:.0f} s (stall_timeout {self.stall_timeout:g} s) at timestep {timestep}"
+        if again:
+            logger.error("%s, again after a restart for a stall: the run fails", what)
+        else:
+            logger.error("%s: ending this process so that it restarts from its latest checkpoint", what)
+        # where it hangs, for whoever reads the log (faulthandler reads the frames without the GIL)
+        with contextlib.suppress(Exception):
+            sys.stderr.flush()
+            faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+        self._record(stalls, again, what)
+        self._flush()
+        code = EXIT_STALLED_AGAIN if again else EXIT_STALLED
+        self.fired = code
+        with contextlib.suppress(Exception):
+            logging.shutdown()
+        self._exit(code)
+
+    def _record(self, stalls: int, again: bool, what: str) -> None:
+        path = self.workdir / "progress.json"
+        try:
+            progress = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            progress = {}
+        if not isinstance(progress, dict):
+            progress = {}
+        # "failed" when it will not be started again: a later start (a resume) gets its restart afresh
+        progress.update(state="failed" if again else "stalled", stalls=stalls, stalled=what, updated=time.time())
+        tmp = path.with_name(f".progress.json.tmp-{os.getpid()}")
+        try:
+            tmp.write_text(json.dumps(progress) + "\n", encoding="utf-8")
+            os.replace(tmp, path)
+        except OSError:
+            logger.exception("could not record the stall in progress.json")
+
+    def _flush(self) -> None:
+        """Push progress.json and the log to the results store, for at most :data:`FLUSH_TIMEOUT_S`: the
+        main thread may hold the syncer where it hangs, and nothing must keep the process alive then."""
+        finish = getattr(self.hooks, "on_finish", None)
+        if finish is None:
+            return
+
+        def run() -> None:
+            try:
+                finish("stalled")
+            except Exception:
+                logger.exception("could not push the stall to the results store")
+
+        flusher = threading.Thread(target=run, name="rlcloud-stall-flush", daemon=True)
+        flusher.start()
+        flusher.join(FLUSH_TIMEOUT_S)
