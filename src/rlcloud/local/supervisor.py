@@ -13,9 +13,11 @@ lifecycle rules without anyone watching:
   :mod:`rlcloud.budget`): at 90% a line in the log; at 100% the run is stopped as ``stop`` stops it (the
   runner checkpoints on SIGTERM, the other roles are stopped), its state "stopped" with the reason
   (``stop_reason``).
-- the learner stalled (``--stall-timeout``: its progress.json says "running" but its timestep has not
-  advanced for that long, :func:`rlcloud.backend.stalled_for`, or its own watchdog ended it with exit code
-  88, :mod:`rlcloud.runner.watchdog`): the runner is stopped (SIGTERM, then SIGKILL after the grace period)
+- the learner stalled (``--stall-timeout``: its own watchdog ended it with exit code 88,
+  :mod:`rlcloud.runner.watchdog`; or the heartbeat that watchdog keeps is 30 s older than that, a hang the
+  watchdog cannot see; or, for a runner without one, its progress.json says "running" but its timestep has
+  not advanced for that long, :func:`rlcloud.backend.stalled_for`): the runner is stopped (SIGTERM, then
+  SIGKILL after the grace period)
   and started again once, resuming from its latest checkpoint (``.rlcloud-local/<label>.restarts`` counts
   it); stalled a second time (or exit code 89) it is stopped and the role fails, the log's exit line saying
   why.
@@ -59,7 +61,13 @@ from rlcloud.local.state import POLL_S, RunState, acquire_flock, atomic_write
 from rlcloud.roles import LEARNER_ROLES
 from rlcloud.runenv import RunnerEnv
 from rlcloud.runner.lifeline import die_with_parent
-from rlcloud.runner.watchdog import EXIT_STALLED, EXIT_STALLED_AGAIN, heartbeat_age, heartbeat_path
+from rlcloud.runner.watchdog import (
+    EXIT_STALLED,
+    EXIT_STALLED_AGAIN,
+    LIVENESS_MARGIN_S,
+    heartbeat_age,
+    heartbeat_path,
+)
 from rlcloud.waiting import poll_until
 
 __all__ = ["DEFAULT_GRACE_PERIOD", "EXIT_DUPLICATE", "main", "supervise"]
@@ -180,11 +188,15 @@ def supervise(
                 return _stop_for_budget(run, label, child, grace_period, decision.reason)
         if stall_timeout is not None and not received and time.monotonic() >= next_look:
             next_look = time.monotonic() + STALL_POLL_S
-            if learner:
+            beat_age = heartbeat_age(heartbeat, since=launched)
+            if learner and beat_age is not None:
+                # the runner's watchdog keeps this heartbeat and ends a stalled runner itself (exit 88, below):
+                # this is the backstop for a runner whose watchdog cannot run (a hang that holds the GIL)
+                idle = beat_age if beat_age >= stall_timeout + LIVENESS_MARGIN_S else None
+            elif learner:  # a runner without a watchdog: its progress.json heartbeat
                 idle = _stalled(run, launched, stall_timeout)
             else:  # an env server: its request loop's heartbeat (a missing one: still starting)
-                age = heartbeat_age(heartbeat, since=launched)
-                idle = age if age is not None and age >= stall_timeout else None
+                idle = beat_age if beat_age is not None and beat_age >= stall_timeout else None
             if idle is not None:
                 limit = STALL_RESTARTS if learner else ENV_SERVER_STALL_RESTARTS
                 what = "no timestep" if learner else "no heartbeat (it stopped answering)"

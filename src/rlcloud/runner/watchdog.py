@@ -60,7 +60,9 @@ EXIT_STALLED_AGAIN = 89
 STALL_RESTARTS = 1
 #: The heartbeat files' directory under the work directory (hidden: the results syncer skips it).
 HEARTBEAT_DIR = ".heartbeat"
-#: Seconds a learner's first step (TensorFlow traces the agent's graph) may take beyond its stall_timeout.
+#: Seconds a process's start of training gets beyond its stall_timeout (at most the stall_timeout itself):
+#: TensorFlow traces and first runs the agent's graphs then (the first act, observe and PPO update of a
+#: small agent took 6 s on a busy 2-core machine).
 FIRST_STEP_GRACE_S = 60.0
 #: Seconds a flush of progress and logs to the results store may take when a stall ends the learner.
 FLUSH_TIMEOUT_S = 20.0
@@ -197,9 +199,10 @@ class StallWatchdog:
     def _run(self) -> None:
         # A tick well under the timeout: the stall is acted on within stall_timeout plus one tick.
         tick = min(1.0, self.stall_timeout / 4)
+        grace = min(FIRST_STEP_GRACE_S, self.stall_timeout)
         seen = self._start
         running_since: float | None = None
-        advanced_at: float | None = None  # None until this process's first step
+        advanced_at: float | None = None  # this process's last advance (None: no step yet)
         while not self._stop.wait(tick):
             now = time.time()
             if not getattr(self.trainer, "running", False):
@@ -208,18 +211,13 @@ class StallWatchdog:
             position = self._position()
             if position != seen or (self.waiting is not None and self.waiting()):
                 seen, advanced_at = position, now
-            if advanced_at is None:
-                # TensorFlow traces the agent's graph in the first act and observe: that first step gets
-                # FIRST_STEP_GRACE_S more (the heartbeat file waits for it: a probe reads none as starting)
-                idle = now - running_since
-                if idle >= self.stall_timeout + FIRST_STEP_GRACE_S:
-                    self._fire(idle)
-                    return
-                continue
-            beat(self.heartbeat, advanced_at)
-            idle = now - advanced_at
-            if idle >= self.stall_timeout:
-                self._fire(idle)
+            # TensorFlow traces and first runs the agent's graphs (act, observe, the first update) early in
+            # training, slowly on a busy machine: that start is given `grace` more; the heartbeat (what the
+            # liveness probe reads) says the same
+            beat_at = min(now, max(advanced_at or running_since, running_since + grace))
+            beat(self.heartbeat, beat_at)
+            if now - beat_at >= self.stall_timeout:
+                self._fire(now - (advanced_at or running_since))
                 return
 
     def _fire(self, idle: float) -> None:
