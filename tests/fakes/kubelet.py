@@ -762,6 +762,10 @@ class FakeKubelet:
 
     # -- kubelet ---------------------------------------------------------------------------------
 
+    def host_port(self, host: str, namespace: str | None = None) -> int | None:
+        """The local port that stands for ``host`` (``<pod hostname>.<subdomain>``), as the pods' host map says."""
+        return self._host_map(namespace or self.namespace or "default").get(host)
+
     def _host_map(self, namespace: str) -> dict[str, int]:
         """``host.subdomain`` -> local port for every pod an Indexed Job with a subdomain will create."""
         with self._lock:

@@ -10,18 +10,24 @@ but the test's own reads: the fake Job controller does what the real one would.
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from kubernetes import client
 
 from rlcloud.k8s.backend import KubernetesBackend
+from rlcloud.k8s.builders import build_workloads
 from rlcloud.k8s.status import role_statuses
+from rlcloud.runner.remote import RemoteVectorEnv
 from rlcloud.runner.watchdog import EXIT_STALLED, EXIT_STALLED_AGAIN
 from tests.fakes.kube_apiserver import FakeKubeApiServer
+from tests.fakes.kubelet import FakeKubelet
 from tests.k8s.conftest import make_spec
 from tests.k8s.test_backend import kubelet_for, make_backend
+from tests.k8s.test_kubelet import eventually
 
 
 @pytest.fixture
@@ -99,3 +105,53 @@ def test_status_says_a_pod_stalled_and_that_the_job_failed_for_a_second_stall() 
     assert role.state == "failed" and role.restarts == 1
     assert role.reason is not None and role.reason.startswith("stalled again after a restart for a stall")
     assert message in role.reason
+
+
+def test_a_hung_env_server_pod_fails_its_liveness_probe_and_the_agent_rejoins_its_replacement(
+    apiserver: FakeKubeApiServer, tmp_path: Path
+) -> None:
+    """The env-server Job as build_workloads makes it, run by the fake kubelet with the real runner (no
+    TensorFlow on that side); the test is the agent. The env server is stopped (SIGSTOP): its heartbeat ages,
+    the exec livenessProbe fails twice, the kubelet kills the container, the pod fails and the Job replaces it
+    on the same DNS name; the agent's step, which timed out, returns truncated from the new pod."""
+    spec = make_spec("distributed", 1, stall_timeout="3s", name="hung")
+    api = client.ApiClient()
+    objects = build_workloads(spec, image="rlcloud:test", namespace="rl", kubernetes_version="1.31")
+    apiserver.create_object("Namespace", {"metadata": {"name": "rl"}})
+    for obj in objects:
+        if obj.metadata.name != "hung-agent":  # the test is the agent
+            apiserver.create_object(obj.kind, api.sanitize_for_serialization(obj), "rl")
+    venv = None
+    with FakeKubelet(apiserver, tmp_path / "pods", namespace="rl", max_grace=10) as kubelet:
+        try:
+            port = kubelet.host_port("hung-env-0.hung-env")
+            assert port is not None
+            venv = RemoteVectorEnv([f"127.0.0.1:{port}"], connect_timeout=120, step_timeout=1.0)
+            venv.reset()
+            venv.step(np.zeros(1, dtype=np.int64))
+            (first,) = kubelet.running("rlcloud.io/role=env-server")
+            kubelet.kill(first, signal.SIGSTOP)
+            _states, rewards, terminals = venv.step(np.zeros(1, dtype=np.int64))
+            assert terminals.tolist() == [2] and rewards.tolist() == [0.0] and venv.reconnects == 1
+            (second,) = kubelet.running("rlcloud.io/role=env-server")
+            assert second != first
+            venv.step(np.zeros(1, dtype=np.int64))
+            venv.close(finished=True)
+            venv = None
+            eventually(lambda: job_done(apiserver, "hung-env"), timeout=60, what="the env-server Job complete")
+        finally:
+            if venv is not None:
+                venv.close(finished=True)
+    events = [e for e in apiserver.list_objects("Event", "rl") if e["involvedObject"]["name"] == first]
+    assert [e["reason"] for e in events][-1] == "Killing" and "Unhealthy" in [e["reason"] for e in events]
+    assert any("no heartbeat for" in e["message"] for e in events)
+    assert apiserver.get_object("Pod", first, "rl")["status"]["phase"] == "Failed"
+    assert job_done(apiserver, "hung-env") == "Complete"
+
+
+def job_done(apiserver: FakeKubeApiServer, name: str) -> str | None:
+    """``Complete``/``Failed`` once the Job has that condition, else None."""
+    for cond in (apiserver.get_object("Job", name, "rl") or {}).get("status", {}).get("conditions", []):
+        if cond["type"] in ("Complete", "Failed") and cond["status"] == "True":
+            return str(cond["type"])
+    return None
