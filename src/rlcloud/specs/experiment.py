@@ -294,9 +294,11 @@ class ExperimentSpec(StrictModel):
     stall_timeout: Duration = Field(
         Duration(600),
         json_schema_extra=why(
-            "a learner whose timestep has not advanced for this long is shown as stalled; locally its "
-            "supervisor restarts it once from its latest checkpoint, then fails it (a slow env step or a long "
-            "evaluation must fit in it: evaluation episodes count as progress)"
+            "a learner whose timestep has not advanced for this long is shown as stalled, ends itself and is "
+            "restarted once from its latest checkpoint, then failed, locally and on Kubernetes alike (a slow env "
+            "step or a long evaluation must fit in it: evaluation episodes count as progress; the start of "
+            "training gets min(60 s, this) more); an env server that has not answered for this long is replaced "
+            "and the learner rejoins it (docs/contracts.md)"
         ),
         description="How long a training learner may go without a timestep before it counts as stalled "
         "('10m', '90s'; at least 2 s: the runner reports every second). Longer than a checkpoint save takes.",
