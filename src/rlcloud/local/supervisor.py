@@ -17,10 +17,9 @@ lifecycle rules without anyone watching:
   :mod:`rlcloud.runner.watchdog`; or the heartbeat that watchdog keeps is 30 s older than that, a hang the
   watchdog cannot see; or, for a runner without one, its progress.json says "running" but its timestep has
   not advanced for that long, :func:`rlcloud.backend.stalled_for`): the runner is stopped (SIGTERM, then
-  SIGKILL after the grace period)
-  and started again once, resuming from its latest checkpoint (``.rlcloud-local/<label>.restarts`` counts
-  it); stalled a second time (or exit code 89) it is stopped and the role fails, the log's exit line saying
-  why.
+  SIGKILL after the grace period) and started again once, resuming from its latest checkpoint
+  (``.rlcloud-local/<label>.restarts`` counts it); stalled a second time (or exit code 89) it is stopped
+  and the role fails, the log's exit line saying why.
 - an env server stopped answering (``--stall-timeout``: its heartbeat file, touched by its request loop,
   is that old): it is killed (SIGTERM + SIGCONT, SIGKILL after a few seconds) and started again on the same
   port, up to three times; the agent reconnects to it and resets its environments, without a restart.
