@@ -11,19 +11,24 @@ sleeps.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 import yaml
 
+from rlcloud.local import LocalBackend
 from rlcloud.local.state import RunState
 from rlcloud.runner.remote import RemoteVectorEnv
 from rlcloud.runner.watchdog import heartbeat_path
+from rlcloud.specs import ExperimentSpec
 
 
 def _free_port() -> int:
@@ -95,3 +100,45 @@ def test_a_stopped_env_server_is_replaced_and_the_agent_carries_on(tmp_path: Pat
     assert "env-server-0 stalled: no heartbeat (it stopped answering) for" in log_text, log_text
     assert "replacing it" in log_text
     assert run.exit_code("env-server-0") == 0
+
+
+@pytest.mark.training
+def test_a_distributed_run_survives_a_hung_env_server_without_restarting_its_learner(tmp_path: Path) -> None:
+    """The local backend, real agent and env servers: env-server-1 is stopped mid-run. Its supervisor replaces
+    it, the agent rejoins the new one, and the run succeeds with the learner never restarted."""
+    root = tmp_path / "results"
+    backend = LocalBackend(str(root), grace_period=20)
+    spec = ExperimentSpec.from_dict(
+        {
+            "name": "hung-dist",
+            "environment": {"type": "gym", "level": "CartPole-v1"},
+            "agent": {"type": "ppo", "batch_size": 10, "learning_rate": 1e-3},
+            "run_mode": "distributed",
+            "num_workers": 2,
+            "total_timesteps": 2000,
+            "stall_timeout": "6s",
+        }
+    )
+    workdir = root / "hung-dist"
+    try:
+        backend.start(spec, str(root))
+        progress = workdir / "progress.json"
+        deadline = time.monotonic() + 300
+        while not (progress.exists() and json.loads(progress.read_text()).get("timestep", 0) >= 300):
+            assert time.monotonic() < deadline, "timed out waiting for training"
+            time.sleep(0.2)
+        hung = RunState(workdir).runner("env-server-1")
+        assert hung is not None
+        os.kill(int(hung["pid"]), signal.SIGSTOP)
+        final = backend.wait("hung-dist", timeout=400)
+    finally:
+        for name in backend.list():
+            backend.stop(name)
+    assert final.state == "succeeded", final.message
+    restarts = {r.label: r.restarts for r in final.roles}
+    assert restarts == {"agent-0": 0, "env-server-0": 0, "env-server-1": 1}
+    agent_log = (workdir / "logs" / "agent-0.log").read_text(errors="replace")
+    assert "lost (receive: timed out); reconnecting" in agent_log and " is back" in agent_log
+    assert "stalled: no timestep" not in agent_log
+    assert "env-server-1 stalled: no heartbeat" in (workdir / "logs" / "env-server-1.log").read_text(errors="replace")
+    assert final.progress["timestep"] >= 2000
