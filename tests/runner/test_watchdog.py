@@ -30,6 +30,7 @@ from rlcloud.runner.watchdog import (
     heartbeat_age,
     heartbeat_path,
     liveness_command,
+    on_stall_exit,
 )
 
 HANGING_ENV = '''
@@ -135,10 +136,15 @@ def test_a_stall_is_recorded_and_the_second_in_a_row_is_told_apart(tmp_path: Pat
     (tmp_path / "progress.json").write_text(json.dumps({"state": "running", "timestep": 3}))
     trainer = _Trainer()
     watchdog, ended = _watch(tmp_path, trainer)
-    watchdog.start()
-    trainer.counters["timestep"] = 5  # one step, then nothing
-    assert ended.wait(30)
-    assert watchdog.fired == EXIT_STALLED
+    told: list[int] = []
+    unhook = on_stall_exit(told.append)  # what a warm worker records the trial's exit code with
+    try:
+        watchdog.start()
+        trainer.counters["timestep"] = 5  # one step, then nothing
+        assert ended.wait(30)
+    finally:
+        unhook()
+    assert watchdog.fired == EXIT_STALLED and told == [EXIT_STALLED]
     progress = json.loads((tmp_path / "progress.json").read_text())
     assert progress["state"] == "stalled" and progress["stalls"] == 1 and progress["timestep"] == 3
     assert progress["stalled"].startswith("stalled: no timestep for")

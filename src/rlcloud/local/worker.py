@@ -330,6 +330,7 @@ def warm_up(spec_path: Path) -> None:
 def run_trial(job: dict[str, Any], signals: _Signals) -> int:
     """Run one trial handed over by :meth:`WarmPool.start`; its exit code (recorded like a supervisor's)."""
     from rlcloud.runner.main import main as runner_main
+    from rlcloud.runner.watchdog import on_stall_exit
 
     workdir = Path(job["workdir"])
     run = RunState(workdir)
@@ -346,6 +347,8 @@ def run_trial(job: dict[str, Any], signals: _Signals) -> int:
                 _log_line(f"{label} stopped before it started")
             else:
                 signals.idle = False
+                # a stalled trial's watchdog ends this whole process: its exit code is recorded first
+                unhook = on_stall_exit(lambda stalled: atomic_write(run.exit_file(label), f"{stalled}\n"))
                 try:
                     with _trial_environ(dict(job.get("env") or {}), workdir):
                         argv = ["--role", job["role"], "--index", "0", "--spec", job["spec"], "--workdir", str(workdir)]
@@ -354,6 +357,7 @@ def run_trial(job: dict[str, Any], signals: _Signals) -> int:
                     logging.getLogger("rlcloud.runner").exception("%s crashed", label)
                     code = 1
                 finally:
+                    unhook()
                     signals.idle = True
             _log_line(f"{label} exited with code {code}")
         atomic_write(run.exit_file(label), f"{code}\n")

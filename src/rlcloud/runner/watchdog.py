@@ -48,6 +48,7 @@ __all__ = [
     "heartbeat_age",
     "heartbeat_path",
     "liveness_command",
+    "on_stall_exit",
 ]
 
 logger = logging.getLogger(__name__)
@@ -136,6 +137,22 @@ def _previous_stalls(workdir: Path) -> int:
         return 0
     stalls = progress.get("stalls")
     return stalls if isinstance(stalls, int) and not isinstance(stalls, bool) and stalls > 0 else 1
+
+
+#: Called with the exit code just before a watchdog ends the process (:func:`on_stall_exit`).
+_EXIT_HOOKS: list[Callable[[int], object]] = []
+
+
+def on_stall_exit(hook: Callable[[int], object]) -> Callable[[], None]:
+    """Have ``hook(code)`` called just before a watchdog ends this process for a stall (a warm worker that
+    runs trials in-process records the trial's exit code, as a supervisor would); returns the unregistration."""
+    _EXIT_HOOKS.append(hook)
+
+    def remove() -> None:
+        with contextlib.suppress(ValueError):
+            _EXIT_HOOKS.remove(hook)
+
+    return remove
 
 
 class StallWatchdog:
@@ -237,6 +254,11 @@ class StallWatchdog:
         self._flush()
         code = EXIT_STALLED_AGAIN if again else EXIT_STALLED
         self.fired = code
+        for hook in list(_EXIT_HOOKS):
+            try:
+                hook(code)
+            except Exception:
+                logger.exception("a stall exit hook failed")
         with contextlib.suppress(Exception):
             logging.shutdown()
         self._exit(code)
