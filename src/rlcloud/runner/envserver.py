@@ -192,6 +192,9 @@ class EnvServer:
             selector.close()
             self._listener.close()
             self._report()
+            if self.heartbeat is not None:  # ended: nothing to watch (a new server starts its own)
+                with contextlib.suppress(OSError):
+                    self.heartbeat.unlink()
 
     def _beat(self) -> None:
         """Touch the heartbeat (at most once a second): this loop went round, so no request hangs."""
