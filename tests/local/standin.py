@@ -10,6 +10,9 @@ env server's line says so; it only waits for SIGTERM).
 ``STANDIN_HANG_AFTER=N`` makes the learner hang after episode N (no more progress.json heartbeats; SIGTERM
 still checkpoints it), like a runner stuck in an env step; with ``STANDIN_HANG_ONCE`` only the first process
 of the run hangs (it leaves ``hung`` in the work directory), so a restarted one finishes.
+``STANDIN_WATCHDOG`` runs the real runner's stall watchdog (:mod:`rlcloud.runner.watchdog`) over the episodes,
+with ``STANDIN_STALL_TIMEOUT`` (the learner then checkpoints every episode): a hang ends it with exit 88, or
+89 when the previous runner stalled too.
 """
 
 from __future__ import annotations
@@ -52,6 +55,13 @@ def main() -> int:
     hang_after = int(os.environ.get("STANDIN_HANG_AFTER", "0"))
     if hang_after and os.environ.get("STANDIN_HANG_ONCE") and (workdir / "hung").exists():
         hang_after = 0
+    counters = {"timestep": start}
+    if os.environ.get("STANDIN_WATCHDOG"):  # the real runner's stall watchdog over these episodes
+        from rlcloud.runner.watchdog import StallWatchdog
+
+        trainer = type("Trainer", (), {"running": True, "counters": counters})()
+        stall_timeout = float(os.environ.get("STANDIN_STALL_TIMEOUT", "600"))
+        StallWatchdog(trainer, stall_timeout, workdir, label=f"{args.role}-{args.index}").start()
     for episode in range(start + 1, episodes + 1):
         if hang_after and episode > hang_after:
             (workdir / "hung").write_text(f"{os.getpid()}\n")
@@ -71,6 +81,11 @@ def main() -> int:
         progress = {"state": "running", "episode": episode, "timestep": episode, "updated": now, "advanced_at": now}
         progress["elapsed"] = round(episode * delay, 3)  # training seconds, as the runner counts them
         (workdir / "progress.json").write_text(json.dumps(progress))
+        counters["timestep"] = episode
+        if os.environ.get("STANDIN_WATCHDOG"):  # a hung learner cannot checkpoint on its way out
+            (workdir / "checkpoints" / f"ckpt-{episode}").mkdir(parents=True, exist_ok=True)
+            latest.with_suffix(".tmp").write_text(f"ckpt-{episode}")
+            latest.with_suffix(".tmp").replace(latest)
         print(f"episode {episode}", flush=True)
         time.sleep(delay)
     print(f"succeeded: {episodes} episodes (summary)", flush=True)
