@@ -21,7 +21,8 @@ exit codes and results layout as the real runner (docs/contracts.md), in miniatu
   stall watchdog (:class:`rlcloud.runner.watchdog.StallWatchdog`) over the stand-in's episodes, with that
   stall_timeout: a hang ends the pod with exit code 88, or 89 when the previous pod stalled too; the learner
   then checkpoints every episode (a hung learner cannot checkpoint on its way out). With
-  ``STANDIN_HANG_ONCE`` only the first pod hangs (it leaves ``hung`` in the results).
+  ``STANDIN_HANG_ONCE`` only the first pod hangs (it leaves ``hung`` in the results). ``STANDIN_HANG_GIL``
+  makes the hang hold the GIL (a catastrophic regex): the watchdog's thread cannot run either.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import socket
 import sys
@@ -79,7 +81,7 @@ def _send(entry: str, message: bytes, timeout: float = 30.0) -> None:
             time.sleep(0.05)
 
 
-def learner(role: str, results: Path) -> int:
+def learner(role: str, results: Path, workdir: str) -> int:
     episodes = int(os.environ.get("STANDIN_EPISODES", "5"))
     delay = float(os.environ.get("STANDIN_DELAY", "0.05"))
     latest = results / "checkpoints" / "LATEST"
@@ -98,14 +100,21 @@ def learner(role: str, results: Path) -> int:
     watchdog = None
     counters = {"timestep": start}
     if os.environ.get("STANDIN_WATCHDOG"):
-        from rlcloud.runner.watchdog import StallWatchdog
+        from rlcloud.runner.watchdog import StallWatchdog, heartbeat_path
 
         trainer = type("Trainer", (), {"running": True, "counters": counters})()
-        watchdog = StallWatchdog(trainer, stall_timeout, results, label=f"{role}-0").start()
+        # progress.json in the results (this stand-in writes it there), the heartbeat in the pod's work
+        # directory (where the liveness probe looks), as the real runner's are after its sync
+        beat = heartbeat_path(workdir, f"{role}-0")
+        watchdog = StallWatchdog(trainer, stall_timeout, results, label=f"{role}-0", heartbeat=beat).start()
     for episode in range(start, episodes):
         if hang_after and episode >= start + hang_after:  # N episodes into this process
             (results / "hung").write_text(f"{os.getpid()}\n")
             print(f"hanging after episode {episode}", flush=True)
+            if os.environ.get("STANDIN_HANG_GIL"):
+                # a hang that holds the GIL (the regex engine never releases it): no thread, no signal
+                # handler runs; only the liveness probe over the watchdog's heartbeat can end it
+                re.match(r"(a+)+$", "a" * 64 + "b")
             while not terminated:
                 time.sleep(0.05)
         if terminated:
@@ -185,7 +194,7 @@ def main() -> int:
         return 2
     if args.role == "env-server":
         return env_server(args.index)
-    return learner(args.role, _results(args.workdir))
+    return learner(args.role, _results(args.workdir), args.workdir)
 
 
 if __name__ == "__main__":

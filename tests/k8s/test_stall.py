@@ -58,6 +58,27 @@ def test_a_stalled_learner_pod_is_restarted_from_its_checkpoint_once_and_finishe
     assert progress["state"] == "succeeded" and progress["episode"] == 6
 
 
+@pytest.mark.slow
+def test_a_learner_hung_holding_the_gil_is_killed_by_its_liveness_probe_and_retried(
+    apiserver: FakeKubeApiServer, backend: KubernetesBackend, tmp_path: Path
+) -> None:
+    """The hang holds the GIL, so the watchdog's thread never runs: its heartbeat file (in the pod's work
+    directory) ages, and the learner container's exec liveness probe (stall_timeout + 30 s) fails; the kubelet
+    kills the container (SIGKILL after the grace period: no handler runs either), the Job retries the pod
+    (exit 137, counted) and the new pod resumes from the checkpoint and finishes."""
+    results = str(tmp_path / "results")
+    backend.start(make_spec("single", stall_timeout="2s"), results)
+    env = _env(STANDIN_HANG_ONCE="1", STANDIN_HANG_GIL="1")
+    with kubelet_for(apiserver, tmp_path, **env) as kubelet:
+        final = backend.wait("cartpole", timeout=120)
+        codes = [code for _, pod, code in kubelet.exits if pod.startswith("cartpole-single")]
+        failures = [out for _, pod, out in kubelet.probe_failures if pod.startswith("cartpole-single")]
+    assert final.state == "succeeded", final.message
+    assert codes == [137, 0] and final.restarts == 1
+    assert failures and all("no heartbeat for" in out for out in failures)
+    assert "resumed from ckpt-2" in backend_log(tmp_path)
+
+
 def test_a_learner_pod_that_stalls_again_after_its_restart_fails_the_job(
     apiserver: FakeKubeApiServer, backend: KubernetesBackend, tmp_path: Path
 ) -> None:

@@ -162,7 +162,8 @@ class StallWatchdog:
     ``workdir``: where progress.json is; ``hooks``: the loop's hooks, whose ``on_finish`` pushes the work
     directory to the results store; ``label``: the role instance (heartbeat file, log line);
     ``waiting``: returns True while the learner waits for its env servers (not a stall of its own);
-    ``exit``: how the process ends (``os._exit``: the main thread may be stuck where nothing else reaches).
+    ``exit``: how the process ends (``os._exit``: the main thread may be stuck where nothing else reaches);
+    ``heartbeat``: its heartbeat file (default :func:`heartbeat_path` of ``workdir`` and ``label``).
     Call :meth:`start` before training and :meth:`stop` after; it reads progress.json at construction, before
     the trainer rewrites it, to know whether the previous process stalled.
     """
@@ -177,6 +178,7 @@ class StallWatchdog:
         hooks: Any = None,
         waiting: Callable[[], bool] | None = None,
         exit: Callable[[int], object] = os._exit,
+        heartbeat: Path | None = None,
     ) -> None:
         self.trainer = trainer
         self.stall_timeout = float(stall_timeout)
@@ -187,7 +189,7 @@ class StallWatchdog:
         self._exit = exit
         #: stalls in a row before this process (a previous process ended by a stall)
         self.previous_stalls = _previous_stalls(self.workdir)
-        self.heartbeat = heartbeat_path(self.workdir, label)
+        self.heartbeat = heartbeat if heartbeat is not None else heartbeat_path(self.workdir, label)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._start = (0, 0)
@@ -197,6 +199,8 @@ class StallWatchdog:
     def start(self) -> StallWatchdog:
         """Start watching in a daemon thread (the trainer's counters now are where it starts from)."""
         self._start = self._position()
+        # from now on a heartbeat exists: one that stops here is a hang before training (the GIL held)
+        beat(self.heartbeat)
         self._thread = threading.Thread(target=self._run, name="rlcloud-stall-watchdog", daemon=True)
         self._thread.start()
         return self
@@ -223,6 +227,7 @@ class StallWatchdog:
         while not self._stop.wait(tick):
             now = time.time()
             if not getattr(self.trainer, "running", False):
+                beat(self.heartbeat, now)  # starting (the loop's first second, a restore): not judged
                 continue
             running_since = running_since or now
             position = self._position()
