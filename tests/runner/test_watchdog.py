@@ -93,7 +93,7 @@ def test_a_runner_hung_in_c_code_stalls_out_and_resumes_from_its_checkpoint(tmp_
                 "total_timesteps": 200,
                 "max_timesteps_per_episode": 20,
                 "saver_frequency": "40t",
-                "stall_timeout": "8s",
+                "stall_timeout": "20s",  # generous: a loaded 2-core machine took 16 s for the first update
             }
         )
     )
@@ -198,3 +198,17 @@ def test_the_liveness_script_reads_the_newest_heartbeat(tmp_path: Path) -> None:
     age = heartbeat_age(path)
     assert age is not None and age >= 100
     assert heartbeat_age(path, since=time.time() - 10) is None  # a previous process's heartbeat
+
+
+def test_the_end_of_training_stops_the_judging_before_the_final_upload(tmp_path: Path) -> None:
+    """on_finish (the loop's hook, called before the results syncer's final upload) ends the watch: an upload
+    longer than stall_timeout is not a stall."""
+    trainer = _Trainer()
+    watchdog, ended = _watch(tmp_path, trainer)
+    watchdog.start()
+    trainer.counters["timestep"] = 7
+    watchdog.on_finish("succeeded")
+    assert not heartbeat_path(tmp_path, "single-0").exists()
+    assert not ended.wait(2.0)  # five stall_timeouts without a step, after the end: nothing fires
+    assert watchdog.fired is None
+    watchdog.stop()

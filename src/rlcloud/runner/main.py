@@ -285,6 +285,7 @@ def _train(
         trainer = Trainer(spec, workdir, vector_env=vector_env, hooks=chain)
         trainer_box.append(trainer)
         watchdog = _stall_watchdog(args, spec, workdir, trainer, chain, vector_env)
+        chain.hooks.insert(0, watchdog)  # training over (its on_finish), the final upload is not judged
         chain.add(_early_stopper(trainer))
         try:
             trainer.setup()

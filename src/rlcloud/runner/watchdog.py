@@ -213,6 +213,11 @@ class StallWatchdog:
         with contextlib.suppress(OSError):
             self.heartbeat.unlink()
 
+    def on_finish(self, state: str) -> None:
+        """The loop hook: training ended (the final checkpoint is written), so the final upload that follows,
+        however long, is no stall. Put it before the results syncer's hook."""
+        self.stop()
+
     def _position(self) -> tuple[int, int]:
         counters = self.trainer.counters
         return int(counters.get("timestep", 0)), int(counters.get("evaluation_episode", 0))
