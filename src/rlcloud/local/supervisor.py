@@ -259,7 +259,7 @@ def _stop_for_budget(run: RunState, label: str, child: subprocess.Popen[bytes], 
 def _stall_why(run: RunState, default: str) -> str:
     """What the runner's watchdog recorded of its stall (progress.json ``"stalled"``), else ``default``."""
     try:
-        progress = json.loads((run.workdir / "progress.json").read_text(encoding="utf-8"))
+        progress = json.loads((run.workdir / PROGRESS).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return default
     what = progress.get("stalled") if isinstance(progress, dict) else None

@@ -36,6 +36,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rlcloud.layout import PROGRESS
+
 __all__ = [
     "EXIT_STALLED",
     "EXIT_STALLED_AGAIN",
@@ -130,7 +132,7 @@ def liveness_command(workdir: str, max_age: float) -> list[str]:
 def _previous_stalls(workdir: Path) -> int:
     """Stalls in a row before this process: the previous process's, when a stall ended it; else 0."""
     try:
-        progress = json.loads((workdir / "progress.json").read_text(encoding="utf-8"))
+        progress = json.loads((workdir / PROGRESS).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return 0
     if not isinstance(progress, dict) or progress.get("state") != "stalled":
@@ -274,7 +276,7 @@ class StallWatchdog:
         self._exit(code)
 
     def _record(self, stalls: int, again: bool, what: str) -> None:
-        path = self.workdir / "progress.json"
+        path = self.workdir / PROGRESS
         try:
             progress = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -283,7 +285,7 @@ class StallWatchdog:
             progress = {}
         # "failed" when it will not be started again: a later start (a resume) gets its restart afresh
         progress.update(state="failed" if again else "stalled", stalls=stalls, stalled=what, updated=time.time())
-        tmp = path.with_name(f".progress.json.tmp-{os.getpid()}")
+        tmp = path.with_name(f".{PROGRESS}.tmp-{os.getpid()}")
         try:
             tmp.write_text(json.dumps(progress) + "\n", encoding="utf-8")
             os.replace(tmp, path)
