@@ -291,6 +291,7 @@ def test_pod_count_cordoned_nodes_and_exists_tolerations() -> None:
     assert schedule(_pod(), [soft], {}) == ("soft", "")
 
 
+@pytest.mark.processes
 def test_a_failed_liveness_probe_kills_the_container_and_the_job_replaces_its_pod(
     apiserver: FakeKubeApiServer, kubelet: FakeKubelet, tmp_path: Path
 ) -> None:

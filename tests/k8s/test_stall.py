@@ -40,6 +40,7 @@ def _env(**extra: str) -> dict[str, str]:
     return {**base, "STANDIN_STALL_TIMEOUT": "2", **extra}
 
 
+@pytest.mark.processes
 def test_a_stalled_learner_pod_is_restarted_from_its_checkpoint_once_and_finishes(
     apiserver: FakeKubeApiServer, backend: KubernetesBackend, tmp_path: Path
 ) -> None:
@@ -58,6 +59,7 @@ def test_a_stalled_learner_pod_is_restarted_from_its_checkpoint_once_and_finishe
     assert progress["state"] == "succeeded" and progress["episode"] == 6
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_a_learner_hung_holding_the_gil_is_killed_by_its_liveness_probe_and_retried(
     apiserver: FakeKubeApiServer, backend: KubernetesBackend, tmp_path: Path
@@ -79,6 +81,7 @@ def test_a_learner_hung_holding_the_gil_is_killed_by_its_liveness_probe_and_retr
     assert "resumed from ckpt-2" in backend_log(tmp_path)
 
 
+@pytest.mark.processes
 def test_a_learner_pod_that_stalls_again_after_its_restart_fails_the_job(
     apiserver: FakeKubeApiServer, backend: KubernetesBackend, tmp_path: Path
 ) -> None:
@@ -128,6 +131,7 @@ def test_status_says_a_pod_stalled_and_that_the_job_failed_for_a_second_stall() 
     assert message in role.reason
 
 
+@pytest.mark.processes
 def test_a_hung_env_server_pod_fails_its_liveness_probe_and_the_agent_rejoins_its_replacement(
     apiserver: FakeKubeApiServer, tmp_path: Path
 ) -> None:

@@ -37,6 +37,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.mark.processes
 def test_a_stopped_env_server_is_replaced_and_the_agent_carries_on(tmp_path: Path) -> None:
     workdir = tmp_path / "work"
     workdir.mkdir()
@@ -102,6 +103,7 @@ def test_a_stopped_env_server_is_replaced_and_the_agent_carries_on(tmp_path: Pat
     assert run.exit_code("env-server-0") == 0
 
 
+@pytest.mark.processes
 @pytest.mark.training
 def test_a_distributed_run_survives_a_hung_env_server_without_restarting_its_learner(tmp_path: Path) -> None:
     """The local backend, real agent and env servers: env-server-1 is stopped mid-run. Its supervisor replaces

@@ -11,6 +11,8 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from rlcloud.local import LocalBackend
 from rlcloud.runner.watchdog import EXIT_STALLED_AGAIN
 from tests.local.test_lifecycle import (  # noqa: F401 - fixtures
@@ -23,6 +25,7 @@ from tests.local.test_lifecycle import (  # noqa: F401 - fixtures
 )
 
 
+@pytest.mark.processes
 def test_a_learner_ended_by_its_watchdog_is_restarted_once_and_finishes(
     make_backend: Callable[..., LocalBackend],  # noqa: F811
     tmp_path: Path,
@@ -42,6 +45,7 @@ def test_a_learner_ended_by_its_watchdog_is_restarted_once_and_finishes(
     assert len(_runners(workdir)) == 2 and _episodes(workdir) == [1, 2, 3, 4, 5, 6]
 
 
+@pytest.mark.processes
 def test_a_learner_whose_watchdog_ends_it_twice_fails_saying_why(
     make_backend: Callable[..., LocalBackend],  # noqa: F811
     tmp_path: Path,

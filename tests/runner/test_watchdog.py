@@ -78,6 +78,7 @@ def _run(spec: Path, workdir: Path, log: Path, pythonpath: Path) -> int:
     return proc.returncode
 
 
+@pytest.mark.processes
 @pytest.mark.training
 def test_a_runner_hung_in_c_code_stalls_out_and_resumes_from_its_checkpoint(tmp_path: Path) -> None:
     (tmp_path / "hangenv.py").write_text(HANGING_ENV)
@@ -179,6 +180,7 @@ def test_waiting_for_env_servers_is_not_a_stall_and_stop_clears_the_heartbeat(tm
     assert not path.exists() and watchdog.fired is None
 
 
+@pytest.mark.processes
 def test_the_liveness_script_reads_the_newest_heartbeat(tmp_path: Path) -> None:
     """The probe's inline program: no heartbeat yet passes (starting), a fresh one passes, an old one fails
     naming its age; heartbeat_age is what the local supervisor reads, from the process's own start."""
