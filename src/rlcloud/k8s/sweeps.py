@@ -34,6 +34,7 @@ from rlcloud.k8s.builders import (
 from rlcloud.k8s.namespace import KubernetesNamespace
 from rlcloud.k8s.status import JSON, get, is_live, is_suspended, job_finished, labels, trial_states
 from rlcloud.k8s.status import name as object_name
+from rlcloud.k8s.warm import warm_pods, warm_sweep_status
 from rlcloud.layout import FINAL_STATES, ProgressRecord
 from rlcloud.waiting import poll_until
 
@@ -71,6 +72,7 @@ class KubernetesSweeps(KubernetesNamespace, SweepCapable):
             credentials_secret=self.credentials_secret,
             queue=self.queue,
             kubernetes_version=self.kubernetes_version(),
+            warm=self.warm_trials,
         )
         if self.queue:
             self._check_queue(self.queue)
@@ -125,6 +127,10 @@ class KubernetesSweeps(KubernetesNamespace, SweepCapable):
             else []
         )
         table = sweep.trial_table()
+        if job is not None and warm_pods(job, len(table)) is not None:
+            # pods run several trials each: the store says what became of each (rlcloud.k8s.warm)
+            progress = self._trial_progress(name, [(trial_name, "stopped") for trial_name, _p, _s in table])
+            return warm_sweep_status(name, job, table, progress, max_failures=sweep.max_failures, backend=self.kind)
         observed = trial_states(job, pods, len(table))
         progress = self._trial_progress(
             name, [(trial_name, seen.state) for (trial_name, _p, _s), seen in zip(table, observed, strict=True)]

@@ -1,0 +1,119 @@
+"""Status of a sweep whose trials start warm on Kubernetes (pods that each run several trials in turn).
+
+A warm sweep's Job (:func:`rlcloud.k8s.builders.build_sweep_workloads` with ``warm=True``) has fewer
+completion indexes than the sweep has trials: pod ``i`` of ``P`` runs trials ``i``, ``i+P``, ...
+(rlcloud.runner.warm). Its indexes say nothing of one trial, so each trial's state comes from its
+``progress.json`` in the results store (the pods write a failure record there for a trial that failed),
+and the Job says only whether trials still run. Pure functions: tested without a cluster.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rlcloud.k8s.status import get, is_suspended, job_finished
+
+if TYPE_CHECKING:
+    from rlcloud.backend import ExperimentState, SweepStatus, TrialState
+
+__all__ = ["halted_message", "warm_pods", "warm_sweep_status", "warm_trial_state"]
+
+JSON = dict[str, Any]
+
+
+def warm_pods(job: JSON | None, num_trials: int) -> int | None:
+    """The number of pods sharing the trials when ``job`` is a warm sweep's Job (fewer completions than
+    trials, each pod started with ``--stride``), else None."""
+    if job is None:
+        return None
+    completions = get(job, "spec", "completions")
+    containers = get(job, "spec", "template", "spec", "containers") or []
+    args = (containers[0].get("args") or []) if containers else []
+    if "--stride" not in args or not isinstance(completions, int) or completions >= num_trials:
+        return None
+    return completions
+
+
+def warm_trial_state(job: JSON, progress: dict[str, Any]) -> tuple[TrialState, str | None]:
+    """One trial's state and reason in a warm sweep, from its progress.json and its sweep's Job.
+
+    Finished on record (succeeded, stopped early, a failure record of this Job) is final; a trial whose
+    progress says it starts or trains runs while the Job does (stopped once the Job has ended); one without
+    progress waits for its pod ("queued"; "pending" while the Job is suspended).
+    """
+    recorded = progress.get("state")
+    uid = get(job, "metadata", "uid")
+    if recorded == "succeeded":
+        return "succeeded", None
+    if recorded == "stopped-early":
+        return "stopped early", progress.get("stop_reason")
+    if recorded == "failed" and (progress.get("job_uid") in (None, "", uid)):
+        return "failed", progress.get("stop_reason")
+    finished = job_finished(job)
+    if recorded in ("starting", "running"):
+        if finished:
+            return "stopped", f"the sweep's Job has {finished}"
+        return "running", None
+    if recorded == "stopped":
+        # checkpointed by a signal: its pod's replacement resumes it unless the Job has ended
+        return ("stopped", progress.get("stop_reason")) if finished else ("queued", "resumes from its checkpoint")
+    if is_suspended(job):
+        return "pending", "the sweep's Job is suspended"
+    if finished:
+        return "stopped", f"the sweep's Job has {finished}"
+    return "queued", None
+
+
+def halted_message(job: JSON, failed: int, max_failures: int, left: int) -> str | None:
+    """The sweep's message when a warm pod stopped launching trials (the Job failed by its podFailurePolicy
+    on the halted exit code), else None."""
+    conditions = get(job, "status", "conditions") or []
+    failed_condition = next((c for c in conditions if c.get("type") == "Failed" and c.get("status") != "False"), None)
+    if failed_condition is None or failed_condition.get("reason") != "PodFailurePolicy":
+        return None
+    return (
+        f"stopped after {failed} failed trials (max_failures {max_failures}): fix what they failed of "
+        f"(`rlcloud sweep status` names each reason); {left} trials did not run"
+    )
+
+
+def warm_sweep_status(
+    name: str,
+    job: JSON,
+    table: list[tuple[str, dict[str, Any], int]],
+    progress: dict[str, dict[str, Any]],
+    *,
+    max_failures: int,
+    backend: str,
+) -> SweepStatus:
+    """A warm sweep's status from its Job and its trials' progress.json (``progress``: trial name -> it)."""
+    from rlcloud.backend import SweepStatus as _SweepStatus
+    from rlcloud.backend import TrialStatus
+
+    trials = []
+    for index, (trial_name, params, seed) in enumerate(table):
+        got = progress.get(trial_name, {})
+        state, reason = warm_trial_state(job, got)
+        trials.append(TrialStatus(index, trial_name, params, seed, state, got, reason))
+    failed = sum(1 for t in trials if t.state == "failed")
+    finished = job_finished(job)
+    message: str | None = None
+    overall: ExperimentState
+    if finished == "succeeded":
+        overall = "failed" if failed else "succeeded"
+        message = f"{failed} of {len(trials)} trials failed" if failed else None
+    elif finished == "failed":
+        overall = "failed"
+        left = sum(1 for t in trials if t.state in ("queued", "stopped"))
+        message = halted_message(job, failed, max_failures, left) if max_failures and failed >= max_failures else None
+        if message is None:
+            conditions = get(job, "status", "conditions") or []
+            why = next((c.get("message") for c in conditions if c.get("type") == "Failed"), None)
+            message = f"the sweep's Job failed: {why}" if why else f"{failed} of {len(trials)} trials failed"
+    elif is_suspended(job):
+        overall, message = "pending", "the sweep's Job is suspended"
+    elif any(t.state == "running" for t in trials):
+        overall, message = "running", (f"{failed} trial(s) failed" if failed else None)
+    else:
+        overall = "pending"
+    return _SweepStatus(name=name, state=overall, trials=trials, message=message, backend=backend)
