@@ -8,9 +8,11 @@ max_failures failed trials, and real trials learn in a warm pod what they learn 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -134,7 +136,7 @@ def pod_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 
 
 def test_a_restarted_pod_skips_the_trials_that_finished(tmp_path: Path, pod_env: Path) -> None:
-    sweep = make_sweep(3, max_parallel=2)  # 6 trials: pod 1 runs 1, 3, 5
+    sweep = make_sweep(3, max_parallel=2, smoke_timesteps=0)  # 6 trials: pod 1 runs 1, 3, 5
     names = [name for name, _p, _s in sweep.trial_table()]
     for index in (1, 3, 5):
         _record(pod_env, names[index], {"state": "succeeded", "timestep": 10})
@@ -144,7 +146,7 @@ def test_a_restarted_pod_skips_the_trials_that_finished(tmp_path: Path, pod_env:
 
 
 def test_a_pod_stops_launching_once_max_failures_trials_failed_the_same_way(tmp_path: Path, pod_env: Path) -> None:
-    sweep = make_sweep(5, max_parallel=2, max_failures=3)  # 10 trials
+    sweep = make_sweep(5, max_parallel=2, max_failures=3, smoke_timesteps=0)  # 10 trials
     names = [name for name, _p, _s in sweep.trial_table()]
     failure = {"state": "failed", "signature": "exit code 3: no simulator licence", "job_uid": "job-2"}
     for index in (0, 1, 2):
@@ -158,6 +160,60 @@ def test_a_pod_stops_launching_once_max_failures_trials_failed_the_same_way(tmp_
     for index in (1, 3, 5, 7, 9):
         _record(pod_env, names[index], {"state": "succeeded"})
     assert _share(_pod_args(tmp_path, sweep, 1, 2)) == 0
+
+
+def _nolicence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """An environment whose construction fails (exit 3), importable here and by the pods."""
+    (tmp_path / "nolicence.py").write_text(
+        "import gymnasium\n\nclass Env(gymnasium.Env):\n"
+        "    def __init__(self):\n        raise RuntimeError('no simulator licence')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return {"type": "nolicence:Env"}
+
+
+class _Seen(logging.Handler):
+    """Sets ``event`` once a log line contains ``text``."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+        self.event = threading.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.text in record.getMessage():
+            self.event.set()
+
+
+def test_the_other_pods_wait_for_the_smoke_trial(
+    tmp_path: Path, pod_env: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="rlcloud.runner")
+    environment = _nolicence(tmp_path, monkeypatch)
+    sweep = make_sweep(2, max_parallel=2, experiment={"environment": environment})  # 4 trials, smoke 300
+    names = [name for name, _p, _s in sweep.trial_table()]
+    for index in (1, 3):
+        _record(pod_env, names[index], {"state": "succeeded"})
+    seen = _Seen("waiting for the first trial")
+    logging.getLogger().addHandler(seen)
+    try:
+        # pod 1 waits until trial 0 (pod 0's) has trained smoke_timesteps: written once it says it waits
+        def smoke_trains() -> None:
+            seen.event.wait(120)  # checked below; written in any case, so that the pod never waits forever
+            _record(pod_env, names[0], {"state": "running", "timestep": 350})
+
+        writer = threading.Thread(target=smoke_trains)
+        writer.start()
+        assert _share(_pod_args(tmp_path, sweep, 1, 2)) == 0
+        writer.join()
+        assert seen.event.is_set()
+        # a smoke trial that failed before its smoke_timesteps in this Job stops every pod
+        _record(pod_env, names[0], {"state": "failed", "timestep": 20, "job_uid": "job-2", "signature": "x"})
+        (pod_env / names[1] / "progress.json").unlink()
+        assert _share(_pod_args(tmp_path, sweep, 1, 2)) == runner_warm.EXIT_HALTED
+        assert not (pod_env / names[1] / "progress.json").exists()  # not started
+    finally:
+        logging.getLogger().removeHandler(seen)
 
 
 def test_failure_signatures_blank_what_varies_between_trials() -> None:
@@ -183,14 +239,11 @@ def _backend(api_client: client.ApiClient) -> KubernetesBackend:
 
 
 def test_a_broken_warm_sweep_stops_after_max_failures_trials(
-    apiserver: FakeKubeApiServer, api_client: client.ApiClient, tmp_path: Path
+    apiserver: FakeKubeApiServer, api_client: client.ApiClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (tmp_path / "nolicence.py").write_text(
-        "import gymnasium\n\nclass Env(gymnasium.Env):\n"
-        "    def __init__(self):\n        raise RuntimeError('no simulator licence')\n"
-    )
+    environment = _nolicence(tmp_path, monkeypatch)
     backend = _backend(api_client)
-    sweep = make_sweep(10, max_parallel=2, max_failures=3, experiment={"environment": {"type": "nolicence:Env"}})
+    sweep = make_sweep(10, max_parallel=2, max_failures=3, smoke_timesteps=0, experiment={"environment": environment})
     root = tmp_path / "results"
     backend.start_sweep(sweep, str(root))
     env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path]), "TF_CPP_MIN_LOG_LEVEL": "2"}
@@ -214,6 +267,25 @@ def test_a_broken_warm_sweep_stops_after_max_failures_trials(
     job = apiserver.get_object("Job", "lr-sweep", "rl")
     (condition,) = [c for c in job["status"]["conditions"] if c["type"] == "Failed"]
     assert condition["reason"] == "PodFailurePolicy"
+    backend.stop_sweep("lr")
+
+
+def test_a_broken_warm_sweep_fails_once_on_its_smoke_trial(
+    apiserver: FakeKubeApiServer, api_client: client.ApiClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    environment = _nolicence(tmp_path, monkeypatch)
+    backend = _backend(api_client)
+    sweep = make_sweep(10, max_parallel=2, experiment={"environment": environment})  # smoke_timesteps 300
+    backend.start_sweep(sweep, str(tmp_path / "results"))
+    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path]), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    with FakeKubelet(apiserver, tmp_path / "pods", extra_env=env, max_grace=30):
+        final = eventually(
+            lambda: (s := backend.sweep_status("lr")).finished and s, timeout=300, what="the sweep to stop"
+        )
+    assert final.state == "failed", final.to_dict()
+    assert [t.state for t in final.trials].count("failed") == 1 and final.trials[0].state == "failed"
+    assert "the first trial" in (final.message or "") and "smoke_timesteps" in (final.message or "")
+    assert "no simulator licence" in (final.message or "")
     backend.stop_sweep("lr")
 
 

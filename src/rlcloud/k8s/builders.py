@@ -945,10 +945,11 @@ def _warm_sweep_job(spec: k8s.V1JobSpec, per_index: bool) -> None:
 
     ``completions`` = ``parallelism`` = P pods; pod ``i`` runs trials ``i``, ``i+P``, ... (``--stride P``).
     Trials are accounted by the pods, in the store (rlcloud.runner.warm): a trial's failure is recorded and
-    the pod goes on; the pod that sees ``max_failures`` trials failed the same way exits
-    :data:`SWEEP_HALTED_EXIT_CODE`, and ``FailJob`` on that code stops the others (Kubernetes "Handling Pod
-    and container failures": podFailurePolicy FailJob "marks the Job as failed and terminates all running
-    Pods"). An invalid sweep file (exit 2/3 of a pod) fails the Job the same way. A pod that dies (a node
+    the pod goes on; the pod that sees ``max_failures`` trials failed the same way (or the smoke trial, the
+    first, failed before ``smoke_timesteps``) exits :data:`SWEEP_HALTED_EXIT_CODE`, and ``FailJob`` on that
+    code stops the others (Kubernetes "Jobs", pod failure policy: FailJob "indicate[s] that the Pod's job
+    should be marked as Failed and all running Pods should be terminated"). An invalid sweep file (exit 2/3
+    of a pod) fails the Job the same way. A pod that dies (a node
     lost, out of memory) is replaced within ``backoffLimitPerIndex`` (before 1.29: ``backoffLimit`` for all)
     and its replacement resumes its share, skipping finished trials.
     """

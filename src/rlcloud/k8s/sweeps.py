@@ -130,7 +130,15 @@ class KubernetesSweeps(KubernetesNamespace, SweepCapable):
         if job is not None and warm_pods(job, len(table)) is not None:
             # pods run several trials each: the store says what became of each (rlcloud.k8s.warm)
             progress = self._trial_progress(name, [(trial_name, "stopped") for trial_name, _p, _s in table])
-            return warm_sweep_status(name, job, table, progress, max_failures=sweep.max_failures, backend=self.kind)
+            return warm_sweep_status(
+                name,
+                job,
+                table,
+                progress,
+                max_failures=sweep.max_failures,
+                smoke_timesteps=sweep.smoke_timesteps,
+                backend=self.kind,
+            )
         observed = trial_states(job, pods, len(table))
         progress = self._trial_progress(
             name, [(trial_name, seen.state) for (trial_name, _p, _s), seen in zip(table, observed, strict=True)]

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from rlcloud.k8s.status import get, is_suspended, job_finished
 
 if TYPE_CHECKING:
-    from rlcloud.backend import ExperimentState, SweepStatus, TrialState
+    from rlcloud.backend import ExperimentState, SweepStatus, TrialState, TrialStatus
 
 __all__ = ["halted_message", "warm_pods", "warm_sweep_status", "warm_trial_state"]
 
@@ -64,17 +64,32 @@ def warm_trial_state(job: JSON, progress: dict[str, Any]) -> tuple[TrialState, s
     return "queued", None
 
 
-def halted_message(job: JSON, failed: int, max_failures: int, left: int) -> str | None:
+def halted_message(job: JSON, trials: list[TrialStatus], *, max_failures: int, smoke_timesteps: int) -> str | None:
     """The sweep's message when a warm pod stopped launching trials (the Job failed by its podFailurePolicy
-    on the halted exit code), else None."""
+    on the halted exit code): the smoke trial failed, or ``max_failures`` trials did; else None."""
     conditions = get(job, "status", "conditions") or []
     failed_condition = next((c for c in conditions if c.get("type") == "Failed" and c.get("status") != "False"), None)
     if failed_condition is None or failed_condition.get("reason") != "PodFailurePolicy":
         return None
-    return (
-        f"stopped after {failed} failed trials (max_failures {max_failures}): fix what they failed of "
-        f"(`rlcloud sweep status` names each reason); {left} trials did not run"
-    )
+    failed = sum(1 for t in trials if t.state == "failed")
+    left = sum(1 for t in trials if t.state in ("queued", "stopped"))
+    if max_failures and failed >= max_failures:
+        return (
+            f"stopped after {failed} failed trials (max_failures {max_failures}): fix what they failed of "
+            f"(`rlcloud sweep status` names each reason); {left} trials did not run"
+        )
+    first = trials[0] if trials else None
+    if (
+        smoke_timesteps
+        and first is not None
+        and first.state == "failed"
+        and int(first.progress.get("timestep") or 0) < smoke_timesteps
+    ):
+        return (
+            f"stopped launching trials: the first trial ({first.name}) failed before training {smoke_timesteps} "
+            f"timesteps (smoke_timesteps): {first.reason or 'failed'}; {left} trials did not run"
+        )
+    return None
 
 
 def warm_sweep_status(
@@ -84,17 +99,18 @@ def warm_sweep_status(
     progress: dict[str, dict[str, Any]],
     *,
     max_failures: int,
+    smoke_timesteps: int = 0,
     backend: str,
 ) -> SweepStatus:
     """A warm sweep's status from its Job and its trials' progress.json (``progress``: trial name -> it)."""
     from rlcloud.backend import SweepStatus as _SweepStatus
-    from rlcloud.backend import TrialStatus
+    from rlcloud.backend import TrialStatus as _TrialStatus
 
     trials = []
     for index, (trial_name, params, seed) in enumerate(table):
         got = progress.get(trial_name, {})
         state, reason = warm_trial_state(job, got)
-        trials.append(TrialStatus(index, trial_name, params, seed, state, got, reason))
+        trials.append(_TrialStatus(index, trial_name, params, seed, state, got, reason))
     failed = sum(1 for t in trials if t.state == "failed")
     finished = job_finished(job)
     message: str | None = None
@@ -104,8 +120,7 @@ def warm_sweep_status(
         message = f"{failed} of {len(trials)} trials failed" if failed else None
     elif finished == "failed":
         overall = "failed"
-        left = sum(1 for t in trials if t.state in ("queued", "stopped"))
-        message = halted_message(job, failed, max_failures, left) if max_failures and failed >= max_failures else None
+        message = halted_message(job, trials, max_failures=max_failures, smoke_timesteps=smoke_timesteps)
         if message is None:
             conditions = get(job, "status", "conditions") or []
             why = next((c.get("message") for c in conditions if c.get("type") == "Failed"), None)

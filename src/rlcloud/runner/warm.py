@@ -28,7 +28,10 @@ What the Job's per-index accounting did for a cold trial, the pod does per trial
   other pods (SIGTERM: they checkpoint), so a broken sweep stops after ``max_failures`` failed trials.
   Failures recorded by an earlier Job of the sweep (another ``RLCLOUD_JOB_UID``) do not count, and those
   trials run again;
-* a SIGTERM/SIGINT during a trial checkpoints it (the runner's own handling) and the pod exits 143/130.
+* a SIGTERM/SIGINT during a trial checkpoints it (the runner's own handling) and the pod exits 143/130;
+* as locally, the sweep's first trial (pod 0's) is its smoke trial: the other pods import TensorFlow, then
+  wait until it has trained ``smoke_timesteps`` (or finished); if it fails before that, every pod exits
+  :data:`EXIT_HALTED`, so a broken base experiment fails once.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from rlcloud.specs import ExperimentSpec
     from rlcloud.specs.sweep import SweepSpec
     from rlcloud.storage.base import Store
 
@@ -55,6 +59,7 @@ __all__ = [
     "JOB_UID_ENV",
     "TRIAL_RETRIES",
     "failure_signature",
+    "import_for",
     "run_share",
     "share",
 ]
@@ -82,6 +87,9 @@ EXIT_OK, EXIT_CRASH, EXIT_SPEC = 0, 1, 2
 #: The runner's environment variable naming the sweep's results (rlcloud.runner.main.SWEEP_RESULTS_ENV).
 SWEEP_RESULTS_ENV = "RLCLOUD_SWEEP_RESULTS"
 
+#: Seconds between two looks at the smoke trial's progress while a pod waits for it (one small read).
+SMOKE_POLL_S = 2.0
+
 #: Exit codes that end a trial for good (rlcloud.runner.main: EXIT_SPEC, EXIT_CONSTRUCTION).
 _FINAL_FAILURES = (2, 3)
 
@@ -91,6 +99,24 @@ Train = Callable[[argparse.Namespace, Any, Path], int]
 
 #: Exit codes of a trial stopped by a signal (after its checkpoint): the pod is being stopped.
 _SIGNALLED = (130, 143)
+
+
+def import_for(spec: ExperimentSpec) -> None:
+    """Import what a trial of ``spec`` needs (TensorFlow with the CPU kernels the runner would choose for it,
+    Tensorforce) before the trial comes: what a warm process does while it waits (a local warm worker
+    beside the smoke trial, a pod while the smoke trial proves the sweep). Raises what the import raises."""
+    from rlcloud.runner.compat import import_tensorforce
+    from rlcloud.runner.inlining import inline_nested_functions
+    from rlcloud.runner.kernels import choose_cpu_kernels
+    from rlcloud.runner.loop import build_vector_env
+
+    venv = build_vector_env(spec)  # the kernels depend on the states (runner/kernels.py), as in Trainer
+    try:
+        choose_cpu_kernels(spec.network, spec.agent, venv.states_spec)
+    finally:
+        venv.close()
+    import_tensorforce()
+    inline_nested_functions()
 
 
 def share(index: int, stride: int, num_trials: int) -> list[int]:
@@ -162,6 +188,11 @@ class _Failures:
     def failed_here(self, progress: dict[str, Any]) -> bool:
         """Whether ``progress`` is a failure record of this Job."""
         return progress.get("state") == "failed" and progress.get("job_uid") == self.job_uid
+
+    def smoke_failed(self, name: str, smoke: int) -> bool:
+        """Whether trial ``name`` (the smoke trial) failed in this Job before training ``smoke`` timesteps."""
+        got = self.progress(name)
+        return self.failed_here(got) and int(got.get("timestep") or 0) < smoke
 
     def worst(self, upto: int) -> tuple[str, list[str]] | None:
         """The signature most trials below index ``upto`` failed with in this Job, and those trials."""
@@ -245,11 +276,43 @@ def _run_trial(
         restore_tees()  # this trial's output goes to its own log, not the next trial's
 
 
+def _wait_for_smoke(sweep: SweepSpec, failures: _Failures, smoke: int) -> bool:
+    """Before this pod's first trial: import TensorFlow, then wait until the sweep's first trial (pod 0's,
+    the smoke trial) has trained ``smoke`` timesteps or finished, as a local sweep does, so that a broken
+    base experiment fails once, not once per pod. False when the smoke trial failed in this Job."""
+    first = sweep.trial_table()[0][0]
+
+    def proven() -> bool | None:
+        got = failures.progress(first)
+        if failures.smoke_failed(first, smoke):
+            return False
+        if got.get("state") in ("succeeded", "stopped-early") or int(got.get("timestep") or 0) >= smoke:
+            return True
+        return None
+
+    if proven() is not None:
+        return bool(proven())
+    try:
+        import_for(sweep.trial(0).spec)  # meanwhile: the imports every trial of this pod needs
+    except Exception as exc:  # left for the trial itself to report
+        logger.warning("warm-up skipped: %s", exc)
+    logger.info("waiting for the first trial (%s) to train %d timesteps (smoke_timesteps)", first, smoke)
+    while (result := proven()) is None:
+        time.sleep(SMOKE_POLL_S)
+    if not result:
+        logger.error("stopped launching trials: the first trial (%s) failed before training %d timesteps "
+                     "(smoke_timesteps)", first, smoke)  # fmt: skip
+        return False
+    logger.info("the first trial (%s) trains: starting", first)
+    return True
+
+
 def run_share(args: argparse.Namespace, prepare: Prepare, train: Train) -> int:
     """Run pod ``args.index``'s share of the sweep's trials (``--stride`` pods); the pod's exit code.
 
     ``prepare`` and ``train``: the runner's own steps for one trial of a sweep (rlcloud.runner.main).
     """
+    from rlcloud.errors import RLCloudError
     from rlcloud.specs.safeload import read_text_bounded
     from rlcloud.specs.sweep import SweepSpec
     from rlcloud.storage import open_store
@@ -261,15 +324,26 @@ def run_share(args: argparse.Namespace, prepare: Prepare, train: Train) -> int:
         logger.error("invalid sweep %s (pod %d of %s): %s", args.sweep, args.index, args.stride, exc)
         return EXIT_SPEC
     location = os.environ.get(SWEEP_RESULTS_ENV) or None
-    store = open_store(location) if location else None
+    try:
+        store = open_store(location) if location else None
+    except RLCloudError as exc:  # the results store is unreachable: worth a retry of the pod
+        logger.error("sweep %s: results store %s: %s", sweep.name, location, exc)
+        return EXIT_CRASH
     job_uid = os.environ.get(JOB_UID_ENV, "")
     table = sweep.trial_table()
     failures = _Failures(store, table, job_uid)
     base = Path(args.workdir)
     logger.info("sweep %s: pod %d of %s runs %d of its %d trials, warm", sweep.name, args.index, args.stride,
                 len(mine), sweep.num_trials)  # fmt: skip
+    smoke = sweep.smoke_timesteps if int(args.stride) > 1 and sweep.num_trials > 1 else 0
+    if smoke and args.index != 0 and mine and _wait_for_smoke(sweep, failures, smoke) is False:
+        return EXIT_HALTED
     for position, index in enumerate(mine):
         name = table[index][0]
+        if smoke and index != 0 and failures.smoke_failed(table[0][0], smoke):
+            logger.error("stopped launching trials: the first trial (%s) failed before training %d timesteps "
+                         "(smoke_timesteps)", table[0][0], smoke)  # fmt: skip
+            return EXIT_HALTED
         if sweep.max_failures:
             worst = failures.worst(upto=min(len(table), index + int(args.stride)))
             if worst is not None and len(worst[1]) >= sweep.max_failures:
