@@ -102,6 +102,29 @@ def test_a_trials_state_comes_from_its_record_while_the_job_runs() -> None:
     assert warm_trial_state(running, {"state": "stopped"})[0] == "queued"  # its pod's replacement resumes it
 
 
+def test_status_reads_each_pods_trials_only_as_far_as_the_pod_got() -> None:
+    names = [f"t{i}" for i in range(1000)]
+    records = {f"t{i}": {"state": "succeeded"} for i in (0, 1, 2, 4)}  # pod 0: 0, 2, 4 done; pod 1: 1 done
+    records["t6"] = {"state": "running", "timestep": 5}
+    records["t3"] = {"state": "failed", "job_uid": "old"}  # an earlier Job's failure: pod 1 runs it again
+    records["t8"] = {"state": "succeeded"}  # done in an earlier Job, beyond where pod 0 is
+    batches: list[list[str]] = []
+
+    def read(batch: list[str]) -> dict[str, dict[str, Any]]:
+        assert len(batch) <= 2  # at most one trial per pod a round
+        batches.append(batch)
+        return {name: records.get(name, {}) for name in batch}
+
+    from rlcloud.k8s.warm import read_shares
+
+    got = read_shares(names, 2, read, job_uid="new")
+    assert sorted(got, key=lambda n: int(n[1:])) == ["t0", "t1", "t2", "t3", "t4", "t6"]  # 6 reads, not 1,000
+    assert got["t6"]["state"] == "running" and got["t3"]["job_uid"] == "old"
+    assert batches == [["t0", "t1"], ["t2", "t3"], ["t4"], ["t6"]]
+    records["t3"]["job_uid"] = "new"  # this Job's failure: pod 1 went on
+    assert "t5" in read_shares(names, 2, read, job_uid="new")
+
+
 # ------------------------------------------------------------------------------ a pod's loop, in process
 
 

@@ -34,7 +34,7 @@ from rlcloud.k8s.builders import (
 from rlcloud.k8s.namespace import KubernetesNamespace
 from rlcloud.k8s.status import JSON, get, is_live, is_suspended, job_finished, labels, trial_states
 from rlcloud.k8s.status import name as object_name
-from rlcloud.k8s.warm import warm_pods, warm_sweep_status
+from rlcloud.k8s.warm import read_shares, warm_pods, warm_sweep_status
 from rlcloud.layout import FINAL_STATES, ProgressRecord
 from rlcloud.waiting import poll_until
 
@@ -127,9 +127,16 @@ class KubernetesSweeps(KubernetesNamespace, SweepCapable):
             else []
         )
         table = sweep.trial_table()
-        if job is not None and warm_pods(job, len(table)) is not None:
-            # pods run several trials each: the store says what became of each (rlcloud.k8s.warm)
-            progress = self._trial_progress(name, [(trial_name, "stopped") for trial_name, _p, _s in table])
+        sharing = warm_pods(job, len(table))
+        if job is not None and sharing is not None:
+            # pods run several trials each: the store says what became of each, read as far as each pod got
+            # (rlcloud.k8s.warm)
+            progress = read_shares(
+                [trial_name for trial_name, _p, _s in table],
+                sharing,
+                lambda batch: self._trial_progress(name, [(trial_name, "stopped") for trial_name in batch]),
+                job_uid=get(job, "metadata", "uid"),
+            )
             return warm_sweep_status(
                 name,
                 job,

@@ -9,6 +9,7 @@ and the Job says only whether trials still run. Pure functions: tested without a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rlcloud.k8s.status import get, is_suspended, job_finished
@@ -16,7 +17,7 @@ from rlcloud.k8s.status import get, is_suspended, job_finished
 if TYPE_CHECKING:
     from rlcloud.backend import ExperimentState, SweepStatus, TrialState, TrialStatus
 
-__all__ = ["halted_message", "warm_pods", "warm_sweep_status", "warm_trial_state"]
+__all__ = ["halted_message", "read_shares", "warm_pods", "warm_sweep_status", "warm_trial_state"]
 
 JSON = dict[str, Any]
 
@@ -132,3 +133,36 @@ def warm_sweep_status(
     else:
         overall = "pending"
     return _SweepStatus(name=name, state=overall, trials=trials, message=message, backend=backend)
+
+
+#: progress.json states after which a pod has moved on to the next trial of its share
+_MOVED_ON = frozenset({"succeeded", "stopped-early", "failed"})
+
+
+def read_shares(
+    names: list[str], pods: int, read: Callable[[list[str]], dict[str, dict[str, Any]]], job_uid: str | None = None
+) -> dict[str, dict[str, Any]]:
+    """The progress.json of the trials a warm sweep's pods have reached, in a number of reads that grows with
+    the trials finished and the pods, not with the trials still queued.
+
+    Pod ``i`` of ``pods`` runs ``names[i], names[i + pods], ...`` in order, so past its first trial that has
+    not finished (the one it runs) nothing has started yet. ``read``: reads a batch of trials' progress (in
+    parallel, caching finished ones), called once per round with at most one trial per pod. A failure record
+    of another Job (not ``job_uid``) is not final: the pod runs that trial again when it gets there.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    shares = [iter(names[i::pods]) for i in range(pods)]
+    current = [next(share, None) for share in shares]
+    while any(name is not None for name in current):
+        batch = [name for name in current if name is not None]
+        got = read(batch)
+        for pod, name in enumerate(current):
+            if name is None:
+                continue
+            progress = got.get(name, {})
+            out[name] = progress
+            moved_on = progress.get("state") in _MOVED_ON and (
+                progress.get("state") != "failed" or progress.get("job_uid") in (None, "", job_uid)
+            )
+            current[pod] = next(shares[pod], None) if moved_on else None
+    return out
