@@ -49,6 +49,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlcloud.waiting import Backoff, poll_until, retry
+
 if TYPE_CHECKING:
     from rlcloud.specs import ExperimentSpec
     from rlcloud.specs.sweep import SweepSpec
@@ -132,6 +134,18 @@ def failure_signature(code: int | None, line: str, trial_name: str) -> str:
     line = line.strip().splitlines()[0] if line.strip() else ""
     line = _VARYING.sub("#", line.replace(trial_name, "<trial>"))[:200]
     return f"exit code {code}: {line}" if code is not None else line
+
+
+class _CrashError(Exception):
+    """A trial that crashed (an exit code worth another try), with its outcome (code, error line, work dir)."""
+
+    def __init__(self, outcome: tuple[int, str, Path]) -> None:
+        super().__init__(f"crashed (exit code {outcome[0]})")
+        self.outcome = outcome
+
+
+#: A crashed trial starts again at once: a pod restart would not wait either (the Job's backoff is for pods).
+_AT_ONCE = Backoff(initial=0.0, maximum=0.0)
 
 
 class _FirstError(logging.Handler):
@@ -297,8 +311,8 @@ def _wait_for_smoke(sweep: SweepSpec, failures: _Failures, smoke: int) -> bool:
     except Exception as exc:  # left for the trial itself to report
         logger.warning("warm-up skipped: %s", exc)
     logger.info("waiting for the first trial (%s) to train %d timesteps (smoke_timesteps)", first, smoke)
-    while (result := proven()) is None:
-        time.sleep(SMOKE_POLL_S)
+    # no deadline: as locally, the others wait for the smoke trial however long its pod takes to run
+    result = poll_until(proven, None, interval=SMOKE_POLL_S)
     if not result:
         logger.error("stopped launching trials: the first trial (%s) failed before training %d timesteps "
                      "(smoke_timesteps)", first, smoke)  # fmt: skip
@@ -356,12 +370,27 @@ def run_share(args: argparse.Namespace, prepare: Prepare, train: Train) -> int:
             logger.info("trial %s failed already in this Job: not running it again", name)
             continue
         started = time.monotonic()
-        for attempt in range(TRIAL_RETRIES + 1):
-            code, line, workdir = _run_trial(args, index, base, location, prepare, train)
-            if code == EXIT_OK or code in _SIGNALLED or code in _FINAL_FAILURES:
-                break
-            logger.warning("trial %s crashed (exit code %d), attempt %d of %d", name, code, attempt + 1,
+
+        def attempt(index: int = index) -> tuple[int, str, Path]:
+            outcome = _run_trial(args, index, base, location, prepare, train)
+            if outcome[0] not in (EXIT_OK, *_SIGNALLED, *_FINAL_FAILURES):
+                raise _CrashError(outcome)
+            return outcome
+
+        def crashed(exc: Exception, tries: int, _pause: float, name: str = name) -> None:
+            logger.warning("trial %s %s, attempt %d of %d: again from its checkpoint", name, exc, tries,
                            TRIAL_RETRIES + 1)  # fmt: skip
+
+        try:
+            code, line, workdir = retry(
+                attempt,
+                retryable=lambda exc: isinstance(exc, _CrashError),
+                backoff=_AT_ONCE,
+                attempts=TRIAL_RETRIES + 1,
+                on_retry=crashed,
+            )
+        except _CrashError as exc:  # out of retries: a failure of its own
+            code, line, workdir = exc.outcome
         _ship_log(store, name, workdir)
         logger.info("trial %s (%d of %d in this pod): exit code %d in %.1f s", name, position + 1, len(mine), code,
                     time.monotonic() - started)  # fmt: skip
