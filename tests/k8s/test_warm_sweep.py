@@ -97,6 +97,8 @@ def test_a_trials_state_comes_from_its_record_while_the_job_runs() -> None:
     assert warm_trial_state(running, record) == ("failed", "exit code 3: boom")
     # a failure of an earlier Job of the sweep: this Job runs the trial again
     assert warm_trial_state(running, {**record, "job_uid": "u0"}) == ("queued", None)
+    # the runner's own "failed" (no Job's record): a crash its pod is trying again
+    assert warm_trial_state(running, {"state": "failed", "timestep": 0}) == ("running", None)
     assert warm_trial_state(failed_job, {"state": "running"})[0] == "stopped"
     assert warm_trial_state(failed_job, {})[0] == "stopped"
     assert warm_trial_state(running, {"state": "stopped"})[0] == "queued"  # its pod's replacement resumes it
@@ -378,3 +380,55 @@ def test_warm_trials_learn_what_cold_ones_do_and_keep_their_records(
     assert warm == cold_episodes
     assert _episodes(root / "tiny" / names[0]) != cold_episodes  # another trial learns something else
     backend.stop_sweep("tiny")
+
+
+@pytest.mark.training
+def test_a_crashed_warm_trial_is_tried_again_in_its_pod(
+    apiserver: FakeKubeApiServer, api_client: client.ApiClient, tmp_path: Path
+) -> None:
+    # CartPole whose first step crashes once: the flag file is removed by the crash
+    flag = tmp_path / "crash-once"
+    flag.write_text("")
+    (tmp_path / "crashonce.py").write_text(
+        "import os\nimport gymnasium\nfrom gymnasium.envs.classic_control import CartPoleEnv\n\n"
+        "class Env(CartPoleEnv):\n"
+        "    def step(self, action):\n"
+        f"        if os.path.exists({str(flag)!r}):\n"
+        f"            os.unlink({str(flag)!r})\n"
+        "            raise RuntimeError('simulator crashed')\n"
+        "        return super().step(action)\n"
+    )
+    sweep = SweepSpec(
+        name="crash",
+        experiment=make_spec(
+            name="base",
+            environment={"type": "crashonce:Env"},
+            max_timesteps_per_episode=200,
+            episodes=None,
+            total_timesteps=200,
+            saver_frequency=None,
+            summary_frequency=None,
+        ),
+        seeds=[1, 2],
+        max_parallel=1,  # one pod runs both trials
+    )
+    backend = _backend(api_client)
+    root = tmp_path / "results"
+    assert backend.start_sweep(sweep, str(root)) is True
+    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path]), "TF_USE_LEGACY_KERAS": "1",
+           "TF_CPP_MIN_LOG_LEVEL": "2"}  # fmt: skip
+    with FakeKubelet(apiserver, tmp_path / "pods", extra_env=env, max_grace=60) as kubelet:
+        final = eventually(
+            lambda: (s := backend.sweep_status("crash")).finished and s, timeout=600, what="the sweep to end"
+        )
+        started = list(kubelet.started)
+    assert final.state == "succeeded", (final.message, [(t.state, t.reason, t.progress) for t in final.trials])
+    assert len(started) == 1 and not flag.exists()
+    from rlcloud.record import read_history
+    from rlcloud.storage import open_store
+
+    first = final.trials[0].name
+    # started twice under its record, in one pod: the crash was retried in the process
+    assert [h["event"] for h in read_history(open_store(str(root / "crash" / first)))] == ["created", "resumed"]
+    assert "simulator crashed" in (root / "crash" / first / "logs" / "single-0.log").read_text()
+    backend.stop_sweep("crash")

@@ -34,7 +34,7 @@ from rlcloud.k8s.builders import (
 from rlcloud.k8s.namespace import KubernetesNamespace
 from rlcloud.k8s.status import JSON, get, is_live, is_suspended, job_finished, labels, trial_states
 from rlcloud.k8s.status import name as object_name
-from rlcloud.k8s.warm import read_shares, warm_pods, warm_sweep_status
+from rlcloud.k8s.warm import read_shares, warm_final, warm_pods, warm_sweep_status
 from rlcloud.layout import FINAL_STATES, ProgressRecord
 from rlcloud.waiting import poll_until
 
@@ -131,12 +131,18 @@ class KubernetesSweeps(KubernetesNamespace, SweepCapable):
         if job is not None and sharing is not None:
             # pods run several trials each: the store says what became of each, read as far as each pod got
             # (rlcloud.k8s.warm)
-            progress = read_shares(
-                [trial_name for trial_name, _p, _s in table],
-                sharing,
-                lambda batch: self._trial_progress(name, [(trial_name, "stopped") for trial_name in batch]),
-                job_uid=get(job, "metadata", "uid"),
-            )
+            uid = get(job, "metadata", "uid")
+
+            def read(batch: list[str]) -> dict[str, dict[str, Any]]:
+                # read as running trials' are (never kept), then kept once final for this Job: a runner's
+                # "failed" may be a crash its pod tries again
+                got = self._trial_progress(name, [(trial_name, "running") for trial_name in batch])
+                for trial_name, progress in got.items():
+                    if warm_final(progress, uid):
+                        self._finished_progress[(name, trial_name)] = progress
+                return got
+
+            progress = read_shares([trial_name for trial_name, _p, _s in table], sharing, read, job_uid=uid)
             return warm_sweep_status(
                 name,
                 job,

@@ -17,7 +17,7 @@ from rlcloud.k8s.status import get, is_suspended, job_finished
 if TYPE_CHECKING:
     from rlcloud.backend import ExperimentState, SweepStatus, TrialState, TrialStatus
 
-__all__ = ["halted_message", "read_shares", "warm_pods", "warm_sweep_status", "warm_trial_state"]
+__all__ = ["halted_message", "read_shares", "warm_final", "warm_pods", "warm_sweep_status", "warm_trial_state"]
 
 JSON = dict[str, Any]
 
@@ -48,10 +48,12 @@ def warm_trial_state(job: JSON, progress: dict[str, Any]) -> tuple[TrialState, s
         return "succeeded", None
     if recorded == "stopped-early":
         return "stopped early", progress.get("stop_reason")
-    if recorded == "failed" and (progress.get("job_uid") in (None, "", uid)):
+    if recorded == "failed" and progress.get("job_uid") == uid:
         return "failed", progress.get("stop_reason")
     finished = job_finished(job)
-    if recorded in ("starting", "running"):
+    # "failed" without this Job's uid: the runner's own word for a crash its pod tries again (or an earlier
+    # Job's failure record, tried again when the pod gets there)
+    if recorded in ("starting", "running") or (recorded == "failed" and progress.get("job_uid") is None):
         if finished:
             return "stopped", f"the sweep's Job has {finished}"
         return "running", None
@@ -135,8 +137,11 @@ def warm_sweep_status(
     return _SweepStatus(name=name, state=overall, trials=trials, message=message, backend=backend)
 
 
-#: progress.json states after which a pod has moved on to the next trial of its share
-_MOVED_ON = frozenset({"succeeded", "stopped-early", "failed"})
+def warm_final(progress: dict[str, Any], job_uid: str | None) -> bool:
+    """Whether a trial of a warm sweep is done for the Job ``job_uid``: it succeeded, stopped early, or has
+    that Job's failure record (a runner's own "failed" is a crash its pod tries again)."""
+    state = progress.get("state")
+    return state in ("succeeded", "stopped-early") or (state == "failed" and progress.get("job_uid") == job_uid)
 
 
 def read_shares(
@@ -147,8 +152,8 @@ def read_shares(
 
     Pod ``i`` of ``pods`` runs ``names[i], names[i + pods], ...`` in order, so past its first trial that has
     not finished (the one it runs) nothing has started yet. ``read``: reads a batch of trials' progress (in
-    parallel, caching finished ones), called once per round with at most one trial per pod. A failure record
-    of another Job (not ``job_uid``) is not final: the pod runs that trial again when it gets there.
+    parallel), called once per round with at most one trial per pod. A failure record of another Job (not
+    ``job_uid``) is not final: the pod runs that trial again when it gets there (:func:`warm_final`).
     """
     out: dict[str, dict[str, Any]] = {}
     shares = [iter(names[i::pods]) for i in range(pods)]
@@ -161,8 +166,5 @@ def read_shares(
                 continue
             progress = got.get(name, {})
             out[name] = progress
-            moved_on = progress.get("state") in _MOVED_ON and (
-                progress.get("state") != "failed" or progress.get("job_uid") in (None, "", job_uid)
-            )
-            current[pod] = next(shares[pod], None) if moved_on else None
+            current[pod] = next(shares[pod], None) if warm_final(progress, job_uid) else None
     return out
