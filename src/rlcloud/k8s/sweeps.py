@@ -133,7 +133,7 @@ class KubernetesSweeps(KubernetesNamespace, SweepCapable):
             # (rlcloud.k8s.warm)
             uid = get(job, "metadata", "uid")
 
-            def read(batch: list[str]) -> dict[str, dict[str, Any]]:
+            def read(batch: list[str]) -> dict[str, ProgressRecord]:
                 # read as running trials' are (never kept), then kept once final for this Job: a runner's
                 # "failed" may be a crash its pod tries again
                 got = self._trial_progress(name, [(trial_name, "running") for trial_name in batch])
@@ -142,12 +142,12 @@ class KubernetesSweeps(KubernetesNamespace, SweepCapable):
                         self._finished_progress[(name, trial_name)] = progress
                 return got
 
-            progress = read_shares([trial_name for trial_name, _p, _s in table], sharing, read, job_uid=uid)
+            shared = read_shares([trial_name for trial_name, _p, _s in table], sharing, read, job_uid=uid)
             return warm_sweep_status(
                 name,
                 job,
                 table,
-                progress,
+                shared,
                 max_failures=sweep.max_failures,
                 smoke_timesteps=sweep.smoke_timesteps,
                 backend=self.kind,

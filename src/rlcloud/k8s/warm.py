@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rlcloud.k8s.status import get, is_suspended, job_finished
+from rlcloud.layout import DONE_STATES, STOPPED_EARLY, ProgressRecord
 
 if TYPE_CHECKING:
     from rlcloud.backend import ExperimentState, SweepStatus, TrialState, TrialStatus
@@ -46,7 +47,7 @@ def warm_trial_state(job: JSON, progress: dict[str, Any]) -> tuple[TrialState, s
     uid = get(job, "metadata", "uid")
     if recorded == "succeeded":
         return "succeeded", None
-    if recorded == "stopped-early":
+    if recorded == STOPPED_EARLY:
         return "stopped early", progress.get("stop_reason")
     if recorded == "failed" and progress.get("job_uid") == uid:
         return "failed", progress.get("stop_reason")
@@ -99,7 +100,7 @@ def warm_sweep_status(
     name: str,
     job: JSON,
     table: list[tuple[str, dict[str, Any], int]],
-    progress: dict[str, dict[str, Any]],
+    progress: dict[str, ProgressRecord],
     *,
     max_failures: int,
     smoke_timesteps: int = 0,
@@ -111,7 +112,7 @@ def warm_sweep_status(
 
     trials = []
     for index, (trial_name, params, seed) in enumerate(table):
-        got = progress.get(trial_name, {})
+        got = progress.get(trial_name) or ProgressRecord()
         state, reason = warm_trial_state(job, got)
         trials.append(_TrialStatus(index, trial_name, params, seed, state, got, reason))
     failed = sum(1 for t in trials if t.state == "failed")
@@ -141,12 +142,12 @@ def warm_final(progress: dict[str, Any], job_uid: str | None) -> bool:
     """Whether a trial of a warm sweep is done for the Job ``job_uid``: it succeeded, stopped early, or has
     that Job's failure record (a runner's own "failed" is a crash its pod tries again)."""
     state = progress.get("state")
-    return state in ("succeeded", "stopped-early") or (state == "failed" and progress.get("job_uid") == job_uid)
+    return state in DONE_STATES or (state == "failed" and progress.get("job_uid") == job_uid)
 
 
 def read_shares(
-    names: list[str], pods: int, read: Callable[[list[str]], dict[str, dict[str, Any]]], job_uid: str | None = None
-) -> dict[str, dict[str, Any]]:
+    names: list[str], pods: int, read: Callable[[list[str]], dict[str, ProgressRecord]], job_uid: str | None = None
+) -> dict[str, ProgressRecord]:
     """The progress.json of the trials a warm sweep's pods have reached, in a number of reads that grows with
     the trials finished and the pods, not with the trials still queued.
 
@@ -155,7 +156,7 @@ def read_shares(
     parallel), called once per round with at most one trial per pod. A failure record of another Job (not
     ``job_uid``) is not final: the pod runs that trial again when it gets there (:func:`warm_final`).
     """
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, ProgressRecord] = {}
     shares = [iter(names[i::pods]) for i in range(pods)]
     current = [next(share, None) for share in shares]
     while any(name is not None for name in current):
@@ -164,7 +165,7 @@ def read_shares(
         for pod, name in enumerate(current):
             if name is None:
                 continue
-            progress = got.get(name, {})
+            progress = got.get(name) or ProgressRecord()
             out[name] = progress
             current[pod] = next(shares[pod], None) if warm_final(progress, job_uid) else None
     return out

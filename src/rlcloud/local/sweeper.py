@@ -99,6 +99,7 @@ def failure_signature(status: ExperimentStatus, trial_name: str) -> str:
 def _watched(location: str, running: dict[str, Any], smoke_trial: str | None) -> list[Path]:
     """The files whose change ends a trial or the smoke phase: each running trial's learner exit file, and
     the smoke trial's progress.json."""
+    from rlcloud.layout import PROGRESS
     from rlcloud.local.state import RunState
     from rlcloud.roles import LEARNER_ROLES, role_label
 
@@ -107,7 +108,7 @@ def _watched(location: str, running: dict[str, Any], smoke_trial: str | None) ->
         run = RunState(local_workdir(location, name))
         paths += [run.exit_file(role_label(role, 0)) for role in LEARNER_ROLES]
         if name == smoke_trial:
-            paths.append(run.workdir / "progress.json")
+            paths.append(run.workdir / PROGRESS)
     return paths
 
 

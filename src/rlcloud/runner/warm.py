@@ -49,6 +49,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlcloud.layout import DONE_STATES, LOGS, PROGRESS, ProgressRecord, log_path
 from rlcloud.waiting import Backoff, poll_until, retry
 
 if TYPE_CHECKING:
@@ -179,23 +180,23 @@ class _Failures:
         self.store = store
         self.names = [name for name, _params, _seed in table]
         self.job_uid = job_uid
-        self._final: dict[str, dict[str, Any]] = {}
+        self._final: dict[str, ProgressRecord] = {}
 
-    def progress(self, name: str) -> dict[str, Any]:
-        """The trial's progress.json ({} when none or unreadable)."""
+    def progress(self, name: str) -> ProgressRecord:
+        """The trial's progress.json (empty when none or unreadable)."""
         if name in self._final:
             return self._final[name]
         if self.store is None:
-            return {}
+            return ProgressRecord()
         from rlcloud.errors import RLCloudError
         from rlcloud.storage import read_progress
 
         try:
-            got = read_progress(self.store.child(name)) or {}
+            got = read_progress(self.store.child(name)) or ProgressRecord()
         except RLCloudError as exc:
             logger.debug("progress of %s unreadable: %s", name, exc)
-            return {}
-        if got.get("state") in ("succeeded", "stopped-early") or self.failed_here(got):
+            return ProgressRecord()
+        if got.get("state") in DONE_STATES or self.failed_here(got):
             self._final[name] = got
         return got
 
@@ -227,9 +228,9 @@ def _write_failure(store: Store | None, name: str, code: int, line: str, job_uid
 
     trial = store.child(name)
     try:
-        progress = read_progress(trial) or {}
+        progress = read_progress(trial) or ProgressRecord()
     except RLCloudError:
-        progress = {}
+        progress = ProgressRecord()
     reason = f"exit code {code}: {line}" if line else f"exit code {code}"
     progress.update(
         state="failed",
@@ -241,21 +242,21 @@ def _write_failure(store: Store | None, name: str, code: int, line: str, job_uid
         steps_per_second=None,
     )
     try:
-        trial.write_text("progress.json", json.dumps(progress) + "\n")
+        trial.write_text(PROGRESS, json.dumps(progress) + "\n")
     except RLCloudError as exc:
         logger.error("could not record the failure of trial %s: %s", name, exc)
 
 
 def _ship_log(store: Store | None, name: str, workdir: Path) -> None:
     """Upload the trial's log once more after the trial (its last lines come after the final sync)."""
-    log = workdir / "logs" / "single-0.log"
-    if store is None or not log.is_file():
+    logs = workdir / LOGS
+    if store is None or not logs.is_dir():
         return
     from rlcloud.errors import RLCloudError
 
-    for path in sorted((workdir / "logs").glob("*.log")):
+    for path in sorted(logs.glob("*.log")):
         with contextlib.suppress(RLCloudError, OSError):
-            store.child(name).upload_file(path, f"logs/{path.name}")
+            store.child(name).upload_file(path, log_path(path.stem))
 
 
 def _run_trial(
@@ -300,7 +301,7 @@ def _wait_for_smoke(sweep: SweepSpec, failures: _Failures, smoke: int) -> bool:
         got = failures.progress(first)
         if failures.smoke_failed(first, smoke):
             return False
-        if got.get("state") in ("succeeded", "stopped-early") or int(got.get("timestep") or 0) >= smoke:
+        if got.get("state") in DONE_STATES or int(got.get("timestep") or 0) >= smoke:
             return True
         return None
 
