@@ -263,6 +263,7 @@ def _backend(api_client: client.ApiClient) -> KubernetesBackend:
     )
 
 
+@pytest.mark.processes  # the fake kubelet runs the pods as processes
 def test_a_broken_warm_sweep_stops_after_max_failures_trials(
     apiserver: FakeKubeApiServer, api_client: client.ApiClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -295,6 +296,7 @@ def test_a_broken_warm_sweep_stops_after_max_failures_trials(
     backend.stop_sweep("lr")
 
 
+@pytest.mark.processes  # the fake kubelet runs the pods as processes
 def test_a_broken_warm_sweep_fails_once_on_its_smoke_trial(
     apiserver: FakeKubeApiServer, api_client: client.ApiClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
