@@ -13,7 +13,10 @@ summaries or evaluation) runs locally at ``max_parallel`` ``--parallel``. ``--mo
   and their difference, the overhead: process start, imports, building the agent, the final save;
 * the overhead of the trials after the first ``--parallel`` ones (the first trial of each worker pays the
   imports), median and maximum. Goal: <= 2 s;
-* the sweep's wall time against the summed training time / ``--parallel``. Goal: <= 1.15.
+* the sweep's wall time against the summed training time / ``--parallel``. Goal: <= 1.15;
+* where the rest goes: the sweep's start to its first trial, the slot-seconds spent outside any trial
+  (waiting for the first start, beside the smoke trial, between trials, after the last), the seconds inside
+  trials spent outside training, and how long a warm worker sat idle between two of its trials.
 
 Measured 2026-11-25 on the 2-core development VM shared with other sessions (load average ~9 throughout),
 16 trials x 3,000 timesteps, max_parallel 2, ``--mode both`` (one command, the same load for both):
@@ -24,11 +27,30 @@ Measured 2026-11-25 on the 2-core development VM shared with other sessions (loa
   worker's first trial: 1.3 s); sweep wall 109.1 s against 67.8 s: ratio 1.61. What is left is the first
   trial's start (17.4 s: Python, the imports, the first agent; the other slot warms meanwhile but waits
   for the smoke trial) and ~1.5 s a trial for building the agent and its last checkpoint.
+
+Measured 2026-11-26, same VM, warm mode, main (a copy of it) and the event-driven sweeper back to back:
+
+* at load ~1.5: 67.1 s wall against 38.0 s ideal (1.77; the last trials were slowed by a profile run);
+  the first trial 17.8 s (14.2 s outside training: ~0.5 s Python, 8.6 s TensorFlow and Tensorforce
+  imports, 1.4 s the first agent, the rest its first update's tracing and final checkpoint).
+* at load 8.7-11: before 163.8 s against 91.2 s (1.80), 35.0 s of wall outside any trial, a worker idle
+  156 ms (median) between trials; after 159.9 s against 90.2 s (1.77), 31.6 s, 32 ms. Earlier pairs at
+  load 7-10: 1.67 / 1.72 and 1.79 / 1.93: the load moves the ratio more than the change does.
+
+Where the ratio goes (profiled: the benchmark's new lines, a cProfile of a second trial in one process):
+the imports (9 s at load 1.5, 25-30 s at load 9) fall on both slots before any trial trains (they run in
+parallel, one per worker), the smoke trial's first 300 timesteps hold the second slot (its first update
+is traced meanwhile), and each later trial spends ~0.5 s (load 1.5) to ~2.8 s (load 9) outside its loop:
+Agent.create (~1 s at load 10) and its final checkpoint (0.5-1.2 s). Inside the loop a fresh agent
+retraces its functions (~8 s of 20 s at load 10), counted as training time. With the imports alone the
+floor for 16 x 3,000 timesteps on 2 cores is about (38 + 9.5) / 38 = 1.25: the 1.15 goal needs sweeps
+whose training outweighs the imports ~7 to 1 (or imports paid before the sweep starts).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -50,6 +72,30 @@ def _trial_times(workdir: Path) -> tuple[float, float]:
     return float(progress["updated"]) - float(history[-1]["time"]), float(state["elapsed"])
 
 
+def _slot_times(workdir: Path) -> tuple[float, float, int | None]:
+    """(start, end, pid) of one finished trial: its start in history.jsonl, the time its exit code was
+    written (its slot is free from then on) and the process that ran it (a warm worker's pid, else None)."""
+    history = [json.loads(line) for line in (workdir / "history.jsonl").read_text().splitlines() if line.strip()]
+    state = json.loads((workdir / ".rlcloud-local" / "state.json").read_text())
+    (role,) = state["roles"]
+    end = (workdir / ".rlcloud-local" / f"{role['role']}-0.exit").stat().st_mtime
+    return float(history[-1]["time"]), end, (int(role["pid"]) if role.get("worker") else None)
+
+
+def _refill_gaps(slots: list[tuple[float, float, int | None]]) -> list[float]:
+    """For each trial after a worker's first: how long its worker was idle between trials (the previous
+    trial's exit code written to this one's start)."""
+    gaps = []
+    by_worker: dict[int, list[tuple[float, float]]] = {}
+    for start, end, pid in slots:
+        if pid is not None:
+            by_worker.setdefault(pid, []).append((start, end))
+    for runs in by_worker.values():
+        runs.sort()
+        gaps += [start - end for (_s, end), (start, _e) in itertools.pairwise(runs)]
+    return gaps
+
+
 def run(mode: str, trials: int, timesteps: int, parallel: int) -> dict[str, Any]:
     """Run one sweep in ``mode`` (warm/cold) and print its figures."""
     from rlcloud import ExperimentSpec, Sweep, SweepSpec
@@ -68,13 +114,16 @@ def run(mode: str, trials: int, timesteps: int, parallel: int) -> dict[str, Any]
     with tempfile.TemporaryDirectory() as tmp:
         sweep = Sweep(spec, results=tmp)
         start = time.monotonic()
+        start_wall = time.time()
         sweep.start()
         status = sweep.wait(timeout=7200, poll_interval=0.25)
         wall = time.monotonic() - start
         rows = []
+        slots = []
         for trial in status.trials:
             trial_wall, training = _trial_times(Path(tmp) / spec.name / trial.name)
             rows.append((trial.name, trial.state, trial_wall, training))
+            slots.append(_slot_times(Path(tmp) / spec.name / trial.name))
     print(f"\n{mode}: {trials} trials x {timesteps} timesteps, max_parallel {parallel}: {status.counts()}")
     print(f"{'trial':>24} {'state':>10} {'wall s':>8} {'train s':>8} {'overhead s':>10}")
     for name, state, trial_wall, training in rows:
@@ -87,6 +136,20 @@ def run(mode: str, trials: int, timesteps: int, parallel: int) -> dict[str, Any]
           "(goal <= 2 s)")  # fmt: skip
     print(f"sweep wall {wall:.1f} s; summed training / {parallel} = {ideal:.1f} s; ratio {wall / ideal:.2f} "
           "(goal <= 1.15)")  # fmt: skip
+    # where the rest goes: slot-seconds not spent in a trial (waiting for the first start, the smoke trial,
+    # a refill, the last trial), and the trials' own overhead
+    first = min(start for start, _e, _p in slots) - start_wall
+    idle = parallel * wall - sum(w for _n, _s, w, _t in rows)
+    gaps = _refill_gaps(slots)
+    print(
+        f"sweep start to first trial {first:.1f} s; slot-seconds outside trials {idle:.1f} "
+        f"({idle / parallel:.1f} s of wall); in trials outside training {sum(w - t for _n, _s, w, t in rows):.1f}"
+    )
+    if gaps:
+        print(
+            f"a worker's idle time between its trials: median {statistics.median(gaps) * 1000:.0f} ms, "
+            f"max {max(gaps) * 1000:.0f} ms ({len(gaps)} refills)"
+        )
     return {"mode": mode, "wall": wall, "ideal": ideal, "overhead_median": statistics.median(later)}
 
 

@@ -35,6 +35,7 @@ FULL = RunnerEnv(
     parent_pid=4242,
     warm_trials=False,
     uint8_frames="float32",
+    job_uid="0b9c-job",
 )
 
 

@@ -345,6 +345,7 @@ class KubernetesTarget(Cluster):
     def _make_backend(self) -> ExperimentBackend:
         from rlcloud.config import load_project_config
         from rlcloud.k8s import KubernetesBackend
+        from rlcloud.local.worker import warm_enabled
 
         config = load_project_config()
         gpu_type = self.gpu_type
@@ -361,6 +362,8 @@ class KubernetesTarget(Cluster):
             gcp_service_account=config.gcp_service_account,
             credentials_secret=config.credentials_secret,
             queue=self.queue,
+            # a sweep's pods each run several trials in turn (RLCLOUD_WARM_TRIALS=0: one pod per trial)
+            warm_trials=warm_enabled(),
         )
 
 

@@ -34,6 +34,7 @@ __all__ = [
     "INDEX",
     "INLINE_FUNCTIONS",
     "INPLACE_BUFFERS",
+    "JOB_UID",
     "PARENT_PID",
     "PORT",
     "RESULTS",
@@ -64,6 +65,7 @@ INPLACE_BUFFERS = "RLCLOUD_INPLACE_BUFFERS"
 PARENT_PID = "RLCLOUD_PARENT_PID"
 WARM_TRIALS = "RLCLOUD_WARM_TRIALS"
 UINT8_FRAMES = "RLCLOUD_UINT8_FRAMES"
+JOB_UID = "RLCLOUD_JOB_UID"
 
 #: ``(host, port)``: an address as written in ``RLCLOUD_ENV_SERVERS`` and ``RLCLOUD_HOST_MAP``.
 HostPort = tuple[str, int]
@@ -237,6 +239,8 @@ class RunnerEnv:
     #: RLCLOUD_UINT8_FRAMES: 0 keeps Tensorforce's float32 frames, float32 rounds them but stores float32
     #: (default 1: rounded, stored as uint8 where the agent allows it; runner/frames.py).
     uint8_frames: str | None = _var(UINT8_FRAMES, _frames)
+    #: RLCLOUD_JOB_UID: a warm sweep pod's Job uid (downward API), so that an earlier Job's failures do not count.
+    job_uid: str | None = _var(JOB_UID, _text)
 
     @classmethod
     def variables(cls) -> dict[str, str]:

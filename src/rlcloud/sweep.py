@@ -260,6 +260,30 @@ class Sweep:
         self.sweeps.stop_sweep(self.name)
         return acted
 
+    # ---------------------------------------------------------------------------------------- notebooks
+
+    def _repr_html_(self) -> str:
+        """The sweep for notebooks: its state and figures, and one row per trial with its vitals (state,
+        percent done, ETA, steps/s, return: :func:`rlcloud.backend.sweep_html`).
+
+        Reads the status only where that is cheap: a local sweep from disk, a cluster's once started or
+        attached (never a cluster connection just to draw a cell); otherwise the trials are shown queued.
+        """
+        from rlcloud.backend import SweepStatus, TrialStatus, sweep_html
+
+        status = None
+        if self._backend is not None or self._cluster is None or self._cluster.kind == "local":
+            try:
+                status = self.status()
+            except Exception:  # not started yet, or the backend is unreachable: the trials as specified
+                status = None
+        if status is None:
+            trials = [TrialStatus(i, name, params, seed, "queued") for i, (name, params, seed) in
+                      enumerate(self.spec.trial_table())]  # fmt: skip
+            status = SweepStatus(name=self.name, state="pending", trials=trials, message="not started")
+        where = self._cluster.describe() if self._cluster else "local"
+        return sweep_html(status, rows=[("runs on", where), ("results", self.location)])
+
     # ----------------------------------------------------------------------------------------- results
 
     def experiments(self, *, started: bool = False) -> builtins.list[Experiment]:

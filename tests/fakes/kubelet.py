@@ -726,6 +726,9 @@ class FakeKubelet:
         suffix = secrets.token_hex(3)[:5]
         name = f"{meta['name']}-{index}-{suffix}" if index is not None else f"{meta['name']}-{suffix}"
         labels = dict(tmeta.get("labels") or {})
+        # the Job controller labels its pods with the Job's uid and name ("Well-Known Labels, Annotations and
+        # Taints": batch.kubernetes.io/controller-uid, batch.kubernetes.io/job-name, Kubernetes 1.27+)
+        labels.update({"batch.kubernetes.io/controller-uid": meta["uid"], "batch.kubernetes.io/job-name": meta["name"]})
         annotations = dict(tmeta.get("annotations") or {})
         pod_spec = template["spec"]
         if index is not None:

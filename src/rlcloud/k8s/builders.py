@@ -77,6 +77,7 @@ __all__ = [
     "LABEL_SWEEP",
     "MANAGED_BY",
     "RUNNER_SERVICE_ACCOUNT",
+    "SWEEP_HALTED_EXIT_CODE",
     "SWEEP_RESULTS_ENV",
     "WORKDIR",
     "budget_annotations",
@@ -862,6 +863,7 @@ def build_sweep_workloads(
     credentials_secret: str | None = None,
     queue: str | None = None,
     kubernetes_version: str = "1.29",
+    warm: bool = False,
 ) -> list[Any]:
     """The Kubernetes objects that run every trial of ``sweep``: a ConfigMap and ONE Indexed Job.
 
@@ -885,6 +887,8 @@ def build_sweep_workloads(
     :func:`build_workloads`) and image apply to every trial. Distributed trials are refused (an Indexed
     Job's pod cannot hold env servers), so is a ``run_mode`` parameter that mixes single and
     multi-threaded trials.
+
+    ``warm`` (with more trials than ``max_parallel``): trials start warm, :func:`_warm_sweep_job`.
     """
     from rlcloud.specs.sweep import SweepSpec as _SweepSpec
 
@@ -958,6 +962,8 @@ def build_sweep_workloads(
             spec.max_failed_indexes = min(sweep.max_failures - 1, trials)
     else:
         spec.backoff_limit = min(LEARNER_BACKOFF_LIMIT * trials, MAX_INT32)
+    if warm and min(sweep.max_parallel or DEFAULT_SWEEP_PARALLELISM, trials) < trials:
+        _warm_sweep_job(spec, per_index)
     job = _stamp(
         k8s.V1Job(
             api_version="batch/v1",
@@ -975,3 +981,66 @@ def budget_annotations(budget: Usd | None) -> dict[str, str] | None:
     """The annotation that carries a run's or a sweep's budget to the in-cluster reaper (on the learner's or the
     sweep's Job: :data:`rlcloud.budget.ANNOTATION_BUDGET`, USD); None without a budget."""
     return {ANNOTATION_BUDGET: f"{budget.amount:.2f}"} if budget is not None else None
+
+
+#: A warm sweep pod's exit code when it stops launching trials (max_failures trials failed the same way):
+#: the Job fails on it (rlcloud.runner.warm.EXIT_HALTED).
+SWEEP_HALTED_EXIT_CODE = 4
+
+#: A warm sweep pod's environment variable holding its Job's uid (rlcloud.runner.warm.JOB_UID_ENV).
+JOB_UID_ENV = runenv.JOB_UID
+
+#: The label the Job controller puts on its pods with the Job's uid ("Well-Known Labels, Annotations and
+#: Taints": batch.kubernetes.io/controller-uid, Kubernetes 1.27+).
+JOB_CONTROLLER_UID_LABEL = "batch.kubernetes.io/controller-uid"
+
+
+def _warm_sweep_job(spec: k8s.V1JobSpec, per_index: bool) -> None:
+    """Turn a sweep's Job ``spec`` (one pod per trial) into one whose ``parallelism`` pods each run several
+    trials in one process (rlcloud.runner.warm), so only a pod's first trial pays the imports.
+
+    ``completions`` = ``parallelism`` = P pods; pod ``i`` runs trials ``i``, ``i+P``, ... (``--stride P``).
+    Trials are accounted by the pods, in the store (rlcloud.runner.warm): a trial's failure is recorded and
+    the pod goes on; the pod that sees ``max_failures`` trials failed the same way (or the smoke trial, the
+    first, failed before ``smoke_timesteps``) exits :data:`SWEEP_HALTED_EXIT_CODE`, and ``FailJob`` on that
+    code stops the others (Kubernetes "Jobs", pod failure policy: FailJob "indicate[s] that the Pod's job
+    should be marked as Failed and all running Pods should be terminated"). An invalid sweep file (exit 2/3
+    of a pod) fails the Job the same way. A pod that dies (a node
+    lost, out of memory) is replaced within ``backoffLimitPerIndex`` (before 1.29: ``backoffLimit`` for all)
+    and its replacement resumes its share, skipping finished trials.
+    """
+    assert spec.parallelism is not None and spec.pod_failure_policy is not None and spec.template.spec is not None
+    pods = int(spec.parallelism)
+    spec.completions = pods
+    spec.max_failed_indexes = None
+    if per_index:
+        spec.backoff_limit_per_index = LEARNER_BACKOFF_LIMIT
+    else:
+        spec.backoff_limit = min(LEARNER_BACKOFF_LIMIT * pods, MAX_INT32)
+    spec.pod_failure_policy = k8s.V1PodFailurePolicy(
+        rules=[
+            *(r for r in spec.pod_failure_policy.rules if r.on_pod_conditions),  # disruptions: ignored
+            k8s.V1PodFailurePolicyRule(
+                action="FailJob",
+                on_exit_codes=k8s.V1PodFailurePolicyOnExitCodesRequirement(
+                    container_name=CONTAINER,
+                    operator="In",
+                    values=sorted({*SPEC_ERROR_EXIT_CODES, SWEEP_HALTED_EXIT_CODE}),
+                ),
+                # before 1.29 the schema requires the field (batch/v1 PodFailurePolicyRule); empty, it
+                # matches on the exit codes alone
+                on_pod_conditions=None if per_index else [],
+            ),
+        ]
+    )
+    container = spec.template.spec.containers[0]
+    container.args = [*(container.args or []), "--stride", str(pods)]
+    container.env = [
+        *(container.env or []),
+        k8s.V1EnvVar(
+            name=JOB_UID_ENV,
+            value_from=k8s.V1EnvVarSource(
+                field_ref=k8s.V1ObjectFieldSelector(field_path=f"metadata.labels['{JOB_CONTROLLER_UID_LABEL}']")
+            ),
+        ),
+    ]

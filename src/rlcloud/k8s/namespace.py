@@ -62,6 +62,7 @@ class KubernetesNamespace:
         local_results: bool = False,
         queue: str | None = None,
         env_server_image: str | None = None,
+        warm_trials: bool = False,
     ) -> None:
         if api_client is None:
             from rlcloud.k8s.client import api_client_from_kubeconfig
@@ -89,6 +90,8 @@ class KubernetesNamespace:
         self._store_opener = store_opener
         #: the Kueue LocalQueue sweeps are submitted to (None: no Kueue)
         self.queue = queue
+        #: a sweep's pods each run several trials in turn (rlcloud.k8s.warm), when it has more than max_parallel
+        self.warm_trials = warm_trials
         self._sweep_configs: dict[str, tuple[str, SweepSpec, str]] = {}  # name -> (config hash, spec, root)
         self._sweep_stores: dict[str, Store] = {}
         self._finished_progress: dict[tuple[str, str], ProgressRecord] = {}  # (sweep, trial) -> progress

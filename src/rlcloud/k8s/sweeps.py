@@ -44,6 +44,7 @@ from rlcloud.k8s.status import (
     trial_states,
 )
 from rlcloud.k8s.status import name as object_name
+from rlcloud.k8s.warm import read_shares, warm_final, warm_pods, warm_sweep_status
 from rlcloud.layout import FINAL_STATES, ProgressRecord
 from rlcloud.waiting import poll_until
 
@@ -81,6 +82,7 @@ class KubernetesSweeps(KubernetesNamespace, SweepCapable):
             credentials_secret=self.credentials_secret,
             queue=self.queue,
             kubernetes_version=self.kubernetes_version(),
+            warm=self.warm_trials,
         )
         if self.queue:
             self._check_queue(self.queue)
@@ -135,6 +137,31 @@ class KubernetesSweeps(KubernetesNamespace, SweepCapable):
             else []
         )
         table = sweep.trial_table()
+        sharing = warm_pods(job, len(table))
+        if job is not None and sharing is not None:
+            # pods run several trials each: the store says what became of each, read as far as each pod got
+            # (rlcloud.k8s.warm)
+            uid = get(job, "metadata", "uid")
+
+            def read(batch: list[str]) -> dict[str, ProgressRecord]:
+                # read as running trials' are (never kept), then kept once final for this Job: a runner's
+                # "failed" may be a crash its pod tries again
+                got = self._trial_progress(name, [(trial_name, "running") for trial_name in batch])
+                for trial_name, progress in got.items():
+                    if warm_final(progress, uid):
+                        self._finished_progress[(name, trial_name)] = progress
+                return got
+
+            shared = read_shares([trial_name for trial_name, _p, _s in table], sharing, read, job_uid=uid)
+            return warm_sweep_status(
+                name,
+                job,
+                table,
+                shared,
+                max_failures=sweep.max_failures,
+                smoke_timesteps=sweep.smoke_timesteps,
+                backend=self.kind,
+            )
         observed = trial_states(job, pods, len(table))
         progress = self._trial_progress(
             name, [(trial_name, seen.state) for (trial_name, _p, _s), seen in zip(table, observed, strict=True)]

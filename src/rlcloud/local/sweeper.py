@@ -40,6 +40,32 @@ logger = logging.getLogger(__name__)
 
 _POLL_S = 0.25  # a finished trial frees its slot within this; each poll reads a few small files per trial
 
+#: Between polls, how often the running trials' exit files (and the smoke trial's progress.json) are looked
+#: at: a stat each, so that a finished trial's slot is refilled within this rather than within _POLL_S.
+_WATCH_S = 0.02
+
+
+def _signature_of(path: Path) -> tuple[int, int] | None:
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return info.st_mtime_ns, info.st_size
+
+
+def _wait_for_change(paths: list[Path], timeout: float) -> None:
+    """Sleep up to ``timeout`` seconds, less when one of ``paths`` appears or changes (a trial's exit code
+    written, the smoke trial's progress updated): a slot is refilled at once, not at the next poll."""
+    deadline = time.monotonic() + timeout
+    before = [_signature_of(path) for path in paths]
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        time.sleep(min(_WATCH_S, left))
+        if [_signature_of(path) for path in paths] != before:
+            return
+
 
 def _finished_on_record(location: str, name: str) -> bool:
     """Whether the trial's results say it is done (then it is not started again)."""
@@ -68,6 +94,22 @@ def failure_signature(status: ExperimentStatus, trial_name: str) -> str:
     line = line.strip().splitlines()[0] if line.strip() else ""
     line = _VARYING.sub("#", line.replace(trial_name, "<trial>"))[:200]
     return f"exit code {code}: {line}" if code is not None else line
+
+
+def _watched(location: str, running: dict[str, Any], smoke_trial: str | None) -> list[Path]:
+    """The files whose change ends a trial or the smoke phase: each running trial's learner exit file, and
+    the smoke trial's progress.json."""
+    from rlcloud.layout import PROGRESS
+    from rlcloud.local.state import RunState
+    from rlcloud.roles import LEARNER_ROLES, role_label
+
+    paths = []
+    for name in running:
+        run = RunState(local_workdir(location, name))
+        paths += [run.exit_file(role_label(role, 0)) for role in LEARNER_ROLES]
+        if name == smoke_trial:
+            paths.append(run.workdir / PROGRESS)
+    return paths
 
 
 def run_sweep(statedir: Path, pool: WarmPool | None = None) -> int:
@@ -178,7 +220,7 @@ def run_sweep(statedir: Path, pool: WarmPool | None = None) -> int:
                 continue
             logger.info("trial %s started (%s)", trial.name, trial.config)
             running[trial.name] = backend
-        time.sleep(_POLL_S)
+        _wait_for_change(_watched(location, running, smoke_trial), _POLL_S)
     halted = read_sweep_state(statedir).get("halted")
     logger.info("sweep %s: %s", sweep.name, "halted" if halted else "every trial has finished")
     return 0

@@ -305,22 +305,12 @@ def _trial_environ(env: dict[str, str], workdir: Path) -> Any:
 def warm_up(spec_path: Path) -> None:
     """Import what a trial of ``spec_path`` needs (TensorFlow with the CPU kernels the runner would choose
     for it, Tensorforce) before the trial comes; a failure is left for the trial itself to report."""
-    from rlcloud.runner.compat import import_tensorforce
-    from rlcloud.runner.inlining import inline_nested_functions
-    from rlcloud.runner.kernels import choose_cpu_kernels
-    from rlcloud.runner.loop import build_vector_env
+    from rlcloud.runner.warm import import_for
     from rlcloud.specs import ExperimentSpec
 
     started = time.monotonic()
     try:
-        spec = ExperimentSpec.from_file(spec_path)
-        venv = build_vector_env(spec)  # the kernels depend on the states (runner/kernels.py), as in Trainer
-        try:
-            choose_cpu_kernels(spec.network, spec.agent, venv.states_spec)
-        finally:
-            venv.close()
-        import_tensorforce()
-        inline_nested_functions()
+        import_for(ExperimentSpec.from_file(spec_path))
     except Exception as exc:
         _log_line(f"warm-up skipped: {exc}")
         return

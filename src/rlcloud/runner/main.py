@@ -87,6 +87,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--sweep", help="path of a SweepSpec (sweep.yaml): run its trial number --index (a pod of a sweep's Job)"
     )
     parser.add_argument("--workdir", required=True, help="directory for checkpoints, metrics, summaries")
+    parser.add_argument(
+        "--stride",
+        type=int,
+        default=None,
+        help="with --sweep: this pod is one of STRIDE and runs trials --index, --index+STRIDE, ... one after "
+        "another in this process (warm trials: rlcloud.runner.warm)",
+    )
     return parser.parse_args(argv)
 
 
@@ -151,6 +158,17 @@ def _make_hooks(workdir: Path, log_name: str | None) -> Any:
     from rlcloud.storage.sync import make_hooks
 
     return make_hooks(results, workdir, log_name=log_name)
+
+
+def _close_hooks(hooks: Any) -> None:
+    """Stop the results syncer of a run that never trained (its error lines reach the store now; a warm
+    pod's next trial must not inherit its thread: rlcloud.runner.warm)."""
+    if hooks is None:
+        return
+    try:
+        hooks.close()
+    except Exception as exc:  # the exit code matters more than the last sync
+        logger.warning("could not sync the results a last time: %s", exc)
 
 
 def _fetch_earlier_checkpoints(hooks: Any, workdir: Path, exc: Exception) -> bool:
@@ -296,12 +314,15 @@ def _train(
             trainer.setup()
     except SpecError as exc:
         logger.error("invalid spec: %s", exc)
+        _close_hooks(hooks)
         return EXIT_SPEC
     except CheckpointError as exc:  # says which checkpoints and why: no traceback needed
         logger.error("%s", exc)
+        _close_hooks(hooks)
         return EXIT_CONSTRUCTION
     except Exception as exc:
         logger.exception("could not build the environment or the agent: %s", exc)
+        _close_hooks(hooks)
         return EXIT_CONSTRUCTION
     watchdog.start()
     try:
@@ -411,6 +432,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     _setup_logging(args.role, args.index)
     watch_parent()  # a runner whose supervisor died stops (after a checkpoint): rlcloud.runner.lifeline
     workdir = Path(args.workdir)
+    if args.sweep is not None and args.stride:
+        from rlcloud.runner.warm import run_share
+
+        return run_share(args, _prepare_trial, _train_role)
     if args.sweep is not None:
         prepared = _prepare_trial(args)
         if isinstance(prepared, int):

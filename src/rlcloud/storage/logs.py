@@ -13,10 +13,13 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-__all__ = ["drain_output", "tee_output"]
+__all__ = ["drain_output", "restore_tees", "tee_output"]
 
 # Read end of each active tee's pipe -> [bytes read, bytes written to the log], for drain_output().
 _active: dict[int, list[int]] = {}
+
+# The restore function of each tee still in place, oldest first, for restore_tees().
+_restorers: list[Callable[[], None]] = []
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -108,6 +111,8 @@ def tee_output(path: str | os.PathLike[str], *, fds: Sequence[int] = (1, 2)) -> 
         if restored.is_set():
             return
         restored.set()
+        with contextlib.suppress(ValueError):
+            _restorers.remove(restore)
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()
@@ -121,4 +126,13 @@ def tee_output(path: str | os.PathLike[str], *, fds: Sequence[int] = (1, 2)) -> 
         if not any(p.is_alive() for p in pumps):
             log.close()
 
+    _restorers.append(restore)
     return restore
+
+
+def restore_tees() -> None:
+    """Undo every :func:`tee_output` still in place, newest first: what a process that runs several runs in
+    turn (a warm sweep pod, rlcloud.runner.warm) calls between them, so that a run's output goes to its own
+    log only."""
+    for restore in reversed(list(_restorers)):
+        restore()

@@ -1,0 +1,408 @@
+"""Warm trials in a sweep's pod: ``python -m rlcloud.runner --sweep SWEEP.yaml --index I --stride N``.
+
+A cold pod of a sweep's Indexed Job runs one trial and pays Python's start, the TensorFlow and Tensorforce
+imports and the agent's first tracing for it (~10-20 s for what may be seconds of training). With
+``--stride N`` the Job has ``N`` pods (``completions`` = ``parallelism`` = N,
+:func:`rlcloud.k8s.builders.build_sweep_workloads` with ``warm=True``) and pod ``I`` runs trials ``I``,
+``I+N``, ``I+2N``... one after another in its one process (:func:`run_share`), so only its first trial pays
+the imports.
+
+Each trial is what a cold pod would make of it (:func:`rlcloud.runner.main._prepare_trial`, then the
+runner's training role): its spec of record and history, its own results under
+``$RLCLOUD_SWEEP_RESULTS/<trial>`` synced from its own scratch work directory, its own
+``logs/single-0.log``, the agent built fresh and seeded as in a cold start and closed at the end (the same
+episodes for the same seed: tests/k8s/test_warm_sweep.py).
+
+What the Job's per-index accounting did for a cold trial, the pod does per trial:
+
+* a trial that finished (succeeded, stopped early) is skipped, so a restarted pod (a crash, an evicted
+  node) resumes its share where it was, the interrupted trial from its checkpoint;
+* a crash (exit 1, or any code but those below) is retried in the process :data:`TRIAL_RETRIES` times,
+  each resuming from the trial's checkpoint, like ``backoffLimitPerIndex``;
+* a trial that fails for good (a spec or construction error, exit 2/3, or out of retries) gets a failure
+  record in its ``progress.json`` (``state: failed``, ``exit_code``, ``stop_reason``: the first error
+  line, ``job_uid``) and the pod goes on with its next trial;
+* before each trial the pod reads the records of the trials handed out so far: once ``max_failures`` of
+  them have failed the same way in this Job (:func:`failure_signature`), the pod exits
+  :data:`EXIT_HALTED`, which the Job's podFailurePolicy turns into ``FailJob``: Kubernetes stops the
+  other pods (SIGTERM: they checkpoint), so a broken sweep stops after ``max_failures`` failed trials.
+  Failures recorded by an earlier Job of the sweep (another ``RLCLOUD_JOB_UID``) do not count, and those
+  trials run again;
+* a SIGTERM/SIGINT during a trial checkpoints it (the runner's own handling) and the pod exits 143/130;
+* as locally, the sweep's first trial (pod 0's) is its smoke trial: the other pods import TensorFlow, then
+  wait until it has trained ``smoke_timesteps`` (or finished); if it fails before that, every pod exits
+  :data:`EXIT_HALTED`, so a broken base experiment fails once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import json
+import logging
+import os
+import re
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rlcloud import runenv
+from rlcloud.layout import DONE_STATES, LOGS, PROGRESS, ProgressRecord, log_path
+from rlcloud.runenv import RunnerEnv
+from rlcloud.waiting import Backoff, poll_until, retry
+
+if TYPE_CHECKING:
+    from rlcloud.specs import ExperimentSpec
+    from rlcloud.specs.sweep import SweepSpec
+    from rlcloud.storage.base import Store
+
+__all__ = [
+    "EXIT_HALTED",
+    "JOB_UID_ENV",
+    "TRIAL_RETRIES",
+    "failure_signature",
+    "import_for",
+    "run_share",
+    "share",
+]
+
+logger = logging.getLogger("rlcloud.runner")
+
+#: The pod's exit code when it stops launching trials (max_failures reached): the Job's podFailurePolicy
+#: fails the Job on it (rlcloud.k8s.builders.SWEEP_HALTED_EXIT_CODE).
+EXIT_HALTED = 4
+
+#: The Job's uid (downward API, the pod label ``batch.kubernetes.io/controller-uid``): which Job a
+#: failure record belongs to.
+JOB_UID_ENV = runenv.JOB_UID
+
+#: How often a crashed trial is started again in the pod before it counts as failed.
+TRIAL_RETRIES = 3
+
+#: What varies between trials that fail the same way: numbers (learning rates, timesteps, pids, ports)
+#: and addresses. Replaced before failures are grouped (the local sweeper groups them the same way).
+_VARYING = re.compile(r"0x[0-9a-fA-F]+|\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+
+#: The runner's exit codes (rlcloud.runner.main, which imports this module: the same numbers, tested)
+EXIT_OK, EXIT_CRASH, EXIT_SPEC = 0, 1, 2
+
+#: The runner's environment variable naming the sweep's results (rlcloud.runner.main.SWEEP_RESULTS_ENV).
+SWEEP_RESULTS_ENV = runenv.SWEEP_RESULTS
+
+#: Seconds between two looks at the smoke trial's progress while a pod waits for it (one small read).
+SMOKE_POLL_S = 2.0
+
+#: Exit codes that end a trial for good (rlcloud.runner.main: EXIT_SPEC, EXIT_CONSTRUCTION).
+_FINAL_FAILURES = (2, 3)
+
+#: How a trial is prepared (rlcloud.runner.main._prepare_trial) and trained (rlcloud.runner.main._train_role).
+Prepare = Callable[[argparse.Namespace], Any]
+Train = Callable[[argparse.Namespace, Any, Path], int]
+
+#: Exit codes of a trial stopped by a signal (after its checkpoint): the pod is being stopped.
+_SIGNALLED = (130, 143)
+
+
+def import_for(spec: ExperimentSpec) -> None:
+    """Import what a trial of ``spec`` needs (TensorFlow with the CPU kernels the runner would choose for it,
+    Tensorforce) before the trial comes: what a warm process does while it waits (a local warm worker
+    beside the smoke trial, a pod while the smoke trial proves the sweep). Raises what the import raises."""
+    from rlcloud.runner.compat import import_tensorforce
+    from rlcloud.runner.inlining import inline_nested_functions
+    from rlcloud.runner.kernels import choose_cpu_kernels
+    from rlcloud.runner.loop import build_vector_env
+
+    venv = build_vector_env(spec)  # the kernels depend on the states (runner/kernels.py), as in Trainer
+    try:
+        choose_cpu_kernels(spec.network, spec.agent, venv.states_spec)
+    finally:
+        venv.close()
+    import_tensorforce()
+    inline_nested_functions()
+
+
+def share(index: int, stride: int, num_trials: int) -> list[int]:
+    """The trials pod ``index`` of ``stride`` pods runs, in order: ``index``, ``index + stride``, ..."""
+    if stride < 1 or not 0 <= index < stride:
+        raise ValueError(f"pod index {index} is not one of {stride} pods")
+    return list(range(index, num_trials, stride))
+
+
+def failure_signature(code: int | None, line: str, trial_name: str) -> str:
+    """What a failed trial died of, the same for every trial that failed the same way: the exit code and
+    the first line of the failure, with numbers and the trial's name blanked."""
+    line = line.strip().splitlines()[0] if line.strip() else ""
+    line = _VARYING.sub("#", line.replace(trial_name, "<trial>"))[:200]
+    return f"exit code {code}: {line}" if code is not None else line
+
+
+class _CrashError(Exception):
+    """A trial that crashed (an exit code worth another try), with its outcome (code, error line, work dir)."""
+
+    def __init__(self, outcome: tuple[int, str, Path]) -> None:
+        super().__init__(f"crashed (exit code {outcome[0]})")
+        self.outcome = outcome
+
+
+#: A crashed trial starts again at once: a pod restart would not wait either (the Job's backoff is for pods).
+_AT_ONCE = Backoff(initial=0.0, maximum=0.0)
+
+
+class _FirstError(logging.Handler):
+    """Keeps the first ERROR line logged during a trial (what its failure record says it died of)."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.ERROR)
+        self.line: str | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.line is None:
+            with contextlib.suppress(Exception):
+                self.line = record.getMessage().strip().splitlines()[0]
+
+
+@contextlib.contextmanager
+def _trial_environ() -> Iterator[None]:
+    """Undo what a trial sets in the environment (RLCLOUD_RESULTS, the early stopper's) after it."""
+    before = dict(os.environ)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(before)
+
+
+class _Failures:
+    """The failure records of the sweep's trials, read from the store; a final record is read once."""
+
+    def __init__(self, store: Store | None, table: list[tuple[str, dict[str, Any], int]], job_uid: str) -> None:
+        self.store = store
+        self.names = [name for name, _params, _seed in table]
+        self.job_uid = job_uid
+        self._final: dict[str, ProgressRecord] = {}
+
+    def progress(self, name: str) -> ProgressRecord:
+        """The trial's progress.json (empty when none or unreadable)."""
+        if name in self._final:
+            return self._final[name]
+        if self.store is None:
+            return ProgressRecord()
+        from rlcloud.errors import RLCloudError
+        from rlcloud.storage import read_progress
+
+        try:
+            got = read_progress(self.store.child(name)) or ProgressRecord()
+        except RLCloudError as exc:
+            logger.debug("progress of %s unreadable: %s", name, exc)
+            return ProgressRecord()
+        if got.get("state") in DONE_STATES or self.failed_here(got):
+            self._final[name] = got
+        return got
+
+    def failed_here(self, progress: dict[str, Any]) -> bool:
+        """Whether ``progress`` is a failure record of this Job."""
+        return progress.get("state") == "failed" and progress.get("job_uid") == self.job_uid
+
+    def smoke_failed(self, name: str, smoke: int) -> bool:
+        """Whether trial ``name`` (the smoke trial) failed in this Job before training ``smoke`` timesteps."""
+        got = self.progress(name)
+        return self.failed_here(got) and int(got.get("timestep") or 0) < smoke
+
+    def worst(self, upto: int) -> tuple[str, list[str]] | None:
+        """The signature most trials below index ``upto`` failed with in this Job, and those trials."""
+        groups: dict[str, list[str]] = {}
+        for name in self.names[:upto]:
+            got = self.progress(name)
+            if self.failed_here(got):
+                groups.setdefault(str(got.get("signature") or "?"), []).append(name)
+        return max(groups.items(), key=lambda item: len(item[1]), default=None)
+
+
+def _write_failure(store: Store | None, name: str, code: int, line: str, job_uid: str) -> None:
+    """The trial's failure record: its progress.json (counters kept) says failed, why and in which Job."""
+    if store is None:
+        return
+    from rlcloud.errors import RLCloudError
+    from rlcloud.storage import read_progress
+
+    trial = store.child(name)
+    try:
+        progress = read_progress(trial) or ProgressRecord()
+    except RLCloudError:
+        progress = ProgressRecord()
+    reason = f"exit code {code}: {line}" if line else f"exit code {code}"
+    progress.update(
+        state="failed",
+        exit_code=code,
+        stop_reason=reason[:500],
+        signature=failure_signature(code, line, name),
+        job_uid=job_uid,
+        updated=time.time(),
+        steps_per_second=None,
+    )
+    try:
+        trial.write_text(PROGRESS, json.dumps(progress) + "\n")
+    except RLCloudError as exc:
+        logger.error("could not record the failure of trial %s: %s", name, exc)
+
+
+def _ship_log(store: Store | None, name: str, workdir: Path) -> None:
+    """Upload the trial's log once more after the trial (its last lines come after the final sync)."""
+    logs = workdir / LOGS
+    if store is None or not logs.is_dir():
+        return
+    from rlcloud.errors import RLCloudError
+
+    for path in sorted(logs.glob("*.log")):
+        with contextlib.suppress(RLCloudError, OSError):
+            store.child(name).upload_file(path, log_path(path.stem))
+
+
+def _run_trial(
+    args: argparse.Namespace, index: int, base: Path, location: str | None, prepare: Prepare, train: Train
+) -> tuple[int, str, Path]:
+    """Run trial ``index`` once, as a cold pod would: (exit code, first error line, its work directory)."""
+    from rlcloud.storage.logs import restore_tees
+
+    trial_args = argparse.Namespace(**vars(args))
+    trial_args.index = index
+    trial_args.stride = None
+    # a scratch directory per trial: the next trial must not find (and restore) this one's checkpoints
+    trial_args.workdir = str(base / f"trial-{index}") if location else str(base)
+    errors = _FirstError()
+    root = logging.getLogger()
+    root.addHandler(errors)
+    workdir = Path(trial_args.workdir)
+    try:
+        with _trial_environ():
+            prepared = prepare(trial_args)
+            if isinstance(prepared, int):
+                return prepared, errors.line or "", workdir
+            spec, workdir = prepared
+            trial_args.index = 0  # within its trial the learner is instance 0: logs/single-0.log
+            code = train(trial_args, spec, workdir)
+            return code, errors.line or "", workdir
+    except Exception:  # what the runner's main catches for a cold pod: a crash of this trial
+        logger.exception("trial %d crashed", index)
+        return EXIT_CRASH, errors.line or "", workdir
+    finally:
+        root.removeHandler(errors)
+        restore_tees()  # this trial's output goes to its own log, not the next trial's
+
+
+def _wait_for_smoke(sweep: SweepSpec, failures: _Failures, smoke: int) -> bool:
+    """Before this pod's first trial: import TensorFlow, then wait until the sweep's first trial (pod 0's,
+    the smoke trial) has trained ``smoke`` timesteps or finished, as a local sweep does, so that a broken
+    base experiment fails once, not once per pod. False when the smoke trial failed in this Job."""
+    first = sweep.trial_table()[0][0]
+
+    def proven() -> bool | None:
+        got = failures.progress(first)
+        if failures.smoke_failed(first, smoke):
+            return False
+        if got.get("state") in DONE_STATES or int(got.get("timestep") or 0) >= smoke:
+            return True
+        return None
+
+    if proven() is not None:
+        return bool(proven())
+    try:
+        import_for(sweep.trial(0).spec)  # meanwhile: the imports every trial of this pod needs
+    except Exception as exc:  # left for the trial itself to report
+        logger.warning("warm-up skipped: %s", exc)
+    logger.info("waiting for the first trial (%s) to train %d timesteps (smoke_timesteps)", first, smoke)
+    # no deadline: as locally, the others wait for the smoke trial however long its pod takes to run
+    result = poll_until(proven, None, interval=SMOKE_POLL_S)
+    if not result:
+        logger.error("stopped launching trials: the first trial (%s) failed before training %d timesteps "
+                     "(smoke_timesteps)", first, smoke)  # fmt: skip
+        return False
+    logger.info("the first trial (%s) trains: starting", first)
+    return True
+
+
+def run_share(args: argparse.Namespace, prepare: Prepare, train: Train) -> int:
+    """Run pod ``args.index``'s share of the sweep's trials (``--stride`` pods); the pod's exit code.
+
+    ``prepare`` and ``train``: the runner's own steps for one trial of a sweep (rlcloud.runner.main).
+    """
+    from rlcloud.errors import RLCloudError
+    from rlcloud.specs.safeload import read_text_bounded
+    from rlcloud.specs.sweep import SweepSpec
+    from rlcloud.storage import open_store
+
+    try:
+        sweep: SweepSpec = SweepSpec.from_yaml_text(read_text_bounded(Path(args.sweep), source=args.sweep))
+        mine = share(args.index, int(args.stride), sweep.num_trials)
+    except (ValueError, OSError) as exc:  # SpecError is a ValueError
+        logger.error("invalid sweep %s (pod %d of %s): %s", args.sweep, args.index, args.stride, exc)
+        return EXIT_SPEC
+    environment = RunnerEnv.from_env()
+    location = environment.sweep_results or None
+    try:
+        store = open_store(location) if location else None
+    except RLCloudError as exc:  # the results store is unreachable: worth a retry of the pod
+        logger.error("sweep %s: results store %s: %s", sweep.name, location, exc)
+        return EXIT_CRASH
+    job_uid = environment.job_uid or ""
+    table = sweep.trial_table()
+    failures = _Failures(store, table, job_uid)
+    base = Path(args.workdir)
+    logger.info("sweep %s: pod %d of %s runs %d of its %d trials, warm", sweep.name, args.index, args.stride,
+                len(mine), sweep.num_trials)  # fmt: skip
+    smoke = sweep.smoke_timesteps if int(args.stride) > 1 and sweep.num_trials > 1 else 0
+    if smoke and args.index != 0 and mine and _wait_for_smoke(sweep, failures, smoke) is False:
+        return EXIT_HALTED
+    for position, index in enumerate(mine):
+        name = table[index][0]
+        if smoke and index != 0 and failures.smoke_failed(table[0][0], smoke):
+            logger.error("stopped launching trials: the first trial (%s) failed before training %d timesteps "
+                         "(smoke_timesteps)", table[0][0], smoke)  # fmt: skip
+            return EXIT_HALTED
+        if sweep.max_failures:
+            worst = failures.worst(upto=min(len(table), index + int(args.stride)))
+            if worst is not None and len(worst[1]) >= sweep.max_failures:
+                logger.error(
+                    "stopped launching trials: %d trials failed the same way (%s), max_failures is %d: %s",
+                    len(worst[1]), ", ".join(worst[1][:5]), sweep.max_failures, worst[0],
+                )  # fmt: skip
+                return EXIT_HALTED
+        if failures.failed_here(failures.progress(name)):
+            logger.info("trial %s failed already in this Job: not running it again", name)
+            continue
+        started = time.monotonic()
+
+        def attempt(index: int = index) -> tuple[int, str, Path]:
+            outcome = _run_trial(args, index, base, location, prepare, train)
+            if outcome[0] not in (EXIT_OK, *_SIGNALLED, *_FINAL_FAILURES):
+                raise _CrashError(outcome)
+            return outcome
+
+        def crashed(exc: Exception, tries: int, _pause: float, name: str = name) -> None:
+            logger.warning("trial %s %s, attempt %d of %d: again from its checkpoint", name, exc, tries,
+                           TRIAL_RETRIES + 1)  # fmt: skip
+
+        try:
+            code, line, workdir = retry(
+                attempt,
+                retryable=lambda exc: isinstance(exc, _CrashError),
+                backoff=_AT_ONCE,
+                attempts=TRIAL_RETRIES + 1,
+                on_retry=crashed,
+            )
+        except _CrashError as exc:  # out of retries: a failure of its own
+            code, line, workdir = exc.outcome
+        _ship_log(store, name, workdir)
+        logger.info("trial %s (%d of %d in this pod): exit code %d in %.1f s", name, position + 1, len(mine), code,
+                    time.monotonic() - started)  # fmt: skip
+        if code in _SIGNALLED:
+            return code
+        if code != EXIT_OK:
+            _write_failure(store, name, code, line, job_uid)
+        if location and workdir != base:
+            shutil.rmtree(workdir, ignore_errors=True)  # synced to the store: the pod's disk is for the next one
+        gc.collect()  # leave nothing of this trial's agent to the next one
+    return EXIT_OK
