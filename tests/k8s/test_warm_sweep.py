@@ -13,7 +13,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -347,12 +346,9 @@ def test_warm_trials_learn_what_cold_ones_do_and_keep_their_records(
     assert backend.start_sweep(sweep, str(root)) is True
     env = {"TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
     with FakeKubelet(apiserver, tmp_path / "pods", extra_env=env, max_grace=60) as kubelet:
-        deadline = time.monotonic() + 600
-        status = backend.sweep_status("tiny")
-        while not status.finished:
-            assert time.monotonic() < deadline, status.to_dict()
-            time.sleep(0.5)
-            status = backend.sweep_status("tiny")
+        status = eventually(
+            lambda: (s := backend.sweep_status("tiny")).finished and s, timeout=600, what="the sweep to finish"
+        )
         started = list(kubelet.started)
     assert status.state == "succeeded", status.to_dict()
     assert len(started) == 2  # 3 trials, 2 pods: pod 0 ran trials 0 and 2

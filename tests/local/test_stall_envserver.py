@@ -17,7 +17,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +28,7 @@ from rlcloud.local.state import RunState
 from rlcloud.runner.remote import RemoteVectorEnv
 from rlcloud.runner.watchdog import heartbeat_path
 from rlcloud.specs import ExperimentSpec
+from tests.k8s.test_kubelet import eventually
 
 
 def _free_port() -> int:
@@ -125,10 +125,11 @@ def test_a_distributed_run_survives_a_hung_env_server_without_restarting_its_lea
     try:
         backend.start(spec, str(root))
         progress = workdir / "progress.json"
-        deadline = time.monotonic() + 300
-        while not (progress.exists() and json.loads(progress.read_text()).get("timestep", 0) >= 300):
-            assert time.monotonic() < deadline, "timed out waiting for training"
-            time.sleep(0.2)
+        eventually(
+            lambda: progress.exists() and json.loads(progress.read_text()).get("timestep", 0) >= 300,
+            timeout=300,
+            what="training",
+        )
         hung = RunState(workdir).runner("env-server-1")
         assert hung is not None
         os.kill(int(hung["pid"]), signal.SIGSTOP)

@@ -32,6 +32,7 @@ from rlcloud.runner.watchdog import (
     liveness_command,
     on_stall_exit,
 )
+from tests.k8s.test_kubelet import eventually
 
 HANGING_ENV = '''
 import threading
@@ -167,14 +168,10 @@ def test_waiting_for_env_servers_is_not_a_stall_and_stop_clears_the_heartbeat(tm
     watchdog.start()
     waiting.set()  # the agent waits for a lost env server: its own timeouts bound that
     path = heartbeat_path(tmp_path, "single-0")
-    deadline = time.monotonic() + 30
-    while not path.exists():  # the heartbeat keeps being set while it waits
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    # the heartbeat keeps being set while it waits
+    eventually(path.exists, timeout=30, what="the heartbeat file")
     first = path.stat().st_mtime
-    while path.stat().st_mtime == first:
-        assert time.monotonic() < deadline and not ended.is_set()
-        time.sleep(0.05)
+    eventually(lambda: ended.is_set() or path.stat().st_mtime != first, timeout=30, what="a fresh heartbeat")
     assert not ended.is_set()
     watchdog.stop()
     assert not path.exists() and watchdog.fired is None
