@@ -114,7 +114,7 @@ def one(variant: str, memory: int, after: int, episode_cap: int, budget: float, 
     )
     if not variant.startswith("servers"):
         return _measure(variant, spec, None, after, budget)
-    count = int(variant.removeprefix("servers"))
+    count = int(variant.removeprefix("servers").removesuffix("-episodic"))
     spec = spec.replace(run_mode="distributed", num_workers=count)
     after *= count  # as many steps per environment as single mode's one
     with _env_servers(spec, count) as addresses:
@@ -152,9 +152,17 @@ def _measure(variant: str, spec: Any, venv: Any, after: int, budget: float) -> d
     width = venv.num_envs  # env steps per loop step
     if rlcloud:
         from rlcloud.runner.agent_calls import AgentCalls
+        from rlcloud.runner.updates import TimestepUpdates
 
         calls = AgentCalls(agent, np.arange(width))
-        act, observe = calls.act, calls.observe
+        # as the loop does: with several environments, one update per update_frequency timesteps
+        catch_up = TimestepUpdates.for_agent(agent)
+        act = calls.act
+
+        def observe(rewards: Any, terminals: Any) -> None:
+            calls.observe(rewards, terminals)
+            if catch_up is not None:
+                catch_up.catch_up()
     else:
 
         def act(states: Any) -> Any:
@@ -208,6 +216,7 @@ def _child(variant: str, memory: int, args: argparse.Namespace) -> dict[str, Any
     environ = dict(os.environ)
     environ["RLCLOUD_INPLACE_BUFFERS"] = "0" if variant == "tensorforce" else "1"
     environ["RLCLOUD_UINT8_FRAMES"] = "0" if variant.endswith("float32") else "1"
+    environ["RLCLOUD_TIMESTEP_UPDATES"] = "0" if variant.endswith("-episodic") else "1"
     command = [sys.executable, __file__, "--one", f"{variant}:{memory}", "--after", str(args.after)]
     command += ["--episode-cap", str(args.episode_cap), "--budget", str(args.budget), "--seed", str(args.seed)]
     done = subprocess.run(command, capture_output=True, text=True, env=environ, check=False)
@@ -239,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--variants",
         default="rlcloud,tensorforce",
-        help="rlcloud, rlcloud-float32 (frames kept float32), tensorforce, servers<N> (distributed, N env servers)",
+        help="rlcloud, rlcloud-float32 (frames kept float32), tensorforce, servers<N> (distributed, N env "
+        "servers), servers<N>-episodic (Tensorforce's one update per observe)",
     )
     parser.add_argument("--after", type=int, default=300, help="steps timed after the first update")
     parser.add_argument("--episode-cap", type=int, default=300, help="max_timesteps_per_episode")

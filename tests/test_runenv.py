@@ -32,6 +32,7 @@ FULL = RunnerEnv(
     early_stopping={"rule": "median", "peers": "gs://bucket/runs/sweep", "trial": "lr=0.1"},
     inline_functions=False,
     inplace_buffers=True,
+    timestep_updates=False,
     parent_pid=4242,
     warm_trials=False,
     uint8_frames="float32",

@@ -41,6 +41,7 @@ __all__ = [
     "STEP_TIMEOUT",
     "SWEEP_RESULTS",
     "SYNC_INTERVAL",
+    "TIMESTEP_UPDATES",
     "UINT8_FRAMES",
     "WARM_TRIALS",
     "HostPort",
@@ -62,6 +63,7 @@ SYNC_INTERVAL = "RLCLOUD_SYNC_INTERVAL"
 EARLY_STOPPING = "RLCLOUD_EARLY_STOPPING"
 INLINE_FUNCTIONS = "RLCLOUD_INLINE_FUNCTIONS"
 INPLACE_BUFFERS = "RLCLOUD_INPLACE_BUFFERS"
+TIMESTEP_UPDATES = "RLCLOUD_TIMESTEP_UPDATES"
 PARENT_PID = "RLCLOUD_PARENT_PID"
 WARM_TRIALS = "RLCLOUD_WARM_TRIALS"
 UINT8_FRAMES = "RLCLOUD_UINT8_FRAMES"
@@ -232,6 +234,9 @@ class RunnerEnv:
     inline_functions: bool | None = _var(INLINE_FUNCTIONS, _flag, _flag_text)
     #: RLCLOUD_INPLACE_BUFFERS: 0 keeps Tensorforce's buffer rebuilds (default 1: written in place).
     inplace_buffers: bool | None = _var(INPLACE_BUFFERS, _flag, _flag_text)
+    #: RLCLOUD_TIMESTEP_UPDATES: 0 keeps Tensorforce's one update per observe with several environments
+    #: (default 1: one per update_frequency timesteps, as with one environment; runner/updates.py).
+    timestep_updates: bool | None = _var(TIMESTEP_UPDATES, _flag, _flag_text)
     #: RLCLOUD_PARENT_PID: the local supervisor's pid; the runner exits when it is gone.
     parent_pid: int | None = _var(PARENT_PID, _pid)
     #: RLCLOUD_WARM_TRIALS: 0 gives every local sweep trial its own processes (default 1: warm workers).

@@ -70,6 +70,7 @@ from rlcloud.runner.inlining import inline_nested_functions
 from rlcloud.runner.kernels import choose_cpu_kernels
 from rlcloud.runner.overlap import overlapped_stepper
 from rlcloud.runner.saving import save_agent
+from rlcloud.runner.updates import TimestepUpdates
 from rlcloud.runner.vector import EnvFactory, VectorEnv, make_vector_env
 
 if TYPE_CHECKING:  # the runner imports the spec models only when it loads a spec
@@ -489,6 +490,8 @@ class Trainer:
         n = venv.num_envs
         rows = np.arange(n)
         calls = AgentCalls(agent, rows)
+        # several environments: updates at one environment's rate, not once per episode (runner/updates.py)
+        timestep_updates = TimestepUpdates.for_agent(agent)
         max_episodes = spec.episodes
         max_timesteps = spec.total_timesteps
         saver = spec.saver_frequency
@@ -536,6 +539,8 @@ class Trainer:
                     # `execution: overlapped` (env servers): from here on the agent acts on one group of
                     # the rows while the servers step the others (runner/overlap.py); otherwise None.
                     overlapped = overlapped_stepper(agent, venv, states)
+                if timestep_updates is not None:
+                    timestep_updates.catch_up()
                 ep_return[stepped] += rewards
                 ep_length[stepped] += 1
                 c.timestep += len(stepped)
