@@ -44,13 +44,18 @@ steps). Then one sitting at load average 9-11 (steps/s; learner CPU ms per step;
     rlcloud           42.4; 14.4; 0.8     28.5; 15.5; 0.8     36.0; 15.1; 1.4
     rlcloud-float32   30.4; 13.5; 0.8     35.2; 15.8; 1.0     28.3; 14.7; 3.5
     tensorforce       18.5; 21.9; 0.9      6.2; 48.0; 1.7      1.6; 224; 9.2
-    servers4         247.4;  1.5; 0.8    499.3;  1.3; 0.9    262.3;  1.6; 1.5   (3 updates per 1,000 steps)
+    servers4         247.4;  1.5; 0.8    499.3;  1.3; 0.9    262.3;  1.6; 1.5   (3 updates per 1,000 steps: before
+                                                                                  runner/updates.py)
 
 and rlcloud at memory 1,000,000 right after: 30.1; 16.1; 7.6 (uint8 frames: 7 GB of them).
 
 uint8 and float32 frames cost the same CPU (the wall-clock differences are the load's); uint8 takes a quarter
-of the memory. servers4 is not the same learning: with several environments Tensorforce observes per
+of the memory. That servers4 was not the same learning: with several environments Tensorforce observes per
 episode and updates at most once per observe call (3 updates per 1,000 steps against 250; README "Atari").
+The runner now adds the missing updates (runner/updates.py); ``servers<N>-episodic`` measures without them.
+Measured 2026-11-26 at load average 2.6-4.1, memory 10,000 (steps/s after the first update; observe's ms per
+step; updates per 1,000 steps): rlcloud 52.8; 13.8; 250. servers4 51.9; 15.2; 250. servers4-episodic 556;
+0.2; 3. With the same learning the update (~84 % of a single-mode step on these 2 cores) sets the pace.
 """
 
 from __future__ import annotations

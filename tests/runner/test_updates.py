@@ -8,6 +8,8 @@ environments together, from the end of the first episode on, as a single environ
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -103,3 +105,47 @@ def test_agents_whose_own_updates_keep_the_rate_get_no_catch_up(rows: int, agent
     finally:
         tf_agent.close()
         venv.close()
+
+
+@pytest.mark.training
+def test_the_training_loop_keeps_the_rate_across_a_resume(tmp_path: Path) -> None:
+    """The runner's loop (four environments in one process) makes one update per 4 timesteps from the first
+    episode on, and a run resumed from its checkpoint goes on at that rate."""
+    from rlcloud.layout import METRICS
+    from rlcloud.runner.loop import Trainer
+    from rlcloud.specs import ExperimentSpec
+
+    def spec(total: int) -> ExperimentSpec:
+        return ExperimentSpec(
+            name="cartpole-dqn",
+            environment={"type": "gym", "level": "CartPole-v1"},
+            agent={**{k: v for k, v in DQN.items() if k != "agent"}, "type": "dqn"},
+            seed=3,
+            run_mode="multi-threaded",
+            num_workers=4,
+            max_timesteps_per_episode=100,  # several environments: memory >= 2 x this (Tensorforce)
+            total_timesteps=total,
+        )
+
+    class CountUpdates:
+        """A hook reading the model's update counter when the run finishes (before the agent closes)."""
+
+        trainer: Trainer
+        updates = 0
+
+        def on_finish(self, state: str) -> None:
+            self.updates = int(self.trainer.agent.model.updates.numpy())
+
+    def run(total: int) -> tuple[int, int]:
+        """(updates, timesteps since the first episode ended) of a run to ``total`` timesteps."""
+        hook = CountUpdates()
+        hook.trainer = Trainer(spec(total), tmp_path, hooks=hook)
+        result = hook.trainer.run()
+        first = json.loads((tmp_path / METRICS).read_text().splitlines()[0])["timestep"]
+        return hook.updates, result.timesteps - first
+
+    updates, timesteps = run(600)
+    assert abs(updates - timesteps // FREQUENCY) <= 2, (updates, timesteps)
+    # resumed from the checkpoint: one vector step after the restore belongs to no schedule yet
+    updates, timesteps = run(1000)
+    assert abs(updates - timesteps // FREQUENCY) <= 3, (updates, timesteps)
