@@ -139,7 +139,7 @@ def test_no_import_cycles_between_packages() -> None:
 
 # Layers, lowest first: a module may import its own layer and those below, never above (CONTRIBUTING.md).
 LAYERS: list[tuple[str, ...]] = [
-    ("rlcloud.errors", "rlcloud.logsafety", "rlcloud.roles", "rlcloud.waiting"),
+    ("rlcloud.errors", "rlcloud.logsafety", "rlcloud.roles", "rlcloud.timestamps", "rlcloud.waiting"),
     (
         "rlcloud.specs",
         "rlcloud.config",
@@ -219,6 +219,8 @@ def test_each_concept_is_defined_once() -> None:
     # the role vocabulary
     assert [d for d in _definitions(r"_LEARNER_ROLES|_MAIN_ROLES|_ROLE_MODES") if not d.startswith("roles.py")] == []
     assert len(_definitions(r"= \"env-server\"")) == 1
+    # RFC 3339 timestamps from Kubernetes and Google APIs: read and written in one module
+    assert {d.split(":")[0] for d in _definitions(r"fromisoformat\(|%dT%H:%M:%SZ")} == {"timestamps.py"}
     # waiting and retrying: one module owns the pauses; each caller states its deadline and what is retryable
     for name in ("poll_until", "retry", "sleep_until"):
         assert _definitions(rf"^def {name}\(") == ["waiting.py:" + _line("waiting.py", f"def {name}(")]

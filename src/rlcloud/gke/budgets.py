@@ -27,7 +27,6 @@ What the reaper may do for this (docs/gke-setup.md): get/list Jobs, pods and nod
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import logging
 import time
@@ -55,6 +54,7 @@ from rlcloud.k8s.builders import LABEL_EXPERIMENT as _LABEL_EXPERIMENT
 from rlcloud.k8s.builders import LABEL_ROLE as _LABEL_ROLE
 from rlcloud.k8s.builders import LABEL_SWEEP as _LABEL_SWEEP
 from rlcloud.roles import Role
+from rlcloud.timestamps import format_rfc3339, rfc3339_seconds
 
 __all__ = [
     "EVENT_BUDGET_EXCEEDED",
@@ -91,15 +91,6 @@ JSON = dict[str, Any]
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return obj.get("metadata") or {}
-
-
-def _ts(value: Any) -> float | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return _dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def _quantity(value: Any) -> float:
@@ -174,11 +165,11 @@ def _requests(pod: Mapping[str, Any]) -> dict[str, float]:
 def _runtime(pod: Mapping[str, Any], now: float) -> float:
     """Seconds a pod has held its node: from its start to its containers' end, or to now."""
     status = pod.get("status") or {}
-    start = _ts(status.get("startTime"))
+    start = rfc3339_seconds(status.get("startTime"))
     if start is None:
         return 0.0
     ends = [
-        _ts(((c.get("state") or {}).get("terminated") or {}).get("finishedAt"))
+        rfc3339_seconds(((c.get("state") or {}).get("terminated") or {}).get("finishedAt"))
         for c in status.get("containerStatuses") or []
     ]
     finished = [e for e in ends if e is not None]
@@ -309,7 +300,7 @@ def job_event(applier: Any, job: Mapping[str, Any], reason: str, message: str, n
 
     meta = _meta(job)
     namespace = str(meta.get("namespace"))
-    stamp = _dt.datetime.fromtimestamp(now, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = format_rfc3339(now)
     body = {
         "apiVersion": "v1",
         "kind": "Event",

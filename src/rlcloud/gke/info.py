@@ -26,6 +26,7 @@ from rlcloud.gke.builders import (
 from rlcloud.gke.plan import DEFAULT_POOL, GPU_POOL, PoolPlan
 from rlcloud.gke.prices import CostSoFar, estimate_cost_so_far
 from rlcloud.specs.cluster import REGION_RE, Autoscaling, ClusterSpec
+from rlcloud.timestamps import parse_rfc3339
 
 __all__ = ["ClusterInfo"]
 
@@ -37,15 +38,6 @@ def _span(seconds: float) -> str:
         if seconds >= size:
             return f"{seconds / size:.0f}{unit}"
     return f"{seconds:.0f}s"
-
-
-def _parse_time(text: str) -> _dt.datetime | None:
-    if not text:
-        return None
-    try:
-        return _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 def _reservation_of(pool: Any) -> str | None:
@@ -183,7 +175,7 @@ class ClusterInfo:
             gpu_type=accelerators[0].accelerator_type if accelerators else None,
             spot=bool(workers and (workers.config.spot or workers.config.preemptible)),
             node_pools=[p.name for p in pools],
-            created=_parse_time(cluster.create_time),
+            created=parse_rfc3339(cluster.create_time),
             expiry=expiry,
             labels=labels,
             endpoint=cluster.endpoint,

@@ -57,6 +57,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rlcloud.timestamps import format_rfc3339, rfc3339_seconds
+
 __all__ = [
     "Activity",
     "ClusterIdentity",
@@ -188,15 +190,6 @@ class Activity:
     running_names: tuple[str, ...] = ()
 
 
-def _ts(value: Any) -> float | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return _dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 def _job_running(job: Mapping[str, Any]) -> bool:
     status = job.get("status") or {}
     for condition in status.get("conditions") or []:
@@ -217,20 +210,20 @@ def _queue(job: Mapping[str, Any]) -> str | None:
 
 def _job_times(job: Mapping[str, Any]) -> Iterable[float | None]:
     status = job.get("status") or {}
-    yield _ts((job.get("metadata") or {}).get("creationTimestamp"))
-    yield _ts(status.get("startTime"))
-    yield _ts(status.get("completionTime"))
+    yield rfc3339_seconds((job.get("metadata") or {}).get("creationTimestamp"))
+    yield rfc3339_seconds(status.get("startTime"))
+    yield rfc3339_seconds(status.get("completionTime"))
     for condition in status.get("conditions") or []:
-        yield _ts(condition.get("lastTransitionTime"))
+        yield rfc3339_seconds(condition.get("lastTransitionTime"))
 
 
 def _pod_times(pod: Mapping[str, Any]) -> Iterable[float | None]:
     status = pod.get("status") or {}
-    yield _ts((pod.get("metadata") or {}).get("creationTimestamp"))
-    yield _ts(status.get("startTime"))
+    yield rfc3339_seconds((pod.get("metadata") or {}).get("creationTimestamp"))
+    yield rfc3339_seconds(status.get("startTime"))
     for container in status.get("containerStatuses") or []:
         terminated = (container.get("state") or {}).get("terminated") or {}
-        yield _ts(terminated.get("finishedAt"))
+        yield rfc3339_seconds(terminated.get("finishedAt"))
 
 
 def activity(jobs: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]], *, own_namespace: str) -> Activity:
@@ -387,7 +380,7 @@ def _event(applier: Any, namespace: str, reason: str, message: str, now: float) 
     from rlcloud.k8s.applier import path_for
     from rlcloud.k8s.reaper_builders import REAPER_CONFIG_MAP
 
-    stamp = _dt.datetime.fromtimestamp(now, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = format_rfc3339(now)
     body = {
         "apiVersion": "v1",
         "kind": "Event",
@@ -510,7 +503,7 @@ def run_once(
         _record_failure(applier, namespace, now, data, f"rlcloud reaper cannot read this cluster: {outcome}")
         raise
     labels = dict(cluster.resource_labels)
-    created = _ts(cluster.create_time)
+    created = rfc3339_seconds(cluster.create_time)
     # an unreadable label acts as absent (never a crash that would stop every later run too): see
     # read_expiry_label; the problem is logged and recorded with the decision
     expiry, expiry_problem = read_expiry_label(labels)
