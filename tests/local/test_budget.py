@@ -4,13 +4,20 @@ learner's supervisor with the real runner (it checkpoints on SIGTERM)."""
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from rlcloud.experiment import Experiment
-from rlcloud.local import LocalBackend
+from rlcloud.layout import ProgressRecord
+from rlcloud.local import STATE_DIR, LocalBackend
+from rlcloud.local.state import POLL_S, RunState
+from rlcloud.local.supervisor import training_seconds
 from rlcloud.specs import ExperimentSpec
 from tests.local.test_lifecycle import make_backend, standin_python  # noqa: F401  (fixtures)
 
@@ -111,3 +118,86 @@ def test_a_local_sweep_over_its_budget_stops_its_trial_and_starts_no_other(
     assert (tmp_path / "results" / "capped-sweep" / first.name / "checkpoints" / "LATEST").exists()
     vitals = sweep.status().vitals
     assert vitals["budget_usd"] == 0.04 and vitals["budget_percent"] is not None and vitals["budget_percent"] >= 100
+
+
+# ------------------------------------------------------------------ the cost runs on between two reports
+
+
+def test_a_training_runners_time_runs_on_from_its_last_report() -> None:
+    def seconds(state: str, elapsed: float | None, updated: float | None, now: float = 130.0) -> float | None:
+        return training_seconds(ProgressRecord(state=state, elapsed=elapsed, updated=updated), now, launched=100.0)
+
+    # its own report 10 s ago: 10 s more of training since (elapsed sums every start: a resumed runner's included)
+    assert seconds("running", 50.0, 120.0) == 60.0
+    # a clock read just before the report was written: never less than the report
+    assert seconds("running", 50.0, 120.0, now=119.0) == 50.0
+    # a report of the runner before this one (a restart, before its first report): as it is
+    assert seconds("running", 50.0, 90.0) == 50.0
+    # not training: TensorFlow still loading (not charged), or a final report
+    assert seconds("starting", 40.0, 120.0) == 40.0
+    assert seconds("stopped", 50.0, 120.0) == 50.0
+    # no figures: unknown, and an unknown cost never stops a run
+    assert seconds("running", None, 120.0) is None
+    assert seconds("running", 50.0, None) == 50.0
+
+
+#: A runner that reports once, at ``ELAPSED0`` seconds of training, then spends ``SLOW`` seconds in one update
+#: (no report: the first PPO update traced by TensorFlow) before it reports again; on SIGTERM it "checkpoints"
+#: (writes how many reports it made and its training seconds then) and exits 143, as the runner does.
+SLOW_UPDATE_RUNNER = textwrap.dedent(
+    """
+    import json, signal, sys, time
+    from pathlib import Path
+
+    workdir, elapsed, slow = Path(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # taken by sigtimedwait below
+
+
+    def report(state, elapsed, now):
+        tmp = workdir / "progress.json.tmp"
+        tmp.write_text(json.dumps({"state": state, "elapsed": elapsed, "updated": now}))
+        tmp.replace(workdir / "progress.json")
+
+
+    reports, reported = 1, time.time()
+    report("running", elapsed, reported)
+    while signal.sigtimedwait([signal.SIGTERM], slow) is None:  # the update ended before any stop
+        reports, elapsed, reported = reports + 1, elapsed + slow, time.time()
+        report("running", elapsed, reported)
+    now = time.time()
+    trained = elapsed + now - reported
+    (workdir / "checkpoint.json").write_text(json.dumps({"reports": reports, "elapsed": trained}))
+    report("stopped", trained, now)
+    sys.exit(143)
+    """
+)
+
+
+@pytest.mark.processes
+def test_the_supervisor_stops_a_run_at_its_budget_between_two_reports(tmp_path: Path) -> None:
+    """$3,600 an hour: $2 is 2 s of training. One report at 1.5 s, then a 60 s update: the stop comes in it."""
+    (tmp_path / STATE_DIR).mkdir()
+    RunState(tmp_path).write({"roles": []})
+    runner = tmp_path / "runner.py"
+    runner.write_text(SLOW_UPDATE_RUNNER, encoding="utf-8")
+    supervisor = subprocess.run(
+        [sys.executable, "-m", "rlcloud.local.supervisor", "--workdir", str(tmp_path), "--label", "single-0",
+         "--budget-usd", "2", "--price-per-hour", "3600",
+         "--", sys.executable, str(runner), str(tmp_path), "1.5", "60"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    log = supervisor.stdout + supervisor.stderr
+    assert supervisor.returncode == 128 + signal.SIGTERM, log  # the runner's own exit code: it checkpointed
+    checkpoint = json.loads((tmp_path / "checkpoint.json").read_text())
+    # stopped during the slow update, before its report: before the fix the stop came with the next report,
+    # at 61.5 s of training (3,075% of the budget)
+    assert checkpoint["reports"] == 1, (checkpoint, log)
+    # at 100%, never before, overrun by a poll (slack for this loaded machine: not the 60 s of a report)
+    overrun = checkpoint["elapsed"] - 2.0
+    assert 0.0 <= overrun < POLL_S + 1.0, (checkpoint, log)
+    # warned once at 90% (1.8 s), in the same update, then stopped as a stop stops a run
+    assert log.count("single-0 budget: cost so far") == 1 and "it stops at 100%" in log, log
+    assert log.index("it stops at 100%") < log.index("stopped by its budget") < log.index("checkpointing and stopping")
+    state = RunState(tmp_path).read()
+    assert state["stop_requested"] is True and "budget reached" in state["stop_reason"], state
+    assert (tmp_path / STATE_DIR / "single-0.exit").read_text() == "143\n"

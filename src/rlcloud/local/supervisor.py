@@ -10,9 +10,9 @@ lifecycle rules without anyone watching:
   stopped, and the run is failed.
 
 - the run reached its money budget (``--budget-usd`` at ``--price-per-hour`` of training time,
-  :mod:`rlcloud.budget`): at 90% a line in the log; at 100% the run is stopped as ``stop`` stops it (the
-  runner checkpoints on SIGTERM, the other roles are stopped), its state "stopped" with the reason
-  (``stop_reason``).
+  :mod:`rlcloud.budget`; the training time runs on between the runner's reports, :func:`training_seconds`):
+  at 90% a line in the log; at 100% (plus one poll) the run is stopped as ``stop`` stops it (the runner
+  checkpoints on SIGTERM, the other roles are stopped), its state "stopped" with the reason (``stop_reason``).
 - the learner stalled (``--stall-timeout``: its own watchdog ended it with exit code 88,
   :mod:`rlcloud.runner.watchdog`; or the heartbeat that watchdog keeps is 30 s older than that, a hang the
   watchdog cannot see; or, for a runner without one, its progress.json says "running" but its timestep has
@@ -69,7 +69,7 @@ from rlcloud.runner.watchdog import (
 )
 from rlcloud.waiting import poll_until
 
-__all__ = ["DEFAULT_GRACE_PERIOD", "EXIT_DUPLICATE", "main", "supervise"]
+__all__ = ["DEFAULT_GRACE_PERIOD", "EXIT_DUPLICATE", "main", "supervise", "training_seconds"]
 
 #: Seconds a supervisor gives its runner between SIGTERM and SIGKILL. The runner checkpoints and exits
 #: within 10 s on an idle machine; a busy one (first save traced by TensorFlow) can take longer, and
@@ -111,7 +111,8 @@ def supervise(
     ``stall_timeout``: seconds a learner may train without a timestep before it is restarted (once), then
     failed, and an env server may go without a heartbeat before it is replaced; None: not watched.
     ``budget``: (USD, USD per hour) of the run: its cost so far is its training time (progress.json
-    ``elapsed``) x the price; at 90% a line in the log, at 100% the runner is stopped as a stop stops it
+    ``elapsed``, advanced with the wall clock since the live runner's last report: :func:`training_seconds`) x
+    the price, checked every poll; at 90% a line in the log, at 100% the runner is stopped as a stop stops it
     (SIGTERM: it checkpoints) and so are the other roles.
     """
     run = RunState(workdir)
@@ -178,8 +179,8 @@ def supervise(
             if learner and code == EXIT_STALLED_AGAIN:
                 return _finish(run, label, code, grace_period, _stall_why(run, "stalled again after a restart"))
             break
-        if budget is not None and not received:  # each poll: a stop overruns by at most a report
-            decision = _budget_decision(run, budget, warned)
+        if budget is not None and not received:  # each poll: a stop overruns by at most a poll
+            decision = _budget_decision(run, budget, warned, launched)
             if decision.action == "warn":
                 warned = True
                 print(f"----- {label} budget: {decision.reason}", flush=True)
@@ -231,16 +232,40 @@ def supervise(
     return _finish(run, label, code, grace_period)
 
 
-def _budget_decision(run: RunState, budget: tuple[float, float], warned: bool) -> BudgetDecision:
-    """The budget's decision from the run's training time so far (progress.json ``elapsed``, all starts)."""
+def _budget_decision(run: RunState, budget: tuple[float, float], warned: bool, launched: float) -> BudgetDecision:
+    """The budget's decision from the run's training time so far (:func:`training_seconds`), its runner alive."""
     try:
         progress = json.loads((run.workdir / PROGRESS).read_text(encoding="utf-8"))
     except (OSError, ValueError):  # absent, or caught mid-write: the next poll reads it
         return decide(None, budget[0])
-    elapsed = ProgressRecord(progress).elapsed if isinstance(progress, dict) else None
-    if elapsed is None:
+    seconds = training_seconds(ProgressRecord(progress), time.time(), launched) if isinstance(progress, dict) else None
+    if seconds is None:
         return decide(None, budget[0])
-    return decide(budget[1] * elapsed / 3600, budget[0], warned=warned)
+    return decide(budget[1] * seconds / 3600, budget[0], warned=warned)
+
+
+def training_seconds(progress: ProgressRecord, now: float, launched: float) -> float | None:
+    """A live runner's training seconds at ``now``, all starts together; None when progress.json has none.
+
+    progress.json's ``elapsed`` (all starts: a resumed runner goes on from its checkpoint's) is only as recent as
+    its last report, and a report can be a long update away (a first PPO update traced by TensorFlow: 198% of a
+    budget before the next one). While the runner that started at ``launched`` (unix time) trains, its training
+    clock runs with the wall clock, so its own ``"running"`` report's ``elapsed`` plus the time since that
+    report is its training time now, and a budget stop comes at 100% plus one poll, not at the next report. A
+    report of an earlier runner (a restart, before its first report) or of one not training (``"starting"``:
+    TensorFlow loading, not charged; a final state) is taken as it is: the steps a runner makes before its first
+    ``"running"`` report are counted when that report comes.
+
+    Args:
+        progress: the run's progress.json.
+        now: unix time now (the runner's reports are stamped with the same clock: same machine).
+        launched: unix time the runner now alive was started.
+    """
+    elapsed = progress.elapsed
+    updated = progress.updated
+    if elapsed is None or progress.state != "running" or updated is None or updated < launched:
+        return elapsed
+    return elapsed + max(0.0, now - updated)
 
 
 def _stop_for_budget(run: RunState, label: str, child: subprocess.Popen[bytes], grace: float, reason: str) -> int:
