@@ -23,7 +23,7 @@ from tests.fakes.gke import FakeClusterManager
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.fakes.kubelet import FakeKubelet, gke_cpu_node
 from tests.gke.conftest import PROJECT
-from tests.k8s.conftest import make_spec
+from tests.k8s.conftest import api_client, make_spec  # noqa: F401  (a fixture over the apiserver here)
 from tests.k8s.test_backend import make_backend, standin
 from tests.k8s.test_kubelet import eventually
 
@@ -40,15 +40,6 @@ def apiserver() -> Iterator[FakeKubeApiServer]:
     with FakeKubeApiServer() as server:
         server.create_object("Namespace", {"metadata": {"name": "rlcloud-system"}})
         yield server
-
-
-@pytest.fixture
-def api(apiserver: FakeKubeApiServer) -> Iterator[k8s.ApiClient]:
-    client = k8s.ApiClient(k8s.Configuration(host=apiserver.url))
-    try:
-        yield client
-    finally:
-        client.close()
 
 
 @pytest.fixture
@@ -138,11 +129,13 @@ def world(
     fake: FakeClusterManager,
     container_client: Any,
     apiserver: FakeKubeApiServer,
-    api: k8s.ApiClient,
+    api_client: k8s.ApiClient,  # noqa: F811
     kubelet: FakeKubelet,
     tmp_path: Path,
 ) -> World:
-    return World(fake, container_client, apiserver, api, kubelet, make_backend(api, NS), tmp_path / "results")
+    return World(
+        fake, container_client, apiserver, api_client, kubelet, make_backend(api_client, NS), tmp_path / "results"
+    )
 
 
 def test_a_run_is_warned_at_90_percent_then_checkpointed_and_stopped_at_its_budget(world: World) -> None:
@@ -253,7 +246,10 @@ def test_a_reaper_that_may_not_list_nodes_records_it_and_its_ttl_still_acts(worl
 
 
 def test_a_cluster_with_a_budget_gets_its_label_and_the_reaper(
-    make_cluster: Any, apiserver: FakeKubeApiServer, api: k8s.ApiClient, fake: FakeClusterManager
+    make_cluster: Any,
+    apiserver: FakeKubeApiServer,
+    api_client: k8s.ApiClient,  # noqa: F811
+    fake: FakeClusterManager,
 ) -> None:
     from rlcloud.specs import ClusterSpec
 
@@ -262,7 +258,7 @@ def test_a_cluster_with_a_budget_gets_its_label_and_the_reaper(
         ClusterSpec(name="rl", budget="40 USD"),  # type: ignore[arg-type]
         reaper_service_account=gsa,
         reaper_image="repo/runner-cpu:1",
-        kube_api_client=api,
+        kube_api_client=api_client,
     )
     info = cluster.create()
     assert info.labels["budget-cents"] == "4000"

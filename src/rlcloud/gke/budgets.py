@@ -68,6 +68,7 @@ __all__ = [
     "node_prices",
     "run_costs",
     "stop_workloads",
+    "warning_event",
     "workloads",
 ]
 
@@ -300,18 +301,22 @@ def job_event(applier: Any, job: Mapping[str, Any], reason: str, message: str, n
 
     meta = _meta(job)
     namespace = str(meta.get("namespace"))
+    involved = {"apiVersion": "batch/v1", "kind": "Job", "name": meta.get("name"), "uid": meta.get("uid")}
+    body = warning_event(namespace, f"{meta.get('name')}.budget.{int(now)}", involved, reason, message, now)
+    applier.checked_json(f"record event {reason}", "POST", path_for("Event", namespace), body=body)
+
+
+def warning_event(
+    namespace: str, name: str, involved: Mapping[str, Any], reason: str, message: str, now: float
+) -> JSON:
+    """A Warning Event from the reaper (pure): ``name`` in ``namespace``, about ``involved`` (the object's
+    ``apiVersion``, ``kind``, ``name`` and, for a Job, ``uid``; it is in the same namespace)."""
     stamp = format_rfc3339(now)
-    body = {
+    return {
         "apiVersion": "v1",
         "kind": "Event",
-        "metadata": {"name": f"{meta.get('name')}.budget.{int(now)}", "namespace": namespace},
-        "involvedObject": {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "name": meta.get("name"),
-            "namespace": namespace,
-            "uid": meta.get("uid"),
-        },
+        "metadata": {"name": name, "namespace": namespace},
+        "involvedObject": {**involved, "namespace": namespace},
         "reason": reason,
         "message": message,
         "type": "Warning",
@@ -320,7 +325,6 @@ def job_event(applier: Any, job: Mapping[str, Any], reason: str, message: str, n
         "lastTimestamp": stamp,
         "count": 1,
     }
-    applier.checked_json(f"record event {reason}", "POST", path_for("Event", namespace), body=body)
 
 
 def stop_workloads(applier: Any, runs: Iterable[Workload], reason: str, now: float) -> list[Workload]:

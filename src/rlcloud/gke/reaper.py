@@ -57,7 +57,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rlcloud.timestamps import format_rfc3339, rfc3339_seconds
+from rlcloud.timestamps import rfc3339_seconds
 
 __all__ = [
     "Activity",
@@ -377,23 +377,12 @@ def _previous(applier: Any, namespace: str) -> dict[str, str]:
 
 
 def _event(applier: Any, namespace: str, reason: str, message: str, now: float) -> None:
+    from rlcloud.gke.budgets import warning_event
     from rlcloud.k8s.applier import path_for
     from rlcloud.k8s.reaper_builders import REAPER_CONFIG_MAP
 
-    stamp = format_rfc3339(now)
-    body = {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"name": f"rlcloud-reaper.{int(now)}", "namespace": namespace},
-        "involvedObject": {"apiVersion": "v1", "kind": "ConfigMap", "name": REAPER_CONFIG_MAP, "namespace": namespace},
-        "reason": reason,
-        "message": message,
-        "type": "Warning",
-        "source": {"component": "rlcloud-reaper"},
-        "firstTimestamp": stamp,
-        "lastTimestamp": stamp,
-        "count": 1,
-    }
+    involved = {"apiVersion": "v1", "kind": "ConfigMap", "name": REAPER_CONFIG_MAP}
+    body = warning_event(namespace, f"rlcloud-reaper.{int(now)}", involved, reason, message, now)
     applier.request_json("record the reaper's event", "POST", path_for("Event", namespace), body=body)
 
 
