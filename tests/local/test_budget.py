@@ -4,10 +4,12 @@ learner's supervisor with the real runner (it checkpoints on SIGTERM)."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -143,14 +145,15 @@ def test_a_training_runners_time_runs_on_from_its_last_report() -> None:
 
 #: A runner that reports once, at ``ELAPSED0`` seconds of training, then spends ``SLOW`` seconds in one update
 #: (no report: the first PPO update traced by TensorFlow) before it reports again; on SIGTERM it "checkpoints"
-#: (writes how many reports it made and its training seconds then) and exits 143, as the runner does.
+#: (writes how many reports it made and its training seconds then) and exits 143, as the runner does. With a
+#: fourth argument it first says ``starting <pid>`` and waits for SIGUSR1 (TensorFlow loading, no report).
 SLOW_UPDATE_RUNNER = textwrap.dedent(
     """
-    import json, signal, sys, time
+    import json, os, signal, sys, time
     from pathlib import Path
 
     workdir, elapsed, slow = Path(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # taken by sigtimedwait below
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGUSR1})  # taken by sigtimedwait below
 
 
     def report(state, elapsed, now):
@@ -159,6 +162,9 @@ SLOW_UPDATE_RUNNER = textwrap.dedent(
         tmp.replace(workdir / "progress.json")
 
 
+    if len(sys.argv) > 4:
+        print("starting", os.getpid(), flush=True)
+        signal.sigtimedwait([signal.SIGUSR1], 60)
     reports, reported = 1, time.time()
     report("running", elapsed, reported)
     while signal.sigtimedwait([signal.SIGTERM], slow) is None:  # the update ended before any stop
@@ -174,19 +180,40 @@ SLOW_UPDATE_RUNNER = textwrap.dedent(
 
 
 @pytest.mark.processes
-def test_the_supervisor_stops_a_run_at_its_budget_between_two_reports(tmp_path: Path) -> None:
-    """$3,600 an hour: $2 is 2 s of training. One report at 1.5 s, then a 60 s update: the stop comes in it."""
+@pytest.mark.parametrize("resumed", [False, True], ids=["fresh", "resumed-after-a-crash"])
+def test_the_supervisor_stops_a_run_at_its_budget_between_two_reports(tmp_path: Path, resumed: bool) -> None:
+    """$3,600 an hour: $2 is 2 s of training. One report at 1.5 s, then a 60 s update: the stop comes in it.
+
+    Resumed: the runner before crashed an hour ago at 1.85 s (its checkpoint at 1.5 s), its last report
+    "running". While the new one starts, that report is taken as it is (92%: the warning), not as an hour of
+    training; the new one goes on from its checkpoint's 1.5 s, and the stop still comes at 2 s.
+    """
     (tmp_path / STATE_DIR).mkdir()
     RunState(tmp_path).write({"roles": []})
     runner = tmp_path / "runner.py"
     runner.write_text(SLOW_UPDATE_RUNNER, encoding="utf-8")
-    supervisor = subprocess.run(
+    command = [sys.executable, str(runner), str(tmp_path), "1.5", "60"]
+    if resumed:
+        stale = {"state": "running", "elapsed": 1.85, "updated": time.time() - 3600}
+        (tmp_path / "progress.json").write_text(json.dumps(stale), encoding="utf-8")
+        command.append("wait")
+    supervisor = subprocess.Popen(
         [sys.executable, "-m", "rlcloud.local.supervisor", "--workdir", str(tmp_path), "--label", "single-0",
-         "--budget-usd", "2", "--price-per-hour", "3600",
-         "--", sys.executable, str(runner), str(tmp_path), "1.5", "60"],
-        capture_output=True, text=True, timeout=120, check=False,
+         "--budget-usd", "2", "--price-per-hour", "3600", "--", *command],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
-    log = supervisor.stdout + supervisor.stderr
+    assert supervisor.stdout is not None
+    seen = []
+    if resumed:  # the new runner is let go once the supervisor judged the old report (or its end: a failure)
+        for line in supervisor.stdout:
+            seen.append(line)
+            if "budget: cost so far" in line:
+                break
+        assert seen and "it stops at 100%" in seen[-1], "".join(seen)  # not stopped for the dead runner's hour
+        pid = next(int(line.split()[1]) for line in seen if line.startswith("starting "))
+        os.kill(pid, signal.SIGUSR1)
+    rest, _ = supervisor.communicate(timeout=120)
+    log = "".join(seen) + rest
     assert supervisor.returncode == 128 + signal.SIGTERM, log  # the runner's own exit code: it checkpointed
     checkpoint = json.loads((tmp_path / "checkpoint.json").read_text())
     # stopped during the slow update, before its report: before the fix the stop came with the next report,
@@ -195,7 +222,7 @@ def test_the_supervisor_stops_a_run_at_its_budget_between_two_reports(tmp_path: 
     # at 100%, never before, overrun by a poll (slack for this loaded machine: not the 60 s of a report)
     overrun = checkpoint["elapsed"] - 2.0
     assert 0.0 <= overrun < POLL_S + 1.0, (checkpoint, log)
-    # warned once at 90% (1.8 s), in the same update, then stopped as a stop stops a run
+    # warned once at 90%, then stopped as a stop stops a run
     assert log.count("single-0 budget: cost so far") == 1 and "it stops at 100%" in log, log
     assert log.index("it stops at 100%") < log.index("stopped by its budget") < log.index("checkpointing and stopping")
     state = RunState(tmp_path).read()
