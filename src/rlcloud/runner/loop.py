@@ -510,6 +510,9 @@ class Trainer:
         last_tick = last_log = start
         self._rate.append((start, c.timestep))
         self._timestep0 = c.timestep
+        # the training clock starts: a budget's supervisor counts on from this report (local/supervisor.py
+        # training_seconds), not from the first one after the first act's tracing
+        self._write_progress("running")
 
         metrics = open(self.workdir / METRICS, "a", encoding="utf-8")  # noqa: SIM115 - closed below
         try:
