@@ -31,11 +31,33 @@ alone the difference is the rounding of (1) alone. ``RLCLOUD_UINT8_FRAMES=0`` ke
 frames without rounding; ``RLCLOUD_UINT8_FRAMES=float32`` rounds but stores float32 (for that comparison).
 The reads and writes go through the in-place writes of runner/inplace.py (``Variable.scatter_nd_update``)
 and ``tf.gather``; with those rewrites off (``RLCLOUD_INPLACE_BUFFERS=0``) frames stay float32.
+
+Resuming across the two dtypes. Tensorforce saves the replay memory in its checkpoints, in the dtype of the
+memory that wrote them; restoring a checkpoint of float32 frames (a run started before uint8 frames, or with
+``RLCLOUD_UINT8_FRAMES=0``) into a memory of uint8 levels, or the reverse, fails in TensorFlow's restore
+("expected dtype uint8 does not equal original dtype float"), and with every checkpoint of the run written
+the same way the run cannot resume at all. :func:`frames_across_dtypes` converts instead: the restore reads
+everything else as usual, and the checkpoint's frames are then read in slices of at most 64 MB (the whole
+memory is never in memory twice) and converted into the memory the runner built
+
+* uint8 levels into float32: through the table, the values the uint8 memory itself gave to every read:
+  exact, nothing changes;
+* float32 into uint8 levels: encoded as every new frame is. Frames that were rounded
+  (``RLCLOUD_UINT8_FRAMES=float32``) are exactly levels and come back bit for bit; Tensorforce's unrounded
+  frames (``0``, or a run older than uint8 frames) move by at most half a level (2/255 on the [-2, 2]
+  scale), which is the rounding (1) applies to every frame the runner sees from then on: the memory holds
+  what this runner would have stored for the same frames.
+
+The runner's setting decides the dtype, not the checkpoint: the memory is what the runner's configuration
+(and the pod's memory request, 4x larger for float32) was sized for, and no frame is dropped or changed by
+more than that half level. The conversion is logged once per restore, with the largest change it made.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -43,7 +65,7 @@ import numpy as np
 from rlcloud import runenv
 from rlcloud.runenv import RunnerEnv
 
-__all__ = ["FRAMES_VARIABLE", "FrameCodec", "apply_uint8_frames", "frame_codec"]
+__all__ = ["FRAMES_VARIABLE", "FrameCodec", "apply_uint8_frames", "frame_codec", "frames_across_dtypes"]
 
 logger = logging.getLogger(__name__)
 
@@ -224,3 +246,91 @@ def apply_uint8_frames(setting: str | None = None) -> bool:
     queue.Queue.variable = variable
     _applied["installed"] = True
     return True
+
+
+#: The most bytes of the checkpoint's frames read at once while converting them (module docstring).
+CONVERT_CHUNK_BYTES = 64 << 20
+
+
+def _states_buffer(model: Any) -> Any:
+    """The replay memory's states buffer variable of a Tensorforce model, or None (no memory, several states)."""
+    memory = getattr(model, "memory", None)
+    found = [v for v in getattr(memory, "variables", ()) if v.name.endswith("/states-buffer:0")]
+    return found[0] if len(found) == 1 else None
+
+
+@contextlib.contextmanager
+def frames_across_dtypes(model: Any, prefix: str | None) -> Iterator[None]:
+    """Around the restore of ``model`` from the checkpoint ``prefix``: when the checkpoint's replay memory
+    holds frames of the other dtype (float32 or uint8 levels), they are left out of the restore and converted
+    into the model's memory after it (module docstring); otherwise the restore is Tensorforce's alone.
+
+    Raises:
+        ValueError: The checkpoint's frames cannot be converted (another memory size, or a model whose
+            preprocessing does not make levels); the restore is not attempted.
+    """
+    import tensorflow as tf
+
+    buffer = _states_buffer(model)
+    key = f"{model.name}/memory/buffers/states/SINGLETON/.ATTRIBUTES/VARIABLE_VALUE"
+    saved_dtype = None
+    if buffer is not None and prefix is not None:
+        reader = tf.train.load_checkpoint(prefix)
+        saved_dtype = reader.get_variable_to_dtype_map().get(key)
+    if saved_dtype is None or saved_dtype == buffer.dtype or {saved_dtype, buffer.dtype} != {tf.float32, tf.uint8}:
+        yield  # the same dtype (or none to convert): Tensorforce's restore alone, which explains any mismatch
+        return
+    shape = reader.get_variable_to_shape_map()[key]
+    if list(shape) != buffer.shape.as_list():
+        raise ValueError(f"the checkpoint's replay memory has shape {shape}, this agent's {buffer.shape.as_list()}")
+    codec = frame_codec(model) or _eligible(model, store_uint8=False)
+    if codec is None:
+        raise ValueError(
+            f"the checkpoint's replay memory holds {saved_dtype.name} frames and this agent's "
+            f"{buffer.dtype.name}, but its state preprocessing does not make frame levels to convert them"
+        )
+    # Leave the frames out of the restore: without the buffer among its parent's dependencies, the object-based
+    # restore finds nothing to bind the checkpointed value to (Tensorforce restores with expect_partial()).
+    buffers = model.memory.buffers
+    lookup = buffers._lookup_dependency
+
+    def without_states(name: str, cached_dependencies: Any = None) -> Any:
+        return None if name == "states" else lookup(name, cached_dependencies)
+
+    object.__setattr__(buffers, "_lookup_dependency", without_states)
+    try:
+        yield
+    finally:
+        object.__delattr__(buffers, "_lookup_dependency")
+        buffers._deferred_dependencies.pop("states", None)  # the value it set aside for a later "states"
+    moved = _convert(tf, codec, buffer, prefix, key, saved_dtype, list(shape))
+    logger.info(
+        "the checkpoint's replay memory holds %s frames, this runner keeps them as %s (%s=%s): converted, %s",
+        saved_dtype.name,
+        buffer.dtype.name,
+        FRAMES_VARIABLE,
+        RunnerEnv.from_env().uint8_frames or "1",
+        "exactly" if moved == 0 else f"each value within {moved:.4g} of the checkpoint's (half a level: {2 / 255:.4g})",
+    )
+
+
+def _convert(tf: Any, codec: FrameCodec, buffer: Any, prefix: Any, key: str, saved: Any, shape: list[int]) -> float:
+    """Read the checkpoint's frames in slices, convert them into ``buffer``; the largest change of a value."""
+    row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * saved.size
+    rows = max(1, CONVERT_CHUNK_BYTES // max(1, row_bytes))
+    full_shape = " ".join(str(dim) for dim in shape)
+    moved = 0.0
+    for start in range(0, shape[0], rows):
+        count = min(rows, shape[0] - start)
+        extent = ":".join([f"{start},{count}"] + ["-"] * (len(shape) - 1))
+        (values,) = tf.raw_ops.RestoreV2(
+            prefix=prefix, tensor_names=[key], shape_and_slices=[f"{full_shape} {extent}"], dtypes=[saved]
+        )
+        if saved == tf.float32:  # into uint8 levels, encoded as every frame is written
+            converted = codec.encode(tf, values)
+            moved = max(moved, float(tf.reduce_max(tf.abs(codec.decode(tf, converted) - values))))
+        else:  # levels into the float32 values every read of them gave
+            converted = codec.decode(tf, values)
+        # a plain slice assignment: the values are already the buffer's dtype (no codec on the way in)
+        buffer[start : start + count].assign(converted)
+    return moved

@@ -69,7 +69,7 @@ from rlcloud.runner.envs import DETERMINISTIC_PROBLEM, EnvAdapter
 from rlcloud.runner.inlining import inline_nested_functions
 from rlcloud.runner.kernels import choose_cpu_kernels
 from rlcloud.runner.overlap import overlapped_stepper
-from rlcloud.runner.saving import save_agent
+from rlcloud.runner.saving import restore_agent, save_agent
 from rlcloud.runner.updates import TimestepUpdates
 from rlcloud.runner.vector import EnvFactory, VectorEnv, make_vector_env
 
@@ -439,7 +439,7 @@ class Trainer:
         recent = [float(r) for r in state.get("recent_returns", [])]
         # Agent.load() is Agent.create(**agent.json) + restore(); the agent is built from the current spec
         # instead, so that paths in agent.json (summaries of another machine's workdir) do not matter.
-        self.agent.restore(directory=str(directory), filename="agent", format="checkpoint")
+        restore_agent(self.agent, directory)  # agent.restore, also across frame dtypes (runner/frames.py)
         self._counters = counters
         self._returns.clear()
         self._returns.extend(recent)

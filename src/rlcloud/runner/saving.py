@@ -17,6 +17,9 @@ while the model shows the checkpoint all its children but those whose variables 
 Object-based restore matches by name and tolerates the missing ones (Tensorforce restores with
 ``expect_partial()``), so ``agent.restore`` reads it, and checkpoints written before this module remain
 readable. The variables left out keep their current values in the restoring agent (zeros in a new one).
+
+:func:`restore_agent` is ``agent.restore`` for those checkpoints, also when the replay memory's frames were
+saved in the other dtype than this runner keeps them in (float32 or uint8 levels, runner/frames.py).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-__all__ = ["save_agent", "unsaved_state"]
+__all__ = ["restore_agent", "save_agent", "unsaved_state"]
 
 
 def _variables(obj: Any, depth: int = 0) -> list[Any]:
@@ -81,3 +84,20 @@ def save_agent(agent: Any, directory: str | os.PathLike[str]) -> list[str]:
     finally:
         object.__delattr__(model, "_trackable_children")
     return sorted(skipped)
+
+
+def restore_agent(agent: Any, directory: str | os.PathLike[str]) -> None:
+    """Restore ``agent`` from the checkpoint :func:`save_agent` wrote into ``directory``, converting the replay
+    memory's frames when they were saved as float32 and the agent keeps uint8 levels, or the reverse
+    (runner/frames.py, :func:`~rlcloud.runner.frames.frames_across_dtypes`).
+
+    Args:
+        agent: A Tensorforce agent built from the run's spec.
+        directory: A checkpoint directory (``agent-N.index``, ``agent-N.data-*``, ``checkpoint``).
+    """
+    import tensorflow as tf
+
+    from rlcloud.runner.frames import frames_across_dtypes
+
+    with frames_across_dtypes(agent.model, tf.train.latest_checkpoint(str(directory))):
+        agent.restore(directory=str(directory), filename="agent", format="checkpoint")
