@@ -13,47 +13,19 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from rlcloud.runner.frames import FRAMES_VARIABLE
 from rlcloud.runner.inplace import INPLACE_VARIABLE, patched_methods, rewrite_source
+from tests.runner.training_process import TRAIN_STEPS, run_script
 
-ROOT = Path(__file__).resolve().parents[2]
-
-_DRIVE = textwrap.dedent(
+_REPORT = textwrap.dedent(
     """
-    import hashlib, json, sys
-    from pathlib import Path
-    import numpy as np
-    from rlcloud.runner.agent_calls import AgentCalls
-    from rlcloud.runner.kernels import choose_cpu_kernels
-    from rlcloud.runner.loop import build_agent_kwargs, build_vector_env
-    from rlcloud.specs import ExperimentSpec
-
-    case = json.loads(sys.argv[1])
-    spec = ExperimentSpec.from_file(Path(case["example"])).replace(**case["overrides"])
-    venv = build_vector_env(spec)
-    choose_cpu_kernels(spec.network, spec.agent, venv.states_spec)
-    from rlcloud.runner.compat import import_tensorforce
     from rlcloud.runner.inplace import patched_methods
 
-    tensorforce = import_tensorforce()
-    agent = tensorforce.Agent.create(**build_agent_kwargs(spec, venv))
-    calls = AgentCalls(agent, np.arange(venv.num_envs))
-    actions_seen, states = hashlib.sha256(), venv.reset()
-    for _ in range(case["steps"]):
-        actions = calls.act(states)
-        actions_seen.update(np.asarray(actions).tobytes())
-        states, rewards, terminals = venv.step(actions)
-        calls.observe(rewards, terminals)
-    weights = hashlib.sha256(b"".join(v.numpy().tobytes() for v in agent.model.trainable_variables))
-    memory = agent.model.memory
     print(json.dumps({
         "patched": patched_methods(), "actions": actions_seen.hexdigest(), "weights": weights.hexdigest(),
         "updates": int(agent.updates), "written": int(memory.buffer_index.numpy()), "capacity": memory.capacity,
@@ -70,17 +42,7 @@ def _run(case: dict[str, Any], inplace: bool) -> dict[str, Any]:
     environ[FRAMES_VARIABLE] = "0"
     if not inplace:
         environ[INPLACE_VARIABLE] = "0"
-    done = subprocess.run(
-        [sys.executable, "-c", _DRIVE, json.dumps(case)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=environ,
-        check=False,
-        cwd=ROOT,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    result = dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    result = run_script(TRAIN_STEPS + _REPORT, json.dumps(case), environ=environ)
     assert bool(result.pop("patched")) is inplace
     return result
 
