@@ -203,7 +203,8 @@ class ExperimentSpec(StrictModel):
         "Image frames (state_preprocessing of image layers then linear_normalization, states bounded 0..255) are "
         "rounded to integer levels and kept as uint8 in the replay memory, normalised when a batch is read: 7 KB "
         "an 84x84 frame instead of 28 KB, so 1,000,000 frames take 7 GB (RLCLOUD_UINT8_FRAMES=0: Tensorforce's "
-        "float32).",
+        "float32). A run resumes from checkpoints of either kind: their frames are converted to the runner's "
+        "(uint8 to float32 exactly, float32 to uint8 within half a level).",
     )
     network: dict[str, Any] | list[Any] | Literal["auto"] = Field(
         "auto",
