@@ -55,10 +55,11 @@ Scheduler
     every pod (no scheduling rules), as before this scheduler existed.
 
 Probes
-    an exec ``livenessProbe`` is run as the kubelet runs it (period, timeout, failure threshold, initial
-    delay; the command's paths rewritten like the container's): enough failures in a row kill the
-    container, with ``Unhealthy`` and ``Killing`` Events, and under ``restartPolicy: Never`` the pod fails
-    and its Job replaces it (:meth:`FakeKubelet._probe_liveness`).
+    an exec ``startupProbe`` and ``livenessProbe`` are run as the kubelet runs them (period, timeout, failure
+    threshold, initial delay; the command's paths rewritten like the container's; liveness only once the
+    startup probe has succeeded): enough failures in a row kill the container, with ``Unhealthy`` and
+    ``Killing`` Events, and under ``restartPolicy: Never`` the pod fails and its Job replaces it
+    (:meth:`FakeKubelet._probe_container`).
 
 Tests poke it with :meth:`FakeKubelet.kill` (crash a container) and :meth:`FakeKubelet.preempt`
 (a node lost to preemption: DisruptionTarget condition, exit 143). ``unschedulable`` (a callback
@@ -414,8 +415,10 @@ class FakeKubelet:
         self.exits: list[tuple[str, str, int]] = []
         #: (namespace, pod name) of every container started, in order
         self.started: list[tuple[str, str]] = []
-        #: (namespace, pod name, output) of every failed liveness probe, in order
+        #: (namespace, pod name, output) of every failed startup or liveness probe, in order
         self.probe_failures: list[tuple[str, str, str]] = []
+        #: (namespace, pod name, "startup") of every startup probe that succeeded (liveness probes then run)
+        self.probe_successes: list[tuple[str, str, str]] = []
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -929,15 +932,18 @@ class FakeKubelet:
             self._containers[(ns, name)] = c
             self.started.append((ns, name))
         c.reader.start()
-        probe = container.get("livenessProbe")
-        if probe:
-            command = [rewrite(a) for a in (probe.get("exec") or {}).get("command") or []]
-            if command and command[0] in ("python", "python3"):
-                command[0] = sys.executable
+        probes = {kind: container.get(f"{kind}Probe") for kind in ("startup", "liveness")}
+        if any(probes.values()):
+            commands = {}
+            for kind, probe in probes.items():
+                command = [rewrite(a) for a in ((probe or {}).get("exec") or {}).get("command") or []]
+                if command and command[0] in ("python", "python3"):
+                    command[0] = sys.executable
+                commands[kind] = command
             threading.Thread(
-                target=self._probe_liveness,
-                args=(c, pod, probe, command, pod_dir, process_env),
-                name=f"liveness-{name}",
+                target=self._probe_container,
+                args=(c, pod, probes, commands, pod_dir, process_env),
+                name=f"probes-{name}",
                 daemon=True,
             ).start()
         now = _now()
@@ -968,31 +974,54 @@ class FakeKubelet:
             },
         )
 
-    def _probe_liveness(
-        self, c: _Container, pod: JSON, probe: JSON, command: list[str], cwd: Path, env: dict[str, str]
+    def _probe_container(
+        self,
+        c: _Container,
+        pod: JSON,
+        probes: dict[str, JSON | None],
+        commands: dict[str, list[str]],
+        cwd: Path,
+        env: dict[str, str],
     ) -> None:
-        """Run an exec livenessProbe as the kubelet does ("Configure Liveness, Readiness and Startup Probes",
-        kubernetes.io/docs/tasks/configure-pod-container/configure-liveness-readiness-startup-probes/):
-        first after ``initialDelaySeconds`` (0), then every ``periodSeconds`` (10); a non-zero exit or a run
-        longer than ``timeoutSeconds`` (1) is a failure (an ``Unhealthy`` Event with its output); after
-        ``failureThreshold`` (3) failures in a row the container is killed (a ``Killing`` Event; SIGTERM,
-        SIGKILL after the pod's grace period) "and the container is subjected to its restart policy": with
-        ``restartPolicy: Never`` (the only one this fake runs; Jobs also allow OnFailure, an in-place restart
-        it does not model) the pod fails with the container's exit code and its Job decides what follows.
-        Only ``exec`` probes are modelled; the API server refuses other kinds of probe nowhere, so neither
-        does this fake: a tcpSocket/httpGet probe is reported on stderr and not run."""
-        if not command:
-            print(f"fake kubelet: {c.pod}: only exec liveness probes are run, not {sorted(probe)}", file=sys.stderr)
-            return
+        """Run a container's exec startupProbe, then its livenessProbe, as the kubelet does ("Configure
+        Liveness, Readiness and Startup Probes", kubernetes.io/docs/tasks/configure-pod-container/
+        configure-liveness-readiness-startup-probes/). With a startup probe, "liveness and readiness probes
+        do not start until it succeeds", and their ``initialDelaySeconds`` counts from that success ("If a
+        startup probe is defined, liveness and readiness probe delays do not begin until the startup probe
+        has succeeded"); it is not run again after. Each probe: first after ``initialDelaySeconds`` (0),
+        then every ``periodSeconds`` (10); a non-zero exit or a run longer than ``timeoutSeconds`` (1) is a
+        failure (an ``Unhealthy`` Event with its output); after ``failureThreshold`` (3) failures in a row
+        the container is killed (a ``Killing`` Event; SIGTERM, SIGKILL after the pod's grace period) "and
+        the container is subjected to its restart policy": with ``restartPolicy: Never`` (the only one this
+        fake runs; Jobs also allow OnFailure, an in-place restart it does not model) the pod fails with the
+        container's exit code and its Job decides what follows. Only ``exec`` probes are modelled; the API
+        server refuses other kinds of probe nowhere, so neither does this fake: a tcpSocket/httpGet probe is
+        reported on stderr and not run (a startup probe of that kind is taken as succeeded)."""
         if (pod.get("spec") or {}).get("restartPolicy", "Always") != "Never":
-            print(f"fake kubelet: {c.pod}: liveness restarts in place are not modelled", file=sys.stderr)
+            print(f"fake kubelet: {c.pod}: probe restarts in place are not modelled", file=sys.stderr)
             return
+        for kind in ("startup", "liveness"):
+            probe = probes.get(kind)
+            if not probe:
+                continue
+            if not commands[kind]:
+                print(f"fake kubelet: {c.pod}: only exec {kind} probes are run, not {sorted(probe)}", file=sys.stderr)
+                continue
+            if not self._run_probe(c, pod, kind, probe, commands[kind], cwd, env):
+                return  # killed, or the container ended
+
+    def _run_probe(
+        self, c: _Container, pod: JSON, kind: str, probe: JSON, command: list[str], cwd: Path, env: dict[str, str]
+    ) -> bool:
+        """Run one probe (:meth:`_probe_container`): a startup probe until its first success (True), a
+        liveness probe while the container runs; False once the container is killed for it or has ended."""
         period = max(1, int(probe.get("periodSeconds", 10)))
         timeout = max(1, int(probe.get("timeoutSeconds", 1)))
         threshold = max(1, int(probe.get("failureThreshold", 3)))
+        title = kind.capitalize()
         failures = 0
         if self._stop.wait(float(probe.get("initialDelaySeconds", 0))):
-            return
+            return False
         while not self._stop.is_set() and c.process.poll() is None and not c.deleted:
             try:
                 done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, timeout=timeout, check=False)
@@ -1000,7 +1029,10 @@ class FakeKubelet:
             except subprocess.TimeoutExpired:
                 ok, output = False, f"command timed out after {timeout}s"
             if c.process.poll() is not None or c.deleted:
-                return
+                return False
+            if ok and kind == "startup":
+                self.probe_successes.append((c.namespace, c.pod, kind))
+                return True
             if ok:
                 failures = 0
             else:
@@ -1008,9 +1040,9 @@ class FakeKubelet:
                 self.probe_failures.append((c.namespace, c.pod, output))
                 current = self.apiserver.get_object("Pod", c.pod, c.namespace)
                 if current is None:
-                    return
+                    return False
                 self.apiserver.record_event(
-                    c.namespace, current, "Unhealthy", f"Liveness probe failed: {output}", component="kubelet"
+                    c.namespace, current, "Unhealthy", f"{title} probe failed: {output}", component="kubelet"
                 )
                 if failures >= threshold:
                     name = pod["spec"]["containers"][0]["name"]
@@ -1018,13 +1050,14 @@ class FakeKubelet:
                         c.namespace,
                         current,
                         "Killing",
-                        f"Container {name} failed liveness probe, will be restarted",
+                        f"Container {name} failed {kind} probe, will be restarted",
                         type_="Normal",
                         component="kubelet",
                     )
                     self._kill_for_liveness(c)
-                    return
+                    return False
             self._stop.wait(period)
+        return False
 
     def _kill_for_liveness(self, c: _Container) -> None:
         """Stop a container that failed its liveness probe: SIGTERM (and SIGCONT, as the runtime's kill does

@@ -23,6 +23,13 @@ exit codes and results layout as the real runner (docs/contracts.md), in miniatu
   then checkpoints every episode (a hung learner cannot checkpoint on its way out). With
   ``STANDIN_HANG_ONCE`` only the first pod hangs (it leaves ``hung`` in the results). ``STANDIN_HANG_GIL``
   makes the hang hold the GIL (a catastrophic regex): the watchdog's thread cannot run either.
+- ``--sweep ... --stride P`` (a warm sweep's pod) runs the real :func:`rlcloud.runner.warm.run_share` (the
+  pod's heartbeat, its trials one after another, failure records, halting) with stand-in trials: each
+  learns as above into its results, skipped once it succeeded; with ``STANDIN_WATCHDOG`` each runs the
+  real watchdog over the pod's heartbeat. ``STANDIN_HANG_TRIALS=i,j`` makes only those trials hang (after
+  ``STANDIN_HANG_AFTER`` episodes; every time, unless ``STANDIN_HANG_ONCE``), and
+  ``STANDIN_HANG_BEFORE=i`` makes the pod hang holding the GIL while it prepares trial i, the first time
+  (between trials: no watchdog runs, only the pod's heartbeat can tell).
 """
 
 from __future__ import annotations
@@ -81,7 +88,7 @@ def _send(entry: str, message: bytes, timeout: float = 30.0) -> None:
             time.sleep(0.05)
 
 
-def learner(role: str, results: Path, workdir: str) -> int:
+def learner(role: str, results: Path, workdir: str, *, warm: bool = False) -> int:
     episodes = int(os.environ.get("STANDIN_EPISODES", "5"))
     delay = float(os.environ.get("STANDIN_DELAY", "0.05"))
     latest = results / "checkpoints" / "LATEST"
@@ -104,8 +111,9 @@ def learner(role: str, results: Path, workdir: str) -> int:
 
         trainer = type("Trainer", (), {"running": True, "counters": counters})()
         # progress.json in the results (this stand-in writes it there), the heartbeat in the pod's work
-        # directory (where the liveness probe looks), as the real runner's are after its sync
-        beat = heartbeat_path(workdir, f"{role}-0")
+        # directory (where the liveness probe looks), as the real runner's are after its sync; a warm pod's
+        # trial takes the pod's heartbeat over, as the real runner's does
+        beat = None if warm else heartbeat_path(workdir, f"{role}-0")
         watchdog = StallWatchdog(trainer, stall_timeout, results, label=f"{role}-0", heartbeat=beat).start()
     for episode in range(start, episodes):
         if hang_after and episode >= start + hang_after:  # N episodes into this process
@@ -165,6 +173,43 @@ def env_server(index: int) -> int:
     return 143
 
 
+def warm(args: argparse.Namespace) -> int:
+    """A warm sweep pod: the real run_share over stand-in trials."""
+    import logging
+
+    from rlcloud.runner.warm import run_share
+    from rlcloud.specs.sweep import SweepSpec
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stdout)
+    sweep = SweepSpec.from_yaml_text(Path(args.sweep).read_text())
+    hanging = {int(i) for i in os.environ.get("STANDIN_HANG_TRIALS", "").split(",") if i}
+    before = os.environ.get("STANDIN_HANG_BEFORE")
+
+    def prepare(trial_args: argparse.Namespace) -> object:
+        trial = sweep.trial(trial_args.index)
+        results = Path(os.environ["RLCLOUD_SWEEP_RESULTS"]) / trial.name
+        marker = Path(os.environ["RLCLOUD_SWEEP_RESULTS"]) / f"hung-before-{trial_args.index}"
+        if before is not None and int(before) == trial_args.index and not marker.exists():
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.write_text(f"{os.getpid()}\n")
+            print(f"hanging before trial {trial.name}", flush=True)
+            re.match(r"(a+)+$", "a" * 64 + "b")  # holds the GIL: no thread runs
+        progress = results / "progress.json"
+        if progress.exists() and json.loads(progress.read_text()).get("state") == "succeeded":
+            return 0
+        os.environ["RLCLOUD_RESULTS"] = str(results)  # undone after the trial by run_share
+        os.environ["STANDIN_THIS_TRIAL"] = str(trial_args.index)
+        print(f"trial {trial_args.index}: {trial.name}", flush=True)
+        return trial.spec, Path(trial_args.workdir)
+
+    def train(trial_args: argparse.Namespace, spec: object, workdir: Path) -> int:
+        if int(os.environ["STANDIN_THIS_TRIAL"]) not in hanging:
+            os.environ.pop("STANDIN_HANG_AFTER", None)
+        return learner(trial_args.role, _results(str(workdir)), str(workdir), warm=True)
+
+    return run_share(args, prepare, train)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--role", required=True)
@@ -173,11 +218,14 @@ def main() -> int:
     source.add_argument("--spec")
     source.add_argument("--sweep")
     parser.add_argument("--workdir", required=True)
+    parser.add_argument("--stride", type=int)
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, _on_term)
     if os.environ.get("STANDIN_EXIT"):
         print(f"exiting with {os.environ['STANDIN_EXIT']}", flush=True)
         return int(os.environ["STANDIN_EXIT"])
+    if args.sweep and args.stride:
+        return warm(args)
     if args.sweep:
         # a pod of a sweep's Indexed Job: trial --index of the sweep, under <RLCLOUD_SWEEP_RESULTS>/<trial>
         from rlcloud.specs.sweep import SweepSpec

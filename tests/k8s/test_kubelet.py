@@ -337,3 +337,62 @@ def test_a_failed_liveness_probe_kills_the_container_and_the_job_replaces_its_po
     reasons = [e["reason"] for e in apiserver.list_objects("Event", "default") if e["involvedObject"]["name"] == first]
     assert reasons.count("Unhealthy") == 2 and reasons[-1] == "Killing"
     assert all("no heartbeat for" in out for _, pod, out in kubelet.probe_failures if pod == first)
+
+
+@pytest.mark.processes
+def test_a_startup_probe_holds_liveness_back_until_it_succeeds_and_kills_a_runner_that_never_starts(
+    apiserver: FakeKubeApiServer, kubelet: FakeKubelet, tmp_path: Path
+) -> None:
+    """Issue 30, a warm sweep pod's probes: the first pod never beats (a runner hung before its first
+    heartbeat): its startupProbe fails failureThreshold times and the kubelet kills it, its liveness probe never
+    having run; the replacement beats, its startupProbe succeeds once, and only then its liveness probe runs,
+    whose file says its own limit (here 0.5 s), and kills it when its heartbeat stops."""
+    from rlcloud.runner.watchdog import liveness_command, startup_command
+
+    marker = tmp_path / "first-pod-was-here"
+    code = (
+        "import os, pathlib, signal, sys, time\n"
+        "beat = pathlib.Path(sys.argv[2]) / 'pod'  # the container path, rewritten by the kubelet\n"
+        "marker = pathlib.Path(sys.argv[1])\n"
+        "if not marker.exists():\n"
+        "    marker.touch(); print('first pod: never beats', flush=True)\n"
+        "    while True: time.sleep(0.1)\n"
+        "beat.parent.mkdir(parents=True, exist_ok=True)\n"
+        "beat.write_text('0.5\\n')\n"
+        "print('second pod: beat once, then stops itself', flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGSTOP)\n"
+    )
+    body = job_body(
+        "slow",
+        code,
+        backoffLimit=1,
+        mounts=[{"name": "work", "mountPath": "/work"}],
+        volumes=[{"name": "work", "emptyDir": {}}],
+    )
+    container = body["spec"]["template"]["spec"]["containers"][0]
+    container["args"] = [str(marker), "/work/.heartbeat"]
+    container["startupProbe"] = {"exec": {"command": startup_command("/work")}, "periodSeconds": 1,
+                                 "timeoutSeconds": 10, "failureThreshold": 3}  # fmt: skip
+    # a limit of an hour on the command line: only the file's own 0.5 s can fail it
+    container["livenessProbe"] = {"exec": {"command": liveness_command("/work", 3600)}, "periodSeconds": 1,
+                                  "timeoutSeconds": 10, "failureThreshold": 2}  # fmt: skip
+    apiserver.create_object("Job", body, "default")
+    assert eventually(lambda: job_condition(apiserver, "slow"), timeout=60, what="job done") == "Failed"
+    pods = sorted(
+        apiserver.list_objects("Pod", "default", "app=slow"), key=lambda p: p["metadata"]["creationTimestamp"]
+    )
+    assert len(pods) == 2 and all(p["status"]["phase"] == "Failed" for p in pods)
+    first, second = (p["metadata"]["name"] for p in pods)
+
+    def messages(pod: str) -> list[str]:
+        return [e["message"] for e in apiserver.list_objects("Event", "default") if e["involvedObject"]["name"] == pod]
+
+    assert [m.split(":")[0] for m in messages(first)] == ["Startup probe failed"] * 3 + [
+        "Container runner failed startup probe, will be restarted"]  # fmt: skip
+    assert all("no heartbeat yet" in out for _, pod, out in kubelet.probe_failures if pod == first)
+    assert ("default", second, "startup") in kubelet.probe_successes
+    assert ("default", first, "startup") not in kubelet.probe_successes
+    # its first startup probe may come before its beat
+    later = [m.split(":")[0] for m in messages(second) if not m.startswith("Startup probe failed")]
+    assert later == ["Liveness probe failed"] * 2 + ["Container runner failed liveness probe, will be restarted"]
+    assert all("at most 0.5 s" in out for _, pod, out in kubelet.probe_failures if pod == second)

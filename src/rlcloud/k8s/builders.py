@@ -37,7 +37,8 @@ it when any env server has finished. Finished Jobs are deleted after ``ttlSecond
 Stalls: an experiment's containers have an exec ``livenessProbe`` over their heartbeat file (the env
 server's request loop; the learner's watchdog): an env server that stopped answering is killed and
 its pod replaced after ``stall_timeout`` (the agent reconnects to it), a learner whose watchdog
-cannot run either (a hang that holds the GIL) a little later.
+cannot run either (a hang that holds the GIL) a little later. A sweep's pods have the learner's probe;
+a warm sweep pod's heartbeat lives as long as the pod (see :func:`_warm_sweep_job`).
 """
 
 from __future__ import annotations
@@ -56,7 +57,13 @@ from rlcloud.errors import SpecError, SpecProblem
 from rlcloud.results import results_location
 from rlcloud.roles import Role, learner_role
 from rlcloud.runenv import RunnerEnv
-from rlcloud.runner.watchdog import EXIT_STALLED_AGAIN, LIVENESS_MARGIN_S, liveness_command
+from rlcloud.runner.watchdog import (
+    EXIT_STALLED,
+    EXIT_STALLED_AGAIN,
+    LIVENESS_MARGIN_S,
+    liveness_command,
+    startup_command,
+)
 from rlcloud.specs.experiment import DEFAULT_ENV_SERVER_REQUESTS, DEFAULT_LEARNER_REQUESTS
 
 if TYPE_CHECKING:
@@ -427,6 +434,32 @@ def _liveness_probe(stall_timeout: float, margin: float = 0.0) -> k8s.V1Probe:
         period_seconds=period,
         timeout_seconds=10,
         failure_threshold=2,
+    )
+
+
+#: Seconds a warm sweep pod's runner gets from its container's start to its first heartbeat (its startupProbe:
+#: Python's start and rlcloud's light imports take a few seconds; the heavy ones come after the first beat).
+STARTUP_PROBE_SECONDS = 300
+#: Seconds between two runs of that startupProbe.
+STARTUP_PROBE_PERIOD = 5
+
+
+def _startup_probe() -> k8s.V1Probe:
+    """A warm sweep pod's exec startupProbe: succeeds once the pod's heartbeat exists (rlcloud.runner.watchdog
+    PodHeartbeat, beaten from the runner's first second); a runner that never gets there (a hang in Python's
+    start or imports) is killed after :data:`STARTUP_PROBE_SECONDS`.
+
+    "Protect slow starting containers with startup probes" (kubernetes.io/docs/tasks/configure-pod-container/
+    configure-liveness-readiness-startup-probes/): "liveness and readiness probes do not start until it
+    succeeds"; "failureThreshold * periodSeconds long enough to cover the worst case startup time"; "If the
+    startup probe never succeeds, the container is killed after [that] and subject to the pod's
+    restartPolicy" (Never: the pod fails, a counted retry of the Job).
+    """
+    return k8s.V1Probe(
+        _exec=k8s.V1ExecAction(command=startup_command(WORKDIR)),  # type: ignore[call-arg]
+        period_seconds=STARTUP_PROBE_PERIOD,
+        timeout_seconds=10,
+        failure_threshold=STARTUP_PROBE_SECONDS // STARTUP_PROBE_PERIOD,
     )
 
 
@@ -937,6 +970,9 @@ def build_sweep_workloads(
         gpus=gpus,
         config_key=CONFIG_KEY_SWEEP,
     )
+    # a trial's learner is probed as an experiment's is; the file's own limit (its watchdog's stall_timeout
+    # + margin) wins over this one, the base experiment's, for trials that sweep stall_timeout
+    pod.containers[0].liveness_probe = _liveness_probe(base.stall_timeout.seconds, LIVENESS_MARGIN_S)
     per_index = version >= (1, 29)
     pod_labels = sweep_labels(name, TRIAL_ROLE)
     job_labels = dict(pod_labels)
@@ -1008,6 +1044,21 @@ def _warm_sweep_job(spec: k8s.V1JobSpec, per_index: bool) -> None:
     of a pod) fails the Job the same way. A pod that dies (a node
     lost, out of memory) is replaced within ``backoffLimitPerIndex`` (before 1.29: ``backoffLimit`` for all)
     and its replacement resumes its share, skipping finished trials.
+
+    A stalled trial ends its pod (the watchdog: exit 88, or 89 when it stalled again after a restart for a
+    stall), and ``Ignore`` on both replaces the pod without spending the index's backoff (pod failure
+    policy: Ignore "indicate[s] that the counter towards the .spec.backoffLimit should not be incremented
+    and a replacement Pod should be created"): stalls are counted per trial in the store, a trial stalls at
+    most twice, and the replacement records the second as that trial's failure (counted toward
+    max_failures) and goes on with the pod's next trials, instead of the index failing for one bad trial.
+
+    The pod's exit codes: 0 its share done; 2/3 invalid sweep (FailJob); 4 halted (FailJob); 88/89 a
+    trial stalled (Ignore); 143/130 stopped (Count, as for cold pods); other: a crash (Count).
+
+    Liveness: the pod keeps one heartbeat for its whole life (rlcloud.runner.watchdog.PodHeartbeat: beaten
+    through the imports, the smoke wait and each trial's preparation, held by each trial's watchdog while
+    it trains), read by the learner's livenessProbe; a startupProbe gives the runner
+    :data:`STARTUP_PROBE_SECONDS` to beat it a first time (:func:`_startup_probe`).
     """
     assert spec.parallelism is not None and spec.pod_failure_policy is not None and spec.template.spec is not None
     pods = int(spec.parallelism)
@@ -1031,9 +1082,18 @@ def _warm_sweep_job(spec: k8s.V1JobSpec, per_index: bool) -> None:
                 # matches on the exit codes alone
                 on_pod_conditions=None if per_index else [],
             ),
+            # a trial stalled: the pod's replacement accounts for it per trial (rlcloud.runner.warm)
+            k8s.V1PodFailurePolicyRule(
+                action="Ignore",
+                on_exit_codes=k8s.V1PodFailurePolicyOnExitCodesRequirement(
+                    container_name=CONTAINER, operator="In", values=[EXIT_STALLED, EXIT_STALLED_AGAIN]
+                ),
+                on_pod_conditions=None if per_index else [],
+            ),
         ]
     )
     container = spec.template.spec.containers[0]
+    container.startup_probe = _startup_probe()
     container.args = [*(container.args or []), "--stride", str(pods)]
     container.env = [
         *(container.env or []),

@@ -28,6 +28,14 @@ What the Job's per-index accounting did for a cold trial, the pod does per trial
   other pods (SIGTERM: they checkpoint), so a broken sweep stops after ``max_failures`` failed trials.
   Failures recorded by an earlier Job of the sweep (another ``RLCLOUD_JOB_UID``) do not count, and those
   trials run again;
+* a trial that stalls (rlcloud.runner.watchdog) ends the whole process, as a cold pod's would: exit 88
+  (its first stall) or 89 (stalled again after a restart for one), and the Job's podFailurePolicy
+  *ignores* both (a replacement pod, no backoff spent: the stalls are counted per trial, in the store).
+  The replacement resumes the trial from its checkpoint after a first stall; a trial whose record says
+  it stalled again in this Job gets a failure record (signature ``exit code 89: stalled: ...``, counted
+  toward ``max_failures`` like any failure) and the pod goes on with its next trials;
+* the pod's liveness: one heartbeat file for the pod's life (:class:`rlcloud.runner.watchdog.PodHeartbeat`),
+  beaten through the imports and between trials, taken over by each trial's watchdog while it trains;
 * a SIGTERM/SIGINT during a trial checkpoints it (the runner's own handling) and the pod exits 143/130;
 * as locally, the sweep's first trial (pod 0's) is its smoke trial: the other pods import TensorFlow, then
   wait until it has trained ``smoke_timesteps`` (or finished); if it fails before that, every pod exits
@@ -52,6 +60,7 @@ from typing import TYPE_CHECKING, Any
 from rlcloud import runenv
 from rlcloud.layout import DONE_STATES, LOGS, PROGRESS, ProgressRecord, log_path
 from rlcloud.runenv import RunnerEnv
+from rlcloud.runner.watchdog import EXIT_STALLED_AGAIN, STALL_RESTARTS, PodHeartbeat
 from rlcloud.waiting import Backoff, poll_until, retry
 
 if TYPE_CHECKING:
@@ -206,6 +215,18 @@ class _Failures:
         """Whether ``progress`` is a failure record of this Job."""
         return progress.get("state") == "failed" and progress.get("job_uid") == self.job_uid
 
+    def stalled_out(self, name: str) -> bool:
+        """Whether trial ``name``'s record says it stalled again after a restart for a stall in this Job (its
+        watchdog's record: ``failed`` with ``stalls``) and has no failure record of the pod's yet."""
+        got = self.progress(name)
+        return self.failed_here(got) and _stalls(got) > STALL_RESTARTS and not got.get("signature")
+
+    def record_failure(self, name: str, code: int, line: str) -> None:
+        """Write trial ``name``'s failure record (:func:`_write_failure`) and read it from now on."""
+        record = _write_failure(self.store, name, code, line, self.job_uid)
+        if record is not None:
+            self._final[name] = record
+
     def smoke_failed(self, name: str, smoke: int) -> bool:
         """Whether trial ``name`` (the smoke trial) failed in this Job before training ``smoke`` timesteps."""
         got = self.progress(name)
@@ -217,14 +238,32 @@ class _Failures:
         for name in self.names[:upto]:
             got = self.progress(name)
             if self.failed_here(got):
-                groups.setdefault(str(got.get("signature") or "?"), []).append(name)
+                groups.setdefault(_signature(got, name), []).append(name)
         return max(groups.items(), key=lambda item: len(item[1]), default=None)
 
 
-def _write_failure(store: Store | None, name: str, code: int, line: str, job_uid: str) -> None:
-    """The trial's failure record: its progress.json (counters kept) says failed, why and in which Job."""
+def _stalls(progress: dict[str, Any]) -> int:
+    """Stalls in a row a trial's record counts (its watchdog's ``stalls``; 0 when none)."""
+    stalls = progress.get("stalls")
+    return stalls if isinstance(stalls, int) and not isinstance(stalls, bool) else 0
+
+
+def _signature(progress: dict[str, Any], name: str) -> str:
+    """A failed trial's signature: its failure record's, or for a trial whose watchdog recorded that it
+    stalled again (its pod ended with it, before any record of the pod's), the one the pod that finds it
+    will write; else "?"."""
+    if progress.get("signature"):
+        return str(progress["signature"])
+    if _stalls(progress) > STALL_RESTARTS:
+        return failure_signature(EXIT_STALLED_AGAIN, str(progress.get("stalled") or "stalled"), name)
+    return "?"
+
+
+def _write_failure(store: Store | None, name: str, code: int, line: str, job_uid: str) -> ProgressRecord | None:
+    """The trial's failure record: its progress.json (counters kept) says failed, why and in which Job.
+    Returns the record (None when there is no store or it could not be written)."""
     if store is None:
-        return
+        return None
     from rlcloud.errors import RLCloudError
     from rlcloud.storage import read_progress
 
@@ -247,6 +286,8 @@ def _write_failure(store: Store | None, name: str, code: int, line: str, job_uid
         trial.write_text(PROGRESS, json.dumps(progress) + "\n")
     except RLCloudError as exc:
         logger.error("could not record the failure of trial %s: %s", name, exc)
+        return None
+    return progress
 
 
 def _ship_log(store: Store | None, name: str, workdir: Path) -> None:
@@ -327,8 +368,15 @@ def _wait_for_smoke(sweep: SweepSpec, failures: _Failures, smoke: int) -> bool:
 def run_share(args: argparse.Namespace, prepare: Prepare, train: Train) -> int:
     """Run pod ``args.index``'s share of the sweep's trials (``--stride`` pods); the pod's exit code.
 
-    ``prepare`` and ``train``: the runner's own steps for one trial of a sweep (rlcloud.runner.main).
+    ``prepare`` and ``train``: the runner's own steps for one trial of a sweep (rlcloud.runner.main). The
+    pod's heartbeat (:class:`~rlcloud.runner.watchdog.PodHeartbeat`, what its livenessProbe reads) beats
+    from the first moment to the last.
     """
+    with PodHeartbeat(args.workdir):
+        return _run_share(args, prepare, train)
+
+
+def _run_share(args: argparse.Namespace, prepare: Prepare, train: Train) -> int:
     from rlcloud.errors import RLCloudError
     from rlcloud.specs.safeload import read_text_bounded
     from rlcloud.specs.sweep import SweepSpec
@@ -358,6 +406,12 @@ def run_share(args: argparse.Namespace, prepare: Prepare, train: Train) -> int:
         return EXIT_HALTED
     for position, index in enumerate(mine):
         name = table[index][0]
+        if failures.stalled_out(name):
+            # its watchdog ended the previous pod (exit 89) with the record of a second stall in a row: a
+            # failure of this trial alone, grouped with the others' by its signature; the pod goes on
+            stalled = str(failures.progress(name).get("stalled") or "stalled")
+            logger.error("trial %s stalled again after a restart for a stall: failed (%s)", name, stalled)
+            failures.record_failure(name, EXIT_STALLED_AGAIN, stalled)
         if smoke and index != 0 and failures.smoke_failed(table[0][0], smoke):
             logger.error("stopped launching trials: the first trial (%s) failed before training %d timesteps "
                          "(smoke_timesteps)", table[0][0], smoke)  # fmt: skip

@@ -17,7 +17,16 @@ Something outside the process must act on it even when nobody watches (a laptop 
   has as its mtime the last moment its process was known to make progress: the env server's request loop
   touches it each time round (a server stuck in a step or stopped leaves it old), the learner's watchdog sets
   it to the learner's last advance. :data:`LIVENESS_SCRIPT` (the Kubernetes ``livenessProbe``) and
-  :func:`heartbeat_age` (the local supervisor) read it; a missing file is a process still starting.
+  :func:`heartbeat_age` (the local supervisor) read it; a missing file is a process still starting. A
+  watchdog writes into its heartbeat file the age at which the probe should end it (its own stall_timeout
+  plus :data:`LIVENESS_MARGIN_S`): a sweep's trials may each have their own stall_timeout.
+- A warm sweep pod (rlcloud.runner.warm: several trials one after another in one process) keeps ONE
+  heartbeat for its whole life, :class:`PodHeartbeat` (``<workdir>/.heartbeat/pod``): a daemon thread
+  beats it every second through the imports, the wait for the smoke trial and each trial's preparation
+  (agent building, restore), which a hang holding the GIL stops; each trial's :class:`StallWatchdog` takes
+  it over while the trial trains (its last advance, its limit) and hands it back after. The pod's
+  livenessProbe thus reads one file, whatever the pod is doing, and a pod between trials always has a
+  fresh one.
 
 Only the standard library at import time: the Kubernetes builders read the constants here.
 """
@@ -36,6 +45,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rlcloud import runenv
 from rlcloud.layout import PROGRESS
 
 __all__ = [
@@ -44,13 +54,17 @@ __all__ = [
     "HEARTBEAT_DIR",
     "LIVENESS_MARGIN_S",
     "LIVENESS_SCRIPT",
+    "POD_HEARTBEAT",
     "STALL_RESTARTS",
+    "STARTUP_SCRIPT",
+    "PodHeartbeat",
     "StallWatchdog",
     "beat",
     "heartbeat_age",
     "heartbeat_path",
     "liveness_command",
     "on_stall_exit",
+    "startup_command",
 ]
 
 logger = logging.getLogger(__name__)
@@ -75,21 +89,48 @@ FLUSH_TIMEOUT_S = 20.0
 LIVENESS_MARGIN_S = FLUSH_TIMEOUT_S + 10.0
 
 #: The livenessProbe's program (``python -c SCRIPT DIR MAX_AGE``): exit 1 when the newest heartbeat file in
-#: DIR (a pod's: one process keeps one there) is older than MAX_AGE seconds, 0 otherwise (none yet: still
-#: starting; none any more: training is over). A directory, because a probe's command gets no ``$(VAR)``
+#: DIR (a pod's: one process keeps one there) is older than its limit, 0 otherwise (none yet: still
+#: starting; none any more: training is over). The limit is the number the file holds (a watchdog's:
+#: its own stall_timeout plus margin), else MAX_AGE. A directory, because a probe's command gets no ``$(VAR)``
 #: expansion to name an env server's index. Inline and standard-library only, so that a probe costs a bare
 #: interpreter start, not rlcloud's imports.
 LIVENESS_SCRIPT = (
     "import os, sys, time\n"
     "try:\n"
-    "    beats = [e.stat().st_mtime for e in os.scandir(sys.argv[1]) if e.is_file()]\n"
+    "    beats = [(e.stat().st_mtime, e.path) for e in os.scandir(sys.argv[1]) if e.is_file()]\n"
     "except FileNotFoundError:\n"
     "    beats = []\n"
-    "age = time.time() - max(beats) if beats else 0.0\n"
-    "if age > float(sys.argv[2]):\n"
-    "    print(f'no heartbeat for {age:.0f} s (at most {sys.argv[2]} s)')\n"
+    "limit, age = float(sys.argv[2]), 0.0\n"
+    "if beats:\n"
+    "    mtime, newest = max(beats)\n"
+    "    age = time.time() - mtime\n"
+    "    try:\n"
+    "        with open(newest) as f:\n"
+    "            limit = float(f.read(64).split()[0])\n"
+    "    except (OSError, ValueError, IndexError):\n"
+    "        pass\n"
+    "if age > limit:\n"
+    "    print(f'no heartbeat for {age:.0f} s (at most {limit:g} s)')\n"
     "    sys.exit(1)\n"
 )
+
+#: The startupProbe's program (``python -c SCRIPT DIR``) of a warm sweep pod: exit 0 once DIR holds a
+#: heartbeat file (the pod's :class:`PodHeartbeat` beats within a second of the runner's start), 1 before.
+STARTUP_SCRIPT = (
+    "import os, sys\n"
+    "try:\n"
+    "    found = any(e.is_file() for e in os.scandir(sys.argv[1]))\n"
+    "except FileNotFoundError:\n"
+    "    found = False\n"
+    "if not found:\n"
+    "    print('no heartbeat yet: the runner has not started')\n"
+    "    sys.exit(1)\n"
+)
+
+#: A warm sweep pod's heartbeat file under ``<workdir>/.heartbeat`` (:class:`PodHeartbeat`).
+POD_HEARTBEAT = "pod"
+#: Seconds between two beats of a :class:`PodHeartbeat`.
+POD_BEAT_S = 1.0
 
 
 def heartbeat_path(workdir: str | os.PathLike[str], label: str) -> Path:
@@ -129,13 +170,115 @@ def liveness_command(workdir: str, max_age: float) -> list[str]:
     return ["python", "-c", LIVENESS_SCRIPT, f"{workdir.rstrip('/')}/{HEARTBEAT_DIR}", f"{max_age:g}"]
 
 
+def startup_command(workdir: str) -> list[str]:
+    """The exec startupProbe's command: succeeds once a heartbeat exists under ``workdir``."""
+    return ["python", "-c", STARTUP_SCRIPT, f"{workdir.rstrip('/')}/{HEARTBEAT_DIR}"]
+
+
+def _declare(path: Path, limit: float | None) -> None:
+    """Write into the heartbeat file the age at which its liveness probe should fail (None: the probe's own)
+    and beat it; never raises. Written in place: its fresh mtime means no probe can fail on a half-written
+    file (an empty one reads as the probe's own limit)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("" if limit is None else f"{limit:g}\n", encoding="utf-8")
+    except OSError as exc:
+        logger.debug("heartbeat %s: %s", path, exc)
+    beat(path)
+
+
+#: The process's :class:`PodHeartbeat` while one runs (a warm sweep pod's), which watchdogs take over.
+_pod_heartbeat: PodHeartbeat | None = None
+
+
+class PodHeartbeat:
+    """A warm sweep pod's one heartbeat, ``<workdir>/.heartbeat/pod``, for the pod's whole life.
+
+    A daemon thread beats it every :data:`POD_BEAT_S` while no trial trains: through the imports, the wait
+    for the smoke trial and a trial's preparation (a hang that holds the GIL stops it, and the probe ends
+    the pod after its limit). While a :class:`StallWatchdog` made during its life runs, the watchdog owns
+    the file (:meth:`hold`: its last advance, its limit) and the thread leaves it alone; the watchdog's
+    :meth:`StallWatchdog.stop` hands it back (:meth:`release`), beaten, so that a pod between trials is
+    never seen old. Use as a context manager around the pod's work; it removes the file at the end.
+    """
+
+    def __init__(self, workdir: str | os.PathLike[str]) -> None:
+        self.path = heartbeat_path(workdir, POD_HEARTBEAT)
+        self._lock = threading.Lock()
+        self._held = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        #: times round the thread's loop (beaten or not)
+        self.rounds = 0
+
+    def start(self) -> PodHeartbeat:
+        """Beat now and from a daemon thread; from now on this process's watchdogs take this file over."""
+        global _pod_heartbeat
+        _declare(self.path, None)
+        _pod_heartbeat = self
+        self._thread = threading.Thread(target=self._run, name="rlcloud-pod-heartbeat", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop beating and remove the file (the pod's work is over: no heartbeat reads as nothing to judge)."""
+        global _pod_heartbeat
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        if _pod_heartbeat is self:
+            _pod_heartbeat = None
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+            self.path.parent.rmdir()  # when empty: the pod leaves its work directory as it found it
+
+    def __enter__(self) -> PodHeartbeat:
+        return self.start()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+    @property
+    def held(self) -> bool:
+        """Whether a watchdog owns the file now."""
+        return self._held
+
+    def hold(self, limit: float) -> Path:
+        """A watchdog takes the file over (with its probe ``limit``); returns the file's path."""
+        with self._lock:
+            self._held = True
+            _declare(self.path, limit)
+        return self.path
+
+    def release(self) -> None:
+        """The watchdog hands the file back: beaten now, the probe's own limit, the thread beats it again."""
+        with self._lock:
+            self._held = False
+            _declare(self.path, None)
+
+    def _run(self) -> None:
+        while not self._stop.wait(POD_BEAT_S):
+            with self._lock:
+                if not self._held:
+                    beat(self.path)
+            self.rounds += 1
+
+
+def _job_uid() -> str | None:
+    """The Job's uid of a warm sweep pod (rlcloud.runenv.JOB_UID); None elsewhere."""
+    return os.environ.get(runenv.JOB_UID) or None
+
+
 def _previous_stalls(workdir: Path) -> int:
-    """Stalls in a row before this process: the previous process's, when a stall ended it; else 0."""
+    """Stalls in a row before this process: the previous process's, when a stall ended it; else 0. A stall
+    recorded under another Job (a warm sweep started again) does not count."""
     try:
         progress = json.loads((workdir / PROGRESS).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return 0
     if not isinstance(progress, dict) or progress.get("state") != "stalled":
+        return 0
+    if progress.get("job_uid") and _job_uid() and progress.get("job_uid") != _job_uid():
         return 0
     stalls = progress.get("stalls")
     return stalls if isinstance(stalls, int) and not isinstance(stalls, bool) and stalls > 0 else 1
@@ -165,7 +308,8 @@ class StallWatchdog:
     directory to the results store; ``label``: the role instance (heartbeat file, log line);
     ``waiting``: returns True while the learner waits for its env servers (not a stall of its own);
     ``exit``: how the process ends (``os._exit``: the main thread may be stuck where nothing else reaches);
-    ``heartbeat``: its heartbeat file (default :func:`heartbeat_path` of ``workdir`` and ``label``).
+    ``heartbeat``: its heartbeat file (default: the running :class:`PodHeartbeat`'s in a warm sweep pod,
+    taken over from :meth:`start` to :meth:`stop`; else :func:`heartbeat_path` of ``workdir`` and ``label``).
     Call :meth:`start` before training and :meth:`stop` after; it reads progress.json at construction, before
     the trainer rewrites it, to know whether the previous process stalled.
     """
@@ -191,7 +335,14 @@ class StallWatchdog:
         self._exit = exit
         #: stalls in a row before this process (a previous process ended by a stall)
         self.previous_stalls = _previous_stalls(self.workdir)
-        self.heartbeat = heartbeat if heartbeat is not None else heartbeat_path(self.workdir, label)
+        #: the warm sweep pod's heartbeat this watchdog takes over (None: a heartbeat of its own)
+        self._pod = _pod_heartbeat if heartbeat is None else None
+        if heartbeat is not None:
+            self.heartbeat = heartbeat
+        elif self._pod is not None:
+            self.heartbeat = self._pod.path
+        else:
+            self.heartbeat = heartbeat_path(self.workdir, label)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._start = (0, 0)
@@ -201,8 +352,14 @@ class StallWatchdog:
     def start(self) -> StallWatchdog:
         """Start watching in a daemon thread (the trainer's counters now are where it starts from)."""
         self._start = self._position()
-        # from now on a heartbeat exists: one that stops here is a hang before training (the GIL held)
-        beat(self.heartbeat)
+        # from now on a heartbeat exists: one that stops here is a hang before training (the GIL held). It
+        # says the age at which the probe should end this process: after this watchdog would have (a
+        # sweep's trials may each have their own stall_timeout; the probe's own limit is the base spec's)
+        limit = self.stall_timeout + LIVENESS_MARGIN_S
+        if self._pod is not None:
+            self._pod.hold(limit)
+        else:
+            _declare(self.heartbeat, limit)
         self._thread = threading.Thread(target=self._run, name="rlcloud-stall-watchdog", daemon=True)
         self._thread.start()
         return self
@@ -212,6 +369,10 @@ class StallWatchdog:
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
+        if self._pod is not None:
+            if self._thread is not None:  # started: it holds the pod's heartbeat, handed back beaten
+                self._pod.release()
+            return
         with contextlib.suppress(OSError):
             self.heartbeat.unlink()
 
@@ -285,6 +446,8 @@ class StallWatchdog:
             progress = {}
         # "failed" when it will not be started again: a later start (a resume) gets its restart afresh
         progress.update(state="failed" if again else "stalled", stalls=stalls, stalled=what, updated=time.time())
+        if _job_uid():  # a warm sweep pod's: the pod that runs the trial next knows the record is this Job's
+            progress["job_uid"] = _job_uid()
         tmp = path.with_name(f".{PROGRESS}.tmp-{os.getpid()}")
         try:
             tmp.write_text(json.dumps(progress) + "\n", encoding="utf-8")
