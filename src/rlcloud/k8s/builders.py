@@ -920,6 +920,8 @@ def build_sweep_workloads(
     :func:`build_workloads`) and image apply to every trial. Distributed trials are refused (an Indexed
     Job's pod cannot hold env servers), so is a ``run_mode`` parameter that mixes single and
     multi-threaded trials.
+    Every pod has the learner's exec livenessProbe over its heartbeat (stall_timeout + 30 s, or the limit the
+    trial's watchdog wrote into the file: rlcloud.runner.watchdog).
 
     ``warm`` (with more trials than ``max_parallel``): trials start warm, :func:`_warm_sweep_job`.
     """
