@@ -350,8 +350,14 @@ def test_warm_trials_learn_what_cold_ones_do_and_keep_their_records(
             lambda: (s := backend.sweep_status("tiny")).finished and s, timeout=600, what="the sweep to finish"
         )
         started = list(kubelet.started)
+        successes = list(kubelet.probe_successes)
+        failures = [out for _, _, out in kubelet.probe_failures if "no heartbeat yet" not in out]
     assert status.state == "succeeded", status.to_dict()
     assert len(started) == 2  # 3 trials, 2 pods: pod 0 ran trials 0 and 2
+    # each pod's runner beat its heartbeat within its startupProbe's time, and no liveness probe failed
+    # through the imports, the smoke wait, the trials and what came between them
+    assert sorted(pod for _, pod, kind in successes if kind == "startup") == sorted(pod for _, pod in started)
+    assert failures == []
     names = [t.name for t in status.trials]
     for trial in status.trials:
         store = open_store(str(root / "tiny" / trial.name))
