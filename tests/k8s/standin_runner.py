@@ -29,7 +29,8 @@ exit codes and results layout as the real runner (docs/contracts.md), in miniatu
   real watchdog over the pod's heartbeat. ``STANDIN_HANG_TRIALS=i,j`` makes only those trials hang (after
   ``STANDIN_HANG_AFTER`` episodes; every time, unless ``STANDIN_HANG_ONCE``), and
   ``STANDIN_HANG_BEFORE=i`` makes the pod hang holding the GIL while it prepares trial i, the first time
-  (between trials: no watchdog runs, only the pod's heartbeat can tell).
+  (between trials: no watchdog runs, only the pod's heartbeat can tell). ``STANDIN_LOSE_STALLS=1`` undoes
+  each stall's record in the results before the pod ends (a store that lost it).
 """
 
 from __future__ import annotations
@@ -183,6 +184,15 @@ def warm(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stdout)
     sweep = SweepSpec.from_yaml_text(Path(args.sweep).read_text())
     hanging = {int(i) for i in os.environ.get("STANDIN_HANG_TRIALS", "").split(",") if i}
+    if os.environ.get("STANDIN_LOSE_STALLS"):
+        from rlcloud.runner.watchdog import on_stall_exit
+
+        def lose(code: int) -> None:  # registered first: runs before the warm loop's own hook
+            progress = Path(os.environ["RLCLOUD_RESULTS"]) / "progress.json"
+            _write_json(progress, {**json.loads(progress.read_text()), "state": "running", "stalls": 0})
+            print(f"lost the record of a stall (exit code {code})", flush=True)
+
+        on_stall_exit(lose)
     before = os.environ.get("STANDIN_HANG_BEFORE")
 
     def prepare(trial_args: argparse.Namespace) -> object:

@@ -233,6 +233,30 @@ def test_a_trial_that_stalls_twice_fails_alone_and_its_pod_goes_on_with_its_othe
 
 
 @pytest.mark.processes  # the fake kubelet runs the pods as processes
+def test_a_stall_the_store_does_not_hold_is_a_counted_retry_so_stalls_never_loop(
+    apiserver: FakeKubeApiServer, api_client: client.ApiClient, tmp_path: Path
+) -> None:
+    """The Job ignores a stall's exit, so only the trial's record in the store bounds its stalls: when that
+    record is lost, the pod exits 1 instead (counted), and backoffLimitPerIndex (4) ends the pod's index."""
+    backend = _backend(api_client)
+    sweep = make_sweep(2, max_parallel=2, smoke_timesteps=0, experiment={"stall_timeout": "2s"})  # 4 trials
+    backend.start_sweep(sweep, str(tmp_path / "results"))
+    # each pod trains one more episode of trial 2 before it hangs: enough episodes to outlast the retries
+    env = _env(STANDIN_HANG_AFTER="1", STANDIN_HANG_TRIALS="2", STANDIN_LOSE_STALLS="1", STANDIN_EPISODES="20")
+    with kubelet_for(apiserver, tmp_path, **env) as kubelet:
+        final = eventually(
+            lambda: (s := backend.sweep_status("lr")).finished and s, timeout=240, what="the sweep to stop"
+        )
+        codes = _index_codes(kubelet, 0)
+        pods = [pod for _, pod in kubelet.started if pod.startswith("lr-sweep-0-")]
+    logs = [(tmp_path / "pods" / "rl" / pod / "container.log").read_text() for pod in pods]
+    assert codes == [runner_warm.EXIT_CRASH] * 5, codes
+    assert final.state == "failed", final.to_dict()
+    assert all("the results store does not hold its record: exit code 1 instead" in log for log in logs)
+    backend.stop_sweep("lr")
+
+
+@pytest.mark.processes  # the fake kubelet runs the pods as processes
 @pytest.mark.slow  # the probe's limit: stall_timeout + 30 s
 def test_a_warm_pod_hung_between_trials_is_killed_by_its_liveness_probe_and_its_replacement_goes_on(
     apiserver: FakeKubeApiServer, api_client: client.ApiClient, tmp_path: Path

@@ -33,7 +33,10 @@ What the Job's per-index accounting did for a cold trial, the pod does per trial
   *ignores* both (a replacement pod, no backoff spent: the stalls are counted per trial, in the store).
   The replacement resumes the trial from its checkpoint after a first stall; a trial whose record says
   it stalled again in this Job gets a failure record (signature ``exit code 89: stalled: ...``, counted
-  toward ``max_failures`` like any failure) and the pod goes on with its next trials;
+  toward ``max_failures`` like any failure) and the pod goes on with its next trials. Because the Job
+  does not count these exits, the pod makes sure the store holds the stall before it ends
+  (:func:`_stall_guard`): a stall it cannot record ends the pod with exit 1 instead, a counted retry, so
+  that a store that refuses the record never makes a pod stall again and again unbounded;
 * the pod's liveness: one heartbeat file for the pod's life (:class:`rlcloud.runner.watchdog.PodHeartbeat`),
   beaten through the imports and between trials, taken over by each trial's watchdog while it trains;
 * a SIGTERM/SIGINT during a trial checkpoints it (the runner's own handling) and the pod exits 143/130;
@@ -52,6 +55,7 @@ import logging
 import os
 import re
 import shutil
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -60,7 +64,13 @@ from typing import TYPE_CHECKING, Any
 from rlcloud import runenv
 from rlcloud.layout import DONE_STATES, LOGS, PROGRESS, ProgressRecord, log_path
 from rlcloud.runenv import RunnerEnv
-from rlcloud.runner.watchdog import EXIT_STALLED_AGAIN, STALL_RESTARTS, PodHeartbeat
+from rlcloud.runner.watchdog import (
+    EXIT_STALLED_AGAIN,
+    FLUSH_TIMEOUT_S,
+    STALL_RESTARTS,
+    PodHeartbeat,
+    on_stall_exit,
+)
 from rlcloud.waiting import Backoff, poll_until, retry
 
 if TYPE_CHECKING:
@@ -290,6 +300,57 @@ def _write_failure(store: Store | None, name: str, code: int, line: str, job_uid
     return progress
 
 
+def _stall_stored(store: Store | None, name: str, workdir: Path, code: int) -> bool:
+    """Whether the results store holds the stall trial ``name``'s watchdog has just recorded in ``workdir``'s
+    progress.json (``stalled``, or ``failed`` for :data:`EXIT_STALLED_AGAIN`); pushes that file when not."""
+    if store is None:
+        return False  # nowhere to count it: the next pod would not know
+    from rlcloud.errors import RLCloudError
+    from rlcloud.storage import read_progress
+
+    want = "failed" if code == EXIT_STALLED_AGAIN else "stalled"
+    trial = store.child(name)
+
+    def stored() -> bool:
+        got = read_progress(trial) or ProgressRecord()
+        return got.get("state") == want and _stalls(got) > 0
+
+    try:
+        if stored():
+            return True
+        trial.write_text(PROGRESS, (workdir / PROGRESS).read_text(encoding="utf-8"))
+        return stored()
+    except (RLCloudError, OSError) as exc:
+        logger.error("trial %s: could not store its stall: %s", name, exc)
+        return False
+
+
+def _stall_guard(store: Store | None, name: str, workdir: Path) -> Callable[[int], None]:
+    """The hook (:func:`rlcloud.runner.watchdog.on_stall_exit`) run when trial ``name``'s watchdog ends the
+    pod: the Job ignores a stall's exit code, and only the trial's record in the store makes its next stall
+    count, so when the store does not hold it (checked for at most FLUSH_TIMEOUT_S) the pod ends with
+    :data:`EXIT_CRASH` instead, which the Job counts toward the index's retries."""
+
+    def guard(code: int) -> None:
+        result: list[bool] = []
+        checker = threading.Thread(
+            target=lambda: result.append(_stall_stored(store, name, workdir, code)),
+            name="rlcloud-stall-guard",
+            daemon=True,
+        )
+        checker.start()
+        checker.join(FLUSH_TIMEOUT_S)
+        if result and result[0]:
+            return
+        logger.error("trial %s stalled (exit code %d), but the results store does not hold its record: exit "
+                     "code %d instead, a counted retry", name, code, EXIT_CRASH)  # fmt: skip
+        with contextlib.suppress(Exception):
+            logging.shutdown()
+        os._exit(EXIT_CRASH)
+
+    return guard
+
+
 def _ship_log(store: Store | None, name: str, workdir: Path) -> None:
     """Upload the trial's log once more after the trial (its last lines come after the final sync)."""
     logs = workdir / LOGS
@@ -439,6 +500,9 @@ def _run_share(args: argparse.Namespace, prepare: Prepare, train: Train) -> int:
             logger.warning("trial %s %s, attempt %d of %d: again from its checkpoint", name, exc, tries,
                            TRIAL_RETRIES + 1)  # fmt: skip
 
+        # where _run_trial puts the trial's work directory (the watchdog's progress.json)
+        scratch = base / f"trial-{index}" if location else base
+        unguard = on_stall_exit(_stall_guard(store, name, scratch))
         try:
             code, line, workdir = retry(
                 attempt,
@@ -449,6 +513,8 @@ def _run_share(args: argparse.Namespace, prepare: Prepare, train: Train) -> int:
             )
         except _CrashError as exc:  # out of retries: a failure of its own
             code, line, workdir = exc.outcome
+        finally:
+            unguard()
         _ship_log(store, name, workdir)
         logger.info("trial %s (%d of %d in this pod): exit code %d in %.1f s", name, position + 1, len(mine), code,
                     time.monotonic() - started)  # fmt: skip
