@@ -481,16 +481,56 @@ def test_a_broken_local_sweep_stops_launching_after_max_failures(
 
 @pytest.mark.processes
 @pytest.mark.slow
-def test_the_first_trial_proves_the_base_experiment_before_the_others_start(
+def test_a_broken_base_experiment_fails_at_most_max_failures_trials_beside_the_smoke_trial(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    spec = _sweep(seeds=4, max_parallel=4)  # smoke_timesteps 300 and max_failures 3 by default
+    # smoke_timesteps 300 by default: until the first trial has trained that, 2 trials (max_failures) start
+    spec = _sweep(seeds=5, max_parallel=4, max_failures=2)
     base = spec.experiment.replace(**TINY, environment=_broken_environment(tmp_path, monkeypatch))
     sweep = Sweep(spec.model_copy(update={"experiment": base}), results=str(tmp_path / "results")).start()
     status = sweep.wait(timeout=900)
-    assert status.counts() == {"failed": 1, "queued": 3}
+    counts = status.counts()
+    # the trial beside the smoke trial fails too, or is stopped first when the smoke trial fails
+    assert counts["queued"] == 3 and counts["failed"] + counts.get("stopped", 0) == 2, counts
     assert status.trials[0].state == "failed"
+    assert status.state == "failed"
     assert "failed before training 300 timesteps" in (status.message or "")
+
+
+@pytest.mark.processes
+@pytest.mark.slow
+@pytest.mark.training
+def test_the_trials_beside_a_failed_smoke_trial_are_stopped_and_none_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # an environment that fails in the first trial only (trials run in their work directory) and is
+    # CartPole in the others
+    (tmp_path / "firstbroken.py").write_text(
+        textwrap.dedent(
+            """
+            import os
+
+            import gymnasium
+
+            class Env(gymnasium.Wrapper):
+                def __init__(self):
+                    if os.path.basename(os.getcwd()) == "seed1":
+                        raise RuntimeError("no simulator licence")
+                    super().__init__(gymnasium.make("CartPole-v1"))
+            """
+        )
+    )
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))  # the sweeper and its trials inherit it
+    spec = _sweep(seeds=4, max_parallel=2)
+    # the second trial trains until it is stopped (a long budget: it is still running when the first fails)
+    base = spec.experiment.replace(**{**TINY, "total_timesteps": 100_000}, environment={"type": "firstbroken:Env"})
+    sweep = Sweep(spec.model_copy(update={"experiment": base}), results=str(tmp_path / "results")).start()
+    status = sweep.wait(timeout=900)
+    assert [t.state for t in status.trials] == ["failed", "stopped", "queued", "queued"], status.to_dict()
+    assert status.state == "failed"
+    assert "the first trial (seed1) failed before training 300 timesteps" in (status.message or "")
+    # its checkpoint, if it had trained at all, is where a later start of the sweep resumes it
+    assert (tmp_path / "results" / "s" / "seed2" / "history.jsonl").exists()
 
 
 def test_wait_with_progress_shows_a_bar_of_trials_running_and_the_best(capsys: pytest.CaptureFixture[str]) -> None:

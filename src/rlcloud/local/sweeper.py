@@ -119,9 +119,12 @@ def run_sweep(statedir: Path, pool: WarmPool | None = None) -> int:
     without it (or for a trial it does not accept) each trial is a local run of its own processes.
 
     Waste is bounded two ways (``max_failures``, ``smoke_timesteps`` of the sweep): the first trial of a
-    fresh sweep runs alone until it has trained ``smoke_timesteps`` (so a broken base experiment fails
-    once, not ``max_parallel`` times), and no trial is launched once ``max_failures`` trials have failed
-    with the same signature (:func:`failure_signature`); the sweep's state then says why.
+    fresh sweep is its smoke trial, and no trial is launched once ``max_failures`` trials have failed with
+    the same signature (:func:`failure_signature`); the sweep's state then says why. Until the smoke trial
+    has trained ``smoke_timesteps`` at most ``max_failures`` trials run (it and the ones started beside it:
+    on this machine a slot that waits for it costs time, not money, so they start at once rather than
+    after it); if it fails before that, the others are stopped (they checkpoint, and resume when the sweep
+    is started again) and none starts, so a broken base experiment fails at most ``max_failures`` times.
     """
     from rlcloud.local.backend import LocalBackend
     from rlcloud.record import start_recorded
@@ -138,6 +141,11 @@ def run_sweep(statedir: Path, pool: WarmPool | None = None) -> int:
     # a fresh sweep (no trial started yet) proves its base experiment on one trial first
     smoke = sweep.smoke_timesteps if len(pending) == len(trials) > 1 and max_parallel > 1 else 0
     smoke_trial = pending[0].name if smoke else None
+    # How many trials may be launched (it included) before the smoke trial has proved the base experiment:
+    # each may fail the way it would, and a broken sweep fails at most max_failures trials. Launched, not
+    # running: one that fails beside it is not replaced until the smoke trial trains.
+    beside_smoke = min(max_parallel, sweep.max_failures) if sweep.max_failures else max_parallel
+    launched_beside_smoke = 0
     update_sweep_state(statedir, failures={}, halted=None, budget_stopped=None)
     if pool is not None and pending and pool.accepts(pending[0].spec, location):
         pool.warm_up(pending[0].spec, min(len(pending), max_parallel))
@@ -146,7 +154,12 @@ def run_sweep(statedir: Path, pool: WarmPool | None = None) -> int:
     budget = _SweepBudget(sweep, location, price if isinstance(price, int | float) else None)
     logger.info("sweep %s: %d trials (%d to run), %d at a time", sweep.name, len(trials), len(pending), max_parallel)
     if smoke_trial:
-        logger.info("trial %s runs alone until it has trained %d timesteps (smoke_timesteps)", smoke_trial, smoke)
+        logger.info(
+            "trial %s is the smoke trial: %d at a time until it has trained %d timesteps (smoke_timesteps)",
+            smoke_trial,
+            beside_smoke,
+            smoke,
+        )
     while pending or running:
         if read_sweep_state(statedir).get("stop_requested"):
             logger.info("stop requested: leaving %d queued trials", len(pending))
@@ -161,8 +174,11 @@ def run_sweep(statedir: Path, pool: WarmPool | None = None) -> int:
                 smoke_trial = None  # it trains (or it failed, and the sweep halts below): the others may start
                 if status.state == "failed":
                     halt = f"the first trial ({name}) failed before training {smoke} timesteps (smoke_timesteps)"
+                    _stop_beside_smoke(running, name, pool)
                 else:
-                    logger.info("trial %s trains (timestep %s): starting the others", name, status.progress.timestep)
+                    logger.info(
+                        "trial %s trains (timestep %s): the base experiment works", name, status.progress.timestep
+                    )
             if status.finished or status.state == "paused":
                 logger.info("trial %s %s", name, status.state)
                 del running[name]
@@ -197,8 +213,9 @@ def run_sweep(statedir: Path, pool: WarmPool | None = None) -> int:
             update_sweep_state(statedir, halted=why)
             pending = []
             continue
-        while pending and len(running) < (1 if smoke_trial else max_parallel):
+        while pending and len(running) < max_parallel and (not smoke_trial or launched_beside_smoke < beside_smoke):
             trial = pending.pop(0)
+            launched_beside_smoke += 1 if smoke_trial else 0
             env = early_stopping_env(sweep, trial, location)
             backend = LocalBackend(location, env=env)
             start = partial(backend.start, trial.spec, location)
@@ -224,6 +241,21 @@ def run_sweep(statedir: Path, pool: WarmPool | None = None) -> int:
     halted = read_sweep_state(statedir).get("halted")
     logger.info("sweep %s: %s", sweep.name, "halted" if halted else "every trial has finished")
     return 0
+
+
+def _stop_beside_smoke(running: dict[str, Any], smoke_trial: str, pool: WarmPool | None) -> None:
+    """The smoke trial failed: stop the trials started beside it (each checkpoints; they stay in ``running``
+    until their status says they ended, and run again when the sweep is started again)."""
+    for name, backend in list(running.items()):
+        if name == smoke_trial:
+            continue
+        logger.info("stopping trial %s: the smoke trial failed", name)
+        try:
+            backend.stop(name)
+        except Exception as exc:  # it ends by itself, or the next round sees it failed
+            logger.warning("stop of %s: %s", name, exc)
+        if pool is not None:
+            pool.finished(name)
 
 
 class _SweepBudget:

@@ -32,17 +32,33 @@ __all__ = ["restore_agent", "save_agent", "unsaved_state"]
 
 def _variables(obj: Any, depth: int = 0) -> list[Any]:
     """The tf.Variables at or under ``obj`` in the checkpoint's object graph (a few levels: buffers are
-    variables or dicts of variables)."""
+    variables or dicts of variables).
+
+    Breadth first, each object once: the graph links modules back to their parents (and through them to
+    every other module), so a walk of every path visited the model's ~50 children tens of thousands of
+    times (0.2-0.3 s of each checkpoint of CartPole's PPO). Breadth first, an object is reached at its
+    shortest depth, so the objects expanded (those within 4 levels) and the variables found are the same.
+    """
     import tensorflow as tf
 
-    if isinstance(obj, tf.Variable):
-        return [obj]
-    children = getattr(obj, "_trackable_children", None)
-    if children is None or depth > 4:
-        return []
     found: list[Any] = []
-    for child in children().values():
-        found.extend(_variables(child, depth + 1))
+    seen = {id(obj)}
+    level = [obj]
+    while level:
+        below = []
+        for item in level:
+            if isinstance(item, tf.Variable):
+                found.append(item)
+                continue
+            children = getattr(item, "_trackable_children", None)
+            if children is None or depth > 4:
+                continue
+            for child in children().values():
+                if id(child) not in seen:
+                    seen.add(id(child))
+                    below.append(child)
+        level = below
+        depth += 1
     return found
 
 

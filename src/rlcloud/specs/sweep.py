@@ -153,9 +153,10 @@ class SweepSpec(StrictModel):
         300,
         ge=0,
         le=1_000_000,
-        description="Locally, the first trial runs alone until it has trained this many timesteps (or "
-        "finished) before the others start, so a broken base experiment fails once, not max_parallel times. "
-        "0: all start at once.",
+        description="The first trial must train this many timesteps (or finish) to prove the base experiment; "
+        "if it fails before, no other trial starts. Locally the others start beside it, at most max_failures "
+        "in all until then, and are stopped if it fails; on Kubernetes the other pods wait for it. 0: no such "
+        "trial.",
     )
     results: str | None = Field(None, description="Results root (gs://bucket/prefix or a directory).")
     budget: Usd | None = Field(
