@@ -145,6 +145,14 @@ def run(mode: str, trials: int, timesteps: int, parallel: int) -> dict[str, Any]
         f"sweep start to first trial {first:.1f} s; slot-seconds outside trials {idle:.1f} "
         f"({idle / parallel:.1f} s of wall); in trials outside training {sum(w - t for _n, _s, w, t in rows):.1f}"
     )
+    # each trial's tail: its last progress update to its exit code (closing the agent, the worker's collection)
+    tails = [end - (begin + w) for (begin, end, _p), (_n, _s, w, _t) in zip(slots, rows, strict=True)]
+    last_ends = [max(end for _b, end, pid in slots if pid == worker) for worker in {p for _b, _e, p in slots}]
+    after_last = ", ".join(f"{start_wall + wall - end:.1f}" for end in sorted(last_ends))
+    print(
+        f"a trial's tail (last progress to exit code): median {statistics.median(tails) * 1000:.0f} ms; "
+        f"a worker's last trial to the sweep's end: {after_last} s"
+    )
     if gaps:
         print(
             f"a worker's idle time between its trials: median {statistics.median(gaps) * 1000:.0f} ms, "

@@ -34,7 +34,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 from rlcloud import runenv
 from rlcloud.local.state import RunState, acquire_flock, atomic_write, hold_flock, proc_identity
@@ -383,15 +383,23 @@ def serve(lines: IO[str]) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> NoReturn:
     """``python -m rlcloud.local.worker [TRIAL_DIR...]``: trials as JSON lines on stdin (written by
-    :class:`WarmPool`); the arguments name the trial directories it may run (they prove its identity)."""
+    :class:`WarmPool`); the arguments name the trial directories it may run (they prove its identity).
+    Exits the process with :func:`serve`'s code."""
     del argv
     # TensorFlow itself is imported by the first trial: it picks the CPU kernels before that import
     # (runner/kernels.py), and every later trial of the worker reuses it.
 
-    return serve(sys.stdin)
+    code = serve(sys.stdin)
+    # Every trial's files are written and closed (its exit code last). The interpreter's teardown with
+    # TensorFlow loaded takes ~1 s, and the sweeper waits for its workers before it ends: the sweep's last
+    # second. So the worker leaves without it, its log flushed.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
