@@ -15,8 +15,9 @@ summaries or evaluation) runs locally at ``max_parallel`` ``--parallel``. ``--mo
   imports), median and maximum. Goal: <= 2 s;
 * the sweep's wall time against the summed training time / ``--parallel``. Goal: <= 1.15;
 * where the rest goes: the sweep's start to its first trial, the slot-seconds spent outside any trial
-  (waiting for the first start, beside the smoke trial, between trials, after the last), the seconds inside
-  trials spent outside training, and how long a warm worker sat idle between two of its trials.
+  (waiting for the first start, between trials, after the last), the seconds inside trials spent outside
+  training, a trial's tail (its last progress to its exit code), how long after each worker's last trial
+  the sweep ended, and how long a warm worker sat idle between two of its trials.
 
 Measured 2026-11-25 on the 2-core development VM shared with other sessions (load average ~9 throughout),
 16 trials x 3,000 timesteps, max_parallel 2, ``--mode both`` (one command, the same load for both):
@@ -37,14 +38,37 @@ Measured 2026-11-26, same VM, warm mode, main (a copy of it) and the event-drive
   156 ms (median) between trials; after 159.9 s against 90.2 s (1.77), 31.6 s, 32 ms. Earlier pairs at
   load 7-10: 1.67 / 1.72 and 1.79 / 1.93: the load moves the ratio more than the change does.
 
-Where the ratio goes (profiled: the benchmark's new lines, a cProfile of a second trial in one process):
+Where the ratio went then (profiled: the benchmark's new lines, a cProfile of a second trial in one process):
 the imports (9 s at load 1.5, 25-30 s at load 9) fall on both slots before any trial trains (they run in
-parallel, one per worker), the smoke trial's first 300 timesteps hold the second slot (its first update
+parallel, one per worker), the smoke trial's first 300 timesteps held the second slot (its first update
 is traced meanwhile), and each later trial spends ~0.5 s (load 1.5) to ~2.8 s (load 9) outside its loop:
 Agent.create (~1 s at load 10) and its final checkpoint (0.5-1.2 s). Inside the loop a fresh agent
-retraces its functions (~8 s of 20 s at load 10), counted as training time. With the imports alone the
-floor for 16 x 3,000 timesteps on 2 cores is about (38 + 9.5) / 38 = 1.25: the 1.15 goal needs sweeps
-whose training outweighs the imports ~7 to 1 (or imports paid before the sweep starts).
+retraces its functions (~8 s of 20 s at load 10), counted as training time.
+
+Measured 2026-11-26 04:11-05:00, same VM (load 3-7 from the other sessions throughout), warm mode, main (a
+copy of it) against four changes, back to back (base new new base, twice): the trials start beside the
+smoke trial (local/sweeper.py), a worker freezes what its imports made out of the collector's sight
+(gc.freeze: the collection after each trial 0.2-0.6 s -> 0.05-0.08 s), save_agent's search for the
+unsaved children walks the object graph once (0.2-0.3 s -> 0.02-0.03 s per checkpoint) and a worker ends
+with os._exit (the interpreter's teardown with TensorFlow: ~1 s, which the sweeper waited for):
+
+* main: ratio 1.44 (load ~3), 1.43, 1.42 (load 3-5), 1.51, 1.45 (load 5), 1.47, 1.44 (load 5-6); 8.8-17.6 s
+  of wall outside any trial (the smoke phase), a worker's last trial to the sweep's end 3.3-11.9 s;
+  overhead after the first two trials median 1.0-2.5 s.
+* now: 1.29, 1.25 (load 3-5), 1.33, 1.32 (load 5), 1.29, 1.28 (load 5-7); 2.4-4.0 s of wall outside any
+  trial, a worker's last trial to the sweep's end 0.5-0.7 s (the other: the imbalance below); overhead
+  after the first two median 0.8-1.9 s.
+
+Where the rest goes, per slot: the sweeper's start (0.5 s quiet), the imports and the first agent (the
+first trial of each worker: ~3.5-5 s quiet, 9-15 s at load 5-7), then ~0.5 s quiet per later trial outside
+its loop: Agent.create (0.3-0.5 s: Tensorforce builds the model's variables and the Keras optimizers' slots;
+nothing rlcloud adds), the final checkpoint's agent.save (0.1-0.2 s), the worker's collection (0.05 s)
+and the hand-over (~40 ms); at the end the two slots' 8 trials add up differently (a random walk of the
+trials' durations: 0.5-3.6 s here). Quiet, with ~36 s of training per slot, that is (0.5 + 4 + 7 x 0.5 +
+~1.5) / 36 ~= 0.26 over: ~1.2-1.25. The 1.15 goal leaves 5.4 s, which the imports and the first agent
+nearly take alone: it needs sweeps whose training outweighs the imports ~10 to 1 per slot, or imports
+paid before the sweep starts (on 2 cores a fork server would not help: the two workers already import
+in parallel, one per core).
 """
 
 from __future__ import annotations
