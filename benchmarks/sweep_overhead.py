@@ -55,9 +55,9 @@ with os._exit (the interpreter's teardown with TensorFlow: ~1 s, which the sweep
 * main: ratio 1.44 (load ~3), 1.43, 1.42 (load 3-5), 1.51, 1.45 (load 5), 1.47, 1.44 (load 5-6); 8.8-17.6 s
   of wall outside any trial (the smoke phase), a worker's last trial to the sweep's end 3.3-11.9 s;
   overhead after the first two trials median 1.0-2.5 s.
-* now: 1.29, 1.25 (load 3-5), 1.33, 1.32 (load 5), 1.29, 1.28 (load 5-7); 2.4-4.0 s of wall outside any
-  trial, a worker's last trial to the sweep's end 0.5-0.7 s (the other: the imbalance below); overhead
-  after the first two median 0.8-1.9 s.
+* now: 1.29, 1.25 (load 3-5; before os._exit), 1.19, 1.27 (load 6-8, alone), 1.33, 1.32 (load 5), 1.29,
+  1.28 (load 5-7); 2.1-4.2 s of wall outside any trial, a worker's last trial to the sweep's end 0.5-0.7 s
+  (the other: the imbalance below); overhead after the first two median 0.8-1.9 s.
 
 Where the rest goes, per slot: the sweeper's start (0.5 s quiet), the imports and the first agent (the
 first trial of each worker: ~3.5-5 s quiet, 9-15 s at load 5-7), then ~0.5 s quiet per later trial outside
