@@ -60,16 +60,16 @@ with os._exit (the interpreter's teardown with TensorFlow: ~1 s, which the sweep
   (the other: the imbalance below); overhead after the first two median 0.8-1.9 s.
 
 Where the rest goes, per slot: the sweep's start (0.5 s quiet: Sweep.start validates the spec, then the
-sweeper starts), the imports and the first agent (the first trial of each worker: ~3.5-5 s quiet, 9-15 s
-at load 5-7), then ~0.5 s quiet per later trial outside its loop: Agent.create (0.3-0.5 s: mostly
-Tensorforce building the model's variables and the Keras optimizers' slots; rlcloud's patches a tenth of
-it), the final checkpoint's agent.save (0.1-0.2 s), the worker's collection (0.05 s) and the hand-over
-(~40 ms); at the end the two slots' 8 trials add up differently (a random walk of the
-trials' durations: 0.5-3.6 s here). Quiet, with ~36 s of training per slot, that is (0.5 + 4 + 7 x 0.5 +
-~1.5) / 36 ~= 0.26 over: ~1.2-1.25. The 1.15 goal leaves 5.4 s, which the imports and the first agent
-nearly take alone: it needs sweeps whose training outweighs the imports ~10 to 1 per slot, or imports
-paid before the sweep starts (on 2 cores a fork server would not help: the two workers already import
-in parallel, one per core).
+sweeper imports rlcloud.specs and reads the spec, ~0.35 s, before it starts the workers), the imports and
+the first agent (the first trial of each worker: ~3.5-5 s quiet, 9-15 s at load 5-7), then ~0.5 s quiet per
+later trial outside its loop: Agent.create (0.3-0.5 s: mostly Tensorforce building the model's variables and
+the Keras optimizers' slots; rlcloud's patches a tenth of it), the final checkpoint's agent.save (0.1-0.2
+s), the worker's collection (0.05 s) and the hand-over (~40 ms); at the end the two slots' 8 trials add up
+differently (a random walk of the trials' durations: 0.5-3.6 s here). Quiet, with ~36 s of training per
+slot, that is (0.5 + 4 + 7 x 0.5 + ~1.5) / 36 ~= 0.26 over: ~1.2-1.25. The 1.15 goal leaves 5.4 s, which the
+imports and the first agent nearly take alone: it needs sweeps whose training outweighs the imports ~10 to 1
+per slot, or imports paid before the sweep starts (on 2 cores a fork server would not help: the two workers
+already import in parallel, one per core).
 """
 
 from __future__ import annotations
