@@ -146,6 +146,7 @@ def run_sweep(statedir: Path, pool: WarmPool | None = None) -> int:
     # running: one that fails beside it is not replaced until the smoke trial trains.
     beside_smoke = min(max_parallel, sweep.max_failures) if sweep.max_failures else max_parallel
     launched_beside_smoke = 0
+    launched_at: dict[str, float] = {}  # unix time each trial of this start was handed to its runner
     update_sweep_state(statedir, failures={}, halted=None, budget_stopped=None)
     if pool is not None and pending and pool.accepts(pending[0].spec, location):
         pool.warm_up(pending[0].spec, min(len(pending), max_parallel))
@@ -189,7 +190,7 @@ def run_sweep(statedir: Path, pool: WarmPool | None = None) -> int:
                     failures.setdefault(signature, []).append(name)
                     update_sweep_state(statedir, failures=failures)
                     logger.error("trial %s failed: %s", name, signature)
-        over = budget.look(trials, pending)
+        over = budget.look(trials, pending, launched_at)
         if over is not None:
             # the budget is spent: nothing more starts, and the running trials checkpoint and stop
             logger.warning("sweep %s %s: stopping %d running trial(s)", sweep.name, over, len(running))
@@ -219,6 +220,7 @@ def run_sweep(statedir: Path, pool: WarmPool | None = None) -> int:
             env = early_stopping_env(sweep, trial, location)
             backend = LocalBackend(location, env=env)
             start = partial(backend.start, trial.spec, location)
+            launched_at[trial.name] = time.time()
             if pool is not None and pool.accepts(trial.spec, location):
                 start = partial(pool.start, trial.spec, location, env)  # a warm worker runs it
             try:
@@ -259,7 +261,8 @@ def _stop_beside_smoke(running: dict[str, Any], smoke_trial: str, pool: WarmPool
 
 
 class _SweepBudget:
-    """The sweep's money budget on this machine: its trials' training time (progress.json ``elapsed``) x
+    """The sweep's money budget on this machine: its trials' training time (progress.json ``elapsed``, running
+    on with the wall clock between a live trial's reports: :func:`rlcloud.local.supervisor.training_seconds`) x
     ``price`` (USD per trial-hour: :func:`rlcloud.local.backend.local_run_price` at the sweep's start). Looked at
     about once a second; warns once at 90% (a log line) and says when the budget is spent."""
 
@@ -271,9 +274,10 @@ class _SweepBudget:
         self.next = 0.0
         self.name = sweep.name
 
-    def look(self, trials: list[Any], pending: list[Any]) -> str | None:
+    def look(self, trials: list[Any], pending: list[Any], launched_at: dict[str, float]) -> str | None:
         """None, or why the sweep stops: "stopped by its budget: ..." once its trials that are not ``pending``
-        (running, finished, or run by an earlier start) have cost the budget."""
+        (running, finished, or run by an earlier start) have cost the budget. ``launched_at``: when this start
+        handed each of its trials to a runner (unix time); the others' reports are taken as written."""
         if self.budget is None or self.price is None or time.monotonic() < self.next:
             return None
         queued = {t.name for t in pending}
@@ -281,17 +285,21 @@ class _SweepBudget:
         from rlcloud.budget import decide
         from rlcloud.errors import RLCloudError
         from rlcloud.layout import child
+        from rlcloud.local.supervisor import training_seconds
         from rlcloud.storage import open_store, read_progress
 
         self.next = time.monotonic() + 1.0
-        seconds = 0.0
+        seconds, now = 0.0, time.time()
         for name in started:
             try:
                 record = read_progress(open_store(child(self.location, name)))
             except RLCloudError:
                 continue
-            if record is not None and record.elapsed is not None:
-                seconds += record.elapsed
+            if record is None:
+                continue
+            launched = launched_at.get(name)
+            trained = record.elapsed if launched is None else training_seconds(record, now, launched)
+            seconds += trained or 0.0
         decision = decide(self.price * seconds / 3600, self.budget, warned=self.warned)
         if decision.action == "warn":
             self.warned = True
