@@ -878,3 +878,46 @@ def test_a_start_never_writes_through_a_link_in_the_run_directory(
     assert backend.wait("linked", timeout=60).state == "succeeded"
     assert (outside / "bashrc").read_text() == "mine\n" and sorted(p.name for p in outside.iterdir()) == ["bashrc"]
     assert not (workdir / "logs" / "single-0.log").is_symlink()
+
+
+# ---------------------------------------------------------------------- Ctrl-C on a followed run
+
+
+@pytest.mark.processes
+def test_ctrl_c_on_a_followed_run_stops_it_and_says_how_to_resume(tmp_path: Path, standin_python: Path) -> None:
+    spec_file = tmp_path / "live.yaml"
+    spec_file.write_text(_spec("live").to_yaml())
+    results = str(tmp_path / "results")
+    argv = ["experiment", "run", str(spec_file), "--results", results]
+    driver = (  # the CLI as a program whose runners are the stand-in; Ctrl-C is SIGINT to it alone
+        f"import sys; sys.executable = {str(standin_python)!r}\n"
+        f"from rlcloud.cli import main; sys.exit(main({argv!r}))\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", driver],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "STANDIN_EPISODES": "100000", "STANDIN_DELAY": "0.05"},
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as a shell's foreground job
+    )
+    assert proc.stdout is not None
+    seen = []
+    for line in proc.stdout:  # the follower's first plain line: it is following now
+        seen.append(line)
+        if line.startswith("live: running ·"):
+            break
+    else:
+        raise AssertionError("".join(seen))
+    _wait_for(lambda: _progress(_workdir(tmp_path, "live")) >= 2, 30, "training")
+    proc.send_signal(signal.SIGINT)
+    out = proc.stdout.read()
+    proc.stdout.close()
+    assert proc.wait(30) == 130, out
+    assert "Traceback" not in out
+    assert "stopping live after a checkpoint" in out
+    assert "live stopped; to resume from its latest checkpoint, run the same command again:" in out  # the
+    # stand-in reports no checkpoint in its progress (the real runner's "at checkpoint ckpt-...": a training test)
+    assert f"rlcloud experiment run {spec_file} --results {results}" in out
+    assert f"or in the background: rlcloud experiment resume live --results {results}" in out
+    assert not any(_alive(pid) for pid in _runners(_workdir(tmp_path, "live")))

@@ -180,6 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return complete_main(argv[1:])
     parser = build_parser(argv)
     args = parser.parse_args(argv)
+    args.argv = argv  # the command as typed: what to run again to resume an interrupted run or sweep
     handler = getattr(args, "handler", None)
     if handler is None:
         parser.print_help()

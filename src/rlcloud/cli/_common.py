@@ -30,6 +30,14 @@ def shown(value: object) -> str:
     return str(value).translate(_CONTROLS)
 
 
+def command_line(argv: Sequence[str]) -> str:
+    """``rlcloud`` and ``argv`` as a shell would take them back (quoted where needed, control characters
+    shown): the command to run again."""
+    import shlex
+
+    return shown(shlex.join(["rlcloud", *argv]))
+
+
 def console(stderr: bool = False) -> Any:
     """A rich console for the CLI's own words; data goes through :func:`text` or ``markup=False``, and every
     text it renders through :func:`shown` (its own styling and cursor moves are kept).

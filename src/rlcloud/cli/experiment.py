@@ -41,6 +41,17 @@ def _cluster_from_args(args: argparse.Namespace) -> Any:
     return None
 
 
+def target_flags(args: argparse.Namespace) -> list[str]:
+    """The TARGET flags as given (those left at their defaults left out): what another command on the same
+    experiment needs."""
+    flags = []
+    for arg in TARGET:
+        value = getattr(args, arg.flags[-1].lstrip("-"), None)
+        if value is not None and value != arg.options.get("default"):
+            flags += [arg.flags[-1], str(value)]
+    return flags
+
+
 def _experiment(args: argparse.Namespace) -> Any:
     """The experiment NAME on the target the flags name."""
     from rlcloud.experiment import Experiment
@@ -72,12 +83,14 @@ def _new_experiment(args: argparse.Namespace) -> Any:
 def run(args: argparse.Namespace) -> int:
     """Start an experiment and follow it until it ends: a live progress bar on a terminal, a plain progress
     line every 30 s without one (CI, nohup, a pod's log). Ctrl-C stops it cleanly."""
-    from rlcloud.cli._common import console
+    from rlcloud.cli._common import command_line, console
     from rlcloud.cli.progress import follow_experiment
 
     exp = _new_experiment(args)
     exp.start()
-    return follow_experiment(exp, console=console(stderr=True), quiet=args.quiet)
+    again = command_line(args.argv)
+    in_background = command_line(["experiment", "resume", exp.name, *target_flags(args)])
+    return follow_experiment(exp, console=console(stderr=True), quiet=args.quiet, resume=(again, in_background))
 
 
 @command(

@@ -124,12 +124,14 @@ def follow_experiment(
     stop_on_interrupt: bool = True,
     plain_interval: float = PLAIN_INTERVAL_S,
     poll_interval: float = 0.5,
+    resume: tuple[str, str] | None = None,
 ) -> int:
     """Show progress until ``exp`` ends, then a summary; returns the CLI exit code.
 
     On a terminal a live bar; without one (CI, nohup, a pod) a plain line every ``plain_interval`` seconds
     and whenever the state changes, which a log keeps readable. ``quiet``: neither. Ctrl-C stops the
-    experiment cleanly (the runner checkpoints first) when ``stop_on_interrupt``, else just stops following.
+    experiment cleanly (the runner checkpoints first) when ``stop_on_interrupt``, else just stops following;
+    ``resume``: the commands that resume it then (in the foreground, in the background), printed after a stop.
     """
     spec = exp.spec
     unit = "timestep" if spec.total_timesteps else "episode"
@@ -151,6 +153,20 @@ def follow_experiment(
         exp.stop(download=False)  # Ctrl-C should be quick: the results stay where the run wrote them
         status = exp.status()
         console.print(summary_table(exp, status, time.monotonic() - started))
+        if resume is not None:
+            checkpoint = status.progress.get("checkpoint")
+            where = (
+                f" at checkpoint {checkpoint}; to resume from it"
+                if checkpoint
+                else "; to resume from its latest checkpoint"
+            )
+            console.print(
+                f"{exp.name} stopped{where}, run the same command again: {resume[0]}\n"
+                f"  or in the background: {resume[1]}",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
         return 130
     console.print(summary_table(exp, status, time.monotonic() - started))
     if status.state == "paused":
