@@ -62,6 +62,26 @@ def test_each_trial_shows_its_state_percent_eta_rate_and_return() -> None:
     assert ">queued<" in rows[4] and ">-<" in rows[4]
 
 
+def test_the_cli_table_counts_the_trials_in_words() -> None:
+    import io
+
+    from rich.console import Console
+
+    from rlcloud.cli.sweep import sweep_table
+
+    status = SweepStatus(
+        name="s",
+        state="running",
+        trials=[_trial(0, "succeeded", {"state": "succeeded", "timestep": 10_000}), _trial(1, "running", {}),
+                _trial(2, "queued", {}), _trial(3, "queued", {})],
+    )  # fmt: skip
+    out = io.StringIO()
+    Console(file=out, width=200).print(sweep_table(status))
+    title = out.getvalue().splitlines()[0].strip()
+    assert title.startswith("s: running  4 trials: 1 succeeded, 1 running, 2 queued  "), title
+    assert status.counts_text() == "4 trials: 1 succeeded, 1 running, 2 queued"
+
+
 def test_a_trial_without_progress_for_its_stall_timeout_shows_stalled() -> None:
     old = time.time() - 3600
     progress = {"state": "running", "timestep": 10, "updated": old, "advanced_at": old, "stall_timeout": 60}

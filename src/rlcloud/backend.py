@@ -318,6 +318,11 @@ class SweepStatus:
             out[trial.state] = out.get(trial.state, 0) + 1
         return out
 
+    def counts_text(self) -> str:
+        """:meth:`counts` in words, for people: ``4 trials: 1 succeeded, 1 running, 2 queued``."""
+        counts = ", ".join(f"{n} {state}" for state, n in self.counts().items()) or "none"
+        return f"{len(self.trials)} trial{'' if len(self.trials) == 1 else 's'}: {counts}"
+
     @property
     def vitals(self) -> dict[str, Any]:
         """The sweep's figures from its trials': ``percent`` (of all trials' work, a finished trial counting

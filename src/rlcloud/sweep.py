@@ -246,7 +246,7 @@ class Sweep:
             done = poll_until(settled, deadline, interval=poll_interval)
             if done is None:
                 raise WaitTimeoutError(
-                    f"sweep {self.name} still {last[0].state} after {timeout:g} s: {last[0].counts()}"
+                    f"sweep {self.name} still {last[0].state} after {timeout:g} s: {last[0].counts_text()}"
                 )
             return done
         finally:

@@ -206,7 +206,7 @@ def sweep_table(status: Any) -> Any:
     from rich.text import Text
 
     keys = sorted({k for t in status.trials for k in t.params})
-    table = Table(title=Text(f"{status.name}: {status.state}  {status.counts()}{_vitals_text(status.vitals)}"))
+    table = Table(title=Text(f"{status.name}: {status.state}  {status.counts_text()}{_vitals_text(status.vitals)}"))
     for column in ("trial", *keys, "seed", "state", "timestep", "return", "steps/s"):
         table.add_column(Text(column))
     for trial in status.trials:
