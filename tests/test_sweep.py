@@ -482,7 +482,7 @@ def test_a_broken_local_sweep_stops_launching_after_max_failures(
 @pytest.mark.processes
 @pytest.mark.slow
 def test_a_broken_base_experiment_fails_at_most_max_failures_trials_beside_the_smoke_trial(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # smoke_timesteps 300 by default: until the first trial has trained that, 2 trials (max_failures) start
     spec = _sweep(seeds=5, max_parallel=4, max_failures=2)
@@ -495,6 +495,15 @@ def test_a_broken_base_experiment_fails_at_most_max_failures_trials_beside_the_s
     assert status.trials[0].state == "failed"
     assert status.state == "failed"
     assert "failed before training 300 timesteps" in (status.message or "")
+    # the CLI on the finished sweep: its counts in words, and a stop that says there was nothing to stop
+    target = ["--results", str(tmp_path / "results")]
+    capsys.readouterr()
+    assert main(["sweep", "status", "s", *target]) == 0
+    out = capsys.readouterr().out
+    assert "s: failed  5 trials: " in out and "3 queued" in out and "{" not in out
+    assert main(["sweep", "stop", "s", *target]) == 0
+    assert capsys.readouterr().out == "s has finished (failed); nothing to stop\n"
+    assert sweep.stop() is False and sweep.nothing_to_do == "s has finished (failed); nothing to stop"
 
 
 @pytest.mark.processes

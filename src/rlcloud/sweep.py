@@ -67,6 +67,8 @@ class Sweep:
         self._backend: ExperimentBackend | None = None
         #: set by start(): True when the sweep was running already and nothing was started
         self.already_running = False
+        #: Why the last stop() did nothing (it had finished already), else None: what the CLI says.
+        self.nothing_to_do: str | None = None
 
     @property
     def name(self) -> str:
@@ -255,8 +257,11 @@ class Sweep:
 
     def stop(self) -> bool:
         """Stop the sweep: no new trial starts, running trials checkpoint and stop. Idempotent: returns False
-        when it had finished already (as :meth:`Experiment.stop`); the backend still clears what it left."""
-        acted = not self.status().finished
+        when it had finished already (as :meth:`Experiment.stop`; :attr:`nothing_to_do` says so); the backend
+        still clears what it left."""
+        status = self.status()
+        acted = not status.finished
+        self.nothing_to_do = None if acted else f"{self.name} has finished ({status.state}); nothing to stop"
         self.sweeps.stop_sweep(self.name)
         return acted
 

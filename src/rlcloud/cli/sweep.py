@@ -181,7 +181,9 @@ def results(args: argparse.Namespace) -> int:
 def stop(args: argparse.Namespace) -> int:
     """Stop a sweep (idempotent)."""
     sweep = _sweep(args)
-    sweep.stop()
+    if not sweep.stop():
+        print(sweep.nothing_to_do)
+        return EXIT_OK
     print(f"stopped {sweep.name}")
     return EXIT_OK
 
