@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -563,3 +564,74 @@ def test_wait_with_progress_shows_a_bar_of_trials_running_and_the_best(capsys: p
     assert any("lr-sweep" in line and "0/4" in line and "running=1" in line and "best=-" in line for line in shown)
     last = [line for line in shown if "2/4" in line][-1]
     assert "running=1" in last and "best=60.2 (lr2)" in last
+
+
+# ------------------------------------------------------------------ following a sweep without a terminal
+
+
+@pytest.mark.processes
+@pytest.mark.slow
+def test_a_followed_sweep_without_a_terminal_prints_its_figures_every_interval(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rlcloud.cli.sweep import _follow
+
+    spec = _sweep(seeds=2, max_parallel=1, max_failures=0, smoke_timesteps=0)
+    base = spec.experiment.replace(**TINY, environment=_broken_environment(tmp_path, monkeypatch))
+    sweep = Sweep(spec.model_copy(update={"experiment": base}), results=str(tmp_path / "results")).start()
+    status = _follow(sweep, quiet=False, interval=0.0)  # every poll, not every 30 s
+    assert status.finished
+    lines = capsys.readouterr().err.splitlines()
+    figures = [line for line in lines if line.startswith("s: running · 2 trials: ")]
+    assert figures, lines  # the sweep's own line, beside the trials' changes of state
+    assert all("{" not in line for line in figures)
+
+
+@pytest.mark.training
+@pytest.mark.processes
+def test_ctrl_c_on_a_followed_sweep_stops_it_and_says_how_to_resume(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    spec = _sweep(seeds=1, max_parallel=1, smoke_timesteps=0)
+    spec = spec.model_copy(update={"experiment": spec.experiment.replace(**{**TINY, "total_timesteps": 10**8})})
+    spec_file = tmp_path / "s.yaml"
+    spec_file.write_text(spec.to_yaml())
+    results = str(tmp_path / "results")
+    argv = ["sweep", "run", str(spec_file), "--results", results]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", f"import sys; from rlcloud.cli import main; sys.exit(main({argv!r}))"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=os.environ.copy(),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as a shell's foreground job
+    )
+    assert proc.stdout is not None
+    seen = []
+    for line in proc.stdout:  # a trial has started: the sweep is being followed
+        seen.append(line)
+        if ": running, timestep" in line:
+            break
+    else:
+        raise AssertionError("".join(seen))
+    proc.send_signal(signal.SIGINT)
+    out = proc.stdout.read()
+    proc.stdout.close()
+    assert proc.wait(120) == 130, out
+    assert "Traceback" not in out
+    assert "interrupted: stopping the sweep" in out
+    assert f"to resume it (finished trials are kept, the others resume from their checkpoints), run the same " \
+        f"command again: rlcloud sweep run {spec_file} --results {results}" in out  # fmt: skip
+    assert [t.state for t in Sweep.attach("s", results=results).status().trials] == ["stopped"]
+    # nothing left running: the trial's warm worker ends once its trial has checkpointed
+    from rlcloud.local.state import RunState, ours
+
+    trial_dir = tmp_path / "results" / "s" / spec.trials()[0].name
+    identity = RunState(trial_dir).roles()[0].identity
+    deadline = time.monotonic() + 60
+    while ours(identity, within=trial_dir):
+        assert time.monotonic() < deadline, "a worker outlived the sweep's stop"
+        time.sleep(0.2)

@@ -20,6 +20,8 @@ FILE = Arg(
     help="a sweep spec (kind: Sweep), or an experiment spec to sweep with --seeds/--grid",
 )
 NAME = Arg("name", metavar="NAME", help="sweep name")
+#: Seconds between the plain progress lines of a followed sweep without a terminal (as `experiment run`'s).
+PLAIN_INTERVAL_S = 30.0
 BUILD = (
     Arg("--seeds", metavar="N", type=int, help="seeds 1..N of every configuration"),
     Arg(
@@ -119,9 +121,11 @@ def validate(args: argparse.Namespace) -> int:
 )
 def run(args: argparse.Namespace) -> int:
     """Start a sweep, show one line per trial (state, timestep, return) until all end, then the results."""
+    from rlcloud.cli._common import command_line
+
     sweep = _new_sweep(args)
     sweep.start()
-    status = _follow(sweep, quiet=args.quiet)
+    status = _follow(sweep, quiet=args.quiet, again=command_line(args.argv))
     _print_results(sweep, args)
     return EXIT_OK if status.state == "succeeded" else EXIT_FAILURE
 
@@ -250,15 +254,18 @@ def _vitals_text(figures: dict[str, Any]) -> str:
     return "  " + " · ".join(parts) if parts else ""
 
 
-def _follow(sweep: Any, *, quiet: bool) -> Any:
-    """Follow a sweep to the end: a live table on a terminal, a line per trial state change otherwise."""
+def _follow(sweep: Any, *, quiet: bool, again: str | None = None, interval: float = PLAIN_INTERVAL_S) -> Any:
+    """Follow a sweep to the end: a live table on a terminal; otherwise a line per trial state change, and
+    the sweep's figures every ``interval`` seconds (a log shows that long trials advance). Ctrl-C stops the
+    sweep (its trials checkpoint) and says how to resume it: ``again``, the command that started it."""
     import sys
     import time
 
-    from rlcloud.cli._common import console
+    from rlcloud.cli._common import console, shown
 
     out = console(stderr=True)
     seen: dict[str, str] = {}
+    last_line = time.monotonic()
     try:
         if out.is_terminal and not quiet:
             from rich.live import Live
@@ -284,11 +291,21 @@ def _follow(sweep: Any, *, quiet: bool) -> Any:
                     )
             if status.finished:
                 return status
+            if not quiet and time.monotonic() - last_line >= interval:
+                last_line = time.monotonic()
+                line = f"{status.name}: {status.state} · {status.counts_text()}{_vitals_text(status.vitals)}"
+                print(shown(line.replace("  ", " · ")), file=sys.stderr, flush=True)
             time.sleep(2)
             status = sweep.status()
     except KeyboardInterrupt:
         print("interrupted: stopping the sweep (trials checkpoint first)", file=sys.stderr)
         sweep.stop()
+        if again is not None:
+            print(
+                f"stopped {sweep.name}; to resume it (finished trials are kept, the others resume from their"
+                f" checkpoints), run the same command again: {again}",
+                file=sys.stderr,
+            )
         raise
 
 
