@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from rlcloud.specs.tf06 import AGENT_ARGUMENTS, agent_argument_problems
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "cartpole_ppo.yaml"
 
 
 @pytest.mark.training  # imports tensorforce, hence TensorFlow (~10 s)
@@ -37,6 +41,32 @@ def test_known_arguments() -> None:
         ({"type": "ppo", "batch_size": 1, "learning_rat": 0.1}, ["agent.learning_rat"]),
         ({"type": "pkg.module:Agent", "anything": 1}, []),
         ({"type": "ppo", "batch_size": 1, "states": {}}, []),  # the runner's own keys are reported elsewhere
+        # learning rates: Tensorforce 0.6 takes a float >= 0 (or a schedule); an integer fails inside it with an
+        # AttributeError (its TensorforceError.dtype does not exist), a negative one when the agent is built
+        ({"type": "ppo", "batch_size": 1, "learning_rate": 1e-3}, []),
+        ({"type": "ppo", "batch_size": 1, "learning_rate": 0.0}, []),
+        (
+            {
+                "type": "ppo",
+                "batch_size": 1,
+                "learning_rate": {
+                    "type": "exponential",
+                    "unit": "updates",
+                    "num_steps": 100,
+                    "initial_value": 1e-3,
+                    "decay_rate": 0.5,
+                },
+            },
+            [],
+        ),
+        ({"type": "ppo", "batch_size": 1, "learning_rate": 1}, ["agent.learning_rate"]),
+        ({"type": "ppo", "batch_size": 1, "learning_rate": -1e-3}, ["agent.learning_rate"]),
+        ({"type": "ppo", "batch_size": 1, "learning_rate": True}, ["agent.learning_rate"]),
+        (
+            {"type": "ppo", "batch_size": 1, "baseline_optimizer": {"optimizer": "adam", "learning_rate": 1}},
+            ["agent.baseline_optimizer.learning_rate"],
+        ),
+        ({"type": "dqn", "memory": 100, "batch_size": 1, "learning_rate": -0.5}, ["agent.learning_rate"]),
     ],
 )
 def test_agent_argument_problems(agent: dict[str, object], problems: list[str]) -> None:
@@ -44,6 +74,20 @@ def test_agent_argument_problems(agent: dict[str, object], problems: list[str]) 
     assert [p.field for p in found] == problems
     if "agent.learning_rat" in problems:
         assert "did you mean 'learning_rate'" in found[0].message
+    if "agent.learning_rate" in problems:
+        assert "a float >= 0 such as 1.0e-3" in found[0].message
+
+
+def test_spec_validate_refuses_an_integer_learning_rate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from rlcloud.cli import main
+
+    spec = tmp_path / "lr.yaml"
+    spec.write_text(EXAMPLE.read_text().replace("learning_rate: 1.0e-3\n  baseline:", "learning_rate: 1\n  baseline:"))
+    assert main(["spec", "validate", str(spec)]) == 2
+    out = capsys.readouterr().err
+    assert "agent.learning_rate: Tensorforce 0.6 takes a float >= 0 such as 1.0e-3" in out and "(got 1)" in out
+    assert main(["experiment", "run", str(EXAMPLE), "--set", "agent.learning_rate=1", "--results", str(tmp_path)]) == 2
+    assert "agent.learning_rate" in capsys.readouterr().err and not list(tmp_path.glob("cartpole-ppo"))
 
 
 @pytest.mark.training  # imports tensorforce, hence TensorFlow (~10 s)

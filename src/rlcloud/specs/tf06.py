@@ -648,7 +648,28 @@ def agent_argument_problems(agent: Mapping[str, Any], field: str = "agent") -> l
     for key in required:
         if key not in RUNNER_ARGUMENTS and key not in agent:
             problems.append(SpecProblem(f"{field}.{key}", f"required by Tensorforce 0.6 agent {agent_type!r}"))
+    problems.extend(_learning_rate_problems(agent, field))
+    for key in ("optimizer", "baseline_optimizer"):
+        if isinstance(agent.get(key), Mapping):
+            problems.extend(_learning_rate_problems(agent[key], f"{field}.{key}"))
     return problems
+
+
+def _learning_rate_problems(settings: Mapping[str, Any], field: str) -> list[SpecProblem]:
+    """A number as ``learning_rate`` that Tensorforce 0.6 refuses only when the agent is built, after the
+    cluster and the pods are up: its optimizers take a float >= 0 (tensorforce/core/optimizers/tf_optimizer.py,
+    min_value 0.0; core/parameters/constant.py), and an integer fails there as an AttributeError (the
+    TensorforceError.dtype it raises does not exist). A schedule (a mapping) is Tensorforce's to judge."""
+    value = settings.get("learning_rate")
+    if isinstance(value, bool):
+        message = "Tensorforce 0.6 takes a float >= 0 such as 1.0e-3, or a schedule (not true/false)"
+    elif isinstance(value, int):
+        message = "Tensorforce 0.6 takes a float >= 0 such as 1.0e-3 (write 1.0, not 1: an integer fails inside it)"
+    elif isinstance(value, float) and value < 0:
+        message = "Tensorforce 0.6 takes a float >= 0 such as 1.0e-3 (a learning rate is not negative)"
+    else:  # a float >= 0, a schedule (a mapping), or what Tensorforce may resolve itself
+        return []
+    return [SpecProblem(f"{field}.learning_rate", message, value)]
 
 
 # What each Tensorforce 0.6.5 layer takes and gives, from its ``default_input_spec`` / ``output_spec``
