@@ -719,3 +719,17 @@ def test_a_hostile_spec_of_record_is_refused_naming_it(
         tracemalloc.stop()
     assert peak < 64 * 2**20
     assert not (results / "cartpole-ppo" / ".rlcloud-local").exists()  # nothing started
+
+
+def test_command_descriptions_are_dedented_as_argparse_shows_them(capsys: pytest.CaptureFixture[str]) -> None:
+    import inspect
+
+    from rlcloud.cli import COMMANDS
+
+    for cmd in COMMANDS:
+        doc = getattr(cmd.handler, "__doc__", None)
+        if doc:  # a docstring's continuation lines are indented in the source, never in --help
+            assert cmd.description == inspect.cleandoc(doc), cmd
+    with pytest.raises(SystemExit):
+        main(["experiment", "run", "--help"])
+    assert "a live progress bar on a terminal, a plain progress\nline every 30 s" in capsys.readouterr().out

@@ -81,7 +81,13 @@ class Command:
     def description(self) -> str:
         """The text at the top of the command's --help: its handler's docstring, else its help."""
         doc = getattr(self.handler, "__doc__", None)
-        return doc.strip() if doc else self.help
+        if not doc:
+            return self.help
+        # the docstring's continuation lines lose the source's indentation (as inspect.cleandoc, which costs an
+        # import of inspect): the help is shown raw, and would print them indented
+        first, *rest = doc.strip().splitlines()
+        indent = min((len(line) - len(line.lstrip()) for line in rest if line.strip()), default=0)
+        return "\n".join([first, *(line[indent:] for line in rest)])
 
     def alias(self, path: str) -> Command:
         """The same command under other words (``rlcloud run`` for ``rlcloud experiment run``): same handler,
