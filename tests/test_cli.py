@@ -173,6 +173,24 @@ def test_status_and_summary_show_brackets_in_data(tmp_path: Path) -> None:
     assert message in summary and "ckpt/[x]" in summary and "[x]" in summary.split("results", 1)[1]
 
 
+def test_status_figures_and_message_are_whole_lines_under_a_narrow_table() -> None:
+    from rlcloud.backend import ExperimentStatus, RoleStatus
+    from rlcloud.cli.progress import status_table
+
+    message = "multi-0 failed (exit code 3: AttributeError: type object 'TensorforceError' has no attribute 'dtype')"
+    status = ExperimentStatus(
+        name="cartpole-ppo",
+        state="failed",
+        roles=[RoleStatus("multi", 0, "failed")],  # one short row: a table narrower than its figures
+        progress={"timestep": 2016, "episode": 76, "mean_return": 24.25},
+        message=message,
+    )
+    lines = [line.strip() for line in _rendered(status_table(status)).splitlines()]
+    assert any(line.startswith("timesteps 2,016 · episodes 76 · ") and "mean return 24.2 · steps/s -" in line
+               for line in lines), lines  # fmt: skip
+    assert message in lines  # the reason it failed, on one line, not wrapped to the table's width
+
+
 # ------------------------------------------------------------- global flags before or after the command
 
 

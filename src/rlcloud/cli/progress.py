@@ -47,14 +47,16 @@ def status_table(status: ExperimentStatus) -> Any:
         detail = role.reason or (f"exit code {role.exit_code}" if role.exit_code not in (None, 0) else "")
         table.add_row(Text(role.label), Text(role.state), str(role.restarts), Text(detail))
     more = " · ".join(f"{key} {value}" for key, value in vitals_rows(status))
-    table.caption = Text(
+    # below the table, not its caption: a caption is wrapped to the table's width (a few roles make it
+    # narrow), which broke the figures and the failure's reason across centred lines
+    below = Text(
         f"timesteps {_num(prog.get('timestep'))} · episodes {_num(prog.get('episode'))} · "
         + (f"{percent:.0f}% done · " if percent is not None else "")
         + f"mean return {_num(prog.get('mean_return'), '{:.1f}')} · steps/s {_num(display_rate(status))}"
         + (f"\n{more}" if more else "")
         + (f"\n{head}" if head else "")
     )
-    return Group(table, Text(details)) if details else table
+    return Group(table, below, Text(details)) if details else Group(table, below)
 
 
 def summary_table(exp: Experiment, status: ExperimentStatus, elapsed: float) -> Any:
