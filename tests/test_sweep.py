@@ -150,6 +150,20 @@ def test_an_invalid_trial_is_named_before_anything_starts() -> None:
     assert "trial nw0" in str(info.value)
 
 
+def test_a_problem_every_trial_shares_is_said_once() -> None:
+    sweep = _sweep(parameters={"learning_rate": [1e-3, 3e-4]}, seeds=2)  # agent.learning_rate, mistyped
+    with pytest.raises(SpecError) as info:
+        sweep.trials()
+    assert info.value.fields == ["parameters.learning_rate"], info.value  # not once per trial
+    assert "every trial (4): unknown field" in str(info.value)
+    seeds = _sweep(parameters={"num_workers": [2, 0, -1]}, seeds=3)  # two bad values, three seeds each
+    with pytest.raises(SpecError) as info:
+        seeds.trials()
+    assert info.value.fields == ["parameters.num_workers"], info.value  # one problem, both values
+    assert "trials nw0--seed1, nw0--seed2, nw0--seed3 and 3 more: Input should be greater" in str(info.value)
+    assert "(got 0, -1)" in str(info.value)
+
+
 def test_distributed_trials_are_refused_on_a_cluster() -> None:
     from rlcloud.cluster import Cluster
 

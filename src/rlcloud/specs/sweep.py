@@ -299,21 +299,34 @@ class SweepSpec(StrictModel):
         """
         names = _trial_names(self)
         trials: list[Trial] = []
-        problems: list[SpecProblem] = []
+        # (field, message) -> the trials with that problem, and its values: a problem many trials share (a
+        # mistyped parameter: all of them) is said once, not once per trial
+        problems: dict[tuple[str, str], tuple[list[str], list[Any]]] = {}
         seeds = self.seed_list
         for index, config in enumerate(c for c in self._configs() for _ in seeds):
             seed = seeds[index % len(seeds)]
             try:
                 spec = self.experiment.replace(**config, seed=seed, name=names[index])
             except SpecError as exc:
-                problems += [
-                    SpecProblem(f"parameters.{p.field}", f"trial {names[index]}: {p.message}", p.value)
-                    for p in exc.problems
-                ]
+                for p in exc.problems:
+                    found, values = problems.setdefault((p.field, p.message), ([], []))
+                    found.append(names[index])
+                    if p.value not in values:
+                        values.append(p.value)
                 continue
             trials.append(Trial(index=index, name=names[index], params=config, seed=seed, spec=spec))
         if problems:
-            raise SpecError(problems)
+            raise SpecError(
+                [
+                    SpecProblem(
+                        f"parameters.{field}",
+                        f"{_which_trials(found, len(names))}: {message}"
+                        + ("" if len(values) == 1 else f" (got {', '.join(map(repr, values))})"),
+                        values[0] if len(values) == 1 else None,
+                    )
+                    for (field, message), (found, values) in problems.items()
+                ]
+            )
         return trials
 
     def trial(self, index: int) -> Trial:
@@ -426,6 +439,16 @@ def _abbreviate(key: str) -> str:
 
 def _label_part(text: str) -> str:
     return re.sub(r"[^a-z0-9-]+", "-", text.lower().replace(".", "p").replace("+", "")).strip("-")
+
+
+def _which_trials(names: list[str], of: int) -> str:
+    """``trial A``, ``trials A, B, C``, ``trials A, B, C and 5 more`` or ``every trial (8)``."""
+    if len(names) == of and of > 1:
+        return f"every trial ({of})"
+    if len(names) == 1:
+        return f"trial {names[0]}"
+    shown = ", ".join(names[:3])
+    return f"trials {shown}" + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
 def _trial_names(sweep: SweepSpec) -> list[str]:
