@@ -592,7 +592,13 @@ def test_a_followed_sweep_without_a_terminal_prints_its_figures_every_interval(
 
     spec = _sweep(seeds=2, max_parallel=1, max_failures=0, smoke_timesteps=0)
     base = spec.experiment.replace(**TINY, environment=_broken_environment(tmp_path, monkeypatch))
-    sweep = Sweep(spec.model_copy(update={"experiment": base}), results=str(tmp_path / "results")).start()
+    spec_file = tmp_path / "s.yaml"
+    spec_file.write_text(spec.model_copy(update={"experiment": base}).to_yaml())
+    results = str(tmp_path / "results")
+    assert main(["sweep", "start", str(spec_file), "--results", results]) == 0
+    # the commands it suggests find the sweep: they carry --results
+    assert f"follow it with: rlcloud sweep status s --results {results}" in capsys.readouterr().out
+    sweep = Sweep.attach("s", results=results)
     status = _follow(sweep, quiet=False, interval=0.0)  # every poll, not every 30 s
     assert status.finished
     lines = capsys.readouterr().err.splitlines()

@@ -542,7 +542,10 @@ def test_a_second_cli_start_says_already_running(
     target = ["--results", str(tmp_path / "results")]
     try:
         assert main(["experiment", "start", str(spec_file), *target]) == 0
-        assert capsys.readouterr().out.startswith("started cartpole-ppo (local)")
+        out = capsys.readouterr().out
+        assert out.startswith("started cartpole-ppo (local)")
+        # the commands it suggests find the experiment: they carry --results
+        assert f"rlcloud experiment status cartpole-ppo --results {tmp_path / 'results'}" in out, out
         assert main(["experiment", "start", str(spec_file), *target]) == 0
         out = capsys.readouterr().out
         assert out.startswith("cartpole-ppo is already running (local); nothing was started"), out
@@ -884,7 +887,9 @@ def test_a_start_never_writes_through_a_link_in_the_run_directory(
 
 
 @pytest.mark.processes
-def test_ctrl_c_on_a_followed_run_stops_it_and_says_how_to_resume(tmp_path: Path, standin_python: Path) -> None:
+def test_ctrl_c_on_a_followed_run_stops_it_and_says_how_to_resume(
+    tmp_path: Path, standin_python: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     spec_file = tmp_path / "live.yaml"
     spec_file.write_text(_spec("live").to_yaml())
     results = str(tmp_path / "results")
@@ -921,3 +926,14 @@ def test_ctrl_c_on_a_followed_run_stops_it_and_says_how_to_resume(tmp_path: Path
     assert f"rlcloud experiment run {spec_file} --results {results}" in out
     assert f"or in the background: rlcloud experiment resume live --results {results}" in out
     assert not any(_alive(pid) for pid in _runners(_workdir(tmp_path, "live")))
+    # the background way: resume says how to follow it, with the flags that find it
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys, "executable", str(standin_python))
+        patch.setenv("STANDIN_EPISODES", "100000")
+        assert main(["experiment", "resume", "live", "--results", results]) == 0
+        try:
+            assert capsys.readouterr().out == (
+                f"resumed live in the background; follow it with: rlcloud attach live --results {results}\n"
+            )
+        finally:
+            assert main(["experiment", "stop", "live", "--results", results]) == 0

@@ -107,7 +107,11 @@ def start(args: argparse.Namespace) -> int:
         print(f"{exp.name} is already running ({exp.backend.kind}); nothing was started. results: {exp.location}")
     else:
         print(f"started {exp.name} ({exp.backend.kind}); results: {exp.location}")
-    print(f"follow it with: rlcloud experiment status {exp.name}   |   rlcloud experiment logs {exp.name} -f")
+    from rlcloud.cli._common import command_line
+
+    flags = target_flags(args)  # what finds it again: a --results or a cluster's flags
+    status, logs = (command_line(["experiment", verb, exp.name, *flags]) for verb in ("status", "logs"))
+    print(f"follow it with: {status}   |   {logs} -f")
     return EXIT_OK
 
 
@@ -265,7 +269,10 @@ def resume(args: argparse.Namespace) -> int:
     if not exp.resume():
         print(exp.nothing_to_do)
         return EXIT_OK
-    print(f"resumed {args.name}")
+    from rlcloud.cli._common import command_line
+
+    attach = command_line(["attach", args.name, *target_flags(args)])
+    print(f"resumed {args.name} in the background; follow it with: {attach}")
     return EXIT_OK
 
 

@@ -142,7 +142,12 @@ def start(args: argparse.Namespace) -> int:
     sweep.start()
     what = "is already running" if sweep.already_running else "started"
     print(f"{sweep.name} {what}: {sweep.spec.num_trials} trials; results: {sweep.location}")
-    print(f"follow it with: rlcloud sweep status {sweep.name}   |   rlcloud sweep results {sweep.name}")
+    from rlcloud.cli._common import command_line
+    from rlcloud.cli.experiment import target_flags
+
+    flags = target_flags(args)  # what finds it again: a --results or a cluster's flags
+    status, results = (command_line(["sweep", verb, sweep.name, *flags]) for verb in ("status", "results"))
+    print(f"follow it with: {status}   |   {results}")
     return EXIT_OK
 
 
