@@ -346,6 +346,22 @@ def test_references_inside_the_places_still_resolve(project: Path) -> None:
     assert load_spec(_experiment_file(project, "ppo")).agent["type"] == "ppo"  # type: ignore[union-attr]
 
 
+def test_a_reference_up_into_the_project_is_refused_with_the_path_that_works(project: Path) -> None:
+    (project / "rlcloud.yaml").write_text("results: ./rlcloud-results\n")  # `rlcloud init` made the project
+    (project / "agents").mkdir()
+    (project / "agents" / "a.yaml").write_text("type: dqn\nmemory: 100\n")
+    (project / "mine").mkdir()  # not a configs tree's folder: its references stay in it
+    spec = project / "mine" / "exp.yaml"
+    write = "name: demo\nenvironment: {{type: gym, level: CartPole-v1}}\nagent: {}\nepisodes: 5\n".format
+    spec.write_text(write("../agents/a.yaml"))
+    error = spec_error(lambda: load_spec(spec))
+    assert "points outside" in str(error)
+    # what a new user writes from mine/; the same file named from the project's directory is read
+    assert "name it from the project's directory instead: 'agents/a.yaml'" in str(error), error
+    spec.write_text(write("agents/a.yaml"))
+    assert load_spec(spec).agent["type"] == "dqn"  # type: ignore[union-attr]
+
+
 def test_bundled_configs_are_the_last_lookup_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)  # no ./configs here
     spec = tmp_path / "exp.yaml"

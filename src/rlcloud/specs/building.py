@@ -170,11 +170,24 @@ def _resolve_reference(value: str, kind: str, base_dir: Path) -> Path | None:
                     kind,
                     f"the file reference {excerpt(value)} points outside the places a spec may read from: the "
                     "spec file's directory, the project's files (not hidden ones), ./configs and rlcloud's bundled "
-                    "configs (copy the file there)",
+                    "configs (copy the file there" + _from_the_project(value, base_dir, project) + ")",
                 )
             ]
         )
     return None
+
+
+def _from_the_project(value: str, base_dir: Path, project: Path) -> str:
+    """``; or name it from the project's directory instead: 'examples/x.yaml'`` when ``value``, read from the
+    spec's directory, is a file of the project: a project file is read by its path from the project, and
+    ``../examples/x.yaml`` from a spec in the project's ``mine/`` is what people write first."""
+    try:
+        candidate = Path(os.path.realpath(base_dir / value))
+        if not (_in_project(candidate, project) and candidate.is_file()):
+            return ""
+    except (OSError, ValueError):
+        return ""
+    return f", or name it from the project's directory instead: {str(candidate.relative_to(project))!r}"
 
 
 #: Longest file reference read as a path: longer strings are values, not file names (PATH_MAX is 4096).
