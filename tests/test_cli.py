@@ -751,3 +751,22 @@ def test_command_descriptions_are_dedented_as_argparse_shows_them(capsys: pytest
     with pytest.raises(SystemExit):
         main(["experiment", "run", "--help"])
     assert "a live progress bar on a terminal, a plain progress\nline every 30 s" in capsys.readouterr().out
+
+
+def test_output_formats_are_honoured_or_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from rlcloud.cli._common import print_data
+    from rlcloud.errors import SpecError
+
+    results = tmp_path / "results"
+    (results / "lr" / ".rlcloud-sweep").mkdir(parents=True)  # what a local sweep leaves: its state
+    (results / "lr" / ".rlcloud-sweep" / "state.json").write_text("{}")
+    capsys.readouterr()
+    assert main(["sweep", "list", "--results", str(results), "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == [{"name": "lr"}]  # JSON, not a bare name
+    assert main(["sweep", "list", "--results", str(results), "-o", "csv"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["name", "lr"]
+    print_data([{"check": "quota", "status": "ok"}], "csv")  # rows of a table: CSV
+    assert capsys.readouterr().out.splitlines() == ["check,status", "quota,ok"]
+    with pytest.raises(SpecError) as info:  # a status is nested: CSV cannot hold it, JSON was printed instead
+        print_data({"name": "x", "roles": [{"role": "single"}]}, "csv")
+    assert info.value.fields == ["-o"] and "use -o json or -o yaml" in str(info.value)

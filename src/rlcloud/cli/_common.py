@@ -192,7 +192,33 @@ def output_format(args: argparse.Namespace, default: str = "table") -> str:
 
 
 def print_data(data: object, fmt: str) -> None:
-    """JSON or YAML of plain data on stdout (for -o json|yaml)."""
+    """JSON, YAML or CSV of plain data on stdout (for -o json|yaml|csv). CSV holds rows of a table only (a
+    list of flat mappings); nested data (a status, with its roles or trials) raises SpecError naming -o: it
+    was silently printed as JSON."""
+    if fmt == "csv":
+        from rlcloud.errors import SpecError, SpecProblem
+
+        flat = isinstance(data, list) and all(
+            isinstance(row, dict) and not any(isinstance(v, dict | list) for v in row.values()) for row in data
+        )
+        if not flat:
+            raise SpecError(
+                [
+                    SpecProblem(
+                        "-o",
+                        "CSV holds rows of a table; this command's output is nested: use -o json or -o yaml",
+                        "csv",
+                    )
+                ]
+            )
+        import csv
+
+        rows: list[dict[str, Any]] = data  # type: ignore[assignment]
+        fields = list(dict.fromkeys(key for row in rows for key in row))
+        writer = csv.DictWriter(sys.stdout, fieldnames=fields, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+        return
     if fmt == "yaml":
         import yaml
 

@@ -200,10 +200,15 @@ def stop(args: argparse.Namespace) -> int:
 @command("sweep list", "List the sweeps.", "rlcloud sweep list --results gs://my-bucket/rl", args=[*TARGET])
 def list_(args: argparse.Namespace) -> int:
     """Names of the sweeps on the target."""
-    from rlcloud.cli._common import shown
+    from rlcloud.cli._common import output_format, print_data, shown
     from rlcloud.sweep import Sweep
 
-    for name in Sweep.list(cluster=_cluster_from_args(args), results=args.results):
+    names = Sweep.list(cluster=_cluster_from_args(args), results=args.results)
+    fmt = output_format(args)
+    if fmt != "table":  # -o json|yaml|csv: rows, as `experiment list` gives
+        print_data([{"name": name} for name in names], fmt)
+        return EXIT_OK
+    for name in names:
         print(shown(name))
     return EXIT_OK
 
