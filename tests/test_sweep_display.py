@@ -82,6 +82,16 @@ def test_the_cli_table_counts_the_trials_in_words() -> None:
     assert status.counts_text() == "4 trials: 1 succeeded, 1 running, 2 queued"
 
 
+def test_a_stopped_sweep_is_as_far_done_as_its_trials_got() -> None:
+    # Ctrl-C or `sweep stop` at a quarter of the work: the trials resume from there, nothing is 100% done
+    at = {"state": "stopped", "timestep": 2_500}
+    status = SweepStatus(name="s", state="stopped", trials=[_trial(0, "stopped", at), _trial(1, "stopped", at)])
+    assert status.vitals["percent"] == 25.0
+    done = {"state": "succeeded", "timestep": 10_000}  # finished trials count whole: succeeded, failed, early
+    status = SweepStatus(name="s", state="stopped", trials=[_trial(0, "succeeded", done), _trial(1, "stopped", at)])
+    assert status.vitals["percent"] == 62.5
+
+
 def test_a_trial_without_progress_for_its_stall_timeout_shows_stalled() -> None:
     old = time.time() - 3600
     progress = {"state": "running", "timestep": 10, "updated": old, "advanced_at": old, "stall_timeout": 60}

@@ -326,16 +326,21 @@ class SweepStatus:
     @property
     def vitals(self) -> dict[str, Any]:
         """The sweep's figures from its trials': ``percent`` (of all trials' work, a finished trial counting
-        whole; null unless every trial's goal is known), ``eta_s`` (the work left at the running trials'
-        summed steps/s), ``best_return``, ``restarts``, ``stalled`` (trials), ``cost_usd`` (the reaper's measure,
-        else the trials' sum; null unless known for every trial that ran), ``budget_usd``, ``budget_percent``."""
+        whole, a stopped one as far as it got; null unless every trial's goal is known), ``eta_s`` (the work
+        left at the running trials' summed steps/s), ``best_return``, ``restarts``, ``stalled`` (trials),
+        ``cost_usd`` (the reaper's measure, else the trials' sum; null unless known for every trial that ran),
+        ``budget_usd``, ``budget_percent``."""
         from rlcloud.budget import figures as budget_figures
 
         figures = [t.vitals for t in self.trials]
         goals = [t.goal for t in self.trials]
         percent = eta = None
         if self.trials and all(goals):
-            shares = [100.0 if t.finished else (f["percent"] or 0.0) for t, f in zip(self.trials, figures, strict=True)]
+            # a stopped trial (Ctrl-C, `sweep stop`) resumes where it got to: it counts at its own share
+            shares = [
+                100.0 if t.finished and t.state != "stopped" else (f["percent"] or 0.0)
+                for t, f in zip(self.trials, figures, strict=True)
+            ]
             percent = round(sum(shares) / len(shares), 1)
             rate = sum(f["steps_per_second"] or 0.0 for f in figures)
             if self.state == "running" and rate > 0 and all(g is not None and g[0] == "timestep" for g in goals):
