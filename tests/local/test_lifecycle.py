@@ -473,6 +473,21 @@ def test_pause_resume_and_stop_of_a_finished_run_do_nothing_and_say_so(
 
 
 @pytest.mark.processes
+def test_download_draws_no_bar_without_a_terminal_or_with_quiet(
+    make_backend: Callable[..., LocalBackend], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _finished_run(make_backend, tmp_path, "done")
+    capsys.readouterr()
+    target = ["--results", str(tmp_path / "results")]
+    for quiet in ([], ["-q"]):  # stderr here is no terminal: a bar's redraws would fill a CI log
+        dest = tmp_path / f"copy{len(quiet)}"
+        assert main(["experiment", "download", "done", "--dest", str(dest), *quiet, *target]) == 0
+        out, err = capsys.readouterr()
+        assert out == f"results of done in {dest}\n" and err == "", err
+        assert (dest / "metrics.jsonl").is_file()
+
+
+@pytest.mark.processes
 def test_the_cli_says_a_finished_run_has_nothing_to_pause_resume_or_stop(
     make_backend: Callable[..., LocalBackend], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -434,7 +434,11 @@ def attach(args: argparse.Namespace) -> int:
 )
 def download(args: argparse.Namespace) -> int:
     """Download an experiment's results (incremental, checksums verified)."""
-    dest = _experiment(args).download(args.dest)
+    import sys
+
+    # a bar on a terminal only: without one (CI, nohup) its redraws are one long line of noise; -q: none
+    bar = not args.quiet and sys.stderr.isatty()
+    dest = _experiment(args).download(args.dest, progress=bar)
     print(f"results of {args.name} in {dest}")
     return EXIT_OK
 
