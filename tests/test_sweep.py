@@ -155,7 +155,7 @@ def test_a_problem_every_trial_shares_is_said_once() -> None:
     with pytest.raises(SpecError) as info:
         sweep.trials()
     assert info.value.fields == ["parameters.learning_rate"], info.value  # not once per trial
-    assert "every trial (4): unknown field" in str(info.value)
+    assert "every trial (4): unknown field; did you mean 'agent.learning_rate'?" in str(info.value)
     seeds = _sweep(parameters={"num_workers": [2, 0, -1]}, seeds=3)  # two bad values, three seeds each
     with pytest.raises(SpecError) as info:
         seeds.trials()

@@ -320,7 +320,7 @@ class SweepSpec(StrictModel):
                 [
                     SpecProblem(
                         f"parameters.{field}",
-                        f"{_which_trials(found, len(names))}: {message}"
+                        f"{_which_trials(found, len(names))}: {_agent_hint(self.experiment.agent, field, message)}"
                         + ("" if len(values) == 1 else f" (got {', '.join(map(repr, values))})"),
                         values[0] if len(values) == 1 else None,
                     )
@@ -439,6 +439,21 @@ def _abbreviate(key: str) -> str:
 
 def _label_part(text: str) -> str:
     return re.sub(r"[^a-z0-9-]+", "-", text.lower().replace(".", "p").replace("+", "")).strip("-")
+
+
+def _agent_hint(agent: Any, field: str, message: str) -> str:
+    """``message``, for a parameter that is no experiment field but an argument of the experiment's agent
+    (``learning_rate``), with ``did you mean 'agent.learning_rate'?``: a grid's keys are dotted paths."""
+    from rlcloud.specs.tf06 import AGENT_ARGUMENTS
+
+    prefix = "unknown field"
+    agent_type = agent.get("type") if isinstance(agent, dict) else None
+    if "." in field or not message.startswith(prefix) or "did you mean" in message:
+        return message
+    required, optional = AGENT_ARGUMENTS.get(agent_type, ((), ())) if isinstance(agent_type, str) else ((), ())
+    if field not in (*required, *optional):
+        return message
+    return f"{prefix}; did you mean 'agent.{field}'?{message[len(prefix) :].lstrip(';')}"
 
 
 def _which_trials(names: list[str], of: int) -> str:
