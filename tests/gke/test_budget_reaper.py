@@ -86,9 +86,20 @@ class World:
     def start(self, spec: ExperimentSpec) -> float:
         """Start ``spec``; wait until its learner runs and has written progress; when its first pod started."""
         self.backend.start(spec, str(self.results))
-        eventually(lambda: self.kubelet.running(f"rlcloud.io/experiment={spec.name}"))
+        eventually(lambda: self.acknowledged(f"rlcloud.io/experiment={spec.name}"))
         eventually(lambda: (self.results / spec.name / "progress.json").exists())
         return self.pods_started(f"rlcloud.io/experiment={spec.name}")
+
+    def acknowledged(self, selector: str) -> list[str]:
+        """Pods ``selector`` picks that run and that the apiserver shows started (``startTime``, which the
+        fake kubelet writes just after it starts their process: a pod without one costs nothing yet)."""
+        running = set(self.kubelet.running(selector))
+        pods = self.apiserver.list_objects("Pod", NS, selector)
+        return [
+            p["metadata"]["name"]
+            for p in pods
+            if p["metadata"]["name"] in running and (p.get("status") or {}).get("startTime")
+        ]
 
     def pods_started(self, selector: str) -> float:
         """When the first of the pods ``selector`` picks started (their ``startTime``)."""
@@ -272,7 +283,7 @@ def test_a_distributed_run_over_its_budget_stops_its_learner_first_then_its_env_
     world.put_cluster()
     start = world.start(make_spec("distributed", 2, name="dist", budget=1))
     kubelet = world.kubelet
-    eventually(lambda: len(kubelet.running("rlcloud.io/experiment=dist")) == 3)
+    eventually(lambda: len(world.acknowledged("rlcloud.io/experiment=dist")) == 3)
     world.reap(start + 100 * H)
     for job in ("dist-agent", "dist-env"):
         assert world.suspended(job), job
