@@ -164,6 +164,9 @@ class LocalSweeps(LocalMachine, SweepCapable):
             overall, message = "failed", halted
         elif all(t.finished for t in trials):
             overall = "failed" if any(t.state == "failed" for t in trials) else "succeeded"
+            if overall == "succeeded" and any(t.state == "stopped" for t in trials):
+                # a stopped trial has more to train (Kubernetes sweeps say the same, k8s/sweeps.py)
+                overall, message = "stopped", "its trials were stopped: start the sweep again to go on"
         else:
             overall = "stopped"
             if not state.get("stop_requested"):
