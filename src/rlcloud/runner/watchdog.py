@@ -266,7 +266,7 @@ class PodHeartbeat:
 
 def _job_uid() -> str | None:
     """The Job's uid of a warm sweep pod (rlcloud.runenv.JOB_UID); None elsewhere."""
-    return os.environ.get(runenv.JOB_UID) or None
+    return runenv.RunnerEnv.from_env().job_uid
 
 
 def _previous_stalls(workdir: Path) -> int:
