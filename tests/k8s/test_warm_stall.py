@@ -22,7 +22,6 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from rlcloud.k8s.backend import KubernetesBackend
 from rlcloud.k8s.builders import SWEEP_HALTED_EXIT_CODE
 from rlcloud.runner import warm as runner_warm
 from rlcloud.runner import watchdog
@@ -36,10 +35,10 @@ from rlcloud.runner.watchdog import (
 )
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.k8s import test_warm_sweep
-from tests.k8s.test_backend import FAST_RETRY, kubelet_for
+from tests.k8s.test_backend import kubelet_for
 from tests.k8s.test_kubelet import eventually
 from tests.k8s.test_sweep_on_k8s import build, make_sweep
-from tests.k8s.test_warm_sweep import _pod_args, _record, _share
+from tests.k8s.test_warm_sweep import _backend, _pod_args, _record, _share
 
 #: the warm pod's environment (its sweep's results, its Job's uid), as test_warm_sweep's tests have it
 pod_env = test_warm_sweep.pod_env
@@ -172,19 +171,6 @@ def test_trials_that_stalled_again_count_toward_max_failures_as_one_signature(tm
 
 
 # ----------------------------------------------------------------------------- pods of the fake kubelet
-
-
-def _backend(api_client: client.ApiClient) -> KubernetesBackend:
-    return KubernetesBackend(
-        api_client,
-        namespace="rl",
-        image="rlcloud:test",
-        retry=FAST_RETRY,
-        poll_interval=0.2,
-        stop_timeout=60,
-        local_results=True,
-        warm_trials=True,
-    )
 
 
 def _env(**extra: str) -> dict[str, str]:
