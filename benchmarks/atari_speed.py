@@ -53,9 +53,11 @@ uint8 and float32 frames cost the same CPU (the wall-clock differences are the l
 of the memory. That servers4 was not the same learning: with several environments Tensorforce observes per
 episode and updates at most once per observe call (3 updates per 1,000 steps against 250; README "Atari").
 The runner now adds the missing updates (runner/updates.py); ``servers<N>-episodic`` measures without them.
-Measured 2026-11-26 at load average 2.6-4.1, memory 10,000 (steps/s after the first update; observe's ms per
-step; updates per 1,000 steps): rlcloud 52.8; 13.8; 250. servers4 51.9; 15.2; 250. servers4-episodic 556;
-0.2; 3. With the same learning the update (~84 % of a single-mode step on these 2 cores) sets the pace.
+Measured 2026-11-26, memory 10,000 (steps/s after the first update; observe's ms per step; updates per 1,000
+steps). At load average 1.6-1.8: rlcloud 113.8; 5.9; 250. servers2 121.7; 5.8; 250. servers4 127.6; 6.0;
+250 (1.12x). At load 2.6-4.1: rlcloud 52.8; 13.8; 250. servers4 51.9; 15.2; 250. servers4-episodic 556;
+0.2; 3. With the same learning the update sets the pace: with act and the environment free, one learner on
+2 cores would reach at most (2.5 + 0.4 + 5.9) / 5.9 = 1.49x single mode.
 """
 
 from __future__ import annotations
