@@ -31,6 +31,7 @@ __all__ = [
     "SweepCapable",
     "SweepStatus",
     "TrialStatus",
+    "span",
     "stalled_for",
     "sweep_capable",
     "sweep_html",
@@ -395,8 +396,8 @@ _HTML_COLORS = {
 }
 
 
-def _duration(seconds: float) -> str:
-    # the same short form as rlcloud.experiment.span (a layer above this one)
+def span(seconds: float) -> str:
+    """A short length of time for people: ``45 s``, ``12 min``, ``3.5 h``."""
     if seconds < 120:
         return f"{seconds:.0f} s"
     if seconds < 7200:
@@ -440,7 +441,7 @@ def sweep_html(status: SweepStatus, rows: Sequence[tuple[str, str]] = ()) -> str
         done = figures["percent"]
         head.append(("progress", f"<progress value='{done}' max='100'></progress> {esc(f'{done:.1f}%')}"))
     if figures["eta_s"] is not None:
-        head.append(("ETA", esc(_duration(figures["eta_s"]))))
+        head.append(("ETA", esc(span(figures["eta_s"]))))
     if figures["best_return"] is not None:
         head.append(("best return", esc(_figure(figures["best_return"]))))
     if figures["stalled"]:
@@ -463,7 +464,7 @@ def sweep_html(status: SweepStatus, rows: Sequence[tuple[str, str]] = ()) -> str
         if percent is not None:
             done = f"<progress value='{percent}' max='100'></progress> {percent:.0f}%"
         params = ", ".join(f"{key}={value}" for key, value in trial.params.items())
-        eta = _duration(v["eta_s"]) if v["eta_s"] is not None and trial.state == "running" else "-"
+        eta = span(v["eta_s"]) if v["eta_s"] is not None and trial.state == "running" else "-"
         values = (
             esc(str(trial.index)),
             esc(trial.name),

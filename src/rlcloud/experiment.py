@@ -19,6 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlcloud.backend import span
 from rlcloud.errors import WaitTimeoutError
 from rlcloud.results import DEFAULT_RESULTS, is_gcs, results_location, results_root
 from rlcloud.waiting import poll_until
@@ -536,15 +537,6 @@ def cost_text(figures: dict[str, Any]) -> str:
         return f"{text} (estimate)"
     percent = figures.get("budget_percent")
     return f"{text} of ${budget:.2f} budget" + (f" ({percent:.0f}%)" if percent is not None else "")
-
-
-def span(seconds: float) -> str:
-    """A short length of time for people: ``45 s``, ``12 min``, ``3.5 h``."""
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 def display_rate(status: ExperimentStatus) -> float | None:

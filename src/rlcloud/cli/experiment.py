@@ -401,7 +401,7 @@ def _show(value: Any, key: str = "") -> str:
     if value is None:
         return "-"
     if key.endswith("_s") and isinstance(value, int | float):
-        from rlcloud.experiment import span
+        from rlcloud.backend import span
 
         return span(value)
     if isinstance(value, float):

@@ -244,7 +244,7 @@ def sweep_table(status: Any) -> Any:
 
 def _vitals_text(figures: dict[str, Any]) -> str:
     """The sweep's figures for its table's title: ``  40% done · ETA 12 min · best return 195.0``."""
-    from rlcloud.experiment import span
+    from rlcloud.backend import span
 
     parts = []
     if figures["percent"] is not None:
