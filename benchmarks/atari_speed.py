@@ -63,17 +63,12 @@ steps). At load average 1.6-1.8: rlcloud 113.8; 5.9; 250. servers2 121.7; 5.8; 2
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import resource
-import shutil
-import socket
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -81,32 +76,6 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "space_invaders_dqn.yaml"
 SKIP_BEFORE = 10  # the first act/observe calls trace their graphs
 SKIP_AFTER = 8  # the first update runs its graph for the first time
-
-
-@contextlib.contextmanager
-def _env_servers(spec: Any, count: int) -> Iterator[list[str]]:
-    """``count`` local env-server processes (``python -m rlcloud.runner --role env-server``) of the spec."""
-    workdir = Path(tempfile.mkdtemp(prefix="rlcloud-atari-servers-"))
-    (workdir / "spec.yaml").write_text(spec.to_yaml())
-    procs, addresses = [], []
-    try:
-        for index in range(count):
-            with socket.socket() as probe:
-                probe.bind(("127.0.0.1", 0))
-                port = probe.getsockname()[1]
-            env = {**os.environ, "RLCLOUD_PORT": str(port), "RLCLOUD_BIND_HOST": "127.0.0.1"}
-            command = [sys.executable, "-m", "rlcloud.runner", "--role", "env-server", "--index", str(index)]
-            command += ["--spec", str(workdir / "spec.yaml"), "--workdir", str(workdir)]
-            procs.append(subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-            addresses.append(f"127.0.0.1:{port}")
-        yield addresses
-    finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=10)
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def one(variant: str, memory: int, after: int, episode_cap: int, budget: float, seed: int) -> dict[str, Any]:
@@ -124,7 +93,9 @@ def one(variant: str, memory: int, after: int, episode_cap: int, budget: float, 
     count = int(variant.removeprefix("servers").removesuffix("-episodic"))
     spec = spec.replace(run_mode="distributed", num_workers=count)
     after *= count  # as many steps per environment as single mode's one
-    with _env_servers(spec, count) as addresses:
+    from runner_throughput import spec_env_servers
+
+    with spec_env_servers(spec, count) as addresses:
         from rlcloud.runner.remote import RemoteVectorEnv
 
         venv = RemoteVectorEnv(addresses, connect_timeout=180)

@@ -239,6 +239,14 @@ def local_env_servers(
         name="bench", environment=environment or CARTPOLE, agent=AGENT, seed=SEED, run_mode="distributed",
         num_workers=count, total_timesteps=1, envs_per_server=envs_per_server,
     )  # fmt: skip
+    with spec_env_servers(spec, count) as addresses:
+        yield addresses
+
+
+@contextlib.contextmanager
+def spec_env_servers(spec: Any, count: int) -> Iterator[list[str]]:
+    """``count`` env-server processes on 127.0.0.1 (``python -m rlcloud.runner --role env-server``) serving the
+    environment of ``spec`` (an ExperimentSpec); their addresses."""
     workdir = Path(tempfile.mkdtemp(prefix="rlcloud-bench-servers-"))
     (workdir / "spec.yaml").write_text(spec.to_yaml())
     procs, addresses = [], []
