@@ -356,7 +356,7 @@ def test_a_startup_probe_holds_liveness_back_until_it_succeeds_and_kills_a_runne
         "marker = pathlib.Path(sys.argv[1])\n"
         "if not marker.exists():\n"
         "    marker.touch(); print('first pod: never beats', flush=True)\n"
-        "    while True: time.sleep(0.1)\n"
+        "    import threading; threading.Event().wait()  # hangs before its first beat\n"
         "beat.parent.mkdir(parents=True, exist_ok=True)\n"
         "beat.write_text('0.5\\n')\n"
         "print('second pod: beat once, then stops itself', flush=True)\n"

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from rlcloud.runner.frames import FRAMES_VARIABLE, FrameCodec
-from tests.runner.training_process import TRAIN_STEPS, run_script
+from tests.runner.training_process import SPACE_INVADERS_SINGLE, TRAIN_STEPS, run_script
 
 _REPORT = textwrap.dedent(
     """
@@ -39,24 +39,10 @@ _REPORT = textwrap.dedent(
     """
 )
 
-CASE = {
-    # memory 200, episodes of at most 100 steps: updates start after 100 steps, the memory wraps twice.
-    "example": "examples/space_invaders_dqn.yaml",
-    "overrides": {
-        "run_mode": "single",
-        "num_workers": 1,
-        "seed": 5,
-        "max_timesteps_per_episode": 100,
-        "agent.memory": 200,
-        "agent.exploration.num_steps": 2000,
-    },
-    "steps": 450,
-}
-
 
 def _run(setting: str, dump: Path) -> dict[str, Any]:
     environ = dict(os.environ, **{FRAMES_VARIABLE: setting})
-    return run_script(TRAIN_STEPS + _REPORT, json.dumps(CASE), str(dump), environ=environ)
+    return run_script(TRAIN_STEPS + _REPORT, json.dumps(SPACE_INVADERS_SINGLE), str(dump), environ=environ)
 
 
 @pytest.mark.training

@@ -20,7 +20,7 @@ import pytest
 
 from rlcloud.runner.frames import FRAMES_VARIABLE
 from rlcloud.runner.inplace import INPLACE_VARIABLE, patched_methods, rewrite_source
-from tests.runner.training_process import TRAIN_STEPS, run_script
+from tests.runner.training_process import SPACE_INVADERS_SINGLE, TRAIN_STEPS, run_script
 
 _REPORT = textwrap.dedent(
     """
@@ -48,20 +48,7 @@ def _run(case: dict[str, Any], inplace: bool) -> dict[str, Any]:
 
 
 CASES = {
-    # The example's agent with a memory of 200 frames: episodes of at most 100 steps, so updates start
-    # after the first 100 (Tensorforce updates once an episode has ended) and the memory wraps twice.
-    "space-invaders-single": {
-        "example": "examples/space_invaders_dqn.yaml",
-        "overrides": {
-            "run_mode": "single",
-            "num_workers": 1,
-            "seed": 5,
-            "max_timesteps_per_episode": 100,
-            "agent.memory": 200,
-            "agent.exploration.num_steps": 2000,
-        },
-        "steps": 450,
-    },
+    "space-invaders-single": SPACE_INVADERS_SINGLE,
     "cartpole-dqn-4-envs": {
         "example": "examples/space_invaders_dqn.yaml",
         "overrides": {

@@ -52,6 +52,23 @@ TRAIN_STEPS = textwrap.dedent(
 )
 
 
+#: The Space Invaders example's agent with a memory of 200 frames, in single mode: episodes of at most 100
+#: steps, so updates start after the first 100 (Tensorforce updates once an episode has ended) and the memory
+#: wraps twice in 450 steps.
+SPACE_INVADERS_SINGLE: dict[str, Any] = {
+    "example": "examples/space_invaders_dqn.yaml",
+    "overrides": {
+        "run_mode": "single",
+        "num_workers": 1,
+        "seed": 5,
+        "max_timesteps_per_episode": 100,
+        "agent.memory": 200,
+        "agent.exploration.num_steps": 2000,
+    },
+    "steps": 450,
+}
+
+
 def run_script(script: str, *args: str, environ: Mapping[str, str]) -> dict[str, Any]:
     """Run ``script`` with ``args`` in a fresh Python process in the repository, with exactly ``environ``;
     assert it succeeded and return the JSON object of its last line of output."""
