@@ -159,6 +159,7 @@ LAYERS: list[tuple[str, ...]] = [
         "rlcloud.comparison",
         "rlcloud.validation",
         "rlcloud.smoke",
+        "rlcloud.policies",
     ),
     ("rlcloud.cli", "rlcloud.__main__"),
 ]

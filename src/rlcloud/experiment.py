@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
     from rlcloud.backend import ExperimentBackend, ExperimentStatus
     from rlcloud.cluster import Cluster
+    from rlcloud.policies import Video
+    from rlcloud.runner.policy import Policy
     from rlcloud.specs import ExperimentSpec
 
 __all__ = ["Experiment", "cost_text", "display_rate", "display_state", "span", "vitals_rows"]
@@ -412,6 +414,68 @@ class Experiment:
         store = self._store()
         return plot_returns(read_metrics(store), read_evaluation(store), title=self.name, window=window, path=path)
 
+    # ----------------------------------------------------------------------------------- the policy
+
+    def _trained_spec(self) -> ExperimentSpec:
+        """The spec the run trained with: its spec of record when there is one (an attached run's, or one
+        resumed with a longer budget), else this experiment's own."""
+        from rlcloud.record import read_record
+        from rlcloud.specs import ExperimentSpec
+
+        record = read_record(self._store())
+        return ExperimentSpec.from_dict(record) if record else self.spec
+
+    def agent(self, checkpoint: str | None = None) -> Policy:
+        """The trained agent, restored from the latest complete checkpoint (or ``checkpoint``, e.g.
+        ``"ckpt-000000050000"``) wherever the results are (a directory, ``gs://``, a sweep's trial).
+
+        Returns a :class:`rlcloud.runner.policy.Policy`: ``.act(state)`` acts deterministically as the
+        run's evaluation did, ``.episodes(n)`` plays episodes in the run's environment (same wrappers and
+        limits), ``.agent`` is the Tensorforce agent itself. Needs the runner extra (TensorFlow).
+
+        Raises:
+            SpecError: the run has no complete checkpoint, or not the one named.
+        """
+        from rlcloud.policies import load
+
+        return load(self._trained_spec(), self._store(), self.location, checkpoint)
+
+    def export(self, path: str | Path, *, format: str = "saved-model", checkpoint: str | None = None) -> Path:
+        """Export the trained policy to the directory ``path``: a TensorFlow SavedModel (Tensorforce's own
+        export of its act function, loadable with ``tf.saved_model.load`` and no rlcloud) and
+        ``rlcloud-policy.json`` beside it (the spec of record, the checkpoint, the environment). Returns the
+        SavedModel's directory."""
+        if format != "saved-model":
+            from rlcloud.errors import SpecError, SpecProblem
+
+            raise SpecError([SpecProblem("format", "the one export format is 'saved-model'", format)])
+        with self.agent(checkpoint) as policy:
+            return policy.export(path)
+
+    def video(
+        self,
+        path: str | Path,
+        *,
+        episodes: int = 1,
+        checkpoint: str | None = None,
+        seed: int | None = None,
+        fps: int = 50,
+        progress: bool = True,
+    ) -> Video:
+        """Render ``episodes`` episodes of the trained policy to ``path``: a GIF or an MP4 by its suffix (MP4
+        needs the video extra). ``seed`` defaults to the run's evaluation seed, so the first episode is the
+        one the run's first evaluation played. Returns a :class:`rlcloud.policies.Video` (the returns and
+        lengths; it shows inline in a notebook). At most 2,500 frames (runner/policy.py's ``MAX_FRAMES``)."""
+        from rlcloud.policies import render
+
+        with self.agent(checkpoint) as policy:
+            bar = _tqdm_steps(f"video {self.name}") if progress else None
+            try:
+                return render(policy, path, episodes=episodes, seed=seed, fps=fps, progress=bar)
+            finally:
+                if bar is not None:
+                    bar(-1)
+
     # --------------------------------------------------------------------------------- finding them again
 
     @classmethod
@@ -628,5 +692,22 @@ def _tqdm_bytes(desc: str) -> Callable[[int, int], None]:
         bar.refresh()
         if done >= total:
             bar.close()
+
+    return update
+
+
+def _tqdm_steps(desc: str) -> Callable[[int], None]:
+    """A progress callback (steps so far; -1 closes it) drawing a tqdm counter."""
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=None, unit="step", desc=desc, leave=False, mininterval=1.0)
+
+    def update(steps: int) -> None:
+        if steps < 0:
+            bar.close()
+            return
+        bar.n = steps
+        if steps % 50 == 0:
+            bar.refresh()
 
     return update

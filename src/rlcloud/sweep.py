@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from rlcloud.cluster import Cluster
     from rlcloud.comparison import Best
     from rlcloud.experiment import Experiment
+    from rlcloud.policies import Video
     from rlcloud.specs.sweep import SweepSpec
 
 __all__ = ["Sweep"]
@@ -318,6 +319,42 @@ class Sweep:
         from rlcloud.comparison import best
 
         return best(self.results(**options), statistic=statistic)
+
+    def trial(self, name: str) -> Experiment:
+        """The trial ``name`` (e.g. ``"lr3e-4--seed2"``) as an Experiment reading its results.
+
+        Raises:
+            NotFoundError: the sweep has no trial of that name (the message lists a few that it has).
+        """
+        from rlcloud.errors import NotFoundError
+
+        runs = self.experiments()
+        for exp in runs:
+            if exp.name == name:
+                return exp
+        some = ", ".join(exp.name for exp in runs[:5])
+        raise NotFoundError(f"sweep {self.name} has no trial {name!r} (it has {len(runs)}: {some}...)")
+
+    def best_trial(self, statistic: str = "iqm", **options: Any) -> Experiment:
+        """The best configuration's (:meth:`best`) best trial: its seed with the highest objective."""
+        from rlcloud.comparison import best
+        from rlcloud.errors import NotFoundError
+
+        table = self.results(**options)
+        chosen = best(table, statistic=statistic)
+        rows = table
+        for key, value in chosen.parameters.items():
+            rows = rows[rows[key] == value]
+        rows = rows[rows["objective"].notna()]
+        if rows.empty:
+            raise NotFoundError(f"sweep {self.name} has no finished trial with an objective")
+        location = rows.loc[rows["objective"].idxmax(), "location"]
+        return next(exp for exp in self.experiments(started=True) if exp.location == location)
+
+    def video(self, path: str | Path, *, episodes: int = 1, **options: Any) -> Video:
+        """A video of the best configuration's best trial (:meth:`best_trial`); ``options`` go to
+        :meth:`rlcloud.Experiment.video` (checkpoint, seed, fps, progress)."""
+        return self.best_trial().video(path, episodes=episodes, **options)
 
     def plot(self, path: str | Path | None = None, **options: Any) -> Figure:
         """Mean return per configuration over seeds, with a 95% confidence band (a matplotlib Figure;

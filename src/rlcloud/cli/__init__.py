@@ -68,6 +68,8 @@ _TABLE: tuple[tuple[str, str], ...] = (
     ("experiment", "stop"),
     ("experiment", "attach"),
     ("experiment", "download"),
+    ("experiment", "export"),
+    ("experiment", "video"),
     ("experiment", "list_"),
     ("experiment", "SHORTCUTS"),
     ("experiment", "tensorboard"),

@@ -443,6 +443,81 @@ def download(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+CHECKPOINT = Arg("--checkpoint", metavar="NAME", help="a checkpoint (ckpt-...) instead of the latest complete one")
+
+
+def _policy_run(args: argparse.Namespace) -> Any:
+    """The run NAME names: an experiment, a sweep's trial (SWEEP/TRIAL), or a sweep (its best
+    configuration's best trial)."""
+    from rlcloud.errors import NotFoundError, UnsupportedError
+    from rlcloud.sweep import Sweep
+
+    name, _, trial = args.name.partition("/")
+    if not trial:
+        try:
+            return _experiment(args)
+        except NotFoundError:
+            pass
+    try:
+        sweep = Sweep.attach(name, cluster=_cluster_from_args(args), results=args.results)
+    except (NotFoundError, UnsupportedError):
+        raise NotFoundError(f"no experiment or sweep named {name!r}") from None
+    return sweep.trial(trial) if trial else sweep.best_trial()
+
+
+@command(
+    "experiment export",
+    "Export a run's trained policy as a TensorFlow SavedModel.",
+    "rlcloud experiment export cartpole-ppo ./cartpole-policy",
+    args=[
+        Arg("name", metavar="NAME", help="experiment name, SWEEP/TRIAL, or a sweep (its best trial)"),
+        Arg("dest", metavar="DIR", help="a new directory for the SavedModel and rlcloud-policy.json"),
+        CHECKPOINT,
+        *TARGET,
+    ],
+)
+def export(args: argparse.Namespace) -> int:
+    """Restore the run's latest complete checkpoint (or --checkpoint) and write its policy as a SavedModel
+    (Tensorforce's act function: loads with tf.saved_model.load, no rlcloud needed) plus rlcloud-policy.json
+    (the spec of record, the checkpoint, the environment). Needs the runner extra (TensorFlow)."""
+    saved = _policy_run(args).export(args.dest, checkpoint=args.checkpoint)
+    print(f"policy of {args.name} in {saved} (with {saved.parent / 'rlcloud-policy.json'})")
+    return EXIT_OK
+
+
+@command(
+    "experiment video",
+    "Render episodes of a run's trained policy to a GIF or an MP4.",
+    "rlcloud experiment video cartpole-ppo cartpole.gif --episodes 2",
+    args=[
+        Arg("name", metavar="NAME", help="experiment name, SWEEP/TRIAL, or a sweep (its best trial)"),
+        Arg("out", metavar="FILE", help="the video: .gif, or .mp4 (the video extra)"),
+        Arg("--episodes", default="1", metavar="N", help="episodes to play one after another (default 1)"),
+        Arg("--seed", metavar="N", help="the environment's seed (default: the run's evaluation seed)"),
+        Arg("--fps", default="50", metavar="N", help="frames per second (default 50, CartPole's own)"),
+        CHECKPOINT,
+        *TARGET,
+    ],
+)
+def video(args: argparse.Namespace) -> int:
+    """Play the trained policy deterministically (as the run's evaluation does) and write the frames as one
+    video. Prints each episode's return. At most 2,500 frames."""
+    import sys
+
+    from rlcloud.cli._common import whole_flag
+
+    episodes = whole_flag(args.episodes, "--episodes", 1, 100, "episodes")
+    seed = whole_flag(args.seed, "--seed", 0, 2**31 - 1, "a seed")
+    fps = whole_flag(args.fps, "--fps", 1, 240, "frames per second")
+    bar = not args.quiet and sys.stderr.isatty()
+    result = _policy_run(args).video(
+        args.out, episodes=episodes, seed=seed, fps=fps, checkpoint=args.checkpoint, progress=bar
+    )
+    returns = ", ".join(f"{r:g}" for r in result.returns)
+    print(f"{result.path}: {result.frames} frames, {len(result.returns)} episode(s), returns {returns}")
+    return EXIT_OK
+
+
 @command(
     "tensorboard",
     "Sync experiments' TensorBoard events and start one TensorBoard on all of them.",
