@@ -18,7 +18,7 @@ import html
 import os
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,7 +54,6 @@ class Video:
     lengths: list[int]
     checkpoint: str
     frames: int = 0
-    notes: list[str] = field(default_factory=list)
 
     def _repr_html_(self) -> str:
         caption = html.escape(

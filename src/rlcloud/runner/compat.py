@@ -44,6 +44,7 @@ from rlcloud.errors import RLCloudError
 __all__ = [
     "SUPPORTED_TF",
     "CompatError",
+    "TensorforceNoise",
     "import_tensorforce",
     "is_applied",
     "prepare_tensorflow",
@@ -55,6 +56,17 @@ logger = logging.getLogger(__name__)
 SUPPORTED_TF: tuple[tuple[int, int], tuple[int, int]] = ((2, 13), (2, 21))
 
 _lock = threading.Lock()
+
+
+class TensorforceNoise(logging.Filter):
+    """Drops Tensorforce's "No min_value bound specified for state." (logged through the root logger for
+    every unbounded state, at every agent built): noise in a run's log and on a user's terminal."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """False for that one message."""
+        return not (record.name == "root" and "bound specified" in str(record.msg))
+
+
 _applied = False
 
 

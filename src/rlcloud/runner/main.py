@@ -41,6 +41,7 @@ from rlcloud.errors import SpecError
 from rlcloud.layout import child
 from rlcloud.roles import Role, role_label
 from rlcloud.runenv import RunnerEnv
+from rlcloud.runner.compat import TensorforceNoise
 from rlcloud.runner.lifeline import watch_parent
 
 if TYPE_CHECKING:  # loaded when the spec is: the pydantic models are not needed before that
@@ -111,12 +112,7 @@ def _setup_logging(role: str, index: int, debug: bool = False) -> None:
         # unbounded state; absl logs each checkpoint shard: noise in a run's log.
         for name in ("absl", "tensorflow", "h5py"):
             logging.getLogger(name).setLevel(logging.WARNING)
-        root.addFilter(_TensorforceNoise())
-
-
-class _TensorforceNoise(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.name == "root" and "bound specified" in str(record.msg))
+        root.addFilter(TensorforceNoise())
 
 
 def _load_spec(path: str) -> ExperimentSpec:

@@ -266,7 +266,7 @@ def load_policy(spec: ExperimentSpec, workdir: str | os.PathLike[str], checkpoin
     ``workdir`` holds the run's ``checkpoints/`` as the runner wrote them. A :class:`SpecError` names the
     checkpoint when there is none or the one named is not complete.
     """
-    from rlcloud.runner.compat import import_tensorforce
+    from rlcloud.runner.compat import TensorforceNoise, import_tensorforce
     from rlcloud.runner.inlining import inline_nested_functions
     from rlcloud.runner.kernels import choose_cpu_kernels
     from rlcloud.runner.saving import restore_agent
@@ -301,7 +301,12 @@ def load_policy(spec: ExperimentSpec, workdir: str | os.PathLike[str], checkpoin
     tensorforce = import_tensorforce()
     inline_nested_functions()
     kwargs = build_agent_kwargs(spec, shapes)  # type: ignore[arg-type]
-    agent = tensorforce.Agent.create(**kwargs)
+    noise = TensorforceNoise()
+    logging.getLogger().addFilter(noise)
+    try:
+        agent = tensorforce.Agent.create(**kwargs)
+    finally:
+        logging.getLogger().removeFilter(noise)
     try:
         restore_agent(agent, directory)
     except Exception:
