@@ -16,6 +16,8 @@ import nbformat
 import pandas as pd
 import pytest
 
+import rlcloud
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 NOTEBOOK = EXAMPLES / "quickstart.ipynb"
@@ -34,11 +36,11 @@ def _run_script(name: str, *args: str) -> subprocess.CompletedProcess[str]:
 def test_quickstart_help_and_argument_checks() -> None:
     done = _run_script("quickstart.py", "--help")
     assert done.returncode == 0, done.stderr
-    for option in ("--episodes", "--workers", "--results", "--plot"):
+    for option in ("--timesteps", "--episodes", "--workers", "--results", "--plot"):
         assert option in done.stdout
     bad = _run_script("quickstart.py", "--episodes", "0")
     assert bad.returncode == 2
-    assert "--episodes and --workers must be at least 1" in bad.stderr
+    assert "--timesteps, --episodes and --workers must be at least 1" in bad.stderr
 
 
 def test_quickstart_builds_the_experiment_it_describes(tmp_path: Path) -> None:
@@ -52,6 +54,16 @@ def test_quickstart_builds_the_experiment_it_describes(tmp_path: Path) -> None:
     assert (exp.spec.episodes, exp.spec.total_timesteps, exp.spec.evaluation) == (7, None, None)
     assert (exp.spec.run_mode, exp.spec.num_workers) == ("multi-threaded", 3)
     assert exp.location == str(tmp_path / "cartpole-quickstart")
+    # the defaults are the demo's run (the spec as it is); --workers 1 is one environment, as its help says
+    default = quickstart.make_experiment(quickstart.parse_args([])).spec
+    assert (default.run_mode, default.num_workers, default.total_timesteps, default.episodes) == (
+        "multi-threaded",
+        32,
+        72_000,
+        None,
+    )
+    one = quickstart.make_experiment(quickstart.parse_args(["--workers", "1", "--timesteps", "5000"])).spec
+    assert (one.run_mode, one.num_workers, one.total_timesteps) == ("single", 1, 5000)
     rows = pd.DataFrame({"return": [float(r) for r in range(1, 41)], "timestep": [10 * i for i in range(1, 41)]})
     assert quickstart.summarize(rows) == {"episodes": 40, "timesteps": 400, "first_mean": 10.5, "last_mean": 30.5}
 
@@ -191,3 +203,23 @@ def test_notebook_trains_cartpole_and_plots(tmp_path: Path) -> None:
     results = tmp_path / "cartpole-notebook"
     assert (results / "metrics.jsonl").read_text().count("\n") == episodes
     assert (results / "checkpoints" / "LATEST").is_file()
+
+
+def test_one_name_one_experiment_across_the_examples_and_init() -> None:
+    """A name a new user meets in the README's examples and in `rlcloud init`'s files is one experiment:
+    running init's file after the demo finds the demo's run, never a changed-run refusal."""
+    from rlcloud.specs import ExperimentSpec
+    from rlcloud.specs.identity import diff_specs
+
+    bundled = Path(rlcloud.__file__).parent / "configs" / "experiments"
+    by_name: dict[str, list[ExperimentSpec]] = {}
+    for path in [*EXAMPLES.glob("*.yaml"), *bundled.glob("*.yaml")]:
+        if "kind: Sweep" in path.read_text():
+            continue  # a sweep's trials are named under the sweep: <results>/<sweep>/<trial>
+        spec = ExperimentSpec.from_file(path)
+        by_name.setdefault(spec.name, []).append(spec)
+    shared = {name: specs for name, specs in by_name.items() if len(specs) > 1}
+    assert set(shared) >= {"cartpole-ppo", "space-invaders-dqn"}
+    for name, (first, *others) in shared.items():
+        for other in others:
+            assert diff_specs(first, other) == [], name
