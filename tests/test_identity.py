@@ -148,6 +148,34 @@ def test_a_record_is_compared_as_stored(tmp_path: Path) -> None:
     assert isinstance(info.value, SpecError)
 
 
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [({"total_timesteps": 5000}, "total_timesteps"), ({"total_timesteps": None, "episodes": 40}, "episodes")],
+)
+def test_a_resume_below_what_was_trained_is_refused_saying_so(
+    tmp_path: Path, change: dict[str, object], field: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = open_store(tmp_path / "ident")
+    create_record(store, _spec(total_timesteps=72_000))
+    store.write_text("progress.json", '{"state": "succeeded", "timestep": 72000, "episode": 366}')
+    with pytest.raises(SpecError) as info:
+        check_resume(store, _spec(**change))
+    assert [p.field for p in info.value.problems] == [field]
+    assert "has trained" in str(info.value) and ("72,000" in str(info.value) or "366" in str(info.value))
+    # a budget past what was trained, or the same one, resumes as before
+    assert [c.field for c in check_resume(store, _spec(total_timesteps=100_000)) or []] == ["total_timesteps"]
+    assert check_resume(store, _spec(total_timesteps=72_000)) == []
+    # the CLI: exit 2 naming the flag, nothing written
+    before = _tree(tmp_path)
+    spec_file = tmp_path / "ident.yaml"
+    spec_file.write_text(_spec(total_timesteps=72_000).to_yaml())
+    sets = [f"--set={key}={'null' if value is None else value}" for key, value in change.items()]
+    code = main(["experiment", "start", str(spec_file), *sets, "--results", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and "nothing to train" in err, err
+    assert _tree(tmp_path) == {**before, "ident.yaml": hashlib.sha256(spec_file.read_bytes()).hexdigest()}
+
+
 # ------------------------------------------------------------------- through the facade, with real runs
 
 

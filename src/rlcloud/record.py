@@ -111,7 +111,38 @@ def check_resume(store: Store, spec: ExperimentSpec) -> list[Change] | None:
     learning, other = split_changes(diff_specs(record, spec))
     if learning:
         raise ChangedRunError(spec.name, store.describe(), learning)
+    if any(c.field in ("total_timesteps", "episodes") for c in other):
+        _refuse_a_budget_already_trained(store, spec)
     return other
+
+
+def _refuse_a_budget_already_trained(store: Store, spec: ExperimentSpec) -> None:
+    """A resume whose new stop condition the run has already reached would train nothing, and its bar and
+    tables would show a total below what was trained ("72,000 of 5,000"): refused, saying what was trained."""
+    from rlcloud.errors import SpecError, SpecProblem
+    from rlcloud.storage.client import read_progress
+
+    try:
+        progress = read_progress(store)
+    except RLCloudError:  # an unreadable progress.json: the runner decides from its checkpoint
+        return
+    if progress is None:
+        return
+    for field, limit, done, unit in (
+        ("total_timesteps", spec.total_timesteps, progress.timestep, "timesteps"),
+        ("episodes", spec.episodes, progress.episode, "episodes"),
+    ):
+        if limit is not None and done is not None and done >= limit:
+            raise SpecError(
+                [
+                    SpecProblem(
+                        field,
+                        f"{spec.name} has trained {done:,} {unit} already: a resume up to {limit:,} has nothing "
+                        f"to train. Give a larger {field} to train on, or a new name for a new run",
+                        limit,
+                    )
+                ]
+            )
 
 
 def create_record(store: Store, spec: ExperimentSpec) -> bool:
