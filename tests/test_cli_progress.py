@@ -307,3 +307,43 @@ def test_tensorboard_next_to_the_interpreter_is_found_before_path(
     assert tensorboard_executable() == str(elsewhere / "tensorboard")
     monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
     assert tensorboard_executable() is None
+
+
+@pytest.mark.training
+def test_one_steps_per_second_in_every_view(tmp_path: Path) -> None:
+    """The runner's figure is its timesteps over its training time, and the status table, the plain line,
+    the vitals of ``list`` and ``-o json`` (running or ended) all show that one figure."""
+    import json
+
+    from rlcloud.backend import vitals
+    from rlcloud.experiment import progress_line
+    from rlcloud.layout import ProgressRecord
+    from rlcloud.runner.loop import Trainer
+
+    spec = ExperimentSpec.from_file(SPEC, total_timesteps=640, evaluation=None, summary_frequency=None)
+    result = Trainer(spec, tmp_path).run()
+    progress = json.loads((tmp_path / "progress.json").read_text())
+    rate = progress["steps_per_second"]
+    assert rate == round(result.timesteps / result.elapsed, 1) == round(result.steps_per_second, 1)
+    assert rate * progress["elapsed"] == pytest.approx(progress["timestep"], rel=0.01)  # rate x time = steps
+    ended = status(state="succeeded", progress=progress)
+    assert display_rate(ended) == rate
+    assert vitals(progress, now=0.0, running=False)["steps_per_second"] == rate  # list and -o json
+    assert vitals(progress, now=0.0, running=True)["steps_per_second"] == rate
+    assert f"{rate:,.0f} steps/s" in progress_line(ended, 640, "timestep", 5.0)
+    assert ProgressRecord.of(progress).steps_per_second == rate
+
+
+def test_without_a_terminal_wait_writes_a_line_per_30_s_not_a_bar(capsys: pytest.CaptureFixture[str]) -> None:
+    from rlcloud.experiment import _PlainProgress, _shows_a_bar
+
+    assert not _shows_a_bar()  # pytest's captured stderr is no terminal, and no notebook kernel runs here
+    plain = _PlainProgress(ExperimentSpec.from_file(SPEC))
+    running = {"state": "running", "timestep": 250, "episode": 12, "mean_return": 21.5, "steps_per_second": 310.0}
+    for timestep in (250, 500, 750):  # polled every second: one line, not one frame per poll
+        plain(status(progress={**running, "timestep": timestep}))
+    plain(status(state="succeeded", progress={**running, "state": "succeeded", "timestep": 72000}))
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("cartpole-ppo: running · timestep 250/72,000") and "310 steps/s" in lines[0]
+    assert lines[1].startswith("cartpole-ppo: succeeded · timestep 72,000/72,000 (100%)")

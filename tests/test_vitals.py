@@ -106,7 +106,8 @@ def test_vitals_unknown_figures_are_none_and_an_ended_run_has_no_eta_or_rate() -
         "budget_percent": None,
     }
     ended = vitals(_progress(steps_per_second=100.0), now=NOW, goal=("timestep", 12000), running=False)
-    assert ended["eta_s"] is None and ended["steps_per_second"] is None and ended["percent"] == 25.0
+    # an ended run keeps its one figure (timesteps over training time): list, status and -o json agree
+    assert ended["eta_s"] is None and ended["steps_per_second"] == 100.0 and ended["percent"] == 25.0
     done = vitals(_progress(timestep=12000, steps_per_second=9.0), now=NOW, goal=("timestep", 12000))
     assert done["percent"] == 100.0 and done["eta_s"] == 0
     starting = vitals(_progress(state="starting", steps_per_second=50.0), now=NOW, goal=("timestep", 12000))

@@ -31,6 +31,7 @@ __all__ = [
     "SweepCapable",
     "SweepStatus",
     "TrialStatus",
+    "shown_rate",
     "span",
     "stalled_for",
     "sweep_capable",
@@ -69,6 +70,13 @@ def stalled_for(progress: Mapping[str, Any], now: float) -> float | None:
     return idle if idle >= timeout else None
 
 
+def shown_rate(record: ProgressRecord) -> float | None:
+    """The steps/s every view shows (status, list, bars, -o json): the runner's one figure, timesteps over
+    training time (runner/loop.py), for a running or an ended run alike; None while a run is starting, when
+    the figure is a previous attempt's."""
+    return None if record.state == "starting" else record.steps_per_second
+
+
 def vitals(
     progress: Mapping[str, Any],
     *,
@@ -93,8 +101,7 @@ def vitals(
     from rlcloud.budget import figures as budget_figures
 
     record = ProgressRecord.of(progress)
-    # a starting runner's figure is its previous process's, and an ended run has none
-    rate = record.steps_per_second if running and record.state != "starting" else None
+    rate = shown_rate(record)
     percent = eta = None
     if goal is not None and goal[1] > 0:
         unit, total = goal
@@ -106,7 +113,7 @@ def vitals(
             timestep, episode = record.count("timestep"), record.count("episode")
             if unit == "episode" and rate is not None:
                 per_second = rate * episode / timestep if timestep and episode else None
-            if per_second and done < total:
+            if per_second and done < total and running:
                 eta = round((total - done) / per_second)
             elif done >= total:
                 eta = 0

@@ -10,6 +10,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from rlcloud.experiment import PLAIN_INTERVAL_S, progress_line
+
 if TYPE_CHECKING:
     from rlcloud.backend import ExperimentStatus
     from rlcloud.experiment import Experiment
@@ -89,33 +91,6 @@ def summary_table(exp: Experiment, status: ExperimentStatus, elapsed: float) -> 
     if head:
         table.add_row("message", Text(head))
     return table
-
-
-#: Seconds between two plain progress lines when there is no terminal (CI, nohup, a pod's log).
-PLAIN_INTERVAL_S = 30.0
-
-
-def progress_line(status: ExperimentStatus, total: int | None, unit: str, elapsed: float) -> str:
-    """One plain line of progress, for logs without a terminal:
-    ``cartpole-ppo: running · timestep 12,000/72,000 (17%) · episode 150 · mean return 85.3 · 420 steps/s · 1:30``.
-    """
-    from rlcloud.experiment import display_rate, display_state
-
-    prog = status.progress
-    done = prog.get(unit)
-    amount = f"{unit} {_num(done)}"
-    if total:
-        amount += f"/{total:,}"
-        if isinstance(done, int | float):
-            amount += f" ({min(100.0, 100.0 * done / total):.0f}%)"
-    other = "episode" if unit == "timestep" else "timestep"
-    minutes, seconds = divmod(int(elapsed), 60)
-    hours, minutes = divmod(minutes, 60)
-    clock = f"{hours}:{minutes:02d}:{seconds:02d}" if hours else f"{minutes}:{seconds:02d}"
-    return (
-        f"{status.name}: {display_state(status)} · {amount} · {other} {_num(prog.get(other))} · "
-        f"mean return {_num(prog.get('mean_return'), '{:.1f}')} · {_num(display_rate(status))} steps/s · {clock}"
-    )
 
 
 def follow_experiment(

@@ -305,8 +305,6 @@ class Trainer:
         self._checkpoint: str | None = None
         self._checkpoint_at: float | None = None  # wall time the latest checkpoint was written
         self._returns: deque[float] = deque(maxlen=MEAN_WINDOW)
-        self._rate: deque[tuple[float, int]] = deque(maxlen=64)
-        self._timestep0: int | None = None  # the timestep this process started training at
         # The heartbeat: when the timestep (or an evaluation episode) last advanced, and where it stood then.
         self._advanced_at = time.time()
         self._advanced_timestep: int | None = None
@@ -508,8 +506,6 @@ class Trainer:
         last_save = (start, c.episode, c.timestep)
         last_summary = (start, c.timestep)
         last_tick = last_log = start
-        self._rate.append((start, c.timestep))
-        self._timestep0 = c.timestep
         # the training clock starts: a budget's supervisor counts on from this report (local/supervisor.py
         # training_seconds), not from the first one after the first act's tracing
         self._write_progress("running")
@@ -590,17 +586,16 @@ class Trainer:
                     last_save = (time.monotonic(), c.episode, c.timestep)
                 if now - last_tick >= _TICK_S:
                     last_tick = now
-                    self._rate.append((now, c.timestep))
                     self._write_progress("running")
                     self._call_hook("on_tick")
                     if now - last_log >= _LOG_S:
                         last_log = now
                         logger.info(
-                            "timestep %d, episode %d, mean return %s, %.0f steps/s",
+                            "timestep %d, episode %d, mean return %s, %s steps/s",
                             c.timestep,
                             c.episode,
                             _fmt(self._mean_return()),
-                            self._steps_per_second(),
+                            _fmt(self._steps_per_second()),
                         )
         finally:
             metrics.close()
@@ -813,14 +808,12 @@ class Trainer:
         """Mean return of the last 20 training episodes (None before the first episode ends)."""
         return self._mean_return()
 
-    def _steps_per_second(self) -> float:
-        if len(self._rate) < 2:
-            return 0.0
-        (t0, s0), (t1, s1) = self._rate[0], self._rate[-1]
-        # The window keeps the figure current (the last ~minute) rather than an average since start.
-        window = [(t, s) for t, s in self._rate if t1 - t <= 60.0]
-        t0, s0 = window[0]
-        return (s1 - s0) / (t1 - t0) if t1 > t0 else 0.0
+    def _steps_per_second(self) -> float | None:
+        """The run's one steps/s figure, every view's (status, list, bars, compare, logs): its timesteps over
+        its training time (``elapsed``: the training loop's clock over every attempt, evaluations and
+        checkpoints included, TensorFlow's import not), so that rate x time = timesteps; None before a step."""
+        c = self._counters
+        return c.timestep / c.elapsed if c.timestep > 0 and c.elapsed > 0 else None
 
     def _mark_starting(self) -> None:
         """progress.json says "starting" while TensorFlow loads and the agent is built (up to a minute), with
@@ -870,8 +863,7 @@ class Trainer:
             "timestep": c.timestep,
             "episode": c.episode,
             "mean_return": self._mean_return(),
-            # None ("-") until this process has made a step: a resumed run's 0 would read as "stuck"
-            "steps_per_second": (None if self._timestep0 in (None, c.timestep) else round(self._steps_per_second(), 1)),
+            "steps_per_second": None if (rate := self._steps_per_second()) is None else round(rate, 1),
             "updated": now,
             # the heartbeat (docs/contracts.md): status calls a run stalled when this is stall_timeout old
             "advanced_at": self._advanced_at,
@@ -905,7 +897,7 @@ class Trainer:
             episodes=c.episode,
             timesteps=c.timestep,
             elapsed=c.elapsed,
-            steps_per_second=self._steps_per_second(),
+            steps_per_second=self._steps_per_second() or 0.0,
             mean_return=self._mean_return(),
             checkpoint=self._checkpoint,
             stop_reason=self._stop_reason,
