@@ -299,10 +299,11 @@ def build_agent(spec: Any) -> None:
     A build error becomes a SpecProblem on ``agent`` (or ``agent.<argument>`` when Tensorforce names one).
     Imports TensorFlow: seconds, not milliseconds.
     """
+    import logging
     import os
 
     os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")  # a CPU build: a check must not take the GPU
-    from rlcloud.runner.compat import import_tensorforce
+    from rlcloud.runner.compat import TensorforceNoise, import_tensorforce
     from rlcloud.runner.loop import build_agent_kwargs, build_vector_env
 
     single = spec.model_copy(update={"run_mode": "single", "num_workers": 1})
@@ -310,6 +311,8 @@ def build_agent(spec: Any) -> None:
     try:
         tensorforce = import_tensorforce()
         kwargs = build_agent_kwargs(single, venv)
+        noise = TensorforceNoise()  # its "No min_value bound specified for state." for every unbounded state
+        logging.getLogger().addFilter(noise)
         try:
             agent = tensorforce.Agent.create(**kwargs)
         except Exception as exc:  # Tensorforce raises TensorforceError, AssertionError, ValueError, ...
@@ -322,6 +325,8 @@ def build_agent(spec: Any) -> None:
             where = f"agent.{named}" if named else "agent"
             message = f"Tensorforce cannot build the agent: {type(exc).__name__}: {exc}".rstrip(": ")
             raise SpecError([SpecProblem(where, message)]) from None
+        finally:
+            logging.getLogger().removeFilter(noise)
         agent.close()
     finally:
         venv.close()

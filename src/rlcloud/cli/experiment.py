@@ -537,8 +537,6 @@ def video(args: argparse.Namespace) -> int:
 def tensorboard(args: argparse.Namespace) -> int:
     """Sync the TensorBoard event files of each run locally and start one TensorBoard on them, each run
     under its own name (a sweep's trials as SWEEP/TRIAL)."""
-    import subprocess
-
     from rlcloud.cli._common import shown, whole_flag
 
     args.port = whole_flag(str(args.port), "--port", 1, 65535, "a TCP port")  # before anything is synced
@@ -551,9 +549,32 @@ def tensorboard(args: argparse.Namespace) -> int:
         if exe is None:
             print("(tensorboard is not installed here: pip install 'rlcloud[analysis]', then run it on these logdirs)")
         return EXIT_OK
-    if len(runs) == 1:
-        return subprocess.call([exe, "--logdir", str(runs[0][1]), "--port", str(args.port)])
-    return subprocess.call([exe, "--logdir_spec", spec, "--port", str(args.port)])
+    logdirs = ["--logdir", str(runs[0][1])] if len(runs) == 1 else ["--logdir_spec", spec]
+    return _run_tensorboard([exe, *logdirs, "--port", str(args.port)], verbose=args.verbose)
+
+
+def _run_tensorboard(command: list[str], *, verbose: int) -> int:
+    """Run TensorBoard in the foreground, its TensorFlow start-up chatter (INFO lines written before absl's
+    logging starts, CPU feature notes) left out of its stderr unless -v; its own lines pass as they come."""
+    import os
+    import subprocess
+    import sys
+
+    if verbose:
+        return subprocess.call(command)
+    from rlcloud.runner.compat import STARTUP_CHATTER
+
+    env = {"TF_CPP_MIN_LOG_LEVEL": "2", **os.environ}
+    with subprocess.Popen(command, stderr=subprocess.PIPE, env=env, text=True, errors="replace") as proc:
+        assert proc.stderr is not None
+        try:
+            for line in proc.stderr:
+                if not STARTUP_CHATTER.match(line):
+                    sys.stderr.write(line)
+                    sys.stderr.flush()
+        except KeyboardInterrupt:  # TensorBoard got the same SIGINT (one process group): let it finish
+            pass
+        return proc.wait()
 
 
 def _tensorboard_runs(args: argparse.Namespace) -> list[tuple[str, Any]]:

@@ -30,18 +30,23 @@ Nothing here imports TensorFlow at module level: ``import rlcloud`` stays light.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import os
+import re
 import sys
+import tempfile
 import threading
 import types
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 from rlcloud.errors import RLCloudError
 
 __all__ = [
+    "STARTUP_CHATTER",
     "SUPPORTED_TF",
     "CompatError",
     "TensorforceNoise",
@@ -97,6 +102,47 @@ def _check_tf_version(version: str) -> None:
         )
 
 
+#: What TensorFlow's C++ side writes to stderr at its import whatever TF_CPP_MIN_LOG_LEVEL says (absl logs
+#: before its InitializeLog go straight to stderr): the header of that, and INFO lines ("I0000 00:00:...
+#: port.cc:153] oneDNN custom operations are on..."). Warnings and errors are kept.
+STARTUP_CHATTER = re.compile(
+    r"^(WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR$"
+    r"|I\d{4} \S+ +\d+ \S+\] )"
+)
+
+
+@contextlib.contextmanager
+def _startup_chatter_dropped(already: bool) -> Iterator[None]:
+    """Drop :data:`STARTUP_CHATTER` from what file descriptor 2 gets while TensorFlow is first imported;
+    every other line is written to stderr afterwards. With debug logging (``rlcloud -vv``) or
+    ``RLCLOUD_TF_CHATTER=1`` nothing is dropped."""
+    if already or os.environ.get("RLCLOUD_TF_CHATTER") == "1" or logging.getLogger().isEnabledFor(logging.DEBUG):
+        yield
+        return
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no file descriptor 2 to borrow (an embedding without one)
+        yield
+        return
+    with tempfile.TemporaryFile() as caught:
+        os.dup2(caught.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            caught.seek(0)
+            kept = [
+                line
+                for line in caught.read().decode("utf-8", "replace").splitlines(keepends=True)
+                if not STARTUP_CHATTER.match(line)
+            ]
+            if kept:
+                sys.stderr.write("".join(kept))
+                sys.stderr.flush()
+
+
 def prepare_tensorflow() -> Any:
     """Import TensorFlow with tf-keras as ``tf.keras`` and return the module.
 
@@ -109,7 +155,8 @@ def prepare_tensorflow() -> Any:
         # TensorFlow's C++ start-up chatter (CPU feature notes) drowns the runner's own log lines.
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
-        import tensorflow as tf
+        with _startup_chatter_dropped(already):
+            import tensorflow as tf
     except ImportError as exc:
         raise CompatError(
             "TensorFlow is not installed; the runner needs the 'runner' extra: pip install 'rlcloud[runner]'"

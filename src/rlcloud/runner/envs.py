@@ -312,6 +312,10 @@ def _register_ale(level: str) -> None:
             import ale_py
             import gymnasium
 
+            # the emulator's banner ("A.L.E: Arcade Learning Environment (version ...)", "[Powered by Stella]")
+            # on every environment made; its warnings and errors still show, and debug logging keeps all
+            if not logging.getLogger().isEnabledFor(logging.DEBUG):
+                ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Warning)
             gymnasium.register_envs(ale_py)
         except ImportError:  # pragma: no cover - ale-py is in the runner extra
             logger.warning("ale-py is not installed; Atari ids are unavailable")
