@@ -466,6 +466,8 @@ def test_cli_compare_prints_tables_json_csv_and_writes_the_plot(
     assert main(["compare", *runs, "--results", str(grid)]) == 0
     out = capsys.readouterr().out
     assert "4 runs (mean_return)" in out and "over seeds, per configuration" in out
+    assert main(["compare", "fast-s1", "--results", str(grid)]) == 0
+    assert "1 run (mean_return)" in capsys.readouterr().out  # not "1 runs"
     assert "no iqm interval: the IQM's interval needs 3 seeds" in out  # 2 seeds each: says why, no bounds
     assert "agent.learning_rate" in out and "fast-s2" in out
 

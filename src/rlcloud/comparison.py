@@ -828,7 +828,8 @@ def plot_runs(
         low, high = min(evaluated), max(evaluated)
         for curve in curves:
             curve.evaluation_label = f"evaluation mean (n={low}{'' if low == high else f'-{high}'})"
-    heading = title or f"{len(loaded)} runs, {len(groups)} configuration{'s' if len(groups) != 1 else ''}"
+    runs = f"{len(loaded)} run{'s' if len(loaded) != 1 else ''}"
+    heading = title or f"{runs}, {len(groups)} configuration{'s' if len(groups) != 1 else ''}"
     return plot_curves(
         curves,
         title=heading,

@@ -315,6 +315,7 @@ class Experiment:
         if not self._can("pause", {"running", "pending", "unknown"}):
             return False
         self.backend.pause(self.name)
+        self._record_event("paused")
         return True
 
     def resume(self) -> bool:
@@ -326,6 +327,7 @@ class Experiment:
         if not self._can("resume", {"paused", "stopped", "unknown"}):
             return False
         self.backend.resume(self.name)
+        self._record_event("resumed")
         return True
 
     def stop(self, download: bool = True, dest: str | Path | None = None) -> bool:
@@ -342,6 +344,8 @@ class Experiment:
         """
         acted = self._can("stop", {"running", "pending", "paused", "unknown"})
         self.backend.stop(self.name)
+        if acted:
+            self._record_event("stopped")
         if self._cluster is not None:
             self._cluster.release_after_experiment(self.name)
         self.results_here = None
@@ -351,6 +355,14 @@ class Experiment:
             else:
                 self.results_here = self.download(dest)
         return acted
+
+    def _record_event(self, event: str) -> None:
+        """Add ``event`` (paused, resumed, stopped) to the run's history.jsonl, as a start adds its own: the
+        record says what was done to the run, by which verb, where."""
+        from rlcloud.record import append_history
+
+        where = self._cluster.describe() if self._cluster is not None else "local"
+        append_history(self._store(), self.spec, event=event, changes=[], where=where)
 
     def _can(self, verb: str, states: set[str]) -> bool:
         """Whether ``verb`` applies to the experiment in its current state; else say why (nothing_to_do)."""

@@ -540,6 +540,14 @@ def test_pause_resume_and_stop_of_a_running_run(
     assert exp.stop() is True and exp.status().state == "stopped"  # paused, then stopped for good
     assert exp.stop() is False and exp.nothing_to_do == "live has finished (stopped); nothing to stop"
     assert not any(_alive(pid) for pid in _runners(workdir))
+    # each verb that acted is an event of record (the start here was the backend's own, not recorded);
+    # the ones that did nothing are not
+    from rlcloud.record import read_history
+    from rlcloud.storage import open_store
+
+    history = read_history(open_store(str(tmp_path / "results" / "live")))
+    assert [h["event"] for h in history] == ["paused", "resumed", "paused", "stopped"]
+    assert {h["where"] for h in history} == {"local"} and all(h["changes"] == [] for h in history)
 
 
 # ---------------------------------------------------------------------- the CLI's start, twice

@@ -80,7 +80,7 @@ def compare(args: argparse.Namespace) -> int:
     fmt = output_format(args)
     if fmt == "table":
         if args.trials or not sweeps:
-            title = f"{len(loaded)} runs ({args.objective})"
+            title = f"{len(loaded)} run{'s' if len(loaded) != 1 else ''} ({args.objective})"
             console().print(frame_table(table.drop(columns=["location"]), title))
         if len(loaded) > 1 or sweeps:
             print_statistics(table, title=", ".join(sweeps))
