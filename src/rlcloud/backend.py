@@ -564,6 +564,13 @@ class SweepCapable(ABC):
         return quickly. Idempotent: False when the sweep is running already."""
 
     @abstractmethod
+    def grow_sweep(self, sweep: SweepSpec, results: str, *, run: Sequence[str] = ()) -> bool:
+        """Run the trials of a sweep that grew (``sweep``: its trials of record, the new ones indexed after the
+        others) that have not run, the trials named in ``run`` again (from their last checkpoint) and those
+        a growth gave a larger budget; finished trials are not retrained and running ones go on untouched.
+        Idempotent: calling it again runs nothing twice. NotFoundError if the sweep was never started."""
+
+    @abstractmethod
     def sweep_status(self, name: str) -> SweepStatus:
         """Each trial's state and progress; NotFoundError if the sweep is unknown."""
 
