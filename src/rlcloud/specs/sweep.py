@@ -37,7 +37,16 @@ from rlcloud.errors import SpecError, SpecProblem
 from rlcloud.specs._base import MAX_NAME_LENGTH, StrictModel, Usd, check_dns_label, take_budget_alias
 from rlcloud.specs.experiment import ExperimentSpec
 
-__all__ = ["MAX_TRIALS", "Distribution", "EarlyStopping", "Growth", "SweepSpec", "Trial"]
+__all__ = [
+    "MAX_TRIALS",
+    "Distribution",
+    "EarlyStopping",
+    "Growth",
+    "SweepSpec",
+    "Trial",
+    "parse_trial_indices",
+    "trial_indices_text",
+]
 
 #: The most trials one sweep may have: a Kubernetes Indexed Job allows 100,000 completions; beyond a few
 #: thousand trials a sweep is better split (each trial is a full training run).
@@ -555,6 +564,37 @@ class SweepSpec(StrictModel):
 
 
 # ---------------------------------------------------------------------------------------------- names
+
+
+def trial_indices_text(indices: list[int]) -> str:
+    """Trial indices as ranges, the way Kubernetes writes an Indexed Job's ``completedIndexes``: ``"0-2,5"``
+    (in the order given; consecutive runs become ranges)."""
+    parts: list[str] = []
+    start = prev = None
+    for index in [*indices, None]:
+        if start is not None and (index is None or prev is None or index != prev + 1):
+            parts.append(str(start) if start == prev else f"{start}-{prev}")
+            start = None
+        if index is not None:
+            start = index if start is None else start
+            prev = index
+    return ",".join(parts)
+
+
+def parse_trial_indices(text: str) -> list[int]:
+    """``"0-2,5"`` -> [0, 1, 2, 5] (what :func:`trial_indices_text` wrote). ValueError when it is not that."""
+    out: list[int] = []
+    for part in text.split(","):
+        low, sep, high = part.partition("-")
+        if not low.isdigit() or (sep and not high.isdigit()):
+            raise ValueError(f"expected indices such as 0-2,5, not {text!r}")
+        first, last = int(low), int(high) if sep else int(low)
+        if last < first or last - first >= MAX_TRIALS:
+            raise ValueError(f"{part!r} is no range of trial indices")
+        out.extend(range(first, last + 1))
+    if len(out) > MAX_TRIALS:
+        raise ValueError(f"more than {MAX_TRIALS} trial indices")
+    return out
 
 
 def _round(value: Any) -> Any:
