@@ -310,7 +310,8 @@ def grow_sweep_recorded(
     """Grow a sweep under its record: ``plan(sweep of record)`` says what to add (None: nothing more), the step
     is written create-only as the next ``growth/NNNNNN.json``, ``apply(grown sweep)`` makes the backend run it,
     and a ``"grown"`` line per step goes to the sweep's history. Returns the grown sweep and the names of the
-    trials added by the steps this call completed (its own, or one a crashed call recorded).
+    trials added (or given a larger budget) by the steps this call completed (its own, or one a crashed call
+    recorded).
 
     Idempotent and crash-safe: a step is recorded before anything runs it, and a step already recorded is not
     planned again (``plan`` sees it), so a second call after a crash at any moment applies the sweep of record
@@ -353,7 +354,7 @@ def grow_sweep_recorded(
             continue
         before = grown.model_copy(update={"growth": grown.growth[: first + number - 1]}).trial_table()
         after = grown.model_copy(update={"growth": grown.growth[: first + number]}).trial_table()
-        new = [name for name, _p, _s in after[len(before) :]]
+        new = [name for name, _p, _s in after[len(before) :]] or list(done.trials)  # added, or trained on
         added += new
         append_sweep_event(
             store, grown, "grown", where=where, step=number, growth=done.model_dump(exclude_defaults=True),

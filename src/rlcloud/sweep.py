@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from rlcloud.experiment import Experiment
     from rlcloud.specs.sweep import SweepSpec
 
-__all__ = ["Sweep"]
+__all__ = ["Sweep", "extend_advice"]
 
 log = logging.getLogger(__name__)
 
@@ -412,8 +412,7 @@ class Sweep:
         from rlcloud.comparison import best
 
         found = best(self.results(**options), statistic=statistic)
-        if found.seeds_needed is not None and found.seeds_needed > found.n:
-            found.next_step = f"rlcloud sweep extend {self.name} --seeds {found.seeds_needed}"
+        found.next_step = extend_advice(self.name, found)
         return found
 
     def plot(self, path: str | Path | None = None, **options: Any) -> Figure:
@@ -445,6 +444,18 @@ class Sweep:
         from rlcloud.cluster import Cluster
 
         return sweep_capable((cluster or Cluster.local(results=results)).backend()).list_sweeps()
+
+
+def extend_advice(name: str, found: Best, flags: builtins.list[str] | None = None) -> str | None:
+    """The command that acts on ``found``'s advice for sweep ``name``: ``rlcloud sweep extend NAME --seeds N``
+    when N seeds per configuration would separate the best from the runner-up and the sweep has fewer; None
+    otherwise. ``flags``: what finds the sweep again (``--results DIR``, a cluster's flags)."""
+    needed = found.seeds_needed
+    if needed is None or needed <= found.n:
+        return None
+    import shlex
+
+    return shlex.join(["rlcloud", "sweep", "extend", name, "--seeds", str(needed), *(flags or [])])
 
 
 class _SweepBar:
