@@ -230,8 +230,9 @@ def test_a_running_local_sweep_takes_new_trials_and_a_stopped_trial_reruns_from_
         what="a trial training",
     )
     sweep.stop()
-    stopped = [t.name for t in sweep.status().trials if t.state == "stopped"]
-    assert stopped
+    after_stop = sweep.status()
+    stopped = [t.name for t in after_stop.trials if t.state == "stopped"]
+    assert stopped, [(t.name, t.state, t.progress.get("state"), t.reason) for t in after_stop.trials]
     assert sweep.rerun("stopped") == stopped
     status = sweep.wait(timeout=1200)
     location = Path(sweep.location)
@@ -241,3 +242,16 @@ def test_a_running_local_sweep_takes_new_trials_and_a_stopped_trial_reruns_from_
     history = [h["event"] for h in read_history(open_store(sweep.location))]
     assert history == ["created", "grown", "rerun"]
     assert status.counts() == {"succeeded": 4}, status.to_dict()
+
+
+def test_an_invalid_value_added_to_the_grid_is_refused_before_anything_is_recorded(tmp_path: Path) -> None:
+    spec = _sweep(parameters={"max_timesteps_per_episode": [500, 200]}, seeds=1)
+    sweep = Sweep(spec, results=str(tmp_path))
+    store = open_store(sweep.location)
+    start_sweep_recorded(store, spec, lambda: True, where="here")  # as if started: its record exists
+    with pytest.raises(SpecError, match="max_timesteps_per_episode"):
+        sweep.extend(parameters={"max_timesteps_per_episode": [-5]})
+    with pytest.raises(SpecError, match="not a field of this sweep's grid"):
+        sweep.extend(parameters={"agent.learning_rate": [1e-3]})
+    assert read_sweep_growth(store) == [] and not (tmp_path / "s" / "growth").exists()
+    assert [h["event"] for h in read_history(store)] == ["created"]

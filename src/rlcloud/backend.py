@@ -568,7 +568,9 @@ class SweepCapable(ABC):
         """Run the trials of a sweep that grew (``sweep``: its trials of record, the new ones indexed after the
         others) that have not run, the trials named in ``run`` again (from their last checkpoint) and those
         a growth gave a larger budget; finished trials are not retrained and running ones go on untouched.
-        Idempotent: calling it again runs nothing twice. NotFoundError if the sweep was never started."""
+        Idempotent: calling it again runs nothing twice. A sweep this backend has no trace of (stopped on
+        Kubernetes: its objects are gone) is started whole, as :meth:`start_sweep` does (the facade calls this
+        only for a sweep whose record exists: :func:`rlcloud.record.grow_sweep_recorded`)."""
 
     @abstractmethod
     def sweep_status(self, name: str) -> SweepStatus:

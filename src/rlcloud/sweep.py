@@ -217,7 +217,22 @@ class Sweep:
         if seeds is None and not parameters:
             raise SpecError([SpecProblem("seeds", "say what to add: seeds (a count or a list), parameters, or top "
                                          "with total_timesteps", None)])  # fmt: skip
-        return self._grow(lambda current: _trials_step(current, seeds, parameters or {}), "extend")
+        return self._grow(lambda current: self._checked(current, _trials_step(current, seeds, parameters or {})),
+                          "extend")  # fmt: skip
+
+    def _checked(self, current: SweepSpec, step: Any) -> Any:
+        """``step``, once each new configuration it makes is checked as :meth:`validate` checks a trial (an
+        invalid value is refused before the step is recorded: SpecError naming the trial)."""
+        if step is None or not step.parameters:
+            return step
+        from rlcloud.experiment import Experiment
+
+        seen = {t.config for t in current.trials()}
+        for trial in current.with_growth([*current.growth, step]).trials()[current.num_trials :]:
+            if trial.config not in seen:
+                seen.add(trial.config)
+                Experiment(trial.spec, results=self.location).validate()
+        return step
 
     def rerun(self, state: str = "failed") -> builtins.list[str]:
         """Run the trials in ``state`` ("failed" or "stopped") again, each from its last complete checkpoint

@@ -84,8 +84,8 @@ class LocalSweeps(LocalMachine, SweepCapable):
         never retrained. Returns whether anything was handed to run.
         """
         statedir = self._sweep_dir(sweep.name, results)
-        if not read_sweep_state(statedir):
-            raise NotFoundError(f"no local sweep named {sweep.name!r} under {results}: start it first")
+        if not read_sweep_state(statedir):  # no trace here (its work directory was removed): started whole
+            return self.start_sweep(sweep, results)
         with hold_flock(statedir / "control.lock", SWEEP_LOCK_TIMEOUT, f"another start or stop of sweep {sweep.name}"):
             state = read_sweep_state(statedir)
             if scheduler_alive(statedir) and not state.get("stop_requested"):
