@@ -212,36 +212,37 @@ def test_a_running_local_sweep_takes_new_trials_and_a_stopped_trial_reruns_from_
 ) -> None:
     from rlcloud.local.state import read_sweep_state
 
+    # long trials, one at a time: the first is still training when the sweep grows and when it is stopped
     spec = _sweep(parameters={"agent.learning_rate": [1e-3, 3e-4]}, seeds=1, max_parallel=1, smoke_timesteps=0)
-    spec = spec.model_copy(update={"experiment": spec.experiment.replace(**{**TINY, "total_timesteps": 1500})})
+    spec = spec.model_copy(update={"experiment": spec.experiment.replace(**{**TINY, "total_timesteps": 10**6})})
     root = str(tmp_path / "results")
     sweep = Sweep(spec, results=root).start()
-    statedir = Path(sweep.location) / ".rlcloud-sweep"
+    location = Path(sweep.location)
+    statedir = location / ".rlcloud-sweep"
     scheduler = read_sweep_state(statedir)["pid"]
-    eventually(lambda: sweep.status().counts().get("running") == 1, timeout=600, what="the first trial running")
+
+    def training() -> bool:
+        return any((t.progress.timestep or 0) > 0 for t in sweep.status().trials if t.state == "running")
+
+    eventually(training, timeout=600, what="the first trial training")
     assert sweep.extend(seeds=2) == ["lr1e-3--seed2", "lr3e-4--seed2"]
     state = read_sweep_state(statedir)
     assert state["pid"] == scheduler and state["grow_seen"] == state["grow_request"] == 1  # the same scheduler
-    assert len(sweep.status().trials) == 4
-    # stop it while a trial trains (it checkpoints), then run the stopped trials again
-    eventually(
-        lambda: any((t.progress.timestep or 0) > 0 for t in sweep.status().trials if t.state == "running"),
-        timeout=600,
-        what="a trial training",
-    )
+    status = sweep.status()
+    assert [(t.name, t.state) for t in status.trials] == [
+        ("lr1e-3", "running"), ("lr3e-4", "queued"), ("lr1e-3--seed2", "queued"), ("lr3e-4--seed2", "queued"),
+    ]  # fmt: skip
+    # stopped while it trains (it checkpoints), then run again: it resumes from that checkpoint
     sweep.stop()
     after_stop = sweep.status()
-    stopped = [t.name for t in after_stop.trials if t.state == "stopped"]
-    assert stopped, [(t.name, t.state, t.progress.get("state"), t.reason) for t in after_stop.trials]
-    assert sweep.rerun("stopped") == stopped
-    status = sweep.wait(timeout=1200)
-    location = Path(sweep.location)
-    for name in stopped:
-        log = (location / name / "logs" / "single-0.log").read_text()
-        assert "resumed from checkpoint" in log, log[-2000:]
-    history = [h["event"] for h in read_history(open_store(sweep.location))]
-    assert history == ["created", "grown", "rerun"]
-    assert status.counts() == {"succeeded": 4}, status.to_dict()
+    assert [t.name for t in after_stop.trials if t.state == "stopped"] == ["lr1e-3"], after_stop.to_dict()
+    assert sweep.rerun("stopped") == ["lr1e-3"]
+    log = location / "lr1e-3" / "logs" / "single-0.log"
+    eventually(lambda: "resumed from checkpoint" in log.read_text(), timeout=600, what="the resume")
+    history = read_history(open_store(str(location / "lr1e-3")))
+    assert [h["event"] for h in history] == ["created", "resumed"]
+    assert [h["event"] for h in read_history(open_store(sweep.location))] == ["created", "grown", "rerun"]
+    sweep.stop()
 
 
 def test_an_invalid_value_added_to_the_grid_is_refused_before_anything_is_recorded(tmp_path: Path) -> None:

@@ -307,7 +307,7 @@ class SweepSpec(StrictModel):
         larger budget for trials it has; and the sweep stays within MAX_TRIALS."""
         if not self.growth:
             return self
-        names = {name for name, _c, _s in self._rows_before(len(self.growth))}
+        names = {name for name, _c, _s in self._rows_before(0)}
         for number, step in enumerate(self.growth):
             where = f"growth.{number}"
             for seed in step.seeds:
@@ -484,8 +484,14 @@ class SweepSpec(StrictModel):
 
     def trial(self, index: int) -> Trial:
         """Trial ``index`` alone (what a pod of the sweep's Indexed Job runs)."""
-        config, seed = self.trial_params(index)
-        name = self._rows()[index][0] if self.growth else _trial_names(self)[index]
+        if self.growth:
+            rows = self._rows()
+            if not 0 <= index < len(rows):
+                raise IndexError(f"sweep {self.name} has no trial {index}")
+            name, config, seed = rows[index]
+        else:
+            config, seed = self.trial_params(index)
+            name = _trial_names(self)[index]
         return Trial(index=index, name=name, params=config, seed=seed, spec=self._trial_spec(name, config, seed,
                      self._budgets()))  # fmt: skip
 
@@ -657,9 +663,11 @@ def _trial_names(sweep: SweepSpec) -> list[str]:
     seeds = sweep.seed_list
     varying = [k for k, v in sweep.parameters.items() if isinstance(v, Distribution) or len(v) > 1]
     names: list[str] = []
+    abbreviations = {k: _abbreviate(k) for k in varying}
     for config in sweep._configs():
+        named = [f"{abbreviations[k]}{_label_part(_value_text(config[k]))}" for k in varying]  # once per config
         for seed in seeds:
-            parts = [f"{_abbreviate(k)}{_label_part(_value_text(config[k]))}" for k in varying]
+            parts = list(named)
             if len(seeds) > 1 or not parts:
                 parts.append(f"seed{seed}")
             name = "--".join(p for p in parts if p)
@@ -695,9 +703,11 @@ def _numbered(name: str, index: int, taken: set[str]) -> str:
 
 def _value_key(value: Any) -> str:
     """A value as the key that tells trials apart (1 and 1.0 differ, as their experiments' specs may)."""
+    if isinstance(value, bool | int | float | str) or value is None:
+        return f"{type(value).__name__}:{value!r}"
     return json.dumps([type(value).__name__, value], sort_keys=True, default=str)
 
 
-def _pair_key(config: dict[str, Any], seed: int) -> str:
+def _pair_key(config: dict[str, Any], seed: int) -> tuple[Any, ...]:
     """What makes a trial: its parameter values and its seed (the same pair is never run twice)."""
-    return "|".join(f"{k}={_value_key(v)}" for k, v in sorted(config.items())) + f"|seed={seed}"
+    return (*((k, _value_key(v)) for k, v in sorted(config.items())), seed)
