@@ -132,6 +132,11 @@ def test_a_running_sweep_grows_reruns_its_failed_trial_and_a_crashed_growth_comp
     assert (
         apiserver.get_object("Job", "lr-sweep-g4", "rl")["metadata"]["annotations"][ANNOTATION_TRIAL_INDICES] == "4-5"
     )
+    with FakeKubelet(apiserver, tmp_path / "pods3", argv_rewrite=standin, extra_env={**env, "STANDIN_CRASH_TRIAL": ""},
+                     max_grace=10) as kubelet:  # fmt: skip
+        eventually(lambda: sweep.status().counts() == {"succeeded": 6}, timeout=120, what="the finished sweep grown")
+        assert sorted(pod.rsplit("-", 2)[0] for _, pod in kubelet.started) == ["lr-sweep-g4"] * 2
+    assert _snapshot(location, done) == before
     history = read_history(store)
     assert [(h["event"], h.get("step")) for h in history] == [
         ("created", None), ("grown", 1), ("rerun", None), ("grown", 2),
