@@ -528,20 +528,21 @@ def _trials_step(current: SweepSpec, seeds: int | list[int] | None, parameters: 
     if isinstance(seeds, bool) or (seeds is not None and not isinstance(seeds, int | list)):
         raise SpecError([SpecProblem("seeds", "a count of seeds per configuration, or a list of seeds", seeds)])
     if isinstance(seeds, int):
-        if seeds < 1:
-            raise SpecError([SpecProblem("seeds", "a count of seeds per configuration is at least 1", seeds)])
+        from rlcloud.specs.sweep import MAX_TRIALS
+
+        if not 1 <= seeds <= MAX_TRIALS:
+            raise SpecError([SpecProblem("seeds", f"a count of seeds per configuration is 1..{MAX_TRIALS}", seeds)])
         candidates = (s for s in range(1, 2**32) if s not in have)
         new_seeds = [next(candidates) for _ in range(max(0, seeds - len(have)))]
     else:
         new_seeds = [s for s in seeds or [] if s not in have]
     values: dict[str, list[Any]] = {}
-    grid = current.with_growth(current.growth) if current.growth else current
     for key, added in parameters.items():
         known = current.parameters.get(key)
         if not isinstance(known, list):
             values[key] = list(added)  # refused by the spec's validator, naming the field
             continue
-        for step in grid.growth:
+        for step in current.growth:
             known = known + step.parameters.get(key, [])
         fresh = [v for v in added if all(v != k or type(v) is not type(k) for k in known)]
         if fresh:

@@ -403,10 +403,10 @@ class SweepSpec(StrictModel):
             grown = self.model_copy(update={"parameters": parameters, "seeds": seeds, "growth": []})
             grown_pairs = ((c, s) for c in grown._configs() for s in seeds)
             for name, (config, seed) in zip(_trial_names(grown), grown_pairs, strict=True):
-                key = _pair_key(config, seed)
-                if key in have:
+                pair = _pair_key(config, seed)
+                if pair in have:
                     continue  # a trial of the sweep already: kept as it is, under its own name and index
-                have.add(key)
+                have.add(pair)
                 if name in taken:
                     name = _numbered(name, len(rows), taken)
                 taken.add(name)
