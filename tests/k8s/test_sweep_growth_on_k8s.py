@@ -146,3 +146,32 @@ def test_a_running_sweep_grows_reruns_its_failed_trial_and_a_crashed_growth_comp
     assert [n for n, _p, _s in again.trial_table()] == [n for n, _p, _s in sweep.spec.trial_table()]
     backend.stop_sweep("lr")
     assert apiserver.list_objects("Job", "rl") == [] and apiserver.list_objects("ConfigMap", "rl") == []
+
+
+@pytest.mark.processes
+def test_a_warm_sweep_grows_beside_its_pods_that_run_several_trials(
+    apiserver: FakeKubeApiServer, api_client: client.ApiClient, tmp_path: Path
+) -> None:
+    from tests.k8s.test_warm_sweep import _backend
+
+    backend = _backend(api_client)  # warm: 2 pods share the 4 trials
+    root = tmp_path / "results"
+    sweep = Sweep(make_sweep(2, max_parallel=2, smoke_timesteps=0), results=str(root))
+    sweep._backend = backend
+    sweep.start(validate=False)
+    assert "--stride" in container(apiserver.get_object("Job", "lr-sweep", "rl"))["args"]
+    env = {"STANDIN_EPISODES": "20", "STANDIN_DELAY": "0.05"}
+    with FakeKubelet(apiserver, tmp_path / "pods", argv_rewrite=standin, extra_env=env, max_grace=10):
+        eventually(lambda: sweep.status().counts().get("running") == 2, timeout=60, what="two trials running")
+        assert sweep.extend(parameters={"agent.learning_rate": [1e-4]}) == ["lr1e-4--seed1", "lr1e-4--seed2"]
+        grown = apiserver.get_object("Job", "lr-sweep-g4", "rl")
+        assert "--stride" not in container(grown)["args"] and container(grown)["args"][-2:] == ["--trials", "4-5"]
+        eventually(lambda: sweep.status().finished, timeout=120, what="the grown warm sweep")
+        final = sweep.status()
+    assert [(t.index, t.name, t.state) for t in final.trials] == [
+        (0, "lr1e-3--seed1", "succeeded"), (1, "lr1e-3--seed2", "succeeded"), (2, "lr3e-4--seed1", "succeeded"),
+        (3, "lr3e-4--seed2", "succeeded"), (4, "lr1e-4--seed1", "succeeded"), (5, "lr1e-4--seed2", "succeeded"),
+    ]  # fmt: skip
+    assert final.state == "succeeded"
+    for name, _p, _s in sweep.spec.trial_table():
+        assert json.loads((root / "lr" / name / "progress.json").read_text())["state"] == "succeeded", name

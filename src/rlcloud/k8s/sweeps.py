@@ -256,29 +256,7 @@ class KubernetesSweeps(KubernetesNamespace, SweepCapable):
             return self._grown_status(name, sweep, table, job, first, others, pods)
         sharing = warm_pods(job, len(table))
         if job is not None and sharing is not None:
-            # pods run several trials each: the store says what became of each, read as far as each pod got
-            # (rlcloud.k8s.warm)
-            uid = get(job, "metadata", "uid")
-
-            def read(batch: list[str]) -> dict[str, ProgressRecord]:
-                # read as running trials' are (never kept), then kept once final for this Job: a runner's
-                # "failed" may be a crash its pod tries again
-                got = self._trial_progress(name, [(trial_name, "running") for trial_name in batch])
-                for trial_name, progress in got.items():
-                    if warm_final(progress, uid):
-                        self._finished_progress[(name, trial_name)] = progress
-                return got
-
-            shared = read_shares([trial_name for trial_name, _p, _s in table], sharing, read, job_uid=uid)
-            return warm_sweep_status(
-                name,
-                job,
-                table,
-                shared,
-                max_failures=sweep.max_failures,
-                smoke_timesteps=sweep.smoke_timesteps,
-                backend=self.kind,
-            )
+            return self._warm_status(name, sweep, table, job, sharing)
         observed = trial_states(job, pods, len(table))
         progress = self._trial_progress(
             name, [(trial_name, seen.state) for (trial_name, _p, _s), seen in zip(table, observed, strict=True)]
@@ -305,6 +283,38 @@ class KubernetesSweeps(KubernetesNamespace, SweepCapable):
             message=message,
             backend=self.kind,
             cost_usd=measured_cost(job) if job is not None else None,
+        )
+
+    def _warm_status(
+        self,
+        name: str,
+        sweep: SweepSpec,
+        table: builtins.list[tuple[str, dict[str, Any], int]],
+        job: JSON,
+        sharing: int,
+    ) -> SweepStatus:
+        """The status of trials ``table`` run by a warm Job (pods run several trials each): the store says what
+        became of each, read as far as each pod got (rlcloud.k8s.warm)."""
+        uid = get(job, "metadata", "uid")
+
+        def read(batch: list[str]) -> dict[str, ProgressRecord]:
+            # read as running trials' are (never kept), then kept once final for this Job: a runner's
+            # "failed" may be a crash its pod tries again
+            got = self._trial_progress(name, [(trial_name, "running") for trial_name in batch])
+            for trial_name, progress in got.items():
+                if warm_final(progress, uid):
+                    self._finished_progress[(name, trial_name)] = progress
+            return got
+
+        shared = read_shares([trial_name for trial_name, _p, _s in table], sharing, read, job_uid=uid)
+        return warm_sweep_status(
+            name,
+            job,
+            table,
+            shared,
+            max_failures=sweep.max_failures,
+            smoke_timesteps=sweep.smoke_timesteps,
+            backend=self.kind,
         )
 
     def _sweep_jobs(self, name: str, trials: int) -> tuple[int, builtins.list[tuple[JSON, builtins.list[int]]]]:
@@ -347,23 +357,31 @@ class KubernetesSweeps(KubernetesNamespace, SweepCapable):
             ]
 
         first_name = sweep_object_name(name)
-        observed: builtins.list[TrialObserved] = trial_states(job, pods_of(first_name), first)
-        observed += [TrialObserved("queued") for _ in range(len(table) - first)]
-        seen_by: builtins.list[JSON | None] = [job] * first + [None] * (len(table) - first)
+        observed: dict[int, tuple[TrialObserved, JSON | None]] = {}  # index -> what its latest Job says, that Job
+        warm: dict[int, TrialStatus] = {}
+        sharing = warm_pods(job, first) if job is not None else None
+        if job is not None and sharing is not None:  # the first Job's pods run several trials each
+            warm = {t.index: t for t in self._warm_status(name, sweep, table[:first], job, sharing).trials}
+        else:
+            observed = {i: (seen, job) for i, seen in enumerate(trial_states(job, pods_of(first_name), first))}
         for other, indices in others:
-            for index, seen in zip(
-                indices, trial_states(other, pods_of(object_name(other)), len(indices)), strict=True
-            ):
-                observed[index], seen_by[index] = seen, other
-        progress = self._trial_progress(
-            name, [(trial_name, seen.state) for (trial_name, _p, _s), seen in zip(table, observed, strict=True)]
-        )
+            seen_here = trial_states(other, pods_of(object_name(other)), len(indices))
+            for index, seen in zip(indices, seen_here, strict=True):
+                observed[index] = (seen, other)
+                warm.pop(index, None)
+        queued = (TrialObserved("queued"), None)  # no Job runs it yet
+        cold = [i for i in range(len(table)) if i not in warm]
+        progress = self._trial_progress(name, [(table[i][0], observed.get(i, queued)[0].state) for i in cold])
         trials: builtins.list[TrialStatus] = []
-        for index, ((trial_name, params, seed), seen) in enumerate(zip(table, observed, strict=True)):
+        for index, (trial_name, params, seed) in enumerate(table):
+            if index in warm:
+                trials.append(warm[index])
+                continue
+            seen, by = observed.get(index, queued)
             got = progress.get(trial_name, ProgressRecord())
             state: TrialState
             reason = seen.reason
-            if seen_by[index] is None:
+            if by is None:
                 state = _state_on_record(got) if got.state else "queued"
                 reason = got.stop_reason
             elif seen.state in ("succeeded", "failed", "stopped"):
