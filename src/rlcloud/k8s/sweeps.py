@@ -4,7 +4,9 @@ A sweep is a ConfigMap and ONE Indexed Job (:func:`rlcloud.k8s.builders.build_sw
 the number of trials (see benchmarks/sweep_objects.py): ``start_sweep`` reads the Job and creates the two
 objects; ``sweep_status`` reads the Job and the ConfigMap and lists the pods once (trial states from
 ``completedIndexes``/``failedIndexes`` and the pods: :func:`rlcloud.k8s.status.trial_states`); ``stop_sweep``
-deletes the Job (foreground) and the ConfigMap, then lists pods until they are gone.
+deletes the Job (foreground) and the ConfigMap, then lists pods until they are gone. A sweep that grew
+(``grow_sweep``: ``rlcloud sweep extend``/``rerun``) has more Jobs beside its first, one per growth or rerun,
+each over some trial indices; its status lists them once more.
 """
 
 from __future__ import annotations
