@@ -571,6 +571,15 @@ class SweepCapable(ABC):
         return quickly. Idempotent: False when the sweep is running already."""
 
     @abstractmethod
+    def grow_sweep(self, sweep: SweepSpec, results: str, *, run: Sequence[str] = ()) -> bool:
+        """Run the trials of a sweep that grew (``sweep``: its trials of record, the new ones indexed after the
+        others) that have not run, the trials named in ``run`` again (from their last checkpoint) and those
+        a growth gave a larger budget; finished trials are not retrained and running ones go on untouched.
+        Idempotent: calling it again runs nothing twice. A sweep this backend has no trace of (stopped on
+        Kubernetes: its objects are gone) is started whole, as :meth:`start_sweep` does (the facade calls this
+        only for a sweep whose record exists: :func:`rlcloud.record.grow_sweep_recorded`)."""
+
+    @abstractmethod
     def sweep_status(self, name: str) -> SweepStatus:
         """Each trial's state and progress; NotFoundError if the sweep is unknown."""
 

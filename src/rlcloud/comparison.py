@@ -551,6 +551,8 @@ class Best:
     #: seeds per configuration a t-test needs to tell the two apart at the observed spread (None: too many)
     seeds_needed: int | None = None
     notes: list[str] = field(default_factory=list)
+    #: the command that acts on the advice (a sweep's best(): ``rlcloud sweep extend NAME --seeds N``), or None
+    next_step: str | None = None
 
     def __str__(self) -> str:
         def name(params: dict[str, Any] | None) -> str:
@@ -582,8 +584,13 @@ class Best:
             else:
                 text += f" ({self.probability_of_improvement_low:.2f}..{self.probability_of_improvement_high:.2f})"
         if self.seeds_needed is not None:
-            text += f"; ~{self.seeds_needed} seeds each would separate them at this spread"
+            text += f"; ~{self.seeds_needed} seeds each would separate them at this spread" + _next_step(self)
         return text
+
+
+def _next_step(found: Best) -> str:
+    """What ends the advice: the command that follows it (`` (rlcloud sweep extend NAME --seeds N)``), if any."""
+    return f" ({found.next_step})" if found.next_step else ""
 
 
 def best(

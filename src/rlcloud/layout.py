@@ -26,6 +26,7 @@ __all__ = [
     "DONE_STATES",
     "EVALUATION",
     "FINAL_STATES",
+    "GROWTH",
     "HISTORY",
     "LATEST",
     "LOGS",
@@ -41,6 +42,7 @@ __all__ = [
     "as_number",
     "checkpoint_path",
     "child",
+    "growth_path",
     "log_path",
 ]
 
@@ -54,6 +56,8 @@ SPEC = "spec.yaml"
 SWEEP_SPEC = "sweep.yaml"
 #: One JSON object per start (rlcloud.record).
 HISTORY = "history.jsonl"
+#: A sweep's growth steps (rlcloud.record.grow_sweep_recorded), one create-only file each: see growth_path.
+GROWTH = "growth"
 #: The learner's latest counters (:class:`ProgressRecord`), replaced atomically.
 PROGRESS = "progress.json"
 #: One JSON object per training episode, appended as it ends.
@@ -88,6 +92,12 @@ def checkpoint_path(name: str) -> str:
 def log_path(label: str) -> str:
     """A role's log, relative to the location: ``logs/<role>-<index>.log``."""
     return f"{LOGS}/{label}.log"
+
+
+def growth_path(step: int) -> str:
+    """The file of a sweep's growth step ``step`` (1, 2, ...) in its location: ``growth/000001.json``; numbered so
+    that the steps read back in order and a step's number is taken once (each file is written create-only)."""
+    return f"{GROWTH}/{step:06d}.json"
 
 
 def child(location: str, name: str) -> str:
@@ -274,3 +284,12 @@ class ProgressRecord(dict[str, Any]):
     def done(self) -> bool:
         """Whether the run is done and not to be started again: succeeded or stopped early."""
         return self.state in DONE_STATES
+
+    def done_at(self, total_timesteps: int | None) -> bool:
+        """Whether the run is done for a budget of ``total_timesteps``: :attr:`done`, unless it succeeded short
+        of that budget (a budget given since, as a sweep's ``extend --top`` does: it trains on from its
+        checkpoint)."""
+        if not self.done:
+            return False
+        short = self.state == "succeeded" and bool(total_timesteps) and (self.timestep or 0) < (total_timesteps or 0)
+        return not short

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rlcloud.errors import NotFoundError, RecordError, RLCloudError
-from rlcloud.layout import HISTORY, SPEC, SWEEP_SPEC
+from rlcloud.layout import HISTORY, SPEC, SWEEP_SPEC, growth_path
 from rlcloud.specs.identity import (
     Change,
     ChangedRunError,
@@ -40,7 +40,7 @@ from rlcloud.stored import MAX_RECORD_BYTES, parse_record, parse_record_lines
 
 if TYPE_CHECKING:
     from rlcloud.specs import ExperimentSpec
-    from rlcloud.specs.sweep import SweepSpec
+    from rlcloud.specs.sweep import Growth, SweepSpec
     from rlcloud.storage.base import Store
 
 __all__ = [
@@ -48,14 +48,18 @@ __all__ = [
     "SPEC_FILE",
     "SWEEP_FILE",
     "append_history",
+    "append_sweep_event",
     "check_resume",
     "check_sweep_resume",
     "create_record",
+    "grow_sweep_recorded",
     "read_history",
     "read_record",
+    "read_sweep_growth",
     "read_sweep_record",
     "start_recorded",
     "start_sweep_recorded",
+    "sweep_of_record",
 ]
 
 SPEC_FILE = SPEC
@@ -267,6 +271,127 @@ def start_sweep_recorded(store: Store, sweep: SweepSpec, start: Callable[[], boo
             "; ".join(str(c) for c in changes),
         )
     return started
+
+
+# ------------------------------------------------------------------------------------------ growing sweeps
+
+#: Most growth steps one sweep may have (each is one small read when the sweep of record is read back).
+MAX_GROWTH_STEPS = 1000
+
+
+def read_sweep_growth(store: Store) -> list[Growth]:
+    """The growth steps recorded for the sweep in ``store`` (its location), oldest first: ``growth/000001.json``,
+    ``growth/000002.json``, ... until the first missing one (each written create-only: numbers are never
+    reused, so the list is the same from any machine)."""
+    from rlcloud.specs.sweep import Growth
+
+    steps: list[Growth] = []
+    for number in range(1, MAX_GROWTH_STEPS + 1):
+        name = growth_path(number)
+        try:
+            data = store.read_record_bytes(name, MAX_RECORD_BYTES)
+        except NotFoundError:
+            break
+        steps.append(Growth.model_validate(parse_record(data, source=store.describe(name))))
+    return steps
+
+
+def sweep_of_record(store: Store, sweep: SweepSpec) -> SweepSpec:
+    """``sweep`` with the growth of record (the growth its ``sweep.yaml`` was written with, then each recorded
+    step): the trials the sweep in ``store`` has. ``sweep`` itself when none is recorded there."""
+    record = read_sweep_record(store)
+    if record is None:
+        return sweep
+    from rlcloud.specs.sweep import Growth
+
+    first = [Growth.model_validate(step) for step in record.get("growth") or []]
+    growth = first + read_sweep_growth(store)
+    return sweep if growth == sweep.growth else sweep.with_growth(growth)
+
+
+def _who() -> str:
+    """``user@host`` of this process: who grew a sweep (the history says; nothing secret)."""
+    import getpass
+    import socket
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a container): the uid says as much
+        import os
+
+        user = str(os.getuid())
+    return f"{user}@{socket.gethostname()}"
+
+
+def append_sweep_event(store: Store, sweep: SweepSpec, event: str, *, where: str, **details: Any) -> None:
+    """Add one line to the sweep's history: ``{"time", "event", "who", "where", "fingerprint", ...details}``."""
+    line = {"time": time.time(), "event": event, "who": _who(), "where": where,
+            "fingerprint": sweep_fingerprint(sweep), **details}  # fmt: skip
+    _append_line(store, HISTORY_FILE, json.dumps(line, sort_keys=True, default=str))
+
+
+def grow_sweep_recorded(
+    store: Store,
+    sweep: SweepSpec,
+    plan: Callable[[SweepSpec], Growth | None],
+    apply: Callable[[SweepSpec], None],
+    *,
+    where: str,
+) -> tuple[SweepSpec, list[str]]:
+    """Grow a sweep under its record: ``plan(sweep of record)`` says what to add (None: nothing more), the step
+    is written create-only as the next ``growth/NNNNNN.json``, ``apply(grown sweep)`` makes the backend run it,
+    and a ``"grown"`` line per step goes to the sweep's history. Returns the grown sweep and the names of the
+    trials added (or given a larger budget) by the steps this call completed (its own, or one a crashed call
+    recorded).
+
+    Idempotent and crash-safe: a step is recorded before anything runs it, and a step already recorded is not
+    planned again (``plan`` sees it), so a second call after a crash at any moment applies the sweep of record
+    again (the backend runs what is missing: finished trials are never retrained) and writes the history line
+    the first call did not. Of two racing calls the second plans again on the first's step. Raises
+    NotFoundError when the sweep was never started here, ChangedSweepError when ``sweep`` is another sweep.
+    """
+    from rlcloud.storage.base import PreconditionFailedError
+
+    if read_sweep_record(store) is None:
+        raise NotFoundError(
+            f"sweep {sweep.name} has no record in {store.describe()}: start it first (`rlcloud sweep start`)"
+        )
+    check_sweep_resume(store, sweep)  # raises ChangedSweepError, having written nothing
+    for _ in range(_APPEND_ATTEMPTS):
+        current = sweep_of_record(store, sweep)
+        step = plan(current)
+        if step is None:
+            grown = current
+            break
+        grown = current.with_growth([*current.growth, step])  # validated before it is recorded
+        number = len(read_sweep_growth(store)) + 1
+        try:
+            store.write_text(
+                growth_path(number), json.dumps(step.model_dump(exclude_defaults=True)), if_generation_match=0
+            )
+            break
+        except PreconditionFailedError:  # another growth took this number: plan again on top of it
+            continue
+    else:
+        raise RLCloudError(f"could not grow sweep {sweep.name}: its record kept changing under concurrent growth")
+    apply(grown)
+    # one history line per recorded step, written once its step has been applied (a crash before: next call)
+    recorded = {line.get("step") for line in read_history(store) if line.get("event") == "grown"}
+    steps = read_sweep_growth(store)
+    first = len(grown.growth) - len(steps)  # steps in sweep.yaml itself were never "grown" by a call
+    added: list[str] = []
+    for number, done in enumerate(steps, start=1):
+        if number in recorded:
+            continue
+        before = grown.model_copy(update={"growth": grown.growth[: first + number - 1]}).trial_table()
+        after = grown.model_copy(update={"growth": grown.growth[: first + number]}).trial_table()
+        new = [name for name, _p, _s in after[len(before) :]] or list(done.trials)  # added, or trained on
+        added += new
+        append_sweep_event(
+            store, grown, "grown", where=where, step=number, growth=done.model_dump(exclude_defaults=True),
+            added=new, trials=len(after),
+        )  # fmt: skip
+    return grown, added
 
 
 def read_history(store: Store) -> list[dict[str, Any]]:

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from rlcloud.policies import Video
     from rlcloud.specs.sweep import SweepSpec
 
-__all__ = ["Sweep"]
+__all__ = ["Sweep", "extend_advice"]
 
 log = logging.getLogger(__name__)
 
@@ -157,6 +157,9 @@ class Sweep:
 
         store = open_store(self.location)
         check_sweep_resume(store, self.spec)  # another sweep of this name: refused before anything is created
+        from rlcloud.record import sweep_of_record
+
+        self.spec = sweep_of_record(store, self.spec)  # a sweep that grew starts again with its growth
         if self._cluster is not None:
             self._cluster.check_image(self.spec.experiment.image)  # trials share the experiment's image
             # a GKE cluster that does not exist yet is created first (a dedicated one goes when the sweep fails
@@ -176,6 +179,112 @@ class Sweep:
             raise
         self.already_running = not started
         return self
+
+    def extend(
+        self,
+        *,
+        seeds: int | builtins.list[int] | None = None,
+        parameters: dict[str, builtins.list[Any]] | None = None,
+        top: int | None = None,
+        total_timesteps: int | None = None,
+        statistic: str = "iqm",
+    ) -> builtins.list[str]:
+        """Grow the sweep with new trials of the same sweep, or train its best configurations further; return
+        the names of the trials this call added (or extended).
+
+        ``seeds``: a count N gives every configuration N seeds in all (the lowest unused ones are added), a list
+        adds those seeds. ``parameters``: grid field -> values added to it (every new combination runs with
+        every seed). ``top`` K with ``total_timesteps`` T: the trials of the K best configurations (by
+        ``statistic`` over their seeds, :meth:`best`'s ranking) train on from their last checkpoint until T.
+
+        Finished trials are not retrained, their names and indices do not change, and new trials are indexed
+        after them; the sweep runs them (locally its running scheduler queues them, or it is started again for
+        them; on Kubernetes a second Job of the sweep runs the new indices, the running pods go on). Each step
+        is recorded create-only beside the sweep of record and in its history (who, what, when), so the same
+        sweep and steps give the same trials anywhere, and a call that crashed is completed by the next
+        (:func:`rlcloud.record.grow_sweep_recorded`). Raises SpecError for a request that adds nothing valid.
+        """
+        from rlcloud.errors import SpecError, SpecProblem
+
+        if top is not None or total_timesteps is not None:
+            if seeds is not None or parameters:
+                raise SpecError([SpecProblem("top", "extend --top trains trials further; add seeds or values in "
+                                             "a call of their own", top)])  # fmt: skip
+            if top is None or total_timesteps is None or top < 1 or total_timesteps < 1:
+                raise SpecError([SpecProblem("top", "give both top K >= 1 and total_timesteps T >= 1 (the K best "
+                                             "configurations train on until T)", top)])  # fmt: skip
+            ranked = self._ranked_configs(statistic)[:top]
+            return self._grow(lambda current: _budget_step(current, ranked, total_timesteps), "extend")
+        if seeds is None and not parameters:
+            raise SpecError([SpecProblem("seeds", "say what to add: seeds (a count or a list), parameters, or top "
+                                         "with total_timesteps", None)])  # fmt: skip
+        return self._grow(lambda current: self._checked(current, _trials_step(current, seeds, parameters or {})),
+                          "extend")  # fmt: skip
+
+    def _checked(self, current: SweepSpec, step: Any) -> Any:
+        """``step``, once each new configuration it makes is checked as :meth:`validate` checks a trial (an
+        invalid value is refused before the step is recorded: SpecError naming the trial)."""
+        if step is None or not step.parameters:
+            return step
+        from rlcloud.experiment import Experiment
+
+        seen = {t.config for t in current.trials()}
+        for trial in current.with_growth([*current.growth, step]).trials()[current.num_trials :]:
+            if trial.config not in seen:
+                seen.add(trial.config)
+                Experiment(trial.spec, results=self.location).validate()
+        return step
+
+    def rerun(self, state: str = "failed") -> builtins.list[str]:
+        """Run the trials in ``state`` ("failed" or "stopped") again, each from its last complete checkpoint
+        (from scratch if it has none), under the same trial names; ``max_failures`` and the budget apply as at
+        the first start. Returns their names (empty: none in that state). Recorded in the sweep's history."""
+        from rlcloud.errors import SpecError, SpecProblem
+
+        if state not in ("failed", "stopped"):
+            raise SpecError([SpecProblem("state", "rerun takes failed or stopped trials", state)])
+        names = [t.name for t in self.status().trials if t.state == state]
+        if not names:
+            return []
+        from rlcloud.record import append_sweep_event, sweep_of_record
+        from rlcloud.storage import open_store
+
+        store = open_store(self.location)
+        self.spec = sweep_of_record(store, self.spec)
+        self.sweeps.grow_sweep(self.spec, self.results_root, run=names)
+        where = self._cluster.describe() if self._cluster is not None else "local"
+        append_sweep_event(store, self.spec, "rerun", where=where, state=state, trials=names)
+        return names
+
+    def _grow(self, plan: Callable[[SweepSpec], Any], what: str) -> builtins.list[str]:
+        from rlcloud.record import grow_sweep_recorded
+        from rlcloud.storage import open_store
+
+        where = self._cluster.describe() if self._cluster is not None else "local"
+        sweeps = self.sweeps
+
+        def apply(grown: SweepSpec) -> None:
+            self.spec = grown
+            sweeps.grow_sweep(grown, self.results_root)
+
+        _grown, added = grow_sweep_recorded(open_store(self.location), self.spec, plan, apply, where=where)
+        log.info("sweep %s: %s: %d trial(s): %s", self.name, what, len(added), ", ".join(added[:10]))
+        return added
+
+    def _ranked_configs(self, statistic: str) -> builtins.list[str]:
+        """The sweep's configurations (:attr:`Trial.config`) best first by ``statistic`` over their seeds."""
+        from rlcloud.comparison import summarize
+        from rlcloud.errors import SpecError
+
+        table = self.results()
+        configs = {t.name: t.config for t in self.spec.trials()}
+        table = table.assign(configuration=[configs.get(run, "") for run in table["run"]])
+        table.attrs["parameters"] = ["configuration"]
+        summary = summarize(table, statistic=statistic)
+        ranked = summary[summary[statistic].notna()].sort_values(statistic, ascending=False, kind="stable")
+        if ranked.empty:
+            raise SpecError("no trial has a value of the objective yet: nothing to rank for extend --top")
+        return [str(c) for c in ranked["configuration"]]
 
     def _refuse_an_experiments_name(self) -> None:
         """A sweep may not take the name of an experiment under the same results root (the sweep's location
@@ -318,7 +427,9 @@ class Sweep:
         for a sentence). ``options`` go to :meth:`results`."""
         from rlcloud.comparison import best
 
-        return best(self.results(**options), statistic=statistic)
+        found = best(self.results(**options), statistic=statistic)
+        found.next_step = extend_advice(self.name, found)
+        return found
 
     def trial(self, name: str) -> Experiment:
         """The trial ``name`` (e.g. ``"lr3e-4--seed2"``) as an Experiment reading its results.
@@ -387,6 +498,18 @@ class Sweep:
         return sweep_capable((cluster or Cluster.local(results=results)).backend()).list_sweeps()
 
 
+def extend_advice(name: str, found: Best, flags: builtins.list[str] | None = None) -> str | None:
+    """The command that acts on ``found``'s advice for sweep ``name``: ``rlcloud sweep extend NAME --seeds N``
+    when N seeds per configuration would separate the best from the runner-up and the sweep has fewer; None
+    otherwise. ``flags``: what finds the sweep again (``--results DIR``, a cluster's flags)."""
+    needed = found.seeds_needed
+    if needed is None or needed <= found.n:
+        return None
+    import shlex
+
+    return shlex.join(["rlcloud", "sweep", "extend", name, "--seeds", str(needed), *(flags or [])])
+
+
 class _SweepBar:
     """A tqdm bar over a sweep's trials: done of all, running, best mean return so far (notebook-aware)."""
 
@@ -428,3 +551,55 @@ class _LogProgress:
                     "-" if ret is None else f"{ret:.1f}",
                     f": {trial.reason}" if trial.reason else "",
                 )
+
+
+def _trials_step(current: SweepSpec, seeds: int | list[int] | None, parameters: dict[str, list[Any]]) -> Any:
+    """The growth step that gives ``current`` the seeds and values asked for, or None when it has them all
+    already (a second call: nothing more to record). SpecError when the step would make invalid trials."""
+    from rlcloud.errors import SpecError, SpecProblem
+    from rlcloud.specs.sweep import Growth
+
+    have = list(current.seed_list)
+    for step in current.growth:
+        have += [s for s in step.seeds if s not in have]
+    if isinstance(seeds, bool) or (seeds is not None and not isinstance(seeds, int | list)):
+        raise SpecError([SpecProblem("seeds", "a count of seeds per configuration, or a list of seeds", seeds)])
+    if isinstance(seeds, int):
+        from rlcloud.specs.sweep import MAX_TRIALS
+
+        if not 1 <= seeds <= MAX_TRIALS:
+            raise SpecError([SpecProblem("seeds", f"a count of seeds per configuration is 1..{MAX_TRIALS}", seeds)])
+        candidates = (s for s in range(1, 2**32) if s not in have)
+        new_seeds = [next(candidates) for _ in range(max(0, seeds - len(have)))]
+    else:
+        new_seeds = [s for s in seeds or [] if s not in have]
+    values: dict[str, list[Any]] = {}
+    for key, added in parameters.items():
+        known = current.parameters.get(key)
+        if not isinstance(known, list):
+            values[key] = list(added)  # refused by the spec's validator, naming the field
+            continue
+        for step in current.growth:
+            known = known + step.parameters.get(key, [])
+        fresh = [v for v in added if all(v != k or type(v) is not type(k) for k in known)]
+        if fresh:
+            values[key] = fresh
+    if not new_seeds and not values:
+        return None
+    step = Growth(seeds=new_seeds, parameters=values)
+    current.with_growth([*current.growth, step]).trials()  # every new trial valid, or SpecError naming it
+    return step
+
+
+def _budget_step(current: SweepSpec, configs: list[str], total_timesteps: int) -> Any:
+    """The growth step that trains the trials of ``configs`` on until ``total_timesteps``, or None when each
+    has that budget already."""
+    from rlcloud.specs.sweep import Growth
+
+    chosen = set(configs)
+    names = [t.name for t in current.trials() if t.config in chosen and (t.spec.total_timesteps or 0) < total_timesteps]
+    if not names:
+        return None
+    step = Growth(trials=names, total_timesteps=total_timesteps)
+    current.with_growth([*current.growth, step]).trials()
+    return step

@@ -473,6 +473,8 @@ class _Store:
                 if new.get("spec") != current.get("spec"):
                     meta["generation"] = current["metadata"].get("generation", 1) + 1
                 _apply_defaults(rt, new, self, updating=True)
+                if rt.kind == "Job":
+                    _validate_job_update(name, current.get("spec") or {}, new.get("spec") or {})
             if _strip_rv(new) == _strip_rv(current):
                 return copy.deepcopy(current)  # no-op updates do not bump resourceVersion
             new["metadata"]["resourceVersion"] = self._next_rv()
@@ -654,6 +656,28 @@ def _validate_job_spec(name: str, spec: JSON) -> None:
             causes.append("spec.maxFailedIndexes: Invalid value: requires spec.backoffLimitPerIndex")
         if int(max_failed) < 0 or int(max_failed) > int(spec.get("completions") or 1):
             causes.append(f"spec.maxFailedIndexes: Invalid value: {max_failed}: must be between 0 and completions")
+    if causes:
+        raise ApiError(422, "Invalid", f'Job.batch "{name}" is invalid: ' + "; ".join(causes))
+
+
+def _validate_job_update(name: str, before: JSON, after: JSON) -> None:
+    """What the API server refuses when a Job changes (pkg/apis/batch/validation, ValidateJobSpecUpdate):
+    ``completionMode`` and ``selector`` never change; ``completions`` is immutable except for an Indexed Job
+    whose new ``completions`` equals its new ``parallelism`` (Kubernetes "Jobs", Elastic Indexed Job, KEP-3715,
+    stable in 1.31: "scale Indexed Jobs up or down by mutating both .spec.parallelism and .spec.completions
+    together such that .spec.parallelism == .spec.completions"), which a sweep running max_parallel of more
+    trials is not."""
+    causes = []
+    for field in ("completionMode", "selector"):
+        if field in before and before.get(field) != after.get(field):
+            causes.append(f"spec.{field}: Invalid value: field is immutable")
+    if before.get("completions") != after.get("completions"):
+        elastic = after.get("completionMode") == "Indexed" and after.get("completions") == after.get("parallelism")
+        if not elastic:
+            causes.append(
+                "spec.completions: Invalid value: field is immutable (an Indexed Job's completions may change "
+                "only together with parallelism, equal to it)"
+            )
     if causes:
         raise ApiError(422, "Invalid", f'Job.batch "{name}" is invalid: ' + "; ".join(causes))
 

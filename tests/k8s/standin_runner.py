@@ -15,6 +15,9 @@ exit codes and results layout as the real runner (docs/contracts.md), in miniatu
 - ``--sweep SWEEP.yaml --index I`` (a sweep's pod) runs trial ``I`` into ``$RLCLOUD_SWEEP_RESULTS/<trial>``
   (this one imports rlcloud's SweepSpec to name it); ``STANDIN_FAIL_TRIAL=<index>:<code>`` makes that
   trial exit with that code (``all:<code>``: every trial).
+- ``STANDIN_CRASH_TRIAL=<index>:<N>``: that trial checkpoints after N episodes and exits 3 (failed, not
+  retried: FailIndex), to be run again from the checkpoint. ``--trials 6-9`` (a Job that grows a sweep): pod
+  ``I`` runs the I-th of those trials.
 - ``STANDIN_HANG_AFTER=N`` makes a learner hang after N episodes of its own (its heartbeat, ``advanced_at`` in
   progress.json, stops; SIGTERM still checkpoints it); ``STANDIN_STALL_TIMEOUT`` is the stall_timeout its
   progress.json says (the real runner's comes from the spec). ``STANDIN_WATCHDOG=1`` runs the real runner's
@@ -135,6 +138,17 @@ def learner(role: str, results: Path, workdir: str, *, warm: bool = False) -> in
             _write_json(results / "progress.json", {"state": "stopped", "episode": episode, "checkpoint": name})
             print(f"checkpoint {name} on SIGTERM", flush=True)
             return 143
+        crash_after = os.environ.get("STANDIN_CRASH_AFTER")
+        if crash_after and episode >= int(crash_after):
+            # a crash that is no spec error but is not retried either (exit 3: FailIndex): after a checkpoint
+            name = f"ckpt-{episode}"
+            (results / "checkpoints" / name).mkdir(parents=True, exist_ok=True)
+            tmp = latest.with_suffix(".tmp")
+            tmp.write_text(name)
+            tmp.replace(latest)
+            _write_json(results / "progress.json", {"state": "failed", "episode": episode, "checkpoint": name})
+            print(f"checkpoint {name}, then crashing", flush=True)
+            return 3
         print(f"episode {episode} return {10 + episode}", flush=True)
         beat = {"advanced_at": time.time(), "stall_timeout": stall_timeout}
         _write_json(results / "progress.json", {"state": "running", "episode": episode + 1, "timestep": 0, **beat})
@@ -229,11 +243,16 @@ def main() -> int:
     source.add_argument("--sweep")
     parser.add_argument("--workdir", required=True)
     parser.add_argument("--stride", type=int)
+    parser.add_argument("--trials")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, _on_term)
     if os.environ.get("STANDIN_EXIT"):
         print(f"exiting with {os.environ['STANDIN_EXIT']}", flush=True)
         return int(os.environ["STANDIN_EXIT"])
+    if args.sweep and args.trials:  # a Job that grows a sweep: its pod I runs the I-th of its trials
+        from rlcloud.specs.sweep import parse_trial_indices
+
+        args.index = parse_trial_indices(args.trials)[args.index]
     if args.sweep and args.stride:
         return warm(args)
     if args.sweep:
@@ -245,6 +264,9 @@ def main() -> int:
         if failing and (failing == "all" or int(failing) == args.index):
             print(f"trial {trial.name}: exiting with {code}", flush=True)
             return int(code)
+        crashing, _, after = os.environ.get("STANDIN_CRASH_TRIAL", "").partition(":")
+        if crashing and int(crashing) == args.index:
+            os.environ["STANDIN_CRASH_AFTER"] = after
         os.environ["RLCLOUD_RESULTS"] = os.environ["RLCLOUD_SWEEP_RESULTS"] + "/" + trial.name
         print(f"trial {args.index}: {trial.name}", flush=True)
     elif not Path(args.spec).is_file():

@@ -80,6 +80,8 @@ _TABLE: tuple[tuple[str, str], ...] = (
     ("sweep", "status"),
     ("sweep", "results"),
     ("sweep", "stop"),
+    ("sweep", "extend"),
+    ("sweep", "rerun"),
     ("sweep", "list_"),
     ("analysis", "compare"),
     ("cluster", "CLUSTER"),

@@ -83,7 +83,8 @@ def compare(args: argparse.Namespace) -> int:
             title = f"{len(loaded)} run{'s' if len(loaded) != 1 else ''} ({args.objective})"
             console().print(frame_table(table.drop(columns=["location"]), title))
         if len(loaded) > 1 or sweeps:
-            print_statistics(table, title=", ".join(sweeps))
+            one = sweeps[0] if len(sweeps) == 1 and all(run.sweep for run in loaded) else None
+            print_statistics(table, title=", ".join(sweeps), sweep=one, flags=_results_flags(args))
     else:
         from rlcloud.comparison import summarize
 
@@ -100,9 +101,16 @@ def compare(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def print_statistics(table: Any, *, title: str = "") -> None:
+def _results_flags(args: argparse.Namespace) -> list[str]:
+    """``--results ROOT`` when the command was given one: what finds a sweep again in a command it prints."""
+    results = getattr(args, "results", None)
+    return ["--results", str(results)] if results else []
+
+
+def print_statistics(table: Any, *, title: str = "", sweep: str | None = None, flags: list[str] | None = None) -> None:
     """The configuration table (statistics over seeds with their intervals), its notes and the best
-    configuration; when statistics cannot be had (no scipy, a budget choice to make) the reason, on stderr."""
+    configuration; when statistics cannot be had (no scipy, a budget choice to make) the reason, on stderr.
+    ``sweep``: the one sweep compared, whose extend command the best's advice names (``flags`` find it)."""
     from rlcloud.cli._common import console
     from rlcloud.comparison import BudgetError, best, summarize
     from rlcloud.errors import MissingExtraError
@@ -118,6 +126,10 @@ def print_statistics(table: Any, *, title: str = "") -> None:
     for note in summary.attrs.get("notes", []):
         print(note)
     if found is not None and len(summary) > 1:
+        if sweep is not None:
+            from rlcloud.sweep import extend_advice
+
+            found.next_step = extend_advice(sweep, found, flags)
         print(found)
 
 

@@ -197,6 +197,71 @@ def stop(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+@command(
+    "sweep extend",
+    "Grow a sweep: more seeds or grid values, or train its best configurations further.",
+    "rlcloud sweep extend lr-sweep --seeds 8",
+    args=[
+        NAME,
+        Arg("--seeds", metavar="N", type=int, help="N seeds per configuration in all (the lowest unused are added)"),
+        Arg(
+            "--grid",
+            action="append",
+            metavar="FIELD=V1,V2,...",
+            help="add values to a field of the sweep's grid, e.g. --grid agent.learning_rate=1e-4 (repeatable)",
+        ),
+        Arg("--top", metavar="K", type=int, help="with --total-timesteps: the K best configurations train on"),
+        Arg("--total-timesteps", metavar="T", type=int, help="with --top: their new budget"),
+        *TARGET,
+    ],
+)
+def extend(args: argparse.Namespace) -> int:
+    """Add trials of the same sweep (finished ones are kept as they are) or extend the best ones' budget."""
+    from rlcloud.cli._common import blame_flags
+
+    grid = _parse_grid(args.grid)
+    sweep = _sweep(args)
+    flags = {"seeds": "--seeds", "top": "--top", "total_timesteps": "--total-timesteps", "growth": "--grid"}
+    flags.update({f"parameters.{key}": f"--grid {key}" for key in grid})
+    with blame_flags(flags):
+        added = sweep.extend(
+            seeds=args.seeds, parameters=grid or None, top=args.top, total_timesteps=args.total_timesteps
+        )
+    verb = "trains on" if args.top is not None else "added"
+    if not added:
+        print(f"{sweep.name} has these trials already: nothing to add ({sweep.spec.num_trials} trials)")
+    else:
+        shown = ", ".join(added[:8]) + (f" and {len(added) - 8} more" if len(added) > 8 else "")
+        print(f"{sweep.name}: {len(added)} trial(s) {verb}: {shown}; {sweep.spec.num_trials} trials in all")
+    return EXIT_OK
+
+
+@command(
+    "sweep rerun",
+    "Run a sweep's failed (or stopped) trials again from their last checkpoint.",
+    "rlcloud sweep rerun lr-sweep --state failed",
+    args=[
+        NAME,
+        Arg(
+            "--state",
+            choices=("failed", "stopped"),
+            default="failed",
+            help="which trials run again (default: failed)",
+        ),
+        *TARGET,
+    ],
+)
+def rerun(args: argparse.Namespace) -> int:
+    """Run the trials in a state again, each from its last complete checkpoint."""
+    sweep = _sweep(args)
+    names = sweep.rerun(args.state)
+    if not names:
+        print(f"{sweep.name} has no {args.state} trial: nothing to run again")
+        return EXIT_OK
+    print(f"{sweep.name}: running {len(names)} {args.state} trial(s) again: {', '.join(names[:8])}")
+    return EXIT_OK
+
+
 @command("sweep list", "List the sweeps.", "rlcloud sweep list --results gs://my-bucket/rl", args=[*TARGET])
 def list_(args: argparse.Namespace) -> int:
     """Names of the sweeps on the target."""

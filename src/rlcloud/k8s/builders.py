@@ -73,6 +73,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ANNOTATION_CONFIG_HASH",
+    "ANNOTATION_GROWTH",
+    "ANNOTATION_TRIAL_INDICES",
+    "CONFIG_KEY_GROWN",
     "CONFIG_KEY_RESULTS",
     "CONFIG_KEY_SPEC",
     "CONFIG_KEY_SWEEP",
@@ -94,6 +97,7 @@ __all__ = [
     "build_role",
     "build_role_binding",
     "build_service_account",
+    "build_sweep_growth_job",
     "build_sweep_workloads",
     "build_workloads",
     "config_hash",
@@ -131,6 +135,15 @@ ANNOTATION_WORKERS = "rlcloud.io/num-workers"
 
 CONFIG_KEY_SPEC = "spec.yaml"
 CONFIG_KEY_SWEEP = "sweep.yaml"
+#: the sweep's ConfigMap key holding the sweep as it grew (rlcloud sweep extend): what its growth Jobs' pods read;
+#: the first Job's pods read CONFIG_KEY_SWEEP, never changed once created
+CONFIG_KEY_GROWN = "grown.yaml"
+#: on a Job that grows a sweep: the trial indices its completion indices run ("6-11,14", in order)
+ANNOTATION_TRIAL_INDICES = "rlcloud.io/trial-indices"
+#: on a sweep's ConfigMap: growth steps in CONFIG_KEY_GROWN, trials that have a Job, Jobs that ran trials again
+ANNOTATION_GROWTH = "rlcloud.io/growth-steps"
+ANNOTATION_COVERED = "rlcloud.io/trials-with-jobs"
+ANNOTATION_RERUNS = "rlcloud.io/reruns"
 CONFIG_KEY_RESULTS = "results"
 CONTAINER = "runner"
 SPEC_DIR = "/etc/rlcloud"
@@ -1013,6 +1026,47 @@ def build_sweep_workloads(
         )
     )
     return [config_map, job]
+
+
+def build_sweep_growth_job(
+    sweep: SweepSpec, indices: list[int], suffix: str, *, namespace: str, **options: Any
+) -> k8s.V1Job:
+    """A Job that runs trials ``indices`` of a sweep that grew (``sweep``: with its growth), beside its first Job.
+
+    Kubernetes does not let a running Indexed Job grow: ``spec.completions`` is immutable unless it changes
+    together with ``spec.parallelism`` and stays equal to it (Kubernetes "Jobs", Elastic Indexed Jobs, 1.27+),
+    and a sweep runs ``max_parallel`` < trials at a time; replacing the Job would restart its running pods. So
+    the new trials (or the ones run again) get a second Indexed Job of the same sweep (its labels, pod template
+    and failure policy: :func:`build_sweep_workloads` with ``options``), named ``<sweep>-sweep-<suffix>``:
+    ``completions`` = ``len(indices)``, and its pod ``i`` runs trial ``indices[i]`` (``--trials``), reading the
+    grown sweep from the ConfigMap's :data:`CONFIG_KEY_GROWN` (the first Job's pods never see it change).
+    """
+    if not indices:
+        raise ValueError("a growth Job needs at least one trial")
+    from rlcloud.specs.sweep import trial_indices_text
+
+    options = {**options, "warm": False}  # one trial per pod: its index is the trial's
+    config_map, job = build_sweep_workloads(sweep, namespace=namespace, **options)
+    del config_map
+    count = len(indices)
+    job.metadata.name = f"{sweep_object_name(sweep.name)}-{suffix}"
+    text = trial_indices_text(indices)
+    annotations = {k: v for k, v in (job.metadata.annotations or {}).items() if k != ANNOTATION_CONFIG_HASH}
+    job.metadata.annotations = {**annotations, ANNOTATION_TRIAL_INDICES: text}
+    spec = job.spec
+    spec.completions = count
+    spec.parallelism = min(sweep.max_parallel or DEFAULT_SWEEP_PARALLELISM, count)
+    if spec.max_failed_indexes is not None:
+        spec.max_failed_indexes = min(spec.max_failed_indexes, count)
+    if spec.backoff_limit is not None:
+        spec.backoff_limit = min(LEARNER_BACKOFF_LIMIT * count, MAX_INT32)
+    pod = spec.template.spec
+    for volume in pod.volumes:
+        if volume.config_map is not None:
+            volume.config_map.items = [k8s.V1KeyToPath(key=CONFIG_KEY_GROWN, path=CONFIG_KEY_SWEEP)]
+    pod.containers[0].args = [*pod.containers[0].args, "--trials", text]
+    stamped: k8s.V1Job = _stamp(job)
+    return stamped
 
 
 def budget_annotations(budget: Usd | None) -> dict[str, str] | None:

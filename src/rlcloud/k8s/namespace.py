@@ -94,6 +94,7 @@ class KubernetesNamespace:
         self.warm_trials = warm_trials
         self._sweep_configs: dict[str, tuple[str, SweepSpec, str]] = {}  # name -> (config hash, spec, root)
         self._sweep_stores: dict[str, Store] = {}
+        self._sweep_notes: dict[str, dict[str, str]] = {}  # name -> its ConfigMap's annotations, last read
         self._finished_progress: dict[tuple[str, str], ProgressRecord] = {}  # (sweep, trial) -> progress
 
     def kubernetes_version(self) -> str:

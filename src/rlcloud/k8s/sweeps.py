@@ -4,7 +4,9 @@ A sweep is a ConfigMap and ONE Indexed Job (:func:`rlcloud.k8s.builders.build_sw
 the number of trials (see benchmarks/sweep_objects.py): ``start_sweep`` reads the Job and creates the two
 objects; ``sweep_status`` reads the Job and the ConfigMap and lists the pods once (trial states from
 ``completedIndexes``/``failedIndexes`` and the pods: :func:`rlcloud.k8s.status.trial_states`); ``stop_sweep``
-deletes the Job (foreground) and the ConfigMap, then lists pods until they are gone.
+deletes the Job (foreground) and the ConfigMap, then lists pods until they are gone. A sweep that grew
+(``grow_sweep``: ``rlcloud sweep extend``/``rerun``) has more Jobs beside its first, one per growth or rerun,
+each over some trial indices; its status lists them once more.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import builtins
 import logging
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from kubernetes import client as k8s
@@ -21,12 +24,19 @@ from rlcloud.errors import ConflictError, NotFoundError, RLCloudError, SpecError
 from rlcloud.k8s.applier import KUEUE_API, path_for, translate
 from rlcloud.k8s.builders import (
     ANNOTATION_CONFIG_HASH,
+    ANNOTATION_COVERED,
+    ANNOTATION_GROWTH,
+    ANNOTATION_RERUNS,
+    ANNOTATION_TRIAL_INDICES,
+    ANNOTATION_TRIALS,
+    CONFIG_KEY_GROWN,
     CONFIG_KEY_RESULTS,
     CONFIG_KEY_SWEEP,
     CONFIG_ROLE,
     KUEUE_QUEUE_LABEL,
     LABEL_ROLE,
     LABEL_SWEEP,
+    build_sweep_growth_job,
     build_sweep_workloads,
     sweep_object_name,
     sweep_selector,
@@ -55,6 +65,9 @@ if TYPE_CHECKING:
 __all__ = ["KubernetesSweeps"]
 
 logger = logging.getLogger(__name__)
+
+#: The label the Job controller puts on its pods with their Job's name (Kubernetes 1.27+).
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 
 
 class KubernetesSweeps(KubernetesNamespace, SweepCapable):
@@ -91,6 +104,11 @@ class KubernetesSweeps(KubernetesNamespace, SweepCapable):
         job_name = sweep_object_name(name)
         self._forget_sweep(name)
         existing = self.applier.read("Job", job_name, self.namespace)
+        if existing is not None and not get(existing, "metadata", "deletionTimestamp") and sweep.growth:
+            # a sweep that grew, started again while its first Job is there: the Job is the ungrown sweep's, and
+            # the facade checked the sweep's identity against its record; what the growth needs, it gets
+            self.grow_sweep(sweep, results)
+            return False
         if existing is not None and not get(existing, "metadata", "deletionTimestamp"):
             wanted = objs[-1].metadata.annotations[ANNOTATION_CONFIG_HASH]
             if (get(existing, "metadata", "annotations") or {}).get(ANNOTATION_CONFIG_HASH) != wanted:
@@ -117,6 +135,102 @@ class KubernetesSweeps(KubernetesNamespace, SweepCapable):
         )
         return True
 
+    def grow_sweep(self, sweep: SweepSpec, results: str, *, run: Sequence[str] = ()) -> bool:
+        """Run a grown sweep's new trials, and the trials in ``run`` (or given a larger budget) again, each set
+        in an Indexed Job of its own beside the sweep's first (:func:`build_sweep_growth_job`): running pods are
+        never touched, and each trial keeps its index and name.
+
+        The grown sweep goes to the ConfigMap (:data:`CONFIG_KEY_GROWN`, read by those Jobs' pods only), and the
+        ConfigMap counts the trials that have a Job (:data:`ANNOTATION_COVERED`): the new trials' Job is named
+        after its first index, so a call that crashed and is made again finds its Job and creates no second
+        one. A sweep whose objects are gone (stopped) is started again whole (:meth:`start_sweep`: its
+        finished trials exit at once). Returns whether a Job was created.
+        """
+        self._check_results(results, "a sweep")
+        name = sweep.name
+        cm_name = sweep_object_name(name)
+        cm = self.applier.read("ConfigMap", cm_name, self.namespace)
+        if cm is None:
+            return self.start_sweep(sweep, results)
+        notes = get(cm, "metadata", "annotations") or {}
+        if sweep.growth and int(notes.get(ANNOTATION_GROWTH) or 0) <= len(sweep.growth):
+            # never back to fewer steps (a racing call with an older sweep of record)
+            self.applier.patch(
+                "ConfigMap",
+                cm_name,
+                self.namespace,
+                {"metadata": {"annotations": {ANNOTATION_GROWTH: str(len(sweep.growth))}},
+                 "data": {CONFIG_KEY_GROWN: sweep.to_yaml()}},
+            )  # fmt: skip
+        options = dict(
+            image=sweep.experiment.image or self.image,
+            results=results,
+            gpu_type=self.gpu_type,
+            service_account=self.service_account,
+            credentials_secret=self.credentials_secret,
+            queue=self.queue,
+            kubernetes_version=self.kubernetes_version(),
+        )
+        created = False
+        covered = max(int(notes.get(ANNOTATION_TRIALS) or 0), int(notes.get(ANNOTATION_COVERED) or 0))
+        new = list(range(covered, sweep.num_trials))
+        if new:
+            job = build_sweep_growth_job(sweep, new, f"g{new[0]}", namespace=self.namespace, **options)
+            have = self.applier.create(job, compare=False)  # made by a call that crashed: its indices count
+            from rlcloud.specs.sweep import parse_trial_indices
+
+            ran = parse_trial_indices(str((get(have, "metadata", "annotations") or {}).get(ANNOTATION_TRIAL_INDICES)))
+            covered = max(covered, max(ran) + 1)
+            self.applier.patch("ConfigMap", cm_name, self.namespace,
+                               {"metadata": {"annotations": {ANNOTATION_COVERED: str(covered)}}})  # fmt: skip
+            logger.info("sweep %s grew: Job %s runs trials %s", name, object_name(have), new[0])
+            created = True
+        again = self._trials_to_run_again(sweep, run)
+        if again:
+            self._run_again(sweep, again, cm_name, int(notes.get(ANNOTATION_RERUNS) or 0), options)
+            created = True
+        self._forget_sweep(name)  # what it said of the trials run again is no longer so
+        return created
+
+    def _trials_to_run_again(self, sweep: SweepSpec, run: Sequence[str]) -> builtins.list[int]:
+        """Indices of the trials named in ``run``, and of those that succeeded short of a budget a growth gave."""
+        table = sweep.trials()
+        wanted = set(run)
+        longer = {t.name for step in sweep.growth for t in table if t.name in step.trials}
+        store = self._sweep_store(sweep.name) if longer else None
+        if store is not None:
+            from rlcloud.storage import read_progress
+
+            for trial in table:
+                if trial.name in longer:
+                    try:
+                        progress = read_progress(store.child(trial.name))
+                    except RLCloudError:
+                        continue
+                    if progress is not None and progress.done and not progress.done_at(trial.spec.total_timesteps):
+                        wanted.add(trial.name)
+        return [t.index for t in table if t.name in wanted]
+
+    def _run_again(
+        self, sweep: SweepSpec, indices: builtins.list[int], cm_name: str, reruns: int, options: dict[str, Any]
+    ) -> None:
+        """A Job ``<sweep>-sweep-r<N>`` that runs trials ``indices`` again (each resumes from its checkpoint).
+        N counts the sweep's reruns (on its ConfigMap); a Job of that number for the same trials (a call that
+        crashed) is taken as it is."""
+        from rlcloud.specs.sweep import trial_indices_text
+
+        text = trial_indices_text(indices)
+        for number in range(reruns + 1, reruns + 100):
+            job = build_sweep_growth_job(sweep, indices, f"r{number}", namespace=self.namespace, **options)
+            have = self.applier.create(job, compare=False)
+            if (get(have, "metadata", "annotations") or {}).get(ANNOTATION_TRIAL_INDICES) == text:
+                break
+        else:
+            raise ConflictError(f"sweep {sweep.name}: too many Jobs that run trials again; stop the sweep first")
+        self.applier.patch("ConfigMap", cm_name, self.namespace,
+                           {"metadata": {"annotations": {ANNOTATION_RERUNS: str(number)}}})  # fmt: skip
+        logger.info("sweep %s: Job %s runs %d trial(s) again", sweep.name, object_name(have), len(indices))
+
     def sweep_status(self, name: str) -> SweepStatus:
         """Each trial's state and progress, in three Kubernetes requests whatever the number of trials: the
         Job (``completedIndexes``/``failedIndexes``, conditions), the ConfigMap (the sweep spec) and one list
@@ -137,31 +251,14 @@ class KubernetesSweeps(KubernetesNamespace, SweepCapable):
             else []
         )
         table = sweep.trial_table()
+        first, others = self._sweep_jobs(name, len(table))
+        if others:
+            # the sweep grew or ran trials again: Jobs beside its first, each over some trials (none on an
+            # ungrown sweep: then this costs no request)
+            return self._grown_status(name, sweep, table, job, first, others, pods)
         sharing = warm_pods(job, len(table))
         if job is not None and sharing is not None:
-            # pods run several trials each: the store says what became of each, read as far as each pod got
-            # (rlcloud.k8s.warm)
-            uid = get(job, "metadata", "uid")
-
-            def read(batch: list[str]) -> dict[str, ProgressRecord]:
-                # read as running trials' are (never kept), then kept once final for this Job: a runner's
-                # "failed" may be a crash its pod tries again
-                got = self._trial_progress(name, [(trial_name, "running") for trial_name in batch])
-                for trial_name, progress in got.items():
-                    if warm_final(progress, uid):
-                        self._finished_progress[(name, trial_name)] = progress
-                return got
-
-            shared = read_shares([trial_name for trial_name, _p, _s in table], sharing, read, job_uid=uid)
-            return warm_sweep_status(
-                name,
-                job,
-                table,
-                shared,
-                max_failures=sweep.max_failures,
-                smoke_timesteps=sweep.smoke_timesteps,
-                backend=self.kind,
-            )
+            return self._warm_status(name, sweep, table, job, sharing)
         observed = trial_states(job, pods, len(table))
         progress = self._trial_progress(
             name, [(trial_name, seen.state) for (trial_name, _p, _s), seen in zip(table, observed, strict=True)]
@@ -189,6 +286,124 @@ class KubernetesSweeps(KubernetesNamespace, SweepCapable):
             backend=self.kind,
             cost_usd=measured_cost(job) if job is not None else None,
         )
+
+    def _warm_status(
+        self,
+        name: str,
+        sweep: SweepSpec,
+        table: builtins.list[tuple[str, dict[str, Any], int]],
+        job: JSON,
+        sharing: int,
+    ) -> SweepStatus:
+        """The status of trials ``table`` run by a warm Job (pods run several trials each): the store says what
+        became of each, read as far as each pod got (rlcloud.k8s.warm)."""
+        uid = get(job, "metadata", "uid")
+
+        def read(batch: list[str]) -> dict[str, ProgressRecord]:
+            # read as running trials' are (never kept), then kept once final for this Job: a runner's
+            # "failed" may be a crash its pod tries again
+            got = self._trial_progress(name, [(trial_name, "running") for trial_name in batch])
+            for trial_name, progress in got.items():
+                if warm_final(progress, uid):
+                    self._finished_progress[(name, trial_name)] = progress
+            return got
+
+        shared = read_shares([trial_name for trial_name, _p, _s in table], sharing, read, job_uid=uid)
+        return warm_sweep_status(
+            name,
+            job,
+            table,
+            shared,
+            max_failures=sweep.max_failures,
+            smoke_timesteps=sweep.smoke_timesteps,
+            backend=self.kind,
+        )
+
+    def _sweep_jobs(self, name: str, trials: int) -> tuple[int, builtins.list[tuple[JSON, builtins.list[int]]]]:
+        """How many trials the sweep's first Job runs, and its other Jobs (oldest first) with the trials each
+        runs. Lists Jobs only when the ConfigMap says there are others (it counts them: cached by version)."""
+        from rlcloud.specs.sweep import parse_trial_indices
+
+        notes = self._sweep_notes.get(name) or {}
+        first = int(notes.get(ANNOTATION_TRIALS) or trials)
+        if not (notes.get(ANNOTATION_COVERED) or notes.get(ANNOTATION_RERUNS)):
+            return first, []
+        jobs = self.applier.list_items("Job", self.namespace, label_selector=sweep_selector(name),
+                                       what=f"list Jobs of {name}")  # fmt: skip
+        others = []
+        for job in jobs:
+            text = (get(job, "metadata", "annotations") or {}).get(ANNOTATION_TRIAL_INDICES)
+            if text and not get(job, "metadata", "deletionTimestamp"):
+                indices = [i for i in parse_trial_indices(str(text)) if i < trials]
+                others.append((job, indices))
+        others.sort(key=lambda pair: (str(get(pair[0], "metadata", "creationTimestamp") or ""), object_name(pair[0])))
+        return min(first, trials), others
+
+    def _grown_status(
+        self,
+        name: str,
+        sweep: SweepSpec,
+        table: builtins.list[tuple[str, dict[str, Any], int]],
+        job: JSON | None,
+        first: int,
+        others: builtins.list[tuple[JSON, builtins.list[int]]],
+        pods: builtins.list[JSON],
+    ) -> SweepStatus:
+        """The status of a sweep with Jobs beside its first: each trial as the latest Job that runs it sees it
+        (a trial run again is its rerun Job's), its first Job's own trials as :meth:`sweep_status` reads them."""
+        from rlcloud.k8s.status import TrialObserved
+
+        def pods_of(job_name: str) -> builtins.list[JSON]:
+            return [
+                p for p in pods if labels(p).get("batch.kubernetes.io/job-name", labels(p).get("job-name")) == job_name
+            ]
+
+        first_name = sweep_object_name(name)
+        observed: dict[int, tuple[TrialObserved, JSON | None]] = {}  # index -> what its latest Job says, that Job
+        warm: dict[int, TrialStatus] = {}
+        sharing = warm_pods(job, first) if job is not None else None
+        if job is not None and sharing is not None:  # the first Job's pods run several trials each
+            warm = {t.index: t for t in self._warm_status(name, sweep, table[:first], job, sharing).trials}
+        else:
+            observed = {i: (seen, job) for i, seen in enumerate(trial_states(job, pods_of(first_name), first))}
+        for other, indices in others:
+            seen_here = trial_states(other, pods_of(object_name(other)), len(indices))
+            for index, seen in zip(indices, seen_here, strict=True):
+                observed[index] = (seen, other)
+                warm.pop(index, None)
+        queued = (TrialObserved("queued"), None)  # no Job runs it yet
+        cold = [i for i in range(len(table)) if i not in warm]
+        progress = self._trial_progress(name, [(table[i][0], observed.get(i, queued)[0].state) for i in cold])
+        trials: builtins.list[TrialStatus] = []
+        for index, (trial_name, params, seed) in enumerate(table):
+            if index in warm:
+                trials.append(warm[index])
+                continue
+            seen, by = observed.get(index, queued)
+            got = progress.get(trial_name, ProgressRecord())
+            state: TrialState
+            reason = seen.reason
+            if by is None:
+                state = _state_on_record(got) if got.state else "queued"
+                reason = got.stop_reason
+            elif seen.state in ("succeeded", "failed", "stopped"):
+                state = trial_state(seen.state, got)
+                reason = got.stop_reason or reason
+            else:
+                state = seen.state  # type: ignore[assignment]  # queued/pending/running: TrialState values
+            trials.append(TrialStatus(index, trial_name, params, seed, state, got, reason, restarts=seen.restarts))
+        live = [j for j in [job, *(o for o, _i in others)] if j is not None and not job_finished(j)]
+        overall_state: ExperimentState
+        if live:  # the newest Job still at work says how the sweep goes
+            overall_state, message = _sweep_overall(live[-1], trials)
+        elif all(t.finished for t in trials):  # every Job has ended: the trials say how the sweep ended
+            failed = sum(1 for t in trials if t.state == "failed")
+            overall_state = "failed" if failed else "succeeded"
+            message = f"{failed} of {len(trials)} trials failed" if failed else None
+        else:
+            overall_state, message = _sweep_overall(None, trials)
+        return SweepStatus(name=name, state=overall_state, trials=trials, message=message, backend=self.kind,
+                           cost_usd=measured_cost(job) if job is not None else None)  # fmt: skip
 
     def stop_sweep(self, name: str) -> None:
         """Delete the sweep's Job in the foreground (running trials get SIGTERM and checkpoint; no new trial
@@ -259,13 +474,18 @@ class KubernetesSweeps(KubernetesNamespace, SweepCapable):
         if cm is None:
             self._sweep_configs.pop(name, None)
             return None
-        key = (get(cm, "metadata", "annotations") or {}).get(ANNOTATION_CONFIG_HASH) or get(
-            cm, "metadata", "resourceVersion"
-        )
+        notes = get(cm, "metadata", "annotations") or {}
+        self._sweep_notes[name] = dict(notes)
+        key = notes.get(ANNOTATION_CONFIG_HASH) or get(cm, "metadata", "resourceVersion")
+        if notes.get(ANNOTATION_GROWTH) or notes.get(ANNOTATION_RERUNS):
+            # grown or run again: each change is a new version (and what was final may run again)
+            key = f"{key}@{get(cm, 'metadata', 'resourceVersion')}"
         cached = self._sweep_configs.get(name)
         if cached is not None and cached[0] == key:
             return cached[1], cached[2]
         data = cm.get("data") or {}
+        if CONFIG_KEY_GROWN in data:  # the sweep as it grew (its first Job's pods read the key below, unchanged)
+            data = {**data, CONFIG_KEY_SWEEP: data[CONFIG_KEY_GROWN]}
         if CONFIG_KEY_SWEEP not in data:
             raise NotFoundError(
                 f"ConfigMap {sweep_object_name(name)} holds no {CONFIG_KEY_SWEEP}: not an rlcloud sweep"

@@ -33,6 +33,7 @@ from rlcloud.runner.early_stop import early_stopping_env
 
 if TYPE_CHECKING:
     from rlcloud.backend import ExperimentStatus
+    from rlcloud.specs.sweep import SweepSpec, Trial
 
 __all__ = ["failure_signature", "main", "run_sweep"]
 
@@ -67,16 +68,42 @@ def _wait_for_change(paths: list[Path], timeout: float) -> None:
             return
 
 
-def _finished_on_record(location: str, name: str) -> bool:
-    """Whether the trial's results say it is done (then it is not started again)."""
+def _finished_on_record(location: str, trial: Trial) -> bool:
+    """Whether the trial's results say it is done for its budget (then it is not started again)."""
     from rlcloud.errors import RLCloudError
     from rlcloud.storage import open_store, read_progress
 
     try:
-        progress = read_progress(open_store(child(location, name)))
+        progress = read_progress(open_store(child(location, trial.name)))
     except RLCloudError:
         return False
-    return progress is not None and progress.done
+    return progress is not None and progress.done_at(trial.spec.total_timesteps)
+
+
+def _take_growth(
+    statedir: Path, location: str, trials: list[Trial], pending: list[Trial], running: dict[str, Any]
+) -> tuple[SweepSpec, list[Trial], list[Trial]]:
+    """The sweep grew while this scheduler runs (:meth:`rlcloud.local.LocalBackend.grow_sweep` wrote its
+    spec and asked in state.json): its trials now, and what to run: the queued ones, the new ones, the ones
+    asked to run again (``rerun``) and those given a larger budget, unless running or done. Finished trials
+    are never started again; the indices of the others do not change (growth only appends)."""
+    sweep = read_sweep_spec(statedir)
+    rerun = set(read_sweep_state(statedir).get("rerun") or [])
+    before = {t.name: t for t in trials}
+    queued = {t.name for t in pending}
+    grown = sweep.trials()
+    wanted = []
+    for trial in grown:
+        old = before.get(trial.name)
+        asked = (
+            trial.name in queued
+            or old is None
+            or trial.name in rerun
+            or old.spec.total_timesteps != trial.spec.total_timesteps
+        )
+        if asked and trial.name not in running and not _finished_on_record(location, trial):
+            wanted.append(trial)
+    return sweep, grown, wanted
 
 
 #: What varies between trials that fail the same way: numbers (learning rates, timesteps, pids, ports),
@@ -135,7 +162,11 @@ def run_sweep(statedir: Path, pool: WarmPool | None = None) -> int:
     location = str(state["location"])
     max_parallel = int(state["max_parallel"])
     trials = sweep.trials()
-    pending = [t for t in trials if not _finished_on_record(location, t.name)]
+    # a start that runs some trials only (a rerun of the failed ones, the trials a growth added): state "only"
+    only = state.get("only")
+    chosen = set(only) if isinstance(only, list) else None
+    pending = [t for t in trials if (chosen is None or t.name in chosen) and not _finished_on_record(location, t)]
+    grow_seen = int(state.get("grow_request") or 0)  # growth asked before this start is in its sweep.yaml
     running: dict[str, Any] = {}
     failures: dict[str, list[str]] = {}
     # a fresh sweep (no trial started yet) proves its base experiment on one trial first
@@ -162,9 +193,20 @@ def run_sweep(statedir: Path, pool: WarmPool | None = None) -> int:
             smoke,
         )
     while pending or running:
-        if read_sweep_state(statedir).get("stop_requested"):
+        now = read_sweep_state(statedir)
+        if now.get("stop_requested"):
             logger.info("stop requested: leaving %d queued trials", len(pending))
             return 0
+        asked = int(now.get("grow_request") or 0)
+        if asked > grow_seen:
+            # the sweep grew (rlcloud sweep extend/rerun): its new trials queue after the others
+            sweep, trials, pending = _take_growth(statedir, location, trials, pending, running)
+            if now.get("rerun"):
+                failures, halt = {}, None  # a rerun starts afresh, as a start does: max_failures applies anew
+                update_sweep_state(statedir, failures={}, halted=None)
+            grow_seen = asked
+            update_sweep_state(statedir, grow_seen=asked)
+            logger.info("sweep %s grew: %d trials, %d queued", sweep.name, len(trials), len(pending))
         for name, backend in list(running.items()):
             try:
                 status = backend.status(name)

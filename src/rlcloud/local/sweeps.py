@@ -15,12 +15,13 @@ import signal
 import subprocess
 import time
 from abc import abstractmethod
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rlcloud.backend import ExperimentBackend, ExperimentState, SweepCapable, SweepStatus, TrialStatus, trial_state
 from rlcloud.errors import NotFoundError
-from rlcloud.layout import SWEEP_SPEC
+from rlcloud.layout import SWEEP_SPEC, child
 from rlcloud.local.machine import LocalMachine, keep_child, local_run_price, reap_children
 from rlcloud.local.state import (
     POLL_S,
@@ -40,7 +41,7 @@ from rlcloud.results import is_gcs, local_workdir, results_location
 from rlcloud.waiting import poll_until
 
 if TYPE_CHECKING:
-    from rlcloud.specs.sweep import SweepSpec
+    from rlcloud.specs.sweep import SweepSpec, Trial
 
 __all__ = ["SWEEP_LOCK_TIMEOUT", "LocalSweeps", "local_parallelism"]
 
@@ -73,7 +74,50 @@ class LocalSweeps(LocalMachine, SweepCapable):
         with hold_flock(statedir / "control.lock", SWEEP_LOCK_TIMEOUT, f"another start or stop of sweep {sweep.name}"):
             return self._start_sweep_locked(sweep, results, statedir)
 
-    def _start_sweep_locked(self, sweep: SweepSpec, results: str, statedir: Path) -> bool:
+    def grow_sweep(self, sweep: SweepSpec, results: str, *, run: Sequence[str] = ()) -> bool:
+        """Run what ``sweep`` (grown: its trials of record) has that has not run, and the trials in ``run``.
+
+        A running scheduler is handed the grown sweep (its ``sweep.yaml`` replaced, a request in state.json it
+        answers with ``grow_seen``) and queues the new trials after its others: running trials go on untouched.
+        A sweep whose scheduler has ended is started again for those trials only: the ones never started, the
+        ones in ``run`` and the ones given a larger budget (a stopped trial stays stopped). Finished trials are
+        never retrained. Returns whether anything was handed to run.
+        """
+        statedir = self._sweep_dir(sweep.name, results)
+        if not read_sweep_state(statedir):  # no trace here (its work directory was removed): started whole
+            return self.start_sweep(sweep, results)
+        with hold_flock(statedir / "control.lock", SWEEP_LOCK_TIMEOUT, f"another start or stop of sweep {sweep.name}"):
+            state = read_sweep_state(statedir)
+            if scheduler_alive(statedir) and not state.get("stop_requested"):
+                request = int(state.get("grow_request") or 0) + 1
+                atomic_write(statedir / SWEEP_SPEC, sweep.to_yaml())
+                update_sweep_state(statedir, grow_request=request, rerun=list(run))
+
+                def answered() -> bool | None:
+                    if int(read_sweep_state(statedir).get("grow_seen") or 0) >= request:
+                        return True
+                    return False if not scheduler_alive(statedir) else None
+
+                # the scheduler answers within a poll (it reads state.json every round) unless it ends first
+                if poll_until(answered, time.monotonic() + SWEEP_LOCK_TIMEOUT, interval=POLL_S):
+                    logger.info("sweep %s grew: its scheduler queued the new trials", sweep.name)
+                    return True
+            # the trials never started (those the growth added; after a crash mid-growth too), the ones asked
+            # for, and the ones given a larger budget
+            location = results_location(results, sweep.name)
+            wanted = [
+                t.name
+                for t in sweep.trials()
+                if not RunState(local_workdir(location, t.name)).exists() or t.name in run or _more_budget(location, t)
+            ]
+            if not wanted:
+                atomic_write(statedir / SWEEP_SPEC, sweep.to_yaml())  # status and attach show the sweep grown
+                return False
+            return self._start_sweep_locked(sweep, results, statedir, only=wanted)
+
+    def _start_sweep_locked(
+        self, sweep: SweepSpec, results: str, statedir: Path, *, only: builtins.list[str] | None = None
+    ) -> bool:
         state = read_sweep_state(statedir)
         if scheduler_alive(statedir) and not state.get("stop_requested"):
             logger.info("sweep %s is already running", sweep.name)
@@ -92,6 +136,9 @@ class LocalSweeps(LocalMachine, SweepCapable):
                     "stop_requested": False,
                     # USD per trial-hour (rlcloud.yaml's cpu_hour_usd, read here: the sweeper runs elsewhere)
                     "price_per_hour": local_run_price(sweep.experiment),
+                    # the trials this start runs (None: every one not done): a growth's or a rerun's
+                    "only": only,
+                    "grow_request": int(state.get("grow_request") or 0),
                 },
                 indent=1,
             )
@@ -206,6 +253,18 @@ class LocalSweeps(LocalMachine, SweepCapable):
         if not base.is_dir():
             return []
         return sorted(p.parent.parent.name for p in base.glob(f"*/{SWEEP_STATE_DIR}/state.json"))
+
+
+def _more_budget(location: str, trial: Trial) -> bool:
+    """Whether ``trial`` succeeded short of its budget (one a growth gave it since: it trains on)."""
+    from rlcloud.errors import RLCloudError
+    from rlcloud.storage import open_store, read_progress
+
+    try:
+        progress = read_progress(open_store(child(location, trial.name)))
+    except RLCloudError:
+        return False
+    return progress is not None and progress.done and not progress.done_at(trial.spec.total_timesteps)
 
 
 def local_parallelism(requested: int | None, name: str) -> int:

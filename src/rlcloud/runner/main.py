@@ -95,6 +95,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="with --sweep: this pod is one of STRIDE and runs trials --index, --index+STRIDE, ... one after "
         "another in this process (warm trials: rlcloud.runner.warm)",
     )
+    parser.add_argument(
+        "--trials",
+        default=None,
+        help="with --sweep: the trials of this pod's Job in order, such as 6-11,14 (a Job that grows a sweep): "
+        "--index I runs the I-th of them",
+    )
     return parser.parse_args(argv)
 
 
@@ -406,7 +412,7 @@ def _prepare_trial(args: argparse.Namespace) -> tuple[ExperimentSpec, Path] | in
     try:
         store = open_store(results)
         progress = read_progress(store)
-        if progress is not None and progress.done:
+        if progress is not None and progress.done_at(trial.spec.total_timesteps):
             logger.info("trial %s has finished already (%s): nothing to do", trial.name, progress.state)
             return EXIT_OK
         where = f"sweep {sweep.name} index {trial.index} ({os.environ.get('HOSTNAME') or 'pod'})"
@@ -428,6 +434,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     _setup_logging(args.role, args.index)
     watch_parent()  # a runner whose supervisor died stops (after a checkpoint): rlcloud.runner.lifeline
     workdir = Path(args.workdir)
+    if args.sweep is not None and args.trials is not None:
+        from rlcloud.specs.sweep import parse_trial_indices
+
+        try:
+            indices = parse_trial_indices(args.trials)
+        except ValueError as exc:
+            logger.error("--trials %s: %s", args.trials, exc)
+            return EXIT_SPEC
+        if args.stride or not 0 <= args.index < len(indices):
+            logger.error("--index %d is not one of the %d --trials (or --stride was given)", args.index, len(indices))
+            return EXIT_SPEC
+        args.index = indices[args.index]  # the trial this pod of a growth Job runs
     if args.sweep is not None and args.stride:
         from rlcloud.runner.warm import run_share
 

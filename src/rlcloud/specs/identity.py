@@ -196,7 +196,9 @@ class ChangedRunError(SpecError):
 #: ``objective``, ``early_stopping``, ``max_failures``, ``smoke_timesteps``, ``description``, ``results`` and
 #: the experiment's other fields (its budget, schedules, resources) may change, as for one experiment.
 SWEEP_FIELDS: tuple[str, ...] = ("parameters", "samples", "sampler_seed", "seeds")
-_SWEEP_IGNORED = frozenset({"name", "kind", "experiment"})
+#: ``growth`` is recorded step by step beside the sweep of record (rlcloud.record.grow_sweep_recorded): a sweep
+#: that grew is the same sweep.
+_SWEEP_IGNORED = frozenset({"name", "kind", "experiment", "growth"})
 
 
 def _sweep_dump(sweep: SweepSpec | dict[str, Any]) -> dict[str, Any]:

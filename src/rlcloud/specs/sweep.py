@@ -22,6 +22,7 @@ from __future__ import annotations
 import collections
 import hashlib
 import itertools
+import json
 import math
 import random
 import re
@@ -36,7 +37,16 @@ from rlcloud.errors import SpecError, SpecProblem
 from rlcloud.specs._base import MAX_NAME_LENGTH, StrictModel, Usd, check_dns_label, take_budget_alias
 from rlcloud.specs.experiment import ExperimentSpec
 
-__all__ = ["MAX_TRIALS", "Distribution", "EarlyStopping", "SweepSpec", "Trial"]
+__all__ = [
+    "MAX_TRIALS",
+    "Distribution",
+    "EarlyStopping",
+    "Growth",
+    "SweepSpec",
+    "Trial",
+    "parse_trial_indices",
+    "trial_indices_text",
+]
 
 #: The most trials one sweep may have: a Kubernetes Indexed Job allows 100,000 completions; beyond a few
 #: thousand trials a sweep is better split (each trial is a full training run).
@@ -95,6 +105,45 @@ class EarlyStopping(StrictModel):
     check_seconds: float = Field(
         10.0, gt=0, le=3600, description="Seconds between checks (each reads its peers' curves: one listing)."
     )
+
+
+class Growth(StrictModel):
+    """One step by which a sweep grew after its first start (``rlcloud sweep extend``): new trials of the same
+    sweep, indexed after the ones it had, or a larger budget for some of its trials.
+
+    The trials a step adds are those of the sweep with the step's seeds and values added that it did not have
+    already, in the sweep's order (configuration-major, seed-minor); the trials it had keep their index and
+    name. The same sweep and the same steps give the same trials on any machine.
+    """
+
+    seeds: list[int] = Field(default_factory=list, description="Seeds added to every configuration.")
+    parameters: dict[str, list[Any]] = Field(
+        default_factory=dict, description="Grid field -> values added to it (every new combination runs)."
+    )
+    trials: list[str] = Field(
+        default_factory=list, description="Trials trained further, to total_timesteps (extend --top)."
+    )
+    total_timesteps: int | None = Field(
+        None, ge=1, le=10**12, description="The new budget of the trials listed in trials."
+    )
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Growth:
+        if bool(self.trials) != (self.total_timesteps is not None):
+            raise PydanticCustomError("growth", "trials and total_timesteps go together (extend --top)")
+        if self.trials and (self.seeds or self.parameters):
+            raise PydanticCustomError("growth", "a step either adds trials (seeds, parameters) or trains some further")
+        if not (self.seeds or self.parameters or self.trials):
+            raise PydanticCustomError("growth", "a step adds seeds or parameter values, or trains trials further")
+        return self
+
+    def summary(self) -> str:
+        """One line for people: what the step added."""
+        parts = [f"seeds {', '.join(map(str, self.seeds))}"] if self.seeds else []
+        parts += [f"{k}: {', '.join(_value_text(v) for v in vs)}" for k, vs in self.parameters.items()]
+        if self.trials:
+            parts.append(f"{len(self.trials)} trial(s) to {self.total_timesteps} timesteps")
+        return "; ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -163,6 +212,11 @@ class SweepSpec(StrictModel):
         None,
         description="A money cap for the whole sweep, all its trials together (see the experiment's budget): at "
         "90% a warning, at 100% no trial starts any more and the running ones checkpoint and stop.",
+    )
+    growth: list[Growth] = Field(
+        default_factory=list,
+        description="How the sweep grew after its first start, step by step (written by `rlcloud sweep extend`, "
+        "kept in its record: not written by hand).",
     )
 
     @model_validator(mode="before")
@@ -247,6 +301,54 @@ class SweepSpec(StrictModel):
             )
         return value
 
+    @model_validator(mode="after")
+    def _growth_steps(self) -> SweepSpec:
+        """Each growth step adds to what the sweep has: seeds (valid, distinct), values of grid fields, or a
+        larger budget for trials it has; and the sweep stays within MAX_TRIALS."""
+        if not self.growth:
+            return self
+        names = {name for name, _c, _s in self._rows_before(0)}
+        for number, step in enumerate(self.growth):
+            where = f"growth.{number}"
+            for seed in step.seeds:
+                if isinstance(seed, bool) or not 0 <= seed <= MAX_SEED:
+                    raise PydanticCustomError("growth", "{where}.seeds: each seed must be an integer 0..{max}",
+                                              {"where": where, "max": MAX_SEED})  # fmt: skip
+            if len(set(step.seeds)) != len(step.seeds):
+                raise PydanticCustomError("growth", "{where}.seeds: seeds must be distinct", {"where": where})
+            for key in step.parameters:
+                if not isinstance(self.parameters.get(key), list) or self.samples is not None:
+                    grid = [k for k, v in self.parameters.items() if isinstance(v, list)]
+                    fields = ", ".join(grid) if grid and self.samples is None else "none (this sweep has no grid)"
+                    raise PydanticCustomError(
+                        "growth",
+                        "{where}.parameters: {key} is not a field of this sweep's grid; values can be added to "
+                        "{grid} (a new field or a random search would change what every trial means)",
+                        {"where": where, "key": key, "grid": fields},
+                    )
+                if not step.parameters[key]:
+                    raise PydanticCustomError("growth", "{where}.parameters.{key}: give at least one value",
+                                              {"where": where, "key": key})  # fmt: skip
+            if step.trials and "total_timesteps" in self.parameters:
+                raise PydanticCustomError(
+                    "growth", "{where}: total_timesteps is a swept parameter; it cannot be extended", {"where": where}
+                )
+            unknown = [t for t in step.trials if t not in names]
+            if unknown:
+                raise PydanticCustomError("growth", "{where}.trials: no trial named {names} in the sweep",
+                                          {"where": where, "names": ", ".join(unknown[:5])})  # fmt: skip
+            names |= {name for name, _c, _s in self._rows_before(number + 1)}
+        count = len(self._rows())
+        if count > MAX_TRIALS:
+            raise PydanticCustomError(
+                "trials", "{n} trials is more than {max}: split the sweep", {"n": count, "max": MAX_TRIALS}
+            )
+        return self
+
+    def _rows_before(self, steps: int) -> list[tuple[str, dict[str, Any], int]]:
+        """The trials of the sweep with its first ``steps`` growth steps only."""
+        return self.model_copy(update={"growth": self.growth[:steps]})._rows()
+
     # ------------------------------------------------------------------------------------------ expansion
 
     @property
@@ -277,50 +379,101 @@ class SweepSpec(StrictModel):
             configs.append({k: config[k] for k in self.parameters})
         return configs
 
-    def trial_table(self) -> list[tuple[str, dict[str, Any], int]]:
-        """``(name, params, seed)`` of every trial in index order, without building their specs (cheap)."""
+    def _rows(self) -> list[tuple[str, dict[str, Any], int]]:
+        """``(name, params, seed)`` of every trial in index order: the sweep's own, then those each growth step
+        added (:class:`Growth`), each named as the grown sweep names it unless that name is taken already."""
         seeds = self.seed_list
         names = _trial_names(self)
-        return [
-            (names[i], config, seed) for i, (config, seed) in enumerate((c, s) for c in self._configs() for s in seeds)
-        ]
+        pairs = ((c, s) for c in self._configs() for s in seeds)
+        rows = [(names[i], config, seed) for i, (config, seed) in enumerate(pairs)]
+        if not self.growth:
+            return rows
+        taken = set(names)
+        have = {_pair_key(config, seed) for _, config, seed in rows}
+        parameters = dict(self.parameters)
+        for step in self.growth:
+            seeds = seeds + [s for s in step.seeds if s not in seeds]
+            for key, values in step.parameters.items():
+                old = parameters.get(key)
+                if isinstance(old, list):  # the validator refuses anything else
+                    known = {_value_key(v) for v in old}
+                    parameters[key] = old + [v for v in values if _value_key(v) not in known]
+            if not (step.seeds or step.parameters):
+                continue
+            grown = self.model_copy(update={"parameters": parameters, "seeds": seeds, "growth": []})
+            grown_pairs = ((c, s) for c in grown._configs() for s in seeds)
+            for name, (config, seed) in zip(_trial_names(grown), grown_pairs, strict=True):
+                pair = _pair_key(config, seed)
+                if pair in have:
+                    continue  # a trial of the sweep already: kept as it is, under its own name and index
+                have.add(pair)
+                if name in taken:
+                    name = _numbered(name, len(rows), taken)
+                taken.add(name)
+                rows.append((name, config, seed))
+        return rows
+
+    def _budgets(self) -> dict[str, int]:
+        """Trial name -> the total_timesteps a growth step gave it (``extend --top``; the last step wins)."""
+        return {name: step.total_timesteps for step in self.growth if step.total_timesteps for name in step.trials}
+
+    def _trial_spec(self, name: str, config: dict[str, Any], seed: int, budgets: dict[str, int]) -> ExperimentSpec:
+        extra: dict[str, Any] = {"total_timesteps": budgets[name]} if name in budgets else {}
+        return self.experiment.replace(**config, **extra, seed=seed, name=name)
+
+    def with_growth(self, growth: list[Growth]) -> SweepSpec:
+        """This sweep with ``growth`` as its growth steps (validated: SpecError naming ``growth``)."""
+        from rlcloud.specs.building import build_model
+
+        data = self.model_dump()
+        data["growth"] = [step.model_dump() for step in growth]
+        return build_model(SweepSpec, data)
+
+    def trial_table(self) -> list[tuple[str, dict[str, Any], int]]:
+        """``(name, params, seed)`` of every trial in index order, without building their specs (cheap)."""
+        return self._rows()
 
     def trial_params(self, index: int) -> tuple[dict[str, Any], int]:
-        """The parameter values and seed of trial ``index`` (configuration-major, seed-minor)."""
-        seeds = self.seed_list
-        if not 0 <= index < self.configurations * len(seeds):
+        """The parameter values and seed of trial ``index`` (configuration-major, seed-minor; then the trials
+        each growth step added)."""
+        if not self.growth:
+            seeds = self.seed_list
+            if not 0 <= index < self.configurations * len(seeds):
+                raise IndexError(f"sweep {self.name} has no trial {index}")
+            return self._configs()[index // len(seeds)], seeds[index % len(seeds)]
+        rows = self._rows()
+        if not 0 <= index < len(rows):
             raise IndexError(f"sweep {self.name} has no trial {index}")
-        return self._configs()[index // len(seeds)], seeds[index % len(seeds)]
+        return rows[index][1], rows[index][2]
 
     def trials(self) -> list[Trial]:
         """Every trial, in index order; each trial's spec is validated like any experiment's.
 
         Raises SpecError naming the trial and the field when a combination is not a valid experiment.
         """
-        names = _trial_names(self)
+        rows = self._rows()
+        budgets = self._budgets()
         trials: list[Trial] = []
         # (field, message) -> the trials with that problem, and its values: a problem many trials share (a
         # mistyped parameter: all of them) is said once, not once per trial
         problems: dict[tuple[str, str], tuple[list[str], list[Any]]] = {}
-        seeds = self.seed_list
-        for index, config in enumerate(c for c in self._configs() for _ in seeds):
-            seed = seeds[index % len(seeds)]
+        for index, (name, config, seed) in enumerate(rows):
             try:
-                spec = self.experiment.replace(**config, seed=seed, name=names[index])
+                spec = self._trial_spec(name, config, seed, budgets)
             except SpecError as exc:
                 for p in exc.problems:
                     found, values = problems.setdefault((p.field, p.message), ([], []))
-                    found.append(names[index])
+                    found.append(name)
                     if p.value not in values:
                         values.append(p.value)
                 continue
-            trials.append(Trial(index=index, name=names[index], params=config, seed=seed, spec=spec))
+            trials.append(Trial(index=index, name=name, params=config, seed=seed, spec=spec))
         if problems:
             raise SpecError(
                 [
                     SpecProblem(
                         f"parameters.{field}",
-                        f"{_which_trials(found, len(names))}: {_agent_hint(self.experiment.agent, field, message)}"
+                        f"{_which_trials(found, len(rows))}: {_agent_hint(self.experiment.agent, field, message)}"
                         + ("" if len(values) == 1 else f" (got {', '.join(map(repr, values))})"),
                         values[0] if len(values) == 1 else None,
                     )
@@ -331,14 +484,22 @@ class SweepSpec(StrictModel):
 
     def trial(self, index: int) -> Trial:
         """Trial ``index`` alone (what a pod of the sweep's Indexed Job runs)."""
-        config, seed = self.trial_params(index)
-        name = _trial_names(self)[index]
-        spec = self.experiment.replace(**config, seed=seed, name=name)
-        return Trial(index=index, name=name, params=config, seed=seed, spec=spec)
+        if self.growth:
+            rows = self._rows()
+            if not 0 <= index < len(rows):
+                raise IndexError(f"sweep {self.name} has no trial {index}")
+            name, config, seed = rows[index]
+        else:
+            config, seed = self.trial_params(index)
+            name = _trial_names(self)[index]
+        return Trial(index=index, name=name, params=config, seed=seed, spec=self._trial_spec(name, config, seed,
+                     self._budgets()))  # fmt: skip
 
     @property
     def num_trials(self) -> int:
-        """Configurations x seeds."""
+        """Configurations x seeds, and the trials growth steps added."""
+        if self.growth:
+            return len(self._rows())
         return self.configurations * len(self.seed_list)
 
     # -------------------------------------------------------------------------------------------- loading
@@ -411,6 +572,37 @@ class SweepSpec(StrictModel):
 # ---------------------------------------------------------------------------------------------- names
 
 
+def trial_indices_text(indices: list[int]) -> str:
+    """Trial indices as ranges, the way Kubernetes writes an Indexed Job's ``completedIndexes``: ``"0-2,5"``
+    (in the order given; consecutive runs become ranges)."""
+    parts: list[str] = []
+    start = prev = None
+    for index in [*indices, None]:
+        if start is not None and (index is None or prev is None or index != prev + 1):
+            parts.append(str(start) if start == prev else f"{start}-{prev}")
+            start = None
+        if index is not None:
+            start = index if start is None else start
+            prev = index
+    return ",".join(parts)
+
+
+def parse_trial_indices(text: str) -> list[int]:
+    """``"0-2,5"`` -> [0, 1, 2, 5] (what :func:`trial_indices_text` wrote). ValueError when it is not that."""
+    out: list[int] = []
+    for part in text.split(","):
+        low, sep, high = part.partition("-")
+        if not low.isdigit() or (sep and not high.isdigit()):
+            raise ValueError(f"expected indices such as 0-2,5, not {text!r}")
+        first, last = int(low), int(high) if sep else int(low)
+        if last < first or last - first >= MAX_TRIALS:
+            raise ValueError(f"{part!r} is no range of trial indices")
+        out.extend(range(first, last + 1))
+    if len(out) > MAX_TRIALS:
+        raise ValueError(f"more than {MAX_TRIALS} trial indices")
+    return out
+
+
 def _round(value: Any) -> Any:
     """Sampled floats to 4 significant digits: readable names, and the same value on every machine."""
     return float(f"{value:.4g}") if isinstance(value, float) else value
@@ -471,9 +663,11 @@ def _trial_names(sweep: SweepSpec) -> list[str]:
     seeds = sweep.seed_list
     varying = [k for k, v in sweep.parameters.items() if isinstance(v, Distribution) or len(v) > 1]
     names: list[str] = []
+    abbreviations = {k: _abbreviate(k) for k in varying}
     for config in sweep._configs():
+        named = [f"{abbreviations[k]}{_label_part(_value_text(config[k]))}" for k in varying]  # once per config
         for seed in seeds:
-            parts = [f"{_abbreviate(k)}{_label_part(_value_text(config[k]))}" for k in varying]
+            parts = list(named)
             if len(seeds) > 1 or not parts:
                 parts.append(f"seed{seed}")
             name = "--".join(p for p in parts if p)
@@ -491,11 +685,29 @@ def _trial_names(sweep: SweepSpec) -> list[str]:
     for i, name in enumerate(names):
         if counts[name] == 1:
             continue
-        for extra in itertools.count():
-            suffix = f"-{i}" if extra == 0 else f"-{i}-{extra}"
-            candidate = name[: MAX_NAME_LENGTH - len(suffix)].rstrip("-") + suffix
-            if candidate not in taken:
-                break
+        candidate = _numbered(name, i, taken)
         taken.add(candidate)
         names[i] = candidate
     return names
+
+
+def _numbered(name: str, index: int, taken: set[str]) -> str:
+    """``name`` numbered by trial ``index`` (``-7``, else ``-7-1``, ...): the first such name not ``taken``."""
+    for extra in itertools.count():
+        suffix = f"-{index}" if extra == 0 else f"-{index}-{extra}"
+        candidate = name[: MAX_NAME_LENGTH - len(suffix)].rstrip("-") + suffix
+        if candidate not in taken:
+            return candidate
+    raise AssertionError("unreachable")  # itertools.count() never ends
+
+
+def _value_key(value: Any) -> str:
+    """A value as the key that tells trials apart (1 and 1.0 differ, as their experiments' specs may)."""
+    if isinstance(value, bool | int | float | str) or value is None:
+        return f"{type(value).__name__}:{value!r}"
+    return json.dumps([type(value).__name__, value], sort_keys=True, default=str)
+
+
+def _pair_key(config: dict[str, Any], seed: int) -> tuple[Any, ...]:
+    """What makes a trial: its parameter values and its seed (the same pair is never run twice)."""
+    return (*((k, _value_key(v)) for k, v in sorted(config.items())), seed)
