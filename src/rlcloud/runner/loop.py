@@ -315,6 +315,9 @@ class Trainer:
         self._forwarded: dict[str, int] = {}  # Tensorforce event file -> bytes of it forwarded
         #: True once the training loop runs (a stop request is then honoured with a checkpoint).
         self.running = False
+        #: The timestep at which the hooks' ``on_decision(timestep)`` is called next (a sweep's early stopping
+        #: decides at timestep checkpoints, never by the clock: rlcloud.runner.early_stop); None: never.
+        self.decision_at: int | None = None
         if spec.deterministic:
             raise SpecError([DETERMINISTIC_PROBLEM])
 
@@ -328,6 +331,18 @@ class Trainer:
         self._stop_reason = reason
         self._stopped_early = early
         self._stop.set()
+
+    @property
+    def stop_requested(self) -> bool:
+        """Whether :meth:`request_stop` was called (a hook that waits gives up)."""
+        return self._stop.is_set()
+
+    def hold(self) -> None:
+        """A hook waits in the loop on purpose (a decision waits for its peers): progress.json and the other
+        hooks (the results syncer) go on as each second of training, and the wait is no stall."""
+        self._advanced_at = time.time()
+        self._write_progress("running")
+        self._call_hook("on_tick")
 
     @property
     def counters(self) -> dict[str, Any]:
@@ -569,6 +584,8 @@ class Trainer:
                 if len(ended):
                     metrics.flush()
                     self._mark_updates()
+                if self.decision_at is not None and c.timestep >= self.decision_at:
+                    self._call_hook("on_decision", c.timestep)  # may wait for peers, may request a stop
                 done = self._done(max_episodes, max_timesteps)
                 if evaluation is not None and c.next_evaluation is not None:
                     position = c.episode if evaluation.every.unit == "e" else c.timestep

@@ -260,19 +260,26 @@ class _HookChain:
     def on_checkpoint(self, name: str) -> None:
         self._call("on_checkpoint", name)
 
+    def on_decision(self, timestep: int) -> None:
+        self._call("on_decision", timestep)
+
     def on_finish(self, state: str) -> None:
-        # the early stopper publishes its last point before the syncer's final upload
-        self._call("on_finish", state, hooks=sorted(self.hooks, key=lambda h: not hasattr(h, "stopped")))
+        self._call("on_finish", state)
 
 
 def _early_stopper(trainer: Any) -> Any:
-    """The sweep trial's early stopper (``RLCLOUD_EARLY_STOPPING``), or None for an ordinary run."""
+    """The sweep trial's early stopper (``RLCLOUD_EARLY_STOPPING``), or None for an ordinary run: it decides
+    when the loop reaches ``trainer.decision_at``, and holds the loop there while earlier trials catch up."""
     from rlcloud.runner.early_stop import EarlyStopper
 
-    def progress() -> tuple[int, float | None]:
-        return trainer.counters["timestep"], trainer.mean_return
-
-    return EarlyStopper.from_environ(progress=progress, stop=lambda reason: trainer.request_stop(reason, early=True))
+    return EarlyStopper.from_environ(
+        value=lambda: trainer.mean_return,
+        stop=lambda reason: trainer.request_stop(reason, early=True),
+        gate=lambda point: setattr(trainer, "decision_at", point),
+        hold=trainer.hold,
+        stopping=lambda: trainer.stop_requested,
+        total_timesteps=trainer.spec.total_timesteps,
+    )
 
 
 def _train(
@@ -302,9 +309,10 @@ def _train(
         chain = _HookChain([hooks] if hooks is not None else [])
         trainer = Trainer(spec, workdir, vector_env=vector_env, hooks=chain)
         trainer_box.append(trainer)
-        watchdog = _stall_watchdog(args, spec, workdir, trainer, chain, vector_env)
+        stopper = _early_stopper(trainer)
+        watchdog = _stall_watchdog(args, spec, workdir, trainer, chain, vector_env, stopper)
         chain.hooks.insert(0, watchdog)  # training over (its on_finish), the final upload is not judged
-        chain.add(_early_stopper(trainer))
+        chain.add(stopper)
         try:
             trainer.setup()
         except CheckpointError as exc:
@@ -345,13 +353,21 @@ def _train(
 
 
 def _stall_watchdog(
-    args: argparse.Namespace, spec: ExperimentSpec, workdir: Path, trainer: Trainer, hooks: Any, venv: Any
+    args: argparse.Namespace,
+    spec: ExperimentSpec,
+    workdir: Path,
+    trainer: Trainer,
+    hooks: Any,
+    venv: Any,
+    stopper: Any = None,
 ) -> Any:
     """The learner's stall watchdog (rlcloud.runner.watchdog), made before the trainer rewrites progress.json."""
     from rlcloud.runner.watchdog import StallWatchdog
 
-    def waiting() -> bool:  # the agent waits for a lost env server: the server stalled, not the learner
-        return bool(getattr(venv, "waiting_for_servers", False))
+    def waiting() -> bool:
+        # the agent waits for a lost env server (the server stalled, not the learner), or an early-stopping
+        # decision waits for earlier trials to reach its timestep (they are judged by their own watchdogs)
+        return bool(getattr(venv, "waiting_for_servers", False) or getattr(stopper, "waiting", False))
 
     return StallWatchdog(
         trainer, spec.stall_timeout.seconds, workdir, label=role_label(args.role, args.index), hooks=hooks,
