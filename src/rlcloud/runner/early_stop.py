@@ -70,7 +70,6 @@ __all__ = [
     "EarlyStopper",
     "asha_decision",
     "decision_points",
-    "early_stopping_env",
     "early_stopping_settings",
     "median_decision",
     "parse_decision",
@@ -108,12 +107,6 @@ def early_stopping_settings(sweep: SweepSpec, trial: Trial, location: str) -> di
         "trial": trial.name,
         "index": trial.index,
     }
-
-
-def early_stopping_env(sweep: SweepSpec, trial: Trial, location: str) -> dict[str, str]:
-    """The environment a trial's runner needs for the sweep's early stopping ({} when it has none): set by
-    whoever starts the trial (the local sweeper, or the runner of a sweep's pod for itself)."""
-    return RunnerEnv(early_stopping=early_stopping_settings(sweep, trial, location)).to_env()
 
 
 def decision_points(rule: str, *, grace: int, interval: int = 1, eta: int = 3) -> Iterator[int]:

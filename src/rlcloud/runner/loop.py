@@ -15,8 +15,9 @@ What the loop writes into the work directory (docs/contracts.md, "Results layout
 * ``checkpoints/<name>/`` (agent files + ``state.json``) and ``checkpoints/LATEST``: the directory is
   complete before LATEST names it, so a crash mid-save leaves the previous checkpoint loadable.
 * ``summaries/``: TensorBoard events against timesteps: each episode's return and length, the mean of the
-  last 20, throughput, evaluation means, and the agent's losses, KL divergence, update norm and entropy
-  (forwarded from ``tensorforce-summaries/``, where Tensorforce writes them against its update index).
+  last 20, throughput, evaluation means, and the agent's losses, KL divergence, update norms (one per
+  optimizer) and entropy (forwarded from ``tensorforce-summaries/``, where Tensorforce writes them against
+  its update index).
 
 Resume: a work directory whose ``checkpoints/LATEST`` names a checkpoint restores the agent and continues
 the counters; records written after that checkpoint (episodes or timesteps past it) are dropped, atomically,
@@ -951,8 +952,13 @@ class Trainer:
 
 def agent_summary_name(tag: str) -> str:
     """A Tensorforce summary's graph name made readable: ``agent/cond_2/losses/policy-loss`` ->
-    ``agent/policy-loss``, ``policy_optimizer/update-norm`` -> ``agent/update-norm``."""
-    return "agent/" + tag.rsplit("/", 1)[-1]
+    ``agent/policy-loss``. An optimizer's summary keeps which optimizer (PPO's policy and baseline optimizers
+    both write ``update-norm``, which one curve would mix): ``policy_optimizer/update-norm`` ->
+    ``agent/policy-update-norm``, ``baseline_optimizer/update-norm`` -> ``agent/baseline-update-norm``."""
+    parts = tag.rsplit("/", 2)
+    if len(parts) >= 2 and parts[-2].endswith("_optimizer"):
+        return f"agent/{parts[-2].removesuffix('_optimizer')}-{parts[-1]}"
+    return "agent/" + parts[-1]
 
 
 def _fmt(value: float | None) -> str:

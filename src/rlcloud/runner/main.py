@@ -267,6 +267,19 @@ class _HookChain:
         self._call("on_finish", state)
 
 
+def _write_trial_hparams(spec: ExperimentSpec, workdir: Path) -> None:
+    """A sweep trial's TensorBoard HParams (``RLCLOUD_TRIAL``; rlcloud.runner.hparams), when it writes summaries."""
+    settings = RunnerEnv.from_env().trial
+    if settings is None or spec.summary_frequency is None:
+        return
+    from rlcloud.runner.hparams import write_hparams
+
+    try:
+        write_hparams(workdir, settings)
+    except Exception as exc:  # TensorBoard's grouping is no reason to lose a training run
+        logger.warning("could not write the trial's HParams: %s", exc)
+
+
 def _early_stopper(trainer: Any) -> Any:
     """The sweep trial's early stopper (``RLCLOUD_EARLY_STOPPING``), or None for an ordinary run: it decides
     when the loop reaches ``trainer.decision_at``, and holds the loop there while earlier trials catch up."""
@@ -313,6 +326,7 @@ def _train(
         watchdog = _stall_watchdog(args, spec, workdir, trainer, chain, vector_env, stopper)
         chain.hooks.insert(0, watchdog)  # training over (its on_finish), the final upload is not judged
         chain.add(stopper)
+        _write_trial_hparams(spec, workdir)
         try:
             trainer.setup()
         except CheckpointError as exc:
@@ -388,6 +402,7 @@ def _prepare_trial(args: argparse.Namespace) -> tuple[ExperimentSpec, Path] | in
     from rlcloud.errors import RLCloudError
     from rlcloud.record import start_recorded
     from rlcloud.runner.early_stop import early_stopping_settings
+    from rlcloud.runner.hparams import trial_settings
     from rlcloud.specs.safeload import read_text_bounded
     from rlcloud.specs.sweep import SweepSpec
     from rlcloud.storage import open_store, read_progress
@@ -420,8 +435,11 @@ def _prepare_trial(args: argparse.Namespace) -> tuple[ExperimentSpec, Path] | in
         workdir = workdir / trial.name
         results = str(workdir)
         run_env = run_env.replace(results=None)
-    # the syncer and the early stopper read them (rlcloud.storage.sync, rlcloud.runner.early_stop)
-    run_env = run_env.replace(early_stopping=early_stopping_settings(sweep, trial, location) or run_env.early_stopping)
+    # the syncer, the early stopper and the HParams read them (storage.sync, runner.early_stop, runner.hparams)
+    run_env = run_env.replace(
+        early_stopping=early_stopping_settings(sweep, trial, location) or run_env.early_stopping,
+        trial=trial_settings(sweep, trial),
+    )
     run_env.apply_to(os.environ)
     try:
         store = open_store(results)
