@@ -107,7 +107,9 @@ class LoopHooks(Protocol):
 
     ``on_tick()`` about once a second (after progress.json is written); ``on_checkpoint(name)`` after a
     checkpoint is complete and LATEST names it; ``on_finish(state)`` once at the end with the final
-    state ("succeeded" / "stopped" / "failed"). A hook that raises is logged and does not stop training.
+    state ("succeeded" / "stopped" / "failed"); ``on_decision(timestep)`` at the step whose timestep reaches
+    :attr:`Trainer.decision_at` (rlcloud.runner.early_stop). A hook that raises is logged and does not stop
+    training.
     """
 
     def on_tick(self) -> None:
