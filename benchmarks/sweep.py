@@ -80,7 +80,8 @@ def early_stopping(timesteps: int, keep: str | None = None) -> None:
 
     cores = os.cpu_count() or 1
     rows = []
-    for rule in (None, {"grace_timesteps": timesteps // 4, "min_trials": 2, "check_seconds": 2}):
+    points = {"grace_timesteps": timesteps // 4, "interval_timesteps": timesteps // 4}  # decided at 1/4, 1/2, 3/4
+    for rule in (None, {**points, "min_trials": 2, "check_seconds": 2}):
         spec = SweepSpec(
             name="early",
             experiment=_base(timesteps),

@@ -294,13 +294,14 @@ def test_local_grid_sweep_runs_every_trial(tmp_path: Path, capsys: pytest.Captur
 
 
 @pytest.mark.training
-def test_median_rule_stops_a_configuration_that_cannot_learn(tmp_path: Path) -> None:
+@pytest.mark.parametrize("rule", ["median", "asha"])
+def test_early_stopping_stops_a_configuration_that_cannot_learn(tmp_path: Path, rule: str) -> None:
     # episodes capped at 8 steps cannot return more than 8; uncapped CartPole returns ~20 from the start
     spec = _sweep(
         parameters={"max_timesteps_per_episode": [500, 8]},
         seeds=2,
         max_parallel=2,
-        early_stopping={"grace_timesteps": 1000, "min_trials": 2, "check_seconds": 1},
+        early_stopping={"rule": rule, "grace_timesteps": 1000, "min_trials": 2, "check_seconds": 1},
     )
     spec = spec.model_copy(update={"experiment": spec.experiment.replace(**{**TINY, "total_timesteps": 4000})})
     sweep = Sweep(spec, results=str(tmp_path / "results")).start()
@@ -308,11 +309,15 @@ def test_median_rule_stops_a_configuration_that_cannot_learn(tmp_path: Path) -> 
     by_cap = {t.params["max_timesteps_per_episode"]: [] for t in status.trials}  # type: dict[int, list[Any]]
     for trial in status.trials:
         by_cap[trial.params["max_timesteps_per_episode"]].append(trial)
-    assert all(t.state == "succeeded" and t.progress["timestep"] >= 4000 for t in by_cap[500])
+    if rule == "median":  # the first two trials have fewer than min_trials earlier ones: never stopped
+        assert all(t.state == "succeeded" and t.progress["timestep"] >= 4000 for t in by_cap[500])
     for trial in by_cap[8]:
         assert trial.state == "stopped early", trial
-        assert "median stopping rule" in (trial.reason or "")
-        assert 1000 <= trial.progress["timestep"] < 4000
+        assert ("median stopping rule" if rule == "median" else "(ASHA)") in (trial.reason or "")
+        # decided at the first decision point, and stopped there (one environment: a timestep a step)
+        assert trial.progress["timestep"] == 1000
+        record = json.loads((Path(sweep.location) / f"decisions/{rule}/000000001000/{trial.name}.json").read_text())
+        assert record["decision"] == "stop" and record["value"] <= 8
     assert status.state == "succeeded"
 
 
