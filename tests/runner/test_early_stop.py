@@ -424,3 +424,61 @@ def test_a_slowed_trial_gets_the_decisions_of_an_unslowed_sweep(tmp_path: Path) 
     _finish(_trial_processes(sweep_file, location, [0, 1, 2], logs), logs)
     _finish(_trial_processes(sweep_file, location, [3], logs), logs)
     assert outcome(location) == expected
+
+
+@pytest.mark.training
+@pytest.mark.processes
+def test_a_trial_killed_while_deciding_decides_once(tmp_path: Path) -> None:
+    """kill -9 while a decision waits leaves no record: the trial started again decides when its peer has
+    settled. Killed after its record was written (a stop, not acted on yet): started again, it takes the
+    record and stops at that point without deciding again."""
+    import signal
+
+    from rlcloud.record import SWEEP_FILE
+    from rlcloud.waiting import poll_until
+
+    sweep = SweepSpec.model_validate(
+        {
+            "name": "kill",
+            "experiment": {
+                "name": "cartpole", "environment": {"type": "gym", "level": "CartPole-v1"},
+                "agent": {"type": "ppo", "batch_size": 5}, "run_mode": "multi-threaded", "num_workers": 4,
+                "total_timesteps": 2000, "saver_frequency": "500t", "summary_frequency": None, "evaluation": None,
+            },
+            "seeds": 3,
+            "early_stopping": {"grace_timesteps": 1000, "interval_timesteps": 1000, "min_trials": 1,
+                               "check_seconds": 0.2},
+        }
+    )  # fmt: skip
+    sweep_file = tmp_path / "sweep.yaml"
+    sweep_file.write_text(sweep.to_yaml())
+    first, second, third = sweep.trial_names()
+    location, logs = tmp_path / "results", tmp_path / "logs"
+    logs.mkdir()
+    store = open_store(location)
+    store.write_text(SWEEP_FILE, sweep.to_yaml())
+
+    # trial 1 waits at 1000 for trial 0, which has not started: killed there, nothing is recorded
+    (waiting,) = _trial_processes(sweep_file, location, [1], logs).values()
+    log = logs / "trial1.log"
+    assert poll_until(lambda: "waits for 1 earlier" in log.read_text() or None, time.monotonic() + 900, interval=0.5)
+    waiting.send_signal(signal.SIGKILL)
+    waiting.wait(timeout=60)
+    assert not store.list("decisions/")
+    # trial 0 reached 1000 with a running mean no CartPole agent has that early, then ended
+    peer = {"trial": first, "index": 0, "rule": "median", "timestep": 1000, "value": 499.0, "decision": "continue"}
+    store.write_text(record_name("median", 1000, first), json.dumps(peer))
+    store.write_text(f"{first}/progress.json", json.dumps({"state": "succeeded", "timestep": 1000}))
+    _finish(_trial_processes(sweep_file, location, [1], logs), logs)
+    record = json.loads(store.read_text(record_name("median", 1000, second)))
+    assert record["decision"] == "stop" and record["peers"] == {first: 499.0}
+    assert json.loads(store.read_text(f"{second}/progress.json"))["timestep"] == 1000
+
+    # trial 2 was killed after writing its decision (a stop) and before acting on it
+    mine = {"trial": third, "index": 2, "rule": "median", "timestep": 1000, "value": 1.0, "decision": "stop",
+            "reason": "recorded before the kill"}  # fmt: skip
+    store.write_text(record_name("median", 1000, third), json.dumps(mine))
+    _finish(_trial_processes(sweep_file, location, [2], logs), logs)
+    progress = json.loads(store.read_text(f"{third}/progress.json"))
+    assert (progress["state"], progress["timestep"], progress["stop_reason"]) == ("stopped-early", 1000, mine["reason"])
+    assert json.loads(store.read_text(record_name("median", 1000, third))) == mine  # not decided again
