@@ -249,7 +249,8 @@ def test_a_decision_is_made_once_and_a_resumed_trial_takes_it(tmp_path: Path) ->
     behind = _stopper(store, 1, lambda: 10.0)
     assert behind.step(1000) and behind.stopped is not None and "below the median 50.0" in behind.stopped
     record = json.loads(store.read_text(record_name("median", 1000, "t1")))
-    assert record["decision"] == "stop" and record["peers"] == {"t0": 50.0} and record["value"] == 10.0
+    assert record["decision"] == "stop" and record["value"] == 10.0
+    assert (record["compared"], record["median"], record["best"]) == (1, 50.0, 10.0)
     # killed and started again (a new pod): it retrains to another value, but the decision stands
     again = _stopper(store, 1, lambda: 99.0)
     assert again.step(1040) and again.stopped == behind.stopped
@@ -471,7 +472,7 @@ def test_a_trial_killed_while_deciding_decides_once(tmp_path: Path) -> None:
     store.write_text(f"{first}/progress.json", json.dumps({"state": "succeeded", "timestep": 1000}))
     _finish(_trial_processes(sweep_file, location, [1], logs), logs)
     record = json.loads(store.read_text(record_name("median", 1000, second)))
-    assert record["decision"] == "stop" and record["peers"] == {first: 499.0}
+    assert record["decision"] == "stop" and (record["compared"], record["median"]) == (1, 499.0)
     assert json.loads(store.read_text(f"{second}/progress.json"))["timestep"] == 1000
 
     # trial 2 was killed after writing its decision (a stop) and before acting on it

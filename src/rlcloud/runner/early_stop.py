@@ -33,11 +33,12 @@ rule (as in Ray), the first trial to reach an ASHA rung always goes on.
   at this rung by the earlier trials and itself: the top 1/eta of those that reached it.
 
 **Records.** Each decision is one object, ``<sweep>/decisions/<rule>/<point:012d>/<trial>.json`` (the value,
-the decision, its reason and the peers' values it used), written create-only (generation 0): it is made
-once. A trial that finds its own record at a point (it was killed and resumed, or its pod was replaced)
-takes that record instead of deciding again, even if its retrained value differs: decisions are
-idempotent and survive the kill of a trial, a pod or the laptop. A record that is not one (bad JSON, wrong
-types) is skipped with a warning naming it, as if that trial had not reached the point.
+the decision, its reason, how many earlier trials it compared with and their median or ASHA's cutoff),
+written create-only (generation 0): it is made once. A trial that finds its own record at a point (it was
+killed and resumed, or its pod was replaced) takes that record instead of deciding again, even if its
+retrained value differs: decisions are idempotent and survive the kill of a trial, a pod or the laptop.
+A record that is not one (bad JSON, wrong types) is skipped with a warning naming it, as if that trial had
+not reached the point.
 What is not reproducible: a trial that *failed* counts as not having reached the points after its last
 record at the moment a later trial looks; if it is retried and goes on, later decisions see it.
 
@@ -145,37 +146,44 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 def median_decision(
     best: float | None, peers: Mapping[str, float | None], *, point: int, min_trials: int
-) -> tuple[str, str]:
-    """The median stopping rule at ``point``: (``"stop"`` or ``"continue"``, why).
+) -> tuple[str, str, float | None]:
+    """The median stopping rule at ``point``: (``"stop"`` or ``"continue"``, why, the median compared with).
 
     ``best``: the trial's best value at its decision points so far (None: no episode has ended yet);
     ``peers``: the earlier trials' values at ``point`` (None where one had no episode yet: not counted).
     """
     values = [v for v in peers.values() if v is not None]
     if best is None:
-        return CONTINUE, f"no episode has ended by timestep {point}: nothing to compare"
+        return CONTINUE, f"no episode has ended by timestep {point}: nothing to compare", None
     if len(values) < min_trials:
-        return CONTINUE, f"{len(values)} earlier trial(s) at timestep {point}, fewer than min_trials {min_trials}"
+        return CONTINUE, f"{len(values)} earlier trial(s) at timestep {point}, fewer than min_trials {min_trials}", None
     median = statistics.median(values)
     if best < median:
-        return STOP, (
-            f"best running mean return {best:.1f} is below the median {median:.1f} of {len(values)} earlier "
-            f"trials at timestep {point} (median stopping rule)"
+        return (
+            STOP,
+            (
+                f"best running mean return {best:.1f} is below the median {median:.1f} of {len(values)} earlier "
+                f"trials at timestep {point} (median stopping rule)"
+            ),
+            median,
         )
-    return CONTINUE, f"best running mean return {best:.1f} >= the median {median:.1f} at timestep {point}"
+    return CONTINUE, f"best running mean return {best:.1f} >= the median {median:.1f} at timestep {point}", median
 
 
-def asha_decision(value: float | None, peers: Mapping[str, float | None], *, point: int, eta: int) -> tuple[str, str]:
+def asha_decision(
+    value: float | None, peers: Mapping[str, float | None], *, point: int, eta: int
+) -> tuple[str, str, float | None]:
     """ASHA's promotion at the rung ``point``: go on when ``value`` is in the top 1/``eta`` of the values of
-    the earlier trials that reached the rung (``peers``; None: no episode by then, not counted) and itself."""
+    the earlier trials that reached the rung (``peers``; None: no episode by then, not counted) and itself.
+    Returns (``"stop"`` or ``"continue"``, why, the cutoff)."""
     if value is None:
-        return CONTINUE, f"no episode has ended by rung {point}: nothing to compare"
+        return CONTINUE, f"no episode has ended by rung {point}: nothing to compare", None
     recorded = [v for v in peers.values() if v is not None] + [value]
     cutoff = percentile(recorded, 1 - 1 / eta)
     place = f"rung {point}: running mean return {value:.1f}, cutoff {cutoff:.1f} (top 1/{eta} of {len(recorded)})"
     if value < cutoff:
-        return STOP, f"not in the top 1/{eta} at {place} (ASHA)"
-    return CONTINUE, f"in the top 1/{eta} at {place}"
+        return STOP, f"not in the top 1/{eta} at {place} (ASHA)", cutoff
+    return CONTINUE, f"in the top 1/{eta} at {place}", cutoff
 
 
 def parse_decision(data: bytes) -> dict[str, Any]:
@@ -263,7 +271,8 @@ class EarlyStopper:
         self._stopping = stopping
         self._peer_names = list(peers) if peers is not None else None
         self._own: dict[int, float | None] = {}  # this trial's value at each point decided so far
-        self._records: dict[str, dict[str, Any] | None] = {}  # immutable: read once (None: not a record)
+        # peers' records, immutable, read once: name -> (index, value); None: not a record (skipped)
+        self._peer_records: dict[str, tuple[int | None, float | None] | None] = {}
         self._done_peers: set[str] = set()  # peers that finished or stopped early: no further points
         #: the next point the loop must call :meth:`on_decision` at (None: no more decisions)
         self.next_decision: int | None = None
@@ -337,7 +346,7 @@ class EarlyStopper:
         """The decision at ``point`` if it can be made now (or was made already), else None (earlier trials
         have not settled at ``point``: :attr:`waiting_for` names them). Never blocks."""
         name = record_name(self.rule, point, self.trial)
-        own = self._read(name, again=True)
+        own = self._load(name)
         if own is not None:  # made before: by this trial before a kill, or a previous pod
             self._own[point] = _finite(own.get("value"))
             return own
@@ -348,12 +357,14 @@ class EarlyStopper:
         value = _finite(self._value())
         self._own[point] = value
         if self.rule == "asha":
-            decision, reason = asha_decision(value, peers, point=point, eta=self.eta)
+            decision, reason, statistic = asha_decision(value, peers, point=point, eta=self.eta)
             best = None
         else:
             known = [v for v in self._own.values() if v is not None]
             best = max(known) if known else None
-            decision, reason = median_decision(best, peers, point=point, min_trials=self.min_trials)
+            decision, reason, statistic = median_decision(best, peers, point=point, min_trials=self.min_trials)
+        # what was compared, not each peer's value: those are in the peers' own records, and a record that
+        # listed them would make reading a point's records grow with the square of the trials
         record: dict[str, Any] = {
             "trial": self.trial,
             "index": self.index,
@@ -363,11 +374,13 @@ class EarlyStopper:
             "value": value,
             "decision": decision,
             "reason": reason,
-            "peers": peers,
+            "compared": sum(v is not None for v in peers.values()),
             "decided": time.time(),
         }
         if best is not None:
             record["best"] = best
+        if statistic is not None:
+            record["cutoff" if self.rule == "asha" else "median"] = round(statistic, 6)
         return self._write(name, record)
 
     # -- the store
@@ -378,20 +391,17 @@ class EarlyStopper:
             self.store.write_text(name, json.dumps(record), if_generation_match=0)
         except PreconditionFailedError:
             # made meanwhile by another process of this trial (a pod and its replacement): that one stands
-            existing = self._read(name, again=True)
+            existing = self._load(name)
             if existing is not None:
                 self._own[int(record["timestep"])] = _finite(existing.get("value"))
                 return existing
-            raise
-        self._records[name] = record
+            # what holds the name is no record (warned about): this decision stands, unrecorded
+            return record
         logger.info("decision at timestep %d: %s (%s)", record["timestep"], record["decision"], record["reason"])
         return record
 
-    def _read(self, name: str, *, again: bool = False) -> dict[str, Any] | None:
-        """The record ``name`` (cached once read: records never change), None when there is none (yet) or it
-        is no record (warned about once). ``again``: look in the store even if it was missing before."""
-        if name in self._records and (self._records[name] is not None or not again):
-            return self._records[name]
+    def _load(self, name: str) -> dict[str, Any] | None:
+        """The record ``name``, None when there is none (yet) or it is no record (warned about)."""
         from rlcloud.errors import NotFoundError, RecordError
 
         try:
@@ -400,15 +410,27 @@ class EarlyStopper:
             return None
         except RecordError as exc:  # larger than a record may be
             logger.warning("early stopping skips %s: %s", name, exc)
-            self._records[name] = None
+            self._peer_records[name] = None
             return None
         try:
-            record: dict[str, Any] | None = parse_decision(data)
+            return parse_decision(data)
         except ValueError as exc:
             logger.warning("early stopping skips %s: %s", name, exc)
-            record = None
-        self._records[name] = record
-        return record
+            self._peer_records[name] = None
+            return None
+
+    def _peer(self, name: str) -> tuple[int | None, float | None] | None:
+        """A peer's record ``name`` as (its index, its value), kept once read (records never change); None when
+        there is none (yet) or it is no record (skipped, warned about once)."""
+        if name in self._peer_records:
+            return self._peer_records[name]
+        record = self._load(name)
+        if record is None:
+            return None
+        index = record.get("index")
+        kept = (index if isinstance(index, int) and not isinstance(index, bool) else None, _finite(record.get("value")))
+        self._peer_records[name] = kept
+        return kept
 
     def _before(self) -> list[str] | None:
         """The earlier trials' names (from the sweep of record), or None when they cannot be known."""
@@ -428,13 +450,15 @@ class EarlyStopper:
         if names is None:  # unknown order: the records there are, of lower index
             names = []
             for peer in sorted(listing - {self.trial}):
-                record = self._read(record_name(self.rule, point, peer))
-                if record is not None and isinstance(record.get("index"), int) and record["index"] < self.index:
+                found = self._peer(record_name(self.rule, point, peer))
+                if found is not None and found[0] is not None and found[0] < self.index:
                     names.append(peer)
         # records never change: each is read once, the new ones side by side (a request each; at a point of a
         # sweep of a thousand trials the later ones would otherwise wait a round trip per earlier trial)
         new = [
-            n for peer in names if peer in listing and (n := record_name(self.rule, point, peer)) not in self._records
+            n
+            for peer in names
+            if peer in listing and (n := record_name(self.rule, point, peer)) not in self._peer_records
         ]
         if len(new) > 1:
             from concurrent.futures import ThreadPoolExecutor
@@ -442,20 +466,16 @@ class EarlyStopper:
             with ThreadPoolExecutor(
                 max_workers=min(_READ_THREADS, len(new)), thread_name_prefix="rlcloud-peers"
             ) as pool:
-                list(pool.map(self._read, new))
+                list(pool.map(self._peer, new))
         values: dict[str, float | None] = {}
         unsettled: list[str] = []
         for peer in names:
-            if peer in listing:
-                record = self._read(record_name(self.rule, point, peer))
-                if record is not None:
-                    values[peer] = _finite(record.get("value"))
-                continue
-            if peer in self._done_peers or self._ended(peer):
-                # it ended; its record here (written before its progress says so) may have come meanwhile
-                record = self._read(record_name(self.rule, point, peer))
-                if record is not None:
-                    values[peer] = _finite(record.get("value"))
+            if peer in listing or peer in self._done_peers or self._ended(peer):
+                # reached it, or ended: its record here (written before its progress says it ended) may have
+                # come since the listing
+                found = self._peer(record_name(self.rule, point, peer))
+                if found is not None:
+                    values[peer] = found[1]
                 continue
             unsettled.append(peer)
         return values, unsettled
