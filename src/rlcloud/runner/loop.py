@@ -697,7 +697,9 @@ class Trainer:
     # -- summaries
     def _summarize_episode(self, ret: float, length: int) -> None:
         """One point per episode against timesteps: TensorBoard's curve of the returns is every episode, not
-        one point per ``summary_frequency`` (the writer buffers; :meth:`_summarize` flushes)."""
+        one point per ``summary_frequency`` (the writer buffers; :meth:`_summarize` flushes). The running
+        mean too: it is a sweep's objective, whose curve HParams shows (a trial stopped before its first
+        ``summary_frequency`` would have none)."""
         if self._summary_writer is None:
             return
         import tensorflow as tf
@@ -705,6 +707,7 @@ class Trainer:
         with self._summary_writer.as_default(step=self._counters.timestep):
             tf.summary.scalar("episode/return", ret)
             tf.summary.scalar("episode/length", length)
+            tf.summary.scalar(f"episode/mean_return_last_{self._returns.maxlen}", float(np.mean(self._returns)))
 
     def _mark_updates(self) -> None:
         """Remember the timestep at which the agent's update count last changed: the x of its summaries."""
