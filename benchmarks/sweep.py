@@ -3,7 +3,7 @@
 Two measurements, one command each::
 
     uv run --frozen python benchmarks/sweep.py packing [--trials 8] [--timesteps 3000]
-    uv run --frozen python benchmarks/sweep.py early-stopping [--timesteps 20000] [--keep DIR]
+    uv run --frozen python benchmarks/sweep.py early-stopping [--timesteps 20000] [--keep DIR] [--rule asha]
     uv run --frozen python benchmarks/sweep.py plot --results DIR --name NAME --out docs/img/sweep.png
 
 * ``packing``: a sweep of ``--trials`` short CartPole PPO trials (seeds of one configuration), run
@@ -73,15 +73,18 @@ def packing(trials: int, timesteps: int) -> None:
     print(f"{'wall / ideal':>28}: {wall / ideal:8.2f}  (goal <= 1.15)")
 
 
-def early_stopping(timesteps: int, keep: str | None = None) -> None:
-    """Timesteps trained with and without the median rule, on a sweep where half cannot learn. With
-    ``keep``, the run without early stopping is kept there (for ``plot``)."""
+def early_stopping(timesteps: int, keep: str | None = None, which: str = "median") -> None:
+    """Timesteps trained with and without the rule ``which`` (median or asha), on a sweep where half cannot
+    learn. With ``keep``, the run without early stopping is kept there (for ``plot``)."""
     from rlcloud import SweepSpec
 
     cores = os.cpu_count() or 1
     rows = []
     points = {"grace_timesteps": timesteps // 4, "interval_timesteps": timesteps // 4}  # decided at 1/4, 1/2, 3/4
-    for rule in (None, {**points, "min_trials": 2, "check_seconds": 2}):
+    chosen = {**points, "min_trials": 2, "check_seconds": 2}
+    if which == "asha":  # rungs at 1/10, 3/10 and 9/10 of the budget, the top third of each going on
+        chosen = {"rule": "asha", "grace_timesteps": timesteps // 10, "reduction_factor": 3, "check_seconds": 2}
+    for rule in (None, chosen):
         spec = SweepSpec(
             name="early",
             experiment=_base(timesteps),
@@ -124,6 +127,7 @@ def main() -> None:
     e = sub.add_parser("early-stopping")
     e.add_argument("--timesteps", type=int, default=20000)
     e.add_argument("--keep", metavar="DIR", help="keep the run without early stopping here (for plot)")
+    e.add_argument("--rule", choices=["median", "asha"], default="median", help="the early stopping rule")
     g = sub.add_parser("plot")
     g.add_argument("--results", required=True)
     g.add_argument("--name", required=True)
@@ -132,7 +136,7 @@ def main() -> None:
     if args.what == "packing":
         packing(args.trials, args.timesteps)
     elif args.what == "early-stopping":
-        early_stopping(args.timesteps, args.keep)
+        early_stopping(args.timesteps, args.keep, args.rule)
     else:
         plot(args.results, args.name, args.out)
 
