@@ -24,6 +24,17 @@ Measured 2026-11-23 on the 2-core development VM, nothing else running:
   best trial (lr3e-3--seed2, mean return 399.4) is the same in both. The rule stopped the four trials that
   cannot learn and also the two 1e-3 trials, which were below the 3e-3 trials' median when they checked
   (with min_trials 2 the median is that of the 3e-3 pair): the median rule prunes slow learners too.
+
+Measured 2026-11-28, decisions at timestep checkpoints (median: 5,000, 10,000, 15,000 against the earlier
+trials; asha: rungs 2,000, 6,000, 18,000, eta 3), both commands at once on the 2-core VM shared with other
+sessions (load 15-20: the wall times are not comparable with the above; the timesteps do not depend on it):
+
+* median: 160,000 timesteps without (120 s), 80,128 with (89 s): 50 % of timesteps saved; the best trial
+  (lr3e-3--seed2, 244.8) the same; stopped: the four that cannot learn and the two 1e-3 trials.
+* asha: 160,000 without (124 s), 42,112 with (88 s): 74 % saved; it kept one trial of eight,
+  lr3e-3--seed1 (209.8), and stopped lr3e-3--seed2 (244.8 when trained to the end) at a rung where it was
+  behind seed 1: with two trials at a rung, the second goes on only if it beats the first (the top third
+  of two, as Ray Tune's ASHA computes it), so ASHA wants many more configurations than this sweep has.
 """
 
 from __future__ import annotations
