@@ -37,6 +37,7 @@ FULL = RunnerEnv(
     warm_trials=False,
     uint8_frames="float32",
     job_uid="0b9c-job",
+    trial={"sweep": "lr", "trial": "lr1e-3--seed1", "index": 0, "params": {"agent.learning_rate": 0.001}},
 )
 
 

@@ -13,15 +13,6 @@ from rlcloud import Experiment, ExperimentStatus, SpecError, Sweep, SweepSpec
 from rlcloud.backend import RoleStatus
 from rlcloud.cli import main
 from rlcloud.local.sweeper import failure_signature
-from rlcloud.runner.early_stop import (
-    MAX_CURVE_BYTES,
-    MAX_CURVE_POINTS,
-    EarlyStopper,
-    median_rule,
-    parse_curve,
-    value_at,
-)
-from rlcloud.storage import open_store
 
 ROOT = Path(__file__).resolve().parents[1]
 CARTPOLE_SPEC = ROOT / "examples" / "cartpole_ppo.yaml"
@@ -221,125 +212,6 @@ def test_cli_validates_a_sweep_built_from_an_experiment(capsys: pytest.CaptureFi
     assert "--grid" in capsys.readouterr().err
 
 
-# ----------------------------------------------------------------------------------- the median rule
-
-
-def test_value_at_takes_the_last_point_at_or_before() -> None:
-    curve = [[100, 10.0], [200, 20.0], [300, 30.0]]
-    assert value_at(curve, 50) is None
-    assert value_at(curve, 250) == 20.0
-    assert value_at(curve, 300) == 30.0
-
-
-def test_median_rule() -> None:
-    good = {f"g{i}": [[1000, 50.0 + i], [2000, 80.0 + i]] for i in range(3)}
-    bad = [[500, 10.0], [1500, 12.0]]
-    assert median_rule(bad, good, grace_timesteps=2000, min_trials=2) is None  # within the grace period
-    reason = median_rule(bad, good, grace_timesteps=1000, min_trials=2)
-    assert reason is not None and "below the median 51.0 of 3 other trials at timestep 1500" in reason
-    assert median_rule(bad, good, grace_timesteps=1000, min_trials=4) is None  # too few peers
-    assert median_rule([[1500, 60.0]], good, grace_timesteps=0, min_trials=1) is None  # better than the median
-    behind = {"slow": [[400, 99.0]]}  # a peer that has not reached this timestep does not count
-    assert median_rule(bad, behind, grace_timesteps=0, min_trials=1) is None
-
-
-def test_early_stopper_publishes_reads_peers_and_stops(tmp_path: Path) -> None:
-    store = open_store(tmp_path / "sweep")
-    for i in range(3):
-        store.write_text(f"curves/peer{i}.json", json.dumps([[1000, 100.0], [5000, 200.0]]))
-    now = {"t": 500, "mean": 20.0}
-    stopped: list[str] = []
-    stopper = EarlyStopper(
-        {"trial": "me", "grace_timesteps": 1000, "min_trials": 3, "check_seconds": 0.0},
-        progress=lambda: (now["t"], now["mean"]),
-        stop=stopped.append,
-        store=store,
-    )
-    assert stopper.check() is None  # grace period
-    assert json.loads(store.read_text("curves/me.json")) == [[500.0, 20.0]]
-    now.update(t=1200, mean=25.0)
-    assert stopper.check() is not None
-    assert stopped and "median 100.0 of 3 other trials" in stopped[0]
-    reads_before = len(stopper._peers)
-    stopper.check()  # unchanged peers are not read again
-    assert len(stopper._peers) == reads_before
-
-
-BAD_CURVES = {
-    "truncated": b"[[1000, 100.0], [5000, 2",
-    "nan": b"[[1000, NaN]]",
-    "infinity": b"[[1000, Infinity], [5000, 200.0]]",
-    "minus-infinity": b"[[1000, -Infinity]]",
-    "huge-literal": b"[[1000, 1e999]]",  # json reads it as inf
-    "string-mean": b'[[1000, "100"]]',
-    "bool-mean": b"[[1000, true]]",
-    "null-point": b"[null]",
-    "triple": b"[[1000, 1.0, 2.0]]",
-    "object": b'{"1000": 100.0}',
-    "number": b"42",
-    "backwards": b"[[5000, 1.0], [1000, 2.0]]",
-    "negative-timestep": b"[[-5, 1.0]]",
-    "deep": b"[" * 100_000 + b"]" * 100_000,
-    "digits": b"[[1000, " + b"9" * 5000 + b"]]",
-    "not-utf8": b"[[1000, 1.0]]\xff",
-    "too-many-points": json.dumps([[i, 1.0] for i in range(MAX_CURVE_POINTS + 1)]).encode(),
-    "too-large": b"[" + b" " * (MAX_CURVE_BYTES + 1) + b"]",
-}
-
-
-@pytest.mark.parametrize("name", sorted(BAD_CURVES))
-def test_parse_curve_refuses_what_is_no_curve(name: str) -> None:
-    with pytest.raises(ValueError):
-        parse_curve(BAD_CURVES[name])
-
-
-def test_parse_curve_reads_a_curve() -> None:
-    assert parse_curve(b"[[0, -1], [1000, 100.5], [1000, 101]]") == [[0.0, -1.0], [1000.0, 100.5], [1000.0, 101.0]]
-    assert parse_curve(b"[]") == []
-
-
-def test_bad_peer_curves_are_each_skipped_and_early_stopping_goes_on(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    store = open_store(tmp_path / "sweep")
-    for i in range(3):
-        store.write_text(f"curves/peer{i}.json", json.dumps([[1000, 100.0], [5000, 200.0]]))
-    for name, data in BAD_CURVES.items():
-        store.write_bytes(f"curves/bad-{name}.json", data)
-    stopped: list[str] = []
-    stopper = EarlyStopper(
-        {"trial": "me", "grace_timesteps": 0, "min_trials": 3, "check_seconds": 0.0},
-        progress=lambda: (1200, 25.0),
-        stop=stopped.append,
-        store=store,
-    )
-    with caplog.at_level("WARNING"):
-        assert stopper.check() is not None
-    assert stopped and "median 100.0 of 3 other trials" in stopped[0]
-    for name in BAD_CURVES:  # each named once, in a warning
-        assert caplog.text.count(f"skips the curve of peer 'bad-{name}'") == 1, name
-    caplog.clear()
-    stopper._read_peers()  # an unchanged bad curve is neither read nor warned about again
-    assert "skips the curve" not in caplog.text
-
-
-def test_own_curve_is_thinned_within_the_bound_keeping_its_best(tmp_path: Path) -> None:
-    store = open_store(tmp_path / "sweep")
-    last = MAX_CURVE_POINTS + 2
-    stopper = EarlyStopper(
-        {"trial": "me", "grace_timesteps": 10**9, "min_trials": 1, "check_seconds": 0.0},
-        progress=lambda: (last, 0.5),
-        stop=lambda reason: None,
-        store=store,
-    )
-    # a long run's curve up to the bound (the best return at timestep 7), then one more check
-    stopper._curve = [[float(t), 1000.0 if t == 7 else float(t % 5)] for t in range(MAX_CURVE_POINTS)]
-    stopper.check()
-    curve = parse_curve(store.read_bytes("curves/me.json"))  # what peers read is a curve they accept
-    assert len(curve) <= MAX_CURVE_POINTS and curve[-1] == [float(last), 0.5]
-    assert max(v for _, v in curve) == 1000.0
-
-
 # ---------------------------------------------------------------------------------- real local sweeps
 
 TINY = {
@@ -422,13 +294,14 @@ def test_local_grid_sweep_runs_every_trial(tmp_path: Path, capsys: pytest.Captur
 
 
 @pytest.mark.training
-def test_median_rule_stops_a_configuration_that_cannot_learn(tmp_path: Path) -> None:
+@pytest.mark.parametrize("rule", ["median", "asha"])
+def test_early_stopping_stops_a_configuration_that_cannot_learn(tmp_path: Path, rule: str) -> None:
     # episodes capped at 8 steps cannot return more than 8; uncapped CartPole returns ~20 from the start
     spec = _sweep(
         parameters={"max_timesteps_per_episode": [500, 8]},
         seeds=2,
         max_parallel=2,
-        early_stopping={"grace_timesteps": 1000, "min_trials": 2, "check_seconds": 1},
+        early_stopping={"rule": rule, "grace_timesteps": 1000, "min_trials": 2, "check_seconds": 1},
     )
     spec = spec.model_copy(update={"experiment": spec.experiment.replace(**{**TINY, "total_timesteps": 4000})})
     sweep = Sweep(spec, results=str(tmp_path / "results")).start()
@@ -436,11 +309,15 @@ def test_median_rule_stops_a_configuration_that_cannot_learn(tmp_path: Path) -> 
     by_cap = {t.params["max_timesteps_per_episode"]: [] for t in status.trials}  # type: dict[int, list[Any]]
     for trial in status.trials:
         by_cap[trial.params["max_timesteps_per_episode"]].append(trial)
-    assert all(t.state == "succeeded" and t.progress["timestep"] >= 4000 for t in by_cap[500])
+    if rule == "median":  # the first two trials have fewer than min_trials earlier ones: never stopped
+        assert all(t.state == "succeeded" and t.progress["timestep"] >= 4000 for t in by_cap[500])
     for trial in by_cap[8]:
         assert trial.state == "stopped early", trial
-        assert "median stopping rule" in (trial.reason or "")
-        assert 1000 <= trial.progress["timestep"] < 4000
+        assert ("median stopping rule" if rule == "median" else "(ASHA)") in (trial.reason or "")
+        # decided at the first decision point, and stopped there (one environment: a timestep a step)
+        assert trial.progress["timestep"] == 1000
+        record = json.loads((Path(sweep.location) / f"decisions/{rule}/000000001000/{trial.name}.json").read_text())
+        assert record["decision"] == "stop" and record["value"] <= 8
     assert status.state == "succeeded"
 
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from rlcloud.errors import NotFoundError, SpecError, StorageError, require
-from rlcloud.layout import CURVES, ProgressRecord, child
+from rlcloud.layout import CURVES, DECISIONS, ProgressRecord, child
 from rlcloud.results import is_gcs, results_location, results_root
 
 if TYPE_CHECKING:
@@ -209,7 +209,7 @@ def load_runs(runs: Iterable[Any] | Any, *, results: str | None = None) -> list[
 
 def _read_or_expand(location: str) -> list[RunResults]:
     """The run at ``location``; or, where there is none, the trials of the sweep there; or nothing for a
-    sweep's ``curves/`` directory (the median stopping rule's notes, not a run)."""
+    sweep's ``decisions/`` (or older ``curves/``) directory (the early stopping's records, not a run)."""
     from rlcloud.record import sweep_trials
     from rlcloud.storage import open_store
 
@@ -225,7 +225,7 @@ def _read_or_expand(location: str) -> list[RunResults]:
                 run.sweep = base.rsplit("/", 1)[-1]
             return runs
         names = [o.name for o in store.list()]
-        if base.rsplit("/", 1)[-1] == CURVES and names and all(n.endswith(".json") for n in names):
+        if base.rsplit("/", 1)[-1] in (CURVES, DECISIONS) and names and all(n.endswith(".json") for n in names):
             return []
         raise
 

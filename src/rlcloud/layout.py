@@ -23,6 +23,7 @@ __all__ = [
     "CHECKPOINTS",
     "CHECKPOINT_STATE",
     "CURVES",
+    "DECISIONS",
     "DONE_STATES",
     "EVALUATION",
     "FINAL_STATES",
@@ -78,8 +79,12 @@ AGENT_SUMMARIES = "tensorforce-summaries"
 LOGS = "logs"
 #: The returns plot.
 RETURNS_PLOT = "returns.png"
-#: A sweep's early stopper's curves: ``curves/<trial>.json``, in the sweep's location.
+#: A sweep's early stopper's curves: ``curves/<trial>.json``, in the sweep's location (sweeps from before
+#: decisions were made at timestep checkpoints; read by nothing, skipped where a sweep is listed).
 CURVES = "curves"
+#: A sweep's early-stopping decisions: ``decisions/<rule>/<timestep>/<trial>.json``, in the sweep's location,
+#: each written once (rlcloud.runner.early_stop).
+DECISIONS = "decisions"
 #: What a resumed runner needs besides its checkpoint: its appended records and its counters.
 RESTORED_FILES = (METRICS, EVALUATION, PROGRESS)
 

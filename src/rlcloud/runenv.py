@@ -42,6 +42,7 @@ __all__ = [
     "SWEEP_RESULTS",
     "SYNC_INTERVAL",
     "TIMESTEP_UPDATES",
+    "TRIAL",
     "UINT8_FRAMES",
     "WARM_TRIALS",
     "HostPort",
@@ -61,6 +62,7 @@ BIND_HOST = "RLCLOUD_BIND_HOST"
 IDLE_TIMEOUT = "RLCLOUD_IDLE_TIMEOUT"
 SYNC_INTERVAL = "RLCLOUD_SYNC_INTERVAL"
 EARLY_STOPPING = "RLCLOUD_EARLY_STOPPING"
+TRIAL = "RLCLOUD_TRIAL"
 INLINE_FUNCTIONS = "RLCLOUD_INLINE_FUNCTIONS"
 INPLACE_BUFFERS = "RLCLOUD_INPLACE_BUFFERS"
 TIMESTEP_UPDATES = "RLCLOUD_TIMESTEP_UPDATES"
@@ -246,6 +248,9 @@ class RunnerEnv:
     uint8_frames: str | None = _var(UINT8_FRAMES, _frames)
     #: RLCLOUD_JOB_UID: a warm sweep pod's Job uid (downward API), so that an earlier Job's failures do not count.
     job_uid: str | None = _var(JOB_UID, _text)
+    #: RLCLOUD_TRIAL: a sweep trial's place in its sweep (JSON object: sweep, trial, index, seed, params, the
+    #: objective's scalar and each parameter's domain), for TensorBoard's HParams (rlcloud.runner.hparams).
+    trial: Mapping[str, Any] | None = _var(TRIAL, _json_object, _json_text)
 
     @classmethod
     def variables(cls) -> dict[str, str]:

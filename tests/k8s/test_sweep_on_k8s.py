@@ -579,7 +579,7 @@ def test_a_sweep_pod_computes_its_trial_and_starts_it_under_its_record(
     from rlcloud.record import read_history
     from rlcloud.runner import main as runner
 
-    for var in ("RLCLOUD_RESULTS", "RLCLOUD_EARLY_STOPPING"):
+    for var in ("RLCLOUD_RESULTS", "RLCLOUD_EARLY_STOPPING", "RLCLOUD_TRIAL"):
         monkeypatch.setenv(var, "x")  # so that what the runner sets is undone after the test
         monkeypatch.delenv(var)
     sweep = make_sweep(2, early_stopping={"grace_timesteps": 0, "min_trials": 1})
@@ -598,7 +598,9 @@ def test_a_sweep_pod_computes_its_trial_and_starts_it_under_its_record(
     assert prepare(3) == (trial.spec, tmp_path / "w")
     assert os.environ["RLCLOUD_RESULTS"] == f"{location}/{trial.name}"
     settings = json.loads(os.environ["RLCLOUD_EARLY_STOPPING"])
-    assert settings["peers"] == str(location) and settings["trial"] == trial.name
+    assert settings["peers"] == str(location) and settings["trial"] == trial.name and settings["index"] == 3
+    hparams = json.loads(os.environ["RLCLOUD_TRIAL"])  # the trial's TensorBoard HParams (runner/hparams.py)
+    assert hparams["trial"] == trial.name and hparams["params"] == {"agent.learning_rate": 3e-4}
     trial_dir = location / trial.name
     assert "learning_rate: 0.0003" in (trial_dir / "spec.yaml").read_text()
     prepare(3)  # a retry of the same index (a new pod): it resumes under the same record

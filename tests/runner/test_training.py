@@ -362,7 +362,8 @@ def test_tensorboard_has_every_episode_and_readable_agent_scalars_against_timest
     assert len(records) > 20
     # the agent's scalars: readable names, x = the timestep of their update (PPO updates every 5 episodes)
     agent = {tag for tag in points if tag.startswith("agent/")}
-    assert {"agent/policy-loss", "agent/entropy", "agent/kl-divergence", "agent/update-norm"} <= agent
+    assert {"agent/policy-loss", "agent/entropy", "agent/kl-divergence", "agent/policy-update-norm"} <= agent
+    assert "agent/update-norm" not in agent  # one curve per optimizer (PPO with a baseline has two)
     assert not any("/cond" in tag or "losses/" in tag for tag in points)  # graph-internal names
     steps = [step for step, _ in points["agent/policy-loss"]]
     ends = {r["timestep"] for r in records}

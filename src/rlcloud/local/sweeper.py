@@ -8,7 +8,8 @@ that started the sweep may exit; it ends when every trial has finished or a stop
 Started again (``Sweep.start()`` after a crash or reboot), it skips trials that finished and resumes the
 others from their checkpoints.
 
-Trials of a sweep with ``early_stopping`` get ``RLCLOUD_EARLY_STOPPING`` (rlcloud.runner.early_stop).
+Trials get ``RLCLOUD_TRIAL`` (their HParams: rlcloud.runner.hparams) and, in a sweep with ``early_stopping``,
+``RLCLOUD_EARLY_STOPPING`` (rlcloud.runner.early_stop).
 Trials start warm: up to ``max_parallel`` long-lived workers run them one after another, so only a worker's
 first trial pays the TensorFlow imports (:mod:`rlcloud.local.worker`; ``RLCLOUD_WARM_TRIALS=0`` turns it off).
 """
@@ -29,7 +30,7 @@ from rlcloud.layout import child
 from rlcloud.local.state import read_sweep_spec, read_sweep_state, update_sweep_state
 from rlcloud.local.worker import WarmPool, warm_enabled
 from rlcloud.results import local_workdir
-from rlcloud.runner.early_stop import early_stopping_env
+from rlcloud.runner.hparams import trial_env
 
 if TYPE_CHECKING:
     from rlcloud.backend import ExperimentStatus
@@ -259,7 +260,7 @@ def run_sweep(statedir: Path, pool: WarmPool | None = None) -> int:
         while pending and len(running) < max_parallel and (not smoke_trial or launched_beside_smoke < beside_smoke):
             trial = pending.pop(0)
             launched_beside_smoke += 1 if smoke_trial else 0
-            env = early_stopping_env(sweep, trial, location)
+            env = trial_env(sweep, trial, location)  # its place in the sweep, its early stopping
             backend = LocalBackend(location, env=env)
             start = partial(backend.start, trial.spec, location)
             launched_at[trial.name] = time.time()

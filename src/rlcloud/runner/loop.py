@@ -15,8 +15,9 @@ What the loop writes into the work directory (docs/contracts.md, "Results layout
 * ``checkpoints/<name>/`` (agent files + ``state.json``) and ``checkpoints/LATEST``: the directory is
   complete before LATEST names it, so a crash mid-save leaves the previous checkpoint loadable.
 * ``summaries/``: TensorBoard events against timesteps: each episode's return and length, the mean of the
-  last 20, throughput, evaluation means, and the agent's losses, KL divergence, update norm and entropy
-  (forwarded from ``tensorforce-summaries/``, where Tensorforce writes them against its update index).
+  last 20, throughput, evaluation means, and the agent's losses, KL divergence, update norms (one per
+  optimizer) and entropy (forwarded from ``tensorforce-summaries/``, where Tensorforce writes them against
+  its update index).
 
 Resume: a work directory whose ``checkpoints/LATEST`` names a checkpoint restores the agent and continues
 the counters; records written after that checkpoint (episodes or timesteps past it) are dropped, atomically,
@@ -106,7 +107,9 @@ class LoopHooks(Protocol):
 
     ``on_tick()`` about once a second (after progress.json is written); ``on_checkpoint(name)`` after a
     checkpoint is complete and LATEST names it; ``on_finish(state)`` once at the end with the final
-    state ("succeeded" / "stopped" / "failed"). A hook that raises is logged and does not stop training.
+    state ("succeeded" / "stopped" / "failed"); ``on_decision(timestep)`` at the step whose timestep reaches
+    :attr:`Trainer.decision_at` (rlcloud.runner.early_stop). A hook that raises is logged and does not stop
+    training.
     """
 
     def on_tick(self) -> None:
@@ -313,6 +316,9 @@ class Trainer:
         self._forwarded: dict[str, int] = {}  # Tensorforce event file -> bytes of it forwarded
         #: True once the training loop runs (a stop request is then honoured with a checkpoint).
         self.running = False
+        #: The timestep at which the hooks' ``on_decision(timestep)`` is called next (a sweep's early stopping
+        #: decides at timestep checkpoints, never by the clock: rlcloud.runner.early_stop); None: never.
+        self.decision_at: int | None = None
         if spec.deterministic:
             raise SpecError([DETERMINISTIC_PROBLEM])
 
@@ -326,6 +332,18 @@ class Trainer:
         self._stop_reason = reason
         self._stopped_early = early
         self._stop.set()
+
+    @property
+    def stop_requested(self) -> bool:
+        """Whether :meth:`request_stop` was called (a hook that waits gives up)."""
+        return self._stop.is_set()
+
+    def hold(self) -> None:
+        """A hook waits in the loop on purpose (a decision waits for its peers): progress.json and the other
+        hooks (the results syncer) go on as each second of training, and the wait is no stall."""
+        self._advanced_at = time.time()
+        self._write_progress("running")
+        self._call_hook("on_tick")
 
     @property
     def counters(self) -> dict[str, Any]:
@@ -565,6 +583,8 @@ class Trainer:
                 if len(ended):
                     metrics.flush()
                     self._mark_updates()
+                if self.decision_at is not None and c.timestep >= self.decision_at:
+                    self._call_hook("on_decision", c.timestep)  # may wait for peers, may request a stop
                 done = self._done(max_episodes, max_timesteps)
                 if evaluation is not None and c.next_evaluation is not None:
                     position = c.episode if evaluation.every.unit == "e" else c.timestep
@@ -672,7 +692,9 @@ class Trainer:
     # -- summaries
     def _summarize_episode(self, ret: float, length: int) -> None:
         """One point per episode against timesteps: TensorBoard's curve of the returns is every episode, not
-        one point per ``summary_frequency`` (the writer buffers; :meth:`_summarize` flushes)."""
+        one point per ``summary_frequency`` (the writer buffers; :meth:`_summarize` flushes). The running
+        mean too: it is a sweep's objective, whose curve HParams shows (a trial stopped before its first
+        ``summary_frequency`` would have none)."""
         if self._summary_writer is None:
             return
         import tensorflow as tf
@@ -680,6 +702,7 @@ class Trainer:
         with self._summary_writer.as_default(step=self._counters.timestep):
             tf.summary.scalar("episode/return", ret)
             tf.summary.scalar("episode/length", length)
+            tf.summary.scalar(f"episode/mean_return_last_{self._returns.maxlen}", float(np.mean(self._returns)))
 
     def _mark_updates(self) -> None:
         """Remember the timestep at which the agent's update count last changed: the x of its summaries."""
@@ -926,8 +949,13 @@ class Trainer:
 
 def agent_summary_name(tag: str) -> str:
     """A Tensorforce summary's graph name made readable: ``agent/cond_2/losses/policy-loss`` ->
-    ``agent/policy-loss``, ``policy_optimizer/update-norm`` -> ``agent/update-norm``."""
-    return "agent/" + tag.rsplit("/", 1)[-1]
+    ``agent/policy-loss``. An optimizer's summary keeps which optimizer (PPO's policy and baseline optimizers
+    both write ``update-norm``, which one curve would mix): ``policy_optimizer/update-norm`` ->
+    ``agent/policy-update-norm``, ``baseline_optimizer/update-norm`` -> ``agent/baseline-update-norm``."""
+    parts = tag.rsplit("/", 2)
+    if len(parts) >= 2 and parts[-2].endswith("_optimizer"):
+        return f"agent/{parts[-2].removesuffix('_optimizer')}-{parts[-1]}"
+    return "agent/" + parts[-1]
 
 
 def _fmt(value: float | None) -> str:

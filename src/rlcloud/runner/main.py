@@ -262,19 +262,39 @@ class _HookChain:
     def on_checkpoint(self, name: str) -> None:
         self._call("on_checkpoint", name)
 
+    def on_decision(self, timestep: int) -> None:
+        self._call("on_decision", timestep)
+
     def on_finish(self, state: str) -> None:
-        # the early stopper publishes its last point before the syncer's final upload
-        self._call("on_finish", state, hooks=sorted(self.hooks, key=lambda h: not hasattr(h, "stopped")))
+        self._call("on_finish", state)
+
+
+def _write_trial_hparams(spec: ExperimentSpec, workdir: Path) -> None:
+    """A sweep trial's TensorBoard HParams (``RLCLOUD_TRIAL``; rlcloud.runner.hparams), when it writes summaries."""
+    settings = RunnerEnv.from_env().trial
+    if settings is None or spec.summary_frequency is None:
+        return
+    from rlcloud.runner.hparams import write_hparams
+
+    try:
+        write_hparams(workdir, settings)
+    except Exception as exc:  # TensorBoard's grouping is no reason to lose a training run
+        logger.warning("could not write the trial's HParams: %s", exc)
 
 
 def _early_stopper(trainer: Any) -> Any:
-    """The sweep trial's early stopper (``RLCLOUD_EARLY_STOPPING``), or None for an ordinary run."""
+    """The sweep trial's early stopper (``RLCLOUD_EARLY_STOPPING``), or None for an ordinary run: it decides
+    when the loop reaches ``trainer.decision_at``, and holds the loop there while earlier trials catch up."""
     from rlcloud.runner.early_stop import EarlyStopper
 
-    def progress() -> tuple[int, float | None]:
-        return trainer.counters["timestep"], trainer.mean_return
-
-    return EarlyStopper.from_environ(progress=progress, stop=lambda reason: trainer.request_stop(reason, early=True))
+    return EarlyStopper.from_environ(
+        value=lambda: trainer.mean_return,
+        stop=lambda reason: trainer.request_stop(reason, early=True),
+        gate=lambda point: setattr(trainer, "decision_at", point),
+        hold=trainer.hold,
+        stopping=lambda: trainer.stop_requested,
+        total_timesteps=trainer.spec.total_timesteps,
+    )
 
 
 def _train(
@@ -304,9 +324,11 @@ def _train(
         chain = _HookChain([hooks] if hooks is not None else [])
         trainer = Trainer(spec, workdir, vector_env=vector_env, hooks=chain)
         trainer_box.append(trainer)
-        watchdog = _stall_watchdog(args, spec, workdir, trainer, chain, vector_env)
+        stopper = _early_stopper(trainer)
+        watchdog = _stall_watchdog(args, spec, workdir, trainer, chain, vector_env, stopper)
         chain.hooks.insert(0, watchdog)  # training over (its on_finish), the final upload is not judged
-        chain.add(_early_stopper(trainer))
+        chain.add(stopper)
+        _write_trial_hparams(spec, workdir)
         try:
             trainer.setup()
         except CheckpointError as exc:
@@ -347,13 +369,21 @@ def _train(
 
 
 def _stall_watchdog(
-    args: argparse.Namespace, spec: ExperimentSpec, workdir: Path, trainer: Trainer, hooks: Any, venv: Any
+    args: argparse.Namespace,
+    spec: ExperimentSpec,
+    workdir: Path,
+    trainer: Trainer,
+    hooks: Any,
+    venv: Any,
+    stopper: Any = None,
 ) -> Any:
     """The learner's stall watchdog (rlcloud.runner.watchdog), made before the trainer rewrites progress.json."""
     from rlcloud.runner.watchdog import StallWatchdog
 
-    def waiting() -> bool:  # the agent waits for a lost env server: the server stalled, not the learner
-        return bool(getattr(venv, "waiting_for_servers", False))
+    def waiting() -> bool:
+        # the agent waits for a lost env server (the server stalled, not the learner), or an early-stopping
+        # decision waits for earlier trials to reach its timestep (they are judged by their own watchdogs)
+        return bool(getattr(venv, "waiting_for_servers", False) or getattr(stopper, "waiting", False))
 
     return StallWatchdog(
         trainer, spec.stall_timeout.seconds, workdir, label=role_label(args.role, args.index), hooks=hooks,
@@ -374,6 +404,7 @@ def _prepare_trial(args: argparse.Namespace) -> tuple[ExperimentSpec, Path] | in
     from rlcloud.errors import RLCloudError
     from rlcloud.record import start_recorded
     from rlcloud.runner.early_stop import early_stopping_settings
+    from rlcloud.runner.hparams import trial_settings
     from rlcloud.specs.safeload import read_text_bounded
     from rlcloud.specs.sweep import SweepSpec
     from rlcloud.storage import open_store, read_progress
@@ -406,8 +437,11 @@ def _prepare_trial(args: argparse.Namespace) -> tuple[ExperimentSpec, Path] | in
         workdir = workdir / trial.name
         results = str(workdir)
         run_env = run_env.replace(results=None)
-    # the syncer and the early stopper read them (rlcloud.storage.sync, rlcloud.runner.early_stop)
-    run_env = run_env.replace(early_stopping=early_stopping_settings(sweep, trial, location) or run_env.early_stopping)
+    # the syncer, the early stopper and the HParams read them (storage.sync, runner.early_stop, runner.hparams)
+    run_env = run_env.replace(
+        early_stopping=early_stopping_settings(sweep, trial, location) or run_env.early_stopping,
+        trial=trial_settings(sweep, trial),
+    )
     run_env.apply_to(os.environ)
     try:
         store = open_store(results)

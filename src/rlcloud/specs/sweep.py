@@ -92,19 +92,46 @@ class Distribution(StrictModel):
 
 
 class EarlyStopping(StrictModel):
-    """The median stopping rule: a trial stops (checkpointed, state "stopped early") when its best running
-    mean return so far is below the median of the other trials' running means at the same timestep."""
+    """Stopping trials early, decided at timestep checkpoints from the results store's data (the same
+    decisions on any machine: rlcloud.runner.early_stop).
 
-    rule: Literal["median"] = Field("median", description="The stopping rule (median: Golovin et al., 2017).")
+    ``median`` (Golovin et al., 2017): at ``grace_timesteps`` and every ``interval_timesteps`` after, a trial
+    stops (checkpointed, state "stopped early") when its best running mean return so far is below the
+    median of the running means the sweep's earlier trials had at that timestep. ``asha`` (asynchronous
+    successive halving, Li et al., 2020): at the rungs ``grace_timesteps`` x ``reduction_factor``^k a trial
+    goes on only when it is in the top 1/``reduction_factor`` of the trials that reached that rung before it.
+    """
+
+    rule: Literal["median", "asha"] = Field(
+        "median", description="The rule: median (the median stopping rule) or asha (asynchronous successive halving)."
+    )
     grace_timesteps: int = Field(
-        10_000, ge=0, le=10**12, description="No trial stops before it has trained this many timesteps."
+        10_000, ge=0, le=10**12, description="No trial stops before this timestep (asha: the first rung; > 0)."
     )
     min_trials: int = Field(
-        3, ge=1, le=MAX_TRIALS, description="Other trials that must have reached the same timestep to compare."
+        3, ge=1, le=MAX_TRIALS, description="median: earlier trials that must have reached the timestep to compare."
+    )
+    interval_timesteps: int = Field(
+        10_000, ge=1, le=10**12, description="median: timesteps between decisions after the grace period."
+    )
+    reduction_factor: int = Field(
+        3, ge=2, le=100, description="asha: eta; rungs at grace x eta^k, the top 1/eta of a rung go on."
     )
     check_seconds: float = Field(
-        10.0, gt=0, le=3600, description="Seconds between checks (each reads its peers' curves: one listing)."
+        10.0,
+        gt=0,
+        le=3600,
+        description="Seconds between reads of the store while a decision waits for earlier trials to reach its "
+        "timestep (never changes a decision).",
     )
+
+    @model_validator(mode="after")
+    def _asha_needs_a_first_rung(self) -> EarlyStopping:
+        if self.rule == "asha" and self.grace_timesteps < 1:
+            raise PydanticCustomError(
+                "early_stopping", "asha needs grace_timesteps >= 1: the first rung (rungs at grace x eta^k)"
+            )
+        return self
 
 
 class Growth(StrictModel):
@@ -481,6 +508,10 @@ class SweepSpec(StrictModel):
                 ]
             )
         return trials
+
+    def trial_names(self) -> list[str]:
+        """Every trial's name, in index order (without building the trials' specs)."""
+        return _trial_names(self)
 
     def trial(self, index: int) -> Trial:
         """Trial ``index`` alone (what a pod of the sweep's Indexed Job runs)."""
