@@ -505,10 +505,11 @@ def _finite(value: Any) -> float | None:
 
 def _earlier_trials(store: Store, index: int) -> list[str]:
     """The names of the sweep's trials before ``index``, from its sweep of record (``sweep.yaml``)."""
-    from rlcloud.record import read_sweep_record
+    from rlcloud.record import read_sweep_record, sweep_of_record
     from rlcloud.specs.sweep import SweepSpec
 
     record = read_sweep_record(store)
     if record is None:
         raise FileNotFoundError(f"no sweep of record in {store.describe()}")
-    return SweepSpec.from_dict(record).trial_names()[:index]
+    # with the recorded growth steps: a grown sweep's later trials have later indices (rlcloud.record)
+    return sweep_of_record(store, SweepSpec.from_dict(record)).trial_names()[:index]

@@ -510,8 +510,8 @@ class SweepSpec(StrictModel):
         return trials
 
     def trial_names(self) -> list[str]:
-        """Every trial's name, in index order (without building the trials' specs)."""
-        return _trial_names(self)
+        """Every trial's name, in index order (without building the trials' specs), grown trials included."""
+        return [name for name, _, _ in self._rows()] if self.growth else _trial_names(self)
 
     def trial(self, index: int) -> Trial:
         """Trial ``index`` alone (what a pod of the sweep's Indexed Job runs)."""
