@@ -37,6 +37,8 @@ FULL = RunnerEnv(
     warm_trials=False,
     uint8_frames="float32",
     job_uid="0b9c-job",
+    code_store="gs://bucket/runs/_code",
+    project_dir="/home/me/project",
 )
 
 
