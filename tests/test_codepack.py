@@ -5,12 +5,15 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import shutil
 import sys
 import tarfile
 from pathlib import Path
 
 import pytest
 
+from rlcloud import Experiment, Sweep, SweepSpec
+from rlcloud.cli import main
 from rlcloud.codepack import (
     MAX_CODE_BYTES,
     archive_name,
@@ -23,11 +26,16 @@ from rlcloud.codepack import (
     unpack,
 )
 from rlcloud.errors import SpecError, WorkloadError
+from rlcloud.k8s.builders import build_sweep_workloads, build_workloads
+from rlcloud.record import create_record, start_sweep_recorded
 from rlcloud.runenv import RunnerEnv
 from rlcloud.runner.code import code_folder
+from rlcloud.runner.envs import make_env
 from rlcloud.specs import ExperimentSpec
 from rlcloud.specs.code import CodeSpec
+from rlcloud.specs.identity import ChangedRunError, ChangedSweepError, diff_specs, fingerprint, split_changes
 from rlcloud.storage import open_store
+from rlcloud.validation import validate_file
 
 FILES = {
     "myenvs.py": b"class Corridor:\n    pass\n",
@@ -228,8 +236,191 @@ def test_code_is_a_folder_or_a_mapping_and_its_path_follows_the_spec_file(tmp_pa
     )
     spec = ExperimentSpec.from_file(tmp_path / "exp.yaml")
     assert spec.code == CodeSpec(path=str(tmp_path.resolve()))
-    with pytest.raises(SpecError, match="code.digest"):
+    with pytest.raises(SpecError, match=r"code\.digest"):
         ExperimentSpec.from_dict({**spec.model_dump(), "code": {"path": ".", "digest": "md5:abc"}})
-    with pytest.raises(SpecError, match="code.requirements"):
+    with pytest.raises(SpecError, match=r"code\.requirements"):
         ExperimentSpec.from_dict({**spec.model_dump(), "code": {"path": ".", "requirements": "../r.txt"}})
     assert sys.modules.get("myenvs") is None  # a spec is data: loading it imports nothing
+
+
+# --------------------------------------------------------------------- the digest is part of a run's identity
+
+
+def _corridor(root: Path, **fields: object) -> ExperimentSpec:
+    return ExperimentSpec.from_dict(
+        {
+            "name": "corridor",
+            "environment": {"type": "myenvs:Corridor"},
+            "agent": {"type": "ppo", "batch_size": 4},
+            "episodes": 2,
+            "code": {"path": str(root)},
+            **fields,
+        }
+    )
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_a_resume_with_other_code_is_refused_naming_both_digests(tmp_path: Path) -> None:
+    project = _project(tmp_path / "p", sorted(FILES), mode=0o644, mtime=0)
+    results = tmp_path / "results"
+    recorded, _archive = pin(_corridor(project))
+    create_record(open_store(results / "corridor"), recorded)
+    before = _tree(results)
+    (project / "myenvs.py").write_bytes(b"class Corridor:\n    width = 7\n")
+    changed, _ = pin(_corridor(project))
+    assert recorded.code is not None and changed.code is not None
+    with pytest.raises(ChangedRunError) as caught:
+        Experiment(_corridor(project), results=str(results)).start(validate=False)
+    assert [p.field for p in caught.value.problems] == ["code.digest"]
+    assert recorded.code.digest in str(caught.value) and changed.code.digest in str(caught.value)
+    assert _tree(results) == before  # refused before anything was uploaded or started
+    # the same archive from another folder, with other patterns, is the same code
+    elsewhere = _project(tmp_path / "copy", sorted(FILES), mode=0o600, mtime=5)
+    same, _ = pin(_corridor(elsewhere, code={"path": str(elsewhere), "exclude": ["*.ipynb"]}))
+    learning, other = split_changes(diff_specs(recorded, same))
+    assert learning == [] and {c.field for c in other} == {"code.path", "code.exclude"}
+    assert fingerprint(same) == fingerprint(recorded) != fingerprint(changed)
+    assert fingerprint(_corridor(project).model_copy(update={"code": None})) != fingerprint(recorded)
+
+
+def test_a_sweeps_trials_all_run_one_digest(tmp_path: Path) -> None:
+    project = _project(tmp_path / "p", sorted(FILES), mode=0o644, mtime=0)
+    experiment = _corridor(project).model_dump(mode="json")
+    sweep = Sweep(
+        SweepSpec.from_dict(
+            {"name": "sw", "experiment": experiment, "parameters": {"agent.batch_size": [4, 8]}, "seeds": 2}
+        ),
+        results=str(tmp_path / "results"),
+    )
+    archive = sweep._pin_code()
+    assert archive is not None
+    trials = sweep.spec.trials()
+    assert len(trials) == 4
+    assert {t.spec.code.digest for t in trials if t.spec.code is not None} == {archive.digest}
+    # the pods of its one Job fetch that archive from the root's code folder; so do an experiment's roles
+    objects = build_sweep_workloads(sweep.spec, namespace="ns", results="gs://bucket/runs")
+    job = objects[-1]
+    env = {e.name: e.value for e in job.spec.template.spec.containers[0].env}
+    assert env["RLCLOUD_CODE_STORE"] == "gs://bucket/runs/_code"
+    pinned = sweep.spec.experiment.model_copy(update={"run_mode": "distributed", "num_workers": 2})
+    for obj in build_workloads(pinned, namespace="ns", results="gs://bucket/runs"):
+        if getattr(obj, "kind", None) == "Job":
+            env = {e.name: e.value for e in obj.spec.template.spec.containers[0].env}
+            assert env["RLCLOUD_CODE_STORE"] == "gs://bucket/runs/_code", obj.metadata.name
+    unpinned = build_workloads(pinned.model_copy(update={"code": None}), namespace="ns", results="gs://b/r")
+    assert all(
+        "RLCLOUD_CODE_STORE" not in {e.name for e in o.spec.template.spec.containers[0].env}
+        for o in unpinned
+        if getattr(o, "kind", None) == "Job"
+    )
+    # a sweep started again with other code is another sweep
+    store = open_store(tmp_path / "results" / "sw")
+    assert start_sweep_recorded(store, sweep.spec, lambda: True, where="earlier") is True
+    (project / "pkg" / "wrappers.py").write_bytes(b"SCALE = 5\n")
+    again = Sweep(
+        SweepSpec.from_dict(
+            {"name": "sw", "experiment": experiment, "parameters": {"agent.batch_size": [4, 8]}, "seeds": 2}
+        ),
+        results=str(tmp_path / "results"),
+    )
+    with pytest.raises(ChangedSweepError) as caught:
+        again.start(validate=False)
+    assert [p.field for p in caught.value.problems] == ["experiment.code.digest"]
+    assert not (tmp_path / "results" / "_code").exists()  # nothing uploaded for a refused start
+
+
+# ---------------------------------------------------------------------------- the corridor example, for real
+
+CORRIDOR = Path(__file__).resolve().parents[1] / "examples" / "corridor"
+
+
+def test_a_user_class_gets_no_environment_create_arguments() -> None:
+    sys.path.insert(0, str(CORRIDOR))
+    try:
+        env = make_env({"type": "corridor_env:Corridor", "max_episode_timesteps": 50, "width": 3})
+        assert env.max_episode_timesteps == 50 and env.env.width == 3  # a limit, and the class's own argument
+        env.close()
+        env = make_env({"type": "corridor_env:Corridor", "max_episode_timesteps": 50}, max_timesteps_per_episode=20)
+        assert env.max_episode_timesteps == 20  # the smaller limit applies
+        env.close()
+        with pytest.raises(SpecError) as caught:
+            make_env({"type": "corridor_env:Corridor", "remote": "multiprocessing", "max_episode_timesteps": 0})
+        assert {p.field for p in caught.value.problems} == {
+            "environment.remote",
+            "environment.max_episode_timesteps",
+        }
+    finally:
+        sys.path.remove(str(CORRIDOR))
+    gym = make_env({"type": "gym", "level": "CartPole-v1", "max_episode_timesteps": 30})
+    assert gym.max_episode_timesteps == 30  # as for a gym level in Tensorforce
+    gym.close()
+
+
+def test_spec_validate_imports_and_builds_the_environment_from_the_project_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = tmp_path / "corridor"
+    shutil.copytree(CORRIDOR, project, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.chdir(project)
+    assert validate_file("corridor.yaml").ok
+    # a constructor the runner could not call is named by validate, as the runner would exit 3 with it
+    (project / "corridor_env.py").write_text(
+        (CORRIDOR / "corridor_env.py").read_text().replace("width: int = 5", "width: int"), encoding="utf-8"
+    )
+    sys.modules.pop("corridor_env", None)
+    try:
+        report = validate_file("corridor.yaml")
+    finally:
+        sys.modules.pop("corridor_env", None)
+    assert [p.field for p in report.problems] == ["environment"]
+    assert "missing 1 required positional argument: 'width'" in report.problems[0].message
+
+
+@pytest.mark.training
+def test_the_corridor_example_runs_locally_from_its_folder_and_from_its_archive(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = tmp_path / "corridor"
+    shutil.copytree(CORRIDOR, project, ignore=shutil.ignore_patterns("__pycache__"))
+    results = tmp_path / "results"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    # without code: the runner imports from the project folder, as spec validate does
+    monkeypatch.chdir(project)
+    plain = Experiment(project / "corridor.yaml", results=str(results), episodes=3).start()
+    assert plain.wait(timeout=600).state == "succeeded", plain.logs()
+    assert not (results / "_code").exists()
+    # with code: started from elsewhere, the runner can only import the archive, fetched from the store
+    monkeypatch.chdir(tmp_path)
+    packed = Experiment(project / "corridor.yaml", results=str(results), name="corridor-code", episodes=3, code=".")
+    packed.start()
+    assert packed.wait(timeout=600).state == "succeeded", packed.logs()
+    assert packed.spec.code is not None and packed.spec.code.digest is not None
+    stored = open_store(code_location(str(results))).list()
+    assert [info.name for info in stored] == [archive_name(packed.spec.code.digest)]
+    unpacked = tmp_path / "cache" / "rlcloud" / "code" / packed.spec.code.digest.replace(":", "-")
+    assert (unpacked / "corridor_env.py").is_file()
+    # the same code again: nothing uploaded (the one object keeps its generation)
+    again = Experiment(project / "corridor.yaml", results=str(results), name="corridor-again", episodes=2, code=".")
+    again.start()
+    assert again.wait(timeout=600).state == "succeeded", again.logs()
+    assert open_store(code_location(str(results))).list() == stored
+
+
+def test_spec_show_code_lists_what_is_packed_and_left_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = tmp_path / "corridor"
+    shutil.copytree(CORRIDOR, project, ignore=shutil.ignore_patterns("__pycache__"))
+    (project / "sa.json").write_text('{"type": "service_account", "private_key": "x"}')
+    monkeypatch.chdir(project)
+    assert main(["spec", "show", "--code", "corridor.yaml", "--set", "code=."]) == 0
+    out, err = capsys.readouterr()
+    archive = pin(ExperimentSpec.from_file("corridor.yaml", code="."))[1]
+    assert archive is not None and f"2 files, {len(archive.data)} bytes packed: {archive.digest}" in out
+    assert "corridor_env.py" in out and "sa.json" not in out
+    assert "left out: sa.json (holds a private key (a service-account key file?))" in err
+    assert main(["spec", "show", "--code", "corridor.yaml"]) == 2  # no code: said, exit 2
+    assert "has no code" in capsys.readouterr().err
