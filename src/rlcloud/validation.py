@@ -210,17 +210,15 @@ def build_environment(spec: Any) -> None:
     """Build one environment of ``spec`` as the runner does (rlcloud.runner.envs.make_env: the same arguments,
     the same limits), then close it; a construction error is a SpecProblem on ``environment``.
 
-    Skipped when it would need TensorFlow (a Tensorforce environment type: ``--build`` builds it with the agent)
-    or when the user's class is not importable here (the client may lack a package the image has).
+    Only a user's class is built (what its constructor is given is the question; a gymnasium id is checked
+    against the registry, and a Tensorforce type needs TensorFlow: ``--build`` builds it with the agent), and
+    only when it is importable here (the client may lack a package the image has).
     """
-    from rlcloud.runner.envs import GYM_TYPES, make_env, resolve_class
+    from rlcloud.runner.envs import make_env, resolve_class
 
     environment = spec.environment
     path = environment.get("class") or environment.get("type")
-    if isinstance(path, str) and (":" in path or "." in path):
-        if resolve_class(path, missing_ok=True) is None:
-            return
-    elif (environment.get("type") or environment.get("environment")) not in GYM_TYPES:
+    if not (isinstance(path, str) and (":" in path or "." in path)) or resolve_class(path, missing_ok=True) is None:
         return
     try:
         env = make_env(
