@@ -36,6 +36,7 @@ from rlcloud.specs.code import CodeSpec
 from rlcloud.specs.identity import ChangedRunError, ChangedSweepError, diff_specs, fingerprint, split_changes
 from rlcloud.storage import open_store
 from rlcloud.validation import validate_file
+from tests.fakes.gcs import FakeGcsServer
 
 FILES = {
     "myenvs.py": b"class Corridor:\n    pass\n",
@@ -424,3 +425,24 @@ def test_spec_show_code_lists_what_is_packed_and_left_out(
     assert "left out: sa.json (holds a private key (a service-account key file?))" in err
     assert main(["spec", "show", "--code", "corridor.yaml"]) == 2  # no code: said, exit 2
     assert "has no code" in capsys.readouterr().err
+
+
+def test_an_archive_travels_through_cloud_storage(
+    tmp_path: Path, gcs_bucket: str, fake_gcs: FakeGcsServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", fake_gcs.url)  # what a pod's open_store reads
+    project = _project(tmp_path / "p", sorted(FILES), mode=0o644, mtime=0)
+    pinned, archive = pin(_corridor(project))
+    assert archive is not None and pinned.code is not None
+    location = code_location(f"gs://{gcs_bucket}/runs")
+    with open_store(location) as store:
+        assert publish(archive, store) is True
+        assert publish(archive, store) is False
+        assert [info.name for info in store.list()] == [archive.name]
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "pod"))
+    folder = code_folder(pinned, RunnerEnv(code_store=location))
+    assert folder is not None and (folder / "pkg" / "wrappers.py").read_bytes() == FILES["pkg/wrappers.py"]
+    # the spec of record names the archive: a bucket's other objects, or a replaced archive, never act
+    fake_gcs.client().bucket(gcs_bucket).blob(f"runs/_code/{archive.name}").upload_from_string(b"planted")
+    with pytest.raises(WorkloadError, match="not the spec of record's"):
+        fetch(location, archive.digest, cache=tmp_path / "another-pod")
