@@ -446,3 +446,29 @@ def test_an_archive_travels_through_cloud_storage(
     fake_gcs.client().bucket(gcs_bucket).blob(f"runs/_code/{archive.name}").upload_from_string(b"planted")
     with pytest.raises(WorkloadError, match="not the spec of record's"):
         fetch(location, archive.digest, cache=tmp_path / "another-pod")
+
+
+def test_a_sweep_files_code_is_its_experiments(tmp_path: Path) -> None:
+    (tmp_path / "exp.yaml").write_text(
+        "name: c\nenvironment: {type: 'myenvs:Corridor'}\nagent: {type: ppo}\nepisodes: 1\n"
+    )
+    (tmp_path / "sweep.yaml").write_text(
+        "kind: Sweep\nname: sw\nexperiment: exp.yaml\ncode: {path: ., exclude: [data]}\nseeds: 2\n"
+    )
+    sweep = SweepSpec.from_file(tmp_path / "sweep.yaml")
+    assert sweep.experiment.code == CodeSpec(path=str(tmp_path.resolve()), exclude=["data"])
+    assert {t.spec.code.path for t in sweep.trials() if t.spec.code is not None} == {str(tmp_path.resolve())}
+    assert SweepSpec.from_yaml_text(sweep.to_yaml()) == sweep  # what a pod reads back
+
+
+def test_rlcloud_yaml_gives_every_run_its_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project = _project(tmp_path / "p", sorted(FILES), mode=0o644, mtime=0)
+    (project / "rlcloud.yaml").write_text("code: {path: ., exclude: [configs]}\n")
+    (project / "pkg" / "deep").mkdir()
+    monkeypatch.chdir(project / "pkg" / "deep")  # found upwards; the path is rlcloud.yaml's folder
+    spec = _corridor(project).model_copy(update={"code": None})
+    pinned, archive = pin(spec)
+    assert archive is not None and pinned.code is not None
+    assert pinned.code.path == str(project.resolve()) and pinned.code.digest == archive.digest
+    assert [rel for rel, _ in archive.files] == ["README.txt", "myenvs.py", "pkg/__init__.py", "pkg/wrappers.py",
+                                                 "rlcloud.yaml"]  # fmt: skip
