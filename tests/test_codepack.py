@@ -358,6 +358,9 @@ def test_a_user_class_gets_no_environment_create_arguments() -> None:
     gym = make_env({"type": "gym", "level": "CartPole-v1", "max_episode_timesteps": 30})
     assert gym.max_episode_timesteps == 30  # as for a gym level in Tensorforce
     gym.close()
+    longer = make_env({"type": "gym", "level": "CartPole-v1", "max_episode_timesteps": 800})
+    assert longer.max_episode_timesteps == 800  # it replaces the level's own 500, as Tensorforce's OpenAIGym
+    longer.close()
 
 
 def test_spec_validate_imports_and_builds_the_environment_from_the_project_folder(

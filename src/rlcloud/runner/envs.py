@@ -21,7 +21,8 @@ The spec's ``environment`` dict selects the source (docs/contracts.md):
 
 Whatever the source, the arguments Tensorforce's ``Environment.create`` takes for itself are not the
 environment's: ``max_episode_timesteps`` is a limit (the smaller of it and the spec's
-``max_timesteps_per_episode`` applies, in agent timesteps), and the remote settings (``remote``, ``blocking``,
+``max_timesteps_per_episode`` applies, in agent timesteps; for a gymnasium id it replaces the level's own
+limit, as Tensorforce's OpenAIGym does), and the remote settings (``remote``, ``blocking``,
 ``host``, ``port``) are the runner's business (run_mode distributed), refused with a SpecError. A user's
 class is constructed with the other keys only, as ``Environment.create`` would construct it.
 
@@ -406,6 +407,9 @@ def make_env(
         if not isinstance(level, str):
             raise SpecError([SpecProblem("environment.level", "a gymnasium id is required", level)])
         _register_ale(level)
+        if env_limit is not None and "max_episode_steps" not in env:
+            # Tensorforce's limit overwrites the level's own (OpenAIGym): gymnasium's TimeLimit, in raw steps
+            env["max_episode_steps"] = env_limit * repeat_actions
         try:
             gym_env = gymnasium.make(level, **env)
         except gymnasium.error.Error as exc:
