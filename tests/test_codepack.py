@@ -475,3 +475,15 @@ def test_rlcloud_yaml_gives_every_run_its_code(tmp_path: Path, monkeypatch: pyte
     assert pinned.code.path == str(project.resolve()) and pinned.code.digest == archive.digest
     assert [rel for rel, _ in archive.files] == ["README.txt", "myenvs.py", "pkg/__init__.py", "pkg/wrappers.py",
                                                  "rlcloud.yaml"]  # fmt: skip
+
+
+def test_spec_validate_packs_the_code_as_a_start_would(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project = tmp_path / "corridor"
+    shutil.copytree(CORRIDOR, project, ignore=shutil.ignore_patterns("__pycache__"))
+    spec = project / "corridor.yaml"
+    spec.write_text(spec.read_text() + "code: {path: ., requirements: requirements.txt}\n")
+    monkeypatch.chdir(tmp_path)  # the code folder, not the working directory, is what it imports from
+    report = validate_file(spec)
+    assert [p.field for p in report.problems] == ["code.requirements"]
+    (project / "requirements.txt").write_text("numpy\n")
+    assert validate_file(spec).ok

@@ -158,12 +158,14 @@ def validate_file(path: str | Path, *, build: bool = False) -> FileReport:
                 from rlcloud.runner.envs import validate_experiment
 
                 with code_on_path(spec, path.parent):
+                    _pack_check(spec)
                     validate_experiment(spec)
                     build_environment(spec)
                     if build:
                         build_agent(spec)
             elif isinstance(spec, SweepSpec):
                 with code_on_path(spec.experiment, path.parent):
+                    _pack_check(spec.experiment)
                     _validate_sweep(spec, build=build)
         except SpecError as exc:
             report.problems = [_relative(p, part_field=_PART_FIELD.get(report.kind)) for p in exc.problems]
@@ -204,6 +206,14 @@ def code_on_path(spec: Any, base_dir: Path) -> Iterator[Path]:
     finally:
         if added and text in sys.path:
             sys.path.remove(text)
+
+
+def _pack_check(spec: Any) -> None:
+    """Pack the spec's code as a start would (nothing is uploaded): a folder over the bounds, or without its
+    requirements file, is a problem of the spec now rather than of its start."""
+    from rlcloud.codepack import pin
+
+    pin(spec)
 
 
 def build_environment(spec: Any) -> None:
