@@ -27,6 +27,7 @@ from rlcloud.codepack import (
 )
 from rlcloud.errors import SpecError, WorkloadError
 from rlcloud.k8s.builders import build_sweep_workloads, build_workloads
+from rlcloud.local.machine import code_env
 from rlcloud.record import create_record, start_sweep_recorded
 from rlcloud.runenv import RunnerEnv
 from rlcloud.runner.code import code_folder
@@ -487,3 +488,21 @@ def test_spec_validate_packs_the_code_as_a_start_would(tmp_path: Path, monkeypat
     assert [p.field for p in report.problems] == ["code.requirements"]
     (project / "requirements.txt").write_text("numpy\n")
     assert validate_file(spec).ok
+
+
+def test_a_local_runs_roles_get_an_absolute_code_store_or_the_project_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    project = _project(tmp_path / "p", sorted(FILES), mode=0o644, mtime=0)
+    pinned, _ = pin(_corridor(project))
+    assert code_env(pinned, "runs", RunnerEnv()) == {
+        "code_store": str(tmp_path / "runs" / "_code"),
+        "project_dir": None,
+    }
+    assert code_env(pinned, "gs://b/runs", RunnerEnv())["code_store"] == "gs://b/runs/_code"
+    # a sweep's trial inherits the sweep's root, not its own location
+    inherited = RunnerEnv(code_store="gs://b/runs/_code")
+    assert code_env(pinned, "gs://b/runs/sweep", inherited)["code_store"] == "gs://b/runs/_code"
+    plain = pinned.model_copy(update={"code": None})
+    assert code_env(plain, "runs", RunnerEnv()) == {"code_store": None, "project_dir": str(tmp_path)}

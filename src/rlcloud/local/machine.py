@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rlcloud.local.supervisor import DEFAULT_GRACE_PERIOD
-from rlcloud.results import results_root
+from rlcloud.results import is_gcs, results_root
 from rlcloud.runenv import RunnerEnv
 
 if TYPE_CHECKING:
@@ -87,5 +87,7 @@ def code_env(spec: ExperimentSpec, results: str, inherited: RunnerEnv) -> dict[s
     from rlcloud.specs.building import project_root
 
     if spec.code is not None:
-        return {"code_store": inherited.code_store or code_location(results), "project_dir": None}
+        # absolute: the roles run in their work directory, not here
+        root = results if is_gcs(results) else str(Path(results).expanduser().resolve())
+        return {"code_store": inherited.code_store or code_location(root), "project_dir": None}
     return {"code_store": None, "project_dir": inherited.project_dir or str(project_root(Path.cwd()))}
