@@ -506,3 +506,23 @@ def test_a_local_runs_roles_get_an_absolute_code_store_or_the_project_folder(
     assert code_env(pinned, "gs://b/runs/sweep", inherited)["code_store"] == "gs://b/runs/_code"
     plain = pinned.model_copy(update={"code": None})
     assert code_env(plain, "runs", RunnerEnv()) == {"code_store": None, "project_dir": str(tmp_path)}
+
+
+@pytest.mark.training
+def test_a_local_sweeps_trials_import_the_one_archive(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project = tmp_path / "corridor"
+    shutil.copytree(CORRIDOR, project, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)  # not the project folder: the trials can only import the archive
+    experiment = ExperimentSpec.from_file(project / "corridor.yaml", episodes=2, code=".")
+    spec = SweepSpec.from_dict({"name": "corridors", "experiment": experiment.model_dump(mode="json"), "seeds": 2})
+    results = tmp_path / "results"
+    sweep = Sweep(spec, results=str(results)).start()
+    status = sweep.wait(timeout=900)
+    assert status.state == "succeeded", status.to_dict()
+    digest = sweep.spec.experiment.code.digest if sweep.spec.experiment.code else None
+    assert digest is not None
+    assert [info.name for info in open_store(code_location(str(results))).list()] == [archive_name(digest)]
+    for trial in status.trials:  # each trial's spec of record pins the sweep's digest
+        recorded = Experiment.attach(trial.name, results=sweep.location).spec
+        assert recorded.code is not None and recorded.code.digest == digest
