@@ -12,6 +12,10 @@ additions stand in for what a cluster provides, and nothing else differs:
   DNS names resolve to it in the learner (``--add-host``) and the env server binds it (``RLCLOUD_BIND_HOST``),
   since every container here shares the host's network (two servers could not both bind 0.0.0.0:5000).
 
+Then the corridor example (examples/corridor: a user's own gymnasium.Env, which the image does not hold) runs in
+every run mode from its code archive (``code: .``, packed and stored in fake-gcs-server as ``Experiment.start``
+does): each pod fetches the archive its spec names, checks its digest and imports the environment from it.
+
 It prints, per run mode, the time from container start to the first episode (the learner's metrics.jsonl
 gets its first line) and to exit, and the objects written to the store; then checks that ``podman kube
 play`` accepts the learner Job's pod template unchanged and runs it to completion as UID 10001. Every
@@ -45,11 +49,16 @@ from rlcloud.runenv import RunnerEnv  # noqa: E402
 from rlcloud.specs import ExperimentSpec  # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "cartpole_ppo.yaml"
+#: a user's own environment, beside its spec: what a pod can only import from the run's code archive
+CORRIDOR = ROOT / "examples" / "corridor" / "corridor.yaml"
+CODE_EPISODES = 6
 BUCKET = "check-images"
 NAMESPACE = "rlcloud"
 #: (run mode, workers): the example is multi-threaded with 32 environments; a few thousand timesteps each
 MODES = (("single", 1), ("multi-threaded", 32), ("distributed", 2))
 TIMESTEPS = 3000
+#: the corridor from its code archive, in every run mode (its environment is cheap: a few workers do)
+CODE_MODES = (("single", 1), ("multi-threaded", 4), ("distributed", 2))
 MODE_TIMEOUT_S = 900
 _VAR_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
@@ -189,10 +198,23 @@ def _kinds(names: list[tuple[str, int]]) -> str:
     return ", ".join(f"{k} ({n})" if n > 1 else k for k, n in sorted(counts.items()))
 
 
-def run_mode(engine: Engine, image: str, work: Path, gcs: FakeGcsServer, mode: str, workers: int) -> list[str]:
-    """Run one mode's pods to completion; return its figure lines. CheckError names what went wrong."""
-    name = f"check-{mode}"
-    spec = ExperimentSpec.from_file(EXAMPLE, name=name, run_mode=mode, num_workers=workers, total_timesteps=TIMESTEPS)
+def run_mode(
+    engine: Engine,
+    image: str,
+    work: Path,
+    gcs: FakeGcsServer,
+    mode: str,
+    workers: int,
+    spec: ExperimentSpec | None = None,
+) -> list[str]:
+    """Run one mode's pods to completion; return its figure lines. CheckError names what went wrong.
+
+    ``spec``: another experiment than the example (its name, mode and workers set already)."""
+    if spec is None:
+        spec = ExperimentSpec.from_file(
+            EXAMPLE, name=f"check-{mode}", run_mode=mode, num_workers=workers, total_timesteps=TIMESTEPS
+        )
+    name = spec.name
     objects = build_workloads(spec, image=image, namespace=NAMESPACE, results=f"gs://{BUCKET}/runs")
     config_maps = {o.metadata.name: o.data for o in objects if isinstance(o, k8s.V1ConfigMap)}
     services = [o for o in objects if isinstance(o, k8s.V1Service)]
@@ -254,19 +276,40 @@ def run_mode(engine: Engine, image: str, work: Path, gcs: FakeGcsServer, mode: s
     names = [n for n, _ in written]
     if "metrics.jsonl" not in names:
         raise CheckError(f"{mode}: no metrics.jsonl in gs://{BUCKET}/runs/{name}/ (objects: {names})")
-    if not any("tfevents" in n for n in names):
+    if spec.summary_frequency is not None and not any("tfevents" in n for n in names):
         raise CheckError(f"{mode}: no TensorBoard events in gs://{BUCKET}/runs/{name}/ (objects: {names})")
     episodes = len(gcs.client().bucket(BUCKET).blob(f"runs/{name}/metrics.jsonl").download_as_text().splitlines())
     to_first = "never" if first_episode is None else f"{first_episode - t_start:.1f} s"
     pods = len(started)
     for _, ident, _ in started:
         engine.run("rm", "--force", ident, check=False)
+    length = f"{spec.total_timesteps} timesteps" if spec.total_timesteps else f"{spec.episodes} episodes"
+    what = f"{mode}, code {spec.code.digest[:19]}" if spec.code is not None and spec.code.digest else mode
     return [
-        f"{mode} ({pods} container{'s' if pods > 1 else ''}, {workers} environment{'s' if workers > 1 else ''}, "
-        f"{TIMESTEPS} timesteps): first episode {to_first} after start, exit 0 after {t_exit - t_start:.1f} s, "
+        f"{what} ({pods} container{'s' if pods > 1 else ''}, {workers} environment{'s' if workers > 1 else ''}, "
+        f"{length}): first episode {to_first} after start, exit 0 after {t_exit - t_start:.1f} s, "
         f"{episodes} episodes; {len(written)} objects ({sum(s for _, s in written) / 1e6:.1f} MB) in "
         f"gs://{BUCKET}/runs/{name}/: {_kinds(written)}"
     ]
+
+
+def code_mode(engine: Engine, image: str, work: Path, gcs: FakeGcsServer, mode: str, workers: int) -> list[str]:
+    """The corridor example (examples/corridor: a gymnasium.Env of the user's, not in the image) in ``mode``,
+    its folder packed and stored as ``Experiment.start`` does (rlcloud.codepack): every pod fetches the archive
+    its spec names, checks the digest, unpacks it and imports the environment from it; the image is unchanged.
+    """
+    from rlcloud.codepack import code_location, pin, publish
+    from rlcloud.storage import open_store
+
+    spec = ExperimentSpec.from_file(
+        CORRIDOR, name=f"check-code-{mode}", run_mode=mode, num_workers=workers, episodes=CODE_EPISODES, code="."
+    )
+    spec, archive = pin(spec)
+    assert archive is not None
+    os.environ["STORAGE_EMULATOR_HOST"] = gcs.url  # this process uploads as the client would
+    with open_store(code_location(f"gs://{BUCKET}/runs")) as store:
+        publish(archive, store)
+    return run_mode(engine, image, work, gcs, mode, workers, spec=spec)
 
 
 def kube_play(engine: Engine, image: str, work: Path) -> str:
@@ -366,6 +409,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{time.strftime('%H:%M:%S')} {mode}: starting its pods", flush=True)
             lines += run_mode(engine, args.image, args.work, gcs, mode, workers)
             print(f"{time.strftime('%H:%M:%S')} {lines[-1]}", flush=True)
+        for mode, workers in CODE_MODES:
+            if args.mode and mode not in args.mode:
+                continue
+            print(f"{time.strftime('%H:%M:%S')} {mode}, the corridor from its code archive: starting", flush=True)
+            lines += code_mode(engine, args.image, args.work, gcs, mode, workers)
+            print(f"{time.strftime('%H:%M:%S')} {lines[-1]}", flush=True)
         lines.append(kube_play(engine, args.image, args.work))
         lines += docs_commands(engine, args.image, args.work)
     except (CheckError, subprocess.TimeoutExpired) as exc:
@@ -373,7 +422,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     finally:
         gcs.stop()
-    print("\ncheck-images: the runner image trains the example in every run mode")
+    print(
+        "\ncheck-images: the runner image trains the example, and a custom environment from its code archive, "
+        "in every run mode"
+    )
     for line in lines:
         print(f"  {line}")
     return 0

@@ -38,6 +38,8 @@ FULL = RunnerEnv(
     uint8_frames="float32",
     job_uid="0b9c-job",
     trial={"sweep": "lr", "trial": "lr1e-3--seed1", "index": 0, "params": {"agent.learning_rate": 0.001}},
+    code_store="gs://bucket/runs/_code",
+    project_dir="/home/me/project",
 )
 
 

@@ -150,7 +150,7 @@ LAYERS: list[tuple[str, ...]] = [
         "rlcloud.runenv",
         "rlcloud.budget",
     ),
-    ("rlcloud.storage", "rlcloud.record", "rlcloud.plotting", "rlcloud.intervals"),
+    ("rlcloud.storage", "rlcloud.record", "rlcloud.plotting", "rlcloud.intervals", "rlcloud.codepack"),
     ("rlcloud.gke", "rlcloud.k8s", "rlcloud.runner", "rlcloud.local"),
     (
         "rlcloud.cluster",

@@ -14,6 +14,7 @@ from pydantic import Field, field_validator
 
 from rlcloud.errors import SpecError, SpecProblem
 from rlcloud.specs._base import StrictModel
+from rlcloud.specs.code import CodeSpec
 
 CONFIG_FILE = "rlcloud.yaml"
 # rlcloud publishes no image that every cluster can pull, so the built-in defaults are the tags of images
@@ -50,6 +51,12 @@ class ProjectConfig(StrictModel):
         None,
         description="Google service account the in-cluster reaper acts as (may only get and delete clusters), e.g. "
         "rlcloud-reaper@my-project.iam.gserviceaccount.com; without it clusters with ttl/autodown get no reaper.",
+    )
+
+    code: CodeSpec | None = Field(
+        None,
+        description="The project code every run takes with it unless its spec says otherwise (code: . packs the "
+        "folder of rlcloud.yaml); see rlcloud.specs.code.",
     )
 
     cpu_hour_usd: float = Field(
@@ -171,7 +178,11 @@ def load_project_config(start: str | Path | None = None) -> ProjectConfig:
     if path is None:
         return ProjectConfig()
     data = read_data_file(path) or {}
-    return build_model(ProjectConfig, data, source=str(path))
+    config = build_model(ProjectConfig, data, source=str(path))
+    if config.code is not None:  # relative to rlcloud.yaml, wherever the command runs
+        folder = (path.parent / Path(config.code.path).expanduser()).resolve()
+        config = config.model_copy(update={"code": config.code.model_copy(update={"path": str(folder)})})
+    return config
 
 
 def google_credentials(config: ProjectConfig | None = None) -> object | None:

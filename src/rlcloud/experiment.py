@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
     from rlcloud.backend import ExperimentBackend, ExperimentStatus
     from rlcloud.cluster import Cluster
+    from rlcloud.codepack import CodeArchive
     from rlcloud.policies import Video
     from rlcloud.runner.policy import Policy
     from rlcloud.specs import ExperimentSpec
@@ -174,10 +175,16 @@ class Experiment:
 
             check_local_capacity(self.spec)  # processes and open files on this machine, before any is written
         self._refuse_a_sweeps_name()
+        archive = self._pin_code()
+
+        def launch() -> bool:
+            self._publish_code(archive)  # after the record's check: a refused resume uploads nothing
+            return self.backend.start(self.spec, self.results_root)
+
         started = start_recorded(
             self._store(),
             self.spec,
-            lambda: self.backend.start(self.spec, self.results_root),
+            launch,
             where=target.describe() if target else "local",
             prepare=(lambda: self._prepare(target)) if target is not None else None,
             on_failure=(lambda: target.release_after_failure(self.name)) if target is not None else None,
@@ -188,6 +195,28 @@ class Experiment:
         else:
             log.info("experiment %s is already running (%s)", self.name, self.backend.kind)
         return self
+
+    def _pin_code(self) -> CodeArchive | None:
+        """Pack the spec's code (rlcloud.codepack) and pin its digest in the spec (the spec of record then names
+        the archive every role unpacks); the archive to publish, or None without code."""
+        from rlcloud.codepack import pin
+
+        skip = [] if is_gcs(self.results_root) else [Path(self.results_root).expanduser()]
+        self.spec, archive = pin(self.spec, skip=skip)
+        return archive
+
+    def _publish_code(self, archive: CodeArchive | None) -> None:
+        """Store the code archive under the results root unless it is there (content-addressed: once)."""
+        if archive is None:
+            return
+        from rlcloud.codepack import code_location, publish
+        from rlcloud.storage import open_store
+
+        with open_store(code_location(self.results_root)) as store:
+            uploaded = publish(archive, store)
+        log.info(
+            "code %s (%d files): %s", archive.digest, len(archive.files), "uploaded" if uploaded else "stored already"
+        )
 
     def _prepare(self, target: Cluster) -> None:
         """Before the run starts on ``target``: the cluster exists, and its budget has an enforcer there."""

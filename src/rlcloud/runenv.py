@@ -26,6 +26,7 @@ from rlcloud.errors import WorkloadError
 
 __all__ = [
     "BIND_HOST",
+    "CODE_STORE",
     "CONNECT_TIMEOUT",
     "EARLY_STOPPING",
     "ENV_SERVERS",
@@ -37,6 +38,7 @@ __all__ = [
     "JOB_UID",
     "PARENT_PID",
     "PORT",
+    "PROJECT_DIR",
     "RESULTS",
     "STEP_TIMEOUT",
     "SWEEP_RESULTS",
@@ -70,6 +72,8 @@ PARENT_PID = "RLCLOUD_PARENT_PID"
 WARM_TRIALS = "RLCLOUD_WARM_TRIALS"
 UINT8_FRAMES = "RLCLOUD_UINT8_FRAMES"
 JOB_UID = "RLCLOUD_JOB_UID"
+CODE_STORE = "RLCLOUD_CODE_STORE"
+PROJECT_DIR = "RLCLOUD_PROJECT_DIR"
 
 #: ``(host, port)``: an address as written in ``RLCLOUD_ENV_SERVERS`` and ``RLCLOUD_HOST_MAP``.
 HostPort = tuple[str, int]
@@ -251,6 +255,12 @@ class RunnerEnv:
     #: RLCLOUD_TRIAL: a sweep trial's place in its sweep (JSON object: sweep, trial, index, seed, params, the
     #: objective's scalar and each parameter's domain), for TensorBoard's HParams (rlcloud.runner.hparams).
     trial: Mapping[str, Any] | None = _var(TRIAL, _json_object, _json_text)
+    #: RLCLOUD_CODE_STORE: where the run's code archives are (``<results root>/_code``): a spec whose
+    #: ``code.digest`` is set fetches that archive from here before it imports anything (rlcloud.codepack).
+    code_store: str | None = _var(CODE_STORE, _text)
+    #: RLCLOUD_PROJECT_DIR: a local run without ``code:``: the project folder its roles import from, as
+    #: ``spec validate`` does (unset: only what is installed).
+    project_dir: str | None = _var(PROJECT_DIR, _text)
 
     @classmethod
     def variables(cls) -> dict[str, str]:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
     from rlcloud.backend import ExperimentBackend, SweepCapable, SweepStatus
     from rlcloud.cluster import Cluster
+    from rlcloud.codepack import CodeArchive
     from rlcloud.comparison import Best
     from rlcloud.experiment import Experiment
     from rlcloud.policies import Video
@@ -156,6 +157,7 @@ class Sweep:
         from rlcloud.storage import open_store
 
         store = open_store(self.location)
+        archive = self._pin_code()  # every trial runs this one archive: the sweep's record pins its digest
         check_sweep_resume(store, self.spec)  # another sweep of this name: refused before anything is created
         from rlcloud.record import sweep_of_record
 
@@ -170,9 +172,16 @@ class Sweep:
         where = self._cluster.describe() if self._cluster is not None else "local"
         try:
             sweeps = self.sweeps  # a backend without the capability is refused before the record is written
-            started = start_sweep_recorded(
-                store, self.spec, lambda: sweeps.start_sweep(self.spec, self.results_root), where=where
-            )
+
+            def launch() -> bool:
+                if archive is not None:
+                    from rlcloud.codepack import code_location, publish
+
+                    with open_store(code_location(self.results_root)) as code_store:
+                        publish(archive, code_store)
+                return sweeps.start_sweep(self.spec, self.results_root)
+
+            started = start_sweep_recorded(store, self.spec, launch, where=where)
         except BaseException:
             if self._cluster is not None:
                 self._cluster.release_after_failure(self.name)
@@ -285,6 +294,16 @@ class Sweep:
         if ranked.empty:
             raise SpecError("no trial has a value of the objective yet: nothing to rank for extend --top")
         return [str(c) for c in ranked["configuration"]]
+
+    def _pin_code(self) -> CodeArchive | None:
+        """Pack the base experiment's code and pin its digest in the sweep (rlcloud.codepack.pin)."""
+        from rlcloud.codepack import pin
+        from rlcloud.results import is_gcs
+
+        skip = [] if is_gcs(self.results_root) else [Path(self.results_root).expanduser()]
+        experiment, archive = pin(self.spec.experiment, skip=skip)
+        self.spec = self.spec.model_copy(update={"experiment": experiment})
+        return archive
 
     def _refuse_an_experiments_name(self) -> None:
         """A sweep may not take the name of an experiment under the same results root (the sweep's location

@@ -13,15 +13,25 @@ additionally builds the agent with Tensorforce on the CPU and reports a build er
 
 from __future__ import annotations
 
+import contextlib
 import re
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from rlcloud.errors import SpecError, SpecProblem
 
-__all__ = ["FileReport", "PartKind", "build_agent", "infer_part_kind", "validate_file"]
+__all__ = [
+    "FileReport",
+    "PartKind",
+    "build_agent",
+    "build_environment",
+    "code_on_path",
+    "infer_part_kind",
+    "validate_file",
+]
 
 PartKind = Literal["Agent", "Network", "Environment"]
 
@@ -147,11 +157,16 @@ def validate_file(path: str | Path, *, build: bool = False) -> FileReport:
             elif isinstance(spec, ExperimentSpec):
                 from rlcloud.runner.envs import validate_experiment
 
-                validate_experiment(spec)
-                if build:
-                    build_agent(spec)
+                with code_on_path(spec, path.parent):
+                    _pack_check(spec)
+                    validate_experiment(spec)
+                    build_environment(spec)
+                    if build:
+                        build_agent(spec)
             elif isinstance(spec, SweepSpec):
-                _validate_sweep(spec, build=build)
+                with code_on_path(spec.experiment, path.parent):
+                    _pack_check(spec.experiment)
+                    _validate_sweep(spec, build=build)
         except SpecError as exc:
             report.problems = [_relative(p, part_field=_PART_FIELD.get(report.kind)) for p in exc.problems]
             report.notes = _notes(caught)
@@ -164,6 +179,67 @@ def validate_file(path: str | Path, *, build: bool = False) -> FileReport:
             "network is converted when a tfc experiment uses it; in any other spec, write activation out"
         )
     return report
+
+
+@contextlib.contextmanager
+def code_on_path(spec: Any, base_dir: Path) -> Iterator[Path]:
+    """While checking ``spec``, import its own modules from where its run will: the folder ``code:`` packs
+    (its files as they are now), else the project folder a local run imports from (rlcloud.yaml's above
+    ``base_dir`` or the working directory, else the working directory: :func:`~rlcloud.specs.building.project_root`).
+    """
+    import sys
+
+    from rlcloud.specs.building import project_root
+
+    code = getattr(spec, "code", None)
+    if code is None:
+        from rlcloud.config import load_project_config
+
+        code = load_project_config(base_dir).code
+    folder = Path(code.path) if code is not None else project_root(base_dir)
+    text = str(folder)
+    added = text not in sys.path
+    if added:
+        sys.path.insert(0, text)
+    try:
+        yield folder
+    finally:
+        if added and text in sys.path:
+            sys.path.remove(text)
+
+
+def _pack_check(spec: Any) -> None:
+    """Pack the spec's code as a start would (nothing is uploaded): a folder over the bounds, or without its
+    requirements file, is a problem of the spec now rather than of its start."""
+    from rlcloud.codepack import pin
+
+    pin(spec)
+
+
+def build_environment(spec: Any) -> None:
+    """Build one environment of ``spec`` as the runner does (rlcloud.runner.envs.make_env: the same arguments,
+    the same limits), then close it; a construction error is a SpecProblem on ``environment``.
+
+    Only a user's class is built (what its constructor is given is the question; a gymnasium id is checked
+    against the registry, and a Tensorforce type needs TensorFlow: ``--build`` builds it with the agent), and
+    only when it is importable here (the client may lack a package the image has).
+    """
+    from rlcloud.runner.envs import make_env, resolve_class
+
+    environment = spec.environment
+    path = environment.get("class") or environment.get("type")
+    if not (isinstance(path, str) and (":" in path or "." in path)) or resolve_class(path, missing_ok=True) is None:
+        return
+    try:
+        env = make_env(
+            environment, repeat_actions=spec.repeat_actions, max_timesteps_per_episode=spec.max_timesteps_per_episode
+        )
+    except SpecError:
+        raise
+    except Exception as exc:  # whatever the user's constructor raises: the runner would exit 3 with it
+        message = f"cannot be built: {type(exc).__name__}: {exc}".rstrip(": ")
+        raise SpecError([SpecProblem("environment", message)]) from None
+    env.close()
 
 
 def _layer_types(data: Any) -> set[str]:

@@ -40,9 +40,13 @@ def validate(args: argparse.Namespace) -> int:
 
 @command(
     "spec show",
-    "Print a spec fully resolved.",
+    "Print a spec fully resolved (--code: the files its code archive would hold, and its digest).",
     "rlcloud spec show exp.yaml --set num_workers=8",
-    args=[Arg("path", metavar="PATH"), SET],
+    args=[
+        Arg("path", metavar="PATH"),
+        SET,
+        Arg("--code", action="store_true", help="list what code: packs (and leaves out), its size and digest"),
+    ],
 )
 def show(args: argparse.Namespace) -> int:
     """Print the resolved spec (files referenced inline, defaults filled) as YAML, or JSON with -o json."""
@@ -52,5 +56,41 @@ def show(args: argparse.Namespace) -> int:
     sets = parse_sets(args.set)
     with blame_flags(set_flags(sets)):
         spec = load_spec(args.path, **sets)
+    if args.code:
+        return _show_code(args, spec)
     sys.stdout.write(spec_to_json(spec) + "\n" if output_format(args, "yaml") == "json" else spec_to_yaml(spec))
+    return EXIT_OK
+
+
+def _show_code(args: argparse.Namespace, spec: object) -> int:
+    """What the spec's code archive holds (rlcloud.codepack.pin packs it here, uploads nothing)."""
+    from rlcloud.cli._common import output_format, print_data
+    from rlcloud.codepack import pin
+    from rlcloud.errors import SpecError, SpecProblem
+    from rlcloud.specs import ExperimentSpec
+    from rlcloud.specs.sweep import SweepSpec
+
+    experiment = spec.experiment if isinstance(spec, SweepSpec) else spec
+    if not isinstance(experiment, ExperimentSpec):
+        raise SpecError([SpecProblem("code", "only experiments and sweeps have code", args.path)])
+    _pinned, archive = pin(experiment)
+    if archive is None:
+        raise SpecError([SpecProblem("code", "this spec has no code: (nor has rlcloud.yaml); add code: .")])
+    fmt = output_format(args, "table")
+    if fmt != "table":
+        print_data(
+            {
+                "digest": archive.digest,
+                "bytes": len(archive.data),
+                "files": [{"path": rel, "bytes": size} for rel, size in archive.files],
+                "left_out": [{"path": rel, "why": why} for rel, why in archive.left_out],
+            },
+            fmt,
+        )
+        return EXIT_OK
+    for rel, size in archive.files:
+        print(f"{size:>10}  {rel}")
+    print(f"{len(archive.files)} files, {len(archive.data)} bytes packed: {archive.digest}")
+    for rel, why in archive.left_out:
+        print(f"left out: {rel} ({why})", file=sys.stderr)
     return EXIT_OK

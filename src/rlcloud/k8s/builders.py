@@ -718,7 +718,7 @@ def build_workloads(
     if results:
         # not resolved: a local path is the pod's (or the fake kubelet's), not this machine's
         location = results_location(results, name, resolve=False)
-        base_env += _env_vars(RunnerEnv(results=location))
+        base_env += _env_vars(RunnerEnv(results=location, code_store=_code_store(spec, results)))
     learner_gpus = spec.resources.learner.gpus
     if learner_gpus is None:
         learner_gpus = 1 if gpu_type else 0
@@ -834,6 +834,14 @@ def sweep_yaml(sweep: SweepSpec) -> str:
 
 #: ``--index``'s value in an indexed pod: Kubernetes expands it from :func:`_index_env` (no shell).
 _INDEX_ARG = f"$({runenv.INDEX})"
+
+
+def _code_store(spec: ExperimentSpec, results: str) -> str | None:
+    """``RLCLOUD_CODE_STORE`` of a run with ``code:``: its results root's code folder (rlcloud.codepack), where
+    every pod fetches the archive its spec names; None without code."""
+    from rlcloud.codepack import code_location
+
+    return code_location(results) if spec.code is not None else None
 
 
 def _env_vars(env: RunnerEnv) -> list[k8s.V1EnvVar]:
@@ -967,7 +975,7 @@ def build_sweep_workloads(
     if results:
         # not resolved: a local path is the pod's (or the fake kubelet's), not this machine's
         location = results_location(results, name, resolve=False)
-        env += _env_vars(RunnerEnv(sweep_results=location))
+        env += _env_vars(RunnerEnv(sweep_results=location, code_store=_code_store(base, results)))
     gpus = base.resources.learner.gpus
     if gpus is None:
         gpus = 1 if gpu_type else 0

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from rlcloud.backend import ExperimentBackend, ExperimentState, ExperimentStatus, RoleState, RoleStatus
 from rlcloud.errors import ConflictError, NotFoundError, RecordError, WaitTimeoutError
 from rlcloud.layout import PROGRESS, ProgressRecord, child
-from rlcloud.local.machine import LocalMachine, keep_child, local_run_price, reap_children
+from rlcloud.local.machine import LocalMachine, code_env, keep_child, local_run_price, reap_children
 from rlcloud.local.state import (
     GROUP_KILL_MARGIN,
     POLL_S,
@@ -68,7 +68,13 @@ from rlcloud.waiting import poll_until
 if TYPE_CHECKING:
     from rlcloud.specs import ExperimentSpec
 
-__all__ = ["DEFAULT_GRACE_PERIOD", "LOCAL_IDLE_TIMEOUT", "LocalBackend", "LocalExperiments", "local_run_price"]
+__all__ = [
+    "DEFAULT_GRACE_PERIOD",
+    "LOCAL_IDLE_TIMEOUT",
+    "LocalBackend",
+    "LocalExperiments",
+    "local_run_price",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -155,6 +161,7 @@ class LocalExperiments(LocalMachine, ExperimentBackend):
             idle_timeout=inherited.idle_timeout or LOCAL_IDLE_TIMEOUT,
             host_map=(),
             results=child(results, name) if results.startswith("gs://") else None,
+            **code_env(spec, results, inherited),
         )
         run_env.apply_to(env)
         env_servers = tuple(("127.0.0.1", port) for _role, _index, port in plan if port is not None)

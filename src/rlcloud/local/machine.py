@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rlcloud.local.supervisor import DEFAULT_GRACE_PERIOD
-from rlcloud.results import results_root
+from rlcloud.results import is_gcs, results_root
+from rlcloud.runenv import RunnerEnv
 
 if TYPE_CHECKING:
     from rlcloud.specs import ExperimentSpec
 
-__all__ = ["CHILDREN", "LocalMachine", "keep_child", "local_run_price", "reap_children"]
+__all__ = ["CHILDREN", "LocalMachine", "code_env", "keep_child", "local_run_price", "reap_children"]
 
 # The detached processes this Python started and has not yet seen exit. Kept here, not on the backend:
 # they outlive any backend object, and a Popen dropped while its process runs warns (ResourceWarning) and
@@ -76,3 +77,17 @@ def local_run_price(spec: ExperimentSpec) -> float | None:
     except RLCloudError:
         return None
     return local_price_per_hour(rate, 1 + (spec.num_workers if spec.run_mode == "distributed" else 0))
+
+
+def code_env(spec: ExperimentSpec, results: str, inherited: RunnerEnv) -> dict[str, str | None]:
+    """Where a local run's roles import its code from (rlcloud.runner.code): with ``code:``, the archive in the
+    results root's code folder (a sweep's trials inherit the sweep's root); without, the project folder
+    (rlcloud.yaml's, else the working directory), as ``spec validate`` does."""
+    from rlcloud.codepack import code_location
+    from rlcloud.specs.building import project_root
+
+    if spec.code is not None:
+        # absolute: the roles run in their work directory, not here
+        root = results if is_gcs(results) else str(Path(results).expanduser().resolve())
+        return {"code_store": inherited.code_store or code_location(root), "project_dir": None}
+    return {"code_store": None, "project_dir": inherited.project_dir or str(project_root(Path.cwd()))}

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from rlcloud.backend import ExperimentBackend, ExperimentState, SweepCapable, SweepStatus, TrialStatus, trial_state
 from rlcloud.errors import NotFoundError
 from rlcloud.layout import SWEEP_SPEC, child
-from rlcloud.local.machine import LocalMachine, keep_child, local_run_price, reap_children
+from rlcloud.local.machine import LocalMachine, code_env, keep_child, local_run_price, reap_children
 from rlcloud.local.state import (
     POLL_S,
     SWEEP_STATE_DIR,
@@ -38,6 +38,7 @@ from rlcloud.local.state import (
     update_sweep_state,
 )
 from rlcloud.results import is_gcs, local_workdir, results_location
+from rlcloud.runenv import RunnerEnv
 from rlcloud.waiting import poll_until
 
 if TYPE_CHECKING:
@@ -147,6 +148,9 @@ class LocalSweeps(LocalMachine, SweepCapable):
         command = [self.python, "-m", "rlcloud.local.sweeper", "--statedir", str(statedir.resolve())]
         env = os.environ.copy()
         env.update(self.env)
+        inherited = RunnerEnv.from_env(env)
+        # the trials' roles import the sweep's code: its archive under this root, else this project folder
+        inherited.replace(**code_env(sweep.experiment, results, inherited)).apply_to(env)
         with open(statedir / "sweeper.log", "ab") as log:
             proc = subprocess.Popen(
                 command,

@@ -114,9 +114,9 @@ STARTUP_CHATTER = re.compile(
 @contextlib.contextmanager
 def _startup_chatter_dropped(already: bool) -> Iterator[None]:
     """Drop :data:`STARTUP_CHATTER` from what file descriptor 2 gets while TensorFlow is first imported;
-    every other line is written to stderr afterwards. With debug logging (``rlcloud -vv``) or
-    ``RLCLOUD_TF_CHATTER=1`` nothing is dropped."""
-    if already or os.environ.get("RLCLOUD_TF_CHATTER") == "1" or logging.getLogger().isEnabledFor(logging.DEBUG):
+    every other line is written to stderr afterwards. With debug logging (``rlcloud -vv``, a spec's
+    ``debug_logging``) nothing is dropped."""
+    if already or logging.getLogger().isEnabledFor(logging.DEBUG):
         yield
         return
     try:

@@ -19,6 +19,13 @@ The spec's ``environment`` dict selects the source (docs/contracts.md):
   ``execute(actions)``),
 * any other ``type``: a Tensorforce environment type (``Environment.create(environment=type, ...)``).
 
+Whatever the source, the arguments Tensorforce's ``Environment.create`` takes for itself are not the
+environment's: ``max_episode_timesteps`` is a limit (the smaller of it and the spec's
+``max_timesteps_per_episode`` applies, in agent timesteps; for a gymnasium id it replaces the level's own
+limit, as Tensorforce's OpenAIGym does), and the remote settings (``remote``, ``blocking``,
+``host``, ``port``) are the runner's business (run_mode distributed), refused with a SpecError. A user's
+class is constructed with the other keys only, as ``Environment.create`` would construct it.
+
 Nothing heavy is imported at module level: gymnasium and tensorforce load inside the functions.
 """
 
@@ -38,6 +45,7 @@ if TYPE_CHECKING:  # the client calls this module without loading the runner's o
     from rlcloud.specs import ExperimentSpec
 
 __all__ = [
+    "CREATE_ARGUMENTS",
     "DETERMINISTIC_PROBLEM",
     "GYM_TYPES",
     "TENSORFORCE_AGENT_TYPES",
@@ -50,6 +58,7 @@ __all__ = [
     "gym_space_to_spec",
     "make_env",
     "resolve_class",
+    "split_environment",
     "validate_experiment",
 ]
 
@@ -91,6 +100,47 @@ DETERMINISTIC_PROBLEM = SpecProblem(
 )
 
 _DOTTED = DOTTED_RE
+
+#: Tensorforce 0.6.5's ``Environment.create(environment, max_episode_timesteps, reward_shaping, remote,
+#: blocking, host, port, **kwargs)``: its own arguments, never passed on to the environment's constructor.
+CREATE_ARGUMENTS = ("max_episode_timesteps", "reward_shaping", "remote", "blocking", "host", "port")
+_REMOTE_ARGUMENTS = ("remote", "blocking", "host", "port")
+_REMOTE_WHY = (
+    "is Environment.create's remote setting; the runner places environments itself: use run_mode distributed "
+    "(env servers) or multi-threaded, and remove it"
+)
+
+
+def _limit_problem(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        return "must be a whole number >= 1 (timesteps), or absent for the environment's own limit"
+    return None
+
+
+def split_environment(environment: Mapping[str, Any]) -> tuple[dict[str, Any], int | None]:
+    """``(the environment's own arguments, max_episode_timesteps)``: an ``environment`` mapping without the
+    arguments Tensorforce's ``Environment.create`` keeps for itself (:data:`CREATE_ARGUMENTS`).
+
+    Raises SpecError for a remote setting (``remote``, ``blocking``, ``host``, ``port``) or a limit that is
+    not a whole number >= 1. ``reward_shaping`` (an expression Tensorforce evaluates) is refused by
+    :func:`rlcloud.specs.dotted.code_strings` before this runs; it is dropped here.
+    """
+    own = {key: value for key, value in environment.items() if key not in CREATE_ARGUMENTS}
+    problems = [SpecProblem(f"environment.{key}", _REMOTE_WHY, environment[key]) for key in _REMOTE_ARGUMENTS
+                if key in environment]  # fmt: skip
+    limit = environment.get("max_episode_timesteps")
+    why = _limit_problem(limit)
+    if why:
+        problems.append(SpecProblem("environment.max_episode_timesteps", why, limit))
+    if problems:
+        raise SpecError(problems)
+    return own, limit
+
+
+def _smaller(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else min(a, b)
 
 
 # --------------------------------------------------------------------------------------------- adapters
@@ -341,8 +391,9 @@ def make_env(
     Example: ``make_env({"type": "gym", "level": "CartPole-v1"}, max_timesteps_per_episode=200)``.
     Raises :class:`SpecError` naming the field when the description is invalid.
     """
-    env = dict(environment)
-    limits: dict[str, Any] = dict(repeat_actions=repeat_actions, max_timesteps_per_episode=max_timesteps_per_episode)
+    env, env_limit = split_environment(environment)
+    limit = _smaller(max_timesteps_per_episode, env_limit)
+    limits: dict[str, Any] = dict(repeat_actions=repeat_actions, max_timesteps_per_episode=limit)
     class_path = _user_class_path(env)
     if class_path is not None:
         env.pop("class", None)
@@ -360,6 +411,9 @@ def make_env(
         if not isinstance(level, str):
             raise SpecError([SpecProblem("environment.level", "a gymnasium id is required", level)])
         _register_ale(level)
+        if env_limit is not None and "max_episode_steps" not in env:
+            # Tensorforce's limit overwrites the level's own (OpenAIGym): gymnasium's TimeLimit, in raw steps
+            env["max_episode_steps"] = env_limit * repeat_actions
         try:
             gym_env = gymnasium.make(level, **env)
         except gymnasium.error.Error as exc:
@@ -420,6 +474,10 @@ def _validate_environment(environment: Any, problems: list[SpecProblem], missing
     if not isinstance(environment, Mapping):
         problems.append(SpecProblem("environment", "must be a mapping such as {type: gym, level: CartPole-v1}"))
         return
+    try:
+        split_environment(environment)
+    except SpecError as exc:
+        problems.extend(exc.problems)
     class_path = _user_class_path(environment)
     field = "environment.class" if "class" in environment else "environment.type"
     if class_path is not None:
@@ -586,7 +644,7 @@ def _state_spec(environment: Mapping[str, Any]) -> dict[str, Any] | None:
     make (e.g. Atari without ale-py on a client): those are checked by the runner when it builds the agent."""
     if _user_class_path(environment) is not None:
         return None
-    env = dict(environment)
+    env = {key: value for key, value in environment.items() if key not in CREATE_ARGUMENTS}
     if (env.pop("type", None) or env.pop("environment", None)) not in GYM_TYPES:
         return None
     level = env.pop("level", None)

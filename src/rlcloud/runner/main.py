@@ -303,6 +303,9 @@ def _train(
     from rlcloud.runner.envs import validate_experiment
     from rlcloud.runner.loop import CheckpointError, Trainer
 
+    refused = _install_code(spec)
+    if refused is not None:
+        return refused
     try:
         validate_experiment(spec, import_user_classes=True)
     except SpecError as exc:
@@ -366,6 +369,24 @@ def _train(
     if result.state == "stopped":
         return EXIT_TERMINATED if received and received[0] == signal.SIGTERM else EXIT_INTERRUPTED
     return EXIT_OK
+
+
+def _install_code(spec: ExperimentSpec) -> int | None:
+    """The run's code first on sys.path (rlcloud.runner.code), before the spec's classes are imported; an exit
+    code when it cannot be: 2 for a spec without its digest, 3 for an archive refused or missing (a retry
+    fetches the same), and a store that cannot be read propagates (a crash: worth a retry)."""
+    from rlcloud.errors import WorkloadError
+    from rlcloud.runner.code import install_code
+
+    try:
+        install_code(spec)
+    except SpecError as exc:
+        logger.error("invalid spec: %s", exc)
+        return EXIT_SPEC
+    except WorkloadError as exc:
+        logger.error("%s", exc)
+        return EXIT_CONSTRUCTION
+    return None
 
 
 def _stall_watchdog(
@@ -512,6 +533,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if role is Role.ENV_SERVER:
             from rlcloud.runner.envs import validate_experiment
 
+            refused = _install_code(spec)
+            if refused is not None:
+                return refused
             try:
                 validate_experiment(spec, import_user_classes=True)
             except SpecError as exc:

@@ -622,6 +622,7 @@ def _experiment_from_dict(
                 unresolved.add(kind)
     legacy.reconcile_network(raw, tfc=tfc)
     raw = apply_overrides(raw, {k: v for k, v in overrides.items() if "." in k})
+    raw["code"] = resolve_code_path(raw.get("code"), base)
     try:
         spec = build_model(model, raw, source=source)
     except SpecError as exc:
@@ -631,6 +632,18 @@ def _experiment_from_dict(
     if problems:
         raise SpecError(problems, source=source)
     return spec
+
+
+def resolve_code_path(code: Any, base_dir: Path) -> Any:
+    """A ``code:`` value with its folder made absolute against the spec file's folder (``code: .`` is the spec's
+    own folder); anything else unchanged (the model reports what is wrong with it)."""
+    if code is None:
+        return None
+    data = {"path": code} if isinstance(code, str) else code
+    path = data.get("path") if isinstance(data, dict) else None
+    if not isinstance(path, str) or not path.strip():
+        return code
+    return {**data, "path": str((base_dir / Path(path).expanduser()).resolve())}
 
 
 def cluster_from_dict(data: Mapping[str, Any], *, model: type[M], source: str | None = None, **overrides: Any) -> M:

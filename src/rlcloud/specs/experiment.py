@@ -25,6 +25,7 @@ from rlcloud.specs._base import (
     why,
 )
 from rlcloud.specs.cluster import ClusterSpec
+from rlcloud.specs.code import CodeSpec
 from rlcloud.specs.dotted import DottedPathError, code_strings, resolve_dotted_class
 
 RunMode = Literal["single", "multi-threaded", "distributed"]
@@ -319,6 +320,12 @@ class ExperimentSpec(StrictModel):
     budget: Usd | None = Field(None, description=BUDGET_DESCRIPTION)
     resources: RolesResources = Field(default_factory=RolesResources, description="Per-role CPU/memory/GPU.")
     image: str | None = Field(None, description="Container image for the pods; empty: rlcloud's default image.")
+    code: CodeSpec | None = Field(
+        None,
+        description="Your project's code, packed and taken into every pod or process of the run (no image to "
+        "rebuild): a folder (code: .) or {path, include, exclude, requirements}; see rlcloud.specs.code. "
+        "Empty: rlcloud.yaml's code, else none (a local run then imports from the project folder).",
+    )
     results: str | None = Field(
         None, description="Where results go: 'gs://bucket/prefix' or a directory; empty: ./rlcloud-results."
     )

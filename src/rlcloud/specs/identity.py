@@ -2,7 +2,8 @@
 
 A run is created once, with a spec of record. Starting it again resumes it, which is only honest when
 the learning setup is the same: the environment, agent, network, seed, run mode, workers, episode
-cap, action repeat, deterministic acting, environments per server (and overlapped execution). Fields
+cap, action repeat, deterministic acting, environments per server (and overlapped execution), and the
+code archive's digest. Fields
 that only say how long, how often or where (episodes, total_timesteps, saver/summary/evaluation
 schedules, resources, image, results, cluster, logging) may change between starts. Pure functions; no I/O.
 """
@@ -66,12 +67,16 @@ class Change:
     def learning(self) -> bool:
         """Whether the field changes what is learned (see :data:`LEARNING_FIELDS`).
 
+        ``code`` does through its archive's digest only (``code.digest``, or code added or removed).
         ``execution`` does only to or from ``overlapped``: that gives every env server two environments
         (twice the agent's rows, which a checkpoint cannot change) and another order of the agent's calls;
         the other values step the same rows in the same order.
         """
         if self.field == "execution":
             return "overlapped" in (self.before, self.after)
+        if self.field.split(".", 1)[0] == "code":
+            # the code is its archive: the same digest from another folder or with other patterns learns the same
+            return self.field in ("code", "code.digest")
         return self.field.split(".", 1)[0] in LEARNING_FIELDS
 
     def to_dict(self) -> dict[str, Any]:
@@ -156,6 +161,9 @@ def fingerprint(spec: ExperimentSpec | dict[str, Any]) -> str:
             del learning[name]
     if data.get("execution") == "overlapped":  # see Change.learning; absent otherwise, as before it existed
         learning["execution"] = "overlapped"
+    code = data.get("code")
+    if isinstance(code, dict):  # see Change.learning; absent without code, as before it existed
+        learning["code"] = code.get("digest")
     canonical = json.dumps(learning, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 

@@ -22,6 +22,7 @@ from pydantic_core import PydanticUndefined
 
 from rlcloud.specs._base import Duration, Frequency, Usd
 from rlcloud.specs.cluster import GPU_TYPE_ALIASES, RETIRED_GPU_TYPES, Autoscaling, ClusterSpec, GpuType
+from rlcloud.specs.code import CodeSpec
 from rlcloud.specs.experiment import EvaluationSpec, ExperimentSpec, Resources, RolesResources
 
 __all__ = ["MODELS", "REGENERATE", "main", "render"]
@@ -34,6 +35,7 @@ MODELS: list[tuple[str, type[BaseModel]]] = [
     ("Experiment", RolesResources),
     ("Experiment", Resources),
     ("Experiment", EvaluationSpec),
+    ("Experiment", CodeSpec),
     ("Cluster", ClusterSpec),
     ("Cluster", Autoscaling),
 ]

@@ -553,8 +553,9 @@ class SweepSpec(StrictModel):
     def from_dict(
         cls, data: dict[str, Any], *, base_dir: str | Path | None = None, source: str | None = None, **overrides: Any
     ) -> SweepSpec:
-        """Build from a mapping; an ``experiment`` given as a file name resolves against ``base_dir``."""
-        from rlcloud.specs.building import build_model, resolve_experiment_reference
+        """Build from a mapping; an ``experiment`` given as a file name resolves against ``base_dir``. A top-level
+        ``code:`` (relative to ``base_dir``) is the experiment's code."""
+        from rlcloud.specs.building import build_model, resolve_code_path, resolve_experiment_reference
 
         raw = dict(data)
         kind = raw.pop("kind", "Sweep")
@@ -570,11 +571,15 @@ class SweepSpec(StrictModel):
                 experiment = resolve_experiment_reference(experiment, base, Path(source) if source else None)
             except SpecError as exc:
                 raise SpecError(exc.problems, source=source) from None
+        # `code:` of the sweep (relative to the sweep file) is its experiment's: every trial runs that one archive
+        code = {"code": resolve_code_path(raw.pop("code"), base)} if "code" in raw else {}
         try:
             if isinstance(experiment, Path):
-                raw["experiment"] = ExperimentSpec.from_file(experiment)
+                raw["experiment"] = ExperimentSpec.from_file(experiment, **code)
             elif isinstance(experiment, dict):
-                raw["experiment"] = ExperimentSpec.from_dict(experiment, base_dir=base)
+                raw["experiment"] = ExperimentSpec.from_dict(experiment, base_dir=base, **code)
+            elif isinstance(experiment, ExperimentSpec) and code:
+                raw["experiment"] = experiment.replace(**code)
         except SpecError as exc:
             raise SpecError(
                 [SpecProblem(f"experiment.{p.field}".rstrip("."), p.message, p.value) for p in exc.problems],
