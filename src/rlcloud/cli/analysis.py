@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from rlcloud.cli._parser import EXIT_OK, Arg, command
+from rlcloud.cli._parser import EXIT_OK, Arg, checked, command
 
 #: how runs that trained less than the others, and repeated seeds, are treated (compare and sweep results)
 GUARDS = (
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
         Arg(
             "--results",
             metavar="LOCATION",
+            type=checked("results"),
             help="results root the run names are under: gs://bucket/prefix or a directory (default ./rlcloud-results)",
         ),
         Arg(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from rlcloud.cli._parser import EXIT_FAILURE, EXIT_OK, SET, Arg, command, group
+from rlcloud.cli._parser import EXIT_FAILURE, EXIT_OK, SET, Arg, checked, command, group
 from rlcloud.cli.analysis import GUARDS
 from rlcloud.cli.experiment import TARGET, _cluster_from_args
 
@@ -19,7 +19,7 @@ FILE = Arg(
     metavar="FILE",
     help="a sweep spec (kind: Sweep), or an experiment spec to sweep with --seeds/--grid",
 )
-NAME = Arg("name", metavar="NAME", help="sweep name")
+NAME = Arg("name", metavar="NAME", type=checked("run_name"), help="sweep name")
 #: Seconds between the plain progress lines of a followed sweep without a terminal (as `experiment run`'s).
 PLAIN_INTERVAL_S = 30.0
 BUILD = (
@@ -47,7 +47,12 @@ def _parse_grid(items: list[str] | None) -> dict[str, list[Any]]:
             raise SpecError(
                 [SpecProblem("--grid", "expected FIELD=V1,V2,... such as agent.learning_rate=1e-3,3e-4", item)]
             )
-        grid[key.strip()] = [parse_flag_value(v, f"--grid {key.strip()}") for v in values.split(",")]
+        field, flag = key.strip(), f"--grid {key.strip()}"
+        if field in grid:  # the second replaced the first without a word
+            raise SpecError([SpecProblem(flag, "given twice: give every value in one --grid FIELD=V1,V2", item)])
+        if any(not v.strip() for v in values.split(",")):
+            raise SpecError([SpecProblem(flag, "an empty value: give V1,V2,... with no empty one", values)])
+        grid[field] = [parse_flag_value(v, flag) for v in values.split(",")]
     return grid
 
 
