@@ -309,5 +309,5 @@ def test_a_client_without_the_runner_extra_still_checks_the_agent_types(
     monkeypatch.setattr(experiment_module, "RUNNER_MODULES", ("rlcloud_no_such_module",))
     spec = ExperimentSpec.from_file(EXAMPLE, **{"agent.learning_rate": "abc"})
     remote = Experiment(spec, results="gs://bucket/x", cluster=Cluster.kubernetes(kubeconfig=str(tmp_path / "k")))
-    with pytest.raises(SpecError, match="agent.learning_rate"):
+    with pytest.raises(SpecError, match=r"agent\.learning_rate"):
         remote.validate()
