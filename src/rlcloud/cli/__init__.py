@@ -32,6 +32,7 @@ from rlcloud.cli._parser import (
     Command,
     build,
     command_words,
+    echo,
     group,
 )
 
@@ -197,13 +198,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(handler(args))
     except RLCloudError as exc:
-        from rlcloud.cli._common import cli_wording, shown
+        from rlcloud.cli._common import cli_wording
 
-        print(f"error: {shown(cli_wording(str(exc)))}", file=sys.stderr)
+        echo(f"error: {cli_wording(str(exc))}", file=sys.stderr)
         # A name that names nothing (a run, a sweep, a cluster, a file) is bad input as a misspelt flag is: 2.
         return EXIT_USAGE if isinstance(exc, SpecError | NotFoundError) else EXIT_FAILURE
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        echo("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_OK

@@ -96,6 +96,16 @@ class Command:
         return Command(path, self.handler, f"Same as `{full[8:]}`.", self.example.replace(full, short), self.args)
 
 
+def echo(text: object = "", *, file: Any = None, end: str = "\n", flush: bool = False) -> None:
+    """``print`` for the CLI's lines, which carry data (names, paths, notes, messages of the library): through
+    ``rlcloud.cli._common.shown``, so an ESC or BEL in a run's name or a note never reaches the terminal raw.
+    The one way a handler prints text (tests/test_cli_bad_flags.py checks that no bare ``print`` of data is
+    left); ``experiment logs --raw`` alone prints lines as written."""
+    from rlcloud.cli._common import shown
+
+    print(shown(text), file=file, end=end, flush=flush)
+
+
 def command(path: str, help: str, example: str, args: Iterable[Arg | OneOf] = ()) -> Callable[[Handler], Command]:
     """Declare the function below as the handler of ``rlcloud PATH``; the name then holds the Command."""
 

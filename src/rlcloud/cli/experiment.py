@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from rlcloud.cli._parser import EXIT_OK, SET, Arg, checked, command, group
+from rlcloud.cli._parser import EXIT_OK, SET, Arg, checked, command, echo, group
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -145,14 +145,14 @@ def start(args: argparse.Namespace) -> int:
     exp = _new_experiment(args)
     _start(exp, args)
     if exp.already_running:
-        print(f"{exp.name} is already running ({exp.backend.kind}); nothing was started. results: {exp.location}")
+        echo(f"{exp.name} is already running ({exp.backend.kind}); nothing was started. results: {exp.location}")
     else:
-        print(f"started {exp.name} ({exp.backend.kind}); results: {exp.location}")
+        echo(f"started {exp.name} ({exp.backend.kind}); results: {exp.location}")
     from rlcloud.cli._common import command_line
 
     flags = target_flags(args)  # what finds it again: a --results or a cluster's flags
     status, logs = (command_line(["experiment", verb, exp.name, *flags]) for verb in ("status", "logs"))
-    print(f"follow it with: {status}   |   {logs} -f")
+    echo(f"follow it with: {status}   |   {logs} -f")
     return EXIT_OK
 
 
@@ -183,7 +183,7 @@ def new(args: argparse.Namespace) -> int:
     from rlcloud.cli.project import new_experiment_file
 
     path = new_experiment_file(args.name, template=args.template, dest=args.dest, force=args.force)
-    print(f"wrote {path}; run it with: rlcloud experiment run {path}")
+    echo(f"wrote {path}; run it with: rlcloud experiment run {path}")
     return EXIT_OK
 
 
@@ -308,9 +308,9 @@ def pause(args: argparse.Namespace) -> int:
     """Checkpoint, then stop computing; resume continues from the checkpoint."""
     exp = _experiment(args)
     if not exp.pause():
-        print(exp.nothing_to_do)
+        echo(exp.nothing_to_do)
         return EXIT_OK
-    print(f"paused {args.name}; resume with: rlcloud experiment resume {args.name}")
+    echo(f"paused {args.name}; resume with: rlcloud experiment resume {args.name}")
     return EXIT_OK
 
 
@@ -319,12 +319,12 @@ def resume(args: argparse.Namespace) -> int:
     """Continue a paused experiment from its latest checkpoint."""
     exp = _experiment(args)
     if not exp.resume():
-        print(exp.nothing_to_do)
+        echo(exp.nothing_to_do)
         return EXIT_OK
     from rlcloud.cli._common import command_line
 
     attach = command_line(["attach", args.name, *target_flags(args)])
-    print(f"resumed {args.name} in the background; follow it with: {attach}")
+    echo(f"resumed {args.name} in the background; follow it with: {attach}")
     return EXIT_OK
 
 
@@ -350,10 +350,10 @@ def stop(args: argparse.Namespace) -> int:
     and are copied only to a --dest. --no-download skips it. Idempotent."""
     exp = _experiment(args)
     if not exp.stop(download=not args.no_download, dest=args.dest):
-        print(exp.nothing_to_do)
+        echo(exp.nothing_to_do)
         return EXIT_OK
     where = exp.results_here
-    print(f"stopped {args.name}" + (f"; results in {where}" if where is not None else ""))
+    echo(f"stopped {args.name}" + (f"; results in {where}" if where is not None else ""))
     return EXIT_OK
 
 
@@ -496,7 +496,7 @@ def download(args: argparse.Namespace) -> int:
     # a bar on a terminal only: without one (CI, nohup) its redraws are one long line of noise; -q: none
     bar = not args.quiet and sys.stderr.isatty()
     dest = _experiment(args).download(args.dest, progress=bar)
-    print(f"results of {args.name} in {dest}")
+    echo(f"results of {args.name} in {dest}")
     return EXIT_OK
 
 
@@ -538,7 +538,7 @@ def tensorboard(args: argparse.Namespace) -> int:
         for name, logdir in runs:
             print(shown(f"{name}: {logdir}"))
         if exe is None:
-            print("(tensorboard is not installed here: pip install 'rlcloud[analysis]', then run it on these logdirs)")
+            echo("(tensorboard is not installed here: pip install 'rlcloud[analysis]', then run it on these logdirs)")
         return EXIT_OK
     if len(runs) == 1:
         return subprocess.call([exe, "--logdir", str(runs[0][1]), "--port", str(args.port)])

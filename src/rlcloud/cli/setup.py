@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from rlcloud.cli._parser import EXIT_OK, Arg, checked, command
+from rlcloud.cli._parser import EXIT_OK, Arg, checked, command, echo
 
 
 @command(
@@ -39,7 +39,7 @@ def init(args: argparse.Namespace) -> int:
         Path(args.dir), project=args.project, credentials=args.credentials, results=args.results, force=args.force
     )
     for line in report:
-        print(line)
+        echo(line)
     return EXIT_OK
 
 

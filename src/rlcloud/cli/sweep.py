@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from rlcloud.cli._parser import EXIT_FAILURE, EXIT_OK, SET, Arg, checked, command, group
+from rlcloud.cli._parser import EXIT_FAILURE, EXIT_OK, SET, Arg, checked, command, echo, group
 from rlcloud.cli.analysis import GUARDS
 from rlcloud.cli.experiment import TARGET, _cluster_from_args
 
@@ -114,7 +114,7 @@ def validate(args: argparse.Namespace) -> int:
     """Expand the sweep into its trials and validate each; exit 2 naming the trial and field otherwise."""
     sweep = _new_sweep(args)
     sweep.validate()
-    print(f"{sweep.name}: {sweep.spec.num_trials} trials OK ({sweep.spec.configurations} configurations)")
+    echo(f"{sweep.name}: {sweep.spec.num_trials} trials OK ({sweep.spec.configurations} configurations)")
     return EXIT_OK
 
 
@@ -146,13 +146,13 @@ def start(args: argparse.Namespace) -> int:
     sweep = _new_sweep(args)
     sweep.start()
     what = "is already running" if sweep.already_running else "started"
-    print(f"{sweep.name} {what}: {sweep.spec.num_trials} trials; results: {sweep.location}")
+    echo(f"{sweep.name} {what}: {sweep.spec.num_trials} trials; results: {sweep.location}")
     from rlcloud.cli._common import command_line
     from rlcloud.cli.experiment import target_flags
 
     flags = target_flags(args)  # what finds it again: a --results or a cluster's flags
     status, results = (command_line(["sweep", verb, sweep.name, *flags]) for verb in ("status", "results"))
-    print(f"follow it with: {status}   |   {results}")
+    echo(f"follow it with: {status}   |   {results}")
     return EXIT_OK
 
 
@@ -196,9 +196,9 @@ def stop(args: argparse.Namespace) -> int:
     """Stop a sweep (idempotent)."""
     sweep = _sweep(args)
     if not sweep.stop():
-        print(sweep.nothing_to_do)
+        echo(sweep.nothing_to_do)
         return EXIT_OK
-    print(f"stopped {sweep.name}")
+    echo(f"stopped {sweep.name}")
     return EXIT_OK
 
 
@@ -298,7 +298,7 @@ def _follow(sweep: Any, *, quiet: bool, again: str | None = None, interval: floa
                 if seen.get(trial.name) != trial.state and not quiet:
                     seen[trial.name] = trial.state
                     ret = trial.progress.mean_return
-                    print(
+                    echo(
                         f"{trial.name}: {trial.state}, timestep {trial.progress.timestep or 0}, "
                         f"return {'-' if ret is None else f'{ret:.1f}'}",
                         file=sys.stderr,
@@ -313,10 +313,10 @@ def _follow(sweep: Any, *, quiet: bool, again: str | None = None, interval: floa
             time.sleep(2)
             status = sweep.status()
     except KeyboardInterrupt:
-        print("interrupted: stopping the sweep (trials checkpoint first)", file=sys.stderr)
+        echo("interrupted: stopping the sweep (trials checkpoint first)", file=sys.stderr)
         sweep.stop()
         if again is not None:
-            print(
+            echo(
                 f"stopped {sweep.name}; to resume it (finished trials are kept, the others resume from their"
                 f" checkpoints), run the same command again: {again}",
                 file=sys.stderr,
@@ -347,4 +347,4 @@ def _print_results(sweep: Any, args: argparse.Namespace) -> None:
     plot = getattr(args, "plot", None)
     if plot:
         sweep.plot(plot)
-        print(f"wrote {plot}")
+        echo(f"wrote {plot}")
