@@ -106,7 +106,13 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
         {"serviceusage.services.get", "serviceusage.services.list", "serviceusage.services.use"}
     ),
     "roles/compute.viewer": frozenset(
-        {"compute.regions.get", "compute.projects.get", "resourcemanager.projects.get", "resourcemanager.projects.list"}
+        {
+            "compute.acceleratorTypes.list",
+            "compute.regions.get",
+            "compute.projects.get",
+            "resourcemanager.projects.get",
+            "resourcemanager.projects.list",
+        }
     ),
     "roles/artifactregistry.reader": frozenset(
         {
@@ -141,6 +147,10 @@ PERMISSION_OF: dict[str, str] = {
     "projects.getIamPolicy": "resourcemanager.projects.getIamPolicy",
     "regions.get": "compute.regions.get",
     "compute.projects.get": "compute.projects.get",
+    # acceleratorTypes.aggregatedList, "IAM Permissions": compute.acceleratorTypes.list
+    # (cloud.google.com/compute/docs/reference/latest/acceleratorTypes/aggregatedList); roles/container.admin,
+    # the documented CI role, lacks it (shared/reviews/gke-desk-check.md, N4)
+    "acceleratorTypes.aggregatedList": "compute.acceleratorTypes.list",
     "tags.get": "artifactregistry.tags.get",
     # projects.locations.repositories.packages.versions.get: "Authorization requires ...
     # artifactregistry.versions.get" (cloud.google.com/artifact-registry/docs/reference/rest/v1/
