@@ -38,6 +38,8 @@ BAD_FLAGS = [
     (["experiment", "download", "x", "--dest", "/proc/x/y"], "--dest"),
     (["experiment", "stop", "x", "--dest", "/sys/x"], "--dest"),
     (["experiment", "new", "x", "--dest", "/proc/x"], "--dest"),
+    (["experiment", "new", "x", "--template", LONG], "--template"),
+    (["experiment", "new", "x", "--template", "../../etc/passwd"], "--template"),
     (["experiment", "download", "x", "--dest", "gs://b/x"], "--dest"),
     (["experiment", "download", "x", "--dest", "{ex}/under-a-file"], "--dest"),
     (["tensorboard", "x", "--dest", "/dev/x"], "--dest"),

@@ -274,6 +274,7 @@ def test_experiment_start_refuses_wrong_types_before_anything_runs(
         (["image=a:1,b:2"], "image"),
         (["agent.batch_size=4,8", "agent.batch_size=16,32"], "given twice"),
         (["agent.batch_size=4,8", " agent.batch_size =16"], "given twice"),
+        (["agent.batch_size=4,8", "--set", "agent.batch_size=16"], "also given with --set"),
     ],
 )
 def test_sweep_grids_refuse_repeats_non_parameters_and_wrong_types(
@@ -281,7 +282,9 @@ def test_sweep_grids_refuse_repeats_non_parameters_and_wrong_types(
 ) -> None:
     from rlcloud.cli import main
 
-    argv = ["sweep", "validate", str(EXAMPLE), *(f for g in grid for f in ("--grid", g))]
+    cut = grid.index("--set") if "--set" in grid else len(grid)
+    flags = [*(f for g in grid[:cut] for f in ("--grid", g)), *grid[cut:]]
+    argv = ["sweep", "validate", str(EXAMPLE), *flags]
     code = main(argv)
     err = capsys.readouterr().err
     assert code == 2, err

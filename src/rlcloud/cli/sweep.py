@@ -61,6 +61,7 @@ def _new_sweep(args: argparse.Namespace) -> Any:
     from pathlib import Path
 
     from rlcloud.cli._common import blame_flags, parse_sets, set_flags
+    from rlcloud.errors import SpecError, SpecProblem
     from rlcloud.specs.building import build_model
     from rlcloud.specs.loading import read_data_file
     from rlcloud.specs.sweep import SweepSpec
@@ -74,6 +75,11 @@ def _new_sweep(args: argparse.Namespace) -> Any:
     if args.seeds is not None:
         overrides["seeds"] = args.seeds
     grid = _parse_grid(args.grid)
+    both = sorted(set(grid) & set(sets))
+    if both:  # which one was meant? the grid replaced the --set without a word
+        raise SpecError(
+            [SpecProblem(f"--grid {both[0]}", "also given with --set: give the field's values in --grid only", None)]
+        )
     given = {"seeds": args.seeds, "max_parallel": args.max_parallel, "name": args.sweep_name, "parameters": grid}
     names = {"seeds": "--seeds", "max_parallel": "--max-parallel", "name": "--name", "parameters": "--grid"}
     flags = {**set_flags(sets), **{field: names[field] for field, value in given.items() if value}}
