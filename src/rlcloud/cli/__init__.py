@@ -15,8 +15,9 @@ Command modules (declarations and handlers; a run imports only the one declaring
 What handlers import when they run (never for --help):
     _common.py     console, --set, output    progress.py  the live bar and tables of a run
     project.py     init's and experiment new's file work    gke.py  the cluster commands' GKE work
-Machinery: _parser.py (Command, Arg, @command, the table -> argparse); complete.py (shell completion: the
-scripts, and the hidden `rlcloud __complete SHELL WORD...` they call on TAB).
+Machinery: _parser.py (Command, Arg, @command, the table -> argparse; ``checked(...)``, the argparse types that
+refuse a bad flag value in one line before a handler runs; ``echo``, how a handler prints a line of data);
+complete.py (shell completion: the scripts, and the hidden `rlcloud __complete SHELL WORD...` they call on TAB).
 """
 
 from __future__ import annotations
