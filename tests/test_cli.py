@@ -269,8 +269,12 @@ def test_a_bad_set_is_blamed_on_the_flag_not_the_file(tmp_path: Path, capsys: py
 # -------------------------------------------------------------------- CLI wording, not keyword arguments
 
 
-def test_library_errors_reach_the_terminal_in_cli_terms(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["experiment", "list", "--kubeconfig", str(tmp_path / "missing")]) == 1
+def test_library_errors_reach_the_terminal_in_cli_terms(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    # no ~/.kube/config (the tests' HOME is empty): the library's "pass kubeconfig=PATH", exit 2 (bad input)
+    assert main(["experiment", "list", "--context", "kind-x"]) == 2
     err = capsys.readouterr().err
     assert "pass --kubeconfig PATH" in err and "kubeconfig=" not in err
 
@@ -312,7 +316,11 @@ class _LoggedExperiment:
     the roles asked for (following: the learner's by default)."""
 
     def __init__(self) -> None:
+        from rlcloud.specs import ExperimentSpec
+
         self.asked: list[tuple[bool, list[str] | None]] = []
+        # what `--role` is checked against: agent-0 and env-server-0..3
+        self.spec = ExperimentSpec.from_file(EXAMPLE, run_mode="distributed", num_workers=4)
 
     def logs(self, follow: bool = False, roles: list[str] | None = None) -> list[str]:
         from rlcloud.roles import role_selector

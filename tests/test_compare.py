@@ -364,7 +364,10 @@ def test_without_the_runner_extra_local_runs_refuse_and_cluster_runs_warn(
     monkeypatch.setattr(experiment_module, "RUNNER_MODULES", ("rlcloud_no_such_module",))
     monkeypatch.setattr(experiment_module, "_warned_unvalidated", False)
     spec = ExperimentSpec(
-        name="x", environment={"type": "gym", "level": "CartPole-v1"}, agent={"type": "ppo"}, episodes=1
+        name="x",
+        environment={"type": "gym", "level": "CartPole-v1"},
+        agent={"type": "ppo", "batch_size": 4},
+        episodes=1,
     )
     exp = Experiment(spec, results=str(tmp_path))
     for validate in (True, False):
@@ -490,7 +493,7 @@ def test_cli_compare_prints_tables_json_csv_and_writes_the_plot(
     assert lines[0].startswith("run,agent.learning_rate,seed,state") and len(lines) == 3
     assert plot.read_bytes().startswith(PNG_MAGIC) and "wrote" in captured.err
 
-    assert main(["compare", "fast-s1", "nothing-here", "--results", str(grid)]) == 1
+    assert main(["compare", "fast-s1", "nothing-here", "--results", str(grid)]) == 2  # a name naming nothing
     assert "nothing-here" in capsys.readouterr().err
 
 

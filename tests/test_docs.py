@@ -102,7 +102,8 @@ def test_pages_show_commands() -> None:
 def test_rlcloud_commands_parse(page: Path) -> None:
     parser = build_parser()
     for command in rlcloud_commands(page):
-        argv = shlex.split(command.replace("$", ""))[1:]
+        # a shell variable as a user would fill it in: $PROJECT is a project id such as "project"
+        argv = shlex.split(re.sub(r"\$\{?([A-Z_]+)\}?", lambda m: m[1].lower().replace("_", "-"), command))[1:]
         try:
             args = parser.parse_args(argv)
         except SystemExit as exc:

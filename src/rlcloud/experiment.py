@@ -240,6 +240,13 @@ class Experiment:
         except MissingExtraError:
             if self._runs_here():
                 raise
+            # the agent's arguments against Tensorforce's documented types need no extra (tables, no TensorFlow)
+            from rlcloud.errors import SpecError
+            from rlcloud.specs.tf06 import agent_argument_problems
+
+            problems = agent_argument_problems(self.spec.agent)
+            if problems:
+                raise SpecError(problems) from None
             _warn_unvalidated_once(self.name)
             return
         from rlcloud.runner.envs import validate_experiment

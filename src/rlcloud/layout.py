@@ -87,6 +87,12 @@ CURVES = "curves"
 DECISIONS = "decisions"
 #: What a resumed runner needs besides its checkpoint: its appended records and its counters.
 RESTORED_FILES = (METRICS, EVALUATION, PROGRESS)
+#: Names that are always a file of a run (or of one of its checkpoints), never a folder: where a store holds
+#: such a name and objects under it too (``metrics.jsonl`` and ``metrics.jsonl/inner.txt``), the file is the
+#: run's and the objects under it are strays (storage.base.local_targets).
+FILE_NAMES = frozenset(
+    {SPEC, SWEEP_SPEC, HISTORY, PROGRESS, METRICS, EVALUATION, RETURNS_PLOT, CHECKPOINT_STATE, LATEST.rsplit("/")[-1]}
+)
 
 
 def checkpoint_path(name: str) -> str:

@@ -121,6 +121,20 @@ def role_selector(roles: Sequence[str] | None, *, field: str = "roles") -> Calla
     return selected
 
 
+def check_roles_of(spec: ExperimentSpec, roles: Sequence[str], *, field: str = "roles") -> None:
+    """Refuse (SpecError naming ``field``) a role selection of which an item selects no role instance of
+    ``spec``'s run: ``single-999``, ``env-server`` in a single run."""
+    labels = [role_label(role.value, index) for role, index in roles_for(spec)]
+    for role in roles:
+        if not any(role_selector([role], field=field)(label) for label in labels):
+            from rlcloud.errors import SpecError, SpecProblem, excerpt
+
+            shown = ", ".join(labels[:4]) + (", ..." if len(labels) > 4 else "")
+            raise SpecError(
+                [SpecProblem(field, f"no such role in this run; its roles: {excerpt(shown, 80, quote=False)}", role)]
+            )
+
+
 def log_line(label: str, line: str) -> str:
     """One log line as every backend shows it: ``"env-server-3 | text"``."""
     return f"{label} | {line}"

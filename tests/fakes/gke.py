@@ -443,6 +443,43 @@ class FakeClusterManager:
                         f'Accelerator type "{acc.accelerator_type}" does not exist in zone {zone}.',
                     )
 
+    def _check_consumption(self, pool: container_v1.NodePool) -> None:
+        """How a machine type may be bought, and the boot disks it takes (issue 37: the fake accepted them all):
+
+        * a3-highgpu-1g/2g/4g are sold only as Spot or Flex-start VMs ("Accelerator-optimized machine
+          family", A3 High: cloud.google.com/compute/docs/accelerator-optimized-machines; FACTS.md round 3);
+        * A3 Ultra capacity comes only through a reservation (AI Hypercomputer "Consumption options",
+          cloud.google.com/ai-hypercomputer/docs/consumption-models: "For A3 Ultra, you must request
+          reservations"; Spot and Flex-start cover every type but A3 Ultra);
+        * A3 Ultra, A4, A4X and G4 boot from Hyperdisk only, and no A3 takes pd-standard (the same page's
+          "Supported disk types"); GKE's default boot disk is pd-balanced.
+        """
+        config = pool.config
+        machine = config.machine_type
+        if not machine.startswith(("a3-", "a4-", "a4x-", "g4-")):
+            return
+        if re.match(r"^a3-highgpu-[124]g$", machine) and not (config.spot or config.preemptible or config.flex_start):
+            raise _Abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"Machine type {machine} is available only as Spot VMs or with Flex-start (node pool {pool.name}).",
+            )
+        reserved = config.reservation_affinity.consume_reservation_type == (
+            container_v1.ReservationAffinity.Type.SPECIFIC_RESERVATION
+        )
+        if machine.startswith("a3-ultragpu-") and not reserved:
+            raise _Abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"Machine type {machine} requires a specific reservation (node pool {pool.name}): set "
+                "reservationAffinity to SPECIFIC_RESERVATION.",
+            )
+        disk = config.disk_type or "pd-balanced"
+        hyperdisk_only = machine.startswith(("a3-ultragpu-", "a4-", "a4x-", "g4-"))
+        if (hyperdisk_only and not disk.startswith("hyperdisk-")) or disk in ("pd-standard", "pd-extreme"):
+            raise _Abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"Disk type {disk} is not supported for machine type {machine} (node pool {pool.name}).",
+            )
+
     def _stockout_error(self, cluster: container_v1.Cluster, pool: container_v1.NodePool) -> str | None:
         accelerators = [a.accelerator_type for a in pool.config.accelerators]
         for zone in self._zones_of(cluster, pool):
@@ -535,6 +572,7 @@ class FakeClusterManager:
         located = container_v1.Cluster(location=location, locations=list(cluster.locations))
         for pool in cluster.node_pools:
             self._check_accelerators(located, pool)
+            self._check_consumption(pool)
         key = (project, location, cluster.name)
         if key in self.clusters:
             raise _Abort(
@@ -614,6 +652,7 @@ class FakeClusterManager:
         if any(p.name == pool.name for p in cluster.node_pools):
             raise _Abort(grpc.StatusCode.ALREADY_EXISTS, f"Already exists: {request.parent}/nodePools/{pool.name}.")
         self._check_accelerators(cluster, pool)
+        self._check_consumption(pool)
         pool.status = PoolStatus.PROVISIONING
         pool.self_link = f"{cluster.self_link}/nodePools/{pool.name}"
         if pool.config.accelerators and any(not p.config.accelerators for p in cluster.node_pools):

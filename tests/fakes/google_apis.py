@@ -8,7 +8,8 @@ The REST (JSON over HTTP/1.1) APIs the generated clients' REST transports call, 
 * Compute v1: ``GET /compute/v1/projects/P/regions/R`` and ``GET /compute/v1/projects/P`` (their quotas),
   ``GET /compute/v1/projects/P/aggregated/acceleratorTypes`` (which zone offers which GPU:
   :mod:`tests.fakes.gce_catalog`, filtered by ``name = TYPE``);
-* Artifact Registry v1: ``GET /v1/projects/P/locations/L/repositories/R/packages/PKG/tags/T`` and
+* Artifact Registry v1: ``GET /v1/projects/P/locations/L/repositories/R/packages/PKG/tags/T``,
+  ``.../versions/sha256:D`` and
   ``GET /v1/projects/P/locations/L/repositories/R:getIamPolicy``;
 
 and, as gRPC (HTTP/2, plaintext), ``google.iam.admin.v1.IAM/GetIamPolicy`` (service accounts' policies) and
@@ -105,10 +106,22 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
         {"serviceusage.services.get", "serviceusage.services.list", "serviceusage.services.use"}
     ),
     "roles/compute.viewer": frozenset(
-        {"compute.regions.get", "compute.projects.get", "resourcemanager.projects.get", "resourcemanager.projects.list"}
+        {
+            "compute.acceleratorTypes.list",
+            "compute.regions.get",
+            "compute.projects.get",
+            "resourcemanager.projects.get",
+            "resourcemanager.projects.list",
+        }
     ),
     "roles/artifactregistry.reader": frozenset(
-        {"artifactregistry.repositories.downloadArtifacts", "artifactregistry.tags.get", "artifactregistry.tags.list"}
+        {
+            "artifactregistry.repositories.downloadArtifacts",
+            "artifactregistry.tags.get",
+            "artifactregistry.tags.list",
+            "artifactregistry.versions.get",
+            "artifactregistry.versions.list",
+        }
     ),
     "roles/browser": frozenset(
         {"resourcemanager.projects.get", "resourcemanager.projects.getIamPolicy", "resourcemanager.projects.list"}
@@ -134,7 +147,15 @@ PERMISSION_OF: dict[str, str] = {
     "projects.getIamPolicy": "resourcemanager.projects.getIamPolicy",
     "regions.get": "compute.regions.get",
     "compute.projects.get": "compute.projects.get",
+    # acceleratorTypes.aggregatedList, "IAM Permissions": compute.acceleratorTypes.list
+    # (cloud.google.com/compute/docs/reference/latest/acceleratorTypes/aggregatedList); roles/container.admin,
+    # the documented CI role, lacks it (shared/reviews/gke-desk-check.md, N4)
+    "acceleratorTypes.aggregatedList": "compute.acceleratorTypes.list",
     "tags.get": "artifactregistry.tags.get",
+    # projects.locations.repositories.packages.versions.get: "Authorization requires ...
+    # artifactregistry.versions.get" (cloud.google.com/artifact-registry/docs/reference/rest/v1/
+    # projects.locations.repositories.packages.versions/get)
+    "versions.get": "artifactregistry.versions.get",
     "repositories.getIamPolicy": "artifactregistry.repositories.getIamPolicy",
     "serviceAccounts.getIamPolicy": "iam.serviceAccounts.getIamPolicy",
 }
@@ -161,10 +182,14 @@ class GoogleState:
             "compute.googleapis.com",
             "storage.googleapis.com",
             "artifactregistry.googleapis.com",
+            "iam.googleapis.com",
+            "iamcredentials.googleapis.com",
         }
     )
     #: the caller's roles: predefined (:data:`ROLE_PERMISSIONS`) or custom (:attr:`custom_roles`)
     roles: set[str] = field(default_factory=lambda: {"roles/owner"})
+    #: who the caller is, as a policy member (grants on a service account's own policy name it)
+    caller: str = "user:me@example.com"
     #: custom roles, ``projects/P/roles/NAME`` -> their permissions
     custom_roles: dict[str, set[str]] = field(default_factory=dict)
     region_quotas: dict[str, float] = field(default_factory=lambda: _all_gpu_quotas(64))
@@ -173,6 +198,8 @@ class GoogleState:
     service_accounts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     #: "repository/package:tag" of the images that exist
     tags: set[str] = field(default_factory=set)
+    #: "repository/package@sha256:..." of the image versions that exist (an image named by digest alone)
+    versions: set[str] = field(default_factory=set)
     #: repository -> its policy's bindings (none: an empty policy)
     repository_policies: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     project_policy: list[dict[str, Any]] = field(default_factory=list)
@@ -344,6 +371,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         name = self.path.split("?", 1)[0].removeprefix("/v1/")
         return self._send(200, {"name": name, "version": f"{name.split('/tags/')[0]}/versions/sha256:0abc"})
 
+    def _versions_get(self, match: Any, query: Any, body: Any) -> None:
+        repository, package, version = match.group(3), unquote(match.group(4)), unquote(match.group(5))
+        if f"{repository}/{package}@{version}" not in self.server.fake.state.versions:
+            return self._error(404, f'Requested entity was not found: version "{version}" of package "{package}"')
+        return self._send(200, {"name": self.path.split("?", 1)[0].removeprefix("/v1/")})
+
     def _repositories_getIamPolicy(self, match: Any, query: Any, body: Any) -> None:
         self._send(200, _policy_json(self.server.fake.state.repository_policies.get(match.group(3), [])))
 
@@ -359,6 +392,11 @@ _ROUTES = [
     (
         "tags.get",
         r"/v1/projects/([^/]+)/locations/([^/]+)/repositories/([^/]+)/packages/([^/]+)/tags/([^/]+)",
+        "GET",
+    ),
+    (
+        "versions.get",
+        r"/v1/projects/([^/]+)/locations/([^/]+)/repositories/([^/]+)/packages/([^/]+)/versions/([^/]+)",
         "GET",
     ),
     ("repositories.getIamPolicy", r"/v1/projects/([^/]+)/locations/([^/]+)/repositories/([^/:]+):getIamPolicy", "GET"),
@@ -389,6 +427,11 @@ class FakeGoogleApis:
                 self._service_account_policy,
                 request_deserializer=iam_policy_pb2.GetIamPolicyRequest.FromString,
                 response_serializer=policy_pb2.Policy.SerializeToString,
+            ),
+            "TestIamPermissions": grpc.unary_unary_rpc_method_handler(
+                self._service_account_test,
+                request_deserializer=iam_policy_pb2.TestIamPermissionsRequest.FromString,
+                response_serializer=iam_policy_pb2.TestIamPermissionsResponse.SerializeToString,
             ),
             "GetRole": grpc.unary_unary_rpc_method_handler(
                 self._get_role,
@@ -443,6 +486,27 @@ class FakeGoogleApis:
             policy_pb2.Binding(role=b["role"], members=b["members"]) for b in self.state.service_accounts[account]
         ]
         return policy_pb2.Policy(version=1, etag=b"BwXfake=", bindings=bindings)
+
+    def _service_account_test(self, request: Any, context: grpc.ServicerContext) -> Any:
+        """IAM projects.serviceAccounts.testIamPermissions: the asked permissions the caller holds on the
+        account, through its project roles or a binding of :attr:`GoogleState.caller` on the account's own policy
+        (how docs/gke-setup.md grants roles/iam.serviceAccountUser). It needs no permission itself. Creating a
+        cluster needs ``iam.serviceAccounts.actAs`` on its node service account ("GKE API permissions",
+        cloud.google.com/kubernetes-engine/docs/reference/api-permissions: projects.locations.clusters.create)."""
+        account = request.resource.rsplit("/", 1)[-1]
+        self.record("serviceAccounts.testIamPermissions", request.resource)
+        if account not in self.state.service_accounts and not account.endswith(
+            "-compute@developer.gserviceaccount.com"
+        ):
+            if request.resource.startswith("projects/-/"):  # hides whether it exists: 403, as getIamPolicy
+                context.abort(grpc.StatusCode.PERMISSION_DENIED, "Permission denied on resource (or it may not exist).")
+            context.abort(grpc.StatusCode.NOT_FOUND, f"Service account {account} does not exist.")
+        roles = set(self.state.roles) | {
+            b["role"] for b in self.state.service_accounts.get(account, []) if self.state.caller in b["members"]
+        }
+        held = self.state.permissions_of(roles)
+        granted = [p for p in request.permissions if "*" in held or p in held]
+        return iam_policy_pb2.TestIamPermissionsResponse(permissions=granted)
 
     def _get_role(self, request: Any, context: grpc.ServicerContext) -> Any:
         """A role and its permissions. A predefined role (``roles/X``) may be read by anyone; a custom one needs

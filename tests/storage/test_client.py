@@ -172,3 +172,44 @@ def test_a_run_resumes_past_odd_names_in_its_logs(gcs_store: Any, tmp_path: Path
     assert (fresh / "checkpoints/c1/agent.index").read_bytes() == b"ckpt"
     assert (fresh / "logs/learner-0.log").read_bytes() == b"log"
     assert not (tmp_path / "up.log").exists()
+
+
+# -------------------------------------------- a stray object under a run file's name never hides it (issue 37)
+
+
+@pytest.mark.parametrize(
+    ("listing", "kept", "strays"),
+    [
+        (["metrics.jsonl", "metrics.jsonl/inner.txt"], ["metrics.jsonl"], ["metrics.jsonl/inner.txt"]),
+        (["progress.json", "progress.json/a/b"], ["progress.json"], ["progress.json/a/b"]),
+        (["spec.yaml", "spec.yaml/x", "history.jsonl"], ["history.jsonl", "spec.yaml"], ["spec.yaml/x"]),
+        (["t0001/metrics.jsonl", "t0001/metrics.jsonl/x"], ["t0001/metrics.jsonl"], ["t0001/metrics.jsonl/x"]),
+        (
+            ["checkpoints/c1/state.json", "checkpoints/c1/state.json/y"],
+            ["checkpoints/c1/state.json"],
+            ["checkpoints/c1/state.json/y"],
+        ),
+        (["checkpoints/LATEST", "checkpoints/LATEST/z"], ["checkpoints/LATEST"], ["checkpoints/LATEST/z"]),
+        # a name that is not a run's file: the folder's objects win, as before
+        (["summaries", "summaries/events.out"], ["summaries/events.out"], ["summaries"]),
+        (["both", "both/child"], ["both/child"], ["both"]),
+    ],
+)
+def test_a_run_file_wins_over_objects_under_its_name(
+    listing: list[str], kept: list[str], strays: list[str], tmp_path: Path
+) -> None:
+    from rlcloud.storage.base import ObjectInfo, local_targets
+
+    infos = [ObjectInfo(name, 1, "AAAAAA==", 1) for name in sorted(listing)]
+    targets, skipped = local_targets(infos, tmp_path)
+    assert sorted(info.name for info, _ in targets) == sorted(kept)
+    assert sorted(name for name, _ in skipped) == sorted(strays)
+
+
+def test_download_keeps_metrics_beside_an_object_under_its_name(gcs_store: Any, tmp_path: Path) -> None:
+    """`metrics.jsonl/inner.txt` beside `metrics.jsonl` made download skip the real metrics."""
+    gcs_store.write_bytes("metrics.jsonl", b'{"episode": 1}\n')
+    gcs_store.write_bytes("metrics.jsonl/inner.txt", b"stray")
+    report = download(gcs_store, tmp_path / "dest")
+    assert report.downloaded == ["metrics.jsonl"] and report.skipped == ["metrics.jsonl/inner.txt"]
+    assert (tmp_path / "dest" / "metrics.jsonl").read_bytes() == b'{"episode": 1}\n'

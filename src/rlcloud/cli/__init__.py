@@ -15,8 +15,9 @@ Command modules (declarations and handlers; a run imports only the one declaring
 What handlers import when they run (never for --help):
     _common.py     console, --set, output    progress.py  the live bar and tables of a run
     project.py     init's and experiment new's file work    gke.py  the cluster commands' GKE work
-Machinery: _parser.py (Command, Arg, @command, the table -> argparse); complete.py (shell completion: the
-scripts, and the hidden `rlcloud __complete SHELL WORD...` they call on TAB).
+Machinery: _parser.py (Command, Arg, @command, the table -> argparse; ``checked(...)``, the argparse types that
+refuse a bad flag value in one line before a handler runs; ``echo``, how a handler prints a line of data);
+complete.py (shell completion: the scripts, and the hidden `rlcloud __complete SHELL WORD...` they call on TAB).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from rlcloud.cli._parser import (
     Command,
     build,
     command_words,
+    echo,
     group,
 )
 
@@ -176,31 +178,38 @@ def _cli_wording_filter(record: logging.LogRecord) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit code (0 ok, 1 failure, 2 bad input, 130 interrupted)."""
+    """Run the CLI; returns the exit code (0 ok, 1 failure, 2 bad input, a name that names nothing included,
+    130 interrupted)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["__complete"]:  # what the completion scripts call on TAB: hidden, not a command
         from rlcloud.cli.complete import complete_main
 
         return complete_main(argv[1:])
     parser = build_parser(argv)
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        if exc.code in (0, None):  # --help, --version
+            raise
+        return EXIT_USAGE  # a usage error, said in one line naming the flag (_parser._Parser.error)
     args.argv = argv  # the command as typed: what to run again to resume an interrupted run or sweep
     handler = getattr(args, "handler", None)
     if handler is None:
         parser.print_help()
         return EXIT_USAGE
     _setup_logging(args.verbose)
-    from rlcloud.errors import RLCloudError, SpecError
+    from rlcloud.errors import NotFoundError, RLCloudError, SpecError
 
     try:
         return int(handler(args))
     except RLCloudError as exc:
-        from rlcloud.cli._common import cli_wording, shown
+        from rlcloud.cli._common import cli_wording
 
-        print(f"error: {shown(cli_wording(str(exc)))}", file=sys.stderr)
-        return EXIT_USAGE if isinstance(exc, SpecError) else EXIT_FAILURE
+        echo(f"error: {cli_wording(str(exc))}", file=sys.stderr)
+        # A name that names nothing (a run, a sweep, a cluster, a file) is bad input as a misspelt flag is: 2.
+        return EXIT_USAGE if isinstance(exc, SpecError | NotFoundError) else EXIT_FAILURE
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        echo("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_OK

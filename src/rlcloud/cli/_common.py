@@ -5,6 +5,7 @@ Loaded when a handler runs, never for `rlcloud --help`.
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -227,3 +228,131 @@ def print_data(data: object, fmt: str) -> None:
     import json
 
     print(json.dumps(data, indent=2, default=str))
+
+
+# ---------------------------------------------------------------- flag values, checked as argparse reads them
+# Each takes the text given and returns the value, or raises SpecError saying what would be valid; the
+# argparse types of _parser.py (`checked("seconds")`) call them, so a bad value is refused before any handler
+# runs, in one line naming the flag (exit 2), whatever the command.
+
+#: Longest wait a --timeout takes: a week (a float past it, `1e400`, `inf` or `nan` is a typo, not a wait).
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
+#: The domain of a domain-scoped project id (``example.com:my-project``).
+_DOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
+def _refuse(message: str, text: str) -> Any:
+    from rlcloud.errors import SpecError, SpecProblem
+
+    # the field is filled in by argparse ("argument --timeout: ..."): the problem carries the message only
+    raise SpecError([SpecProblem("", message, text)])
+
+
+def seconds_value(text: str) -> float:
+    """A duration in seconds: a finite number above 0, at most a week (``-1``, ``nan``, ``1e400`` refused)."""
+    import math
+
+    try:
+        value = float(text) if len(text) <= 32 else math.nan
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 0 < value <= MAX_TIMEOUT_S):
+        _refuse(f"a number of seconds above 0, at most {MAX_TIMEOUT_S:,.0f} (a week)", text)
+    return value
+
+
+def count_value(text: str) -> int:
+    """A count of things (nodes, GPUs, seeds, trials): a whole number from 0 to 1,000,000."""
+    value = int(text) if text.strip().isdigit() and len(text) <= 7 else -1
+    if not 0 <= value <= 1_000_000:
+        _refuse("a whole number from 0 to 1,000,000", text)
+    return value
+
+
+def run_name_value(text: str) -> str:
+    """An experiment's or a sweep's name: a DNS-1123 label of at most 40 characters, as specs name them (a
+    300-character name was sent on to Kubernetes and Cloud Storage)."""
+    from rlcloud.specs._base import check_dns_label
+
+    try:
+        return check_dns_label(text)
+    except ValueError as exc:
+        return _refuse(str(exc), text)  # type: ignore[no-any-return]
+
+
+def namespace_value(text: str) -> str:
+    """A Kubernetes namespace: a DNS-1123 label of at most 63 characters."""
+    if len(text) > 63 or not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", text):
+        _refuse("a Kubernetes namespace: at most 63 lowercase letters, digits and '-'", text)
+    return text
+
+
+def project_value(text: str) -> str:
+    """A Google Cloud project id: 6-30 lowercase letters, digits or '-', starting with a letter (a
+    domain-scoped ``example.com:my-project`` too)."""
+    from rlcloud.specs.cluster import PROJECT_RE
+
+    domain, _, project = text.rpartition(":")
+    if len(text) > 200 or not PROJECT_RE.match(project) or (domain and not _DOMAIN_RE.match(domain)):
+        _refuse("a Google Cloud project id: 6-30 lowercase letters, digits or '-', starting with a letter", text)
+    return text
+
+
+def location_value(text: str) -> str:
+    """A Compute Engine zone (``us-central1-a``) or region (``us-central1``)."""
+    from rlcloud.specs.cluster import REGION_RE, ZONE_RE
+
+    if len(text) > 64 or not (ZONE_RE.match(text) or REGION_RE.match(text)):
+        _refuse("a zone (us-central1-a) or a region (us-central1)", text)
+    return text
+
+
+def results_value(text: str) -> str:
+    """A results root: ``gs://bucket/prefix``, ``file:///dir`` or a directory (rlcloud.results' checks)."""
+    from rlcloud.errors import SpecError
+    from rlcloud.results import check_results_root
+
+    try:
+        check_results_root(text)
+    except SpecError as exc:
+        _refuse(exc.problems[0].message if exc.problems else str(exc), text)
+    return text  # as given: the library normalises it where it resolves the root
+
+
+def directory_value(text: str) -> str:
+    """A directory to write into (``--dest``): one that exists or can be made, not in /proc, /sys or /dev and
+    not under a file (the same checks as a results root)."""
+    if "://" in text:
+        _refuse("a local directory", text)
+    return results_value(text)
+
+
+def file_value(text: str) -> str:
+    """A file to read (``--kubeconfig``): one that exists and is not a directory."""
+    import os
+
+    if not text or "\0" in text or len(text) > 4096:
+        _refuse("the path of an existing file", text)
+    try:
+        if not os.path.isfile(os.path.expanduser(text)):
+            _refuse("no such file" if not os.path.exists(os.path.expanduser(text)) else "not a file", text)
+    except OSError as exc:
+        _refuse(f"cannot read it ({exc.strerror or type(exc).__name__})", text)
+    return text
+
+
+def cluster_value(text: str) -> str:
+    """``-c/--cluster``: a cluster spec file (an existing file, or a name ending in .yaml, .yml or .json), else
+    a GKE cluster's name (a DNS-1123 label of at most 40 characters)."""
+    import os
+
+    if text.endswith((".yaml", ".yml", ".json")) or os.sep in text or os.path.isfile(text):
+        return file_value(text)
+    return run_name_value(text)
+
+
+def label_value(text: str) -> str:
+    """A name in a kubeconfig or a machine type: 1-253 printable characters without spaces."""
+    if not text or len(text) > 253 or not text.isprintable() or any(c.isspace() for c in text):
+        _refuse("1-253 printable characters without spaces", text)
+    return text

@@ -96,6 +96,16 @@ class Command:
         return Command(path, self.handler, f"Same as `{full[8:]}`.", self.example.replace(full, short), self.args)
 
 
+def echo(text: object = "", *, file: Any = None, end: str = "\n", flush: bool = False) -> None:
+    """``print`` for the CLI's lines, which carry data (names, paths, notes, messages of the library): through
+    ``rlcloud.cli._common.shown``, so an ESC or BEL in a run's name or a note never reaches the terminal raw.
+    The one way a handler prints text (tests/test_cli_bad_flags.py checks that no bare ``print`` of data is
+    left); ``experiment logs --raw`` alone prints lines as written."""
+    from rlcloud.cli._common import shown
+
+    print(shown(text), file=file, end=end, flush=flush)
+
+
 def command(path: str, help: str, example: str, args: Iterable[Arg | OneOf] = ()) -> Callable[[Handler], Command]:
     """Declare the function below as the handler of ``rlcloud PATH``; the name then holds the Command."""
 
@@ -161,11 +171,42 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with examples kept verbatim in the help."""
+    """argparse with examples kept verbatim in the help, and a usage error in one line naming the flag."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", _HelpFormatter)
         super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> Any:  # argparse's NoReturn
+        """One line, exit 2: ``rlcloud doctor: error: argument --timeout: ... (see rlcloud doctor --help)``.
+        argparse's own prints the whole usage first, which buries the line that says what is wrong."""
+        from rlcloud.cli._common import shown
+
+        if len(message) > 400:  # argparse quotes what was typed: a 5,000-character word is not repeated whole
+            message = message[:397] + "..."
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {shown(message)} (see {self.prog} --help)\n")
+
+
+class checked:  # noqa: N801  (argparse shows a type's __name__; this is one)
+    """An argparse ``type`` that checks a flag's value with ``rlcloud.cli._common.<name>_value``: a bad value
+    is a usage error naming the flag before any handler runs (``argument --timeout: a number of seconds ...
+    (got '-1')``). The checks are imported when a command's arguments are parsed, never for --help."""
+
+    __slots__ = ("__name__", "check")
+
+    def __init__(self, name: str) -> None:
+        self.__name__ = name
+        self.check = name + "_value"
+
+    def __call__(self, text: str) -> Any:
+        from rlcloud.cli import _common
+        from rlcloud.errors import SpecError, excerpt
+
+        try:
+            return getattr(_common, self.check)(text)
+        except SpecError as exc:
+            message = exc.problems[0].message if exc.problems else str(exc)
+            raise argparse.ArgumentTypeError(f"{message} (got {excerpt(text, 60)})") from None
 
 
 def command_words(argv: Sequence[str]) -> list[str]:

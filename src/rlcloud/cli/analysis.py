@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from rlcloud.cli._parser import EXIT_OK, Arg, command
+from rlcloud.cli._parser import EXIT_OK, Arg, checked, command, echo
 
 #: how runs that trained less than the others, and repeated seeds, are treated (compare and sweep results)
 GUARDS = (
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
         Arg(
             "--results",
             metavar="LOCATION",
+            type=checked("results"),
             help="results root the run names are under: gs://bucket/prefix or a directory (default ./rlcloud-results)",
         ),
         Arg(
@@ -97,7 +98,7 @@ def compare(args: argparse.Namespace) -> int:
     if args.plot:
         plot_runs(loaded, path=args.plot, title=", ".join(sweeps))
         # stdout stays parseable with -o json|yaml|csv
-        print(f"wrote {args.plot}", file=sys.stdout if fmt == "table" else sys.stderr)
+        echo(f"wrote {args.plot}", file=sys.stdout if fmt == "table" else sys.stderr)
     return EXIT_OK
 
 
@@ -119,18 +120,18 @@ def print_statistics(table: Any, *, title: str = "", sweep: str | None = None, f
         summary = summarize(table)
         found = best(table) if summary["n"].gt(0).any() else None
     except (MissingExtraError, BudgetError) as exc:  # the per-run table is still worth having: say why
-        print(f"(no statistics over seeds: {exc})", file=sys.stderr)
+        echo(f"(no statistics over seeds: {exc})", file=sys.stderr)
         return
     heading = f"{title + ': ' if title else ''}over seeds, per configuration (95% intervals)"
     console().print(frame_table(_compact(summary), heading))
     for note in summary.attrs.get("notes", []):
-        print(note)
+        echo(note)
     if found is not None and len(summary) > 1:
         if sweep is not None:
             from rlcloud.sweep import extend_advice
 
             found.next_step = extend_advice(sweep, found, flags)
-        print(found)
+        echo(found)
 
 
 def _compact(summary: Any) -> Any:

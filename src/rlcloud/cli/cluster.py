@@ -7,10 +7,16 @@ from __future__ import annotations
 
 import argparse
 
-from rlcloud.cli._parser import SET, Arg, OneOf, command, group
+from rlcloud.cli._parser import SET, Arg, OneOf, checked, command, group
 
 CLUSTER = group("cluster", "Create, list and delete GKE clusters.", "rlcloud cluster list")
-PROJECT = Arg("--project", metavar="PROJECT", help="Google Cloud project (default: rlcloud.yaml, then ADC)")
+PROJECT = Arg(
+    "--project",
+    metavar="PROJECT",
+    type=checked("project"),
+    help="Google Cloud project (default: rlcloud.yaml, then ADC)",
+)
+LOCATION = checked("location")
 YES = Arg("-y", "--yes", action="store_true", help="do not ask first")
 
 
@@ -20,17 +26,23 @@ YES = Arg("-y", "--yes", action="store_true", help="do not ask first")
     "rlcloud cluster create -f configs/clusters/t4.yaml -n my-t4 --yes",
     args=[
         Arg("-f", "--file", metavar="FILE", required=True, help="cluster spec file"),
-        Arg("-n", "--name", metavar="NAME", help="cluster name (overrides the file)"),
-        Arg("--num-nodes", metavar="N", type=int, help="number of experiment nodes (overrides the file)"),
-        Arg("--gpus-per-node", metavar="N", type=int, help="GPUs per node (overrides the file)"),
+        Arg("-n", "--name", metavar="NAME", type=checked("run_name"), help="cluster name (overrides the file)"),
+        Arg("--num-nodes", metavar="N", type=checked("count"), help="number of experiment nodes (overrides the file)"),
+        Arg("--gpus-per-node", metavar="N", type=checked("count"), help="GPUs per node (overrides the file)"),
         Arg(
             "--gpu-type",
             metavar="TYPE",
+            type=checked("label"),
             help="GPU type: t4, l4, a100, a100-80gb, h100, h200, v100, p100, p4 or GKE's name (nvidia-tesla-t4); "
             "overrides the file",
         ),
-        Arg("--machine-type", metavar="TYPE", help="machine type, e.g. n1-standard-8 (overrides the file)"),
-        Arg("--location", metavar="LOCATION", help="zone or region (overrides the file)"),
+        Arg(
+            "--machine-type",
+            metavar="TYPE",
+            type=checked("label"),
+            help="machine type, e.g. n1-standard-8 (overrides the file)",
+        ),
+        Arg("--location", metavar="LOCATION", type=LOCATION, help="zone or region (overrides the file)"),
         Arg("--spot", action="store_true", default=None, help="use Spot VMs (overrides the file)"),
         SET,
         PROJECT,
@@ -93,12 +105,17 @@ def list_(args: argparse.Namespace) -> int:
     "rlcloud cluster delete -c my-t4",
     args=[
         OneOf(
-            Arg("-c", "--cluster", metavar="NAME", help="cluster name"),
+            Arg("-c", "--cluster", metavar="NAME", type=checked("run_name"), help="cluster name"),
             Arg("--all", action="store_true", help="every rlcloud-managed cluster of the project"),
             required=True,
         ),
         PROJECT,
-        Arg("--location", metavar="LOCATION", help="the cluster's zone or region (default: found by name)"),
+        Arg(
+            "--location",
+            metavar="LOCATION",
+            type=LOCATION,
+            help="the cluster's zone or region (default: found by name)",
+        ),
         YES,
         Arg("--no-wait", action="store_true", help="return once the requests are accepted"),
     ],
@@ -129,7 +146,12 @@ def reap(args: argparse.Namespace) -> int:
     "rlcloud doctor --results gs://my-bucket/rl -f configs/clusters/t4.yaml",
     args=[
         PROJECT,
-        Arg("--results", metavar="URL", help="results root whose bucket to check (default: rlcloud.yaml)"),
+        Arg(
+            "--results",
+            metavar="URL",
+            type=checked("results"),
+            help="results root whose bucket to check (default: rlcloud.yaml)",
+        ),
         Arg("-f", "--file", metavar="FILE", help="a cluster spec: its GPU quota and reaper are checked too"),
         Arg(
             "--smoke",
@@ -137,8 +159,20 @@ def reap(args: argparse.Namespace) -> int:
             help="then run one tiny pod on the cluster (-c NAME, or -f FILE's, which must exist): image pull, the "
             "results store from inside, the GPU; each step with its time and estimated cost; deletes it all",
         ),
-        Arg("-c", "--cluster", metavar="NAME", help="the existing GKE cluster --smoke runs on"),
-        Arg("--timeout", metavar="SECONDS", type=float, default=600.0, help="--smoke: for its pod (default 600)"),
+        Arg(
+            "-c",
+            "--cluster",
+            metavar="NAME",
+            type=checked("run_name"),
+            help="the existing GKE cluster --smoke runs on",
+        ),
+        Arg(
+            "--timeout",
+            metavar="SECONDS",
+            type=checked("seconds"),
+            default=600.0,
+            help="--smoke: for its pod (default 600)",
+        ),
     ],
 )
 def doctor(args: argparse.Namespace) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from rlcloud.cli._parser import EXIT_OK, SET, Arg, command, group
+from rlcloud.cli._parser import EXIT_OK, SET, Arg, checked, command, echo, group
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -14,27 +14,59 @@ EXPERIMENT = group("experiment", "Run and manage experiments.", "rlcloud experim
 
 #: Where an experiment runs and keeps its results: every experiment command takes these.
 TARGET = (
-    Arg("--kubeconfig", metavar="PATH", help="kubeconfig file of the Kubernetes cluster to use"),
-    Arg("--context", metavar="NAME", help="kubeconfig context to use"),
-    Arg("--namespace", metavar="NAME", default="rlcloud", help="Kubernetes namespace (default: rlcloud)"),
-    Arg("-c", "--cluster", metavar="NAME|FILE", help="GKE cluster: a name or a cluster spec file"),
-    Arg("--project", metavar="PROJECT", help="Google Cloud project (default: rlcloud.yaml, then ADC)"),
+    Arg(
+        "--kubeconfig",
+        metavar="PATH",
+        type=checked("file"),
+        help="kubeconfig file of the Kubernetes cluster to use",
+    ),
+    Arg("--context", metavar="NAME", type=checked("label"), help="kubeconfig context to use"),
+    Arg(
+        "--namespace",
+        metavar="NAME",
+        type=checked("namespace"),
+        help="Kubernetes namespace, with --kubeconfig/--context (default: rlcloud)",
+    ),
+    Arg(
+        "-c",
+        "--cluster",
+        metavar="NAME|FILE",
+        type=checked("cluster"),
+        help="GKE cluster: a name or a cluster spec file",
+    ),
+    Arg(
+        "--project",
+        metavar="PROJECT",
+        type=checked("project"),
+        help="Google Cloud project (default: rlcloud.yaml, then ADC)",
+    ),
     Arg(
         "--results",
         metavar="LOCATION",
+        type=checked("results"),
         help="results root: gs://bucket/prefix or a directory (default ./rlcloud-results)",
     ),
 )
 FILE = Arg("file", metavar="FILE", help="experiment spec (YAML/JSON)")
-NAME = Arg("name", metavar="NAME", help="experiment name")
+NAME = Arg("name", metavar="NAME", type=checked("run_name"), help="experiment name")
+#: --dest of the commands that download: a directory that can be written (not /proc/x, not under a file)
+DEST = Arg("--dest", metavar="DIR", type=checked("directory"), help="directory (default ./rlcloud-results/NAME)")
 
 
 def _cluster_from_args(args: argparse.Namespace) -> Any:
     """The Cluster the flags name: --kubeconfig/--context for Kubernetes, -c/--cluster for GKE, else None."""
     from rlcloud.cluster import Cluster
 
+    namespace = getattr(args, "namespace", None)
     if getattr(args, "kubeconfig", None) or getattr(args, "context", None):
-        return Cluster.kubernetes(kubeconfig=args.kubeconfig, context=args.context, namespace=args.namespace)
+        return Cluster.kubernetes(kubeconfig=args.kubeconfig, context=args.context, namespace=namespace or "rlcloud")
+    if namespace is not None:
+        # a namespace of a kubeconfig's cluster: alone it was ignored and the run started on this machine (with
+        # -c, in GKE's rlcloud namespace)
+        from rlcloud.errors import SpecError, SpecProblem
+
+        message = "a namespace of a kubeconfig's cluster: add --kubeconfig or --context"
+        raise SpecError([SpecProblem("--namespace", message, namespace)])
     cluster_ref = getattr(args, "cluster", None)
     if cluster_ref:
         return Cluster.named(cluster_ref, project=getattr(args, "project", None))
@@ -74,6 +106,15 @@ def _new_experiment(args: argparse.Namespace) -> Any:
         return Experiment(spec, results=args.results, cluster=cluster)
 
 
+def _start(exp: Any, args: argparse.Namespace) -> None:
+    """``exp.start()``, a problem its checks find in a --set value blamed on the flag (`--set
+    agent.learning_rate`: Tensorforce's argument types are checked at start, after the spec was loaded)."""
+    from rlcloud.cli._common import blame_flags, parse_sets, set_flags
+
+    with blame_flags(set_flags(parse_sets(args.set))):
+        exp.start()
+
+
 @command(
     "experiment run",
     "Start an experiment and follow it to the end.",
@@ -87,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     from rlcloud.cli.progress import follow_experiment
 
     exp = _new_experiment(args)
-    exp.start()
+    _start(exp, args)
     again = command_line(args.argv)
     in_background = command_line(["experiment", "resume", exp.name, *target_flags(args)])
     return follow_experiment(exp, console=console(stderr=True), quiet=args.quiet, resume=(again, in_background))
@@ -102,16 +143,16 @@ def run(args: argparse.Namespace) -> int:
 def start(args: argparse.Namespace) -> int:
     """Start an experiment in the background and return."""
     exp = _new_experiment(args)
-    exp.start()
+    _start(exp, args)
     if exp.already_running:
-        print(f"{exp.name} is already running ({exp.backend.kind}); nothing was started. results: {exp.location}")
+        echo(f"{exp.name} is already running ({exp.backend.kind}); nothing was started. results: {exp.location}")
     else:
-        print(f"started {exp.name} ({exp.backend.kind}); results: {exp.location}")
+        echo(f"started {exp.name} ({exp.backend.kind}); results: {exp.location}")
     from rlcloud.cli._common import command_line
 
     flags = target_flags(args)  # what finds it again: a --results or a cluster's flags
     status, logs = (command_line(["experiment", verb, exp.name, *flags]) for verb in ("status", "logs"))
-    print(f"follow it with: {status}   |   {logs} -f")
+    echo(f"follow it with: {status}   |   {logs} -f")
     return EXIT_OK
 
 
@@ -127,7 +168,13 @@ def start(args: argparse.Namespace) -> int:
             default="cartpole-ppo",
             help="one of the bundled experiments (default cartpole-ppo)",
         ),
-        Arg("--dest", metavar="DIR", default="configs/experiments", help="directory to write to"),
+        Arg(
+            "--dest",
+            metavar="DIR",
+            default="configs/experiments",
+            type=checked("directory"),
+            help="directory to write to",
+        ),
         Arg("--force", action="store_true", help="overwrite an existing file"),
     ],
 )
@@ -136,7 +183,7 @@ def new(args: argparse.Namespace) -> int:
     from rlcloud.cli.project import new_experiment_file
 
     path = new_experiment_file(args.name, template=args.template, dest=args.dest, force=args.force)
-    print(f"wrote {path}; run it with: rlcloud experiment run {path}")
+    echo(f"wrote {path}; run it with: rlcloud experiment run {path}")
     return EXIT_OK
 
 
@@ -217,6 +264,11 @@ def logs(args: argparse.Namespace) -> int:
         roles = [LEARNER]
     role_selector(roles, field="--role")  # a bad name is an error before anything is read
     exp = _experiment(args)
+    if args.role:
+        # a role this run does not have (single-999, env-server in a single run) printed nothing, exit 0
+        from rlcloud.roles import check_roles_of
+
+        check_roles_of(exp.spec, args.role, field="--role")
     selection = roles or None
     show = (lambda line: line) if args.raw else shown
     if args.tail is None:
@@ -256,9 +308,9 @@ def pause(args: argparse.Namespace) -> int:
     """Checkpoint, then stop computing; resume continues from the checkpoint."""
     exp = _experiment(args)
     if not exp.pause():
-        print(exp.nothing_to_do)
+        echo(exp.nothing_to_do)
         return EXIT_OK
-    print(f"paused {args.name}; resume with: rlcloud experiment resume {args.name}")
+    echo(f"paused {args.name}; resume with: rlcloud experiment resume {args.name}")
     return EXIT_OK
 
 
@@ -267,12 +319,12 @@ def resume(args: argparse.Namespace) -> int:
     """Continue a paused experiment from its latest checkpoint."""
     exp = _experiment(args)
     if not exp.resume():
-        print(exp.nothing_to_do)
+        echo(exp.nothing_to_do)
         return EXIT_OK
     from rlcloud.cli._common import command_line
 
     attach = command_line(["attach", args.name, *target_flags(args)])
-    print(f"resumed {args.name} in the background; follow it with: {attach}")
+    echo(f"resumed {args.name} in the background; follow it with: {attach}")
     return EXIT_OK
 
 
@@ -284,7 +336,12 @@ def resume(args: argparse.Namespace) -> int:
         NAME,
         *TARGET,
         Arg("--no-download", action="store_true", help="leave the results in the store; download nothing"),
-        Arg("--dest", metavar="DIR", help="download directory (default ./rlcloud-results/NAME)"),
+        Arg(
+            "--dest",
+            metavar="DIR",
+            type=checked("directory"),
+            help="download directory (default ./rlcloud-results/NAME)",
+        ),
     ],
 )
 def stop(args: argparse.Namespace) -> int:
@@ -293,10 +350,10 @@ def stop(args: argparse.Namespace) -> int:
     and are copied only to a --dest. --no-download skips it. Idempotent."""
     exp = _experiment(args)
     if not exp.stop(download=not args.no_download, dest=args.dest):
-        print(exp.nothing_to_do)
+        echo(exp.nothing_to_do)
         return EXIT_OK
     where = exp.results_here
-    print(f"stopped {args.name}" + (f"; results in {where}" if where is not None else ""))
+    echo(f"stopped {args.name}" + (f"; results in {where}" if where is not None else ""))
     return EXIT_OK
 
 
@@ -430,7 +487,7 @@ def attach(args: argparse.Namespace) -> int:
     "experiment download",
     "Download an experiment's results.",
     "rlcloud experiment download cartpole-ppo",
-    args=[NAME, *TARGET, Arg("--dest", metavar="DIR", help="directory (default ./rlcloud-results/NAME)")],
+    args=[NAME, *TARGET, DEST],
 )
 def download(args: argparse.Namespace) -> int:
     """Download an experiment's results (incremental, checksums verified)."""
@@ -439,7 +496,7 @@ def download(args: argparse.Namespace) -> int:
     # a bar on a terminal only: without one (CI, nohup) its redraws are one long line of noise; -q: none
     bar = not args.quiet and sys.stderr.isatty()
     dest = _experiment(args).download(args.dest, progress=bar)
-    print(f"results of {args.name} in {dest}")
+    echo(f"results of {args.name} in {dest}")
     return EXIT_OK
 
 
@@ -481,7 +538,7 @@ def export(args: argparse.Namespace) -> int:
     (Tensorforce's act function: loads with tf.saved_model.load, no rlcloud needed) plus rlcloud-policy.json
     (the spec of record, the checkpoint, the environment). Needs the runner extra (TensorFlow)."""
     saved = _policy_run(args).export(args.dest, checkpoint=args.checkpoint)
-    print(f"policy of {args.name} in {saved} (with {saved.parent / 'rlcloud-policy.json'})")
+    echo(f"policy of {args.name} in {saved} (with {saved.parent / 'rlcloud-policy.json'})")
     return EXIT_OK
 
 
@@ -514,7 +571,7 @@ def video(args: argparse.Namespace) -> int:
         args.out, episodes=episodes, seed=seed, fps=fps, checkpoint=args.checkpoint, progress=bar
     )
     returns = ", ".join(f"{r:g}" for r in result.returns)
-    print(f"{result.path}: {result.frames} frames, {len(result.returns)} episode(s), returns {returns}")
+    echo(f"{result.path}: {result.frames} frames, {len(result.returns)} episode(s), returns {returns}")
     return EXIT_OK
 
 
@@ -523,10 +580,17 @@ def video(args: argparse.Namespace) -> int:
     "Sync experiments' TensorBoard events and start one TensorBoard on all of them.",
     "rlcloud tensorboard cartpole-ppo cartpole-ppo-2 cartpole-lr",
     args=[
-        Arg("names", nargs="+", metavar="NAME", help="experiment or sweep names (a sweep: all its trials)"),
+        Arg(
+            "names",
+            nargs="+",
+            metavar="NAME",
+            type=checked("run_name"),
+            help="experiment or sweep names (a sweep: all its trials)",
+        ),
         Arg(
             "--dest",
             metavar="DIR",
+            type=checked("directory"),
             help="download directory for runs in Cloud Storage (default ./rlcloud-results)",
         ),
         Arg("--port", default="6006", help="TensorBoard's port (default 6006)"),
@@ -547,7 +611,7 @@ def tensorboard(args: argparse.Namespace) -> int:
         for name, logdir in runs:
             print(shown(f"{name}: {logdir}"))
         if exe is None:
-            print("(tensorboard is not installed here: pip install 'rlcloud[analysis]', then run it on these logdirs)")
+            echo("(tensorboard is not installed here: pip install 'rlcloud[analysis]', then run it on these logdirs)")
         return EXIT_OK
     logdirs = ["--logdir", str(runs[0][1])] if len(runs) == 1 else ["--logdir_spec", spec]
     return _run_tensorboard([exe, *logdirs, "--port", str(args.port)], verbose=args.verbose)

@@ -12,6 +12,7 @@ from typing import Any
 
 from rlcloud.cli._common import blame_flags, output_format, print_data, set_flags, shown, text
 from rlcloud.cli._common import console as _console
+from rlcloud.cli._parser import echo
 from rlcloud.cluster import Cluster
 from rlcloud.errors import SpecError, SpecProblem
 from rlcloud.gke.info import ClusterInfo
@@ -287,6 +288,6 @@ def _smoke(args: argparse.Namespace, spec: Any, project: str, results: str, cred
         if not target.exists():
             problem = f"cluster {spec.name} does not exist: create it first (rlcloud cluster create -f {args.file})"
             raise SpecError([SpecProblem("--file", problem)])
-    print(f"smoke test on {target.describe()} (results {results or '-'}):", flush=True)
+    echo(f"smoke test on {target.describe()} (results {results or '-'}):", flush=True)
     steps = smoke(target, results, timeout=args.timeout, on_step=lambda step: print(shown(step), flush=True))
     return all(s.ok for s in steps)

@@ -124,9 +124,10 @@ def new_experiment_file(
         check_dns_label(name, what="experiment name")
     except Exception as exc:
         raise SpecError([SpecProblem("name", str(exc), name)]) from None
-    source = bundled_configs() / "experiments" / f"{template}.yaml"
-    if not source.is_file():
-        valid = ", ".join(p.stem for p in sorted((bundled_configs() / "experiments").glob("*.yaml")))
+    templates = {p.stem: p for p in (bundled_configs() / "experiments").glob("*.yaml")}
+    source = templates.get(template)  # looked up by name, never as a path (a 300-character name: ENAMETOOLONG)
+    if source is None:
+        valid = ", ".join(sorted(templates))
         raise SpecError([SpecProblem("--template", f"unknown template; valid: {valid}", template)])
     target = Path(dest) / f"{name}.yaml"
     if target.exists() and not force:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from rlcloud.cli._parser import EXIT_OK, Arg, command
+from rlcloud.cli._parser import EXIT_OK, Arg, checked, command, echo
 
 
 @command(
@@ -12,9 +12,19 @@ from rlcloud.cli._parser import EXIT_OK, Arg, command
     "Make this directory an rlcloud project.",
     "rlcloud init --project my-project",
     args=[
-        Arg("--project", metavar="PROJECT", help="Google Cloud project id to store as the default"),
+        Arg(
+            "--project",
+            metavar="PROJECT",
+            type=checked("project"),
+            help="Google Cloud project id to store as the default",
+        ),
         Arg("--credentials", metavar="KEY.json", help="service-account key file: checked, never copied or printed"),
-        Arg("--results", metavar="LOCATION", help="default results root (gs://bucket/prefix or a directory)"),
+        Arg(
+            "--results",
+            metavar="LOCATION",
+            type=checked("results"),
+            help="default results root (gs://bucket/prefix or a directory)",
+        ),
         Arg("--dir", metavar="DIR", default=".", help="project directory (default: .)"),
         Arg("--force", action="store_true", help="overwrite existing files"),
     ],
@@ -29,7 +39,7 @@ def init(args: argparse.Namespace) -> int:
         Path(args.dir), project=args.project, credentials=args.credentials, results=args.results, force=args.force
     )
     for line in report:
-        print(line)
+        echo(line)
     return EXIT_OK
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from rlcloud.cli._parser import EXIT_OK, EXIT_USAGE, SET, Arg, command, group
+from rlcloud.cli._parser import EXIT_OK, EXIT_USAGE, SET, Arg, command, echo, group
 
 SPEC = group("spec", "Validate and show spec files.", "rlcloud spec validate FILE")
 
@@ -27,14 +27,14 @@ def validate(args: argparse.Namespace) -> int:
     for path in args.paths:
         report = validate_file(path, build=args.build)
         for note in report.notes:
-            print(f"{path}: note: {note}", file=sys.stderr)
+            echo(f"{path}: note: {note}", file=sys.stderr)
         if report.ok:
-            print(f"{path}: OK {report.summary}")
+            echo(f"{path}: OK {report.summary}")
             continue
         failed = True
-        print(f"{path}: INVALID", file=sys.stderr)
+        echo(f"{path}: INVALID", file=sys.stderr)
         for problem in report.problems:
-            print(f"  - {str(problem).removeprefix(f'{path}: ')}", file=sys.stderr)
+            echo(f"  - {str(problem).removeprefix(f'{path}: ')}", file=sys.stderr)
     return EXIT_USAGE if failed else EXIT_OK
 
 
@@ -89,8 +89,8 @@ def _show_code(args: argparse.Namespace, spec: object) -> int:
         )
         return EXIT_OK
     for rel, size in archive.files:
-        print(f"{size:>10}  {rel}")
-    print(f"{len(archive.files)} files, {len(archive.data)} bytes packed: {archive.digest}")
+        echo(f"{size:>10}  {rel}")
+    echo(f"{len(archive.files)} files, {len(archive.data)} bytes packed: {archive.digest}")
     for rel, why in archive.left_out:
-        print(f"left out: {rel} ({why})", file=sys.stderr)
+        echo(f"left out: {rel} ({why})", file=sys.stderr)
     return EXIT_OK

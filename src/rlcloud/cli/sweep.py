@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from rlcloud.cli._parser import EXIT_FAILURE, EXIT_OK, SET, Arg, command, group
+from rlcloud.cli._parser import EXIT_FAILURE, EXIT_OK, SET, Arg, checked, command, echo, group
 from rlcloud.cli.analysis import GUARDS
 from rlcloud.cli.experiment import TARGET, _cluster_from_args
 
@@ -19,7 +19,7 @@ FILE = Arg(
     metavar="FILE",
     help="a sweep spec (kind: Sweep), or an experiment spec to sweep with --seeds/--grid",
 )
-NAME = Arg("name", metavar="NAME", help="sweep name")
+NAME = Arg("name", metavar="NAME", type=checked("run_name"), help="sweep name")
 #: Seconds between the plain progress lines of a followed sweep without a terminal (as `experiment run`'s).
 PLAIN_INTERVAL_S = 30.0
 BUILD = (
@@ -47,7 +47,12 @@ def _parse_grid(items: list[str] | None) -> dict[str, list[Any]]:
             raise SpecError(
                 [SpecProblem("--grid", "expected FIELD=V1,V2,... such as agent.learning_rate=1e-3,3e-4", item)]
             )
-        grid[key.strip()] = [parse_flag_value(v, f"--grid {key.strip()}") for v in values.split(",")]
+        field, flag = key.strip(), f"--grid {key.strip()}"
+        if field in grid:  # the second replaced the first without a word
+            raise SpecError([SpecProblem(flag, "given twice: give every value in one --grid FIELD=V1,V2", item)])
+        if any(not v.strip() for v in values.split(",")):
+            raise SpecError([SpecProblem(flag, "an empty value: give V1,V2,... with no empty one", values)])
+        grid[field] = [parse_flag_value(v, flag) for v in values.split(",")]
     return grid
 
 
@@ -56,6 +61,7 @@ def _new_sweep(args: argparse.Namespace) -> Any:
     from pathlib import Path
 
     from rlcloud.cli._common import blame_flags, parse_sets, set_flags
+    from rlcloud.errors import SpecError, SpecProblem
     from rlcloud.specs.building import build_model
     from rlcloud.specs.loading import read_data_file
     from rlcloud.specs.sweep import SweepSpec
@@ -69,6 +75,11 @@ def _new_sweep(args: argparse.Namespace) -> Any:
     if args.seeds is not None:
         overrides["seeds"] = args.seeds
     grid = _parse_grid(args.grid)
+    both = sorted(set(grid) & set(sets))
+    if both:  # which one was meant? the grid replaced the --set without a word
+        raise SpecError(
+            [SpecProblem(f"--grid {both[0]}", "also given with --set: give the field's values in --grid only", None)]
+        )
     given = {"seeds": args.seeds, "max_parallel": args.max_parallel, "name": args.sweep_name, "parameters": grid}
     names = {"seeds": "--seeds", "max_parallel": "--max-parallel", "name": "--name", "parameters": "--grid"}
     flags = {**set_flags(sets), **{field: names[field] for field, value in given.items() if value}}
@@ -109,7 +120,7 @@ def validate(args: argparse.Namespace) -> int:
     """Expand the sweep into its trials and validate each; exit 2 naming the trial and field otherwise."""
     sweep = _new_sweep(args)
     sweep.validate()
-    print(f"{sweep.name}: {sweep.spec.num_trials} trials OK ({sweep.spec.configurations} configurations)")
+    echo(f"{sweep.name}: {sweep.spec.num_trials} trials OK ({sweep.spec.configurations} configurations)")
     return EXIT_OK
 
 
@@ -141,13 +152,13 @@ def start(args: argparse.Namespace) -> int:
     sweep = _new_sweep(args)
     sweep.start()
     what = "is already running" if sweep.already_running else "started"
-    print(f"{sweep.name} {what}: {sweep.spec.num_trials} trials; results: {sweep.location}")
+    echo(f"{sweep.name} {what}: {sweep.spec.num_trials} trials; results: {sweep.location}")
     from rlcloud.cli._common import command_line
     from rlcloud.cli.experiment import target_flags
 
     flags = target_flags(args)  # what finds it again: a --results or a cluster's flags
     status, results = (command_line(["sweep", verb, sweep.name, *flags]) for verb in ("status", "results"))
-    print(f"follow it with: {status}   |   {results}")
+    echo(f"follow it with: {status}   |   {results}")
     return EXIT_OK
 
 
@@ -191,9 +202,9 @@ def stop(args: argparse.Namespace) -> int:
     """Stop a sweep (idempotent)."""
     sweep = _sweep(args)
     if not sweep.stop():
-        print(sweep.nothing_to_do)
+        echo(sweep.nothing_to_do)
         return EXIT_OK
-    print(f"stopped {sweep.name}")
+    echo(f"stopped {sweep.name}")
     return EXIT_OK
 
 
@@ -229,10 +240,10 @@ def extend(args: argparse.Namespace) -> int:
         )
     verb = "trains on" if args.top is not None else "added"
     if not added:
-        print(f"{sweep.name} has these trials already: nothing to add ({sweep.spec.num_trials} trials)")
+        echo(f"{sweep.name} has these trials already: nothing to add ({sweep.spec.num_trials} trials)")
     else:
         shown = ", ".join(added[:8]) + (f" and {len(added) - 8} more" if len(added) > 8 else "")
-        print(f"{sweep.name}: {len(added)} trial(s) {verb}: {shown}; {sweep.spec.num_trials} trials in all")
+        echo(f"{sweep.name}: {len(added)} trial(s) {verb}: {shown}; {sweep.spec.num_trials} trials in all")
     return EXIT_OK
 
 
@@ -256,9 +267,9 @@ def rerun(args: argparse.Namespace) -> int:
     sweep = _sweep(args)
     names = sweep.rerun(args.state)
     if not names:
-        print(f"{sweep.name} has no {args.state} trial: nothing to run again")
+        echo(f"{sweep.name} has no {args.state} trial: nothing to run again")
         return EXIT_OK
-    print(f"{sweep.name}: running {len(names)} {args.state} trial(s) again: {', '.join(names[:8])}")
+    echo(f"{sweep.name}: running {len(names)} {args.state} trial(s) again: {', '.join(names[:8])}")
     return EXIT_OK
 
 
@@ -358,7 +369,7 @@ def _follow(sweep: Any, *, quiet: bool, again: str | None = None, interval: floa
                 if seen.get(trial.name) != trial.state and not quiet:
                     seen[trial.name] = trial.state
                     ret = trial.progress.mean_return
-                    print(
+                    echo(
                         f"{trial.name}: {trial.state}, timestep {trial.progress.timestep or 0}, "
                         f"return {'-' if ret is None else f'{ret:.1f}'}",
                         file=sys.stderr,
@@ -373,10 +384,10 @@ def _follow(sweep: Any, *, quiet: bool, again: str | None = None, interval: floa
             time.sleep(2)
             status = sweep.status()
     except KeyboardInterrupt:
-        print("interrupted: stopping the sweep (trials checkpoint first)", file=sys.stderr)
+        echo("interrupted: stopping the sweep (trials checkpoint first)", file=sys.stderr)
         sweep.stop()
         if again is not None:
-            print(
+            echo(
                 f"stopped {sweep.name}; to resume it (finished trials are kept, the others resume from their"
                 f" checkpoints), run the same command again: {again}",
                 file=sys.stderr,
@@ -407,4 +418,4 @@ def _print_results(sweep: Any, args: argparse.Namespace) -> None:
     plot = getattr(args, "plot", None)
     if plot:
         sweep.plot(plot)
-        print(f"wrote {plot}")
+        echo(f"wrote {plot}")

@@ -103,7 +103,9 @@ SEE_IMAGES = "roles/artifactregistry.reader"  # artifactregistry.tags.get
 SEE_PROJECT = "roles/browser"  # resourcemanager.projects.get
 SEE_POLICIES = "roles/iam.securityReviewer"  # *.getIamPolicy, iam.roles.get
 SEE_BUCKET = "roles/storage.legacyBucketReader"  # storage.buckets.get (roles/storage.objectAdmin lacks it)
-_AR_IMAGE_RE = re.compile(r"^([a-z0-9-]+)-docker\.pkg\.dev/([^/]+)/([^/]+)/(.+?)(?::([\w.-]+))?(?:@.*)?$")
+_AR_IMAGE_RE = re.compile(
+    r"^([a-z0-9-]+)-docker\.pkg\.dev/([^/]+)/([^/]+)/(.+?)(?::([\w.-]+))?(?:@(sha256:[0-9a-f]{64}))?$"
+)
 _GPU_QUOTA_NAMES = {
     "nvidia-tesla-p100": "P100",
     "nvidia-tesla-p4": "P4",
@@ -297,6 +299,17 @@ class Doctor:
             return Check(name, "FAIL", f"cannot {what}: no usable Google credentials ({_describe(exc)})", login)
         if isinstance(exc, gexc.NotFound) and not_found is not None:
             return Check(name, "FAIL", not_found[0], not_found[1])
+        if isinstance(exc, gexc.PermissionDenied | gexc.Forbidden) and "quota project" in str(exc):
+            # user ADC without a quota project: Service Usage, Resource Manager and others refuse them, saying
+            # SERVICE_DISABLED for gcloud's own client project, which is not the fix
+            # (cloud.google.com/docs/authentication/adc-troubleshooting/user-creds)
+            return Check(
+                name,
+                "WARN" if observe else "FAIL",
+                f"cannot {what}: {api} needs a quota project for user credentials, and the Application Default "
+                "Credentials name none",
+                f"gcloud auth application-default set-quota-project {self.project}",
+            )
         if isinstance(exc, gexc.PermissionDenied | gexc.Forbidden):
             text = str(exc)
             if (
@@ -345,6 +358,14 @@ class Doctor:
             needed.append("storage.googleapis.com")
         if any(_AR_IMAGE_RE.match(i) for i in self._images()):
             needed.append("artifactregistry.googleapis.com")
+        if self.spec is not None or self.config.gcp_service_account or self.config.reaper_service_account:
+            # IAM: the node account's actAs test and the Workload Identity checks; IAM Credentials: a pod acting
+            # as a Google service account through Workload Identity gets its tokens from it
+            # (cloud.google.com/kubernetes-engine/docs/how-to/workload-identity: "Enable the IAM Service
+            # Account Credentials API")
+            needed.append("iam.googleapis.com")
+        if self.config.gcp_service_account or self.config.reaper_service_account:
+            needed.append("iamcredentials.googleapis.com")
         from google.cloud import service_usage_v1
 
         try:
@@ -414,7 +435,54 @@ class Doctor:
             return Check(
                 "permissions", "FAIL", f"missing {', '.join(missing)}", self._grant_fix("roles/container.admin")
             )
-        return Check("permissions", "OK", "may create, read and delete clusters")
+        if self.spec is None:
+            return Check("permissions", "OK", "may create, read and delete clusters")
+        return self._act_as_nodes()
+
+    def _act_as_nodes(self) -> Check:
+        """The caller may act as the node service account: creating a cluster needs
+        ``iam.serviceAccounts.actAs`` on it ("GKE API permissions", projects.locations.clusters.create:
+        cloud.google.com/kubernetes-engine/docs/reference/api-permissions), granted on the account itself or on
+        the project (IAM ``serviceAccounts.testIamPermissions``, which needs no permission to call)."""
+        from google.iam.v1 import iam_policy_pb2
+
+        try:
+            account = self._node_account()
+        except _CheckFailedError as failed:  # the project's number could not be read: cannot tell which account
+            return Check("permissions", "WARN", failed.check.detail, failed.check.fix)
+        fix = (
+            f"gcloud iam service-accounts add-iam-policy-binding {account} --member=user:YOU@example.com "
+            f"--role=roles/iam.serviceAccountUser --project={self.project}"
+        )
+        try:
+            with (
+                self._calling(
+                    "permissions",
+                    f"test iam.serviceAccounts.actAs on the node service account {account}",
+                    api="iam.googleapis.com",
+                    denied=f"check that {account} exists: gcloud iam service-accounts describe {account}",
+                    not_found=(
+                        f"the node service account {account} does not exist",
+                        f"gcloud iam service-accounts create {account.split('@')[0]} --project={self.project}",
+                    ),
+                ),
+                self._iam_client() as client,
+            ):
+                request = iam_policy_pb2.TestIamPermissionsRequest(
+                    resource=_service_account_path(account), permissions=["iam.serviceAccounts.actAs"]
+                )
+                response = client.test_iam_permissions(request=request, timeout=_TIMEOUT)
+        except _CheckFailedError as failed:
+            return failed.check
+        if "iam.serviceAccounts.actAs" not in response.permissions:
+            return Check(
+                "permissions",
+                "FAIL",
+                f"may not act as the node service account {account} (iam.serviceAccounts.actAs): GKE refuses the "
+                "cluster",
+                fix,
+            )
+        return Check("permissions", "OK", f"may create, read and delete clusters, with nodes as {account}")
 
     def check_gpu_quota(self) -> Check:
         """The region's quota of the spec's GPU type and GPUS_ALL_REGIONS cover the spec at its largest
@@ -651,7 +719,8 @@ class Doctor:
         return [i for i in (self.config.image, self.config.gpu_image) if i]
 
     def check_images(self) -> Check:
-        """The runner images exist (Artifact Registry images are looked up by tag) and the cluster's nodes may
+        """The runner images exist (Artifact Registry images are looked up by tag, or by digest when they name
+        one: ``...@sha256:...`` is a version, never ``:latest``) and the cluster's nodes may
         pull them (the repositories' and their projects' IAM policies; folder and organisation policies are
         not read)."""
         images = self._images()
@@ -675,7 +744,7 @@ class Doctor:
             if not match:
                 outside.append(image)
                 continue
-            location, project, repository, package, tag = match.groups()
+            location, project, repository, package, tag, digest = match.groups()
             variant = "gpu" if image == self.config.gpu_image else "cpu"
             try:
                 with (
@@ -694,11 +763,14 @@ class Doctor:
                     self._client(artifactregistry_v1.ArtifactRegistryClient) as client,
                 ):
                     # a package name with slashes is one path segment in the resource name: %2F
-                    name = (
+                    package_name = (
                         f"projects/{project}/locations/{location}/repositories/{repository}/packages/"
-                        f"{package.replace('/', '%2F')}/tags/{tag or 'latest'}"
+                        f"{package.replace('/', '%2F')}"
                     )
-                    client.get_tag(name=name, timeout=_TIMEOUT)
+                    if digest:  # what the nodes pull (a tag beside it is ignored): the version, never :latest
+                        client.get_version(name=f"{package_name}/versions/{digest}", timeout=_TIMEOUT)
+                    else:
+                        client.get_tag(name=f"{package_name}/tags/{tag or 'latest'}", timeout=_TIMEOUT)
             except _CheckFailedError as failed:
                 if failed.check.status != "WARN":
                     return failed.check

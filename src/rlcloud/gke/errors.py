@@ -203,6 +203,16 @@ def translate_api_error(exc: Exception, *, project: str | None = None, action: s
             f"{action + ': ' if action else ''}could not obtain a Google access token ({type(exc).__name__}). "
             "Re-run `gcloud auth application-default login` or check the service-account key."
         )
+    if isinstance(exc, gexc.RetryError):
+        # the client library's own retry of a read ran out (UNAVAILABLE each time: no route to Google, a proxy,
+        # DNS): one line saying so, not three chained tracebacks
+        last = exc.cause if isinstance(exc.cause, BaseException) else None
+        why = f" (last: {_brief_error(last)})" if last is not None else ""
+        return BackendError(
+            f"{action + ': ' if action else ''}cannot reach the Google Kubernetes Engine API "
+            f"(container.googleapis.com); its client retried for {_retry_seconds(exc)}{why}. Check the network: "
+            "a proxy (HTTPS_PROXY), a firewall or DNS"
+        )
     if isinstance(exc, gexc.GoogleAPICallError):
         code = ""
         grpc_code = getattr(exc, "grpc_status_code", None)
@@ -222,6 +232,20 @@ def translate_api_error(exc: Exception, *, project: str | None = None, action: s
     if isinstance(exc, RLCloudError):
         return exc
     return BackendError(f"{action + ': ' if action else ''}{type(exc).__name__}: {exc}")
+
+
+def _brief_error(exc: BaseException) -> str:
+    """An exception as one short line (gRPC's messages hold every address it tried)."""
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def _retry_seconds(exc: Any) -> str:
+    """How long the retry ran, from RetryError's message ("Timeout of 20.0s exceeded, ..."), else "a while"."""
+    import re
+
+    match = re.search(r"Timeout of ([0-9.]+)s", str(getattr(exc, "message", "")))
+    return f"{float(match.group(1)):g} s" if match else "a while"
 
 
 def operation_error(operation: Any, *, project: str | None = None, action: str = "") -> RLCloudError | None:
@@ -282,7 +306,7 @@ def api_errors(*, project: str | None = None, action: str = "") -> Iterator[None
 
     try:
         yield
-    except (gexc.GoogleAPICallError, auth_exc.GoogleAuthError) as exc:
+    except (gexc.GoogleAPIError, auth_exc.GoogleAuthError) as exc:  # GoogleAPIError: RetryError too
         raise translate_api_error(exc, project=project, action=action) from exc
 
 

@@ -18,7 +18,8 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -157,6 +158,30 @@ class Applier:
         self.retry = retry or RetryPolicy()
         #: how long create() waits for a same-named object that is being deleted to disappear
         self.terminating_wait = terminating_wait
+        #: while :meth:`undo_on_failure` runs: (kind, name, namespace) of what create() made or may have made
+        self._made: list[tuple[str, str, str | None]] | None = None
+
+    @contextmanager
+    def undo_on_failure(self) -> Iterator[None]:
+        """Objects created inside the block are deleted again when the block raises: a start whose Job create
+        was answered 500 (after the retries) or 422 left its ConfigMap (and Service) behind. Objects that were
+        there before (a create answered 409) are never touched. The object whose create failed is deleted
+        too, in case the server made it and the answer was lost (a 404 then: it was not made)."""
+        made: list[tuple[str, str, str | None]] = []
+        outer, self._made = self._made, made
+        try:
+            yield
+        except BaseException:
+            self._made = outer
+            for kind, name, namespace in reversed(made):
+                try:
+                    self.delete(kind, name, namespace, propagation="Background")
+                except RLCloudError as exc:  # the first error is the one to report; this one is logged
+                    logger.warning("could not delete %s %s after a failed start: %s", kind, name, exc)
+            raise
+        self._made = outer
+        if outer is not None:  # nested: the outer block undoes these too
+            outer.extend(made)
 
     # -- plumbing ----------------------------------------------------------------------------------
 
@@ -239,11 +264,15 @@ class Applier:
         namespaced = _KINDS[kind][2]
         what = f"create {kind} {name}" + (f" in namespace {namespace}" if namespaced else "")
         path = path_for(kind, namespace)
+        if self._made is not None:  # made, or maybe made (a lost answer): undone if the start fails
+            self._made.append((kind, name, namespace))
         try:
             return dict(self.request_json(what, "POST", path, body=obj))
         except k8s.ApiException as exc:
             if exc.status != 409:
                 raise translate(exc, what) from exc
+        if self._made is not None:
+            self._made.pop()  # it was there before: not ours to delete
         existing = self.read(kind, name, namespace)
         if _terminating(existing):
             # left over from a stop() whose foreground deletion is still finishing: wait until it is gone
@@ -259,6 +288,8 @@ class Applier:
                 raise ConflictError(f"{kind} {name} in namespace {namespace} is still being deleted; try again")
             existing = waited[0]
         if existing is None:  # deleted between our create and read: try once more
+            if self._made is not None:
+                self._made.append((kind, name, namespace))
             return dict(self.checked_json(what, "POST", path, body=obj))
         if compare:
             wanted = (obj.metadata.annotations or {}).get(ANNOTATION_CONFIG_HASH)

@@ -142,23 +142,24 @@ class KubernetesExperiments(KubernetesNamespace, ExperimentBackend):
         self.ensure_namespace()
         suspended: list[str] = []
         created = False
-        for obj in objs:
-            existing = self.applier.create(obj)
-            if obj.kind != "Job":
-                continue
-            # a Job made just now has no status yet; one that was there has been started by its controller
-            created = created or not (existing.get("status") or {}).get("startTime")
-            self._update_budget(obj, existing)
-            if is_suspended(existing):
-                suspended.append(obj.metadata.name)
-            finished = job_finished(existing)
-            if finished:
-                logger.warning(
-                    "Job %s of %s has already %s; stop() the experiment first to run it again",
-                    obj.metadata.name,
-                    spec.name,
-                    finished,
-                )
+        with self.applier.undo_on_failure():  # a Job refused or lost: no ConfigMap or Service left behind
+            for obj in objs:
+                existing = self.applier.create(obj)
+                if obj.kind != "Job":
+                    continue
+                # a Job made just now has no status yet; one that was there has been started by its controller
+                created = created or not (existing.get("status") or {}).get("startTime")
+                self._update_budget(obj, existing)
+                if is_suspended(existing):
+                    suspended.append(obj.metadata.name)
+                finished = job_finished(existing)
+                if finished:
+                    logger.warning(
+                        "Job %s of %s has already %s; stop() the experiment first to run it again",
+                        obj.metadata.name,
+                        spec.name,
+                        finished,
+                    )
         for job_name in suspended:  # env servers come first in objs, so they resume first
             self._set_suspend(job_name, False)
         if self._results.get(spec.name) != results:

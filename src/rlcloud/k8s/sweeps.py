@@ -123,8 +123,9 @@ class KubernetesSweeps(KubernetesNamespace, SweepCapable):
                 return True
             logger.info("sweep %s is already running", name)
             return False
-        for obj in objs:  # the ConfigMap first: the pods mount it
-            self._create_sweep_object(obj, name)
+        with self.applier.undo_on_failure():  # a Job refused or lost: its ConfigMap is not left behind
+            for obj in objs:  # the ConfigMap first: the pods mount it
+                self._create_sweep_object(obj, name)
         logger.info(
             "started sweep %s in namespace %s: %d trials, %d at a time%s",
             name,

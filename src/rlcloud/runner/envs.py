@@ -471,6 +471,8 @@ def _check_class(path: str, field: str, kind: str, problems: list[SpecProblem], 
 
 
 def _validate_environment(environment: Any, problems: list[SpecProblem], missing_ok: bool) -> None:
+    from rlcloud.specs.tf06 import environment_argument_problems  # the documented types (no TensorFlow)
+
     if not isinstance(environment, Mapping):
         problems.append(SpecProblem("environment", "must be a mapping such as {type: gym, level: CartPole-v1}"))
         return
@@ -495,6 +497,7 @@ def _validate_environment(environment: Any, problems: list[SpecProblem], missing
         if level not in gymnasium.registry:
             hint = _close(level, gymnasium.registry.keys())
             problems.append(SpecProblem("environment.level", f"unknown gymnasium id{hint}", level))
+        problems.extend(environment_argument_problems(environment, gym=True))
         return
     if not isinstance(env_type, str):
         problems.append(
@@ -510,6 +513,8 @@ def _validate_environment(environment: Any, problems: list[SpecProblem], missing
                 env_type,
             )
         )
+    else:
+        problems.extend(environment_argument_problems(environment, gym=False))
 
 
 def _validate_agent(agent: Any, problems: list[SpecProblem], missing_ok: bool) -> None:

@@ -7,9 +7,16 @@ src/rlcloud/specs/tf06.py; tests/specs/test_tf06.py checks that the tables there
 from __future__ import annotations
 
 import inspect
+import re
 import sys
 
-__all__ = ["generate_agent_arguments", "generate_layer_arguments", "main"]
+__all__ = [
+    "documented_types",
+    "generate_agent_arguments",
+    "generate_argument_types",
+    "generate_layer_arguments",
+    "main",
+]
 
 
 def generate_agent_arguments() -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
@@ -48,14 +55,73 @@ def generate_layer_arguments() -> dict[str, tuple[tuple[str, ...], tuple[str, ..
     return table
 
 
+def documented_types(doc: str | None) -> dict[str, str]:
+    """``argument -> type`` as a Tensorforce 0.6.5 docstring gives them (``batch_size (parameter, int > 0):
+    ...`` gives ``"parameter, int > 0"``), HTML links removed and a type wrapped over lines joined."""
+    found: dict[str, str] = {}
+    lines = (doc or "").splitlines()
+    for i, line in enumerate(lines):
+        match = re.match(r"^\s+(\w+) \((.*)$", line)
+        if match is None:
+            continue
+        name, rest, text, depth = match.group(1), match.group(2), "", 1
+        for more in [rest, *(extra.strip() for extra in lines[i + 1 : i + 5])]:
+            for k, char in enumerate(more):
+                depth += {"(": 1, ")": -1}.get(char, 0)
+                if depth == 0:
+                    if more[k + 1 : k + 2] == ":":  # "name (type): description", not prose in parentheses
+                        found.setdefault(name, " ".join(re.sub(r"<[^>]+>", "", text + more[:k]).split()))
+                    break
+            else:
+                text += more + " "
+                continue
+            break
+    return found
+
+
+def generate_argument_types() -> dict[str, dict[str, str]]:
+    """The documented types of every agent's, layer's and ``Environment.create``'s arguments that
+    :func:`rlcloud.specs.tf06.checked_type` can check, keyed ``"agent ppo"``, ``"layer dense"``,
+    ``"environment"`` (imports TensorFlow: tests and regeneration only)."""
+    from rlcloud.runner.compat import import_tensorforce
+    from rlcloud.specs.tf06 import checked_type
+
+    import_tensorforce()
+    from tensorforce.agents import agents
+    from tensorforce.core import layer_modules
+    from tensorforce.environments import Environment
+
+    docs = {
+        **{f"agent {name}": agents[name].__doc__ for name in sorted(agents)},
+        **{f"layer {name}": layer_modules[name].__doc__ for name in sorted(layer_modules)},
+        "environment": Environment.create.__doc__,
+    }
+    table: dict[str, dict[str, str]] = {}
+    for key, doc in docs.items():
+        types = {name: text for name, text in documented_types(doc).items() if checked_type(text)}
+        if types:
+            table[key] = types
+    return table
+
+
 def main() -> int:
-    """Print both tables as Python source (``python -m rlcloud.specs.tf06``), to paste into this module."""
+    """Print the tables as Python source (``python -m rlcloud.runner.tf06_tables``), to paste into
+    rlcloud.specs.tf06."""
+    from rlcloud.specs.tf06 import _ACTIVATIONS
+
     sys.stdout.write("AGENT_ARGUMENTS\n")
     for name, (required, optional) in generate_agent_arguments().items():
         sys.stdout.write(f"    {name!r}: (\n        {required!r},\n        {optional!r},\n    ),\n")
     sys.stdout.write("LAYER_ARGUMENTS\n")
     for name, (required, optional, more) in generate_layer_arguments().items():
         sys.stdout.write(f"    {name!r}: ({required!r}, {optional!r}, {more!r}),\n")
+    sys.stdout.write("ARGUMENT_TYPES\n")
+    for key, types in generate_argument_types().items():
+        sys.stdout.write(f"    {key!r}: {{\n")
+        for name, text in types.items():
+            shown = "_ACTIVATIONS" if text == _ACTIVATIONS else repr(text)
+            sys.stdout.write(f"        {name!r}: {shown},\n")
+        sys.stdout.write("    },\n")
     return 0
 
 

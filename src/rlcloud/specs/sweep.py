@@ -189,6 +189,11 @@ class Trial:
         return ",".join(f"{k}={_value_text(v)}" for k, v in self.params.items()) or "base"
 
 
+#: Experiment fields a sweep cannot vary: where its trials' results go and which cluster runs them (the sweep's
+#: own), the image (one Job runs every trial) and the spec's kind.
+NOT_PARAMETERS = frozenset({"kind", "results", "cluster", "image"})
+
+
 class SweepSpec(StrictModel):
     """A sweep: an experiment run over seeds and a grid or random search of some of its fields."""
 
@@ -283,6 +288,11 @@ class SweepSpec(StrictModel):
                 raise PydanticCustomError("parameter", f"{key!r} is not a dotted field such as agent.learning_rate")
             if key in ("name", "seed"):
                 raise PydanticCustomError("parameter", f"{key!r} is set by the sweep itself (use seeds: for seeds)")
+            if key.split(".")[0] in NOT_PARAMETERS:
+                raise PydanticCustomError(
+                    "parameter",
+                    f"{key!r} is not a parameter of training: a sweep's trials share it (set it on the experiment)",
+                )
             if isinstance(values, list):
                 if not values:
                     raise PydanticCustomError("parameter", f"{key}: give at least one value")

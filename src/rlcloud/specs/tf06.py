@@ -10,6 +10,7 @@ tests/specs/test_tf06.py regenerates it and fails when it differs (regenerate wi
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,11 +18,16 @@ from rlcloud.errors import SpecProblem
 
 __all__ = [
     "AGENT_ARGUMENTS",
+    "ARGUMENT_TYPES",
     "LAYER_ARGUMENTS",
     "RUNNER_ARGUMENTS",
     "agent_argument_problems",
+    "argument_type_problems",
+    "checked_type",
+    "environment_argument_problems",
     "layer_argument_problems",
     "layer_flow",
+    "type_problem",
 ]
 
 # Arguments the runner passes itself (from the environment and the run mode); a spec must not set them.
@@ -621,6 +627,8 @@ def layer_argument_problems(layer: Mapping[str, Any], field: str) -> list[SpecPr
         problems.append(
             SpecProblem(f"{field}.padding", "Tensorforce 0.6 takes 'same' or 'valid' (lower case)", padding)
         )
+    types = ARGUMENT_TYPES.get(f"layer {layer_type}", {})
+    problems.extend(argument_type_problems(layer, types, field, skip=frozenset({"padding"})))
     return problems
 
 
@@ -646,12 +654,18 @@ def agent_argument_problems(agent: Mapping[str, Any], field: str = "agent") -> l
             SpecProblem(f"{field}.{key}", f"Tensorforce 0.6 agent {agent_type!r} takes no argument {key!r}{hint}")
         )
     for key in required:
-        if key not in RUNNER_ARGUMENTS and key not in agent:
+        if key not in RUNNER_ARGUMENTS and agent.get(key) is None:  # absent, or null (`--grid batch_size=,`)
             problems.append(SpecProblem(f"{field}.{key}", f"required by Tensorforce 0.6 agent {agent_type!r}"))
     problems.extend(_learning_rate_problems(agent, field))
-    for key in ("optimizer", "baseline_optimizer"):
+    # a number as learning_rate is judged above (Tensorforce's code takes 0.0, which its docstring's "> 0.0" does not)
+    skip = frozenset({"learning_rate"}) if isinstance(agent.get("learning_rate"), int | float) else frozenset()
+    problems.extend(argument_type_problems(agent, ARGUMENT_TYPES.get(f"agent {agent_type}", {}), field, skip))
+    for key in ("optimizer", "baseline_optimizer", "critic_optimizer"):
         if isinstance(agent.get(key), Mapping):
             problems.extend(_learning_rate_problems(agent[key], f"{field}.{key}"))
+            if not isinstance(agent[key].get("learning_rate"), int | float):  # numbers: judged just above
+                types = {"learning_rate": _LEARNING_RATE}
+                problems.extend(argument_type_problems(agent[key], types, f"{field}.{key}"))
     return problems
 
 
@@ -757,3 +771,628 @@ def layer_flow(
         kind = out_type or kind
         rank = rank + 1 if out_rank == "+1" else (rank if out_rank is None else int(out_rank))
     return [], {"type": kind, "shape": (0,) * rank}
+
+
+# ------------------------------------------------------------------ argument types, as Tensorforce documents them
+# Tensorforce 0.6.5 documents each argument's type in its docstring ("batch_size (parameter, int > 0)"); it checks
+# them only when the agent is built, on the cluster, after the nodes are paid for (a learning_rate of "abc" or a
+# 4,000-digit batch_size failed there with exit 3). ARGUMENT_TYPES holds those documented types (generated, see
+# the module docstring); :func:`type_problem` reads that small grammar. An alternative it does not understand
+# ("specification", "callable[...]") accepts anything: nothing Tensorforce might take is refused.
+
+#: An optimizer's learning rate, as Tensorforce 0.6.5's optimizers document it (tensorforce/core/optimizers).
+_LEARNING_RATE = "parameter, float > 0.0"
+
+#: Largest integer a Tensorforce parameter holds: its integer tensors are TensorFlow int64.
+INT64_MAX = 2**63 - 1
+
+#: gymnasium.make's own keywords (gymnasium 1.x signature: ``make(id, max_episode_steps: int | None = None,
+#: disable_env_checker: bool | None = None, **kwargs)``); the other keys go to the environment's class.
+GYMNASIUM_MAKE_TYPES: dict[str, str] = {"max_episode_steps": "int > 0", "disable_env_checker": "bool"}
+
+_NUMBER_RE = re.compile(
+    r"^(?:(?P<low>-?[0-9.]+) (?P<lowop><=?) )?(?P<kind>int|float)"
+    r"(?: (?P<op>[<>]=?) (?P<bound>-?[0-9.]+|[a-z_]+))?$"
+)
+
+
+def _split(text: str, sep: str) -> list[str]:
+    """``text`` split at ``sep`` outside brackets and parentheses."""
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        depth += {"(": 1, "[": 1, ")": -1, "]": -1}.get(char, 0)
+        if depth == 0 and text.startswith(sep, i):
+            parts.append(text[start:i])
+            start = i + len(sep)
+    return [*parts, text[start:]]
+
+
+def _alternatives(text: str) -> list[str]:
+    """The alternatives of a documented type: ``"never" | parameter, int > 0`` gives ``"never"``,
+    ``parameter`` and ``int > 0`` (``parameter, X``: a schedule, or X)."""
+    return [part.strip() for alt in _split(text, " | ") for part in _split(alt, ", ")]
+
+
+def _matches(value: Any, alt: str) -> bool | None:
+    """Whether ``value`` is of the documented alternative ``alt``; None when ``alt`` is not understood."""
+    import math
+
+    if alt == "parameter":
+        # a parameter is a constant (the alternative after it: "parameter, int > 0") or a schedule, a mapping
+        return isinstance(value, Mapping)
+    if alt.startswith("dict["):  # per name, or (the prose says) one for all: a mapping, a list, a layer's name
+        return None
+    if len(alt) >= 2 and alt[0] == alt[-1] and alt[0] in "'\"":
+        return isinstance(value, str) and value == alt[1:-1]
+    if alt in ("bool", "False", "True"):
+        return isinstance(value, bool) and (alt == "bool" or value == (alt == "True"))
+    if alt in ("string", "str", "path"):
+        return isinstance(value, str)
+    for prefix in ("iter[", "list[", "array["):
+        if alt.startswith(prefix) and alt.endswith("]"):
+            if not isinstance(value, list | tuple):
+                return False
+            inner = [_matches(item, alt[len(prefix) : -1]) for item in value]
+            return None if None in inner else all(inner)
+    if alt.startswith("(") and alt.endswith(")"):
+        items = [part.strip() for part in _split(alt[1:-1], ", ")]
+        if not isinstance(value, list | tuple) or len(value) != len(items):
+            return False
+        inner = [_matches(item, spec) for item, spec in zip(value, items, strict=True)]
+        return None if None in inner else all(inner)
+    match = _NUMBER_RE.match(alt)
+    if match is None:
+        return None
+    kind = match["kind"]
+    if isinstance(value, bool) or not isinstance(value, int | float) or (kind == "int" and isinstance(value, float)):
+        return False
+    if isinstance(value, int) and abs(value) > INT64_MAX:
+        return False
+    if isinstance(value, float) and not math.isfinite(value):
+        return False
+    ok = True
+    if match["low"] is not None:
+        low = float(match["low"])
+        ok = low <= value if match["lowop"] == "<=" else low < value
+    bound = match["bound"]
+    if bound is not None and bound[0] in "-0123456789":
+        b, op = float(bound), match["op"]
+        ok = ok and {">": value > b, ">=": value >= b, "<": value < b, "<=": value <= b}[op]
+    return ok
+
+
+def checked_type(text: str) -> bool:
+    """Whether :func:`type_problem` can judge a value against the documented type ``text``: every alternative
+    is understood (one it does not understand could take anything)."""
+    return all(_matches(_NOT_A_VALUE, alt) is not None for alt in _alternatives(text))
+
+
+_NOT_A_VALUE = object()
+
+
+def type_problem(value: Any, text: str) -> str | None:
+    """What is wrong with ``value`` as an argument Tensorforce documents as ``text`` (None: nothing, or not
+    judged). A whole number past 64 bits is named as such."""
+    if value is None:  # Tensorforce's default for an optional argument (a required one is named elsewhere)
+        return None
+    results = [_matches(value, alt) for alt in _alternatives(text)]
+    if None in results or any(results):
+        return None
+    said = f"Tensorforce 0.6 documents it as ({text})"
+    if "parameter" in text:
+        said += " (a parameter: such a constant, or a schedule as a mapping)"
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > INT64_MAX:
+        return f"{said}; an integer of at most {INT64_MAX:,} (TensorFlow's int64)"
+    return said
+
+
+def argument_type_problems(
+    settings: Mapping[str, Any], table: Mapping[str, str], field: str, skip: frozenset[str] = frozenset()
+) -> list[SpecProblem]:
+    """A problem for every argument of ``settings`` whose value is not of the type ``table`` documents for it."""
+    problems = []
+    for key, text in table.items():
+        if key in settings and key not in skip:
+            message = type_problem(settings[key], text)
+            if message is not None:
+                problems.append(SpecProblem(f"{field}.{key}", message, settings[key]))
+    return problems
+
+
+def environment_argument_problems(environment: Mapping[str, Any], gym: bool) -> list[SpecProblem]:
+    """Arguments of an environment spec of the wrong type: gymnasium.make's own (``max_episode_steps``) for a
+    gym environment, ``Environment.create``'s (``max_episode_timesteps``) for a Tensorforce one."""
+    table = GYMNASIUM_MAKE_TYPES if gym else ARGUMENT_TYPES.get("environment", {})
+    return argument_type_problems(environment, table, "environment")
+
+
+#: The activations Tensorforce 0.6.5's layers document (one long type, named once).
+_ACTIVATIONS = (
+    "'crelu' | 'elu' | 'leaky-relu' | 'none' | 'relu' | 'selu' | 'sigmoid' | 'softmax' | 'softplus' | 'softsign' | "
+    "'swish' | 'tanh'"
+)
+
+#: argument -> its documented type, of every agent, layer and Environment.create (regenerate: the module docstring)
+ARGUMENT_TYPES: dict[str, dict[str, str]] = {
+    "agent a2c": {
+        "max_episode_timesteps": "int > 0",
+        "batch_size": "parameter, int > 0",
+        "use_beta_distribution": "bool",
+        "memory": "int > 0",
+        "update_frequency": '"never" | parameter, int > 0 | 0.0 < float <= 1.0',
+        "learning_rate": "parameter, float > 0.0",
+        "horizon": '"episode" | parameter, int >= 0',
+        "discount": "parameter, 0.0 <= float <= 1.0",
+        "predict_terminal_values": "bool",
+        "l2_regularization": "parameter, float >= 0.0",
+        "entropy_regularization": "parameter, float >= 0.0",
+        "variable_noise": "parameter, float >= 0.0",
+    },
+    "agent ac": {
+        "max_episode_timesteps": "int > 0",
+        "batch_size": "parameter, int > 0",
+        "use_beta_distribution": "bool",
+        "memory": "int > 0",
+        "update_frequency": '"never" | parameter, int > 0 | 0.0 < float <= 1.0',
+        "learning_rate": "parameter, float > 0.0",
+        "horizon": "parameter, int >= 1",
+        "discount": "parameter, 0.0 <= float <= 1.0",
+        "predict_terminal_values": "bool",
+        "l2_regularization": "parameter, float >= 0.0",
+        "entropy_regularization": "parameter, float >= 0.0",
+        "variable_noise": "parameter, float >= 0.0",
+    },
+    "agent constant": {
+        "max_episode_timesteps": "int > 0",
+    },
+    "agent ddpg": {
+        "max_episode_timesteps": "int > 0",
+        "memory": "int > 0",
+        "batch_size": "parameter, int > 0",
+        "use_beta_distribution": "bool",
+        "update_frequency": '"never" | parameter, int > 0 | 0.0 < float <= 1.0',
+        "start_updating": "parameter, int >= batch_size",
+        "learning_rate": "parameter, float > 0.0",
+        "horizon": "parameter, int >= 1",
+        "discount": "parameter, 0.0 <= float <= 1.0",
+        "predict_terminal_values": "bool",
+        "l2_regularization": "parameter, float >= 0.0",
+        "entropy_regularization": "parameter, float >= 0.0",
+        "variable_noise": "parameter, float >= 0.0",
+    },
+    "agent ddqn": {
+        "max_episode_timesteps": "int > 0",
+        "memory": "int > 0",
+        "batch_size": "parameter, int > 0",
+        "update_frequency": '"never" | parameter, int > 0 | 0.0 < float <= 1.0',
+        "start_updating": "parameter, int >= batch_size",
+        "learning_rate": "parameter, float > 0.0",
+        "huber_loss": "parameter, float > 0.0",
+        "horizon": "parameter, int >= 1",
+        "discount": "parameter, 0.0 <= float <= 1.0",
+        "predict_terminal_values": "bool",
+        "target_update_weight": "parameter, 0.0 < float <= 1.0",
+        "target_sync_frequency": "parameter, int >= 1",
+        "l2_regularization": "parameter, float >= 0.0",
+        "entropy_regularization": "parameter, float >= 0.0",
+        "variable_noise": "parameter, float >= 0.0",
+    },
+    "agent default": {
+        "max_episode_timesteps": "int > 0",
+        "l2_regularization": "parameter, float >= 0.0",
+        "entropy_regularization": "parameter, float >= 0.0",
+        "variable_noise": "parameter, float >= 0.0",
+        "parallel_interactions": "int > 0",
+        "tracking": '"all" | iter[string]',
+    },
+    "agent double_dqn": {
+        "max_episode_timesteps": "int > 0",
+        "memory": "int > 0",
+        "batch_size": "parameter, int > 0",
+        "update_frequency": '"never" | parameter, int > 0 | 0.0 < float <= 1.0',
+        "start_updating": "parameter, int >= batch_size",
+        "learning_rate": "parameter, float > 0.0",
+        "huber_loss": "parameter, float > 0.0",
+        "horizon": "parameter, int >= 1",
+        "discount": "parameter, 0.0 <= float <= 1.0",
+        "predict_terminal_values": "bool",
+        "target_update_weight": "parameter, 0.0 < float <= 1.0",
+        "target_sync_frequency": "parameter, int >= 1",
+        "l2_regularization": "parameter, float >= 0.0",
+        "entropy_regularization": "parameter, float >= 0.0",
+        "variable_noise": "parameter, float >= 0.0",
+    },
+    "agent dpg": {
+        "max_episode_timesteps": "int > 0",
+        "memory": "int > 0",
+        "batch_size": "parameter, int > 0",
+        "use_beta_distribution": "bool",
+        "update_frequency": '"never" | parameter, int > 0 | 0.0 < float <= 1.0',
+        "start_updating": "parameter, int >= batch_size",
+        "learning_rate": "parameter, float > 0.0",
+        "horizon": "parameter, int >= 1",
+        "discount": "parameter, 0.0 <= float <= 1.0",
+        "predict_terminal_values": "bool",
+        "l2_regularization": "parameter, float >= 0.0",
+        "entropy_regularization": "parameter, float >= 0.0",
+        "variable_noise": "parameter, float >= 0.0",
+    },
+    "agent dqn": {
+        "max_episode_timesteps": "int > 0",
+        "memory": "int > 0",
+        "batch_size": "parameter, int > 0",
+        "update_frequency": '"never" | parameter, int > 0 | 0.0 < float <= 1.0',
+        "start_updating": "parameter, int >= batch_size",
+        "learning_rate": "parameter, float > 0.0",
+        "huber_loss": "parameter, float > 0.0",
+        "horizon": "parameter, int >= 1",
+        "discount": "parameter, 0.0 <= float <= 1.0",
+        "predict_terminal_values": "bool",
+        "target_update_weight": "parameter, 0.0 < float <= 1.0",
+        "target_sync_frequency": "parameter, int >= 1",
+        "l2_regularization": "parameter, float >= 0.0",
+        "entropy_regularization": "parameter, float >= 0.0",
+        "variable_noise": "parameter, float >= 0.0",
+    },
+    "agent dueling_dqn": {
+        "max_episode_timesteps": "int > 0",
+        "memory": "int > 0",
+        "batch_size": "parameter, int > 0",
+        "update_frequency": '"never" | parameter, int > 0 | 0.0 < float <= 1.0',
+        "start_updating": "parameter, int >= batch_size",
+        "learning_rate": "parameter, float > 0.0",
+        "huber_loss": "parameter, float > 0.0",
+        "horizon": "parameter, int >= 1",
+        "discount": "parameter, 0.0 <= float <= 1.0",
+        "predict_terminal_values": "bool",
+        "target_update_weight": "parameter, 0.0 < float <= 1.0",
+        "target_sync_frequency": "parameter, int >= 1",
+        "l2_regularization": "parameter, float >= 0.0",
+        "entropy_regularization": "parameter, float >= 0.0",
+        "variable_noise": "parameter, float >= 0.0",
+    },
+    "agent ppo": {
+        "max_episode_timesteps": "int > 0",
+        "batch_size": "parameter, int > 0",
+        "use_beta_distribution": "bool",
+        "memory": "int > 0",
+        "update_frequency": '"never" | parameter, int > 0 | 0.0 < float <= 1.0',
+        "learning_rate": "parameter, float > 0.0",
+        "multi_step": "parameter, int >= 1",
+        "subsampling_fraction": "parameter, int > 0 | 0.0 < float <= 1.0",
+        "likelihood_ratio_clipping": "parameter, float > 0.0",
+        "discount": "parameter, 0.0 <= float <= 1.0",
+        "predict_terminal_values": "bool",
+        "l2_regularization": "parameter, float >= 0.0",
+        "entropy_regularization": "parameter, float >= 0.0",
+        "variable_noise": "parameter, float >= 0.0",
+    },
+    "agent random": {
+        "max_episode_timesteps": "int > 0",
+    },
+    "agent reinforce": {
+        "max_episode_timesteps": "int > 0",
+        "batch_size": "parameter, int > 0",
+        "use_beta_distribution": "bool",
+        "memory": "int > 0",
+        "update_frequency": '"never" | parameter, int > 0 | 0.0 < float <= 1.0',
+        "learning_rate": "parameter, float > 0.0",
+        "discount": "parameter, 0.0 <= float <= 1.0",
+        "predict_terminal_values": "bool",
+        "l2_regularization": "parameter, float >= 0.0",
+        "entropy_regularization": "parameter, float >= 0.0",
+        "variable_noise": "parameter, float >= 0.0",
+    },
+    "agent tensorforce": {
+        "max_episode_timesteps": "int > 0",
+        "l2_regularization": "parameter, float >= 0.0",
+        "entropy_regularization": "parameter, float >= 0.0",
+        "variable_noise": "parameter, float >= 0.0",
+        "parallel_interactions": "int > 0",
+        "tracking": '"all" | iter[string]',
+    },
+    "agent trpo": {
+        "max_episode_timesteps": "int > 0",
+        "batch_size": "parameter, int > 0",
+        "use_beta_distribution": "bool",
+        "memory": "int > 0",
+        "update_frequency": '"never" | parameter, int > 0 | 0.0 < float <= 1.0',
+        "learning_rate": "parameter, float > 0.0",
+        "linesearch_iterations": "parameter, int >= 0",
+        "subsampling_fraction": "parameter, int > 0 | 0.0 < float <= 1.0",
+        "discount": "parameter, 0.0 <= float <= 1.0",
+        "predict_terminal_values": "bool",
+        "l2_regularization": "parameter, float >= 0.0",
+        "entropy_regularization": "parameter, float >= 0.0",
+        "variable_noise": "parameter, float >= 0.0",
+    },
+    "agent vpg": {
+        "max_episode_timesteps": "int > 0",
+        "batch_size": "parameter, int > 0",
+        "use_beta_distribution": "bool",
+        "memory": "int > 0",
+        "update_frequency": '"never" | parameter, int > 0 | 0.0 < float <= 1.0',
+        "learning_rate": "parameter, float > 0.0",
+        "discount": "parameter, 0.0 <= float <= 1.0",
+        "predict_terminal_values": "bool",
+        "l2_regularization": "parameter, float >= 0.0",
+        "entropy_regularization": "parameter, float >= 0.0",
+        "variable_noise": "parameter, float >= 0.0",
+    },
+    "layer activation": {
+        "nonlinearity": _ACTIVATIONS,
+        "name": "string",
+    },
+    "layer batch_normalization": {
+        "axes": "iter[int >= 0]",
+        "only_mean": "bool",
+        "min_variance": "float > 0.0",
+        "name": "string",
+    },
+    "layer block": {
+        "layers": "iter[specification]",
+        "name": "string",
+    },
+    "layer clipping": {
+        "lower": "parameter, float",
+        "upper": "parameter, float",
+        "name": "string",
+    },
+    "layer conv1d": {
+        "size": "int >= 0",
+        "window": "int > 0",
+        "stride": "int > 0",
+        "padding": "'same' | 'valid'",
+        "dilation": "int > 0 | (int > 0, int > 0)",
+        "bias": "bool",
+        "activation": _ACTIVATIONS,
+        "dropout": "parameter, 0.0 <= float < 1.0",
+        "initialization_scale": "float > 0.0",
+        "vars_trainable": "bool",
+        "l2_regularization": "float >= 0.0",
+        "name": "string",
+    },
+    "layer conv1d_transpose": {
+        "size": "int >= 0",
+        "window": "int > 0",
+        "output_width": "int > 0",
+        "stride": "int > 0",
+        "padding": "'same' | 'valid'",
+        "dilation": "int > 0 | (int > 0, int > 0)",
+        "bias": "bool",
+        "activation": _ACTIVATIONS,
+        "dropout": "parameter, 0.0 <= float < 1.0",
+        "initialization_scale": "float > 0.0",
+        "vars_trainable": "bool",
+        "l2_regularization": "float >= 0.0",
+        "name": "string",
+    },
+    "layer conv2d": {
+        "size": "int >= 0",
+        "window": "int > 0 | (int > 0, int > 0)",
+        "stride": "int > 0 | (int > 0, int > 0)",
+        "padding": "'same' | 'valid'",
+        "dilation": "int > 0 | (int > 0, int > 0)",
+        "bias": "bool",
+        "activation": _ACTIVATIONS,
+        "dropout": "parameter, 0.0 <= float < 1.0",
+        "initialization_scale": "float > 0.0",
+        "vars_trainable": "bool",
+        "l2_regularization": "float >= 0.0",
+        "name": "string",
+    },
+    "layer conv2d_transpose": {
+        "size": "int >= 0",
+        "window": "int > 0 | (int > 0, int > 0)",
+        "output_shape": "int > 0 | (int > 0, int > 0)",
+        "stride": "int > 0 | (int > 0, int > 0)",
+        "padding": "'same' | 'valid'",
+        "dilation": "int > 0 | (int > 0, int > 0)",
+        "bias": "bool",
+        "activation": _ACTIVATIONS,
+        "dropout": "parameter, 0.0 <= float < 1.0",
+        "initialization_scale": "float > 0.0",
+        "vars_trainable": "bool",
+        "l2_regularization": "float >= 0.0",
+        "name": "string",
+    },
+    "layer default": {
+        "l2_regularization": "float >= 0.0",
+        "name": "string",
+    },
+    "layer deltafier": {
+        "concatenate": "False | int >= 0",
+        "name": "string",
+    },
+    "layer dense": {
+        "size": "int >= 0",
+        "bias": "bool",
+        "activation": _ACTIVATIONS,
+        "dropout": "parameter, 0.0 <= float < 1.0",
+        "initialization_scale": "float > 0.0",
+        "vars_trainable": "bool",
+        "l2_regularization": "float >= 0.0",
+        "name": "string",
+    },
+    "layer dropout": {
+        "rate": "parameter, 0.0 <= float < 1.0",
+        "name": "string",
+    },
+    "layer embedding": {
+        "size": "int >= 0",
+        "num_embeddings": "int > 0",
+        "max_norm": "float",
+        "bias": "bool",
+        "activation": _ACTIVATIONS,
+        "dropout": "parameter, 0.0 <= float < 1.0",
+        "vars_trainable": "bool",
+        "l2_regularization": "float >= 0.0",
+        "name": "string",
+    },
+    "layer exponential_normalization": {
+        "decay": "parameter, 0.0 <= float <= 1.0",
+        "axes": "iter[int >= 0]",
+        "only_mean": "bool",
+        "min_variance": "float > 0.0",
+        "name": "string",
+    },
+    "layer flatten": {
+        "name": "string",
+    },
+    "layer function": {
+        "l2_regularization": "float >= 0.0",
+        "name": "string",
+    },
+    "layer gru": {
+        "size": "int >= 0",
+        "horizon": "parameter, int >= 0",
+        "bias": "bool",
+        "activation": _ACTIVATIONS,
+        "dropout": "parameter, 0.0 <= float < 1.0",
+        "vars_trainable": "bool",
+        "l2_regularization": "float >= 0.0",
+        "name": "string",
+    },
+    "layer image": {
+        "height": "int",
+        "width": "int",
+        "grayscale": "bool | iter[float]",
+        "name": "string",
+    },
+    "layer input_gru": {
+        "size": "int >= 0",
+        "return_final_state": "bool",
+        "bias": "bool",
+        "activation": _ACTIVATIONS,
+        "dropout": "parameter, 0.0 <= float < 1.0",
+        "vars_trainable": "bool",
+        "l2_regularization": "float >= 0.0",
+        "name": "string",
+    },
+    "layer input_lstm": {
+        "size": "int >= 0",
+        "return_final_state": "bool",
+        "bias": "bool",
+        "activation": _ACTIVATIONS,
+        "dropout": "parameter, 0.0 <= float < 1.0",
+        "vars_trainable": "bool",
+        "l2_regularization": "float >= 0.0",
+        "name": "string",
+    },
+    "layer input_rnn": {
+        "cell": "'gru' | 'lstm'",
+        "size": "int >= 0",
+        "return_final_state": "bool",
+        "bias": "bool",
+        "activation": _ACTIVATIONS,
+        "dropout": "parameter, 0.0 <= float < 1.0",
+        "vars_trainable": "bool",
+        "l2_regularization": "float >= 0.0",
+        "name": "string",
+    },
+    "layer instance_normalization": {
+        "axes": "iter[int >= 0]",
+        "only_mean": "bool",
+        "min_variance": "float > 0.0",
+        "name": "string",
+    },
+    "layer keras": {
+        "layer": "string",
+        "l2_regularization": "float >= 0.0",
+        "name": "string",
+    },
+    "layer linear": {
+        "size": "int >= 0",
+        "bias": "bool",
+        "initialization_scale": "float > 0.0",
+        "vars_trainable": "bool",
+        "l2_regularization": "float >= 0.0",
+        "name": "string",
+    },
+    "layer linear_normalization": {
+        "min_value": "float | array[float]",
+        "max_value": "float | array[float]",
+        "name": "string",
+    },
+    "layer lstm": {
+        "size": "int >= 0",
+        "horizon": "parameter, int >= 0",
+        "bias": "bool",
+        "activation": _ACTIVATIONS,
+        "dropout": "parameter, 0.0 <= float < 1.0",
+        "vars_trainable": "bool",
+        "l2_regularization": "float >= 0.0",
+        "name": "string",
+    },
+    "layer pool1d": {
+        "reduction": "'average' | 'max'",
+        "window": "int > 0",
+        "stride": "int > 0",
+        "padding": "'same' | 'valid'",
+        "name": "string",
+    },
+    "layer pool2d": {
+        "reduction": "'average' | 'max'",
+        "window": "int > 0 | (int > 0, int > 0)",
+        "stride": "int > 0 | (int > 0, int > 0)",
+        "padding": "'same' | 'valid'",
+        "name": "string",
+    },
+    "layer pooling": {
+        "reduction": "'concat' | 'max' | 'mean' | 'product' | 'sum'",
+        "name": "string",
+    },
+    "layer register": {
+        "tensor": "string",
+        "name": "string",
+    },
+    "layer reshape": {
+        "shape": "int | iter[int]",
+        "name": "string",
+    },
+    "layer retrieve": {
+        "tensors": "str | iter[string]",
+        "aggregation": "'concat' | 'product' | 'stack' | 'sum'",
+        "axis": "int >= 0",
+        "name": "string",
+    },
+    "layer reuse": {
+        "layer": "string",
+        "name": "string",
+    },
+    "layer rnn": {
+        "cell": "'gru' | 'lstm'",
+        "size": "int >= 0",
+        "horizon": "parameter, int >= 0",
+        "bias": "bool",
+        "activation": _ACTIVATIONS,
+        "dropout": "parameter, 0.0 <= float < 1.0",
+        "vars_trainable": "bool",
+        "l2_regularization": "float >= 0.0",
+        "name": "string",
+    },
+    "layer self_attention": {
+        "size": "int >= 0",
+        "attention_size": "int > 0",
+        "bias": "bool",
+        "activation": _ACTIVATIONS,
+        "dropout": "parameter, 0.0 <= float < 1.0",
+        "initialization_scale": "float > 0.0",
+        "vars_trainable": "bool",
+        "l2_regularization": "float >= 0.0",
+        "name": "string",
+    },
+    "layer sequence": {
+        "length": "int > 0",
+        "axis": "int >= 0",
+        "concatenate": "bool",
+        "name": "string",
+    },
+    "environment": {
+        "max_episode_timesteps": "int > 0",
+        "remote": '"multiprocessing" | "socket-client" | "socket-server"',
+        "blocking": "bool",
+        "host": "str",
+        "port": "int",
+    },
+}

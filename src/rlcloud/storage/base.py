@@ -152,7 +152,8 @@ def local_targets(
 
     A store may hold names no directory can: a NUL, a part longer than :data:`NAME_MAX` bytes, ``..``
     (never written outside ``root``), a name that is both an object and a folder of others (``a`` and
-    ``a/b``: the folder's objects win), or one whose place is taken by a local file or folder. Each such
+    ``a/b``: the folder's objects win, unless ``a`` is a run's file such as ``metrics.jsonl``), or one
+    whose place is taken by a local file or folder. Each such
     object is left out, alone, so one odd name never stops the rest. Zero-byte ``folder/`` objects (the
     Cloud Console's folder placeholders) are folders, not files: left out without a problem.
 
@@ -170,11 +171,21 @@ def local_targets(
             skipped.append((info.name, problem))
         else:
             good.append(info)
+    from rlcloud.layout import FILE_NAMES
+
     folders = {name.rsplit("/", 1)[0] for name in (i.name for i in good) if "/" in name}
     folders = {"/".join(f.split("/")[: k + 1]) for f in folders for k in range(f.count("/") + 1)}
+    # A run's own file (metrics.jsonl) beside objects under its name (metrics.jsonl/inner.txt): the file is the
+    # run's, the objects are strays; a stray must never hide the run's file. Other names: the folder wins.
+    names = {info.name for info in good}
+    files = {f for f in folders if f in names and f.rsplit("/", 1)[-1] in FILE_NAMES}
     for info in good:
         path = root / info.name
-        if info.name in folders:
+        owner = next((f for f in files if info.name.startswith(f + "/")), None)
+        if owner is not None:
+            skipped.append((info.name, f"{owner} is a file of the run, not a folder; {owner} is downloaded"))
+            continue
+        if info.name in folders and info.name not in files:
             skipped.append((info.name, f"it is also a folder of other objects ({info.name}/...), which are downloaded"))
             continue
         try:
