@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from rlcloud.errors import SpecError, StorageError
 from rlcloud.record import SWEEP_FILE, check_sweep_resume
-from rlcloud.runner.early_stop import parse_curve
+from rlcloud.runner.early_stop import CONTINUE, STOP, parse_decision
 from rlcloud.storage import open_store
 from rlcloud.storage.base import ObjectInfo, local_targets
 from rlcloud.storage.client import clean_progress, read_metrics
@@ -36,31 +36,45 @@ JSON_VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4), m
 TOKENS = ["[", "]", ",", "1", "-", "0.5", "e9", "NaN", "Infinity", "null", '"', "true", "{", "}", ":", " "]
 
 
-def _curve_or_value_error(data: bytes) -> None:
+def _decision_or_value_error(data: bytes) -> None:
+    """A peer's early-stopping decision record is input: it parses into a checked record or a ValueError,
+    never anything else (the records replaced the peers' curves that were fuzzed here before)."""
     try:
-        curve = parse_curve(data)
+        record = parse_decision(data)
     except ValueError:
         return
-    assert all(len(p) == 2 and all(isinstance(x, float) for x in p) for p in curve)
-    assert [p[0] for p in curve] == sorted(p[0] for p in curve)
+    assert record["decision"] in (CONTINUE, STOP)
+    assert isinstance(record["timestep"], int) and not isinstance(record["timestep"], bool) and record["timestep"] >= 0
+    value = record.get("value")
+    assert value is None or (isinstance(value, int | float) and not isinstance(value, bool))
 
 
 @FUZZ
 @given(JSON_VALUES)
-def test_curves_from_random_json_values(value: object) -> None:
-    _curve_or_value_error(json.dumps(value).encode())
+def test_decisions_from_random_json_values(value: object) -> None:
+    _decision_or_value_error(json.dumps(value).encode())
+
+
+@FUZZ
+@given(
+    st.fixed_dictionaries(
+        {"decision": st.sampled_from([CONTINUE, STOP, "go", None]), "timestep": SCALARS, "value": SCALARS}
+    )
+)
+def test_decisions_from_random_fields(record: dict[str, object]) -> None:
+    _decision_or_value_error(json.dumps(record).encode())
 
 
 @FUZZ
 @given(st.lists(st.sampled_from(TOKENS), max_size=200).map("".join))
-def test_curves_from_token_soup(text: str) -> None:
-    _curve_or_value_error(text.encode())
+def test_decisions_from_token_soup(text: str) -> None:
+    _decision_or_value_error(text.encode())
 
 
 @FUZZ
 @given(st.binary(max_size=512))
-def test_curves_from_random_bytes(data: bytes) -> None:
-    _curve_or_value_error(data)
+def test_decisions_from_random_bytes(data: bytes) -> None:
+    _decision_or_value_error(data)
 
 
 FIELDS = ["episode", "timestep", "return", "length", "time", "worker", "at_timestep", "state", "x"]
