@@ -40,7 +40,7 @@ from rlcloud.validation import validate_file
 from tests.fakes.gcs import FakeGcsServer
 
 FILES = {
-    "myenvs.py": b"class Corridor:\n    pass\n",
+    "myenvs_packed.py": b"class Corridor:\n    pass\n",
     "pkg/__init__.py": b"",
     "pkg/wrappers.py": b"SCALE = 2\n",
     "configs/level.json": b'{"width": 5}\n',
@@ -77,9 +77,9 @@ def test_the_same_files_give_the_same_bytes_whatever_their_order_times_and_modes
 def test_include_and_exclude_patterns_choose_the_files(tmp_path: Path) -> None:
     root = _project(tmp_path / "p", sorted(FILES), mode=0o644, mtime=0)
     only_python = pack(CodeSpec(path=str(root), include=["*.py"], exclude=["wrappers.py"]))
-    assert [rel for rel, _ in only_python.files] == ["myenvs.py", "pkg/__init__.py"]
+    assert [rel for rel, _ in only_python.files] == ["myenvs_packed.py", "pkg/__init__.py"]
     no_pkg = pack(CodeSpec(path=str(root), exclude=["pkg", "configs/*"]))
-    assert [rel for rel, _ in no_pkg.files] == ["README.txt", "myenvs.py"]
+    assert [rel for rel, _ in no_pkg.files] == ["README.txt", "myenvs_packed.py"]
     with pytest.raises(SpecError, match="nothing to pack"):
         pack(CodeSpec(path=str(root), include=["*.ipynb"]))
     with pytest.raises(SpecError, match=r"code\.requirements"):
@@ -159,7 +159,7 @@ def test_an_archive_is_stored_once_by_digest(tmp_path: Path) -> None:
 def test_the_runner_unpacks_the_named_archive_read_only(tmp_path: Path) -> None:
     root = _project(tmp_path / "p", sorted(FILES), mode=0o644, mtime=0)
     spec = ExperimentSpec.from_dict(
-        {"name": "c", "environment": {"type": "myenvs:Corridor"}, "agent": {"type": "ppo"}, "episodes": 1}
+        {"name": "c", "environment": {"type": "myenvs_packed:Corridor"}, "agent": {"type": "ppo"}, "episodes": 1}
     )
     pinned, archive = pin(spec.model_copy(update={"code": CodeSpec(path=str(root))}))
     assert archive is not None and pinned.code is not None and pinned.code.digest == archive.digest
@@ -170,8 +170,8 @@ def test_the_runner_unpacks_the_named_archive_read_only(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     folder = fetch(location, archive.digest, cache=cache)
     assert sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()) == sorted(FILES)
-    assert (folder / "myenvs.py").read_bytes() == FILES["myenvs.py"]
-    assert not os.access(folder / "myenvs.py", os.W_OK) or os.geteuid() == 0
+    assert (folder / "myenvs_packed.py").read_bytes() == FILES["myenvs_packed.py"]
+    assert not os.access(folder / "myenvs_packed.py", os.W_OK) or os.geteuid() == 0
     assert (folder / "pkg").stat().st_mode & 0o777 == 0o555
     assert list(cache.iterdir()) == [folder]  # no staging folder left behind
     assert fetch(location, archive.digest, cache=cache) == folder  # cached: not fetched again
@@ -182,7 +182,7 @@ def test_the_runner_unpacks_the_named_archive_read_only(tmp_path: Path) -> None:
         found = code_folder(pinned, env)
     finally:
         del os.environ["XDG_CACHE_HOME"]
-    assert found is not None and (found / "myenvs.py").is_file()  # code: wins over the project folder
+    assert found is not None and (found / "myenvs_packed.py").is_file()  # code: wins over the project folder
     assert code_folder(spec, env) == tmp_path / "elsewhere"  # without code: the project folder
     with pytest.raises(SpecError, match=r"code\.digest"):
         code_folder(spec.model_copy(update={"code": CodeSpec(path=str(root))}), env)
@@ -234,7 +234,7 @@ def test_links_and_devices_in_an_archive_are_refused(tmp_path: Path) -> None:
 
 def test_code_is_a_folder_or_a_mapping_and_its_path_follows_the_spec_file(tmp_path: Path) -> None:
     (tmp_path / "exp.yaml").write_text(
-        "name: c\nenvironment: {type: 'myenvs:Corridor'}\nagent: {type: ppo}\nepisodes: 1\ncode: .\n"
+        "name: c\nenvironment: {type: 'myenvs_packed:Corridor'}\nagent: {type: ppo}\nepisodes: 1\ncode: .\n"
     )
     spec = ExperimentSpec.from_file(tmp_path / "exp.yaml")
     assert spec.code == CodeSpec(path=str(tmp_path.resolve()))
@@ -242,7 +242,7 @@ def test_code_is_a_folder_or_a_mapping_and_its_path_follows_the_spec_file(tmp_pa
         ExperimentSpec.from_dict({**spec.model_dump(), "code": {"path": ".", "digest": "md5:abc"}})
     with pytest.raises(SpecError, match=r"code\.requirements"):
         ExperimentSpec.from_dict({**spec.model_dump(), "code": {"path": ".", "requirements": "../r.txt"}})
-    assert sys.modules.get("myenvs") is None  # a spec is data: loading it imports nothing
+    assert sys.modules.get("myenvs_packed") is None  # a spec is data: loading it imports nothing
 
 
 # --------------------------------------------------------------------- the digest is part of a run's identity
@@ -252,7 +252,7 @@ def _corridor(root: Path, **fields: object) -> ExperimentSpec:
     return ExperimentSpec.from_dict(
         {
             "name": "corridor",
-            "environment": {"type": "myenvs:Corridor"},
+            "environment": {"type": "myenvs_packed:Corridor"},
             "agent": {"type": "ppo", "batch_size": 4},
             "episodes": 2,
             "code": {"path": str(root)},
@@ -271,7 +271,7 @@ def test_a_resume_with_other_code_is_refused_naming_both_digests(tmp_path: Path)
     recorded, _archive = pin(_corridor(project))
     create_record(open_store(results / "corridor"), recorded)
     before = _tree(results)
-    (project / "myenvs.py").write_bytes(b"class Corridor:\n    width = 7\n")
+    (project / "myenvs_packed.py").write_bytes(b"class Corridor:\n    width = 7\n")
     changed, _ = pin(_corridor(project))
     assert recorded.code is not None and changed.code is not None
     with pytest.raises(ChangedRunError) as caught:
@@ -454,7 +454,7 @@ def test_an_archive_travels_through_cloud_storage(
 
 def test_a_sweep_files_code_is_its_experiments(tmp_path: Path) -> None:
     (tmp_path / "exp.yaml").write_text(
-        "name: c\nenvironment: {type: 'myenvs:Corridor'}\nagent: {type: ppo}\nepisodes: 1\n"
+        "name: c\nenvironment: {type: 'myenvs_packed:Corridor'}\nagent: {type: ppo}\nepisodes: 1\n"
     )
     (tmp_path / "sweep.yaml").write_text(
         "kind: Sweep\nname: sw\nexperiment: exp.yaml\ncode: {path: ., exclude: [data]}\nseeds: 2\n"
@@ -474,7 +474,7 @@ def test_rlcloud_yaml_gives_every_run_its_code(tmp_path: Path, monkeypatch: pyte
     pinned, archive = pin(spec)
     assert archive is not None and pinned.code is not None
     assert pinned.code.path == str(project.resolve()) and pinned.code.digest == archive.digest
-    assert [rel for rel, _ in archive.files] == ["README.txt", "myenvs.py", "pkg/__init__.py", "pkg/wrappers.py",
+    assert [rel for rel, _ in archive.files] == ["README.txt", "myenvs_packed.py", "pkg/__init__.py", "pkg/wrappers.py",
                                                  "rlcloud.yaml"]  # fmt: skip
 
 
