@@ -106,6 +106,30 @@ def test_activity_counts_unfinished_unpaused_jobs_and_live_pods() -> None:
     assert activity([], [], own_namespace="x").last is None
 
 
+def _sweep_job(name: str, *, queue: str | None = "team", state: str | None = None) -> dict[str, Any]:
+    """A suspended sweep Job, in a Kueue queue or not, stopped by its budget (``state``) or not."""
+    job = _job(name, suspend=True)
+    job["metadata"]["labels"] = {"rlcloud.io/sweep": name, **({"kueue.x-k8s.io/queue-name": queue} if queue else {})}
+    if state is not None:
+        job["metadata"]["annotations"] = {"rlcloud.io/budget-state": state}
+    return job
+
+
+@pytest.mark.parametrize(
+    ("job", "busy"),
+    [
+        (_sweep_job("queued"), True),  # waiting for Kueue's quota: work to come
+        (_sweep_job("warned", state="warned"), True),  # a warning stops nothing
+        (_sweep_job("capped", state="stopped"), False),  # its budget stopped it: nothing will un-suspend it
+        (_sweep_job("paused", queue=None), False),
+        (_sweep_job("paused-capped", queue=None, state="stopped"), False),
+    ],
+)
+def test_a_sweep_its_budget_stopped_is_not_activity(job: dict[str, Any], busy: bool) -> None:
+    seen = activity([job], [], own_namespace="rlcloud-system")
+    assert seen.running == int(busy), seen.running_names
+
+
 # ------------------------------------------------------------------------------------------ the program
 
 
@@ -255,6 +279,25 @@ def test_a_running_experiment_postpones_idle_teardown(
                             "lastTransitionTime": _ts(NOW + 60)}]})  # fmt: skip
     assert not run(NOW + 600).delete
     assert run(NOW + 60 + 1800).delete
+    assert len(_deletes(fake)) == 1
+
+
+def test_a_queued_sweep_its_budget_stopped_lets_autodown_fire(
+    fake: FakeClusterManager, apiserver: FakeKubeApiServer, run: Run
+) -> None:
+    _put_cluster(fake, {"managed-by": "rlcloud", "autodown": "1800"})
+    _experiment(apiserver, "finished", done_at=NOW - H)
+    _experiment(apiserver, "lr")
+    labels = {"kueue.x-k8s.io/queue-name": "team", "rlcloud.io/sweep": "lr"}
+    annotations = {"rlcloud.io/budget-usd": "5.00"}
+    apiserver.patch_object("Job", "lr", "rlcloud", {"metadata": {"labels": labels, "annotations": annotations},
+                           "spec": {"suspend": True}})  # fmt: skip
+    assert not run().delete, "a sweep queued in Kueue is work to come"
+    # the reaper (or a cluster's budget) stopped it: suspended for good, no longer activity
+    annotations["rlcloud.io/budget-state"] = "stopped"
+    apiserver.patch_object("Job", "lr", "rlcloud", {"metadata": {"annotations": annotations}})
+    decision = run()
+    assert decision.delete and "idle for 1h since last activity" in decision.reason
     assert len(_deletes(fake)) == 1
 
 

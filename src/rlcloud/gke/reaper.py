@@ -57,6 +57,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rlcloud.budget import ANNOTATION_BUDGET_STATE
 from rlcloud.timestamps import rfc3339_seconds
 
 __all__ = [
@@ -198,8 +199,15 @@ def _job_running(job: Mapping[str, Any]) -> bool:
     if not (job.get("spec") or {}).get("suspend"):
         return True
     # suspended: a paused experiment holds no pods and does not keep the cluster up, but a sweep waiting
-    # in a Kueue queue is work to come (Kueue un-suspends it when the queue has quota)
-    return _queue(job) is not None
+    # in a Kueue queue is work to come (Kueue un-suspends it when the queue has quota); one its budget
+    # stopped (rlcloud.gke.budgets) is not: it stays suspended until someone resumes it with a larger budget
+    return _queue(job) is not None and not _budget_stopped(job)
+
+
+def _budget_stopped(job: Mapping[str, Any]) -> bool:
+    """The Job was suspended by its money budget (the reaper's ``rlcloud.io/budget-state: stopped``)."""
+    annotations = (job.get("metadata") or {}).get("annotations") or {}
+    return annotations.get(ANNOTATION_BUDGET_STATE) == "stopped"
 
 
 def _queue(job: Mapping[str, Any]) -> str | None:
