@@ -167,6 +167,8 @@ class Experiment:
         target = self._cluster
         if target is not None:
             target.check_image(self.spec.image)  # before a cluster is created or billed, or the store is read
+            if self.spec.budget is not None:
+                target.check_budget(f"experiment {self.name}", self.spec.image)  # enforced there, or refused
         if target is None:
             from rlcloud.roles import check_local_capacity
 

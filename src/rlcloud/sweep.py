@@ -158,6 +158,8 @@ class Sweep:
         check_sweep_resume(store, self.spec)  # another sweep of this name: refused before anything is created
         if self._cluster is not None:
             self._cluster.check_image(self.spec.experiment.image)  # trials share the experiment's image
+            if self.spec.budget is not None:  # enforced there, or refused before anything is created
+                self._cluster.check_budget(f"sweep {self.name}", self.spec.experiment.image)
             # a GKE cluster that does not exist yet is created first (a dedicated one goes when the sweep fails
             # to start); nothing is created when a trial is invalid (validated above)
             self._cluster.prepare_for(self.name)

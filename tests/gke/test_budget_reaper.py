@@ -261,10 +261,17 @@ def test_a_cluster_with_a_budget_gets_its_label_and_the_reaper(
     apiserver: FakeKubeApiServer,
     api_client: k8s.ApiClient,  # noqa: F811
     fake: FakeClusterManager,
+    google_apis: Any,
 ) -> None:
     from rlcloud.specs import ClusterSpec
+    from tests.gke.test_doctor import REAPER_ROLE, REAPER_ROLE_PERMISSIONS, _wi
 
     gsa = f"rlcloud-reaper@{PROJECT}.iam.gserviceaccount.com"
+    # the reaper's Google service account as docs/gke-setup.md step 7 makes it: the cheap checks a create with a
+    # budget runs read it (a budget that could not delete the cluster refuses the create)
+    google_apis.state.service_accounts[gsa] = _wi(gsa, "rlcloud-system/rlcloud-reaper")
+    google_apis.state.project_policy.append({"role": REAPER_ROLE, "members": [f"serviceAccount:{gsa}"]})
+    google_apis.state.custom_roles[REAPER_ROLE] = set(REAPER_ROLE_PERMISSIONS)
     cluster = make_cluster(
         ClusterSpec(name="rl", budget="40 USD"),  # type: ignore[arg-type]
         reaper_service_account=gsa,
@@ -296,3 +303,22 @@ def test_a_distributed_run_over_its_budget_stops_its_learner_first_then_its_env_
     # 100 h of a quarter node (learner) and two eighths (env servers: 500m of 3.92 CPUs): half the node's price
     assert cost == pytest.approx(100 * 0.1477 * (1 / 3.92 + 2 * 0.5 / 3.92), rel=0.02)
     assert world.backend.status("dist").state == "stopped"
+
+
+def test_a_reaper_without_a_google_identity_stops_a_run_at_its_budget(world: World) -> None:
+    """``--runs-only`` (no reaper_service_account): Kubernetes permissions alone price, warn and stop a run; the
+    Container API is never asked (the cluster's ttl, autodown and budget are not this reaper's job)."""
+    from rlcloud.gke.reaper import run_budgets_only
+
+    world.put_cluster()
+    start = world.start(make_spec(name="capped", budget="0.10 USD"))
+    decision = run_budgets_only(now=start + 2.7 * H, api_client=world.api)
+    assert not decision.delete and "budgets only" in decision.reason
+    assert world.suspended("capped-single")
+    assert world.annotations("capped-single")[ANNOTATION_BUDGET_STATE] == "stopped"
+    eventually(lambda: not world.kubelet.running())
+    assert (world.results / "capped" / "checkpoints" / "LATEST").exists()
+    assert world.fake.requests_of("GetCluster") == [] and world.fake.requests_of("DeleteCluster") == []
+    record = world.reaper_record()
+    assert record["decision"] == "keep" and "capped-single" not in record["budget_problems"]
+    assert "budget reached" in record["budget_runs"]

@@ -444,3 +444,99 @@ def test_an_unreadable_label_acts_as_absent_and_is_recorded(
     _put_cluster(fake, {"managed-by": "rlcloud", "expiry": bad, "autodown": bad})
     assert not run().delete
     assert "label expiry=" in _record(apiserver)["problems"] and "label autodown=" in _record(apiserver)["problems"]
+
+
+# ------------------------------------------------------------------------------- budgets: enforced or refused
+
+
+def test_a_runs_budget_needs_no_google_identity_only_kubernetes_permissions(
+    make_cluster: Callable[..., GkeCluster], apiserver: FakeKubeApiServer
+) -> None:
+    from rlcloud.cluster import GkeTarget
+
+    api = k8s.ApiClient(k8s.Configuration(host=apiserver.url))
+    handle = make_cluster(ClusterSpec(name="rl"), reaper_image="repo/runner-cpu:1", kube_api_client=api)
+    target = GkeTarget(handle.spec, handle=handle)
+    target.check_budget("experiment a", None)  # nothing to refuse: an image is all the reaper needs
+    target.enforce_budget("experiment a")
+    (cron,) = apiserver.list_objects("CronJob", "rlcloud-system")
+    container = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"] == ["python", "-m", "rlcloud.gke.reaper", "--runs-only"]
+    (sa,) = apiserver.list_objects("ServiceAccount", "rlcloud-system")
+    assert "iam.gke.io/gcp-service-account" not in (sa["metadata"].get("annotations") or {})
+    assert "budgets only" in handle.reaper_note and "reaper_service_account" in handle.reaper_note
+    # with the Google identity: the whole reaper (ttl, autodown, the cluster's budget too)
+    handle.reaper_service_account = GSA
+    target.enforce_budget("experiment a")
+    (cron,) = apiserver.list_objects("CronJob", "rlcloud-system")
+    assert (
+        cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["command"][-1] == "rlcloud.gke.reaper"
+    )
+    api.close()
+
+
+@pytest.mark.parametrize("what", ["experiment", "sweep"])
+def test_a_budget_nothing_could_enforce_is_refused_before_anything_is_created(
+    make_cluster: Callable[..., GkeCluster], fake: FakeClusterManager, apiserver: FakeKubeApiServer, what: str
+) -> None:
+    from rlcloud import Cluster, Experiment, Sweep
+    from rlcloud.cluster import GkeTarget
+    from rlcloud.errors import SpecError
+    from tests.k8s.conftest import make_spec
+    from tests.k8s.test_sweep_on_k8s import make_sweep
+
+    experiment = make_spec(name="capped", budget="5 USD")
+    sweep = make_sweep(1, budget="5 USD")
+
+    def start(cluster: Any) -> None:
+        if what == "experiment":
+            Experiment(experiment).start(cluster=cluster, validate=False)
+        else:
+            Sweep(sweep).start(cluster=cluster, validate=False)
+
+    # a Kubernetes cluster rlcloud did not create has no reaper: refused, naming the field and what would work
+    api = k8s.ApiClient(k8s.Configuration(host=apiserver.url))
+    with pytest.raises(SpecError) as refused:
+        start(Cluster.kubernetes(api_client=api, namespace="rl", image="repo/runner-cpu:1"))
+    assert refused.value.problems[0].field == "budget" and "Cluster.gke" in str(refused.value)
+    assert apiserver.list_objects("Job", "rl") == [] and apiserver.list_objects("ConfigMap", "rl") == []
+    # a GKE cluster without an image for its reaper (none for the run either): refused before it is created
+    handle = make_cluster(ClusterSpec(name="rl"), kube_api_client=api)
+    target = GkeTarget(handle.spec, handle=handle)
+    with pytest.raises(SpecError) as no_image:
+        target.check_budget(f"{what} x", None)
+    assert no_image.value.problems[0].field == "budget" and "`image:" in str(no_image.value)
+    assert fake.requests_of("CreateCluster") == []
+    api.close()
+
+
+def test_a_cluster_budget_without_the_reapers_google_identity_is_refused_before_it_is_created(
+    make_cluster: Callable[..., GkeCluster], fake: FakeClusterManager
+) -> None:
+    from rlcloud.errors import SpecError
+
+    cluster = make_cluster(ClusterSpec(name="rl", budget="40 USD"), reaper_image="repo/runner-cpu:1")  # type: ignore[arg-type]
+    with pytest.raises(SpecError) as refused:
+        cluster.create()
+    message = str(refused.value)
+    assert refused.value.problems[0].field == "budget" and "cluster rl: its budget would not be enforced" in message
+    assert f"reaper_service_account: rlcloud-reaper@{PROJECT}.iam.gserviceaccount.com" in message
+    assert fake.requests_of("CreateCluster") == []
+
+
+def test_a_reaper_refused_the_cluster_still_looks_at_runs_budgets(
+    fake: FakeClusterManager, apiserver: FakeKubeApiServer, run: Run
+) -> None:
+    import grpc
+
+    from rlcloud.errors import RLCloudError
+
+    # the reaper's Google identity may not read the cluster (a missing grant): the runs' budgets act anyway
+    _put_cluster(fake, {"managed-by": "rlcloud"})
+    _experiment(apiserver, "capped")
+    apiserver.patch_object("Job", "capped", "rlcloud", {"metadata": {"annotations": {"rlcloud.io/budget-usd": "1.00"}}})
+    fake.fail_next("GetCluster", grpc.StatusCode.PERMISSION_DENIED, "Required 'container.clusters.get' permission")
+    with pytest.raises(RLCloudError):
+        run()
+    record = _record(apiserver)
+    assert record["decision"] == "unknown" and "capped" in record["budget_runs"]

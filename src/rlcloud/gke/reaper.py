@@ -68,6 +68,7 @@ __all__ = [
     "decide",
     "main",
     "metadata_identity",
+    "run_budgets_only",
     "run_once",
 ]
 
@@ -442,6 +443,65 @@ def _record_failure(applier: Any, namespace: str, now: float, data: dict[str, st
         log.warning("could not record the failure in ConfigMap %s/rlcloud-reaper: %s", namespace, exc)
 
 
+def _run_budgets(applier: Any, namespace: str, now: float, dry_run: bool) -> dict[str, str]:
+    """Runs' and sweeps' budgets alone (Kubernetes calls only: :func:`rlcloud.gke.budgets.enforce_run_budgets`);
+    the ConfigMap lines it leaves. Never raises: what failed is a problem recorded."""
+    from rlcloud.gke.budgets import enforce_run_budgets
+
+    query = {"labelSelector": _MANAGED_SELECTOR}
+
+    def list_pods() -> list[Any]:
+        return list(applier.checked_json("list rlcloud pods", "GET", "/api/v1/pods", query=query).get("items") or [])
+
+    try:
+        jobs = applier.checked_json("list rlcloud Jobs", "GET", "/apis/batch/v1/jobs", query=query).get("items") or []
+        nodes = applier.checked_json("list nodes", "GET", "/api/v1/nodes").get("items") or []
+        report = enforce_run_budgets(
+            applier,
+            jobs=list(jobs),
+            pods=list_pods(),
+            nodes=list(nodes),
+            now=now,
+            own_namespace=namespace,
+            dry_run=dry_run,
+            list_pods=list_pods,
+        )
+    except Exception as exc:  # recorded where a user looks: a budget that cannot act is never silent
+        log.warning("runs' budgets not enforced this run: %s", exc)
+        return {"budget_problems": f"runs' budgets not enforced this run: {exc}"[:_MAX_ERROR]}
+    return {
+        "budget_runs": json.dumps(report.lines[:50]),
+        "budget_stopped": json.dumps(report.stopped[:50]),
+        "budget_problems": "; ".join(report.problems)[:2000],
+    }
+
+
+def run_budgets_only(
+    *, now: float | None = None, api_client: Any = None, namespace: str | None = None, dry_run: bool = False
+) -> Decision:
+    """A reaper without a Google identity (``--runs-only``): it enforces runs' and sweeps' budgets with Kubernetes
+    permissions alone (its ServiceAccount's RBAC: :mod:`rlcloud.k8s.reaper_builders`) and never reads or deletes
+    the cluster. Records what it did in the ConfigMap; returns a ``keep`` decision."""
+    from rlcloud.k8s.applier import Applier
+    from rlcloud.k8s.reaper_builders import REAPER_NAMESPACE
+
+    now = time.time() if now is None else now
+    namespace = namespace or os.environ.get(NAMESPACE_ENV) or REAPER_NAMESPACE
+    applier = Applier(api_client or _kube_api_client())
+    budgets = _run_budgets(applier, namespace, now, dry_run)
+    reason = (
+        "runs' and sweeps' budgets only: no Google identity to read or delete the cluster (its ttl, autodown "
+        "and budget are not enforced here; docs/gke-setup.md#7-teardown-inside-the-cluster)"
+    )
+    data = {"decision": "keep", "reason": reason, "checked": _when(now), **budgets}
+    try:
+        _record(applier, namespace, data)
+    except Exception as exc:
+        log.warning("could not record the run in ConfigMap %s/rlcloud-reaper: %s", namespace, exc)
+    log.info("runs-only reaper: %s", budgets.get("budget_runs") or "no run with a budget")
+    return Decision(False, reason)
+
+
 def run_once(
     *,
     now: float | None = None,
@@ -496,7 +556,14 @@ def run_once(
         # without the cluster's labels nothing can be decided: say so where a user looks, then fail the run
         outcome = _refused(exc)
         log.error("cannot read cluster %s: %s", identity.name, outcome)
-        data = {"decision": "unknown", "reason": "cannot read the cluster", "checked": _when(now), "outcome": outcome}
+        # stopping a run over its budget needs Kubernetes permissions only: it goes on without the cluster
+        data = {
+            "decision": "unknown",
+            "reason": "cannot read the cluster",
+            "checked": _when(now),
+            "outcome": outcome,
+            **_run_budgets(applier, namespace, now, dry_run),
+        }
         _record_failure(applier, namespace, now, data, f"rlcloud reaper cannot read this cluster: {outcome}")
         raise
     labels = dict(cluster.resource_labels)
@@ -604,12 +671,16 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m rlcloud.gke.reaper [--dry-run]``: one run; exit 0 unless the cluster could not be read."""
     parser = argparse.ArgumentParser(prog="python -m rlcloud.gke.reaper", description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true", help="decide and record, delete nothing")
+    parser.add_argument(
+        "--runs-only", action="store_true", help="no Google identity: enforce runs' and sweeps' budgets only"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     from rlcloud.errors import RLCloudError
 
     try:
-        decision = run_once(dry_run=args.dry_run)
+        once = run_budgets_only if args.runs_only else run_once
+        decision = once(dry_run=args.dry_run)
     except RLCloudError as exc:
         log.error("reaper run failed: %s", exc)
         return 1
