@@ -139,6 +139,14 @@ def reap(args: argparse.Namespace) -> int:
         ),
         Arg("-c", "--cluster", metavar="NAME", help="the existing GKE cluster --smoke runs on"),
         Arg("--timeout", metavar="SECONDS", type=float, default=600.0, help="--smoke: for its pod (default 600)"),
+        Arg(
+            "--schedule-timeout",
+            metavar="SECONDS",
+            type=float,
+            default=1200.0,
+            help="--smoke: for its pod to be scheduled and its image pulled, a GPU node added from zero "
+            "(default 1200); --timeout is then for it to run",
+        ),
     ],
 )
 def doctor(args: argparse.Namespace) -> int:
