@@ -322,3 +322,20 @@ def test_a_reaper_without_a_google_identity_stops_a_run_at_its_budget(world: Wor
     record = world.reaper_record()
     assert record["decision"] == "keep" and "capped-single" not in record["budget_problems"]
     assert "budget reached" in record["budget_runs"]
+
+
+def test_a_reaper_whose_clock_stepped_forward_charges_no_run_for_it(world: World) -> None:
+    """Pods' start times are the API server's: a reaper pod whose node clock stepped 3 hours forward decides with
+    the server's clock (its Date header), so a $0.10 run (~2.65 h of its node share) is not stopped for hours it
+    never ran."""
+    from rlcloud.gke.reaper import run_budgets_only
+    from tests.clocks import SteppingClock
+
+    world.put_cluster()
+    world.start(make_spec(name="capped", budget="0.10 USD"))
+    clock = SteppingClock()
+    clock.step(3 * H)
+    run_budgets_only(api_client=world.api, clock=clock.clock)
+    marks = world.annotations("capped-single")
+    assert ANNOTATION_BUDGET_STATE not in marks and float(marks[ANNOTATION_COST]) < 0.01
+    assert not world.suspended("capped-single") and world.kubelet.running()

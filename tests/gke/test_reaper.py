@@ -540,3 +540,42 @@ def test_a_reaper_refused_the_cluster_still_looks_at_runs_budgets(
         run()
     record = _record(apiserver)
     assert record["decision"] == "unknown" and "capped" in record["budget_runs"]
+
+
+# ------------------------------------------------------------------------------- the reaper's clock
+
+
+@pytest.mark.parametrize(
+    ("local", "server", "used"),
+    [
+        (NOW + 2 * H, NOW, NOW),  # a node clock stepped 2 hours forward: the API server's
+        (NOW + 60, NOW, NOW + 60),  # within the skew allowed: its own
+        (NOW - 2 * H, NOW, NOW - 2 * H),  # behind counts less, never more: its own
+        (NOW + 2 * H, None, NOW + 2 * H),  # the server's clock unreadable: its own
+    ],
+)
+def test_the_reaper_decides_with_the_api_servers_clock_when_its_own_runs_ahead(
+    local: float, server: float | None, used: float
+) -> None:
+    assert reaper.checked_now(local, server) == used
+
+
+def test_a_reaper_whose_clock_stepped_forward_does_not_end_a_ttl_early(
+    fake: FakeClusterManager, container_client: Any, apiserver: FakeKubeApiServer
+) -> None:
+    import time
+
+    from rlcloud.k8s.applier import Applier
+    from tests.clocks import SteppingClock
+
+    api = k8s.ApiClient(k8s.Configuration(host=apiserver.url))
+    server = reaper.api_server_time(Applier(api))
+    assert server is not None and abs(server - time.time()) < H  # the fake's Date header: its clock
+    _put_cluster(fake, {"managed-by": "rlcloud", "expiry": str(int(time.time() + H))}, created=time.time() - 60)
+    clock = SteppingClock()
+    clock.step(2 * H)  # the reaper's node clock, 2 hours ahead: its ttl would look expired an hour ago
+    identity = ClusterIdentity(PROJECT, LOCATION, "rl")
+    decision = run_once(identity=identity, container_client=container_client, api_client=api, clock=clock.clock)
+    assert not decision.delete and "ttl expires" in decision.reason
+    assert _deletes(fake) == []
+    api.close()

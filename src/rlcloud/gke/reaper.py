@@ -50,7 +50,6 @@ import json
 import logging
 import os
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterable, Mapping
@@ -59,12 +58,15 @@ from typing import Any
 
 from rlcloud.budget import ANNOTATION_BUDGET_STATE
 from rlcloud.timestamps import rfc3339_seconds
+from rlcloud.waiting import SYSTEM_CLOCK, Clock
 
 __all__ = [
     "Activity",
     "ClusterIdentity",
     "Decision",
     "activity",
+    "api_server_time",
+    "checked_now",
     "decide",
     "main",
     "metadata_identity",
@@ -443,6 +445,37 @@ def _record_failure(applier: Any, namespace: str, now: float, data: dict[str, st
         log.warning("could not record the failure in ConfigMap %s/rlcloud-reaper: %s", namespace, exc)
 
 
+#: Seconds this pod's clock may run ahead of the Kubernetes API server's before the server's is taken.
+CLOCK_SKEW_S = 120.0
+
+
+def api_server_time(applier: Any) -> float | None:
+    """The Kubernetes API server's clock (the ``Date`` header of its ``/version`` answer, RFC 9110 section 6.6.1:
+    whole seconds); None when it cannot be read."""
+    import email.utils
+
+    try:
+        response = applier.send("GET", "/version", timeout=10)
+        date = response.getheader("Date")
+        response.read()
+        return email.utils.parsedate_to_datetime(date).timestamp() if date else None
+    except Exception as exc:  # no answer, no header, a malformed one: this pod's clock goes unchecked
+        log.debug("cannot read the API server's clock: %s", exc)
+        return None
+
+
+def checked_now(local: float, server: float | None) -> float:
+    """The time a reaper run prices and decides with (pure): this pod's clock, unless it runs more than
+    :data:`CLOCK_SKEW_S` ahead of the API server's (a stepped node clock, a resumed VM), then the server's. Pods'
+    start times are the API server's: a clock stepped 2 hours forward would charge every run 2 hours it never ran
+    (and could stop it, or delete the cluster at its ttl). A clock behind counts less, never more."""
+    if server is not None and local > server + CLOCK_SKEW_S:
+        ahead = local - server
+        log.warning("this pod's clock is %.0f s ahead of the Kubernetes API server's: deciding with its clock", ahead)
+        return server
+    return local
+
+
 def _run_budgets(applier: Any, namespace: str, now: float, dry_run: bool) -> dict[str, str]:
     """Runs' and sweeps' budgets alone (Kubernetes calls only: :func:`rlcloud.gke.budgets.enforce_run_budgets`);
     the ConfigMap lines it leaves. Never raises: what failed is a problem recorded."""
@@ -477,17 +510,23 @@ def _run_budgets(applier: Any, namespace: str, now: float, dry_run: bool) -> dic
 
 
 def run_budgets_only(
-    *, now: float | None = None, api_client: Any = None, namespace: str | None = None, dry_run: bool = False
+    *,
+    now: float | None = None,
+    api_client: Any = None,
+    namespace: str | None = None,
+    dry_run: bool = False,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> Decision:
     """A reaper without a Google identity (``--runs-only``): it enforces runs' and sweeps' budgets with Kubernetes
     permissions alone (its ServiceAccount's RBAC: :mod:`rlcloud.k8s.reaper_builders`) and never reads or deletes
-    the cluster. Records what it did in the ConfigMap; returns a ``keep`` decision."""
+    the cluster. Records what it did in the ConfigMap; returns a ``keep`` decision. ``now`` (tests): the time
+    to decide at; None: ``clock``'s, checked against the API server's (:func:`checked_now`)."""
     from rlcloud.k8s.applier import Applier
     from rlcloud.k8s.reaper_builders import REAPER_NAMESPACE
 
-    now = time.time() if now is None else now
     namespace = namespace or os.environ.get(NAMESPACE_ENV) or REAPER_NAMESPACE
     applier = Applier(api_client or _kube_api_client())
+    now = checked_now(clock.time(), api_server_time(applier)) if now is None else now
     budgets = _run_budgets(applier, namespace, now, dry_run)
     reason = (
         "runs' and sweeps' budgets only: no Google identity to read or delete the cluster (its ttl, autodown "
@@ -510,10 +549,13 @@ def run_once(
     api_client: Any = None,
     namespace: str | None = None,
     dry_run: bool = False,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> Decision:
     """One reaper run: read, decide, record, and delete the cluster when due. Returns the decision.
 
-    Every client defaults to what a pod of the CronJob has (metadata server, Workload Identity, in-cluster
+    ``now``: the time to decide at (tests); None: ``clock``'s, checked against the Kubernetes API server's
+    (:func:`checked_now`: a node clock stepped forward never charges runs for time they did not run, nor ends a
+    ttl early). Every client defaults to what a pod of the CronJob has (metadata server, Workload Identity, in-cluster
     Kubernetes configuration); tests pass fakes. ``dry_run`` records the decision but deletes nothing.
 
     Every attempt's outcome goes into the ConfigMap (``outcome``: "delete requested (...)", "already gone",
@@ -537,7 +579,6 @@ def run_once(
     from rlcloud.k8s.applier import Applier
     from rlcloud.k8s.reaper_builders import REAPER_NAMESPACE
 
-    now = time.time() if now is None else now
     namespace = namespace or os.environ.get(NAMESPACE_ENV) or REAPER_NAMESPACE
     identity = identity or metadata_identity()
     if container_client is None:
@@ -546,6 +587,8 @@ def run_once(
     path = cluster_path(identity.project, identity.location, identity.name)
     api_client = api_client or _kube_api_client()
     applier = Applier(api_client)
+    # ``now`` (tests) as given; else this pod's clock, checked against the API server's (pods' times are its)
+    now = checked_now(clock.time(), api_server_time(applier)) if now is None else now
     try:
         with api_errors(project=identity.project, action=f"get cluster {identity.name}"):
             cluster = container_client.get_cluster(name=path)
