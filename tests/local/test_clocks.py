@@ -113,8 +113,9 @@ def _supervise(workdir: Path, label: str, mode: str, clock: SteppingClock, **opt
     return supervise(workdir, label, command, grace_period=2.0, clock=clock.clock, **options)  # type: ignore[arg-type]
 
 
-def _step_then_release(workdir: Path, clock: SteppingClock, started: Callable[[], bool], reads: int = 60) -> None:
-    """Once ``started``, step the supervisor's wall clock 2 hours forward, let it look ``reads`` times, release."""
+def _step_then_release(workdir: Path, clock: SteppingClock, started: Callable[[], bool], reads: int = 30) -> None:
+    """Once ``started``, step the supervisor's wall clock 2 hours forward, let it read the clock ``reads`` times
+    (its loop reads it a few times a poll, and at each look at the budget or for a stall), release the runner."""
     _wait_for(started, "the runner's first report")
     since = clock.step(2 * 3600)
     clock.wait_reads(since, reads)
@@ -161,7 +162,8 @@ def test_a_wall_clock_step_is_no_stall(workdir: Path, capfd: pytest.CaptureFixtu
     clock = SteppingClock()
     beat = workdir / HEARTBEAT_DIR / label
     started = beat.exists if mode != "progress" else (workdir / "progress.json").exists
-    helper = _in_background(lambda: _step_then_release(workdir, clock, started, reads=120))
+    # a look for a stall every second (two reads each) besides its polls (one read each): 3 looks or more
+    helper = _in_background(lambda: _step_then_release(workdir, clock, started, reads=25))
     code = _supervise(workdir, label, mode, clock, stall_timeout=1.0)
     helper.join()
     out = capfd.readouterr().out
