@@ -19,7 +19,12 @@ lifecycle rules without anyone watching:
   not advanced for that long, :func:`rlcloud.backend.stalled_for`): the runner is stopped (SIGTERM, then
   SIGKILL after the grace period) and started again once, resuming from its latest checkpoint
   (``.rlcloud-local/<label>.restarts`` counts it); stalled a second time (or exit code 89) it is stopped
-  and the role fails, the log's exit line saying why.
+  and the role fails, the log's exit line saying why. A restarted runner gets the start-up of a first one: it
+  is judged only once it reports training (an earlier runner's progress.json is not its own), its stall time
+  counting from that first report.
+- time: the runner's stamps (its reports, heartbeat files) are wall-clock times another process wrote; the
+  supervisor ages them with its monotonic clock (:class:`rlcloud.waiting.StampAges`), so a step of the wall
+  clock (a laptop's sleep, NTP) neither charges a budget nor looks like a stall.
 - an env server stopped answering (``--stall-timeout``: its heartbeat file, touched by its request loop,
   is that old): it is killed (SIGTERM + SIGCONT, SIGKILL after a few seconds) and started again on the same
   port, up to three times; the agent reconnects to it and resets its environments, without a restart.
