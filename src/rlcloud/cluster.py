@@ -589,9 +589,7 @@ class GkeTarget(KubernetesTarget):
         which may have been created without one (no ttl, autodown or budget of its own); without the reaper's
         Google identity it is installed for runs' and sweeps' budgets only. BackendError when it cannot be (the
         API refused): the run does not start unenforced."""
-        from rlcloud.gke.reaper_setup import install_reaper
-
-        self.handle.reaper_note = install_reaper(self.handle, run_image=self._run_image, required="runs")
+        self.handle.install_reaper(run_image=self._run_image, required="runs")
 
     def release_after_failure(self, experiment: str) -> None:
         """The experiment failed to start: a dedicated cluster goes away."""

@@ -164,7 +164,11 @@ class Sweep:
             # to start); nothing is created when a trial is invalid (validated above)
             self._cluster.prepare_for(self.name)
             if self.spec.budget is not None:
-                self._cluster.enforce_budget(f"sweep {self.name}")
+                try:
+                    self._cluster.enforce_budget(f"sweep {self.name}")
+                except BaseException:  # its reaper could not be installed: the sweep does not start unenforced
+                    self._cluster.release_after_failure(self.name)
+                    raise
         where = self._cluster.describe() if self._cluster is not None else "local"
         try:
             sweeps = self.sweeps  # a backend without the capability is refused before the record is written

@@ -579,3 +579,20 @@ def test_a_reaper_whose_clock_stepped_forward_does_not_end_a_ttl_early(
     assert not decision.delete and "ttl expires" in decision.reason
     assert _deletes(fake) == []
     api.close()
+
+
+@pytest.mark.parametrize("dedicated", [False, True])
+def test_a_budget_whose_reaper_cannot_be_installed_fails_the_create(
+    make_cluster: Callable[..., GkeCluster], fake: FakeClusterManager, apiserver: FakeKubeApiServer, dedicated: bool
+) -> None:
+    from rlcloud.errors import BackendError
+
+    api = k8s.ApiClient(k8s.Configuration(host=apiserver.url))
+    apiserver.inject_fault(None, "rlcloud-system|clusterrole", status=403, count=100)
+    spec = ClusterSpec(name="rl", budget="40 USD")  # type: ignore[arg-type]
+    cluster = make_cluster(spec, reaper_service_account=GSA, reaper_image="i:1", kube_api_client=api, doctor=False)
+    with pytest.raises(BackendError, match="a budget would not be enforced"):
+        cluster.create(delete_on_failure=dedicated)
+    # a dedicated cluster (made for one run) goes; another stays, the error saying its budget acts nowhere
+    assert len(fake.requests_of("DeleteCluster")) == int(dedicated)
+    api.close()

@@ -24,7 +24,7 @@ from rlcloud.errors import BackendError, RLCloudError, SpecError, SpecProblem
 if TYPE_CHECKING:
     from rlcloud.gke.cluster import GkeCluster
 
-__all__ = ["install_reaper", "require_budget_enforcer"]
+__all__ = ["BudgetScope", "install_reaper", "require_budget_enforcer"]
 
 log = logging.getLogger("rlcloud.gke")
 
