@@ -339,3 +339,29 @@ def test_a_reaper_whose_clock_stepped_forward_charges_no_run_for_it(world: World
     marks = world.annotations("capped-single")
     assert ANNOTATION_BUDGET_STATE not in marks and float(marks[ANNOTATION_COST]) < 0.01
     assert not world.suspended("capped-single") and world.kubelet.running()
+
+
+def test_a_queued_sweep_its_budget_stopped_lets_the_cluster_idle_out(world: World) -> None:
+    """A sweep submitted to a Kueue queue (its Job created suspended, labelled with the queue; Kueue admits it by
+    un-suspending it) and stopped by its budget stays suspended for good: it is no activity, so autodown fires."""
+    from tests.k8s.test_sweep_on_k8s import add_local_queue, make_sweep
+
+    world.backend.queue = "team-a"
+    add_local_queue(world.apiserver, NS, "team-a")
+    world.put_cluster({"autodown": "1800"}, created=time.time() - 3 * H)
+    world.backend.start_sweep(make_sweep(2, max_parallel=1, budget="0.05 USD"), str(world.results))
+    (job,) = world.apiserver.list_objects("Job", NS)
+    name = job["metadata"]["name"]
+    assert world.suspended(name) and job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    world.apiserver.patch_object("Job", name, NS, {"spec": {"suspend": False}})  # Kueue admits it
+    eventually(lambda: world.acknowledged("rlcloud.io/sweep=lr"))
+    start = world.pods_started("rlcloud.io/sweep=lr")
+
+    stopped = world.reap(start + 2 * H)  # ~$0.075 of $0.05: the reaper suspends it
+    assert not stopped.delete and "running" in stopped.reason
+    assert world.suspended(name) and world.annotations(name)[ANNOTATION_BUDGET_STATE] == "stopped"
+    eventually(lambda: not world.kubelet.running())
+    # nothing runs and nothing is queued: 30 minutes after the last pod ended, the cluster goes
+    decision = world.reap(time.time() + 31 * 60)
+    assert decision.delete and "idle for" in decision.reason, world.reaper_record()
+    assert len(world.fake.requests_of("DeleteCluster")) == 1
