@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 from rlcloud.waiting import Clock, poll_until
 
@@ -17,10 +18,15 @@ class SteppingClock:
     """The system's clocks, the wall clock moved by :meth:`step` (forward or back); reads are counted.
 
     ``manual``: the monotonic clock stands still but for :meth:`advance` (time passes only when the test says:
-    what the code under test decides then depends on no machine's speed).
+    what the code under test decides then depends on no machine's speed). ``on_read``: called after each read,
+    in the reader's thread (a test acts there, between two looks of the code under test, without a thread of its
+    own: a process that forks, as a supervisor does, must have no other thread then); reads it makes itself do not
+    call it again.
     """
 
-    def __init__(self, *, manual: bool = False) -> None:
+    def __init__(self, *, manual: bool = False, on_read: Callable[[SteppingClock], None] | None = None) -> None:
+        self.on_read = on_read
+        self._in_hook = False
         self.offset = 0.0
         self.manual = manual
         self.ran = 0.0  # seconds advance() moved both clocks (manual)
@@ -33,13 +39,26 @@ class SteppingClock:
         """The wall clock, stepped."""
         with self._lock:
             self.reads += 1
-            return time.time() + self.offset
+            value = time.time() + self.offset
+        self._hook()
+        return value
 
     def monotonic(self) -> float:
         """The monotonic clock: it never steps."""
         with self._lock:
             self.reads += 1
-            return self.start + self.ran if self.manual else time.monotonic()
+            value = self.start + self.ran if self.manual else time.monotonic()
+        self._hook()
+        return value
+
+    def _hook(self) -> None:
+        if self.on_read is None or self._in_hook:
+            return
+        self._in_hook = True
+        try:
+            self.on_read(self)
+        finally:
+            self._in_hook = False
 
     def advance(self, seconds: float) -> int:
         """Let ``seconds`` pass on both clocks (a manual clock's only way on); returns the reads so far."""
