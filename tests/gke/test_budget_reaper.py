@@ -361,6 +361,9 @@ def test_a_queued_sweep_its_budget_stopped_lets_the_cluster_idle_out(world: Worl
     assert not stopped.delete and "running" in stopped.reason
     assert world.suspended(name) and world.annotations(name)[ANNOTATION_BUDGET_STATE] == "stopped"
     eventually(lambda: not world.kubelet.running())
+    # ...and the API server says so (the kubelet reports a pod's end after its process is gone)
+    pods = lambda: world.apiserver.list_objects("Pod", NS, "rlcloud.io/sweep=lr")  # noqa: E731
+    eventually(lambda: all((p.get("status") or {}).get("phase") not in ("Pending", "Running") for p in pods()))
     # nothing runs and nothing is queued: 30 minutes after the last pod ended, the cluster goes
     decision = world.reap(time.time() + 31 * 60)
     assert decision.delete and "idle for" in decision.reason, world.reaper_record()
