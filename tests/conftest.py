@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 # No test may depend on the working directory, the user's home or cache (the README's two commands pass in
 # either order): the whole session runs in a fresh directory that is its HOME, cache and working directory.
@@ -25,6 +26,12 @@ os.environ.pop("RLCLOUD_RESULTS", None)
 # tf-keras must be what tf.keras is before TensorFlow is first imported anywhere in the test session.
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+# No test may depend on the machine's speed (CONTRIBUTING.md): hypothesis' per-example deadline (200 ms by
+# default) fails tests on a loaded machine (an example that takes 80 ms alone took 6.8 s at load ~10), so
+# every hypothesis test runs without one. A test bounds its work by what it counts (memory, sizes), not time.
+settings.register_profile("rlcloud", deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "rlcloud"))
 
 # fake-gcs-server fixtures (session server, per-test buckets) and the fake Google APIs of `rlcloud doctor` (a
 # session fake every cluster create asks, a fresh one per test on demand) for every test directory

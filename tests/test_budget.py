@@ -225,19 +225,18 @@ def test_runs_are_grouped_by_experiment_or_sweep_and_the_reapers_namespace_left_
     assert found[1].budget is None and found[1].ledger == {}
 
 
-def test_a_budget_on_a_cluster_without_the_reaper_is_shown_not_enforced_and_says_so(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
+def test_a_budget_on_a_cluster_without_the_reaper_is_refused_naming_the_field() -> None:
     from kubernetes import client as k8s
 
     from rlcloud import Cluster
+    from rlcloud.errors import SpecError
 
     api = k8s.ApiClient(k8s.Configuration(host="http://127.0.0.1:9"))  # never called
-    with caplog.at_level("WARNING", logger="rlcloud.cluster"):
-        Cluster.local().enforce_budget("experiment a")
-        assert caplog.text == ""
-        Cluster.kubernetes(api_client=api, namespace="rl").enforce_budget("experiment a")
-    assert "experiment a: its budget is shown but not enforced" in caplog.text
+    Cluster.local().check_budget("experiment a", None)  # its supervisor enforces it
+    with pytest.raises(SpecError) as refused:
+        Cluster.kubernetes(api_client=api, namespace="rl").check_budget("experiment a", None)
+    (problem,) = refused.value.problems
+    assert problem.field == "budget" and "experiment a: a budget is enforced on this machine and on GKE" in str(problem)
     api.close()
 
 

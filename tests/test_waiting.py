@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from rlcloud.waiting import Backoff, poll_until, retry, sleep_until
+from rlcloud.waiting import Backoff, Clock, StampAges, poll_until, retry, sleep_until
 
 
 class Flaky:
@@ -121,3 +121,35 @@ def test_sleep_until_never_passes_the_deadline() -> None:
     assert slept == [5.0, 5.0]
     assert sleep_until(time.monotonic() + 1, 5.0, sleep=slept.append) is True
     assert 0 < slept[-1] <= 1
+
+
+class _Clocks:
+    """Two clocks a test moves by hand: ``wall`` steps, ``mono`` runs."""
+
+    def __init__(self) -> None:
+        self.wall, self.mono = 1_800_000_000.0, 50.0
+
+    def clock(self) -> Clock:
+        return Clock(time=lambda: self.wall, monotonic=lambda: self.mono)
+
+    def run(self, seconds: float) -> None:
+        self.wall += seconds
+        self.mono += seconds
+
+
+@pytest.mark.parametrize("step", [2 * 3600.0, -2 * 3600.0, 86400.0 * 365])
+def test_a_stamps_age_is_time_that_passed_here_whatever_the_wall_clock_does(step: float) -> None:
+    clocks = _Clocks()
+    ages = StampAges(clocks.clock())
+    stamp = clocks.wall - 0.5  # written half a second before it is first seen
+    assert ages.age("progress.updated", stamp) == 0.0
+    clocks.run(3.0)
+    assert ages.age("progress.updated", stamp) == 3.0
+    clocks.wall += step  # NTP, a laptop's sleep, a resumed VM
+    clocks.run(2.0)
+    assert ages.age("progress.updated", stamp) == 5.0
+    # a new stamp (the writer reported again) starts afresh; another key is counted apart
+    assert ages.age("progress.updated", clocks.wall) == 0.0
+    clocks.run(1.0)
+    assert ages.age("progress.updated", clocks.wall - 1.0) == 1.0  # the same stamp, a second on
+    assert ages.age("heartbeat", stamp) == 0.0

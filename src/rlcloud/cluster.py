@@ -246,18 +246,29 @@ class Cluster(ABC):
         """``experiment`` failed to start: give back what was made for it. Nothing to do here."""
         return None
 
-    def enforce_budget(self, what: str) -> None:
-        """Make sure something enforces the budget of ``what`` (an experiment or a sweep) while it runs here.
+    def check_budget(self, what: str, spec_image: str | None) -> None:
+        """Refuse (SpecError on ``budget``: exit 2 in the CLI) the budget of ``what`` (an experiment or a sweep)
+        when nothing would enforce it here; called before anything is created or billed.
 
-        Locally its supervisor does (at rlcloud.yaml's ``cpu_hour_usd``). A Kubernetes cluster that rlcloud did
-        not create has no in-cluster reaper: the budget is shown, not enforced, and a warning says so.
+        Locally its supervisor does (at rlcloud.yaml's ``cpu_hour_usd``). A Kubernetes cluster rlcloud did not
+        create has no in-cluster reaper (it prices pods from GKE's node labels): a budget there is refused.
         """
         if self.kind != "local":
-            log.warning(
-                "%s: its budget is shown but not enforced on %s: only GKE clusters get rlcloud's in-cluster reaper",
-                what,
-                self.describe(),
+            raise SpecError(
+                [
+                    SpecProblem(
+                        "budget",
+                        f"{what}: a budget is enforced on this machine and on GKE clusters (rlcloud's in-cluster "
+                        f"reaper stops a run at its budget), not on {self.describe()}: run it with Cluster.gke(...) "
+                        "(`--cluster` a GKE cluster spec) or remove `budget:`",
+                    )
+                ]
             )
+
+    def enforce_budget(self, what: str) -> None:
+        """Make sure something enforces the budget of ``what`` (an experiment or a sweep) while it runs here (after
+        :meth:`check_budget`). Locally its supervisor does: nothing to do."""
+        return None
 
     def release_after_experiment(self, experiment: str) -> None:
         """``experiment`` ended or was stopped: give back what was made for it. Nothing to do here."""
@@ -565,11 +576,20 @@ class GkeTarget(KubernetesTarget):
             self._experiment = self.experiment or experiment
         self._create(wait=True, progress=None, experiment=self._experiment if self.dedicated else None)
 
+    def check_budget(self, what: str, spec_image: str | None) -> None:
+        """The in-cluster reaper enforces runs' and sweeps' budgets (rlcloud.gke.budgets) with Kubernetes
+        permissions alone; it needs an image to run in (the reaper's, rlcloud.yaml's, else the run's): SpecError
+        on ``budget`` without one, before anything is created."""
+        from rlcloud.gke.reaper_setup import require_budget_enforcer
+
+        require_budget_enforcer(self.handle, what, "runs", run_image=spec_image or self._run_image)
+
     def enforce_budget(self, what: str) -> None:
         """The in-cluster reaper enforces budgets (rlcloud.gke.budgets): install (or update) it on this cluster,
-        which may have been created without one (no ttl, autodown or budget of its own). Never raises: what is
-        missing (the reaper's service account, an image) is logged as a warning with how to fix it."""
-        self.handle.install_reaper()
+        which may have been created without one (no ttl, autodown or budget of its own); without the reaper's
+        Google identity it is installed for runs' and sweeps' budgets only. BackendError when it cannot be (the
+        API refused): the run does not start unenforced."""
+        self.handle.install_reaper(run_image=self._run_image, required="runs")
 
     def release_after_failure(self, experiment: str) -> None:
         """The experiment failed to start: a dedicated cluster goes away."""

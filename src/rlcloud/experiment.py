@@ -170,6 +170,8 @@ class Experiment:
         target = self._cluster
         if target is not None:
             target.check_image(self.spec.image)  # before a cluster is created or billed, or the store is read
+            if self.spec.budget is not None:
+                target.check_budget(f"experiment {self.name}", self.spec.image)  # enforced there, or refused
         if target is None:
             from rlcloud.roles import check_local_capacity
 
@@ -222,7 +224,11 @@ class Experiment:
         """Before the run starts on ``target``: the cluster exists, and its budget has an enforcer there."""
         target.prepare_for(self.name)
         if self.spec.budget is not None:
-            target.enforce_budget(f"experiment {self.name}")
+            try:
+                target.enforce_budget(f"experiment {self.name}")
+            except BaseException:  # its reaper could not be installed: the run does not start unenforced
+                target.release_after_failure(self.name)
+                raise
 
     def validate(self) -> None:
         """Check that the environment, agent and network can be built, before anything starts.

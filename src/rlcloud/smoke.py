@@ -7,12 +7,18 @@ and toleration of the cluster's GPU pool), whose command is the doctor's probe (
 probe``) instead of the runner. Steps, each with its time and estimated cost:
 
 1. ``cluster``: the cluster is RUNNING and its Kubernetes API answers;
-2. ``pod started``: the pod was scheduled (a GPU node may have to be added first) and its image pulled;
-3. ``results-store``: in the pod, an object written to the results store and read back (the pod's identity);
-4. ``gpu``: in the pod, TensorFlow sees the GPU and computes on it (SKIP on a pool without GPUs);
-5. ``read back``: this machine reads the object the pod wrote (both sides see the same store);
-6. ``clean up``: the Job, its pod, the ConfigMap and the objects written are deleted, and seen gone;
-7. ``total``: the whole run's time and estimated cost.
+2. ``pod started``: the pod was scheduled (a GPU node may have to be added first) and its image pulled, within
+   the scheduling limit (``schedule_timeout``, default 20 minutes: a Spot GPU node from zero, its driver and a
+   several-GB image pull take ~10 minutes on real GKE);
+3. ``probe ran``: the pod ran to its end within the running limit (``run_timeout``, counted from its start);
+4. ``results-store``: in the pod, an object written to the results store and read back (the pod's identity);
+5. ``gpu``: in the pod, TensorFlow sees the GPU and computes on it (SKIP on a pool without GPUs);
+6. ``read back``: this machine reads the object the pod wrote (both sides see the same store);
+7. ``clean up``: the Job, its pod, the ConfigMap and the objects written are deleted, and seen gone;
+8. ``total``: the whole run's time and estimated cost.
+
+The two limits are apart because they fail for different reasons (no capacity or no quota for the node; a probe
+that hangs), and each step's detail names its limit.
 
 Cost: the elapsed time at the estimated hourly price of one node of the pool the pod ran on
 (:func:`rlcloud.gke.prices.node_hourly_cost`; only for GKE clusters): what the run adds to the bill if that
@@ -21,6 +27,7 @@ node was added for it. An estimate, at the dated list prices.
 
 from __future__ import annotations
 
+import math
 import secrets
 import time
 from collections.abc import Callable
@@ -31,7 +38,15 @@ from rlcloud.cluster import GkeTarget, KubernetesTarget
 from rlcloud.errors import RLCloudError, SpecError, SpecProblem
 from rlcloud.waiting import sleep_until
 
-__all__ = ["SmokeStep", "smoke"]
+__all__ = ["RUN_TIMEOUT_S", "SCHEDULE_TIMEOUT_S", "SmokeStep", "smoke"]
+
+#: Seconds the smoke test's pod may take to start (Pending: scheduled, a node added, its image pulled). A Spot T4
+#: node from zero, the GPU driver and a several-GB image pull take ~10 minutes on real GKE: twice that.
+SCHEDULE_TIMEOUT_S = 1200.0
+#: Seconds the pod may run, from its start (the probe writes one object and runs one matmul).
+RUN_TIMEOUT_S = 600.0
+#: The most either limit may be (a day): beyond it a typo, not a wait.
+MAX_LIMIT_S = 86400.0
 
 #: container waiting reasons that mean the image will not start without a change
 _IMAGE_FAILURES = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"})
@@ -106,7 +121,8 @@ def smoke(
     results: str,
     *,
     image: str | None = None,
-    timeout: float = 600.0,
+    schedule_timeout: float = SCHEDULE_TIMEOUT_S,
+    run_timeout: float = RUN_TIMEOUT_S,
     poll_interval: float = 2.0,
     on_step: Callable[[SmokeStep], None] | None = None,
 ) -> list[SmokeStep]:
@@ -114,8 +130,9 @@ def smoke(
     ``results`` (``gs://BUCKET[/PREFIX]``: pods cannot write this machine's directories) as the results root.
 
     ``image``: the pod's image (default: the cluster's, else rlcloud.yaml's ``gpu_image``/``image``);
-    ``timeout``: for the pod to start and finish (a GPU node added from zero and a several-GB image pull take
-    minutes); ``on_step``: called with each step as it ends. Returns the steps; never raises for what it finds
+    ``schedule_timeout``: seconds for the pod to start (scheduled, a GPU node added from zero, a several-GB image
+    pulled: Pending); ``run_timeout``: seconds for it to run, from its start; ``on_step``: called with each step
+    as it ends. Returns the steps; never raises for what it finds
     (a step FAILs), only for bad input (SpecError). Everything it made is deleted before it returns, also
     after an error or Ctrl-C.
     """
@@ -124,6 +141,10 @@ def smoke(
     if not is_gcs(results):
         problem = "the smoke test's pod writes its results store: give a gs://BUCKET[/PREFIX] results root"
         raise SpecError([SpecProblem("results", problem, value=results)])
+    for field, limit in (("schedule_timeout", schedule_timeout), ("run_timeout", run_timeout)):
+        if not (isinstance(limit, int | float) and math.isfinite(limit) and 0 < limit <= MAX_LIMIT_S):
+            problem = f"seconds, more than 0 and at most {MAX_LIMIT_S:g} (a day)"
+            raise SpecError([SpecProblem(field, problem, value=limit)])
     cluster.check_image(image)  # SpecError naming docs/images.md when there is no image at all
     gpu = bool(cluster.gpu_type)
     hourly: float | None = None
@@ -155,7 +176,8 @@ def smoke(
     name = f"rlcloud-smoke-{secrets.token_hex(3)}"
     token = secrets.token_hex(8)
     try:
-        _submit_and_watch(run, backend, name, token, results, image, node, timeout, poll_interval)
+        limits = (schedule_timeout, run_timeout)
+        _submit_and_watch(run, backend, name, token, results, image, node, limits, poll_interval)
     finally:
         _clean_up(run, backend, name, results)
     failed = [s.name for s in run.steps if not s.ok]
@@ -172,10 +194,11 @@ def _submit_and_watch(
     results: str,
     image: str | None,
     node: str,
-    timeout: float,
+    time_limits: tuple[float, float],
     poll_interval: float,
 ) -> None:
-    """Submit the probe's pod, time its start, read its steps from its log, read its object back."""
+    """Submit the probe's pod, time its start (within ``time_limits[0]``) and its run (``[1]``), read its steps
+    from its log, read its object back."""
     from rlcloud.gke.doctor import PROBE_OBJECT
     from rlcloud.k8s.builders import build_workloads, experiment_selector
     from rlcloud.results import results_location
@@ -206,7 +229,8 @@ def _submit_and_watch(
     for obj in objects:
         if obj.kind == "Job":
             obj.spec.backoff_limit = 0  # one try: a failed probe says why, a retry would only cost
-            obj.spec.active_deadline_seconds = int(timeout)  # the pod never outlives the smoke test
+            # the pod never outlives the smoke test (Kubernetes counts from the Job's start: Pending included)
+            obj.spec.active_deadline_seconds = math.ceil(sum(time_limits))
             container = obj.spec.template.spec.containers[0]
             limits = (container.resources.limits or {}) if container.resources else {}
             gpus = int(limits.get("nvidia.com/gpu", 0) or 0)
@@ -215,7 +239,8 @@ def _submit_and_watch(
         backend.applier.create(obj, compare=False)
 
     selector = experiment_selector(name)
-    deadline = submitted + timeout
+    schedule_limit, run_limit = time_limits
+    deadline = submitted + schedule_limit
     waiting_for = "the pod to be created"
     pod: dict[str, Any] | None = None
     while True:
@@ -232,7 +257,8 @@ def _submit_and_watch(
                 break
             waiting_for = _unscheduled(pod) or (f"container: {reason}" if reason else "the pod to start")
         if not sleep_until(deadline, poll_interval):
-            run.add("pod started", "FAIL", f"not started in {timeout:g} s: {waiting_for}", time.monotonic() - submitted)
+            detail = f"not started in {schedule_limit:g} s (the scheduling limit): {waiting_for}"
+            run.add("pod started", "FAIL", detail, time.monotonic() - submitted)
             return
     node_name = (pod.get("spec") or {}).get("nodeName") or ""
     where = f" on {node_name}" if node_name else ""
@@ -240,19 +266,24 @@ def _submit_and_watch(
     run.add(
         "pod started",
         "OK",
-        f"scheduled{where} and {pod_image} pulled (priced as {node}, the node the pod needs)",
+        f"scheduled{where} and {pod_image} pulled in {started - submitted:.0f} s of the scheduling limit's "
+        f"{schedule_limit:g} s (priced as {node}, the node the pod needs)",
         started - submitted,
     )
 
     pod_name = pod["metadata"]["name"]
+    deadline = started + run_limit  # the running limit counts from the start: a slow scale-up takes none of it
     while True:
         current = backend.applier.read("Pod", pod_name, backend.namespace) or pod
         phase = (current.get("status") or {}).get("phase")
         if phase in ("Succeeded", "Failed"):
             break
         if not sleep_until(deadline, poll_interval):
-            run.add("probe", "FAIL", f"the probe did not finish in {timeout:g} s (phase {phase})", 0.0)
+            detail = f"the probe did not finish in {run_limit:g} s of running (the running limit; phase {phase})"
+            run.add("probe ran", "FAIL", detail, time.monotonic() - started)
             return
+    ran = time.monotonic() - started
+    run.add("probe ran", "OK", f"ended ({phase}) in {ran:.0f} s of the running limit's {run_limit:g} s", ran)
     _probe_steps(run, backend.applier.pod_log(pod_name, backend.namespace), phase)
 
     read_started = time.monotonic()

@@ -164,11 +164,17 @@ class Sweep:
         self.spec = sweep_of_record(store, self.spec)  # a sweep that grew starts again with its growth
         if self._cluster is not None:
             self._cluster.check_image(self.spec.experiment.image)  # trials share the experiment's image
+            if self.spec.budget is not None:  # enforced there, or refused before anything is created
+                self._cluster.check_budget(f"sweep {self.name}", self.spec.experiment.image)
             # a GKE cluster that does not exist yet is created first (a dedicated one goes when the sweep fails
             # to start); nothing is created when a trial is invalid (validated above)
             self._cluster.prepare_for(self.name)
             if self.spec.budget is not None:
-                self._cluster.enforce_budget(f"sweep {self.name}")
+                try:
+                    self._cluster.enforce_budget(f"sweep {self.name}")
+                except BaseException:  # its reaper could not be installed: the sweep does not start unenforced
+                    self._cluster.release_after_failure(self.name)
+                    raise
         where = self._cluster.describe() if self._cluster is not None else "local"
         try:
             sweeps = self.sweeps  # a backend without the capability is refused before the record is written

@@ -9,6 +9,13 @@ another try; this module owns how the pauses grow and how a deadline is honoured
   a :class:`Backoff`, within ``attempts`` tries and before ``deadline``; anything else raises as it came.
 * :func:`sleep_until`: one pause that never outlasts the deadline, for loops whose step is more than a
   call (waiting for another party's operation, a reconnect).
+
+Which clock measures what (:class:`Clock`): a duration inside one process (a deadline, a run's training time,
+how long a learner has not advanced) is measured with the monotonic clock, which never steps. The wall clock
+steps (NTP, a laptop's sleep, a resumed VM: a 2-hour forward step once stopped a $5 run at "$200"), yet it is
+the only clock two processes share: a stamp another process wrote (progress.json's ``updated``, a heartbeat
+file's mtime) is aged with :class:`StampAges`, by the monotonic clock since it was first seen. Code that
+decides on time takes a :class:`Clock`, so that a test can step it.
 """
 
 from __future__ import annotations
@@ -18,9 +25,48 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
-__all__ = ["Backoff", "poll_until", "remaining", "retry", "sleep_until"]
+__all__ = ["SYSTEM_CLOCK", "Backoff", "Clock", "StampAges", "poll_until", "remaining", "retry", "sleep_until"]
 
 _T = TypeVar("_T")
+
+
+_WALL, _MONOTONIC = time.time, time.monotonic  # the field named `time` hides the module in the class body
+
+
+@dataclass(frozen=True)
+class Clock:
+    """The two clocks a process reads: ``time`` (the wall clock, Unix seconds: shared by processes, but it
+    steps) and ``monotonic`` (never steps; meaningful within one process only). Tests give a clock that steps."""
+
+    time: Callable[[], float] = _WALL
+    monotonic: Callable[[], float] = _MONOTONIC
+
+
+#: The system's clocks.
+SYSTEM_CLOCK = Clock()
+
+
+class StampAges:
+    """Ages of wall-clock stamps written by another process, measured with this process's monotonic clock.
+
+    A stamp's age is the monotonic time since this process first saw that value: the wall clock only tells a new
+    stamp from the last one. A step of the wall clock, forward or back, thus never ages a stamp (a runner's
+    report, a heartbeat) by the step: what stops a run or restarts a learner is time that really passed here.
+    The price: a stamp is first seen a poll after it was written, and its age (so a stop or a restart) comes
+    that much later, never sooner.
+    """
+
+    def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.clock = clock
+        self._seen: dict[str, tuple[float, float]] = {}
+
+    def age(self, key: str, stamp: float) -> float:
+        """Seconds since ``stamp`` was first seen in ``key`` (a file, a field); a new value starts afresh."""
+        mono = self.clock.monotonic()
+        seen = self._seen.get(key)
+        if seen is None or seen[0] != stamp:
+            seen = self._seen[key] = (stamp, mono)
+        return max(0.0, mono - seen[1])
 
 
 @dataclass(frozen=True)

@@ -261,10 +261,17 @@ def test_a_cluster_with_a_budget_gets_its_label_and_the_reaper(
     apiserver: FakeKubeApiServer,
     api_client: k8s.ApiClient,  # noqa: F811
     fake: FakeClusterManager,
+    google_apis: Any,
 ) -> None:
     from rlcloud.specs import ClusterSpec
+    from tests.gke.test_doctor import REAPER_ROLE, REAPER_ROLE_PERMISSIONS, _wi
 
     gsa = f"rlcloud-reaper@{PROJECT}.iam.gserviceaccount.com"
+    # the reaper's Google service account as docs/gke-setup.md step 7 makes it: the cheap checks a create with a
+    # budget runs read it (a budget that could not delete the cluster refuses the create)
+    google_apis.state.service_accounts[gsa] = _wi(gsa, "rlcloud-system/rlcloud-reaper")
+    google_apis.state.project_policy.append({"role": REAPER_ROLE, "members": [f"serviceAccount:{gsa}"]})
+    google_apis.state.custom_roles[REAPER_ROLE] = set(REAPER_ROLE_PERMISSIONS)
     cluster = make_cluster(
         ClusterSpec(name="rl", budget="40 USD"),  # type: ignore[arg-type]
         reaper_service_account=gsa,
@@ -296,3 +303,68 @@ def test_a_distributed_run_over_its_budget_stops_its_learner_first_then_its_env_
     # 100 h of a quarter node (learner) and two eighths (env servers: 500m of 3.92 CPUs): half the node's price
     assert cost == pytest.approx(100 * 0.1477 * (1 / 3.92 + 2 * 0.5 / 3.92), rel=0.02)
     assert world.backend.status("dist").state == "stopped"
+
+
+def test_a_reaper_without_a_google_identity_stops_a_run_at_its_budget(world: World) -> None:
+    """``--runs-only`` (no reaper_service_account): Kubernetes permissions alone price, warn and stop a run; the
+    Container API is never asked (the cluster's ttl, autodown and budget are not this reaper's job)."""
+    from rlcloud.gke.reaper import run_budgets_only
+
+    world.put_cluster()
+    start = world.start(make_spec(name="capped", budget="0.10 USD"))
+    decision = run_budgets_only(now=start + 2.7 * H, api_client=world.api)
+    assert not decision.delete and "budgets only" in decision.reason
+    assert world.suspended("capped-single")
+    assert world.annotations("capped-single")[ANNOTATION_BUDGET_STATE] == "stopped"
+    eventually(lambda: not world.kubelet.running())
+    assert (world.results / "capped" / "checkpoints" / "LATEST").exists()
+    assert world.fake.requests_of("GetCluster") == [] and world.fake.requests_of("DeleteCluster") == []
+    record = world.reaper_record()
+    assert record["decision"] == "keep" and "capped-single" not in record["budget_problems"]
+    assert "budget reached" in record["budget_runs"]
+
+
+def test_a_reaper_whose_clock_stepped_forward_charges_no_run_for_it(world: World) -> None:
+    """Pods' start times are the API server's: a reaper pod whose node clock stepped 3 hours forward decides with
+    the server's clock (its Date header), so a $0.10 run (~2.65 h of its node share) is not stopped for hours it
+    never ran."""
+    from rlcloud.gke.reaper import run_budgets_only
+    from tests.clocks import SteppingClock
+
+    world.put_cluster()
+    world.start(make_spec(name="capped", budget="0.10 USD"))
+    clock = SteppingClock()
+    clock.step(3 * H)
+    run_budgets_only(api_client=world.api, clock=clock.clock)
+    marks = world.annotations("capped-single")
+    assert ANNOTATION_BUDGET_STATE not in marks and float(marks[ANNOTATION_COST]) < 0.01
+    assert not world.suspended("capped-single") and world.kubelet.running()
+
+
+def test_a_queued_sweep_its_budget_stopped_lets_the_cluster_idle_out(world: World) -> None:
+    """A sweep submitted to a Kueue queue (its Job created suspended, labelled with the queue; Kueue admits it by
+    un-suspending it) and stopped by its budget stays suspended for good: it is no activity, so autodown fires."""
+    from tests.k8s.test_sweep_on_k8s import add_local_queue, make_sweep
+
+    world.backend.queue = "team-a"
+    add_local_queue(world.apiserver, NS, "team-a")
+    world.put_cluster({"autodown": "1800"}, created=time.time() - 3 * H)
+    world.backend.start_sweep(make_sweep(2, max_parallel=1, budget="0.05 USD"), str(world.results))
+    (job,) = world.apiserver.list_objects("Job", NS)
+    name = job["metadata"]["name"]
+    assert world.suspended(name) and job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    world.apiserver.patch_object("Job", name, NS, {"spec": {"suspend": False}})  # Kueue admits it
+    eventually(lambda: world.acknowledged("rlcloud.io/sweep=lr"))
+    start = world.pods_started("rlcloud.io/sweep=lr")
+
+    stopped = world.reap(start + 2 * H)  # ~$0.075 of $0.05: the reaper suspends it
+    assert not stopped.delete and "running" in stopped.reason
+    assert world.suspended(name) and world.annotations(name)[ANNOTATION_BUDGET_STATE] == "stopped"
+    eventually(lambda: not world.kubelet.running())
+    # ...and the API server says so (the kubelet reports a pod's end after its process is gone)
+    pods = lambda: world.apiserver.list_objects("Pod", NS, "rlcloud.io/sweep=lr")  # noqa: E731
+    eventually(lambda: all((p.get("status") or {}).get("phase") not in ("Pending", "Running") for p in pods()))
+    # nothing runs and nothing is queued: 30 minutes after the last pod ended, the cluster goes
+    decision = world.reap(time.time() + 31 * 60)
+    assert decision.delete and "idle for" in decision.reason, world.reaper_record()
+    assert len(world.fake.requests_of("DeleteCluster")) == 1

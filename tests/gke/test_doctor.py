@@ -623,3 +623,19 @@ def test_the_cluster_facade_attaches_waits_and_reports_as_runs_do(gke: FakeClust
     assert found.wait(timeout=60).status == "RUNNING"
     assert found.status().status == "RUNNING" and found.status().name == "rl"
     assert len(gke.requests_of("CreateCluster")) == 1
+
+
+def test_the_reaper_check_covers_a_budget_only_spec_and_gates_create(google_apis: FakeGoogleApis) -> None:
+    """A cluster's budget deletes it through the reaper's Google identity: the check runs for a spec whose only
+    cap is a budget, and with the cheap checks that creating the cluster runs (it refuses the create)."""
+    budgeted = ClusterSpec(name="rl", budget="40 USD")  # type: ignore[arg-type]
+    assert _doctor(google_apis, spec=budgeted).check_reaper().ok
+    check = _doctor(google_apis, spec=budgeted, config=ProjectConfig(image=IMAGE)).check_reaper()
+    assert check.status == "FAIL" and "the cluster's budget would not be enforced" in check.detail
+    cheap = {
+        c.name: c for c in _doctor(google_apis, spec=budgeted, config=ProjectConfig(image=IMAGE)).run(cheap_only=True)
+    }
+    assert cheap["reaper"].status == "FAIL"
+    # without a budget the cheap checks stay as they were: a ttl has its fallback (`rlcloud cluster reap`)
+    assert "reaper" not in {c.name for c in _doctor(google_apis, spec=T4_SPOT).run(cheap_only=True)}
+    assert _doctor(google_apis, spec=ClusterSpec(name="rl")).check_reaper().detail.endswith("ttl, autodown or budget")

@@ -106,6 +106,30 @@ def test_activity_counts_unfinished_unpaused_jobs_and_live_pods() -> None:
     assert activity([], [], own_namespace="x").last is None
 
 
+def _sweep_job(name: str, *, queue: str | None = "team", state: str | None = None) -> dict[str, Any]:
+    """A suspended sweep Job, in a Kueue queue or not, stopped by its budget (``state``) or not."""
+    job = _job(name, suspend=True)
+    job["metadata"]["labels"] = {"rlcloud.io/sweep": name, **({"kueue.x-k8s.io/queue-name": queue} if queue else {})}
+    if state is not None:
+        job["metadata"]["annotations"] = {"rlcloud.io/budget-state": state}
+    return job
+
+
+@pytest.mark.parametrize(
+    ("job", "busy"),
+    [
+        (_sweep_job("queued"), True),  # waiting for Kueue's quota: work to come
+        (_sweep_job("warned", state="warned"), True),  # a warning stops nothing
+        (_sweep_job("capped", state="stopped"), False),  # its budget stopped it: nothing will un-suspend it
+        (_sweep_job("paused", queue=None), False),
+        (_sweep_job("paused-capped", queue=None, state="stopped"), False),
+    ],
+)
+def test_a_sweep_its_budget_stopped_is_not_activity(job: dict[str, Any], busy: bool) -> None:
+    seen = activity([job], [], own_namespace="rlcloud-system")
+    assert seen.running == int(busy), seen.running_names
+
+
 # ------------------------------------------------------------------------------------------ the program
 
 
@@ -258,6 +282,25 @@ def test_a_running_experiment_postpones_idle_teardown(
     assert len(_deletes(fake)) == 1
 
 
+def test_a_queued_sweep_its_budget_stopped_lets_autodown_fire(
+    fake: FakeClusterManager, apiserver: FakeKubeApiServer, run: Run
+) -> None:
+    _put_cluster(fake, {"managed-by": "rlcloud", "autodown": "1800"})
+    _experiment(apiserver, "finished", done_at=NOW - H)
+    _experiment(apiserver, "lr")
+    labels = {"kueue.x-k8s.io/queue-name": "team", "rlcloud.io/sweep": "lr"}
+    annotations = {"rlcloud.io/budget-usd": "5.00"}
+    apiserver.patch_object("Job", "lr", "rlcloud", {"metadata": {"labels": labels, "annotations": annotations},
+                           "spec": {"suspend": True}})  # fmt: skip
+    assert not run().delete, "a sweep queued in Kueue is work to come"
+    # the reaper (or a cluster's budget) stopped it: suspended for good, no longer activity
+    annotations["rlcloud.io/budget-state"] = "stopped"
+    apiserver.patch_object("Job", "lr", "rlcloud", {"metadata": {"annotations": annotations}})
+    decision = run()
+    assert decision.delete and "idle for 1h since last activity" in decision.reason
+    assert len(_deletes(fake)) == 1
+
+
 def test_never_touches_an_unlabelled_cluster(fake: FakeClusterManager, apiserver: FakeKubeApiServer, run: Run) -> None:
     # made outside rlcloud, yet carrying labels that would make it due
     _put_cluster(fake, {"expiry": str(int(NOW - 3600)), "autodown": "600"})
@@ -401,3 +444,155 @@ def test_an_unreadable_label_acts_as_absent_and_is_recorded(
     _put_cluster(fake, {"managed-by": "rlcloud", "expiry": bad, "autodown": bad})
     assert not run().delete
     assert "label expiry=" in _record(apiserver)["problems"] and "label autodown=" in _record(apiserver)["problems"]
+
+
+# ------------------------------------------------------------------------------- budgets: enforced or refused
+
+
+def test_a_runs_budget_needs_no_google_identity_only_kubernetes_permissions(
+    make_cluster: Callable[..., GkeCluster], apiserver: FakeKubeApiServer
+) -> None:
+    from rlcloud.cluster import GkeTarget
+
+    api = k8s.ApiClient(k8s.Configuration(host=apiserver.url))
+    handle = make_cluster(ClusterSpec(name="rl"), reaper_image="repo/runner-cpu:1", kube_api_client=api)
+    target = GkeTarget(handle.spec, handle=handle)
+    target.check_budget("experiment a", None)  # nothing to refuse: an image is all the reaper needs
+    target.enforce_budget("experiment a")
+    (cron,) = apiserver.list_objects("CronJob", "rlcloud-system")
+    container = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"] == ["python", "-m", "rlcloud.gke.reaper", "--runs-only"]
+    (sa,) = apiserver.list_objects("ServiceAccount", "rlcloud-system")
+    assert "iam.gke.io/gcp-service-account" not in (sa["metadata"].get("annotations") or {})
+    assert "budgets only" in handle.reaper_note and "reaper_service_account" in handle.reaper_note
+    # with the Google identity: the whole reaper (ttl, autodown, the cluster's budget too)
+    handle.reaper_service_account = GSA
+    target.enforce_budget("experiment a")
+    (cron,) = apiserver.list_objects("CronJob", "rlcloud-system")
+    assert (
+        cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["command"][-1] == "rlcloud.gke.reaper"
+    )
+    api.close()
+
+
+@pytest.mark.parametrize("what", ["experiment", "sweep"])
+def test_a_budget_nothing_could_enforce_is_refused_before_anything_is_created(
+    make_cluster: Callable[..., GkeCluster], fake: FakeClusterManager, apiserver: FakeKubeApiServer, what: str
+) -> None:
+    from rlcloud import Cluster, Experiment, Sweep
+    from rlcloud.cluster import GkeTarget
+    from rlcloud.errors import SpecError
+    from tests.k8s.conftest import make_spec
+    from tests.k8s.test_sweep_on_k8s import make_sweep
+
+    experiment = make_spec(name="capped", budget="5 USD")
+    sweep = make_sweep(1, budget="5 USD")
+
+    def start(cluster: Any) -> None:
+        if what == "experiment":
+            Experiment(experiment).start(cluster=cluster, validate=False)
+        else:
+            Sweep(sweep).start(cluster=cluster, validate=False)
+
+    # a Kubernetes cluster rlcloud did not create has no reaper: refused, naming the field and what would work
+    api = k8s.ApiClient(k8s.Configuration(host=apiserver.url))
+    with pytest.raises(SpecError) as refused:
+        start(Cluster.kubernetes(api_client=api, namespace="rl", image="repo/runner-cpu:1"))
+    assert refused.value.problems[0].field == "budget" and "Cluster.gke" in str(refused.value)
+    assert apiserver.list_objects("Job", "rl") == [] and apiserver.list_objects("ConfigMap", "rl") == []
+    # a GKE cluster without an image for its reaper (none for the run either): refused before it is created
+    handle = make_cluster(ClusterSpec(name="rl"), kube_api_client=api)
+    target = GkeTarget(handle.spec, handle=handle)
+    with pytest.raises(SpecError) as no_image:
+        target.check_budget(f"{what} x", None)
+    assert no_image.value.problems[0].field == "budget" and "`image:" in str(no_image.value)
+    assert fake.requests_of("CreateCluster") == []
+    api.close()
+
+
+def test_a_cluster_budget_without_the_reapers_google_identity_is_refused_before_it_is_created(
+    make_cluster: Callable[..., GkeCluster], fake: FakeClusterManager
+) -> None:
+    from rlcloud.errors import SpecError
+
+    cluster = make_cluster(ClusterSpec(name="rl", budget="40 USD"), reaper_image="repo/runner-cpu:1")  # type: ignore[arg-type]
+    with pytest.raises(SpecError) as refused:
+        cluster.create()
+    message = str(refused.value)
+    assert refused.value.problems[0].field == "budget" and "cluster rl: its budget would not be enforced" in message
+    assert f"reaper_service_account: rlcloud-reaper@{PROJECT}.iam.gserviceaccount.com" in message
+    assert fake.requests_of("CreateCluster") == []
+
+
+def test_a_reaper_refused_the_cluster_still_looks_at_runs_budgets(
+    fake: FakeClusterManager, apiserver: FakeKubeApiServer, run: Run
+) -> None:
+    import grpc
+
+    from rlcloud.errors import RLCloudError
+
+    # the reaper's Google identity may not read the cluster (a missing grant): the runs' budgets act anyway
+    _put_cluster(fake, {"managed-by": "rlcloud"})
+    _experiment(apiserver, "capped")
+    apiserver.patch_object("Job", "capped", "rlcloud", {"metadata": {"annotations": {"rlcloud.io/budget-usd": "1.00"}}})
+    fake.fail_next("GetCluster", grpc.StatusCode.PERMISSION_DENIED, "Required 'container.clusters.get' permission")
+    with pytest.raises(RLCloudError):
+        run()
+    record = _record(apiserver)
+    assert record["decision"] == "unknown" and "capped" in record["budget_runs"]
+
+
+# ------------------------------------------------------------------------------- the reaper's clock
+
+
+@pytest.mark.parametrize(
+    ("local", "server", "used"),
+    [
+        (NOW + 2 * H, NOW, NOW),  # a node clock stepped 2 hours forward: the API server's
+        (NOW + 60, NOW, NOW + 60),  # within the skew allowed: its own
+        (NOW - 2 * H, NOW, NOW - 2 * H),  # behind counts less, never more: its own
+        (NOW + 2 * H, None, NOW + 2 * H),  # the server's clock unreadable: its own
+    ],
+)
+def test_the_reaper_decides_with_the_api_servers_clock_when_its_own_runs_ahead(
+    local: float, server: float | None, used: float
+) -> None:
+    assert reaper.checked_now(local, server) == used
+
+
+def test_a_reaper_whose_clock_stepped_forward_does_not_end_a_ttl_early(
+    fake: FakeClusterManager, container_client: Any, apiserver: FakeKubeApiServer
+) -> None:
+    import time
+
+    from rlcloud.k8s.applier import Applier
+    from tests.clocks import SteppingClock
+
+    api = k8s.ApiClient(k8s.Configuration(host=apiserver.url))
+    server = reaper.api_server_time(Applier(api))
+    assert server is not None and abs(server - time.time()) < H  # the fake's Date header: its clock
+    _put_cluster(fake, {"managed-by": "rlcloud", "expiry": str(int(time.time() + H))}, created=time.time() - 60)
+    clock = SteppingClock()
+    clock.step(2 * H)  # the reaper's node clock, 2 hours ahead: its ttl would look expired an hour ago
+    identity = ClusterIdentity(PROJECT, LOCATION, "rl")
+    decision = run_once(identity=identity, container_client=container_client, api_client=api, clock=clock.clock)
+    assert not decision.delete and "ttl expires" in decision.reason
+    assert _deletes(fake) == []
+    api.close()
+
+
+@pytest.mark.parametrize("dedicated", [False, True])
+def test_a_budget_whose_reaper_cannot_be_installed_fails_the_create(
+    make_cluster: Callable[..., GkeCluster], fake: FakeClusterManager, apiserver: FakeKubeApiServer, dedicated: bool
+) -> None:
+    from rlcloud.errors import BackendError
+
+    api = k8s.ApiClient(k8s.Configuration(host=apiserver.url))
+    apiserver.inject_fault(None, "rlcloud-system|clusterrole", status=403, count=100)
+    spec = ClusterSpec(name="rl", budget="40 USD")  # type: ignore[arg-type]
+    cluster = make_cluster(spec, reaper_service_account=GSA, reaper_image="i:1", kube_api_client=api, doctor=False)
+    with pytest.raises(BackendError, match="a budget would not be enforced"):
+        cluster.create(delete_on_failure=dedicated)
+    # a dedicated cluster (made for one run) goes; another stays, the error saying its budget acts nowhere
+    assert len(fake.requests_of("DeleteCluster")) == int(dedicated)
+    api.close()

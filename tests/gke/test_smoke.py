@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import ssl
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -94,10 +95,13 @@ def test_smoke_runs_one_pod_reads_its_object_back_and_leaves_nothing(world: Worl
     printed: list[SmokeStep] = []
     pods: list[dict[str, Any]] = []
 
+    jobs: list[dict[str, Any]] = []
+
     def seen(step: SmokeStep) -> None:
         printed.append(step)
         if step.name == "pod started":  # the pod as it ran, before the clean-up deletes it
             pods.extend(world.apiserver.list_objects("Pod", "rlcloud"))
+            jobs.extend(world.apiserver.list_objects("Job", "rlcloud"))
 
     with FakeKubelet(world.apiserver, tmp_path / "pods", extra_env=world.gcs.env):
         steps = smoke(cluster, f"gs://{world.bucket}/smoke", poll_interval=0.05, on_step=seen)
@@ -105,6 +109,7 @@ def test_smoke_runs_one_pod_reads_its_object_back_and_leaves_nothing(world: Worl
     assert [(s.name, s.status) for s in steps] == [
         ("cluster", "OK"),
         ("pod started", "OK"),
+        ("probe ran", "OK"),
         ("results-store", "OK"),
         ("gpu", "SKIP"),
         ("read back", "OK"),
@@ -113,7 +118,13 @@ def test_smoke_runs_one_pod_reads_its_object_back_and_leaves_nothing(world: Worl
     ], [str(s) for s in steps]
     by = _by_name(steps)
     assert "gke:rl-smoke RUNNING" in by["cluster"].detail
-    assert "rlcloud:test pulled (priced as 1 x n1-standard-4" in by["pod started"].detail
+    # each limit reported with the step it bounds: scheduling (Pending) and running, apart
+    assert "rlcloud:test pulled in " in by["pod started"].detail
+    assert "of the scheduling limit's 1200 s (priced as 1 x n1-standard-4" in by["pod started"].detail
+    assert by["probe ran"].detail.startswith("ended (Succeeded) in ")
+    assert by["probe ran"].detail.endswith("of the running limit's 600 s")
+    (job,) = jobs
+    assert job["spec"]["activeDeadlineSeconds"] == 1800  # the pod never outlives both limits
     assert "with the pod's identity" in by["results-store"].detail
     assert "this machine reads what the pod wrote" in by["read back"].detail
     # every step has its time and an estimated cost (one n1-standard-4 at the table's price)
@@ -151,11 +162,54 @@ def test_smoke_says_why_its_pod_never_started_and_cleans_up(world: World, tmp_pa
     cluster = world.cluster(ClusterSpec(name="rl-smoke"))
     message = "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available"
     with FakeKubelet(world.apiserver, tmp_path / "pods", unschedulable=lambda pod: message):
-        steps = smoke(cluster, f"gs://{world.bucket}/smoke", timeout=1.0, poll_interval=0.05)
+        steps = smoke(cluster, f"gs://{world.bucket}/smoke", schedule_timeout=1.0, poll_interval=0.05)
     assert [s.name for s in steps] == ["cluster", "pod started", "clean up", "total"]
     by = _by_name(steps)
-    assert by["pod started"].status == "FAIL" and by["pod started"].detail == f"not started in 1 s: {message}"
+    assert by["pod started"].status == "FAIL"
+    assert by["pod started"].detail == f"not started in 1 s (the scheduling limit): {message}"
     assert by["clean up"].status == "OK" and world.leftovers() == []
+
+
+@pytest.mark.processes
+def test_smoke_says_its_pod_ran_past_the_running_limit_and_cleans_up(world: World, tmp_path: Path) -> None:
+    """A pod that starts and hangs fails the running limit (counted from its start, apart from the scheduling
+    limit), naming it; the pod is deleted."""
+    cluster = world.cluster(ClusterSpec(name="rl-smoke"))
+
+    def hangs(argv: list[str]) -> list[str]:
+        assert argv[:3] == ["python", "-m", "rlcloud.gke.doctor"], argv
+        return [sys.executable, "-c", "import threading; threading.Event().wait()"]
+
+    with FakeKubelet(world.apiserver, tmp_path / "pods", argv_rewrite=hangs):
+        steps = smoke(cluster, f"gs://{world.bucket}/smoke", run_timeout=1.0, poll_interval=0.05)
+    assert [(s.name, s.status) for s in steps] == [
+        ("cluster", "OK"),
+        ("pod started", "OK"),
+        ("probe ran", "FAIL"),
+        ("clean up", "OK"),
+        ("total", "FAIL"),
+    ], [str(s) for s in steps]
+    by = _by_name(steps)
+    assert "of the scheduling limit's 1200 s" in by["pod started"].detail
+    assert by["probe ran"].detail.startswith("the probe did not finish in 1 s of running (the running limit")
+    assert world.leftovers() == []
+
+
+@pytest.mark.parametrize(
+    ("limits", "field"),
+    [
+        ({"schedule_timeout": -1.0}, "schedule_timeout"),
+        ({"schedule_timeout": float("nan")}, "schedule_timeout"),
+        ({"run_timeout": 0.0}, "run_timeout"),
+        ({"run_timeout": 1e400}, "run_timeout"),
+        ({"run_timeout": 86400.0 * 7}, "run_timeout"),
+    ],
+)
+def test_smoke_refuses_limits_that_are_no_seconds(world: World, limits: dict[str, float], field: str) -> None:
+    cluster = world.cluster(ClusterSpec(name="rl-smoke"))
+    with pytest.raises(SpecError) as refused:
+        smoke(cluster, f"gs://{world.bucket}/smoke", **limits)  # type: ignore[arg-type]
+    assert refused.value.problems[0].field == field and world.leftovers() == []
 
 
 def test_smoke_refuses_a_local_results_root_and_a_missing_cluster(world: World) -> None:

@@ -87,6 +87,18 @@ def test_cron_job_runs_the_reaper_every_five_minutes_one_at_a_time() -> None:
     assert job["template"]["metadata"]["labels"]["app.kubernetes.io/component"] == "reaper"
 
 
+def test_a_reaper_without_a_google_identity_enforces_runs_budgets_only() -> None:
+    """``runs_only``: the same least-privilege RBAC (stopping a run needs Kubernetes permissions only), no
+    Workload Identity annotation, and the program told not to ask the Container API (``--runs-only``)."""
+    objs = {o["kind"]: o for o in (to_dict(obj) for obj in build_reaper_objects("i:1", None, runs_only=True))}
+    container = objs["CronJob"]["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"] == ["python", "-m", "rlcloud.gke.reaper", "--runs-only"]
+    assert objs["ServiceAccount"]["metadata"].get("annotations") is None
+    assert objs["ClusterRole"]["rules"] == _objects()["ClusterRole"]["rules"]
+    for obj in build_reaper_objects("i:1", None, runs_only=True):
+        kubernetes_validate.validate(client.ApiClient().sanitize_for_serialization(obj), "1.33.0", strict=True)
+
+
 def test_service_account_carries_the_workload_identity_annotation() -> None:
     sa = _objects()["ServiceAccount"]
     assert sa["metadata"]["annotations"] == {"iam.gke.io/gcp-service-account": GSA}

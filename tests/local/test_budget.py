@@ -228,3 +228,27 @@ def test_the_supervisor_stops_a_run_at_its_budget_between_two_reports(tmp_path: 
     state = RunState(tmp_path).read()
     assert state["stop_requested"] is True and "budget reached" in state["stop_reason"], state
     assert (tmp_path / STATE_DIR / "single-0.exit").read_text() == "143\n"
+
+
+def test_a_local_sweeps_budget_is_not_charged_for_a_wall_clock_step(tmp_path: Path) -> None:
+    """The sweep's scheduler counts a live trial's time since its last report by its own monotonic clock: a
+    2-hour forward step of the wall clock (a laptop's sleep) charges nothing; time that passes does."""
+    from types import SimpleNamespace
+
+    from rlcloud.local.sweeper import _SweepBudget
+    from tests.clocks import SteppingClock
+
+    clock = SteppingClock(manual=True)
+    now = clock.time()
+    trial = tmp_path / "lr" / "lr0--seed0"
+    trial.mkdir(parents=True)
+    (trial / "progress.json").write_text(json.dumps({"state": "running", "elapsed": 5.4, "updated": now}))
+    sweep = SimpleNamespace(name="lr", budget=SimpleNamespace(amount=5.0))
+    budget = _SweepBudget(sweep, str(tmp_path / "lr"), 100.0, clock=clock.clock)  # $0.15 spent of $5 at $100/h
+    trials, launched = [SimpleNamespace(name="lr0--seed0")], {"lr0--seed0": now - 10}
+    assert budget.look(trials, [], launched) is None
+    clock.step(2 * 3600)
+    clock.advance(1.5)  # the next look (a second on)
+    assert budget.look(trials, [], launched) is None and not budget.warned
+    clock.advance(3600 * 0.05)  # the control: 3 minutes of training really passed: $5.15 of $5
+    assert (budget.look(trials, [], launched) or "").startswith("stopped by its budget: cost so far ~$5.")

@@ -1,6 +1,7 @@
 """Image frames rounded to levels and kept as uint8 in the replay memory (runner/frames.py).
 
-Each comparison trains the Space Invaders example's agent in fresh processes with ``RLCLOUD_UINT8_FRAMES``
+Each comparison trains the Space Invaders example's agent (a small convolution for its network: what is compared is
+the replay memory, which any network shares) in fresh processes with ``RLCLOUD_UINT8_FRAMES``
 set three ways: uint8 frames (the default), the same rounded frames kept as float32, and Tensorforce's own
 float32 frames (unrounded). The first two must learn the same thing bit for bit (actions and weights after
 many updates, the memory wrapped around); the memory of the first holds what Tensorforce's holds to within
@@ -19,7 +20,7 @@ import numpy as np
 import pytest
 
 from rlcloud.runner.frames import FRAMES_VARIABLE, FrameCodec
-from tests.runner.training_process import SPACE_INVADERS_SINGLE, TRAIN_STEPS, run_script
+from tests.runner.training_process import SMALL_CONV_NETWORK, SPACE_INVADERS_SINGLE, TRAIN_STEPS, run_script
 
 _REPORT = textwrap.dedent(
     """
@@ -139,6 +140,7 @@ RESUME_CASE: dict[str, Any] = {
         "agent.memory": 64,
         "agent.start_updating": 32,
         "agent.batch_size": 8,
+        "network": SMALL_CONV_NETWORK,
     },
     "chunk_bytes": 7 * 84 * 84 * 4,  # 7 float32 frames, 28 uint8 frames a slice
 }

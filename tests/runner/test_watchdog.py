@@ -211,3 +211,30 @@ def test_the_end_of_training_stops_the_judging_before_the_final_upload(tmp_path:
     assert not ended.wait(2.0)  # five stall_timeouts without a step, after the end: nothing fires
     assert watchdog.fired is None
     watchdog.stop()
+
+
+def test_a_wall_clock_step_is_no_stall_and_a_real_one_still_is(tmp_path: Path) -> None:
+    """The watchdog measures a stall with the monotonic clock: a 2-hour forward step of the wall clock during a
+    long update (no timestep for a while) is no stall; the heartbeat file states the stepped wall time (what other
+    processes read); time that really passes without a timestep still ends the process."""
+    from tests.clocks import SteppingClock
+
+    clock = SteppingClock(manual=True)  # its monotonic time passes only when the test says
+    trainer = _Trainer()
+    ended = threading.Event()
+    watchdog = StallWatchdog(
+        trainer, 4.0, tmp_path, label="single-0", exit=lambda _code: ended.set(), clock=clock.clock
+    )
+    watchdog.start()
+    trainer.counters["timestep"] = 1
+    clock.wait_reads(clock.step(0), 4)  # it has seen the timestep
+    since = clock.step(2 * 3600)
+    clock.wait_reads(since, 4)  # two ticks of the watchdog after the step (it reads both clocks each)
+    assert not ended.is_set() and watchdog.fired is None
+    assert heartbeat_path(tmp_path, "single-0").stat().st_mtime > time.time() + 3600
+    # the control: no timestep for 4 s of the monotonic clock, past the first step's grace (as long), ends it
+    clock.advance(3.0)
+    clock.wait_reads(clock.step(0), 4)
+    assert not ended.is_set()
+    clock.advance(5.5)
+    assert ended.wait(60) and watchdog.fired == EXIT_STALLED

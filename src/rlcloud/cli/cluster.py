@@ -171,7 +171,15 @@ def reap(args: argparse.Namespace) -> int:
             metavar="SECONDS",
             type=checked("seconds"),
             default=600.0,
-            help="--smoke: for its pod (default 600)",
+            help="--smoke: for its pod to run, once started (default 600)",
+        ),
+        Arg(
+            "--schedule-timeout",
+            metavar="SECONDS",
+            type=checked("seconds"),
+            default=1200.0,
+            help="--smoke: for its pod to be scheduled and its image pulled, a GPU node added from zero "
+            "(default 1200); --timeout is then for it to run",
         ),
     ],
 )

@@ -289,5 +289,11 @@ def _smoke(args: argparse.Namespace, spec: Any, project: str, results: str, cred
             problem = f"cluster {spec.name} does not exist: create it first (rlcloud cluster create -f {args.file})"
             raise SpecError([SpecProblem("--file", problem)])
     echo(f"smoke test on {target.describe()} (results {results or '-'}):", flush=True)
-    steps = smoke(target, results, timeout=args.timeout, on_step=lambda step: print(shown(step), flush=True))
+    steps = smoke(
+        target,
+        results,
+        schedule_timeout=args.schedule_timeout,
+        run_timeout=args.timeout,
+        on_step=lambda step: print(shown(step), flush=True),
+    )
     return all(s.ok for s in steps)

@@ -43,7 +43,7 @@ from rlcloud.gke.plan import GPU_POOL, plan_pools
 from rlcloud.gke.preflight import check_cluster_spec, cluster_spec_warnings
 from rlcloud.gke.prices import CostEstimate, estimate_hourly_cost
 from rlcloud.gke.project import GkeProject
-from rlcloud.gke.reaper_setup import install_reaper
+from rlcloud.gke.reaper_setup import BudgetScope, install_reaper, require_budget_enforcer
 from rlcloud.gke.zones import GpuPlacement, accelerator_zones, place_gpu_pool
 from rlcloud.specs.cluster import REGION_RE, ClusterSpec
 from rlcloud.waiting import Backoff, sleep_until
@@ -225,6 +225,8 @@ class GkeCluster:
         from rlcloud.gke.doctor import API_HOST_ENV, Doctor
 
         config = load_project_config()
+        if self.reaper_service_account:  # this cluster's reaper identity is the one its checks are about
+            config = config.model_copy(update={"reaper_service_account": self.reaper_service_account})
         images = self.run_images
         if images is None:
             images = [i for i in (config.image, config.gpu_image if self.spec.gpus_per_node else None) if i]
@@ -343,6 +345,8 @@ class GkeCluster:
         if experiment is not None and self.experiment is None:
             self.experiment = experiment
         check_cluster_spec(self.spec)
+        if self.spec.budget is not None:  # enforced in the cluster, or refused before anything is made
+            require_budget_enforcer(self, f"cluster {self.name}", "cluster")
         for warning in cluster_spec_warnings(self.spec):
             log.warning("cluster %s: %s", self.name, warning)
         allowed = list(self.spec.fallback_zones if fallback_zones is None else fallback_zones)
@@ -357,13 +361,25 @@ class GkeCluster:
                 self._delete_after_failure(progress)
             raise
         if wait and (self.spec.ttl is not None or self.spec.autodown is not None or self.spec.budget is not None):
-            self.reaper_note = self.install_reaper()
+            # a budget depends on the reaper (BackendError when it cannot be installed); a ttl has its fallback
+            budget = self.spec.budget is not None
+            try:
+                self.install_reaper(required="cluster" if budget else None)
+            except BaseException:
+                if delete_on_failure:  # a dedicated cluster whose budget nothing would enforce goes
+                    log.warning("cluster %s: its budget would not be enforced: deleting it", self.name)
+                    self._delete_after_failure(progress)
+                raise
         return info
 
-    def install_reaper(self) -> str:
-        """Install (or update) the in-cluster reaper that deletes this cluster when its ttl or autodown is due
-        (:func:`rlcloud.gke.reaper_setup.install_reaper`). Never raises: the returned line says what it did."""
-        return install_reaper(self)
+    def install_reaper(self, *, run_image: str | None = None, required: BudgetScope | None = None) -> str:
+        """Install (or update) the in-cluster reaper that deletes this cluster when its ttl or autodown is due and
+        enforces budgets (:func:`rlcloud.gke.reaper_setup.install_reaper`); the returned line (also
+        :attr:`reaper_note`) says what it did. ``required``: a budget of runs (``runs``) or of the cluster
+        (``cluster``) depends on it: BackendError when it cannot be installed; otherwise it never raises.
+        ``run_image``: the image of the run about to start (the reaper runs in it when nothing else is set)."""
+        self.reaper_note = install_reaper(self, run_image=run_image, required=required)
+        return self.reaper_note
 
     def wait(self, timeout: float = 1800.0, progress: ProgressCallback | None = None) -> ClusterInfo:
         """Wait until the cluster (e.g. after ``create(wait=False)``) is running with all its pools.

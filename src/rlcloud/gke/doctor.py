@@ -14,7 +14,8 @@ could not tell and refuses nothing):
   ``roles/artifactregistry.reader`` or a role that includes it on the repository or its project;
 * ``reaper``: the reaper's Google service account lets ``rlcloud-system/rlcloud-reaper`` act as it (IAM), and
   the roles the project binds to it hold what the reaper calls (:data:`REAPER_PERMISSIONS`), when a spec has a
-  ttl or autodown.
+  ttl, an autodown or a budget (a cluster's budget deletes it). Creating a cluster with a budget runs it with
+  the cheap checks: a budget that could not delete the cluster refuses the create.
 
 Each service is called through its official client library (google-cloud-service-usage,
 -resource-manager, -compute, -iam, -artifact-registry, -storage), imported inside the check that uses it:
@@ -630,18 +631,26 @@ class Doctor:
 
     def check_reaper(self) -> Check:
         """The in-cluster reaper's Kubernetes ServiceAccount may act as ``reaper_service_account``, which may get
-        and delete the cluster."""
-        if self.spec is not None and self.spec.ttl is None and self.spec.autodown is None:
-            return Check("reaper", "SKIP", "the cluster spec has no ttl or autodown")
-        if self.spec is None and not self.config.reaper_service_account:
-            return Check("reaper", "SKIP", "no reaper_service_account in rlcloud.yaml (needed for ttl/autodown)")
+        and delete the cluster: for a spec with a ttl, an autodown or a budget."""
+        spec = self.spec
+        if spec is not None and spec.ttl is None and spec.autodown is None and spec.budget is None:
+            return Check("reaper", "SKIP", "the cluster spec has no ttl, autodown or budget")
+        if spec is None and not self.config.reaper_service_account:
+            return Check(
+                "reaper", "SKIP", "no reaper_service_account in rlcloud.yaml (needed for ttl/autodown/cluster budget)"
+            )
         member = f"serviceAccount:{self.project}.svc.id.goog[rlcloud-system/rlcloud-reaper]"
         check = self._wi_check("reaper", self.config.reaper_service_account, member, "")
         if check.status == "SKIP":
+            what = (
+                "the cluster's budget would not be enforced (deleting it needs the reaper's Google identity)"
+                if spec is not None and spec.budget is not None
+                else "ttl/autodown act only through `rlcloud cluster reap`"
+            )
             return Check(
                 "reaper",
                 "FAIL",
-                "no reaper_service_account in rlcloud.yaml: ttl/autodown act only through `rlcloud cluster reap`",
+                f"no reaper_service_account in rlcloud.yaml: {what}",
                 "see docs/gke-setup.md#7-teardown-inside-the-cluster",
             )
         if check.status == "FAIL":
@@ -881,7 +890,9 @@ class Doctor:
         requests each: APIs, permissions, GPU quota, images)."""
         cheap = [self.check_apis, self.check_permissions, self.check_gpu_quota, self.check_images]
         if cheap_only:
-            return list(cheap)
+            # a cluster's budget deletes it through the reaper: a create is refused when that could not act
+            budget = self.spec is not None and self.spec.budget is not None
+            return [*cheap, self.check_reaper] if budget else list(cheap)
         return [*cheap, self.check_bucket, self.check_workload_identity, self.check_reaper]
 
     def run(self, *, cheap_only: bool = False) -> list[Check]:

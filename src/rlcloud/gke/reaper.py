@@ -50,23 +50,27 @@ import json
 import logging
 import os
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rlcloud.budget import ANNOTATION_BUDGET_STATE
 from rlcloud.timestamps import rfc3339_seconds
+from rlcloud.waiting import SYSTEM_CLOCK, Clock
 
 __all__ = [
     "Activity",
     "ClusterIdentity",
     "Decision",
     "activity",
+    "api_server_time",
+    "checked_now",
     "decide",
     "main",
     "metadata_identity",
+    "run_budgets_only",
     "run_once",
 ]
 
@@ -198,8 +202,15 @@ def _job_running(job: Mapping[str, Any]) -> bool:
     if not (job.get("spec") or {}).get("suspend"):
         return True
     # suspended: a paused experiment holds no pods and does not keep the cluster up, but a sweep waiting
-    # in a Kueue queue is work to come (Kueue un-suspends it when the queue has quota)
-    return _queue(job) is not None
+    # in a Kueue queue is work to come (Kueue un-suspends it when the queue has quota); one its budget
+    # stopped (rlcloud.gke.budgets) is not: it stays suspended until someone resumes it with a larger budget
+    return _queue(job) is not None and not _budget_stopped(job)
+
+
+def _budget_stopped(job: Mapping[str, Any]) -> bool:
+    """The Job was suspended by its money budget (the reaper's ``rlcloud.io/budget-state: stopped``)."""
+    annotations = (job.get("metadata") or {}).get("annotations") or {}
+    return annotations.get(ANNOTATION_BUDGET_STATE) == "stopped"
 
 
 def _queue(job: Mapping[str, Any]) -> str | None:
@@ -434,6 +445,102 @@ def _record_failure(applier: Any, namespace: str, now: float, data: dict[str, st
         log.warning("could not record the failure in ConfigMap %s/rlcloud-reaper: %s", namespace, exc)
 
 
+#: Seconds this pod's clock may run ahead of the Kubernetes API server's before the server's is taken.
+CLOCK_SKEW_S = 120.0
+
+
+def api_server_time(applier: Any) -> float | None:
+    """The Kubernetes API server's clock (the ``Date`` header of its ``/version`` answer, RFC 9110 section 6.6.1:
+    whole seconds); None when it cannot be read."""
+    import email.utils
+
+    try:
+        response = applier.send("GET", "/version", timeout=10)
+        date = response.getheader("Date")
+        response.read()
+        return email.utils.parsedate_to_datetime(date).timestamp() if date else None
+    except Exception as exc:  # no answer, no header, a malformed one: this pod's clock goes unchecked
+        log.debug("cannot read the API server's clock: %s", exc)
+        return None
+
+
+def checked_now(local: float, server: float | None) -> float:
+    """The time a reaper run prices and decides with (pure): this pod's clock, unless it runs more than
+    :data:`CLOCK_SKEW_S` ahead of the API server's (a stepped node clock, a resumed VM), then the server's. Pods'
+    start times are the API server's: a clock stepped 2 hours forward would charge every run 2 hours it never ran
+    (and could stop it, or delete the cluster at its ttl). A clock behind counts less, never more."""
+    if server is not None and local > server + CLOCK_SKEW_S:
+        ahead = local - server
+        log.warning("this pod's clock is %.0f s ahead of the Kubernetes API server's: deciding with its clock", ahead)
+        return server
+    return local
+
+
+def _run_budgets(applier: Any, namespace: str, now: float, dry_run: bool) -> dict[str, str]:
+    """Runs' and sweeps' budgets alone (Kubernetes calls only: :func:`rlcloud.gke.budgets.enforce_run_budgets`);
+    the ConfigMap lines it leaves. Never raises: what failed is a problem recorded."""
+    from rlcloud.gke.budgets import enforce_run_budgets
+
+    query = {"labelSelector": _MANAGED_SELECTOR}
+
+    def list_pods() -> list[Any]:
+        return list(applier.checked_json("list rlcloud pods", "GET", "/api/v1/pods", query=query).get("items") or [])
+
+    try:
+        jobs = applier.checked_json("list rlcloud Jobs", "GET", "/apis/batch/v1/jobs", query=query).get("items") or []
+        nodes = applier.checked_json("list nodes", "GET", "/api/v1/nodes").get("items") or []
+        report = enforce_run_budgets(
+            applier,
+            jobs=list(jobs),
+            pods=list_pods(),
+            nodes=list(nodes),
+            now=now,
+            own_namespace=namespace,
+            dry_run=dry_run,
+            list_pods=list_pods,
+        )
+    except Exception as exc:  # recorded where a user looks: a budget that cannot act is never silent
+        log.warning("runs' budgets not enforced this run: %s", exc)
+        return {"budget_problems": f"runs' budgets not enforced this run: {exc}"[:_MAX_ERROR]}
+    return {
+        "budget_runs": json.dumps(report.lines[:50]),
+        "budget_stopped": json.dumps(report.stopped[:50]),
+        "budget_problems": "; ".join(report.problems)[:2000],
+    }
+
+
+def run_budgets_only(
+    *,
+    now: float | None = None,
+    api_client: Any = None,
+    namespace: str | None = None,
+    dry_run: bool = False,
+    clock: Clock = SYSTEM_CLOCK,
+) -> Decision:
+    """A reaper without a Google identity (``--runs-only``): it enforces runs' and sweeps' budgets with Kubernetes
+    permissions alone (its ServiceAccount's RBAC: :mod:`rlcloud.k8s.reaper_builders`) and never reads or deletes
+    the cluster. Records what it did in the ConfigMap; returns a ``keep`` decision. ``now`` (tests): the time
+    to decide at; None: ``clock``'s, checked against the API server's (:func:`checked_now`)."""
+    from rlcloud.k8s.applier import Applier
+    from rlcloud.k8s.reaper_builders import REAPER_NAMESPACE
+
+    namespace = namespace or os.environ.get(NAMESPACE_ENV) or REAPER_NAMESPACE
+    applier = Applier(api_client or _kube_api_client())
+    now = checked_now(clock.time(), api_server_time(applier)) if now is None else now
+    budgets = _run_budgets(applier, namespace, now, dry_run)
+    reason = (
+        "runs' and sweeps' budgets only: no Google identity to read or delete the cluster (its ttl, autodown "
+        "and budget are not enforced here; docs/gke-setup.md#7-teardown-inside-the-cluster)"
+    )
+    data = {"decision": "keep", "reason": reason, "checked": _when(now), **budgets}
+    try:
+        _record(applier, namespace, data)
+    except Exception as exc:
+        log.warning("could not record the run in ConfigMap %s/rlcloud-reaper: %s", namespace, exc)
+    log.info("runs-only reaper: %s", budgets.get("budget_runs") or "no run with a budget")
+    return Decision(False, reason)
+
+
 def run_once(
     *,
     now: float | None = None,
@@ -442,10 +549,13 @@ def run_once(
     api_client: Any = None,
     namespace: str | None = None,
     dry_run: bool = False,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> Decision:
     """One reaper run: read, decide, record, and delete the cluster when due. Returns the decision.
 
-    Every client defaults to what a pod of the CronJob has (metadata server, Workload Identity, in-cluster
+    ``now``: the time to decide at (tests); None: ``clock``'s, checked against the Kubernetes API server's
+    (:func:`checked_now`: a node clock stepped forward never charges runs for time they did not run, nor ends a
+    ttl early). Every client defaults to what a pod of the CronJob has (metadata server, Workload Identity, in-cluster
     Kubernetes configuration); tests pass fakes. ``dry_run`` records the decision but deletes nothing.
 
     Every attempt's outcome goes into the ConfigMap (``outcome``: "delete requested (...)", "already gone",
@@ -469,7 +579,6 @@ def run_once(
     from rlcloud.k8s.applier import Applier
     from rlcloud.k8s.reaper_builders import REAPER_NAMESPACE
 
-    now = time.time() if now is None else now
     namespace = namespace or os.environ.get(NAMESPACE_ENV) or REAPER_NAMESPACE
     identity = identity or metadata_identity()
     if container_client is None:
@@ -478,6 +587,8 @@ def run_once(
     path = cluster_path(identity.project, identity.location, identity.name)
     api_client = api_client or _kube_api_client()
     applier = Applier(api_client)
+    # ``now`` (tests) as given; else this pod's clock, checked against the API server's (pods' times are its)
+    now = checked_now(clock.time(), api_server_time(applier)) if now is None else now
     try:
         with api_errors(project=identity.project, action=f"get cluster {identity.name}"):
             cluster = container_client.get_cluster(name=path)
@@ -488,7 +599,14 @@ def run_once(
         # without the cluster's labels nothing can be decided: say so where a user looks, then fail the run
         outcome = _refused(exc)
         log.error("cannot read cluster %s: %s", identity.name, outcome)
-        data = {"decision": "unknown", "reason": "cannot read the cluster", "checked": _when(now), "outcome": outcome}
+        # stopping a run over its budget needs Kubernetes permissions only: it goes on without the cluster
+        data = {
+            "decision": "unknown",
+            "reason": "cannot read the cluster",
+            "checked": _when(now),
+            "outcome": outcome,
+            **_run_budgets(applier, namespace, now, dry_run),
+        }
         _record_failure(applier, namespace, now, data, f"rlcloud reaper cannot read this cluster: {outcome}")
         raise
     labels = dict(cluster.resource_labels)
@@ -596,12 +714,16 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m rlcloud.gke.reaper [--dry-run]``: one run; exit 0 unless the cluster could not be read."""
     parser = argparse.ArgumentParser(prog="python -m rlcloud.gke.reaper", description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true", help="decide and record, delete nothing")
+    parser.add_argument(
+        "--runs-only", action="store_true", help="no Google identity: enforce runs' and sweeps' budgets only"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     from rlcloud.errors import RLCloudError
 
     try:
-        decision = run_once(dry_run=args.dry_run)
+        once = run_budgets_only if args.runs_only else run_once
+        decision = once(dry_run=args.dry_run)
     except RLCloudError as exc:
         log.error("reaper run failed: %s", exc)
         return 1

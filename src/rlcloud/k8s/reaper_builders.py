@@ -148,9 +148,12 @@ def build_reaper_role_binding(namespace: str = REAPER_NAMESPACE) -> k8s.V1RoleBi
 
 
 def build_reaper_cron_job(
-    image: str, namespace: str = REAPER_NAMESPACE, *, schedule: str = REAPER_SCHEDULE
+    image: str, namespace: str = REAPER_NAMESPACE, *, schedule: str = REAPER_SCHEDULE, runs_only: bool = False
 ) -> k8s.V1CronJob:
     """The CronJob that runs ``python -m rlcloud.gke.reaper`` in the cpu runner ``image`` every 5 minutes.
+
+    ``runs_only``: the reaper has no Google identity, so it enforces runs' and sweeps' budgets only
+    (``--runs-only``: Kubernetes calls alone; the cluster's ttl, autodown and budget are not its job).
 
     One run at a time (``Forbid``), no retries (the next run is 5 minutes away), and only the latest
     run of each outcome is kept, so ``kubectl -n rlcloud-system logs job/...`` shows the last decision.
@@ -159,7 +162,7 @@ def build_reaper_cron_job(
         name="reaper",
         image=image,
         image_pull_policy="IfNotPresent",
-        command=["python", "-m", "rlcloud.gke.reaper"],
+        command=["python", "-m", "rlcloud.gke.reaper", *(["--runs-only"] if runs_only else [])],
         env=[
             k8s.V1EnvVar(name="RLCLOUD_REAPER_NAMESPACE", value=namespace),
             # read-only root filesystem: no bytecode cache to write
@@ -207,8 +210,11 @@ def build_reaper_cron_job(
     )
 
 
-def build_reaper_objects(image: str, gcp_service_account: str | None, namespace: str = REAPER_NAMESPACE) -> list[Any]:
-    """Every object of the reaper, in creation order (namespace first, CronJob last)."""
+def build_reaper_objects(
+    image: str, gcp_service_account: str | None, namespace: str = REAPER_NAMESPACE, *, runs_only: bool = False
+) -> list[Any]:
+    """Every object of the reaper, in creation order (namespace first, CronJob last); ``runs_only``: see
+    :func:`build_reaper_cron_job`."""
     return [
         build_reaper_namespace(namespace),
         build_reaper_service_account(gcp_service_account, namespace),
@@ -216,5 +222,5 @@ def build_reaper_objects(image: str, gcp_service_account: str | None, namespace:
         build_reaper_cluster_role_binding(namespace),
         build_reaper_role(namespace),
         build_reaper_role_binding(namespace),
-        build_reaper_cron_job(image, namespace),
+        build_reaper_cron_job(image, namespace, runs_only=runs_only),
     ]

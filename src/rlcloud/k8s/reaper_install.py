@@ -17,13 +17,19 @@ log = logging.getLogger(__name__)
 
 
 def install_reaper(
-    api_client: Any, *, image: str, gcp_service_account: str | None, namespace: str = REAPER_NAMESPACE
+    api_client: Any,
+    *,
+    image: str,
+    gcp_service_account: str | None,
+    namespace: str = REAPER_NAMESPACE,
+    runs_only: bool = False,
 ) -> list[str]:
     """Create (or replace) the reaper's objects in the cluster ``api_client`` reaches; returns
-    ``Kind/name`` of each. Raises an :class:`~rlcloud.errors.RLCloudError` when the API refuses."""
+    ``Kind/name`` of each. Raises an :class:`~rlcloud.errors.RLCloudError` when the API refuses. ``runs_only``:
+    a reaper without a Google identity, for runs' and sweeps' budgets only."""
     applier = Applier(api_client)
     done: list[str] = []
-    for obj in build_reaper_objects(image, gcp_service_account, namespace):
+    for obj in build_reaper_objects(image, gcp_service_account, namespace, runs_only=runs_only):
         kind, name = obj.kind, obj.metadata.name
         ns = obj.metadata.namespace
         what = f"install the reaper's {kind} {name}"

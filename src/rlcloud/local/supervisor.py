@@ -19,7 +19,12 @@ lifecycle rules without anyone watching:
   not advanced for that long, :func:`rlcloud.backend.stalled_for`): the runner is stopped (SIGTERM, then
   SIGKILL after the grace period) and started again once, resuming from its latest checkpoint
   (``.rlcloud-local/<label>.restarts`` counts it); stalled a second time (or exit code 89) it is stopped
-  and the role fails, the log's exit line saying why.
+  and the role fails, the log's exit line saying why. A restarted runner gets the start-up of a first one: it
+  is judged only once it reports training (an earlier runner's progress.json is not its own), its stall time
+  counting from that first report.
+- time: the runner's stamps (its reports, heartbeat files) are wall-clock times another process wrote; the
+  supervisor ages them with its monotonic clock (:class:`rlcloud.waiting.StampAges`), so a step of the wall
+  clock (a laptop's sleep, NTP) neither charges a budget nor looks like a stall.
 - an env server stopped answering (``--stall-timeout``: its heartbeat file, touched by its request loop,
   is that old): it is killed (SIGTERM + SIGCONT, SIGKILL after a few seconds) and started again on the same
   port, up to three times; the agent reconnects to it and resets its environments, without a restart.
@@ -67,7 +72,7 @@ from rlcloud.runner.watchdog import (
     heartbeat_age,
     heartbeat_path,
 )
-from rlcloud.waiting import poll_until
+from rlcloud.waiting import SYSTEM_CLOCK, Clock, StampAges, poll_until
 
 __all__ = ["DEFAULT_GRACE_PERIOD", "EXIT_DUPLICATE", "main", "supervise", "training_seconds"]
 
@@ -105,6 +110,7 @@ def supervise(
     grace_period: float = DEFAULT_GRACE_PERIOD,
     stall_timeout: float | None = None,
     budget: tuple[float, float] | None = None,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> int:
     """Run ``command``, record its exit code, and apply the lifecycle rules (module docstring).
 
@@ -113,7 +119,9 @@ def supervise(
     ``budget``: (USD, USD per hour) of the run: its cost so far is its training time (progress.json
     ``elapsed``, advanced with the wall clock since the live runner's last report: :func:`training_seconds`) x
     the price, checked every poll; at 90% a line in the log, at 100% the runner is stopped as a stop stops it
-    (SIGTERM: it checkpoints) and so are the other roles.
+    (SIGTERM: it checkpoints) and so are the other roles. ``clock``: what time is read from (tests step it);
+    the runner's stamps (its reports, its heartbeat) are aged with :class:`~rlcloud.waiting.StampAges`, so a
+    step of the wall clock neither charges the budget nor looks like a stall.
     """
     run = RunState(workdir)
     received: list[int] = []
@@ -127,7 +135,7 @@ def supervise(
         with contextlib.suppress(ProcessLookupError):
             child.send_signal(signum)
         if not kill_at:
-            kill_at.append(time.monotonic() + grace_period)
+            kill_at.append(clock.monotonic() + grace_period)
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, forward)
@@ -152,8 +160,10 @@ def supervise(
     child = launch()
     if received and not kill_at:  # a signal between the check above and the fork
         forward(received[0], None)
-    launched = time.time()
-    next_look = time.monotonic() + STALL_POLL_S
+    launched = clock.time()
+    first_report: list[float] = []  # when the runner now alive first reported "running" (progress.json)
+    ages = StampAges(clock)
+    next_look = clock.monotonic() + STALL_POLL_S
     restarts = 0
     warned = False
     learner = label.rsplit("-", 1)[0] in LEARNER_ROLES
@@ -174,27 +184,28 @@ def supervise(
                       flush=True)  # fmt: skip
                 atomic_write(run.restarts_file(label), f"{restarts}\n")
                 child = launch()
-                launched = time.time()
+                launched = clock.time()
+                first_report.clear()
                 continue
             if learner and code == EXIT_STALLED_AGAIN:
                 return _finish(run, label, code, grace_period, _stall_why(run, "stalled again after a restart"))
             break
         if budget is not None and not received:  # each poll: a stop overruns by at most a poll
-            decision = _budget_decision(run, budget, warned, launched)
+            decision = _budget_decision(run, budget, warned, launched, ages)
             if decision.action == "warn":
                 warned = True
                 print(f"----- {label} budget: {decision.reason}", flush=True)
             elif decision.action == "stop":
                 return _stop_for_budget(run, label, child, grace_period, decision.reason)
-        if stall_timeout is not None and not received and time.monotonic() >= next_look:
-            next_look = time.monotonic() + STALL_POLL_S
-            beat_age = heartbeat_age(heartbeat, since=launched)
+        if stall_timeout is not None and not received and clock.monotonic() >= next_look:
+            next_look = clock.monotonic() + STALL_POLL_S
+            beat_age = heartbeat_age(heartbeat, since=launched, ages=ages)
             if learner and beat_age is not None:
                 # the runner's watchdog keeps this heartbeat and ends a stalled runner itself (exit 88, below):
                 # this is the backstop for a runner whose watchdog cannot run (a hang that holds the GIL)
                 idle = beat_age if beat_age >= stall_timeout + LIVENESS_MARGIN_S else None
             elif learner:  # a runner without a watchdog: its progress.json heartbeat
-                idle = _stalled(run, launched, stall_timeout)
+                idle = _stalled(run, launched, stall_timeout, ages, first_report)
             else:  # an env server: its request loop's heartbeat (a missing one: still starting)
                 idle = beat_age if beat_age is not None and beat_age >= stall_timeout else None
             if idle is not None:
@@ -217,11 +228,12 @@ def supervise(
                 if received:  # a stop came while it ended: it is not started again
                     return _finish(run, label, 128 + received[0], grace_period, "stopped during a stall restart")
                 child = launch()
-                launched = time.time()
+                launched = clock.time()
+                first_report.clear()
                 continue
         # A runner that ignores SIGTERM too long (stuck in a wait) is killed here, with everything
         # it started (its process group is ours), after its exit code (137) has been recorded.
-        if kill_at and time.monotonic() >= kill_at[0]:
+        if kill_at and clock.monotonic() >= kill_at[0]:
             print(f"----- {label} did not stop within {grace_period:g} s of SIGTERM: killing it", flush=True)
             _ship_log(run, label)
             atomic_write(run.exit_file(label), "137\n")
@@ -232,19 +244,24 @@ def supervise(
     return _finish(run, label, code, grace_period)
 
 
-def _budget_decision(run: RunState, budget: tuple[float, float], warned: bool, launched: float) -> BudgetDecision:
+def _budget_decision(
+    run: RunState, budget: tuple[float, float], warned: bool, launched: float, ages: StampAges
+) -> BudgetDecision:
     """The budget's decision from the run's training time so far (:func:`training_seconds`), its runner alive."""
     try:
         progress = json.loads((run.workdir / PROGRESS).read_text(encoding="utf-8"))
     except (OSError, ValueError):  # absent, or caught mid-write: the next poll reads it
         return decide(None, budget[0])
-    seconds = training_seconds(ProgressRecord(progress), time.time(), launched) if isinstance(progress, dict) else None
+    record = ProgressRecord(progress) if isinstance(progress, dict) else None
+    seconds = training_seconds(record, ages.clock.time(), launched, ages=ages) if record is not None else None
     if seconds is None:
         return decide(None, budget[0])
     return decide(budget[1] * seconds / 3600, budget[0], warned=warned)
 
 
-def training_seconds(progress: ProgressRecord, now: float, launched: float) -> float | None:
+def training_seconds(
+    progress: ProgressRecord, now: float, launched: float, *, ages: StampAges | None = None
+) -> float | None:
     """A live runner's training seconds at ``now``, all starts together; None when progress.json has none.
 
     progress.json's ``elapsed`` (all starts: a resumed runner goes on from its checkpoint's) is only as recent as
@@ -256,16 +273,23 @@ def training_seconds(progress: ProgressRecord, now: float, launched: float) -> f
     TensorFlow loading, not charged; a final state) is taken as it is: the steps a runner makes before its first
     ``"running"`` report are counted when that report comes.
 
+    The runner's ``elapsed`` is its monotonic training time; the time since its report is the one figure that
+    crosses processes (the wall clock, which steps): with ``ages`` it is never more than the reader's monotonic
+    clock has run since it first saw that report (:class:`~rlcloud.waiting.StampAges`), so a 2-hour forward step
+    of the wall clock (a laptop's sleep, NTP) adds nothing to the cost.
+
     Args:
         progress: the run's progress.json.
         now: unix time now (the runner's reports are stamped with the same clock: same machine).
         launched: unix time the runner now alive was started.
+        ages: the reader's ages of stamps (None: ``now - updated``, unchecked).
     """
     elapsed = progress.elapsed
     updated = progress.updated
     if elapsed is None or progress.state != "running" or updated is None or updated < launched:
         return elapsed
-    return elapsed + max(0.0, now - updated)
+    since = ages.age("progress.updated", updated) if ages is not None else max(0.0, now - updated)
+    return elapsed + since
 
 
 def _stop_for_budget(run: RunState, label: str, child: subprocess.Popen[bytes], grace: float, reason: str) -> int:
@@ -291,8 +315,17 @@ def _stall_why(run: RunState, default: str) -> str:
     return f"{what}, again after a restart" if isinstance(what, str) and what else default
 
 
-def _stalled(run: RunState, launched: float, stall_timeout: float) -> float | None:
-    """Seconds the runner started at ``launched`` has trained without a timestep, once past ``stall_timeout``."""
+def _stalled(
+    run: RunState, launched: float, stall_timeout: float, ages: StampAges, first_report: list[float]
+) -> float | None:
+    """Seconds the runner started at ``launched`` has trained without a timestep, once past ``stall_timeout``.
+
+    Only the runner's own reports count: progress.json written before ``launched`` is an earlier runner's (a
+    restarted learner still importing TensorFlow has not reported yet, and gets the start-up grace of a first
+    start). Its idle time counts from its last advance, at the earliest from its first ``"running"`` report
+    (``first_report`` keeps when that was: building the agent and restoring a checkpoint are no stall), aged by
+    ``ages`` (a wall-clock step is no stall).
+    """
     try:
         progress = json.loads((run.workdir / PROGRESS).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -300,10 +333,15 @@ def _stalled(run: RunState, launched: float, stall_timeout: float) -> float | No
     if not isinstance(progress, dict):
         return None
     record = ProgressRecord(progress)
+    if record.updated is None or record.updated < launched or record.state != "running":
+        return None  # no report of this runner yet (it is starting), or it does not train
+    if not first_report:
+        first_report.append(record.updated)
     beat = record.heartbeat
-    # the runner started after the last beat (a restart) is judged from its own start
-    beat = max(beat, launched) if beat is not None else launched
-    return stalled_for(ProgressRecord(record, advanced_at=beat, stall_timeout=stall_timeout), time.time())
+    # judged from this runner's start of training at the earliest (a restart's last beat is older)
+    beat = max(beat, first_report[0]) if beat is not None else first_report[0]
+    now = beat + ages.age("progress.heartbeat", beat)
+    return stalled_for(ProgressRecord(record, advanced_at=beat, stall_timeout=stall_timeout), now)
 
 
 def _end_child(child: subprocess.Popen[bytes], grace_period: float, label: str, *, resume: bool = False) -> int:

@@ -31,6 +31,7 @@ from rlcloud.local.state import read_sweep_spec, read_sweep_state, update_sweep_
 from rlcloud.local.worker import WarmPool, warm_enabled
 from rlcloud.results import local_workdir
 from rlcloud.runner.hparams import trial_env
+from rlcloud.waiting import SYSTEM_CLOCK, Clock, StampAges
 
 if TYPE_CHECKING:
     from rlcloud.backend import ExperimentStatus
@@ -307,9 +308,12 @@ class _SweepBudget:
     """The sweep's money budget on this machine: its trials' training time (progress.json ``elapsed``, running
     on with the wall clock between a live trial's reports: :func:`rlcloud.local.supervisor.training_seconds`) x
     ``price`` (USD per trial-hour: :func:`rlcloud.local.backend.local_run_price` at the sweep's start). Looked at
-    about once a second; warns once at 90% (a log line) and says when the budget is spent."""
+    about once a second; warns once at 90% (a log line) and says when the budget is spent. Each trial's reports
+    are aged with :class:`~rlcloud.waiting.StampAges` on ``clock``: a step of the wall clock costs nothing."""
 
-    def __init__(self, sweep: Any, location: str, price: float | None) -> None:
+    def __init__(self, sweep: Any, location: str, price: float | None, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.clock = clock
+        self.ages: dict[str, StampAges] = {}
         self.location = location
         self.price = price if price and price > 0 else None
         self.budget = sweep.budget.amount if sweep.budget is not None and self.price is not None else None
@@ -321,7 +325,7 @@ class _SweepBudget:
         """None, or why the sweep stops: "stopped by its budget: ..." once its trials that are not ``pending``
         (running, finished, or run by an earlier start) have cost the budget. ``launched_at``: when this start
         handed each of its trials to a runner (unix time); the others' reports are taken as written."""
-        if self.budget is None or self.price is None or time.monotonic() < self.next:
+        if self.budget is None or self.price is None or self.clock.monotonic() < self.next:
             return None
         queued = {t.name for t in pending}
         started = [t.name for t in trials if t.name not in queued]
@@ -331,8 +335,8 @@ class _SweepBudget:
         from rlcloud.local.supervisor import training_seconds
         from rlcloud.storage import open_store, read_progress
 
-        self.next = time.monotonic() + 1.0
-        seconds, now = 0.0, time.time()
+        self.next = self.clock.monotonic() + 1.0
+        seconds, now = 0.0, self.clock.time()
         for name in started:
             try:
                 record = read_progress(open_store(child(self.location, name)))
@@ -341,7 +345,8 @@ class _SweepBudget:
             if record is None:
                 continue
             launched = launched_at.get(name)
-            trained = record.elapsed if launched is None else training_seconds(record, now, launched)
+            ages = self.ages.setdefault(name, StampAges(self.clock))
+            trained = record.elapsed if launched is None else training_seconds(record, now, launched, ages=ages)
             seconds += trained or 0.0
         decision = decide(self.price * seconds / 3600, self.budget, warned=self.warned)
         if decision.action == "warn":

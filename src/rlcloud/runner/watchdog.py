@@ -43,10 +43,13 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlcloud import runenv
 from rlcloud.layout import PROGRESS
+
+if TYPE_CHECKING:
+    from rlcloud.waiting import Clock, StampAges
 
 __all__ = [
     "EXIT_STALLED",
@@ -150,10 +153,14 @@ def beat(path: Path, at: float | None = None) -> None:
         logger.debug("heartbeat %s: %s", path, exc)
 
 
-def heartbeat_age(path: Path, now: float | None = None, *, since: float | None = None) -> float | None:
+def heartbeat_age(
+    path: Path, now: float | None = None, *, since: float | None = None, ages: StampAges | None = None
+) -> float | None:
     """Seconds since the heartbeat at ``path``; None while there is none (the process is starting).
 
-    ``since``: the process's start; an older file is a previous process's and counts as none.
+    ``since``: the process's start; an older file is a previous process's and counts as none. ``ages``: the
+    reader's :class:`~rlcloud.waiting.StampAges` (another process's mtime is a wall-clock stamp: a step of the
+    clock must not age it); None: ``now`` (default the wall clock) minus the mtime.
     """
     try:
         mtime = path.stat().st_mtime
@@ -161,6 +168,8 @@ def heartbeat_age(path: Path, now: float | None = None, *, since: float | None =
         return None
     if since is not None and mtime < since:
         return None
+    if ages is not None:
+        return ages.age(str(path), mtime)
     return max(0.0, (time.time() if now is None else now) - mtime)
 
 
@@ -309,7 +318,10 @@ class StallWatchdog:
     ``waiting``: returns True while the learner waits for its env servers (not a stall of its own);
     ``exit``: how the process ends (``os._exit``: the main thread may be stuck where nothing else reaches);
     ``heartbeat``: its heartbeat file (default: the running :class:`PodHeartbeat`'s in a warm sweep pod,
-    taken over from :meth:`start` to :meth:`stop`; else :func:`heartbeat_path` of ``workdir`` and ``label``).
+    taken over from :meth:`start` to :meth:`stop`; else :func:`heartbeat_path` of ``workdir`` and ``label``);
+    ``clock``: what it reads time from (default the system's; a test steps it). A stall is measured with the
+    monotonic clock, so a step of the wall clock (a laptop's sleep, NTP) is no stall; the wall clock only stamps
+    the heartbeat file, which other processes read.
     Call :meth:`start` before training and :meth:`stop` after; it reads progress.json at construction, before
     the trainer rewrites it, to know whether the previous process stalled.
     """
@@ -325,7 +337,11 @@ class StallWatchdog:
         waiting: Callable[[], bool] | None = None,
         exit: Callable[[int], object] = os._exit,
         heartbeat: Path | None = None,
+        clock: Clock | None = None,
     ) -> None:
+        from rlcloud.waiting import SYSTEM_CLOCK
+
+        self.clock = clock or SYSTEM_CLOCK
         self.trainer = trainer
         self.stall_timeout = float(stall_timeout)
         self.workdir = Path(workdir)
@@ -390,12 +406,13 @@ class StallWatchdog:
         tick = min(1.0, self.stall_timeout / 4)
         grace = min(FIRST_STEP_GRACE_S, self.stall_timeout)
         seen = self._start
+        # monotonic seconds (this process's own durations); the heartbeat file gets the wall time they stand for
         running_since: float | None = None
         advanced_at: float | None = None  # this process's last advance (None: no step yet)
         while not self._stop.wait(tick):
-            now = time.time()
+            now, wall = self.clock.monotonic(), self.clock.time()
             if not getattr(self.trainer, "running", False):
-                beat(self.heartbeat, now)  # starting (the loop's first second, a restore): not judged
+                beat(self.heartbeat, wall)  # starting (the loop's first second, a restore): not judged
                 continue
             running_since = running_since or now
             position = self._position()
@@ -405,7 +422,7 @@ class StallWatchdog:
             # training, slowly on a busy machine: that start is given `grace` more; the heartbeat (what the
             # liveness probe reads) says the same
             beat_at = min(now, max(advanced_at or running_since, running_since + grace))
-            beat(self.heartbeat, beat_at)
+            beat(self.heartbeat, wall - (now - beat_at))
             if now - beat_at >= self.stall_timeout:
                 self._fire(now - (advanced_at or running_since))
                 return
