@@ -23,6 +23,8 @@ __all__ = [
     "CHECKPOINTS",
     "CHECKPOINT_STATE",
     "CURVES",
+    "CURVE_POINTS",
+    "CURVE_WINDOW",
     "DONE_STATES",
     "EVALUATION",
     "FINAL_STATES",
@@ -33,9 +35,13 @@ __all__ = [
     "PROGRESS",
     "RESTORED_FILES",
     "RETURNS_PLOT",
+    "RUN_INDEX_FILES",
+    "RUN_SUMMARY",
     "SPEC",
     "STOPPED_EARLY",
     "SUMMARIES",
+    "SUMMARY_SOURCES",
+    "SUMMARY_VERSION",
     "SWEEP_SPEC",
     "ProgressRecord",
     "as_number",
@@ -78,6 +84,21 @@ RETURNS_PLOT = "returns.png"
 CURVES = "curves"
 #: What a resumed runner needs besides its checkpoint: its appended records and its counters.
 RESTORED_FILES = (METRICS, EVALUATION, PROGRESS)
+#: A run's summary (rlcloud.storage.summary): what the tables of many runs need, derived from SUMMARY_SOURCES,
+#: written by the runner at each checkpoint and at the end. A reader that finds it missing, built from other
+#: records than the stored ones, or of another SUMMARY_VERSION builds it from the records instead.
+RUN_SUMMARY = "run-summary.json"
+#: The records a run summary is built from (each named in it with its size and CRC32C).
+SUMMARY_SOURCES = (PROGRESS, METRICS, EVALUATION)
+#: The summary format's version: a summary of another version is rebuilt from the records by its reader.
+SUMMARY_VERSION = 1
+#: The objects a reader of many runs lists in each run's location (one listing for a whole sweep): the spec
+#: of record, the summary and its sources.
+RUN_INDEX_FILES = (SPEC, RUN_SUMMARY, *SUMMARY_SOURCES)
+#: A summary's objective and curve: the mean return of the last CURVE_WINDOW episodes, at no more than
+#: CURVE_POINTS episodes (what a plot draws; a window of another length is computed from the records).
+CURVE_WINDOW = 20
+CURVE_POINTS = 256
 
 
 def checkpoint_path(name: str) -> str:
