@@ -1,0 +1,309 @@
+"""Reading many runs back: one listing per location, one request per object, concurrent, cached.
+
+What a table of runs needs is in each run's summary (:mod:`rlcloud.storage.summary`) and its spec of record.
+For a location (a run's, or a sweep's: its trials are the folders below it that hold a spec of record):
+
+1. one listing of the records by name (:meth:`~rlcloud.storage.base.Store.list_named`: the spec, the summary and
+   its sources, with each one's size, CRC32C and generation; GCS pages of 1,000 objects): the index;
+2. each run's spec of record and summary, read concurrently (:data:`READ_THREADS` at a time) in one request
+   each, or not at all when the local cache holds that generation (:mod:`rlcloud.storage.cache`);
+3. a summary that is not current (missing, of another version, built from other records than those listed)
+   is rebuilt from the records themselves, read the same way.
+
+So a finished sweep of N trials costs 1 + N/1000 listing pages and 2N small reads the first time, and only
+the listing the second time; a running trial costs its records until its runner writes its final summary.
+Every gs:// location of one bucket is read through one store (one client, one connection pool) per process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from rlcloud.errors import NotFoundError, RLCloudError, StorageError
+from rlcloud.layout import (
+    EVALUATION,
+    METRICS,
+    PROGRESS,
+    RUN_INDEX_FILES,
+    RUN_SUMMARY,
+    SPEC,
+    SUMMARY_SOURCES,
+    ProgressRecord,
+    child,
+)
+from rlcloud.results import is_gcs
+from rlcloud.stored import MAX_RECORD_BYTES
+
+if TYPE_CHECKING:
+    from rlcloud.storage.base import ObjectInfo, Store
+    from rlcloud.storage.cache import ObjectCache
+    from rlcloud.storage.summary import Episodes
+
+__all__ = ["READ_THREADS", "RunRecord", "read_episodes", "read_locations", "shared_store"]
+
+logger = logging.getLogger(__name__)
+
+#: Reads in flight at once: each small read waits on the network (~80 ms from a laptop), not on bandwidth.
+READ_THREADS = 32
+_T = TypeVar("_T")
+
+
+@dataclass
+class RunRecord:
+    """One run as a reader of many runs sees it: its spec of record and its (current) summary."""
+
+    location: str
+    spec: dict[str, Any] | None
+    summary: dict[str, Any]
+    #: the sweep it was found in (a trial of a sweep location), else None
+    sweep: str | None = None
+    #: whether the summary was built from the records here (none stored, or not current)
+    rebuilt: bool = False
+
+    @property
+    def progress(self) -> ProgressRecord | None:
+        """progress.json as the summary holds it (None when the run has written none)."""
+        value = self.summary.get("progress")
+        return ProgressRecord.of(value) if isinstance(value, dict) else None
+
+
+# ------------------------------------------------------------------------------------------- the stores
+
+_stores: dict[str, Store] = {}
+_stores_lock = threading.Lock()
+
+
+def shared_store(location: str) -> Store:
+    """The store of ``location``: for gs://, a child of this process's one store per bucket (one client and
+    its connection pool for every run read); a directory's own store otherwise."""
+    from rlcloud.storage import open_store
+    from rlcloud.storage.base import parse_gs_url
+
+    if not is_gcs(location):
+        return open_store(location)
+    bucket, prefix = parse_gs_url(location)
+    with _stores_lock:
+        root = _stores.get(bucket)
+        if root is None:
+            root = _stores[bucket] = open_store(f"gs://{bucket}", max_workers=READ_THREADS)
+    return root.child(prefix) if prefix else root
+
+
+def _cache_for(store: Store) -> ObjectCache | None:
+    """The object cache for reads from ``store`` (gs:// only: a directory is read as fast as the cache)."""
+    if not store.url.startswith("gs://"):
+        return None
+    from rlcloud.storage.cache import default_cache
+
+    cache = default_cache()
+    return cache if cache.enabled else None
+
+
+def _read(store: Store, info: ObjectInfo, limit: int) -> bytes:
+    """The bytes of a listed object: from the cache when it holds the listed generation, else one read (then
+    cached under the generation the read returned: the bytes and the generation are of one version)."""
+    cache = _cache_for(store)
+    url = store.describe(info.name)
+    if cache is not None:
+        hit = cache.get(url, info.generation)
+        if hit is not None:
+            return hit
+    data, generation = store.read_versioned(info.name, limit)
+    if cache is not None:
+        cache.put(url, generation, data)
+    return data
+
+
+def _pool_map(fn: Callable[[Any], _T], items: Sequence[Any]) -> list[_T]:
+    if len(items) <= 1:
+        return [fn(item) for item in items]
+    with ThreadPoolExecutor(max_workers=min(READ_THREADS, len(items)), thread_name_prefix="rlcloud-read") as pool:
+        return list(pool.map(fn, items))
+
+
+# ------------------------------------------------------------------------------------------- reading
+
+
+def _group(listing: Sequence[ObjectInfo]) -> dict[str, dict[str, ObjectInfo]]:
+    """Listed records by folder ("" for the location itself): {folder: {record name: info}}, each info named
+    relative to its folder (what the folder's own store calls it)."""
+    from dataclasses import replace
+
+    out: dict[str, dict[str, ObjectInfo]] = {}
+    for info in listing:
+        folder, _, name = info.name.rpartition("/")
+        out.setdefault(folder, {})[name] = replace(info, name=name)
+    return out
+
+
+def read_locations(locations: Sequence[str], *, trials: Sequence[Sequence[str] | None] | None = None) -> list[Any]:
+    """Each location's runs: ``[RunRecord]`` for a run's location, the trials' RunRecords (in name order, or in
+    the order of ``trials[i]`` when given: a sweep's own trial names) for a sweep's, ``[]`` for a folder with
+    neither, or the NotFoundError saying so; read concurrently, listings first."""
+    if not locations:
+        return []
+    stores = [shared_store(location) for location in locations]
+
+    def listing(store: Store) -> list[ObjectInfo] | RLCloudError:
+        try:
+            return store.list_named(RUN_INDEX_FILES)
+        except RLCloudError as exc:
+            return exc
+
+    listings = _pool_map(listing, stores)
+    jobs: list[tuple[int, Store, str, dict[str, ObjectInfo], str | None]] = []
+    out: list[Any] = [[] for _ in locations]
+    for i, (location, store, listed) in enumerate(zip(locations, stores, listings, strict=True)):
+        if isinstance(listed, RLCloudError):
+            out[i] = listed
+            continue
+        folders = _group(listed)
+        here = folders.get("", {})
+        if SPEC in here or PROGRESS in here or METRICS in here:
+            jobs.append((i, store, location, here, None))
+            continue
+        names = [f for f, records in folders.items() if f and SPEC in records]
+        wanted = trials[i] if trials is not None else None
+        if wanted is not None:
+            found = set(names)
+            names = [n for n in wanted if n in found]
+        else:
+            names.sort()
+        sweep = location.rstrip("/").rsplit("/", 1)[-1]
+        jobs.extend((i, store.child(n), child(location, n), folders[n], sweep) for n in names)
+        if not names:
+            out[i] = NotFoundError(
+                f"no results in {location} (no spec.yaml, progress.json or metrics.jsonl, and no sweep's trials)"
+            )
+
+    def read(job: tuple[int, Store, str, dict[str, ObjectInfo], str | None]) -> RunRecord:
+        _, store, location, listed, sweep = job
+        return _read_run(store, location, listed, sweep)
+
+    runs = _pool_map(read, jobs)
+    for (i, *_), run in zip(jobs, runs, strict=True):
+        if isinstance(out[i], list):
+            out[i].append(run)
+    return out
+
+
+def _read_run(store: Store, location: str, listed: dict[str, ObjectInfo], sweep: str | None) -> RunRecord:
+    from rlcloud.errors import RecordError
+    from rlcloud.storage.summary import summary_is_current
+    from rlcloud.stored import parse_record
+
+    spec = None
+    if SPEC in listed:
+        try:
+            data = _read(store, listed[SPEC], MAX_RECORD_BYTES)
+            spec = dict(parse_record(data, source=store.describe(SPEC), form="yaml"))
+        except NotFoundError:
+            spec = None
+        except RecordError as exc:
+            raise RecordError(f"{exc}; it is not a spec of record: move it away to start over") from None
+    if RUN_SUMMARY in listed:
+        try:
+            summary = json.loads(_read(store, listed[RUN_SUMMARY], MAX_RECORD_BYTES))
+        except (ValueError, RLCloudError) as exc:
+            logger.debug("%s: not read (%s); rebuilt from the records", store.describe(RUN_SUMMARY), exc)
+            summary = None
+        if summary_is_current(summary, listed):
+            return RunRecord(location, spec, summary, sweep)
+    return RunRecord(location, spec, _rebuild(store, listed), sweep, rebuilt=True)
+
+
+def _rebuilt_key(store: Store, listed: dict[str, ObjectInfo]) -> tuple[str, int]:
+    """The cache key of a summary built from the listed records: their generations, one number."""
+    text = ",".join(f"{n}:{listed[n].generation}:{listed[n].crc32c}" for n in SUMMARY_SOURCES if n in listed)
+    generation = int.from_bytes(hashlib.sha256(text.encode()).digest()[:7], "big") + 1
+    return store.describe(RUN_SUMMARY) + "#built", generation
+
+
+def _rebuild(store: Store, listed: dict[str, ObjectInfo]) -> dict[str, Any]:
+    """The summary of the records listed, built here (and cached under their generations)."""
+    from rlcloud.storage.summary import build_summary
+
+    cache = _cache_for(store)
+    url, generation = _rebuilt_key(store, listed)
+    if cache is not None:
+        hit = cache.get(url, generation)
+        if hit is not None:
+            try:
+                cached = json.loads(hit)
+                if isinstance(cached, dict):
+                    return cached
+            except ValueError:
+                pass
+    progress = _progress(store, listed)
+    episodes, evaluation = _episodes(store, listed)
+    from rlcloud.storage.summary import evaluation_means_of
+
+    sources = {
+        n: {"size": listed[n].size, "crc32c": listed[n].crc32c} if n in listed else None for n in SUMMARY_SOURCES
+    }
+    summary = build_summary(progress, episodes, evaluation_means_of(evaluation), sources)
+    if cache is not None:
+        cache.put(url, generation, json.dumps(summary, separators=(",", ":")).encode())
+    return summary
+
+
+def _source(info: ObjectInfo | None) -> dict[str, Any] | None:
+    return None if info is None else {"size": info.size, "crc32c": info.crc32c}
+
+
+def _progress(store: Store, listed: dict[str, ObjectInfo]) -> ProgressRecord | None:
+    from rlcloud.stored import parse_record
+
+    if PROGRESS not in listed:
+        return None
+    try:
+        data = _read(store, listed[PROGRESS], MAX_RECORD_BYTES)
+        value = parse_record(data, source=store.describe(PROGRESS))
+    except NotFoundError:
+        return None
+    except StorageError as exc:  # one run's unreadable progress never stops the table of many
+        logger.warning("run %s: progress ignored: %s", store.url, exc)
+        return None
+    return ProgressRecord.clean(value, store.describe(PROGRESS))
+
+
+def _episodes(store: Store, listed: dict[str, ObjectInfo]) -> tuple[Episodes, list[tuple[float, float, float]]]:
+    """The training episodes and the evaluation rows of the listed records (lines that are no episode record
+    are skipped with one warning per file, as every reader of them does)."""
+    from rlcloud.storage.client import MAX_METRICS_BYTES, parse_episode_records
+    from rlcloud.storage.summary import Episodes, evaluation_rows
+
+    def records(name: str) -> list[dict[str, Any]]:
+        if name not in listed:
+            return []
+        try:
+            data = _read(store, listed[name], MAX_METRICS_BYTES)
+        except NotFoundError:
+            return []
+        return parse_episode_records(data, store.describe(name))
+
+    return Episodes.of_records(records(METRICS)), evaluation_rows(records(EVALUATION))
+
+
+def read_episodes(locations: Sequence[str]) -> list[Episodes]:
+    """Each run's training episodes (its metrics.jsonl as arrays), read concurrently: what a curve of another
+    window than the summary's, or an objective at another budget, needs."""
+    from rlcloud.storage.summary import Episodes
+
+    def one(location: str) -> Episodes:
+        store = shared_store(location)
+        try:
+            listed = {i.name: i for i in store.list_named([METRICS]) if "/" not in i.name}
+        except RLCloudError as exc:
+            logger.warning("run %s: episodes not read: %s", location, exc)
+            return Episodes.empty()
+        return _episodes(store, listed)[0]
+
+    return _pool_map(one, locations)
