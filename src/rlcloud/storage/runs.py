@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from rlcloud.storage.cache import ObjectCache
     from rlcloud.storage.summary import Episodes
 
-__all__ = ["READ_THREADS", "RunRecord", "read_episodes", "read_locations", "shared_store"]
+__all__ = ["READ_THREADS", "RunRecord", "forget_stores", "read_episodes", "read_locations", "shared_store"]
 
 logger = logging.getLogger(__name__)
 
@@ -94,6 +94,16 @@ def shared_store(location: str) -> Store:
         if root is None:
             root = _stores[bucket] = open_store(f"gs://{bucket}", max_workers=READ_THREADS)
     return root.child(prefix) if prefix else root
+
+
+def forget_stores() -> None:
+    """Close this process's shared stores (their clients' connections); the next read opens new ones (e.g.
+    after ``STORAGE_EMULATOR_HOST`` changed)."""
+    with _stores_lock:
+        stores = list(_stores.values())
+        _stores.clear()
+    for store in stores:
+        store.close()
 
 
 def _cache_for(store: Store) -> ObjectCache | None:
@@ -178,7 +188,7 @@ def read_locations(locations: Sequence[str], *, trials: Sequence[Sequence[str] |
             names.sort()
         sweep = location.rstrip("/").rsplit("/", 1)[-1]
         jobs.extend((i, store.child(n), child(location, n), folders[n], sweep) for n in names)
-        if not names:
+        if not names and wanted is None:  # a Sweep object none of whose trials started yet: no runs
             out[i] = NotFoundError(
                 f"no results in {location} (no spec.yaml, progress.json or metrics.jsonl, and no sweep's trials)"
             )
