@@ -46,7 +46,15 @@ if TYPE_CHECKING:
     from rlcloud.storage.cache import ObjectCache
     from rlcloud.storage.summary import Episodes
 
-__all__ = ["READ_THREADS", "RunRecord", "forget_stores", "read_episodes", "read_locations", "shared_store"]
+__all__ = [
+    "READ_THREADS",
+    "RunRecord",
+    "forget_stores",
+    "read_episodes",
+    "read_locations",
+    "read_trials_progress",
+    "shared_store",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -317,3 +325,31 @@ def read_episodes(locations: Sequence[str]) -> list[Episodes]:
         return _episodes(store, listed)[0]
 
     return _pool_map(one, locations)
+
+
+def read_trials_progress(store: Store, names: Sequence[str]) -> dict[str, ProgressRecord]:
+    """progress.json of each trial ``names`` of the sweep at ``store``: one listing of the sweep's progress
+    records (their generations), then each read in one request, concurrently, or taken from the object cache
+    when it holds that generation (a finished trial's never changes). A trial without one, or whose record
+    cannot be read, is left out (with a debug line: a status of many trials never stops at one)."""
+    wanted = set(names)
+    listed = {
+        info.name.split("/", 1)[0]: info
+        for info in store.list_named([PROGRESS])
+        if "/" in info.name and info.name.split("/", 1)[0] in wanted
+    }
+
+    def read(name: str) -> ProgressRecord | None:
+        from rlcloud.stored import parse_record
+
+        try:
+            data = _read(store, listed[name], MAX_RECORD_BYTES)
+            source = store.describe(listed[name].name)
+            return ProgressRecord.clean(parse_record(data, source=source), source)
+        except RLCloudError as exc:
+            logger.debug("progress of %s unreadable: %s", store.describe(name), exc)
+            return None
+
+    order = sorted(listed)
+    got = _pool_map(read, order)
+    return {name: record for name, record in zip(order, got, strict=True) if record is not None}
