@@ -42,12 +42,15 @@ __all__ = [
     "SUMMARIES",
     "SUMMARY_SOURCES",
     "SUMMARY_VERSION",
+    "SWEEP_INDEX",
+    "SWEEP_INDEX_SHARDS",
     "SWEEP_SPEC",
     "ProgressRecord",
     "as_number",
     "checkpoint_path",
     "child",
     "log_path",
+    "sweep_index_path",
 ]
 
 logger = logging.getLogger(__name__)
@@ -95,6 +98,12 @@ SUMMARY_VERSION = 1
 #: The objects a reader of many runs lists in each run's location (one listing for a whole sweep): the spec
 #: of record, the summary and its sources.
 RUN_INDEX_FILES = (SPEC, RUN_SUMMARY, *SUMMARY_SOURCES)
+#: A sweep's index of its finished trials (rlcloud.storage.runs): ``sweep-index/<shard>.json`` in the sweep's
+#: location, SWEEP_INDEX_SHARDS objects whatever the sweep's size, each holding the spec of record and summary of
+#: the finished trials whose name hashes to it, with the generations they were read at. Derived and
+#: checked: an entry whose generations are not the stored ones is not used.
+SWEEP_INDEX = "sweep-index"
+SWEEP_INDEX_SHARDS = 16
 #: A summary's objective and curve: the mean return of the last CURVE_WINDOW episodes, at no more than
 #: CURVE_POINTS episodes (what a plot draws; a window of another length is computed from the records).
 CURVE_WINDOW = 20
@@ -104,6 +113,11 @@ CURVE_POINTS = 256
 def checkpoint_path(name: str) -> str:
     """A checkpoint's directory, relative to the location: ``checkpoints/<name>``."""
     return f"{CHECKPOINTS}/{name}"
+
+
+def sweep_index_path(shard: int) -> str:
+    """A shard of a sweep's index, relative to the sweep's location: ``sweep-index/<shard>.json``."""
+    return f"{SWEEP_INDEX}/{shard:02d}.json"
 
 
 def log_path(label: str) -> str:

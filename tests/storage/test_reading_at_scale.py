@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import json
 import math
+import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
+from rlcloud.layout import SWEEP_INDEX_SHARDS
 from rlcloud.storage import runs as reading
 from rlcloud.storage.gcs import GcsStore
 from tests.fakes.faulty_proxy import FaultyProxy
@@ -63,12 +65,22 @@ def _requests(proxy: FaultyProxy) -> list[Any]:
 
 
 def _pages(n: int) -> int:
-    return max(1, math.ceil((n * OBJECTS_PER_TRIAL + 1) / 1000))
+    return max(1, math.ceil((n * OBJECTS_PER_TRIAL + 1 + SWEEP_INDEX_SHARDS) / 1000))
+
+
+def _shards(spec: Any) -> int:
+    """The shards of the sweep's index its trials fall into."""
+    return len({zlib.crc32(t.name.encode()) % SWEEP_INDEX_SHARDS for t in spec.trials()})
 
 
 @pytest.mark.parametrize("n", [10, 100])
 def test_compare_and_results_of_a_finished_sweep(
-    n: int, fake_gcs: FakeGcsServer, gcs_bucket: str, reader_via: Callable[[], FaultyProxy]
+    n: int,
+    fake_gcs: FakeGcsServer,
+    gcs_bucket: str,
+    reader_via: Callable[[], FaultyProxy],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Any,
 ) -> None:
     import rlcloud
     from rlcloud import Sweep
@@ -79,24 +91,31 @@ def test_compare_and_results_of_a_finished_sweep(
 
     first = rlcloud.compare(location)
     assert len(first) == n and set(first["state"]) == {"succeeded"}
-    assert len(_requests(proxy)) == _pages(n) + 2 * n  # the listing, then a spec and a summary per trial
-    assert proxy.list_calls == _pages(n)
+    # the listing and the index's, a spec and a summary per trial, then the finished trials into the index
+    assert len(_requests(proxy)) == _pages(n) + 1 + 2 * n + _shards(spec)
+    assert proxy.list_calls == _pages(n) + 1 and proxy.uploads == _shards(spec)
     assert not [r for r in _requests(proxy) if r.is_download and "metrics.jsonl" in r.path]
 
     proxy.reset_counts()
     second = rlcloud.compare(location)
-    assert len(_requests(proxy)) == _pages(n)  # the listing only: every object is the cached generation
+    assert len(_requests(proxy)) == _pages(n) + 1  # the listings only: every object is the cached generation
     assert second.equals(first)
+
+    # another machine (an empty cache): the index's shards stand for every finished trial
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "another-cache"))
+    proxy.reset_counts()
+    assert rlcloud.compare(location).equals(first)
+    assert len(_requests(proxy)) == _pages(n) + 1 + _shards(spec) and proxy.uploads == 0
 
     sweep = Sweep(spec, results=f"gs://{gcs_bucket}")
     proxy.reset_counts()
     table = sweep.results()
     assert list(table["run"]) == [t.name for t in spec.trials()]  # the sweep's own order
-    assert len(_requests(proxy)) == _pages(n)
+    assert len(_requests(proxy)) == _pages(n) + 1
     proxy.reset_counts()
     best = sweep.best()
     assert best.parameters == {"agent.learning_rate": 1e-3}
-    assert len(_requests(proxy)) == _pages(n)
+    assert len(_requests(proxy)) == _pages(n) + 1
 
 
 @pytest.mark.parametrize("n", [10, 100])
@@ -110,10 +129,10 @@ def test_plot_of_a_finished_sweep_reads_no_episodes(
     proxy = reader_via()
     sweep = Sweep(spec, results=f"gs://{gcs_bucket}")
     sweep.plot(tmp_path / "a.png")
-    assert len(_requests(proxy)) == _pages(n) + 2 * n  # the curves are in the summaries
+    assert len(_requests(proxy)) == _pages(n) + 1 + 2 * n + _shards(spec)  # the curves are in the summaries
     proxy.reset_counts()
     sweep.plot(tmp_path / "b.png")
-    assert len(_requests(proxy)) == _pages(n)
+    assert len(_requests(proxy)) == _pages(n) + 1
     # a window other than the summaries' reads the episodes, concurrently, once each (then cached)
     proxy.reset_counts()
     sweep.plot(tmp_path / "c.png", window=5)
@@ -131,11 +150,12 @@ def test_a_sweep_from_before_summaries_reads_its_records(
     proxy = reader_via()
     old = rlcloud.compare(with_summaries)
     assert len(old) == n
-    # no summary: the spec, progress, metrics and evaluation of each trial, one request each
-    assert len(_requests(proxy)) == 1 + 4 * n
+    # no summary: the spec, progress, metrics and evaluation of each trial, one request each (none indexed:
+    # the index holds stored summaries only)
+    assert len(_requests(proxy)) == 2 + 4 * n and proxy.uploads == 0
     proxy.reset_counts()
     assert rlcloud.compare(with_summaries).equals(old)
-    assert len(_requests(proxy)) == 1  # the summaries built the first time are cached by their records
+    assert len(_requests(proxy)) == 2  # the summaries built the first time are cached by their records
 
 
 def test_a_stale_summary_is_rebuilt_from_the_records(

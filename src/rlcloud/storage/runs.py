@@ -21,6 +21,7 @@ import hashlib
 import json
 import logging
 import threading
+import zlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -29,14 +30,19 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from rlcloud.errors import NotFoundError, RLCloudError, StorageError
 from rlcloud.layout import (
     EVALUATION,
+    FINAL_STATES,
     METRICS,
     PROGRESS,
     RUN_INDEX_FILES,
     RUN_SUMMARY,
     SPEC,
     SUMMARY_SOURCES,
+    SUMMARY_VERSION,
+    SWEEP_INDEX,
+    SWEEP_INDEX_SHARDS,
     ProgressRecord,
     child,
+    sweep_index_path,
 )
 from rlcloud.results import is_gcs
 from rlcloud.stored import MAX_RECORD_BYTES
@@ -60,6 +66,8 @@ logger = logging.getLogger(__name__)
 
 #: Reads in flight at once: each small read waits on the network (~80 ms from a laptop), not on bandwidth.
 READ_THREADS = 32
+#: Largest shard of a sweep's index read (~5 KiB a trial: 10,000 trials in 16 shards are ~3 MiB each).
+MAX_INDEX_BYTES = 64 << 20
 _T = TypeVar("_T")
 
 
@@ -81,6 +89,10 @@ class RunRecord:
         value = self.summary.get("progress")
         return ProgressRecord.of(value) if isinstance(value, dict) else None
 
+
+#: A run to read: (location's position, its store, its location, its listed records, its sweep, its record
+#: from the sweep's index when the index has it)
+_Job = tuple[int, "Store", str, dict[str, "ObjectInfo"], str | None, RunRecord | None]
 
 # ------------------------------------------------------------------------------------------- the stores
 
@@ -176,7 +188,8 @@ def read_locations(locations: Sequence[str], *, trials: Sequence[Sequence[str] |
             return exc
 
     listings = _pool_map(listing, stores)
-    jobs: list[tuple[int, Store, str, dict[str, ObjectInfo], str | None]] = []
+    jobs: list[_Job] = []
+    indexes: list[tuple[Store, _Index, list[int]]] = []  # a sweep's index and its jobs
     out: list[Any] = [[] for _ in locations]
     for i, (location, store, listed) in enumerate(zip(locations, stores, listings, strict=True)):
         if isinstance(listed, RLCloudError):
@@ -185,7 +198,7 @@ def read_locations(locations: Sequence[str], *, trials: Sequence[Sequence[str] |
         folders = _group(listed)
         here = folders.get("", {})
         if SPEC in here or PROGRESS in here or METRICS in here:
-            jobs.append((i, store, location, here, None))
+            jobs.append((i, store, location, here, None, None))
             continue
         names = [f for f, records in folders.items() if f and SPEC in records]
         wanted = trials[i] if trials is not None else None
@@ -194,22 +207,120 @@ def read_locations(locations: Sequence[str], *, trials: Sequence[Sequence[str] |
             names = [n for n in wanted if n in found]
         else:
             names.sort()
-        sweep = location.rstrip("/").rsplit("/", 1)[-1]
-        jobs.extend((i, store.child(n), child(location, n), folders[n], sweep) for n in names)
         if not names and wanted is None:  # a Sweep object none of whose trials started yet: no runs
             out[i] = NotFoundError(
                 f"no results in {location} (no spec.yaml, progress.json or metrics.jsonl, and no sweep's trials)"
             )
+            continue
+        sweep = location.rstrip("/").rsplit("/", 1)[-1]
+        index = _Index.read(store) if names and _cache_for(store) is not None else None
+        first = len(jobs)
+        for n in names:
+            known = index.record(n, folders[n], child(location, n), sweep) if index is not None else None
+            jobs.append((i, store.child(n), child(location, n), folders[n], sweep, known))
+        if index is not None:
+            indexes.append((store, index, list(range(first, len(jobs)))))
 
-    def read(job: tuple[int, Store, str, dict[str, ObjectInfo], str | None]) -> RunRecord:
-        _, store, location, listed, sweep = job
-        return _read_run(store, location, listed, sweep)
+    def read(job: _Job) -> RunRecord:
+        _, store, location, listed, sweep, known = job
+        return known if known is not None else _read_run(store, location, listed, sweep)
 
     runs = _pool_map(read, jobs)
     for (i, *_), run in zip(jobs, runs, strict=True):
         if isinstance(out[i], list):
             out[i].append(run)
+    for store, index, members in indexes:
+        index.update(store, [(jobs[k][3], runs[k]) for k in members if jobs[k][5] is None])
     return out
+
+
+class _Index:
+    """A sweep's index (:data:`~rlcloud.layout.SWEEP_INDEX`): its shards as read, and their entries by trial.
+
+    An entry holds a finished trial's spec of record and summary as text, with the generations of the stored
+    objects they are; it stands for the trial only while those are the listed generations (and the summary is
+    current for the listed records). Readers add the finished trials they had to read one by one, shard by
+    shard, each write under the shard's generation (a reader that loses a race, or may not write, leaves it:
+    the index is derived, the next reader adds what is missing)."""
+
+    def __init__(self, shards: dict[int, ObjectInfo], entries: dict[str, dict[str, Any]]) -> None:
+        self.shards = shards
+        self.entries = entries
+
+    @classmethod
+    def read(cls, store: Store) -> _Index:
+        """The index of the sweep at ``store``: one listing, then its shards (concurrently, cached)."""
+        shards: dict[int, ObjectInfo] = {}
+        try:
+            for info in store.list(SWEEP_INDEX + "/"):
+                stem = info.name[len(SWEEP_INDEX) + 1 :].removesuffix(".json")
+                if stem.isdigit() and info.name == sweep_index_path(int(stem)):
+                    shards[int(stem)] = info
+        except RLCloudError as exc:
+            logger.debug("index of %s not read: %s", store.url, exc)
+            return cls({}, {})
+
+        def load(info: ObjectInfo) -> dict[str, Any]:
+            try:
+                value = json.loads(_read(store, info, MAX_INDEX_BYTES))
+            except (ValueError, RLCloudError) as exc:
+                logger.debug("%s not read: %s", store.describe(info.name), exc)
+                return {}
+            ok = isinstance(value, dict) and value.get("version") == SUMMARY_VERSION
+            trials = value.get("trials") if ok else None
+            return trials if isinstance(trials, dict) else {}
+
+        entries: dict[str, dict[str, Any]] = {}
+        for got in _pool_map(load, list(shards.values())):
+            entries.update({k: v for k, v in got.items() if isinstance(v, dict)})
+        return cls(shards, entries)
+
+    def record(self, name: str, listed: dict[str, ObjectInfo], location: str, sweep: str) -> RunRecord | None:
+        """The trial's RunRecord from its entry, when the entry is of the listed spec and summary."""
+        from rlcloud.storage.summary import summary_is_current
+
+        entry = self.entries.get(name)
+        if entry is None or SPEC not in listed or RUN_SUMMARY not in listed:
+            return None
+        if entry.get("spec_generation") != listed[SPEC].generation:
+            return None
+        if entry.get("summary_generation") != listed[RUN_SUMMARY].generation:
+            return None
+        spec, summary = entry.get("spec"), entry.get("summary")
+        if not isinstance(spec, dict) or not isinstance(summary, dict) or not summary_is_current(summary, listed):
+            return None
+        return RunRecord(location, spec, summary, sweep)
+
+    def update(self, store: Store, read: list[tuple[dict[str, ObjectInfo], RunRecord]]) -> None:
+        """Add the finished trials read one by one (their stored summary current, their state final)."""
+        from rlcloud.storage.base import PreconditionFailedError
+
+        added: dict[int, dict[str, dict[str, Any]]] = {}
+        for listed, run in read:
+            progress = run.progress
+            if run.rebuilt or run.spec is None or progress is None or progress.state not in FINAL_STATES:
+                continue
+            name = run.location.rstrip("/").rsplit("/", 1)[-1]
+            entry = {"spec_generation": listed[SPEC].generation, "summary_generation": listed[RUN_SUMMARY].generation,
+                     "spec": run.spec, "summary": run.summary}  # fmt: skip
+            added.setdefault(zlib.crc32(name.encode()) % SWEEP_INDEX_SHARDS, {})[name] = entry
+
+        def write(shard: int) -> None:
+            mine = {k: v for k, v in self.entries.items() if zlib.crc32(k.encode()) % SWEEP_INDEX_SHARDS == shard}
+            mine.update(added[shard])
+            body = json.dumps({"version": SUMMARY_VERSION, "trials": mine}, separators=(",", ":")).encode()
+            info = self.shards.get(shard)
+            name = sweep_index_path(shard)
+            try:
+                written = store.write_bytes(name, body, if_generation_match=info.generation if info else 0)
+            except (PreconditionFailedError, RLCloudError) as exc:  # another reader's, or no permission to write
+                logger.debug("%s not updated: %s", store.describe(name), exc)
+                return
+            cache = _cache_for(store)
+            if cache is not None:  # what this reader wrote is what the next one lists
+                cache.put(store.describe(name), written.generation, body)
+
+        _pool_map(write, sorted(added))
 
 
 def _read_run(store: Store, location: str, listed: dict[str, ObjectInfo], sweep: str | None) -> RunRecord:
