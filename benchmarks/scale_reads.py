@@ -5,7 +5,8 @@ results layout (tests/storage/written_runs.py: spec, history, progress, metrics,
 log and the runner's run-summary.json) to fake-gcs-server, then read through tests/fakes/faulty_proxy.py
 holding every request ``--latency`` seconds (80 ms: a laptop talking to Cloud Storage). Each path runs in a
 process of its own (``python -m ...`` of this file, as a user's command would), first with an empty object
-cache, then again with the cache the first run left (the second read of a finished sweep):
+cache ("1st"; for compare, results() and plot() the first of them writes the sweep's index), then with the
+cache the first run left ("2nd"), then with an empty cache again ("other machine": the index only):
 
 - ``compare``: ``rlcloud compare gs://.../SWEEP -o json`` (the per-configuration table);
 - ``results()``: ``Sweep.results()`` (one row per trial);
@@ -175,7 +176,9 @@ def measure(trials: int, episodes: int, latency: float, paths: list[str]) -> lis
             for path in paths:
                 cache = Path(tmp) / f"cache-{path.strip('()').replace(' ', '-')}"
                 env = {**os.environ, "STORAGE_EMULATOR_HOST": proxy.url, "XDG_CACHE_HOME": str(cache)}
-                for read in ("1st", "2nd"):
+                for read in ("1st", "2nd", "other machine"):
+                    if read == "other machine":  # an empty cache, the index the first read left in the bucket
+                        env = {**env, "XDG_CACHE_HOME": str(cache) + "-other"}
                     proxy.reset_counts()
                     proxy.bytes_sent = 0
                     got = _run_child(path, bucket, trials, env, kubeconfig)

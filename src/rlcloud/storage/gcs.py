@@ -60,6 +60,7 @@ logger = logging.getLogger(__name__)
 
 ROLE_NEEDED = "roles/storage.objectAdmin"
 _LIST_FIELDS = "items(name,size,crc32c,generation,updated),nextPageToken"
+_NAMED_FIELDS = "items(name,size,crc32c,generation),nextPageToken"
 _T = TypeVar("_T")
 # XML multipart upload limits on GCS: parts of 5 MiB to 5 GiB (the last one may be smaller), at most
 # 10,000 parts per upload; the default chunk_bytes (8 MiB) is within them.
@@ -184,8 +185,10 @@ class GcsStore(Store):
     def _name(self, key: str) -> str:
         return key[len(self.prefix) + 1 :] if self.prefix else key
 
-    def _info(self, blob: Any) -> ObjectInfo:
-        when = blob.updated  # parsed from its RFC 3339 text on each access: read it once
+    def _info(self, blob: Any, *, with_time: bool = True) -> ObjectInfo:
+        # parsed from its RFC 3339 text on each access (a strptime: the most costly field of a large
+        # listing): read once, and only when wanted
+        when = blob.updated if with_time else None
         updated = when.timestamp() if when is not None else None
         return ObjectInfo(
             name=self._name(blob.name),
@@ -302,13 +305,13 @@ class GcsStore(Store):
 
         def run() -> ObjectList:
             blobs = self.client.list_blobs(
-                self.bucket_name, prefix=key_prefix or None, match_glob=glob, fields=_LIST_FIELDS, retry=self.retry
+                self.bucket_name, prefix=key_prefix or None, match_glob=glob, fields=_NAMED_FIELDS, retry=self.retry
             )
             found = []
             for blob in blobs:
                 name = self._name(blob.name)
                 if name.count("/") <= 1 and name.rsplit("/", 1)[-1] in wanted and not is_internal(name):
-                    found.append(self._info(blob))
+                    found.append(self._info(blob, with_time=False))
             return sorted(found, key=lambda o: o.name)
 
         return self._call(f"listing {self.describe()}", run)
