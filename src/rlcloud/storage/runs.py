@@ -213,7 +213,7 @@ def read_locations(locations: Sequence[str], *, trials: Sequence[Sequence[str] |
             )
             continue
         sweep = location.rstrip("/").rsplit("/", 1)[-1]
-        index = _Index.read(store) if names and _cache_for(store) is not None else None
+        index = _Index.read(store) if names and store.url.startswith("gs://") else None
         first = len(jobs)
         for n in names:
             known = index.record(n, folders[n], child(location, n), sweep) if index is not None else None
