@@ -229,3 +229,51 @@ def test_a_single_run_costs_a_listing_and_two_reads(
     table = rlcloud.compare([f"gs://{gcs_bucket}/lr/{n}" for n in names])
     assert list(table["run"]) == names
     assert len(_requests(proxy)) == 2 * 3  # per run: its listing, its spec, its summary
+
+
+@pytest.mark.parametrize("n", [10, 100])
+def test_cluster_sweep_status_from_new_processes(
+    n: int,
+    fake_gcs: FakeGcsServer,
+    gcs_bucket: str,
+    reader_via: Callable[[], FaultyProxy],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Any,
+) -> None:
+    """``sweep status`` of a finished sweep on a cluster: 3 Kubernetes calls, then the sweep's progress records
+    (a listing; the index's entries, else one read per trial; then the cache), never 2 requests per trial."""
+    from kubernetes import client
+
+    import rlcloud
+    from rlcloud.k8s.applier import RetryPolicy
+    from rlcloud.k8s.backend import KubernetesBackend
+    from tests.fakes.kube_apiserver import FakeKubeApiServer
+
+    spec, _ = _written(fake_gcs, gcs_bucket, n)
+    proxy = reader_via()
+    with FakeKubeApiServer() as server:
+
+        def backend() -> KubernetesBackend:  # a new process: nothing read before in memory
+            api = client.ApiClient(client.Configuration(host=server.url))
+            made = KubernetesBackend(api, namespace="s", image="rlcloud:t", retry=RetryPolicy(attempts=2, initial=0.01))
+            made.ensure_namespace()
+            return made
+
+        backend().start_sweep(spec, f"gs://{gcs_bucket}")
+        for job in server.list_objects("Job", "s"):
+            done = {"conditions": [{"type": "Complete", "status": "True"}], "succeeded": n}
+            server.update_status("Job", job["metadata"]["name"], "s", {**done, "completedIndexes": f"0-{n - 1}"})
+
+        proxy.reset_counts()
+        status = backend().sweep_status("lr")
+        assert status.state == "succeeded" and {t.progress.state for t in status.trials} == {"succeeded"}
+        assert len(_requests(proxy)) == _pages(n) + 1 + n  # the records' and the index's listings; no index yet
+        proxy.reset_counts()
+        backend().sweep_status("lr")
+        assert len(_requests(proxy)) == _pages(n) + 1  # cached by generation
+
+        rlcloud.compare(f"gs://{gcs_bucket}/lr")  # a reader leaves the sweep's index
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "another-machine"))
+        proxy.reset_counts()
+        assert backend().sweep_status("lr").state == "succeeded"
+        assert len(_requests(proxy)) == _pages(n) + 1 + _shards(spec)  # the index stands for every trial

@@ -439,28 +439,34 @@ def read_episodes(locations: Sequence[str]) -> list[Episodes]:
 
 
 def read_trials_progress(store: Store, names: Sequence[str]) -> dict[str, ProgressRecord]:
-    """progress.json of each trial ``names`` of the sweep at ``store``: one listing of the sweep's progress
-    records (their generations), then each read in one request, concurrently, or taken from the object cache
-    when it holds that generation (a finished trial's never changes). A trial without one, or whose record
-    cannot be read, is left out (with a debug line: a status of many trials never stops at one)."""
+    """progress.json of each trial ``names`` of the sweep at ``store``: one listing of the sweep's records
+    (their generations); a finished trial's progress from the sweep's index when its entry is of the listed
+    objects (gs://), else progress.json read in one request, concurrently, or taken from the object cache when
+    it holds that generation (a finished trial's never changes). A trial without one, or whose record cannot
+    be read, is left out (with a debug line: a status of many trials never stops at one)."""
     wanted = set(names)
-    listed = {
-        info.name.split("/", 1)[0]: info
-        for info in store.list_named([PROGRESS])
-        if "/" in info.name and info.name.split("/", 1)[0] in wanted
-    }
+    folders = {k: v for k, v in _group(store.list_named(RUN_INDEX_FILES)).items() if k in wanted}
+    index = _Index.read(store) if folders and store.url.startswith("gs://") else None
+    out: dict[str, ProgressRecord] = {}
+    for name, listed in folders.items():
+        known = index.record(name, listed, store.describe(name), "") if index is not None else None
+        if known is not None and known.progress is not None:
+            out[name] = known.progress
 
     def read(name: str) -> ProgressRecord | None:
         from rlcloud.stored import parse_record
 
+        trial = store.child(name)
         try:
-            data = _read(store, listed[name], MAX_RECORD_BYTES)
-            source = store.describe(listed[name].name)
+            data = _read(trial, folders[name][PROGRESS], MAX_RECORD_BYTES)
+            source = trial.describe(PROGRESS)
             return ProgressRecord.clean(parse_record(data, source=source), source)
         except RLCloudError as exc:
             logger.debug("progress of %s unreadable: %s", store.describe(name), exc)
             return None
 
-    order = sorted(listed)
-    got = _pool_map(read, order)
-    return {name: record for name, record in zip(order, got, strict=True) if record is not None}
+    order = sorted(n for n, listed in folders.items() if n not in out and PROGRESS in listed)
+    for name, record in zip(order, _pool_map(read, order), strict=True):
+        if record is not None:
+            out[name] = record
+    return out
