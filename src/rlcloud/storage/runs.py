@@ -1,18 +1,22 @@
-"""Reading many runs back: one listing per location, one request per object, concurrent, cached.
+"""Reading many runs back: one listing per location, one request per object, concurrent, cached, indexed.
 
 What a table of runs needs is in each run's summary (:mod:`rlcloud.storage.summary`) and its spec of record.
 For a location (a run's, or a sweep's: its trials are the folders below it that hold a spec of record):
 
 1. one listing of the records by name (:meth:`~rlcloud.storage.base.Store.list_named`: the spec, the summary and
-   its sources, with each one's size, CRC32C and generation; GCS pages of 1,000 objects): the index;
-2. each run's spec of record and summary, read concurrently (:data:`READ_THREADS` at a time) in one request
-   each, or not at all when the local cache holds that generation (:mod:`rlcloud.storage.cache`);
-3. a summary that is not current (missing, of another version, built from other records than those listed)
-   is rebuilt from the records themselves, read the same way.
+   its sources, with each one's size, CRC32C and generation; GCS pages of 1,000 objects);
+2. for a gs:// sweep, its index (:data:`~rlcloud.layout.SWEEP_INDEX`: one listing and 16 shards at most), whose
+   entries stand for the finished trials whose listed spec and summary they are (:class:`_Index`);
+3. each other run's spec of record and summary, read concurrently (:data:`READ_THREADS` at a time) in one
+   request each, or not at all when the local cache holds that generation (:mod:`rlcloud.storage.cache`);
+4. a summary that is not current (missing, of another version, built from other records than those listed)
+   is rebuilt from the records themselves, read the same way;
+5. the finished trials read one by one go into the sweep's index (written under generation preconditions).
 
-So a finished sweep of N trials costs 1 + N/1000 listing pages and 2N small reads the first time, and only
-the listing the second time; a running trial costs its records until its runner writes its final summary.
-Every gs:// location of one bucket is read through one store (one client, one connection pool) per process.
+So a finished sweep of N trials costs its listing pages (N/1000), the index's listing and 2N small reads the
+first time ever, the listings and at most 16 shard reads on any other machine, and the listings alone a second
+time here; a running trial costs its records until its runner writes its next summary. Every gs:// location
+of one bucket is read through one store (one client, one connection pool) per process.
 """
 
 from __future__ import annotations
