@@ -116,6 +116,12 @@ def test_experiment_on_a_dedicated_gke_gpu_cluster_goes_all_the_way(
     assert records and records[-1]["timestep"] >= 1400
     dest = exp.download(tmp_path / "downloaded", progress=False)
     assert (dest / "metrics.jsonl").is_file() and (dest / "checkpoints" / "LATEST").is_file()
+    # the runner's final summary reached the store with the records it sums up: readers take it as it is
+    from rlcloud.storage.runs import read_locations
+
+    [[record]] = read_locations([exp.location])
+    assert not record.rebuilt and record.progress is not None and record.progress.state == "succeeded"
+    assert record.summary["last_timestep"] == records[-1]["timestep"]
     figure = exp.plot(path=tmp_path / "returns.png")
     assert figure is not None and (tmp_path / "returns.png").stat().st_size > 1000
     container_client.transport.close()

@@ -6,11 +6,12 @@
     plot_runs(runs, path="compare.png")        # IQM over seeds of the return, with its interval as a band
 
 A run is an :class:`~rlcloud.experiment.Experiment`, a run's name under ``results`` (the results root), or
-a results location (a directory or ``gs://bucket/prefix/name``). Each run is read from its own store:
-``spec.yaml``, ``progress.json``, ``metrics.jsonl`` and ``evaluation.jsonl``, four reads and nothing else,
-several runs at a time. The configurations are told apart by the spec fields that differ between the runs
-(dotted paths such as ``agent.learning_rate``), seeds apart; a group of runs that differ only in their seed
-is one configuration.
+a results location (a directory or ``gs://bucket/prefix/name``). Each location is listed once (a sweep's
+trials in one listing) and each run's ``spec.yaml`` and ``run-summary.json`` are read, one request each,
+many at a time, or taken from the local cache of what cannot have changed (:mod:`rlcloud.storage.runs`); a
+run without a current summary is summarised from its records. The configurations are told apart by the spec
+fields that differ between the runs (dotted paths such as ``agent.learning_rate``), seeds apart; a group of
+runs that differ only in their seed is one configuration.
 
 The per-run table needs only the client install (pandas); the statistics over seeds and the plots need the
 ``analysis`` extra (scipy, matplotlib).
@@ -22,18 +23,19 @@ import logging
 import math
 import os
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from rlcloud.errors import NotFoundError, SpecError, StorageError, require
-from rlcloud.layout import CURVES, DECISIONS, ProgressRecord, child
+from rlcloud.errors import NotFoundError, SpecError, require
+from rlcloud.layout import CURVES, DECISIONS, ProgressRecord
 from rlcloud.results import is_gcs, results_location, results_root
 
 if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
+
+    from rlcloud.storage.summary import Episodes
 
 __all__ = [
     "RUN_COLUMNS",
@@ -98,51 +100,74 @@ _CONFIG_FIELDS = (
     "total_timesteps",
 )
 logger = logging.getLogger(__name__)
-_READ_THREADS = 16  # concurrent run reads: gs:// latency, not bandwidth, is what many small reads cost
 
 
 @dataclass
 class RunResults:
-    """What one run's results location holds, read once: the spec of record, progress and episodes."""
+    """What one run's results location holds, read once: the spec of record and the run's summary (progress,
+    objective, evaluation rounds, a curve: :mod:`rlcloud.storage.summary`); its training episodes as arrays
+    only when something needs them (another window or budget), read then."""
 
     name: str
     location: str
     spec: dict[str, Any] | None
     progress: ProgressRecord | None
-    metrics: list[dict[str, Any]] = field(default_factory=list)
-    evaluation: list[dict[str, Any]] = field(default_factory=list)
+    #: the run's summary (run-summary.json, or built from its records where that is missing or not current)
+    summary: dict[str, Any] = field(default_factory=dict)
     #: the sweep this run is a trial of, when it was named by its sweep (``compare SWEEP``)
     sweep: str | None = None
+    _episodes: Episodes | None = field(default=None, repr=False)
 
     @property
     def seed(self) -> Any:
         """The spec's seed (None when unseeded or no spec was recorded)."""
         return (self.spec or {}).get("seed")
 
+    @property
+    def episodes(self) -> Episodes:
+        """The training episodes (timestep, return, time arrays), read from metrics.jsonl on first use."""
+        if self._episodes is None:
+            from rlcloud.storage.runs import read_episodes
+
+            self._episodes = read_episodes([self.location])[0]
+        return self._episodes
+
+    @property
+    def episode_count(self) -> int:
+        """Training episodes recorded."""
+        return int(self.summary.get("episodes") or 0)
+
     def training_objective(self, window: int = 20, until: float | None = None) -> float:
         """Mean return of the last ``window`` training episodes (NaN before the first episode); with
         ``until``, of the last ``window`` episodes that ended by that timestep."""
-        returns = [
-            float(r["return"])
-            for r in self.metrics
-            if "return" in r and (until is None or float(r.get("timestep", 0)) <= until)
-        ]
-        return sum(returns[-window:]) / len(returns[-window:]) if returns else math.nan
+        if until is None and window == self.summary.get("objective_window"):
+            value = self.summary.get("objective")
+            return math.nan if value is None else float(value)
+        episodes = self.episodes
+        returns = episodes.ret if until is None else episodes.ret[episodes.timestep <= until]
+        tail = returns[-window:]
+        return float(tail.mean()) if len(tail) else math.nan
 
     def evaluation_means(self) -> list[tuple[int, float]]:
         """``(timestep, mean return)`` of each evaluation round, in timestep order."""
-        rounds: dict[int, list[float]] = {}
-        for r in self.evaluation:
-            if "return" in r:
-                at = r.get("at_timestep", r.get("timestep", 0))
-                rounds.setdefault(int(at), []).append(float(r["return"]))
-        return [(at, sum(v) / len(v)) for at, v in sorted(rounds.items())]
+        return [(int(at), float(mean)) for at, mean in self.summary.get("evaluation") or []]
 
     def final_evaluation(self, until: float | None = None) -> float:
         """Mean return of the last evaluation round (NaN when none ran); with ``until``, of the last round
         at or before that timestep."""
         means = [m for at, m in self.evaluation_means() if until is None or at <= until]
         return means[-1] if means else math.nan
+
+    def curve(self, window: int) -> tuple[list[float], list[float]]:
+        """(timesteps, moving mean of the last ``window`` returns): the summary's curve for its window, else
+        computed from the episodes."""
+        stored = self.summary.get("curve") or {}
+        if stored.get("window") == window:
+            return [float(t) for t in stored.get("timestep", [])], [float(v) for v in stored.get("mean_return", [])]
+        from rlcloud.plotting import moving_mean
+
+        episodes = self.episodes
+        return episodes.timestep.tolist(), moving_mean(episodes.ret.tolist(), window)
 
 
 # ----------------------------------------------------------------------------------------------- reading
@@ -164,25 +189,27 @@ def _location_of(run: Any, root: str) -> str:
     return results_location(root, run)  # a name: RUN, SWEEP or SWEEP/TRIAL under the results root
 
 
-def _expand(runs: list[Any]) -> list[Any]:
-    """A Sweep stands for its started trials (Experiments under the sweep's location)."""
-    out: list[Any] = []
-    for run in runs:
-        trials = getattr(run, "experiments", None)
-        if callable(trials) and callable(getattr(getattr(run, "spec", None), "trials", None)):  # a Sweep
-            out.extend(trials(started=True))
-        else:
-            out.append(run)
-    return out
+def _sweep_trials(run: Any) -> list[str] | None:
+    """A Sweep's trial names in its own order (it stands for its started trials); None for anything else."""
+    spec = getattr(run, "spec", None)
+    if spec is not None and callable(getattr(run, "experiments", None)) and callable(getattr(spec, "trials", None)):
+        return [name for name, _, _ in spec.trial_table()]
+    return None
 
 
 def load_runs(runs: Iterable[Any] | Any, *, results: str | None = None) -> list[RunResults]:
-    """Read each run's results (spec, progress, training and evaluation episodes), several at a time.
+    """Read each run's results (spec of record and summary), several at a time.
+
+    A location is listed once (a sweep's too: its trials' records in one listing) and each run's spec and
+    summary are read in one request each, concurrently, or taken from the local cache of objects that
+    cannot have changed (:mod:`rlcloud.storage.runs`). A run whose summary is missing or older than its
+    records is summarised from its records.
 
     Args:
         runs: Experiments, Sweeps (each stands for its started trials), run names (``RUN``, ``SWEEP`` or
             ``SWEEP/TRIAL``, looked up under ``results``) or results locations (a sweep's location stands for
-            its trials; its ``curves/`` directory, as a shell's ``SWEEP/*`` lists it, is skipped); one run
+            its trials; its ``decisions/`` (or older ``curves/``) directory, as a shell's ``SWEEP/*`` lists it, is
+            skipped); one run
             alone is accepted too, and runs read before (:class:`RunResults`) are returned as they are.
         results: the results root that run names are under (default: the project's, else
             ./rlcloud-results).
@@ -193,62 +220,41 @@ def load_runs(runs: Iterable[Any] | Any, *, results: str | None = None) -> list[
     Raises:
         NotFoundError: a run has no results at all (no spec, progress or metrics) and is not a sweep.
     """
+    from rlcloud.storage.runs import read_locations
+
     if isinstance(runs, str | os.PathLike) or hasattr(runs, "location"):
         runs = [runs]
-    runs = _expand(list(runs))
-    if all(isinstance(run, RunResults) for run in runs):  # read already: a table and a plot of the same runs
+    runs = list(runs)
+    if runs and all(isinstance(run, RunResults) for run in runs):  # read already: a table and a plot of them
         return runs
     root = results_root(None, results) if any(isinstance(r, str) for r in runs) else (results or "")
     locations = [_location_of(run, root) for run in runs]
     if not locations:
         return []
-    with ThreadPoolExecutor(max_workers=min(_READ_THREADS, len(locations))) as pool:
-        found = list(pool.map(_read_or_expand, locations))
-    return [run for batch in found for run in batch]
+    found = read_locations(locations, trials=[_sweep_trials(run) for run in runs])
+    out: list[RunResults] = []
+    for location, got in zip(locations, found, strict=True):
+        if isinstance(got, NotFoundError):
+            if location.rstrip("/").rsplit("/", 1)[-1] in (CURVES, DECISIONS):  # the early stopping's records
+                continue
+            raise got
+        if isinstance(got, Exception):
+            raise got
+        for record in got:
+            name = str((record.spec or {}).get("name") or record.location.rstrip("/").rsplit("/", 1)[-1])
+            out.append(
+                RunResults(name, record.location, record.spec, record.progress, record.summary, sweep=record.sweep)
+            )
+    return out
 
 
-def _read_or_expand(location: str) -> list[RunResults]:
-    """The run at ``location``; or, where there is none, the trials of the sweep there; or nothing for a
-    sweep's ``decisions/`` (or older ``curves/``) directory (the early stopping's records, not a run)."""
-    from rlcloud.record import sweep_trials
-    from rlcloud.storage import open_store
+def _with_episodes(loaded: Sequence[RunResults]) -> None:
+    """Read the episodes of the runs that have not had them yet, concurrently (not one run after another)."""
+    from rlcloud.storage.runs import read_episodes
 
-    try:
-        return [_read_run(location)]
-    except NotFoundError:
-        store = open_store(location)
-        base = location.rstrip("/")
-        trials = sweep_trials(store)
-        if trials:
-            runs = [_read_run(child(base, trial)) for trial in trials]
-            for run in runs:
-                run.sweep = base.rsplit("/", 1)[-1]
-            return runs
-        names = [o.name for o in store.list()]
-        if base.rsplit("/", 1)[-1] in (CURVES, DECISIONS) and names and all(n.endswith(".json") for n in names):
-            return []
-        raise
-
-
-def _read_run(location: str) -> RunResults:
-    from rlcloud.record import read_record
-    from rlcloud.storage import open_store
-    from rlcloud.storage.client import read_evaluation, read_metrics, read_progress
-
-    store = open_store(location)  # one store (one client) per run
-    spec = read_record(store)
-    try:
-        progress = read_progress(store)
-    except StorageError as exc:  # one run's unreadable progress never stops the table of many
-        logger.warning("run %s: progress ignored: %s", location, exc)
-        progress = None
-    metrics = read_metrics(store)  # lines that are no episode record are skipped with a warning
-    if spec is None and progress is None and not metrics:
-        raise NotFoundError(
-            f"no results in {location} (no spec.yaml, progress.json or metrics.jsonl, and no sweep's trials)"
-        )
-    name = str((spec or {}).get("name") or location.rstrip("/").rsplit("/", 1)[-1])
-    return RunResults(name, location, spec, progress, metrics, read_evaluation(store))
+    todo = [run for run in loaded if run._episodes is None]
+    for run, episodes in zip(todo, read_episodes([run.location for run in todo]), strict=True):
+        run._episodes = episodes
 
 
 # --------------------------------------------------------------------------------------------- the table
@@ -365,6 +371,8 @@ def run_table(
     reached = [_reached(run) for run in loaded]
     short = [_short(run, steps, reached, parameters) for run, steps in zip(loaded, reached, strict=True)]
     common = min(reached) if reached else 0
+    if (budgets == "common" and any(short)) or any(window != run.summary.get("objective_window") for run in loaded):
+        _with_episodes(loaded)  # the objective at another budget or window: from the episodes, read together
     rows = []
     left_out = []
     for run, values, steps, why in zip(loaded, params, reached, short, strict=True):
@@ -372,8 +380,9 @@ def run_table(
             left_out.append(f"{run.name} ({why})")
             continue
         progress = ProgressRecord.of(run.progress)
-        episodes = progress.episode if "episode" in progress else len(run.metrics)
-        wall_time = max((float(r["time"]) for r in run.metrics if "time" in r), default=math.nan)
+        episodes = progress.episode if "episode" in progress else run.episode_count
+        wall = run.summary.get("wall_time")
+        wall_time = math.nan if wall is None else float(wall)
         speed = progress.steps_per_second
         if speed is None and wall_time > 0:
             speed = steps / wall_time
@@ -409,8 +418,7 @@ def run_table(
 
 def _reached(run: RunResults) -> int:
     progress = ProgressRecord.of(run.progress)
-    last = run.metrics[-1] if run.metrics else {}
-    reached = progress.timestep if "timestep" in progress else last.get("timestep", 0)
+    reached = progress.timestep if "timestep" in progress else run.summary.get("last_timestep")
     return int(reached or 0)
 
 
@@ -790,10 +798,12 @@ def plot_runs(
     import numpy as np
 
     from rlcloud import intervals
-    from rlcloud.plotting import Curve, moving_mean, plot_curves
+    from rlcloud.plotting import Curve, plot_curves
 
     require("matplotlib", "analysis", feature="plot_runs()")
     loaded = load_runs(runs, results=results)
+    if any((run.summary.get("curve") or {}).get("window") != window for run in loaded if run.episode_count):
+        _with_episodes([run for run in loaded if run.episode_count])  # curves of another window, read together
     params = differing_parameters([run.spec for run in loaded])
     groups: dict[tuple[Any, ...], list[RunResults]] = {}
     labels: dict[tuple[Any, ...], str] = {}
@@ -804,24 +814,21 @@ def plot_runs(
     curves: list[Curve] = []
     evaluated: list[int] = []  # runs behind each evaluation dot
     for key, members in groups.items():
-        with_episodes = [r for r in members if r.metrics]
+        with_episodes = [r for r in members if r.episode_count]
         count = f"{len(members)} seed{'s' if len(members) != 1 else ''}"
         # one configuration: its runs differ by seed only, and "5 seeds" says what n counts
         label = f"{labels[key]} (n={len(members)})" if labels[key] else members[0].name if len(members) == 1 else count
         curve = Curve(label=label)
-        if with_episodes:
+        smooth = [r.curve(window) for r in with_episodes]
+        smooth = [(steps, values) for steps, values in smooth if steps]
+        if smooth:
             # where every run has an episode: no point of the curve is a flat extrapolation of a run
-            start = max(float(r.metrics[0]["timestep"]) for r in with_episodes)
-            end = min(float(r.metrics[-1]["timestep"]) for r in with_episodes)
+            start = max(steps[0] for steps, _ in smooth)
+            end = min(steps[-1] for steps, _ in smooth)
             grid = np.linspace(start, max(start, end), points)
-            rows = []
-            for r in with_episodes:
-                steps = [float(m["timestep"]) for m in r.metrics]
-                smooth = moving_mean([float(m["return"]) for m in r.metrics], window)
-                rows.append(np.interp(grid, steps, smooth))
-            data = np.vstack(rows)
+            data = np.vstack([np.interp(grid, steps, values) for steps, values in smooth])
             curve.x, curve.mean = grid.tolist(), np.asarray(intervals.iqm(data.T)).tolist()
-            if len(rows) >= intervals.MIN_SEEDS["iqm"]:
+            if len(smooth) >= intervals.MIN_SEEDS["iqm"]:
                 low, high = confidence_interval(data, confidence_level=confidence_level, axis=0)
                 curve.low, curve.high = np.asarray(low).tolist(), np.asarray(high).tolist()
         rounds: dict[int, list[float]] = {}

@@ -23,6 +23,8 @@ __all__ = [
     "CHECKPOINTS",
     "CHECKPOINT_STATE",
     "CURVES",
+    "CURVE_POINTS",
+    "CURVE_WINDOW",
     "DECISIONS",
     "DONE_STATES",
     "EVALUATION",
@@ -35,9 +37,15 @@ __all__ = [
     "PROGRESS",
     "RESTORED_FILES",
     "RETURNS_PLOT",
+    "RUN_INDEX_FILES",
+    "RUN_SUMMARY",
     "SPEC",
     "STOPPED_EARLY",
     "SUMMARIES",
+    "SUMMARY_SOURCES",
+    "SUMMARY_VERSION",
+    "SWEEP_INDEX",
+    "SWEEP_INDEX_SHARDS",
     "SWEEP_SPEC",
     "ProgressRecord",
     "as_number",
@@ -45,6 +53,7 @@ __all__ = [
     "child",
     "growth_path",
     "log_path",
+    "sweep_index_path",
 ]
 
 logger = logging.getLogger(__name__)
@@ -93,11 +102,37 @@ RESTORED_FILES = (METRICS, EVALUATION, PROGRESS)
 FILE_NAMES = frozenset(
     {SPEC, SWEEP_SPEC, HISTORY, PROGRESS, METRICS, EVALUATION, RETURNS_PLOT, CHECKPOINT_STATE, LATEST.rsplit("/")[-1]}
 )
+#: A run's summary (rlcloud.storage.summary): what the tables of many runs need, derived from SUMMARY_SOURCES,
+#: written by the runner at each checkpoint and at the end. A reader that finds it missing, built from other
+#: records than the stored ones, or of another SUMMARY_VERSION builds it from the records instead.
+RUN_SUMMARY = "run-summary.json"
+#: The records a run summary is built from (each named in it with its size and CRC32C).
+SUMMARY_SOURCES = (PROGRESS, METRICS, EVALUATION)
+#: The summary format's version: a summary of another version is rebuilt from the records by its reader.
+SUMMARY_VERSION = 1
+#: The objects a reader of many runs lists in each run's location (one listing for a whole sweep): the spec
+#: of record, the summary and its sources.
+RUN_INDEX_FILES = (SPEC, RUN_SUMMARY, *SUMMARY_SOURCES)
+#: A sweep's index of its finished trials (rlcloud.storage.runs): ``sweep-index/<shard>.json`` in the sweep's
+#: location, SWEEP_INDEX_SHARDS objects whatever the sweep's size, each holding the spec of record and summary of
+#: the finished trials whose name hashes to it, with the generations they were read at. Derived and
+#: checked: an entry whose generations are not the stored ones is not used.
+SWEEP_INDEX = "sweep-index"
+SWEEP_INDEX_SHARDS = 16
+#: A summary's objective and curve: the mean return of the last CURVE_WINDOW episodes, at no more than
+#: CURVE_POINTS episodes (what a plot draws; a window of another length is computed from the records).
+CURVE_WINDOW = 20
+CURVE_POINTS = 256
 
 
 def checkpoint_path(name: str) -> str:
     """A checkpoint's directory, relative to the location: ``checkpoints/<name>``."""
     return f"{CHECKPOINTS}/{name}"
+
+
+def sweep_index_path(shard: int) -> str:
+    """A shard of a sweep's index, relative to the sweep's location: ``sweep-index/<shard>.json``."""
+    return f"{SWEEP_INDEX}/{shard:02d}.json"
 
 
 def log_path(label: str) -> str:

@@ -20,6 +20,7 @@ __all__ = [
     "check_results_root",
     "is_gcs",
     "local_workdir",
+    "object_cache_dir",
     "parse_gs_url",
     "results_location",
     "results_root",
@@ -116,6 +117,12 @@ def results_location(root: str, name: str, *, resolve: bool = True) -> str:
     if is_gcs(root) or not resolve:
         return child(root, name)
     return str((Path(root).expanduser() / name).resolve())
+
+
+def object_cache_dir() -> Path:
+    """Where stored objects read back from gs:// are cached by generation (rlcloud.storage.cache):
+    ``$XDG_CACHE_HOME/rlcloud/objects`` (the tests' is their own: tests/conftest.py sets XDG_CACHE_HOME)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rlcloud" / "objects"
 
 
 def local_workdir(root: str, name: str) -> Path:

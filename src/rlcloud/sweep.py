@@ -434,8 +434,9 @@ class Sweep:
         from rlcloud.storage import open_store
 
         runs = [Experiment(trial.spec, results=self.location) for trial in self.spec.trials()]
-        if started:
-            runs = [exp for exp in runs if open_store(exp.location).exists(SPEC_FILE)]
+        if started:  # one listing of the sweep's specs of record, not a request per trial
+            have = {i.name.split("/", 1)[0] for i in open_store(self.location).list_named([SPEC_FILE]) if "/" in i.name}
+            runs = [exp for exp in runs if exp.name in have]
         return runs
 
     def results(self, **options: Any) -> pd.DataFrame:
@@ -444,7 +445,7 @@ class Sweep:
         from rlcloud.comparison import compare
 
         options.setdefault("objective", self.spec.objective)
-        return compare(self.experiments(started=True), **options)
+        return compare(self, **options)  # the started trials, from one listing of the sweep's location
 
     def best(self, statistic: str = "iqm", **options: Any) -> Best:
         """The best configuration by ``statistic`` (``"iqm"``, ``"mean"`` or ``"median"``) over its seeds, and
@@ -497,7 +498,7 @@ class Sweep:
         saved as PNG when ``path`` is given)."""
         from rlcloud.comparison import plot_runs
 
-        return plot_runs(self.experiments(started=True), path=path, title=self.name, **options)
+        return plot_runs(self, path=path, title=self.name, **options)
 
     # --------------------------------------------------------------------------------- finding them again
 

@@ -507,8 +507,9 @@ class KubernetesSweeps(KubernetesNamespace, SweepCapable):
     def _trial_progress(self, name: str, trials: builtins.list[tuple[str, str]]) -> dict[str, ProgressRecord]:
         """progress.json of the trials that have one to read: running ones (fresh), finished ones (once).
 
-        ``trials``: (trial name, observed state). Reads go to the results store in parallel (each a small
-        GET); none goes to the Kubernetes API.
+        ``trials``: (trial name, observed state). One listing of the sweep's progress records, then small
+        reads in parallel, or none for a finished trial whose record is in the object cache
+        (:func:`rlcloud.storage.runs.read_trials_progress`); none goes to the Kubernetes API.
         """
         out: dict[str, ProgressRecord] = {}
         todo: builtins.list[tuple[str, bool]] = []
@@ -524,22 +525,14 @@ class KubernetesSweeps(KubernetesNamespace, SweepCapable):
         if store is None:
             return out
 
-        def read(trial_name: str) -> ProgressRecord:
-            from rlcloud.storage import read_progress
+        from rlcloud.storage.runs import read_trials_progress
 
-            try:
-                return read_progress(store.child(trial_name)) or ProgressRecord()
-            except RLCloudError as exc:
-                logger.debug("progress of %s/%s unreadable: %s", name, trial_name, exc)
-                return ProgressRecord()
-
-        if len(todo) == 1:
-            results = [read(todo[0][0])]
-        else:
-            from concurrent.futures import ThreadPoolExecutor
-
-            with ThreadPoolExecutor(max_workers=min(16, len(todo))) as pool:
-                results = list(pool.map(read, [t for t, _ in todo]))
+        try:  # one listing of the sweep's progress records, then reads (a finished trial's from the cache)
+            found = read_trials_progress(store, [t for t, _ in todo])
+        except RLCloudError as exc:
+            logger.debug("progress of sweep %s unreadable: %s", name, exc)
+            found = {}
+        results = [found.get(t, ProgressRecord()) for t, _ in todo]
         for (trial_name, finished), got in zip(todo, results, strict=True):
             out[trial_name] = got
             # a finished trial's progress no longer changes, but one that has none yet (its last sync still

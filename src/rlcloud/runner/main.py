@@ -324,7 +324,10 @@ def _train(
                 slots=spec.servers_envs,
                 defaults=timeouts_for_stall(spec.stall_timeout.seconds),  # a hung server is replaced in time
             )
-        chain = _HookChain([hooks] if hooks is not None else [])
+        from rlcloud.storage.summary import SummaryHook
+
+        # the run's summary first: the results syncer's hook after it uploads it with the records it sums up
+        chain = _HookChain([SummaryHook(workdir), *([hooks] if hooks is not None else [])])
         trainer = Trainer(spec, workdir, vector_env=vector_env, hooks=chain)
         trainer_box.append(trainer)
         stopper = _early_stopper(trainer)

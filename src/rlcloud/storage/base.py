@@ -30,6 +30,7 @@ __all__ = [
     "Store",
     "crc32c_of_bytes",
     "crc32c_of_file",
+    "crc32c_text",
     "is_internal",
     "local_targets",
     "parse_gs_url",
@@ -73,6 +74,11 @@ def crc32c_of_bytes(data: bytes) -> str:
     import google_crc32c  # C extension; imported here to keep `import rlcloud` minimal
 
     return base64.b64encode(google_crc32c.value(data).to_bytes(4, "big")).decode("ascii")
+
+
+def crc32c_text(crc: int) -> str:
+    """A CRC32C value (an int, e.g. ``google_crc32c.extend``'s) in the GCS form."""
+    return base64.b64encode(crc.to_bytes(4, "big")).decode("ascii")
 
 
 def crc32c_of_file(path: str | os.PathLike[str], *, chunk_size: int = 4 << 20) -> str:
@@ -269,6 +275,24 @@ class Store(ABC):
         if len(data) > limit:  # rewritten, larger, since the stat
             raise RecordError(f"{self.describe(name)}: more than the {limit} bytes a record of its kind holds")
         return data
+
+    def read_versioned(self, name: str, limit: int) -> tuple[bytes, int]:
+        """A stored record and the generation of exactly those bytes (what a cache keys them by), refused as
+        :meth:`read_record_bytes` refuses. NotFoundError when absent. A store that can tell the generation
+        with the content (GCS: one request) overrides this stat-then-read."""
+        from rlcloud.errors import NotFoundError
+
+        info = self.stat(name)
+        if info is None:
+            raise NotFoundError(f"{self.describe(name)} does not exist")
+        return self.read_record_bytes(name, limit), info.generation
+
+    def list_named(self, names: Sequence[str]) -> ObjectList:
+        """The objects called one of ``names`` at the root or in a folder directly below it (``spec.yaml``,
+        ``<trial>/spec.yaml``): a run's or a sweep's records, without its checkpoints' objects where the
+        store can leave them out (a directory store looks at those paths only; GCS lists with a glob)."""
+        wanted = set(names)
+        return [i for i in self.list() if i.name.count("/") <= 1 and i.name.rsplit("/", 1)[-1] in wanted]
 
     @abstractmethod
     def write_bytes(self, name: str, data: bytes, *, if_generation_match: int | None = None) -> ObjectInfo:

@@ -159,13 +159,19 @@ def _episode_record(line: str) -> dict[str, Any]:
 
 
 def _read_jsonl(store: Store, name: str) -> list[dict[str, Any]]:
-    """The records of a JSON-lines file. Each line is judged alone: a line that is no episode record (torn
-    by a writer mid-append, a string return, NaN or Infinity, a list) is skipped, and one warning naming the
-    file (so the run) says how many and why the first was; the other lines and runs are read as usual."""
+    """The records of a JSON-lines file (:func:`parse_episode_records`); [] when it does not exist."""
     try:
         data = store.read_record_bytes(name, MAX_METRICS_BYTES)
     except NotFoundError:
         return []
+    return parse_episode_records(data, store.describe(name))
+
+
+def parse_episode_records(data: bytes, source: str) -> list[dict[str, Any]]:
+    """The episode records of a JSON-lines file's content. Each line is judged alone: a line that is no
+    episode record (torn by a writer mid-append, a string return, NaN or Infinity, a list) is skipped, and one
+    warning naming ``source`` (so the run) says how many and why the first was; the other lines and runs are
+    read as usual."""
     records: list[dict[str, Any]] = []
     skipped: list[str] = []
     lines = data.decode("utf-8", errors="replace").splitlines()
@@ -181,11 +187,9 @@ def _read_jsonl(store: Store, name: str) -> list[dict[str, Any]]:
             torn_last = number == len(lines) and not data.endswith(b"\n")
     if torn_last and len(skipped) == 1:
         # a last line without its newline: a writer mid-append when the file was synced, not worth a warning
-        logger.debug("%s: skipping a torn last line", store.describe(name))
+        logger.debug("%s: skipping a torn last line", source)
     elif skipped:
-        logger.warning(
-            "%s: skipped %d line(s) that are no episode record (%s)", store.describe(name), len(skipped), skipped[0]
-        )
+        logger.warning("%s: skipped %d line(s) that are no episode record (%s)", source, len(skipped), skipped[0])
     return records
 
 

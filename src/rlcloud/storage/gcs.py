@@ -16,17 +16,14 @@ retry carries a generation precondition (the caller's, else the generation it re
 
 Many files go through thread workers (threads, not processes: the runner process holds TensorFlow, and
 forking it is unsafe): downloads with ``transfer_manager``, large ones split into concurrent ranged reads
-with ``download_chunks_concurrently``; small uploads as one JSON API media upload each, made here on the
-client's session (one request per file, whose answer describes the stored object: the library's
-``Blob`` path cost twice the client CPU per small file, which bounds throughput on a small machine
-under latency). Large uploads go in concurrent parts through the XML multipart upload API
-(``upload_chunks_concurrently``), then one metadata read gives the stored CRC32C. Not every endpoint
-offers that API (fake-gcs-server answers 404 to its initiation): by default the first large upload
-finds out, and the store (with its ``child()`` stores) then streams each large file in one media upload
-(a resumable session took twice as long against fake-gcs-server through a 20 ms proxy). A failed
-chunked upload is aborted by the library; one it could not abort
-(the process was killed) stays billed until a bucket lifecycle rule (AbortIncompleteMultipartUpload)
-removes it, see docs/gke-setup.md.
+with ``download_chunks_concurrently``; small uploads as one request each with the library's public
+``Blob.upload_from_string`` (whose answer describes the stored object: no metadata read after it). Large
+uploads go in concurrent parts through the XML multipart upload API (``upload_chunks_concurrently``), then
+one metadata read gives the stored CRC32C. Not every endpoint offers that API (fake-gcs-server answers 404
+to its initiation): by default the first large upload finds out, and the store (with its ``child()``
+stores) then streams each large file from disk with ``Blob.upload_from_file``. A failed chunked upload is
+aborted by the library; one it could not abort (the process was killed) stays billed until a bucket
+lifecycle rule (AbortIncompleteMultipartUpload) removes it, see docs/gke-setup.md.
 """
 
 from __future__ import annotations
@@ -52,6 +49,7 @@ from rlcloud.storage.base import (
     Store,
     _check_name,
     crc32c_of_file,
+    is_internal,
     tmp_sibling,
 )
 from rlcloud.waiting import Backoff, sleep_until
@@ -62,6 +60,7 @@ logger = logging.getLogger(__name__)
 
 ROLE_NEEDED = "roles/storage.objectAdmin"
 _LIST_FIELDS = "items(name,size,crc32c,generation,updated),nextPageToken"
+_NAMED_FIELDS = "items(name,size,crc32c,generation),nextPageToken"
 _T = TypeVar("_T")
 # XML multipart upload limits on GCS: parts of 5 MiB to 5 GiB (the last one may be smaller), at most
 # 10,000 parts per upload; the default chunk_bytes (8 MiB) is within them.
@@ -69,7 +68,7 @@ _MAX_PARTS = 10_000
 # Each part in flight is held in memory (read whole, checksummed, sent): at most 8 parts of 8 MiB keep
 # a large upload's buffers near 64 MiB, in a runner process that also holds a model.
 _PART_WORKERS = 8
-# Block size of a streamed upload's body (see _CrcReader).
+# Block size in which a file's CRC32C is computed (a retried streamed upload).
 _STREAM_BLOCK = 1 << 20
 
 
@@ -186,8 +185,10 @@ class GcsStore(Store):
     def _name(self, key: str) -> str:
         return key[len(self.prefix) + 1 :] if self.prefix else key
 
-    def _info(self, blob: Any) -> ObjectInfo:
-        when = blob.updated  # parsed from its RFC 3339 text on each access: read it once
+    def _info(self, blob: Any, *, with_time: bool = True) -> ObjectInfo:
+        # parsed from its RFC 3339 text on each access (a strptime: the most costly field of a large
+        # listing): read once, and only when wanted
+        when = blob.updated if with_time else None
         updated = when.timestamp() if when is not None else None
         return ObjectInfo(
             name=self._name(blob.name),
@@ -273,40 +274,56 @@ class GcsStore(Store):
 
         return self._call(f"reading {self.describe(name)}", run, name=name)
 
+    def read_record_bytes(self, name: str, limit: int) -> bytes:
+        """The content of a stored record in one request (no metadata read first), refused (RecordError) as
+        soon as more than ``limit`` bytes arrive: see :meth:`read_versioned`."""
+        return self.read_versioned(name, limit)[0]
+
+    def read_versioned(self, name: str, limit: int) -> tuple[bytes, int]:
+        """A record's content and its generation from one request: the download's answer carries the
+        generation (``x-goog-generation``, which the library puts on the blob), so the bytes and the
+        generation are of one object version. The body is taken in blocks into a sink that refuses more than
+        ``limit`` bytes (RecordError: a huge object planted under a record's name is never pulled into
+        memory); the CRC32C is checked when the whole object is read."""
+        blob = self.bucket.blob(self._key(name))
+
+        def run() -> tuple[bytes, int]:
+            sink = _BoundedSink(limit, self.describe(name))
+            blob.download_to_file(sink, checksum="auto", retry=self.retry)
+            return sink.getvalue(), int(blob.generation or 0)
+
+        return self._call(f"reading {self.describe(name)}", run, name=name)
+
+    def list_named(self, names: Sequence[str]) -> ObjectList:
+        """The objects called one of ``names`` at the root or one folder below it, in one listing (all pages)
+        with a ``matchGlob`` (cloud.google.com/storage/docs/json_api/v1/objects/list#list-objects-and-prefixes-
+        using-glob): Cloud Storage leaves the checkpoints' and logs' objects out of the pages. The names are
+        checked here too (fake-gcs-server 1.54 ignores the glob and lists everything)."""
+        key_prefix = self.prefix + "/" if self.prefix else ""
+        wanted = set(names)
+        glob = key_prefix + "**{" + ",".join(sorted(wanted)) + "}"
+
+        def run() -> ObjectList:
+            blobs = self.client.list_blobs(
+                self.bucket_name, prefix=key_prefix or None, match_glob=glob, fields=_NAMED_FIELDS, retry=self.retry
+            )
+            found = []
+            for blob in blobs:
+                name = self._name(blob.name)
+                if name.count("/") <= 1 and name.rsplit("/", 1)[-1] in wanted and not is_internal(name):
+                    found.append(self._info(blob, with_time=False))
+            return sorted(found, key=lambda o: o.name)
+
+        return self._call(f"listing {self.describe()}", run)
+
     def write_bytes(self, name: str, data: bytes, *, if_generation_match: int | None = None) -> ObjectInfo:
         """Upload ``data`` in one request; with ``if_generation_match`` as a GCS precondition.
 
-        A retry never writes blindly (see :meth:`_retry_precondition`): it first reads the object, and if
-        the object already holds ``data`` (the previous attempt landed, its answer lost) that is the result;
-        otherwise the retry carries a generation precondition, so that it never overwrites a write it has
-        not seen.
+        A retry never writes blindly (see :meth:`_writer`): it first reads the object, and if the object
+        already holds ``data`` (the previous attempt landed, its answer lost) that is the result; otherwise
+        the retry carries a generation precondition, so that it never overwrites a write it has not seen.
         """
-        import google_crc32c
-        from google.api_core import exceptions as gexc
-
-        blob = self.bucket.blob(self._key(name))
-        crc = _b64_crc(google_crc32c.value(data))
-        attempts = 0
-
-        def attempt() -> ObjectInfo:
-            nonlocal attempts
-            attempts += 1
-            precondition = if_generation_match
-            if attempts > 1:
-                landed, precondition = self._retry_precondition(name, crc, len(data), if_generation_match)
-                if landed is not None:
-                    return landed
-            try:
-                blob.upload_from_string(
-                    data, content_type=_content_type(name), if_generation_match=precondition, retry=None
-                )
-            except gexc.PreconditionFailed:
-                landed = self._landed(name, crc, len(data)) if attempts > 1 else None
-                if landed is None:
-                    raise
-                return landed
-            return self._info(blob)
-
+        attempt = self._writer(name, data, None, len(data), if_generation_match)
         retried: Callable[[], ObjectInfo] = self.retry(attempt)
         return self._call(f"writing {self.describe(name)}", retried, name=name)
 
@@ -435,66 +452,73 @@ class GcsStore(Store):
         return [r for r in results if r is not None]
 
     def _upload_simple(self, path: Path, name: str, size: int) -> ObjectInfo:
-        """Upload one file in one request (a JSON API media upload; retried), and return the stored
-        object as the answer describes it: no second request for its metadata.
+        """Upload one file with the library's public upload calls (retried here, see :meth:`_write`), and
+        return the stored object as the upload's answer describes it: no second request for its metadata.
 
-        A file smaller than ``large_file_bytes`` is read whole and sent with its CRC32C in ``X-Goog-Hash``
-        (Cloud Storage refuses a body that does not match it); a larger one (where the endpoint offers no
-        XML multipart upload) is streamed from disk, its first ``size`` bytes, their CRC32C computed on the
-        way. Either way the stored CRC32C must equal that of the bytes sent, else ``DataCorruption``.
+        A file smaller than ``large_file_bytes`` is read whole and sent in one request; a larger one (where
+        the endpoint offers no XML multipart upload) is streamed from disk, its first ``size`` bytes. Either
+        way the library checks the stored CRC32C against that of the bytes sent (``DataCorruption``).
         """
-        import google_crc32c
-        from google.api_core import exceptions as gexc
-        from google.cloud.storage._helpers import _get_default_headers
-        from google.cloud.storage.blob import _get_host_name
-        from google.cloud.storage.exceptions import DataCorruption
-
-        key = self._key(name)
-        client = self.client
-        # the URL and headers the library's own uploads use (mTLS endpoint, user agent, invocation id)
-        url = f"{_get_host_name(client._connection)}/upload/storage/v1{self.bucket.path}/o"
-        headers = _get_default_headers(client._connection.user_agent, _content_type(name))
-        attempts = 0
         with open(path, "rb") as fh:
             data = fh.read() if size < self.large_file_bytes else None
-            if data is not None:
-                headers["X-Goog-Hash"] = "crc32c=" + _b64_crc(google_crc32c.value(data))
-
-            def attempt() -> ObjectInfo:
-                nonlocal attempts
-                attempts += 1
-                params = {"uploadType": "media", "name": key}
-                crc = ""
-                if attempts > 1:
-                    # the previous attempt may have landed with its answer lost: never upload blindly again
-                    crc = _b64_crc(google_crc32c.value(data) if data is not None else _file_crc(fh, size))
-                    landed, precondition = self._retry_precondition(name, crc, size, None)
-                    if landed is not None:
-                        return landed
-                    params["ifGenerationMatch"] = str(precondition)
-                body: bytes | _CrcReader
-                if data is None:
-                    fh.seek(0)
-                    body = _CrcReader(fh, size)
-                else:
-                    body = data
-                response = client._http.post(url, params=params, data=body, headers=headers, timeout=60)
-                if response.status_code == 412 and attempts > 1:
-                    # written in between: by our lost attempt (the same bytes: done), else by another writer
-                    landed = self._landed(name, crc, size)
-                    if landed is not None:
-                        return landed
-                if response.status_code >= 400:
-                    raise gexc.from_http_response(response)
-                blob = self.bucket.blob(key)
-                blob._set_properties(response.json())
-                sent = _b64_crc(google_crc32c.value(data) if data is not None else body.crc)  # type: ignore[union-attr]
-                if blob.crc32c != sent:
-                    raise DataCorruption(response, f"stored crc32c {blob.crc32c} of {key}, sent {sent}")
-                return self._info(blob)
-
-            retried: Callable[[], ObjectInfo] = self.retry(attempt)
+            retried: Callable[[], ObjectInfo] = self.retry(self._writer(name, data, fh, size))
             return self._call(f"uploading {path} to {self.describe(name)}", retried, name=name)
+
+    def _writer(
+        self, name: str, data: bytes | None, fh: Any, size: int, if_generation_match: int | None = None
+    ) -> Callable[[], ObjectInfo]:
+        """One attempt of a write of ``data`` (or of the first ``size`` bytes of the open file ``fh``), to be
+        called again by a retry. A retry never writes blindly: it first reads the object, and if the object
+        already holds these bytes (the previous attempt landed, its answer lost) that is the result;
+        otherwise it carries a generation precondition (the caller's, else the generation it read, 0 when
+        absent), so that it never overwrites a write it has not seen."""
+        import google_crc32c
+        from google.api_core import exceptions as gexc
+
+        blob = self.bucket.blob(self._key(name))
+        attempts = 0
+        crc = ""
+
+        def checksum() -> str:
+            return _b64_crc(google_crc32c.value(data) if data is not None else _file_crc(fh, size))
+
+        def attempt() -> ObjectInfo:
+            nonlocal attempts, crc
+            attempts += 1
+            precondition = if_generation_match
+            if attempts > 1:
+                crc = crc or checksum()
+                landed, precondition = self._retry_precondition(name, crc, size, if_generation_match)
+                if landed is not None:
+                    return landed
+            try:
+                if data is not None:
+                    blob.upload_from_string(
+                        data,
+                        content_type=_content_type(name),
+                        if_generation_match=precondition,
+                        checksum="crc32c",
+                        retry=None,
+                    )
+                else:
+                    fh.seek(0)
+                    blob.upload_from_file(
+                        fh,
+                        size=size,
+                        content_type=_content_type(name),
+                        if_generation_match=precondition,
+                        checksum="crc32c",
+                        retry=None,
+                    )
+            except gexc.PreconditionFailed:
+                # written in between: by our lost attempt (the same bytes: done), else by another writer
+                landed = self._landed(name, crc or checksum(), size) if attempts > 1 else None
+                if landed is None:
+                    raise
+                return landed
+            return self._info(blob)
+
+        return attempt
 
     def _chunked_wanted(self, size: int) -> bool:
         if size <= 0:  # an XML multipart upload needs at least one part
@@ -663,7 +687,10 @@ class GcsStore(Store):
 
 
 def _build_client(credentials: Any, project: str | None, max_workers: int, url: str) -> Any:
-    """A storage client with a connection pool sized for ``max_workers`` concurrent transfers."""
+    """A storage client whose HTTP session (an ``AuthorizedSession``, built here with google-auth's public
+    API and handed to the client's constructor, its documented ``_http`` argument) has a connection pool
+    sized for ``max_workers`` concurrent requests; the client's own session has requests' 10."""
+    import google.auth
     import google.auth.exceptions
     from google.cloud import storage
 
@@ -672,32 +699,43 @@ def _build_client(credentials: Any, project: str | None, max_workers: int, url: 
             from google.auth.credentials import AnonymousCredentials
 
             credentials = AnonymousCredentials()
-        client = storage.Client(project=project, credentials=credentials)
+        elif credentials is None:
+            credentials, found = google.auth.default(scopes=list(storage.Client.SCOPE))
+            project = project or found
+        session = _session(credentials, max_workers)
+        client = storage.Client(project=project, credentials=credentials, _http=session)
     except google.auth.exceptions.DefaultCredentialsError as exc:
         raise AuthError(
             f"no Google credentials found for {url}: run `gcloud auth application-default login`, set "
             f"GOOGLE_APPLICATION_CREDENTIALS to a service-account key file, or pass credentials=; the "
             f"account needs {ROLE_NEEDED} on the bucket"
         ) from exc
-    _tune_session(client, max_workers)
+    _resolve_proxies(session, client.api_endpoint)
     return client
 
 
-def _tune_session(client: Any, max_workers: int) -> None:
-    """Size the connection pool for ``max_workers`` and read proxy settings once, not per request."""
+def _session(credentials: Any, max_workers: int) -> Any:
+    """An authorized requests session with a pool of connections for ``max_workers`` concurrent requests."""
     import requests.adapters
-    import requests.utils
+    from google.auth.transport.requests import AuthorizedSession
 
-    session = client._http  # the client's AuthorizedSession; built lazily by the property
+    session = AuthorizedSession(credentials)
+    session.configure_mtls_channel()  # what the client does with a session of its own (a no-op without mTLS)
     # requests keeps 10 connections per host by default; more workers than that would open and drop a
-    # connection per request ("Connection pool is full"), a TCP (and TLS) handshake each time.
+    # connection per request ("Connection pool is full"), a TCP (and TLS) handshake each time
+    # (github.com/googleapis/python-storage/issues/253: the library offers no setting for it).
     adapter = requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=max(10, 2 * max_workers))
     session.mount("https://", adapter)
     session.mount("http://", adapter)
-    # With trust_env, requests scans the whole environment for proxy variables on every request
-    # (~0.3 ms of CPU each, a third of a small upload's client time). The endpoint is fixed, so resolve
-    # the proxy (and a custom CA bundle) once and turn the per-request scan off.
-    endpoint = client._connection.API_BASE_URL
+    return session
+
+
+def _resolve_proxies(session: Any, endpoint: str) -> None:
+    """Read proxy settings once, not per request: with trust_env, requests scans the whole environment for
+    proxy variables on every request (~0.3 ms of CPU each, a third of a small upload's client time). The
+    endpoint is fixed, so resolve the proxy (and a custom CA bundle) once and turn the per-request scan off."""
+    import requests.utils
+
     session.proxies.update(requests.utils.get_environ_proxies(endpoint))
     bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
     if bundle and session.verify is True:
@@ -797,10 +835,16 @@ def _message(exc: BaseException) -> str:
 
 
 def _transient(exc: BaseException) -> bool:
+    from google.api_core import exceptions as gexc
+    from google.api_core.retry import if_transient_error
     from google.cloud.storage.exceptions import DataCorruption
-    from google.cloud.storage.retry import _should_retry
 
-    return isinstance(exc, DataCorruption | ConnectionError | TimeoutError | OSError) or bool(_should_retry(exc))
+    # requests' exceptions are OSErrors; the answers Cloud Storage says to retry: 408, 429, 5xx
+    # (cloud.google.com/storage/docs/retry-strategy)
+    answers = gexc.TooManyRequests | gexc.ServerError
+    if isinstance(exc, DataCorruption | ConnectionError | TimeoutError | OSError | answers):
+        return True
+    return isinstance(exc, Exception) and (bool(if_transient_error(exc)) or getattr(exc, "code", None) == 408)
 
 
 def _content_type(name: str) -> str:
@@ -811,31 +855,37 @@ def _content_type(name: str) -> str:
     return "application/octet-stream"
 
 
-class _CrcReader:
-    """The first ``size`` bytes of an open file as a request body (sent in blocks, never read whole), and
-    their CRC32C (``crc``) once sent. ``__len__`` gives the request its Content-Length.
+class _BoundedSink:
+    """A file-like sink for a download that refuses (RecordError) more than ``limit`` bytes."""
 
-    Blocks are at least 1 MiB, whatever the HTTP library asks for (16 KiB): each block sent is one
-    acquisition of the interpreter lock, contended by the threads uploading small files alongside, and
-    64 MiB in 16 KiB blocks would wait for it 4,096 times."""
+    def __init__(self, limit: int, what: str) -> None:
+        self.limit = limit
+        self.what = what
+        self.parts: builtins.list[bytes] = []
+        self.size = 0
 
-    def __init__(self, fh: Any, size: int) -> None:
-        self._fh = fh
-        self._size = self._left = size
-        self.crc = 0
+    def write(self, data: bytes) -> int:
+        from rlcloud.errors import RecordError
 
-    def __len__(self) -> int:
-        return self._size
+        self.size += len(data)
+        if self.size > self.limit:
+            raise RecordError(f"{self.what}: more than the {self.limit} bytes a record of its kind holds; not read")
+        self.parts.append(bytes(data))
+        return len(data)
 
-    def read(self, n: int = -1) -> bytes:
-        import google_crc32c
+    def seek(self, offset: int, whence: int = 0) -> int:  # a retried download starts again from its start
+        if offset == 0 and whence == 0:
+            self.parts, self.size = [], 0
+        return self.size
 
-        if self._left <= 0:
-            return b""
-        chunk = self._fh.read(self._left if n is None or n < 0 else min(max(n, _STREAM_BLOCK), self._left))
-        self._left -= len(chunk)
-        self.crc = google_crc32c.extend(self.crc, chunk)
-        return bytes(chunk)
+    def tell(self) -> int:
+        return self.size
+
+    def flush(self) -> None:
+        """Nothing is buffered."""
+
+    def getvalue(self) -> bytes:
+        return b"".join(self.parts)
 
 
 def _file_crc(fh: Any, size: int) -> int:

@@ -34,6 +34,7 @@ from rlcloud.storage.base import (
     Store,
     _check_name,
     crc32c_of_file,
+    is_internal,
     tmp_sibling,
 )
 
@@ -154,6 +155,43 @@ class LocalStore(Store):
             raise self._io_error(exc, f"listing {self.describe(prefix)}") from exc
         out.sort(key=lambda o: o.name)
         return out
+
+    def list_named(self, names: Sequence[str]) -> ObjectList:
+        """The files called one of ``names`` in the root and in each folder directly below it; nothing else is
+        walked or hashed (a sweep's checkpoints stay unread)."""
+        out: ObjectList = []
+        try:
+            below = [e.name + "/" for e in os.scandir(self.root) if e.is_dir(follow_symlinks=False)]
+            folders = ["", *sorted(f for f in below if not f.startswith(INTERNAL_PREFIX))]
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise self._io_error(exc, f"listing {self.describe()}") from exc
+        for folder in folders:
+            for base in names:
+                if is_internal(base):
+                    continue
+                info = self.stat(folder + base)
+                if info is not None:
+                    out.append(info)
+        out.sort(key=lambda o: o.name)
+        return out
+
+    def read_versioned(self, name: str, limit: int) -> tuple[bytes, int]:
+        """The file's content (at most ``limit`` bytes, else RecordError) and its generation, from one open."""
+        from rlcloud.errors import RecordError
+
+        try:
+            with os.fdopen(open_within(self.root, self._path(name)), "rb") as fh:
+                generation = os.fstat(fh.fileno()).st_mtime_ns
+                data = fh.read(limit + 1)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
+            raise NotFoundError(f"{self.describe(name)} does not exist") from exc
+        except OSError as exc:
+            raise self._io_error(exc, self.describe(name)) from exc
+        if len(data) > limit:
+            raise RecordError(f"{self.describe(name)}: more than the {limit} bytes a record of its kind holds")
+        return data, generation
 
     def stat(self, name: str) -> ObjectInfo | None:
         """The file's size, CRC32C and generation (mtime_ns), or None."""

@@ -1,0 +1,112 @@
+"""A finished sweep written in the project's results layout, as its runners would leave it: for the reading
+tests (tests/storage/test_reading_at_scale.py) and benchmarks/scale_reads.py.
+
+Each trial gets its spec of record, history, progress.json (succeeded), metrics.jsonl, evaluation.jsonl, a
+checkpoint (LATEST and its state), a log, and the run summary the runner writes at its end
+(:func:`rlcloud.storage.summary.write_summary`, unless ``summaries=False``: a sweep from before summaries).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import tempfile
+from pathlib import Path
+from typing import Any
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def sweep_spec(name: str, trials: int, configs: int = 2) -> Any:
+    """A SweepSpec of ``configs`` learning rates x ``trials // configs`` seeds (CartPole PPO)."""
+    from rlcloud.specs.sweep import SweepSpec
+
+    rates = [1e-3, 3e-4, 1e-4, 3e-5][:configs]
+    return SweepSpec.from_dict(
+        {
+            "name": name,
+            "experiment": "cartpole_ppo.yaml",
+            "parameters": {"agent.learning_rate": rates},
+            "seeds": max(1, trials // configs),
+        },
+        base_dir=EXAMPLES,
+    )
+
+
+def trial_files(trial: Any, episodes: int, *, summary: bool = True) -> dict[str, bytes]:
+    """The objects of one finished trial, by name relative to its location."""
+    from rlcloud.storage.summary import write_summary
+
+    rng = random.Random(trial.seed * 7919 + int(trial.params["agent.learning_rate"] * 1e6))
+    level = 100.0 if trial.params["agent.learning_rate"] == 1e-3 else 50.0
+    steps = 25
+    metrics = [
+        {
+            "episode": i + 1,
+            "timestep": (i + 1) * steps,
+            "return": round(level + rng.gauss(0, 10), 3),
+            "length": steps,
+            "time": round((i + 1) * 0.05, 3),
+            "worker": 0,
+        }
+        for i in range(episodes)
+    ]
+    total = episodes * steps
+    evaluation = [
+        {
+            "episode": k,
+            "at_episode": episodes,
+            "at_timestep": total,
+            "return": level + k,
+            "length": steps,
+            "worker": -1,
+        }
+        for k in range(3)
+    ]
+    progress = {
+        "state": "succeeded",
+        "timestep": total,
+        "episode": episodes,
+        "mean_return": level,
+        "steps_per_second": 500.0,
+        "updated": 1.7e9,
+        "elapsed": total / 500,
+        "cpu_seconds": total / 400,
+        "checkpoint": "ckpt-1",
+    }
+    files: dict[str, bytes] = {
+        "spec.yaml": trial.spec.to_yaml().encode(),
+        "history.jsonl": (json.dumps({"time": 1.7e9, "event": "created", "where": "test"}) + "\n").encode(),
+        "progress.json": (json.dumps(progress) + "\n").encode(),
+        "metrics.jsonl": "".join(json.dumps(m) + "\n" for m in metrics).encode(),
+        "evaluation.jsonl": "".join(json.dumps(e) + "\n" for e in evaluation).encode(),
+        "checkpoints/LATEST": b"ckpt-1",
+        "checkpoints/ckpt-1/state.json": json.dumps({"timestep": total, "episode": episodes}).encode(),
+        "logs/single-0.log": b"training\n",
+    }
+    if summary:
+        with tempfile.TemporaryDirectory() as tmp:
+            for name in ("progress.json", "metrics.jsonl", "evaluation.jsonl"):
+                (Path(tmp) / name).write_bytes(files[name])
+            write_summary(Path(tmp))
+            files["run-summary.json"] = (Path(tmp) / "run-summary.json").read_bytes()
+    return files
+
+
+def write_sweep(store: Any, spec: Any, episodes: int, *, summaries: bool = True) -> list[str]:
+    """Write every trial of ``spec`` under ``store`` (the sweep's location) and its sweep.yaml; the trial names."""
+    with tempfile.TemporaryDirectory() as tmp:
+        pairs = []
+        names = []
+        for trial in spec.trials():
+            names.append(trial.name)
+            for name, data in trial_files(trial, episodes, summary=summaries).items():
+                path = Path(tmp) / trial.name / name
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
+                pairs.append((path, f"{trial.name}/{name}"))
+        sweep_yaml = Path(tmp) / "sweep.yaml"
+        sweep_yaml.write_text(spec.to_yaml())
+        pairs.append((sweep_yaml, "sweep.yaml"))
+        store.upload_files(pairs)
+    return names
