@@ -17,12 +17,14 @@ import yaml
 
 import rlcloud
 from rlcloud.comparison import (
+    AT_MAX_COLUMNS,
     RUN_COLUMNS,
     SUMMARY_COLUMNS,
     confidence_interval,
     load_runs,
     plot_runs,
     records,
+    row_reasons,
     summarize,
 )
 from rlcloud.errors import MissingExtraError, NotFoundError, SpecError, require, require_installed
@@ -160,7 +162,14 @@ def test_summary_over_seeds_per_configuration(grid: Path) -> None:
     runs = ["fast-s1", "fast-s2", "slow-s1", "slow-s2", "mid-s1"]
     # slow-s2 is still running, but at the others' 250 timesteps: the same budget
     summary = rlcloud.compare(runs, results=str(grid), by="config")
-    assert list(summary.columns) == ["agent.learning_rate", *SUMMARY_COLUMNS]
+    # CartPole-v1's returns lie in 0..500 (intervals.RETURN_BOUNDS): the share of seeds at 500 is a column
+    assert summary.attrs["return_bounds"] == (0.0, 500.0)
+    assert list(summary.columns) == [
+        "agent.learning_rate",
+        *SUMMARY_COLUMNS[:10],
+        *AT_MAX_COLUMNS,
+        *SUMMARY_COLUMNS[10:],
+    ]
     rows = {row["agent.learning_rate"]: row for row in summary.to_dict("records")}
     fast, slow, mid = rows[1e-3], rows[3e-4], rows[5e-4]
     assert (fast["n"], fast["mean"], fast["iqm"], fast["median"], fast["seeds"]) == (2, 150.0, 150.0, 150.0, [1, 2])
@@ -169,7 +178,16 @@ def test_summary_over_seeds_per_configuration(grid: Path) -> None:
         assert all(math.isnan(row[f"{s}_{end}"]) for s in ("iqm", "mean", "median") for end in ("low", "high"))
     notes = " ".join(summary.attrs["notes"])
     assert "IQM's interval needs 3 seeds" in notes and "mean's interval needs 20 seeds" in notes
-    assert "median's interval needs 6 seeds" in notes
+    assert "median's interval needs 5 seeds" in notes
+    # ... and in the row itself: no bare NaN
+    assert row_reasons(fast["notes"]) == {
+        "iqm": "needs 3 seeds",
+        "mean": "needs 20 seeds",
+        "median": "needs 5 seeds",
+        "seeds_needed": "the best iqm",
+    }
+    assert row_reasons(mid["notes"])["seeds_needed"] == "fewer than 2 seeds: no spread to go by"
+    assert (fast["at_max"], fast["at_max_low"]) == (0.0, 0.0) and fast["at_max_high"] == pytest.approx(0.8419, abs=1e-4)
     # the best IQM is lr 1e-3's; the others say how many seeds would tell them from it
     assert math.isnan(fast["seeds_needed"]) and slow["seeds_needed"] >= 2
     assert math.isnan(mid["seeds_needed"])  # one seed has no spread to go by
@@ -267,10 +285,13 @@ def test_the_mean_interval_from_20_seeds_is_bootstrap_t_and_seeded() -> None:
     assert (row["mean_low"], row["mean_high"]) == intervals.mean_interval(values)  # seeded: reproducible
     # skewed to the right: the studentized interval reaches further above the mean than below
     assert row["mean_high"] - values.mean() > values.mean() - row["mean_low"]
-    assert summarize(_table(values)).attrs["notes"] == []
-    # equal values: the interval is the value
+    assert not [note for note in summarize(_table(values)).attrs["notes"] if note.startswith("no ")]
+    # within the seeds' range: the environment's bounds are unknown here
+    assert values.min() <= row["mean_low"] and row["mean_high"] <= values.max()
+    # equal values: no spread to measure, no interval (a zero-width one covers only by luck), and why
     flat = summarize(_table([5.0] * 20)).iloc[0]
-    assert (flat["mean_low"], flat["mean_high"], flat["iqm_low"], flat["iqm_high"]) == (5.0, 5.0, 5.0, 5.0)
+    assert all(math.isnan(flat[c]) for c in ("mean_low", "mean_high", "iqm_low", "iqm_high"))
+    assert row_reasons(flat["notes"]) == {"iqm": "no spread", "mean": "no spread", "seeds_needed": "the best iqm"}
 
 
 def test_seeds_needed_grows_as_the_difference_shrinks() -> None:
@@ -279,19 +300,27 @@ def test_seeds_needed_grows_as_the_difference_shrinks() -> None:
     rng = np.random.default_rng(0)
     base = rng.normal(0, 1, 10)
     base = (base - base.mean()) / base.std(ddof=1)  # a spread of exactly 1
-    wide = intervals.seeds_needed(base + 1.0, base)  # 1 standard deviation apart: ~17 seeds each
-    narrow = intervals.seeds_needed(base + 0.5, base)
-    assert wide is not None and narrow is not None and 14 <= wide <= 20 and narrow > 3 * wide
-    assert intervals.seeds_needed(base, base) is None and intervals.seeds_needed([1.0, 1.0], [2.0, 2.0]) == 2
+    # 1 standard deviation apart: two intervals of half width t x 1 / sqrt(n) stop overlapping at ~18 seeds
+    wide = intervals.seeds_needed(base + 1.0, base, statistic="mean")
+    narrow = intervals.seeds_needed(base + 0.5, base, statistic="mean")
+    assert wide is not None and narrow is not None and 17 <= wide <= 20 and narrow > 3 * wide
+    iqm = intervals.seeds_needed(base + 1.0, base)  # the IQM's interval is wider for the same spread
+    assert iqm is not None and iqm > wide
+    # no lead, or no spread at all
+    assert intervals.seeds_needed(base, base) is None and intervals.seeds_needed(base, base + 1) is None
+    assert intervals.seeds_needed([2.0, 2.0], [1.0, 1.0]) == intervals.min_seeds("iqm", None)
 
 
 def test_plot_bands_are_the_iqms_interval_along_an_axis() -> None:
     from rlcloud import intervals
 
     data = np.array([[1.0, 5.0], [3.0, 5.0], [2.0, 5.0]])
-    low, high = confidence_interval(data, axis=0)
-    assert low[1] == high[1] == 5.0 and low[0] < 2.0 < high[0]
-    assert (low[0], high[0]) == pytest.approx(intervals.iqm_interval(data[:, 0]))
+    low, high = confidence_interval(data, axis=0, bounds=(0.0, 500.0))
+    assert np.isnan(low[1]) and np.isnan(high[1])  # no spread: no band
+    assert low[0] < 2.0 < high[0] and low[0] >= 0 and high[0] <= 500
+    assert (low[0], high[0]) == pytest.approx(intervals.iqm_interval(data[:, 0], bounds=(0.0, 500.0)))
+    unbounded = confidence_interval(data, axis=0)  # no bounds known: never beyond the seeds' range
+    assert unbounded[0][0] >= 1.0 and unbounded[1][0] <= 3.0
     two_low, _ = confidence_interval(data[:2], axis=0)
     assert np.isnan(two_low).all()  # 2 seeds: no interval
 
@@ -440,7 +469,8 @@ def test_a_sweeps_results_and_plot_come_from_compare(tmp_path: Path) -> None:
     assert list(summary["n"]) == [2, 1] and list(summary["mean"]) == [1.5, 1.0]
     found = sweep.best()
     assert found.parameters == {"agent.learning_rate": 1e-3} and found.value == 1.5 and found.n == 2
-    assert found.separated is None and "an interval is missing" in str(found)  # 2 seeds and 1: no intervals
+    assert found.separated is None and "the lead cannot be judged" in str(found)  # 2 seeds and 1: no intervals
+    assert "the best has no iqm interval (needs 3 seeds)" in found.why_not_judged
     sweep.plot(tmp_path / "lr.png")
     assert (tmp_path / "lr.png").read_bytes().startswith(PNG_MAGIC)
 
@@ -551,7 +581,8 @@ def test_best_says_whether_the_lead_is_outside_the_intervals() -> None:
     # 1e-3 against 1e-4 alone: 150 apart, separated, every run of one beats every run of the other
     apart = best(table[table["agent.learning_rate"] != 3e-4].copy().__finalize__(table), statistic="median")
     assert apart.separated is True and apart.probability_of_improvement == 1.0
-    assert "outside the intervals" in str(apart)
+    assert "separated: the best's interval lies above the runner-up's" in str(apart)
+    assert apart.seeds_needed is None and "seeds each" not in str(apart)  # separated: nothing to advise
     profiles = performance_profiles(table, [0.0, 400.0, 1000.0])
     assert list(profiles.columns) == ["agent.learning_rate", "threshold", "fraction", "low", "high", "n"]
     by = profiles.set_index(["agent.learning_rate", "threshold"])["fraction"]
@@ -607,7 +638,7 @@ def test_a_sweep_is_named_wherever_results_are_read(
     assert main(["compare", "lr", "--results", str(root)]) == 0
     out = capsys.readouterr().out
     assert "lr: over seeds, per configuration" in out and names[0] not in out
-    assert "best by iqm: agent.learning_rate=0.001: 102" in out and "outside the intervals" in out
+    assert "best by iqm: agent.learning_rate=0.001: 102" in out and "separated: the best's interval" in out
     assert main(["compare", "lr", "--results", str(root), "--trials"]) == 0
     out = capsys.readouterr().out
     assert "6 runs (mean_return)" in out and names[0] in out and "per configuration" in out
