@@ -171,11 +171,14 @@ def measure(args: argparse.Namespace, rng: np.random.Generator) -> list[dict[str
             median = intervals.median_interval(x)
             row["median before"] = cell(*median, t["median"]) if n >= 6 else None
             row["median"] = cell(*median, t["median"]) if n >= intervals.min_seeds("median", bounds) else None
-            if n >= intervals.MIN_SEEDS["mean"]:
+            if n >= intervals.MIN_SEEDS["mean"] and bounds is None:  # capped returns: no interval of the mean
                 row["mean before"] = cell(*_mean_before(xb, args.resamples, n), t["mean"])
                 row["mean"] = cell(
                     *intervals.mean_interval(xb, bounds=bounds, n_resamples=args.resamples, seed=n), t["mean"]
                 )
+            elif n >= intervals.MIN_SEEDS["mean"]:
+                row["mean before"] = cell(*_mean_before(xb, args.resamples, n), t["mean"])
+                row["mean"] = None
             else:
                 row["mean before"] = row["mean"] = None
             if bounds is not None:

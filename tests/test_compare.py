@@ -184,7 +184,7 @@ def test_summary_over_seeds_per_configuration(grid: Path) -> None:
         "iqm": "needs 3 seeds",
         "mean": "needs 20 seeds",
         "median": "needs 5 seeds",
-        "seeds_needed": "the best iqm",
+        "seeds_needed": "best by iqm",
     }
     assert row_reasons(mid["notes"])["seeds_needed"] == "fewer than 2 seeds: no spread to go by"
     assert (fast["at_max"], fast["at_max_low"]) == (0.0, 0.0) and fast["at_max_high"] == pytest.approx(0.8419, abs=1e-4)
@@ -291,7 +291,7 @@ def test_the_mean_interval_from_20_seeds_is_bootstrap_t_and_seeded() -> None:
     # equal values: no spread to measure, no interval (a zero-width one covers only by luck), and why
     flat = summarize(_table([5.0] * 20)).iloc[0]
     assert all(math.isnan(flat[c]) for c in ("mean_low", "mean_high", "iqm_low", "iqm_high"))
-    assert row_reasons(flat["notes"]) == {"iqm": "no spread", "mean": "no spread", "seeds_needed": "the best iqm"}
+    assert row_reasons(flat["notes"]) == {"iqm": "no spread", "mean": "no spread", "seeds_needed": "best by iqm"}
 
 
 def test_seeds_needed_grows_as_the_difference_shrinks() -> None:

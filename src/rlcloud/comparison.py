@@ -407,7 +407,7 @@ def run_table(
                 "location": run.location,
             }
         )
-    table = pd.DataFrame(rows, columns=["run", *parameters, *RUN_COLUMNS])
+    table = _explained_frame(pd.DataFrame(rows, columns=["run", *parameters, *RUN_COLUMNS]))
     table.attrs["parameters"] = parameters
     table.attrs["objective"] = objective
     table.attrs["budgets"] = budgets
@@ -603,7 +603,7 @@ def summarize(
     for i, row in enumerate(rows):
         needed = None
         if i == top:
-            reasons[i]["seeds_needed"] = f"the best {statistic}"
+            reasons[i]["seeds_needed"] = f"best by {statistic}"
         else:
             needed = intervals.seeds_needed(
                 samples[top], samples[i], statistic=statistic, confidence_level=confidence_level, bounds=bounds
@@ -741,20 +741,32 @@ def row_reasons(notes: Any) -> dict[str, str]:
     return out
 
 
+#: Why a per-run cell is empty, by column (the per-run table has no ``notes`` column).
+RUN_REASONS: dict[str, str] = {
+    "objective": "no episode yet",
+    "final_evaluation": "no evaluation round",
+    "wall_time": "no episode time",
+    "steps_per_second": "not recorded",
+    "seed": "unseeded",
+    "threshold_timesteps": "not reached",
+    "threshold_wall_time": "not reached",
+}
+
+
 def explain(frame: pd.DataFrame) -> pd.DataFrame:
-    """A copy of a summary for people: each NaN replaced by the reason its row's ``notes`` gives for that
-    column (``"(needs 3 seeds)"``), or ``"-"``; other values as they are (object columns)."""
+    """A copy of a table for people: each NaN replaced by its reason in parentheses, ``"(needs 3 seeds)"``:
+    in a summary the reason its row's ``notes`` gives for that column, in a per-run table the column's
+    (:data:`RUN_REASONS`); other values as they are (object columns)."""
     out = frame.astype(object)
-    if "notes" not in frame.columns:
-        return out.where(frame.notna(), "-")
-    for i, (_, row) in enumerate(frame.iterrows()):
-        why = row_reasons(row["notes"])
-        for column in frame.columns:
-            cell = row[column]
+    notes = frame["notes"] if "notes" in frame.columns else [None] * len(frame)
+    for i, row_notes in enumerate(notes):
+        why = row_reasons(row_notes)
+        for j, column in enumerate(frame.columns):
+            cell = frame.iat[i, j]
             if isinstance(cell, float) and math.isnan(cell):
                 base = str(column).removesuffix("_low").removesuffix("_high")
-                text = why.get(str(column)) or why.get(base)
-                out.iat[i, frame.columns.get_loc(column)] = f"({text})" if text else "-"
+                text = why.get(str(column)) or why.get(base) or RUN_REASONS.get(str(column))
+                out.iat[i, j] = f"({text})" if text else "-"
     return out
 
 

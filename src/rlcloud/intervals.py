@@ -21,7 +21,9 @@ else the range of the seeds themselves. The statistics and their intervals at a 
 - **median**: the order-statistic interval (``x(k)`` to ``x(n-k+1)`` with ``k`` from the binomial
   distribution): distribution-free (capped and tied values included), its coverage is at least its level
   by construction: 95% from 6 seeds, min to max at 5 (93.75%).
-- **mean**: the studentized (bootstrap-t) interval, from 20 seeds. Below that no interval of the mean keeps
+- **mean**: the hull of the studentized (bootstrap-t) and Student t intervals, from 20 seeds, and only
+  where the environment's returns have no known bounds (the mean of capped returns had no interval that
+  kept 90%). Below 20 seeds no interval of the mean keeps
   its promise when some seeds fail: with a failure that 1 seed in 5 hits, 5 seeds miss it 33% of the time
   and 10 seeds 11% of the time, and an interval drawn from seeds that all succeeded cannot contain the true
   mean then (measured: Student t covers 66% at n=5, 89% at n=10).
@@ -104,10 +106,11 @@ WHY_NO_INTERVAL: dict[str, str] = {
         "no interval of the mean then covers the true mean (measured: 66% at 5 seeds, 89% at 10); "
         "the IQM's interval keeps its coverage"
     ),
-    "mean-at-bound": (
-        "seeds sit at the environment's return bound: the mean of capped returns hangs on the few seeds below "
-        "the cap, and no interval of it kept 90% (measured: 69-89% with 80-90% of seeds at the cap, 20 seeds); "
-        "the share at the maximum and the median's interval hold"
+    "mean-capped": (
+        "the environment caps its returns (rlcloud.intervals.RETURN_BOUNDS): the mean of capped returns hangs "
+        "on the few seeds below the cap, and no interval of it kept 90% at 20 seeds (measured: 69-89% with "
+        "80-90% of seeds at the cap, 85% in the sets where no seed reached a cap that 1 seed in 5 reaches); "
+        "the IQM's and the median's intervals and the share at the maximum hold"
     ),
     "no-spread": (
         "the seeds it rests on all have one value: no spread to measure, and an interval of zero width "
@@ -281,8 +284,8 @@ def mean_interval(
     ``mean - q_lo x SE`` with ``q`` the resampled t quantiles (Efron and Tibshirani 1993, 12.5). Resamples
     whose values are all equal have no standard error and are left out. Seeded: the same values give the
     same interval. The interval is the hull of that and Student t's (each alone fell under 90% on one of
-    heavy-tailed and skewed returns). Cut to ``bounds`` as :func:`iqm_interval`; where a seed sits at a known
-    bound, NaN (the mean of capped returns hangs on the few seeds below the cap: 69-89% measured). Equal
+    heavy-tailed and skewed returns). Cut to ``bounds`` as :func:`iqm_interval` (:func:`estimate` gives no
+    interval of the mean where the returns have bounds: see ``WHY_NO_INTERVAL["mean-capped"]``). Equal
     values (no spread) or fewer than 2 values: NaN bounds.
     """
     np = _np()
@@ -301,12 +304,15 @@ def mean_interval(
     chunk = max(1, 2_000_000 // (n_resamples * n))  # bounded memory: rows x resamples x n floats at a time
     for start in range(0, len(flat), chunk):
         rows = flat[start : start + chunk]
-        picks = rng.integers(0, n, size=(len(rows), n_resamples, n))
-        resampled = np.take_along_axis(np.broadcast_to(rows[:, None, :], picks.shape), picks, axis=-1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            t = (resampled.mean(axis=-1) - mean[start : start + chunk, None]) / (
-                resampled.std(axis=-1, ddof=1) / math.sqrt(n)
-            )
+        t = np.empty((len(rows), n_resamples))
+        block = max(1, 2_000_000 // (len(rows) * n))  # many seeds: the resamples a block at a time too
+        for first in range(0, n_resamples, block):
+            picks = rng.integers(0, n, size=(len(rows), min(block, n_resamples - first), n))
+            resampled = np.take_along_axis(np.broadcast_to(rows[:, None, :], picks.shape), picks, axis=-1)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                t[:, first : first + block] = (resampled.mean(axis=-1) - mean[start : start + chunk, None]) / (
+                    resampled.std(axis=-1, ddof=1) / math.sqrt(n)
+                )
         t = np.where(np.isfinite(t), t, np.nan)
         with warnings.catch_warnings():  # a row of equal values has no t statistic (handled below)
             warnings.simplefilter("ignore", RuntimeWarning)
@@ -318,9 +324,6 @@ def mean_interval(
     low = np.where(se > 0, mean - np.fmax(upper_q, student) * se, np.nan)
     high = np.where(se > 0, mean - np.fmin(lower_q, -student) * se, np.nan)
     shape = data.shape[:-1]
-    if bounds is not None:  # returns at a bound: no interval (see WHY_NO_INTERVAL["mean-at-bound"])
-        at_bound = ((flat >= bounds[1]) | (flat <= bounds[0])).any(axis=-1)
-        low, high = np.where(at_bound, np.nan, low), np.where(at_bound, np.nan, high)
     return _scalar(*_within(low.reshape(shape), high.reshape(shape), data, bounds))
 
 
@@ -418,6 +421,8 @@ def estimate(
         return Estimate(statistic, math.nan, math.nan, math.nan, 0, "no run has a value", "no value")
     value = float({"iqm": iqm, "mean": lambda d: d.mean(), "median": np.median}[statistic](data))
     least = min_seeds(statistic, bounds)
+    if statistic == "mean" and bounds is not None:
+        return Estimate(statistic, value, math.nan, math.nan, n, WHY_NO_INTERVAL["mean-capped"], "capped returns")
     if n < least:
         why = WHY_NO_INTERVAL["iqm-unbounded" if statistic == "iqm" and bounds is None else statistic]
         return Estimate(statistic, value, math.nan, math.nan, n, why, f"needs {least} seeds")
@@ -428,8 +433,6 @@ def estimate(
     else:
         low, high = median_interval(data, confidence_level)
     if math.isnan(low):
-        if statistic == "mean" and bounds is not None and (data.max() >= bounds[1] or data.min() <= bounds[0]):
-            return Estimate(statistic, value, math.nan, math.nan, n, WHY_NO_INTERVAL["mean-at-bound"], "capped")
         return Estimate(statistic, value, math.nan, math.nan, n, WHY_NO_INTERVAL["no-spread"], "no spread")
     return Estimate(statistic, value, float(low), float(high), n)
 
@@ -464,8 +467,8 @@ def _resampled_counts(rng: Any, size: int, rows: int) -> Any:
     return np.bincount(picks.ravel(), minlength=rows * size).reshape(rows, size)
 
 
-#: values of one bootstrap chunk (resamples x runs): bounds the memory of the resampling intervals (~32 MB)
-_CHUNK_VALUES = 4_000_000
+#: values of one bootstrap chunk (resamples x runs): bounds the memory of the resampling intervals (~8 MB each)
+_CHUNK_VALUES = 1_000_000
 
 
 def probability_of_improvement_interval(
@@ -476,7 +479,7 @@ def probability_of_improvement_interval(
 
     Each resample is a count per original run; a run of ``x`` beats the resampled ``y`` by the resampled
     counts below and equal to it (cumulative counts over ``y`` sorted), so a resample costs ``len(x) +
-    len(y)`` operations and memory is bounded by chunks of resamples (2 x 5,000 runs: ~100 MB, not the
+    len(y)`` operations and memory is bounded by chunks of resamples (~40 MB whatever the runs, not the
     20,000 x n x n comparisons of a broadcast).
     """
     np = _np()
