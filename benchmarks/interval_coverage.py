@@ -159,7 +159,7 @@ def measure(args: argparse.Namespace, rng: np.random.Generator) -> list[dict[str
     rows = []
     for kind, (draw, bounds) in family(args.variant).items():
         t = truths(draw, rng)
-        for n in NS:
+        for n in args.ns:
             x = draw((args.samples, n), rng)
             xb = x[: args.boot_samples]
             row: dict[str, Any] = {"kind": kind, "n": n, "bounds": bounds}
@@ -202,6 +202,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=20_000, help="sets of seeds per n (closed-form intervals)")
     parser.add_argument("--boot-samples", type=int, default=4_000, help="sets of seeds per n (bootstrap intervals)")
     parser.add_argument("--resamples", type=int, default=1_000, help="bootstrap resamples per interval")
+    parser.add_argument("--ns", type=int, nargs="+", default=list(NS), help="numbers of seeds (default 3 4 5 10 20)")
     parser.add_argument("--variant", type=int, choices=(1, 2), default=1, help="which members of the family")
     parser.add_argument("--quick", action="store_true", help="2,000 / 1,000 sets, 500 resamples")
     args = parser.parse_args()
