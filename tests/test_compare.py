@@ -906,8 +906,10 @@ def test_one_verdict_one_statistic(statistic: str) -> None:
             assert found.low <= found.runner_up_high and "not separated: the intervals overlap" in text
         if found.seeds_needed is not None:
             # the summary's figure by the same statistic, never fewer seeds than the ones that did not separate
-            assert found.seeds_needed >= second["seeds_needed"] and found.seeds_needed > max(found.n, found.runner_up_n)
+            assert found.seeds_needed == second["seeds_needed"] and found.seeds_needed > max(found.n, found.runner_up_n)
             assert f"~{found.seeds_needed} seeds each would separate them" in text
+        if found.separated:
+            assert row_reasons(second["notes"])["seeds_needed"] == "separated from the best already"
 
 
 def test_a_notebook_table_never_shows_a_bare_nan(grid: Path) -> None:

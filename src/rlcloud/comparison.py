@@ -604,12 +604,16 @@ def summarize(
         needed = None
         if i == top:
             reasons[i]["seeds_needed"] = f"best by {statistic}"
+        elif rows[top][f"{statistic}_low"] > row[f"{statistic}_high"]:  # NaN compares False: not judged
+            reasons[i]["seeds_needed"] = "separated from the best already"
         else:
             needed = intervals.seeds_needed(
                 samples[top], samples[i], statistic=statistic, confidence_level=confidence_level, bounds=bounds
             )
             if needed is None:
                 reasons[i]["seeds_needed"] = _why_no_seeds_needed(samples[top], samples[i], statistic)
+            else:  # the projection is approximate; intervals that overlap now need more seeds than they have
+                needed = max(needed, len(samples[top]) + 1, len(samples[i]) + 1)
         row["seeds_needed"] = math.nan if needed is None else needed
         row["notes"] = _REASON_SEP.join(f"{column}: {text}" for column, text in reasons[i].items())
     extra = [*(AT_MAX_COLUMNS if bounds is not None else ()), *(THRESHOLD_COLUMNS if timed else ())]
@@ -919,11 +923,8 @@ def best(
         found.probability_of_improvement_low, found.probability_of_improvement_high = low, high
     else:
         found.notes.append(f"no interval of P(improvement): {intervals.WHY_NO_INTERVAL['probability_of_improvement']}")
-    if found.separated is not True:
-        needed = second["seeds_needed"]
-        if not math.isnan(needed):
-            # the projection is approximate; intervals that overlap now need more seeds than they have
-            found.seeds_needed = max(int(needed), max(found.n, found.runner_up_n) + 1)
+    if found.separated is not True and not math.isnan(second["seeds_needed"]):
+        found.seeds_needed = int(second["seeds_needed"])  # the summary's figure, by the same statistic
     return found
 
 
