@@ -921,6 +921,11 @@ def test_a_notebook_table_never_shows_a_bare_nan(grid: Path) -> None:
     table = rlcloud.compare(["fast-s1", "fast-s2", "slow-s1", "slow-s2"], results=str(grid))
     html = table._repr_html_()
     assert "NaN" not in html and "(no evaluation round)" in html
+    import pickle
+
+    again = pickle.loads(pickle.dumps(summary))  # a notebook's frame can be saved and read back
+    pd.testing.assert_frame_equal(again, summary)
+    assert type(again).__name__ == "ExplainedFrame" and "NaN" not in again._repr_html_()
     rows = records(summary)  # -o json: NaN is null and the row's notes say why
     assert rows[0]["iqm_low"] is None and "iqm: needs 4 seeds" in rows[0]["notes"]
 

@@ -730,7 +730,16 @@ def _explained_class() -> type[pd.DataFrame]:
             html: str | None = pd.DataFrame(explain(self))._repr_html_()
             return html
 
+    # pickled as rlcloud.comparison.ExplainedFrame, which the module's __getattr__ builds in a new process
+    ExplainedFrame.__module__ = __name__
+    ExplainedFrame.__qualname__ = "ExplainedFrame"
     return ExplainedFrame
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ExplainedFrame":  # built on first use (pandas); found here by pickle
+        return _explained_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def row_reasons(notes: Any) -> dict[str, str]:
