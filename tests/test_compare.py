@@ -569,6 +569,7 @@ def test_best_says_whether_the_lead_is_outside_the_intervals() -> None:
         }
     )
     table.attrs["parameters"] = ["agent.learning_rate"]
+    table.attrs["return_bounds"] = (0.0, 500.0)  # CartPole-v1's
     found = best(table)
     assert found.parameters == {"agent.learning_rate": 1e-3} and found.runner_up == {"agent.learning_rate": 3e-4}
     assert found.statistic == "iqm" and found.n == 6 and found.low < found.value < found.high
@@ -826,9 +827,9 @@ def test_capped_returns_never_reach_beyond_the_cap_and_report_the_share_at_it() 
     assert high == 500.0 and 0.0 <= low < intervals.iqm(seeds)
     free_low, free_high = intervals.iqm_interval(seeds, bounds=(-math.inf, math.inf))
     assert free_high > 500.0 and free_low == low
-    # bounds unknown: never beyond the seeds' own range, and no IQM interval below 6 seeds
+    # bounds unknown: never beyond the seeds' own range, and no IQM interval below 8 seeds
     unknown = summarize(_config_table({1e-3: seeds}, bounds=None)).iloc[0]
-    assert math.isnan(unknown["iqm_low"]) and row_reasons(unknown["notes"])["iqm"] == "needs 6 seeds"
+    assert math.isnan(unknown["iqm_low"]) and row_reasons(unknown["notes"])["iqm"] == "needs 8 seeds"
     assert "at_max" not in unknown.index
     six = intervals.iqm_interval([*seeds, 420.0])
     assert min(seeds) <= six[0] and six[1] <= max(seeds)
@@ -861,7 +862,7 @@ def test_tied_returns_count_as_fewer_degrees_of_freedom() -> None:
         (2.25 - scipy.stats.t.ppf(0.975, 1) * se, 2.25 + scipy.stats.t.ppf(0.975, 1) * se)
     )
     # every kept seed tied: no interval, and the row says why
-    tied = summarize(_config_table({1e-3: [100.0, 100, 100, 100, 100, 150]}, bounds=None)).iloc[0]
+    tied = summarize(_config_table({1e-3: [100.0, 100, 100, 100, 100, 150]})).iloc[0]
     assert math.isnan(tied["iqm_low"]) and row_reasons(tied["notes"])["iqm"] == "no spread"
     # the median's order-statistic interval is closed: it holds with ties and needs no spread
     assert (tied["median_low"], tied["median_high"]) == (100.0, 150.0)
