@@ -17,12 +17,14 @@ import yaml
 
 import rlcloud
 from rlcloud.comparison import (
+    AT_MAX_COLUMNS,
     RUN_COLUMNS,
     SUMMARY_COLUMNS,
     confidence_interval,
     load_runs,
     plot_runs,
     records,
+    row_reasons,
     summarize,
 )
 from rlcloud.errors import MissingExtraError, NotFoundError, SpecError, require, require_installed
@@ -160,7 +162,14 @@ def test_summary_over_seeds_per_configuration(grid: Path) -> None:
     runs = ["fast-s1", "fast-s2", "slow-s1", "slow-s2", "mid-s1"]
     # slow-s2 is still running, but at the others' 250 timesteps: the same budget
     summary = rlcloud.compare(runs, results=str(grid), by="config")
-    assert list(summary.columns) == ["agent.learning_rate", *SUMMARY_COLUMNS]
+    # CartPole-v1's returns lie in 0..500 (intervals.RETURN_BOUNDS): the share of seeds at 500 is a column
+    assert summary.attrs["return_bounds"] == (0.0, 500.0)
+    assert list(summary.columns) == [
+        "agent.learning_rate",
+        *SUMMARY_COLUMNS[:10],
+        *AT_MAX_COLUMNS,
+        *SUMMARY_COLUMNS[10:],
+    ]
     rows = {row["agent.learning_rate"]: row for row in summary.to_dict("records")}
     fast, slow, mid = rows[1e-3], rows[3e-4], rows[5e-4]
     assert (fast["n"], fast["mean"], fast["iqm"], fast["median"], fast["seeds"]) == (2, 150.0, 150.0, 150.0, [1, 2])
@@ -168,8 +177,18 @@ def test_summary_over_seeds_per_configuration(grid: Path) -> None:
     for row in (fast, slow, mid):
         assert all(math.isnan(row[f"{s}_{end}"]) for s in ("iqm", "mean", "median") for end in ("low", "high"))
     notes = " ".join(summary.attrs["notes"])
-    assert "IQM's interval needs 3 seeds" in notes and "mean's interval needs 20 seeds" in notes
-    assert "median's interval needs 6 seeds" in notes
+    # CartPole caps its returns: the mean has no interval at any n (benchmarks/interval_coverage.py)
+    assert "IQM's interval needs 4 seeds" in notes and "the environment caps its returns" in notes
+    assert "median's interval needs 5 seeds" in notes
+    # ... and in the row itself: no bare NaN
+    assert row_reasons(fast["notes"]) == {
+        "iqm": "needs 4 seeds",
+        "mean": "capped returns",
+        "median": "needs 5 seeds",
+        "seeds_needed": "best by iqm",
+    }
+    assert row_reasons(mid["notes"])["seeds_needed"] == "fewer than 2 seeds: no spread to go by"
+    assert (fast["at_max"], fast["at_max_low"]) == (0.0, 0.0) and fast["at_max_high"] == pytest.approx(0.8419, abs=1e-4)
     # the best IQM is lr 1e-3's; the others say how many seeds would tell them from it
     assert math.isnan(fast["seeds_needed"]) and slow["seeds_needed"] >= 2
     assert math.isnan(mid["seeds_needed"])  # one seed has no spread to go by
@@ -249,7 +268,13 @@ def test_each_statistic_has_its_own_interval() -> None:
     winsorized = np.array([3.0, 3, 3, 4, 5, 6, 6, 6])
     se = math.sqrt(7 * winsorized.var(ddof=1) / (4 * 3))
     half = scipy.stats.t.ppf(0.975, 3) * se
-    assert row["iqm_low"] == pytest.approx(4.5 - half) and row["iqm_high"] == pytest.approx(4.5 + half)
+    # ... and the percentile bootstrap's (resampling moves the outlier across the trimming point): their hull,
+    # within the seeds' range (no return bounds known here)
+    assert row["iqm_low"] == pytest.approx(4.5 - half)
+    assert 4.5 + half < row["iqm_high"] <= 100.0
+    from rlcloud import intervals
+
+    assert (row["iqm_low"], row["iqm_high"]) == intervals.iqm_interval(values)  # seeded: reproducible
     # the median's: order statistics; at n=8, x(2)..x(7) covers 93.0%, so x(1)..x(8) (99.2%); at n=10 x(2)..x(9)
     assert (row["median_low"], row["median_high"]) == (1.0, 100.0)
     ten = summarize(_table([*values, 8.0, 9.0])).iloc[0]
@@ -267,10 +292,13 @@ def test_the_mean_interval_from_20_seeds_is_bootstrap_t_and_seeded() -> None:
     assert (row["mean_low"], row["mean_high"]) == intervals.mean_interval(values)  # seeded: reproducible
     # skewed to the right: the studentized interval reaches further above the mean than below
     assert row["mean_high"] - values.mean() > values.mean() - row["mean_low"]
-    assert summarize(_table(values)).attrs["notes"] == []
-    # equal values: the interval is the value
+    assert not [note for note in summarize(_table(values)).attrs["notes"] if note.startswith("no ")]
+    # within the seeds' range: the environment's bounds are unknown here
+    assert values.min() <= row["mean_low"] and row["mean_high"] <= values.max()
+    # equal values: no spread to measure, no interval (a zero-width one covers only by luck), and why
     flat = summarize(_table([5.0] * 20)).iloc[0]
-    assert (flat["mean_low"], flat["mean_high"], flat["iqm_low"], flat["iqm_high"]) == (5.0, 5.0, 5.0, 5.0)
+    assert all(math.isnan(flat[c]) for c in ("mean_low", "mean_high", "iqm_low", "iqm_high"))
+    assert row_reasons(flat["notes"]) == {"iqm": "no spread", "mean": "no spread", "seeds_needed": "best by iqm"}
 
 
 def test_seeds_needed_grows_as_the_difference_shrinks() -> None:
@@ -279,19 +307,27 @@ def test_seeds_needed_grows_as_the_difference_shrinks() -> None:
     rng = np.random.default_rng(0)
     base = rng.normal(0, 1, 10)
     base = (base - base.mean()) / base.std(ddof=1)  # a spread of exactly 1
-    wide = intervals.seeds_needed(base + 1.0, base)  # 1 standard deviation apart: ~17 seeds each
-    narrow = intervals.seeds_needed(base + 0.5, base)
-    assert wide is not None and narrow is not None and 14 <= wide <= 20 and narrow > 3 * wide
-    assert intervals.seeds_needed(base, base) is None and intervals.seeds_needed([1.0, 1.0], [2.0, 2.0]) == 2
+    # 1 standard deviation apart: two intervals of half width t x 1 / sqrt(n) stop overlapping at ~18 seeds
+    wide = intervals.seeds_needed(base + 1.0, base, statistic="mean")
+    narrow = intervals.seeds_needed(base + 0.5, base, statistic="mean")
+    assert wide is not None and narrow is not None and 17 <= wide <= 20 and narrow > 3 * wide
+    iqm = intervals.seeds_needed(base + 1.0, base)  # the IQM's interval is wider for the same spread
+    assert iqm is not None and iqm > wide
+    # no lead, or no spread at all
+    assert intervals.seeds_needed(base, base) is None and intervals.seeds_needed(base, base + 1) is None
+    assert intervals.seeds_needed([2.0, 2.0], [1.0, 1.0]) == intervals.min_seeds("iqm", None)
 
 
 def test_plot_bands_are_the_iqms_interval_along_an_axis() -> None:
     from rlcloud import intervals
 
     data = np.array([[1.0, 5.0], [3.0, 5.0], [2.0, 5.0]])
-    low, high = confidence_interval(data, axis=0)
-    assert low[1] == high[1] == 5.0 and low[0] < 2.0 < high[0]
-    assert (low[0], high[0]) == pytest.approx(intervals.iqm_interval(data[:, 0]))
+    low, high = confidence_interval(data, axis=0, bounds=(0.0, 500.0))
+    assert np.isnan(low[1]) and np.isnan(high[1])  # no spread: no band
+    assert low[0] < 2.0 < high[0] and low[0] >= 0 and high[0] <= 500
+    assert (low[0], high[0]) == pytest.approx(intervals.iqm_interval(data[:, 0], bounds=(0.0, 500.0)))
+    unbounded = confidence_interval(data, axis=0)  # no bounds known: never beyond the seeds' range
+    assert unbounded[0][0] >= 1.0 and unbounded[1][0] <= 3.0
     two_low, _ = confidence_interval(data[:2], axis=0)
     assert np.isnan(two_low).all()  # 2 seeds: no interval
 
@@ -443,7 +479,8 @@ def test_a_sweeps_results_and_plot_come_from_compare(tmp_path: Path) -> None:
     assert list(summary["n"]) == [2, 1] and list(summary["mean"]) == [1.5, 1.0]
     found = sweep.best()
     assert found.parameters == {"agent.learning_rate": 1e-3} and found.value == 1.5 and found.n == 2
-    assert found.separated is None and "an interval is missing" in str(found)  # 2 seeds and 1: no intervals
+    assert found.separated is None and "the lead cannot be judged" in str(found)  # 2 seeds and 1: no intervals
+    assert "the best has no iqm interval (needs 4 seeds)" in found.why_not_judged
     sweep.plot(tmp_path / "lr.png")
     assert (tmp_path / "lr.png").read_bytes().startswith(PNG_MAGIC)
 
@@ -469,9 +506,9 @@ def test_cli_compare_prints_tables_json_csv_and_writes_the_plot(
     assert main(["compare", *runs, "--results", str(grid)]) == 0
     out = capsys.readouterr().out
     assert "4 runs (mean_return)" in out and "over seeds, per configuration" in out
+    assert "no iqm interval: the IQM's interval needs 4 seeds" in out  # 2 seeds each: says why, no bounds
     assert main(["compare", "fast-s1", "--results", str(grid)]) == 0
     assert "1 run (mean_return)" in capsys.readouterr().out  # not "1 runs"
-    assert "no iqm interval: the IQM's interval needs 3 seeds" in out  # 2 seeds each: says why, no bounds
     assert "agent.learning_rate" in out and "fast-s2" in out
 
     assert main(["compare", *runs, "--results", str(grid), "-o", "json"]) == 0  # rows need no choice
@@ -537,6 +574,7 @@ def test_best_says_whether_the_lead_is_outside_the_intervals() -> None:
         }
     )
     table.attrs["parameters"] = ["agent.learning_rate"]
+    table.attrs["return_bounds"] = (0.0, 500.0)  # CartPole-v1's
     found = best(table)
     assert found.parameters == {"agent.learning_rate": 1e-3} and found.runner_up == {"agent.learning_rate": 3e-4}
     assert found.statistic == "iqm" and found.n == 6 and found.low < found.value < found.high
@@ -556,7 +594,8 @@ def test_best_says_whether_the_lead_is_outside_the_intervals() -> None:
     # 1e-3 against 1e-4 alone: 150 apart, separated, every run of one beats every run of the other
     apart = best(table[table["agent.learning_rate"] != 3e-4].copy().__finalize__(table), statistic="median")
     assert apart.separated is True and apart.probability_of_improvement == 1.0
-    assert "outside the intervals" in str(apart)
+    assert "separated: the best's interval lies above the runner-up's" in str(apart)
+    assert apart.seeds_needed is None and "seeds each" not in str(apart)  # separated: nothing to advise
     profiles = performance_profiles(table, [0.0, 400.0, 1000.0])
     assert list(profiles.columns) == ["agent.learning_rate", "threshold", "fraction", "low", "high", "n"]
     by = profiles.set_index(["agent.learning_rate", "threshold"])["fraction"]
@@ -612,7 +651,7 @@ def test_a_sweep_is_named_wherever_results_are_read(
     assert main(["compare", "lr", "--results", str(root)]) == 0
     out = capsys.readouterr().out
     assert "lr: over seeds, per configuration" in out and names[0] not in out
-    assert "best by iqm: agent.learning_rate=0.001: 102" in out and "outside the intervals" in out
+    assert "best by iqm: agent.learning_rate=0.001: 102" in out and "the lead cannot be judged" in out
     assert main(["compare", "lr", "--results", str(root), "--trials"]) == 0
     out = capsys.readouterr().out
     assert "6 runs (mean_return)" in out and names[0] in out and "per configuration" in out
@@ -642,17 +681,17 @@ def test_an_experiment_and_a_sweep_of_one_name_are_refused(tmp_path: Path) -> No
 
 def test_one_configurations_plot_says_what_is_drawn(tmp_path: Path) -> None:
     root = tmp_path / "results"
-    for seed in (1, 2, 3):
+    for seed in (1, 2, 3, 4):
         write_run(root, f"seed{seed}", seed=seed, returns=[float(seed * i) for i in range(30)], evaluation={150: [9.0]})
-    fig = plot_runs(["seed1", "seed2", "seed3"], results=str(root))
+    fig = plot_runs(["seed1", "seed2", "seed3", "seed4"], results=str(root))
     ax = fig.axes[0]
     legend = ax.get_legend()
-    assert [t.get_text() for t in legend.get_texts()] == ["3 seeds"]  # not "seed1 (n=3)"
+    assert [t.get_text() for t in legend.get_texts()] == ["4 seeds"]  # not "seed1 (n=4)"
     assert "interval of the IQM" in legend.get_title().get_text()
-    assert "evaluation mean (n=3)" in legend.get_title().get_text()
+    assert "evaluation mean (n=4)" in legend.get_title().get_text()
     assert ax.get_ylabel() == "IQM over seeds of the mean return over the last 20 episodes"
-    assert len(ax.collections) == 1  # 3 seeds: the IQM's band
-    assert ax.get_title() == "3 runs, 1 configuration"
+    assert len(ax.collections) == 1  # 4 seeds of CartPole (bounds known): the IQM's band
+    assert ax.get_title() == "4 runs, 1 configuration"
 
 
 #: lines one run's metrics.jsonl may hold that are no episode record, with what they mean
@@ -755,3 +794,225 @@ def test_evaluation_episodes_of_the_runner_are_read(tmp_path: Path, caplog: pyte
         records = read_evaluation(store)
     assert [r["worker"] for r in records] == [-1]
     assert "skipped 1 line(s)" in caplog.text and "'worker' is '-2', not a whole number >= -1" in caplog.text
+
+
+# ------------------------------------------------------------------- RL's own returns: capped, tied, censored
+
+
+def _config_table(groups: dict[float, list[float]], bounds: tuple[float, float] | None = (0.0, 500.0)) -> pd.DataFrame:
+    """A compare() table of configurations by learning rate, with CartPole-v1's return bounds by default."""
+    rows = [
+        {"run": f"lr{lr}-s{i}", "agent.learning_rate": lr, "objective": v, "seed": i}
+        for lr, values in groups.items()
+        for i, v in enumerate(values)
+    ]
+    table = pd.DataFrame(rows)
+    table.attrs["parameters"] = ["agent.learning_rate"]
+    table.attrs["return_bounds"] = bounds
+    return table
+
+
+def test_capped_returns_never_reach_beyond_the_cap_and_report_the_share_at_it() -> None:
+    from rlcloud import intervals
+
+    # the issue's final evaluation: four seeds at CartPole's 500 and one at 475.8 printed "500 [500, 500]"
+    summary = summarize(_config_table({1e-3: [500.0, 500.0, 475.8, 500.0, 500.0]}))
+    row = summary.iloc[0]
+    assert row["iqm"] == 500.0 and math.isnan(row["iqm_low"]) and math.isnan(row["iqm_high"])
+    assert row_reasons(row["notes"])["iqm"] == "no spread"
+    # what is honest there: 4 of 5 seeds at the cap, with the exact binomial (Clopper-Pearson) interval
+    assert row["at_max"] == 0.8
+    low, high = scipy.stats.binomtest(4, 5).proportion_ci(method="exact")
+    assert (row["at_max_low"], row["at_max_high"]) == pytest.approx((low, high))
+    assert row["median_low"] == 475.8 and row["median_high"] == 500.0  # 5 seeds: min..max, 93.75%
+    # the issue's training objective: an IQM interval that reached 510.8 stops at the cap, and a seed at the
+    # cap takes the interval up to it (a few seeds cannot place the mass there)
+    seeds = [299.9, 350.0, 405.2, 500.0, 498.0]
+    low, high = intervals.iqm_interval(seeds, bounds=(0.0, 500.0))
+    assert high == 500.0 and 0.0 <= low < intervals.iqm(seeds)
+    free_low, free_high = intervals.iqm_interval(seeds, bounds=(-math.inf, math.inf))
+    assert free_high > 500.0 and free_low == low
+    # bounds unknown: never beyond the seeds' own range, and no IQM interval below 8 seeds
+    unknown = summarize(_config_table({1e-3: seeds}, bounds=None)).iloc[0]
+    assert math.isnan(unknown["iqm_low"]) and row_reasons(unknown["notes"])["iqm"] == "needs 8 seeds"
+    assert "at_max" not in unknown.index
+    six = intervals.iqm_interval([*seeds, 420.0])
+    assert min(seeds) <= six[0] and six[1] <= max(seeds)
+    # the mean of capped returns has no interval at any n (it kept < 90% at 20 seeds), and says so
+    twenty = summarize(_config_table({1e-3: [500.0] * 12 + [300.0 + i for i in range(8)]})).iloc[0]
+    assert math.isnan(twenty["mean_low"]) and row_reasons(twenty["notes"])["mean"] == "capped returns"
+    assert twenty["iqm_high"] == 500.0 and twenty["at_max"] == 0.6
+
+
+def test_return_bounds_come_from_the_environment_and_its_episode_limit() -> None:
+    from rlcloud import intervals
+
+    cartpole = {"type": "gym", "level": "CartPole-v1"}
+    assert intervals.return_bounds(cartpole) == (0.0, 500.0)
+    assert intervals.return_bounds(cartpole, 200) == (0.0, 200.0)  # max_timesteps_per_episode cuts episodes
+    assert intervals.return_bounds({"type": "gym", "level": "MountainCar-v0"}) == (-200.0, 0.0)
+    assert intervals.return_bounds({"type": "gym", "level": "ALE/Pong-v5"}) is None
+    assert intervals.return_bounds("cartpole") is None
+
+
+def test_tied_returns_count_as_fewer_degrees_of_freedom() -> None:
+    from rlcloud import intervals
+
+    # 8 seeds, the IQM keeps 2, 2, 2, 3: two distinct values, so t with 1 degree of freedom, not h - 1 = 3
+    values = np.array([1.0, 2, 2, 2, 2, 3, 3, 3])
+    low, high = intervals.iqm_interval(values, bounds=(-math.inf, math.inf))
+    winsorized = np.array([2.0, 2, 2, 2, 2, 3, 3, 3])
+    se = math.sqrt(7 * winsorized.var(ddof=1) / (4 * 3))
+    assert (low, high) == pytest.approx(
+        (2.25 - scipy.stats.t.ppf(0.975, 1) * se, 2.25 + scipy.stats.t.ppf(0.975, 1) * se)
+    )
+    # every kept seed tied: no interval, and the row says why
+    tied = summarize(_config_table({1e-3: [100.0, 100, 100, 100, 100, 150]})).iloc[0]
+    assert math.isnan(tied["iqm_low"]) and row_reasons(tied["notes"])["iqm"] == "no spread"
+    # the median's order-statistic interval is closed: it holds with ties and needs no spread
+    assert (tied["median_low"], tied["median_high"]) == (100.0, 150.0)
+
+
+def _verdict_cases() -> list[pd.DataFrame]:
+    rng = np.random.default_rng(38)
+    cases = []
+    for _ in range(40):
+        n = int(rng.integers(3, 12))
+        shift = float(rng.choice([0.0, 10.0, 40.0, 120.0]))
+        capped = bool(rng.integers(2))
+        a, b = rng.normal(300 + shift, 60, n), rng.normal(300, 60, int(rng.integers(3, 12)))
+        if capped:
+            a, b = np.minimum(a + 150, 500.0), np.minimum(b + 150, 500.0)
+        cases.append(_config_table({1e-3: a.tolist(), 3e-4: b.tolist()}, bounds=(0.0, 500.0) if capped else None))
+    return cases
+
+
+@pytest.mark.parametrize("statistic", ["iqm", "median", "mean"])
+def test_one_verdict_one_statistic(statistic: str) -> None:
+    """The statistic that ranks is the one whose intervals decide "separated", whose seeds to separate are
+    printed, and the sentence never says "separated" and "would separate them" at once."""
+    from rlcloud.comparison import best
+
+    for table in _verdict_cases():
+        found = best(table, statistic=statistic)
+        text = str(found)
+        summary = summarize(table, statistic=statistic).set_index("agent.learning_rate")
+        top = summary.loc[found.parameters["agent.learning_rate"]]
+        second = summary.loc[found.runner_up["agent.learning_rate"]]  # type: ignore[index]
+        assert found.value == top[statistic] >= second[statistic]
+        assert (found.low, found.runner_up_high) == (top[f"{statistic}_low"], second[f"{statistic}_high"]) or (
+            math.isnan(found.low) or math.isnan(found.runner_up_high)
+        )
+        if found.separated is None:
+            assert "cannot be judged" in text and f"no {statistic} interval" in text
+        elif found.separated:
+            assert found.low > found.runner_up_high
+            assert found.seeds_needed is None and "seeds each" not in text and text.count("separated") == 1
+        else:
+            assert found.low <= found.runner_up_high and "not separated: the intervals overlap" in text
+        if found.seeds_needed is not None:
+            # the summary's figure by the same statistic, never fewer seeds than the ones that did not separate
+            assert found.seeds_needed == second["seeds_needed"] and found.seeds_needed > max(found.n, found.runner_up_n)
+            assert f"~{found.seeds_needed} seeds each would separate them" in text
+        if found.separated:
+            assert row_reasons(second["notes"])["seeds_needed"] == "separated from the best already"
+
+
+def test_a_notebook_table_never_shows_a_bare_nan(grid: Path) -> None:
+    summary = rlcloud.compare(["fast-s1", "fast-s2", "slow-s1", "slow-s2"], results=str(grid), by="config")
+    html = summary._repr_html_()
+    assert "NaN" not in html and ">nan<" not in html and "<td>None</td>" not in html
+    assert "(needs 4 seeds)" in html and "(capped returns)" in html and "(best by iqm)" in html
+    assert summary["iqm_low"].isna().all()  # the data stay numbers for code
+    table = rlcloud.compare(["fast-s1", "fast-s2", "slow-s1", "slow-s2"], results=str(grid))
+    html = table._repr_html_()
+    assert "NaN" not in html and "(no evaluation round)" in html
+    import pickle
+
+    again = pickle.loads(pickle.dumps(summary))  # a notebook's frame can be saved and read back
+    pd.testing.assert_frame_equal(again, summary)
+    assert type(again).__name__ == "ExplainedFrame" and "NaN" not in again._repr_html_()
+    rows = records(summary)  # -o json: NaN is null and the row's notes say why
+    assert rows[0]["iqm_low"] is None and "iqm: needs 4 seeds" in rows[0]["notes"]
+
+
+def test_best_over_500_seeds_each_stays_small() -> None:
+    """P(improvement)'s interval used 20,000 x n x n comparisons (MemoryError at 2 x 500 seeds)."""
+    import tracemalloc
+
+    from rlcloud.comparison import best
+
+    rng = np.random.default_rng(0)
+    table = _config_table({1e-3: rng.normal(300, 50, 500).tolist(), 3e-4: rng.normal(295, 50, 500).tolist()}, None)
+    summarize(table)  # imports and caches outside the measurement
+    tracemalloc.start()
+    try:
+        found = best(table)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert (
+        found.probability_of_improvement_low < found.probability_of_improvement < found.probability_of_improvement_high
+    )
+    assert peak < 120 * 2**20, f"{peak / 2**20:.0f} MiB"  # 500 x 500 x 20,000 booleans alone are 5 GB
+
+
+def test_time_to_threshold_per_run_and_per_configuration_with_censored_runs(tmp_path: Path) -> None:
+    from rlcloud.comparison import time_to_threshold
+
+    root = tmp_path / "results"
+    # returns climb 10 per episode (10 timesteps, 0.5 s each); the mean of the last 5 reaches 100 when they
+    # are 80..120: the 13th episode, timestep 130, 6.5 s
+    ramp = [10.0 * i for i in range(30)]
+    write_run(root, "a-s1", seed=1, returns=ramp)
+    write_run(root, "a-s2", seed=2, returns=[r + 20 for r in ramp])  # 2 episodes earlier
+    write_run(root, "a-s3", seed=3, returns=[5.0] * 30)  # never: censored at its 300 timesteps
+    for seed in (1, 2, 3, 4, 5):
+        write_run(root, f"b-s{seed}", lr=3e-4, seed=seed, returns=[r + 10 * seed for r in ramp])
+    runs = ["a-s1", "a-s2", "a-s3", *(f"b-s{s}" for s in (1, 2, 3, 4, 5))]
+    table = rlcloud.compare(runs, results=str(root), threshold=100.0, window=5).set_index("run")
+    assert table.loc["a-s1", "threshold_timesteps"] == 130 and table.loc["a-s1", "threshold_wall_time"] == 6.5
+    assert table.loc["a-s2", "threshold_timesteps"] == 110
+    assert math.isnan(table.loc["a-s3", "threshold_timesteps"])
+    # one lucky first episode is not a mean over the window
+    assert all(math.isnan(v) for v in time_to_threshold([{"timestep": 10, "return": 500.0}], 100.0, window=5))
+    summary = rlcloud.compare(runs, results=str(root), threshold=100.0, window=5, by="config")
+    rows = {r["agent.learning_rate"]: r for r in summary.to_dict("records")}
+    a, b = rows[1e-3], rows[3e-4]
+    # 2 of 3 reached it: the share with its exact binomial interval; the median counts the censored run as
+    # later than both, so it is the later of the two; 3 seeds have no order-statistic interval
+    assert a["reached"] == pytest.approx(2 / 3) and a["reached_low"] < 2 / 3 < a["reached_high"]
+    assert a["threshold_timesteps"] == 130 and math.isnan(a["threshold_timesteps_low"])
+    assert row_reasons(a["notes"])["threshold_timesteps_low"] == "needs 5 seeds"
+    assert b["reached"] == 1.0 and b["threshold_timesteps"] == 100 and b["threshold_wall_time"] == 5.0
+    assert (b["threshold_timesteps_low"], b["threshold_timesteps_high"]) == (80, 120)  # min..max of 5
+    # most never reach it: no median, and the row says why
+    late = rlcloud.compare(runs, results=str(root), threshold=275.0, window=5, by="config")
+    first = late.iloc[0]
+    assert math.isnan(first["threshold_timesteps"])
+    assert row_reasons(first["notes"])["threshold_timesteps"] == "half the seeds or more never reached it"
+    assert "NaN" not in late._repr_html_()
+
+
+def test_cli_compare_threshold_and_window(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rlcloud.cli import main
+
+    monkeypatch.setenv("COLUMNS", "300")
+    root = tmp_path / "results"
+    ramp = [10.0 * i for i in range(30)]
+    for seed in (1, 2, 3):
+        write_run(root, f"s{seed}", seed=seed, returns=[r + 10 * seed for r in ramp])
+    runs = ["s1", "s2", "s3", "--results", str(root)]
+    assert main(["compare", *runs, "--threshold", "100", "--window", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "threshold_timesteps" in out and "reached" in out and "timesteps to it" in out
+    assert "100% [29%, 100%]" in out  # 3 of 3 reached it: the exact binomial interval
+    assert "110 (needs 5 seeds)" in out  # the median time, and why it has no interval at 3 seeds
+    assert main(["compare", *runs, "--threshold", "100", "--window", "5", "--by", "config", "-o", "json"]) == 0
+    row = json.loads(capsys.readouterr().out)[0]
+    assert row["threshold_timesteps"] == 110 and row["threshold_timesteps_low"] is None
+    assert "threshold_timesteps_low: needs 5 seeds" in row["notes"]
+    assert main(["compare", *runs, "--window", "0"]) == 2
+    assert "--window" in capsys.readouterr().err

@@ -19,6 +19,7 @@ The per-run table needs only the client install (pandas); the statistics over se
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
@@ -50,6 +51,7 @@ __all__ = [
     "plot_runs",
     "records",
     "summarize",
+    "time_to_threshold",
 ]
 
 Objective = Literal["mean_return", "evaluation"]
@@ -81,6 +83,7 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
     "median_high",
     "seeds_needed",
     "seeds",
+    "notes",
 )
 
 # Spec fields that make two runs different configurations: what is learned and for how long. Where the
@@ -302,6 +305,7 @@ def compare(
     confidence_level: float = 0.95,
     budgets: Budgets = "refuse",
     repeated_seeds: bool = False,
+    threshold: float | None = None,
 ) -> pd.DataFrame:
     """Compare runs: one row per run, or with ``by="config"`` one row per configuration over its seeds.
 
@@ -311,7 +315,8 @@ def compare(
         results: the results root for run names (default: the project's, else ./rlcloud-results).
         objective: what "objective" is: ``"mean_return"`` the mean return of the last ``window`` training
             episodes, ``"evaluation"`` the mean return of the last evaluation round (as in a SweepSpec).
-        window: training episodes in the ``"mean_return"`` objective.
+        window: training episodes in the ``"mean_return"`` objective and in the running mean that
+            ``threshold`` is reached by.
         by: ``"run"`` for the per-run table, ``"config"`` for :func:`summarize` of it.
         confidence_level: of the intervals with ``by="config"``.
         budgets: what to do with runs that trained less than the others (still running, stopped early,
@@ -321,11 +326,16 @@ def compare(
             reached); ``"complete"`` leaves the short runs out (``attrs["left_out"]``).
         repeated_seeds: allow a configuration to hold two runs with the same seed (refused by default: the
             same seed twice counts one outcome twice).
+        threshold: a return to reach: adds ``threshold_timesteps`` and ``threshold_wall_time``, when the mean
+            return of the last ``window`` episodes first reached it (NaN: never, a censored run), and with
+            ``by="config"`` the share of seeds that reached it and the median time over seeds
+            (:func:`summarize`).
 
     Returns:
         By run: ``run`` (the run's name), the parameters that differ between the runs (dotted spec fields,
         e.g. ``agent.learning_rate``), then :data:`RUN_COLUMNS`. ``table.attrs`` holds
-        ``parameters`` (those column names) and ``objective``. By config: see :func:`summarize`.
+        ``parameters`` (those column names), ``objective`` and ``return_bounds`` (the environment's, when
+        known: :func:`rlcloud.intervals.return_bounds`). By config: see :func:`summarize`.
 
     Raises:
         NotFoundError: a run has no results.
@@ -344,6 +354,7 @@ def compare(
             window=window,
             budgets=budgets,
             repeated_seeds=repeated_seeds,
+            threshold=threshold,
         )
     if by == "config":
         return summarize(table, confidence_level=confidence_level)
@@ -359,9 +370,10 @@ def run_table(
     window: int = 20,
     budgets: Budgets = "refuse",
     repeated_seeds: bool = False,
+    threshold: float | None = None,
 ) -> pd.DataFrame:
-    """The per-run table of :func:`compare` for runs already read with :func:`load_runs` (``budgets`` and
-    ``repeated_seeds`` as there)."""
+    """The per-run table of :func:`compare` for runs already read with :func:`load_runs` (``budgets``,
+    ``repeated_seeds`` and ``threshold`` as there)."""
     import pandas as pd
 
     if budgets not in ("refuse", "common", "complete"):
@@ -404,7 +416,7 @@ def run_table(
                 "location": run.location,
             }
         )
-    table = pd.DataFrame(rows, columns=["run", *parameters, *RUN_COLUMNS])
+    table = _explained_frame(pd.DataFrame(rows, columns=["run", *parameters, *RUN_COLUMNS]))
     table.attrs["parameters"] = parameters
     table.attrs["objective"] = objective
     table.attrs["budgets"] = budgets
@@ -413,7 +425,70 @@ def run_table(
     table.attrs["left_out"] = left_out
     if budgets == "common" and any(short):
         table.attrs["common_budget"] = int(common)
+    table.attrs["return_bounds"] = _return_bounds(loaded)
+    if threshold is not None:
+        _add_time_to_threshold(table, loaded, threshold, window, common if budgets == "common" and any(short) else None)
     return table
+
+
+def _return_bounds(loaded: Sequence[RunResults]) -> tuple[float, float] | None:
+    """The episode return bounds every run shares (:func:`rlcloud.intervals.return_bounds`; the widest when
+    they differ), None when any run's environment has none known."""
+    from rlcloud.intervals import return_bounds
+
+    found = [
+        return_bounds((r.spec or {}).get("environment"), (r.spec or {}).get("max_timesteps_per_episode"))
+        for r in loaded
+    ]
+    known = [b for b in found if b is not None]
+    if not found or len(known) < len(found):
+        return None
+    return (min(b[0] for b in known), max(b[1] for b in known))
+
+
+def _add_time_to_threshold(
+    table: pd.DataFrame, loaded: Sequence[RunResults], threshold: float, window: int, until: float | None
+) -> None:
+    """Per run, the timestep and wall time at which the mean return of the last ``window`` episodes first
+    reached ``threshold`` (NaN: not reached by the run's last episode, or by ``until``)."""
+    by_name = {run.name: run for run in loaded}
+    _with_episodes([by_name[name] for name in table["run"]])  # every run's episodes, read together
+    steps, times = [], []
+    for name in table["run"]:
+        at = time_to_threshold(by_name[name].episodes, threshold, window=window, until=until)
+        steps.append(at[0])
+        times.append(at[1])
+    table["threshold_timesteps"] = steps
+    table["threshold_wall_time"] = times
+    table.attrs["threshold"] = float(threshold)
+    table.attrs["threshold_window"] = window
+
+
+def time_to_threshold(
+    episodes: Episodes | Sequence[dict[str, Any]], threshold: float, *, window: int = 20, until: float | None = None
+) -> tuple[float, float]:
+    """``(timestep, wall time)`` at which the mean return of the last ``window`` episodes first reached
+    ``threshold``, from one run's episodes (:class:`~rlcloud.storage.summary.Episodes`, or ``metrics.jsonl``
+    records: ``timestep``, ``return``, ``time``); ``(nan, nan)`` when it never did (by ``until``, when given).
+    The mean needs ``window`` episodes: a lucky first episode is not a solved task."""
+    import numpy as np
+
+    from rlcloud.storage.summary import Episodes
+
+    if window < 1:
+        raise SpecError(f"window must be a whole number >= 1, not {window!r}")
+    if not isinstance(episodes, Episodes):
+        episodes = Episodes.of_records(list(episodes))
+    stop = len(episodes.ret) if until is None else int(np.searchsorted(episodes.timestep, until, side="right"))
+    if stop < window:
+        return math.nan, math.nan
+    sums = np.cumsum(episodes.ret[:stop], dtype=float)
+    means = (sums[window - 1 :] - np.concatenate(([0.0], sums[: stop - window]))) / window
+    reached = np.flatnonzero(means >= threshold)
+    if not reached.size:
+        return math.nan, math.nan
+    at = int(reached[0]) + window - 1
+    return float(episodes.timestep[at]), float(episodes.time[at])
 
 
 def _reached(run: RunResults) -> int:
@@ -457,6 +532,10 @@ def _json_value(value: Any) -> Any:
 # ---------------------------------------------------------------------------------------- over seeds
 
 
+#: Reasons a summary cell is empty, in a few words, per column family (the ``notes`` column holds them).
+_REASON_SEP = "; "
+
+
 def summarize(
     table: pd.DataFrame,
     *,
@@ -469,14 +548,22 @@ def summarize(
     One row per configuration (the table's differing parameters; all runs are one configuration when none
     differ): ``n`` runs; the ``iqm`` (interquartile mean), ``mean`` and ``median``, each with its own
     interval (``<statistic>_low``/``<statistic>_high``, :mod:`rlcloud.intervals`: Tukey-McLaughlin for the
-    IQM, order statistics for the median, bootstrap-t for the mean, each measured to cover at least 93% at
-    a nominal 95% by benchmarks/interval_coverage.py); ``seeds_needed``, the seeds per configuration a
-    t-test would need to tell this configuration's mean from the best one's (by ``statistic``) with 80%
-    power at the observed difference and spread; and the ``seeds``. Runs without a value (NaN: no episode
-    yet) are left out of the statistics.
+    IQM, order statistics for the median, bootstrap-t for the mean, each measured to cover at least 90% at
+    a nominal 95% on capped, tied, bimodal, skewed and heavy-tailed returns by
+    benchmarks/interval_coverage.py, and never beyond the environment's return bounds,
+    ``table.attrs["return_bounds"]``, or the seeds' range when those are unknown); where the bounds are
+    known, ``at_max`` (the share of seeds at the highest return, with its exact binomial interval
+    ``at_max_low``/``at_max_high``); where the table has time to threshold (``compare(threshold=...)``),
+    ``reached`` (the share of seeds that reached it, with its exact binomial interval) and the median over
+    seeds of ``threshold_timesteps`` and ``threshold_wall_time`` with their order-statistic intervals (a
+    seed that never reached it counts as later than any that did); ``seeds_needed``, the seeds per
+    configuration at which this configuration's ``statistic`` interval and the best one's would no longer
+    overlap at the observed difference and spreads (:func:`rlcloud.intervals.seeds_needed`: the rule
+    :func:`best` calls "separated"); the ``seeds``; and ``notes``: why each empty cell of the row is empty.
+    Runs without a value (NaN: no episode yet) are left out of the statistics.
 
-    Where a statistic has too few seeds for an interval that keeps its promise (:data:`intervals.MIN_SEEDS`),
-    its bounds are NaN and ``summary.attrs["notes"]`` says why (the CLI prints the notes under the table).
+    ``summary.attrs["notes"]`` has the reasons in full (the CLI prints them under the table); in a notebook
+    an empty cell shows its reason, never a bare NaN.
 
     Raises:
         MissingExtraError: scipy is not installed (the ``analysis`` extra).
@@ -490,8 +577,11 @@ def summarize(
         raise SpecError(f"statistic must be one of {', '.join(intervals.STATISTICS)}, not {statistic!r}")
     parameters = [p for p in table.attrs.get("parameters", []) if p in table.columns]
     _check_guards(table, parameters)
+    bounds = _bounds_of(table, value)
+    timed = "threshold_timesteps" in table.columns
     groups = table.groupby(parameters, dropna=False, sort=False) if parameters else [((), table)]
     rows = []
+    reasons: list[dict[str, str]] = []
     notes: dict[str, str] = {}
     samples = []
     for key, group in groups:
@@ -499,24 +589,57 @@ def summarize(
         samples.append(values)
         keys = key if isinstance(key, tuple) else (key,)
         row: dict[str, Any] = {**dict(zip(parameters, keys, strict=True)), "n": len(values)}
+        why: dict[str, str] = {}
         for name in intervals.STATISTICS:
-            found = intervals.estimate(values, name, confidence_level)
+            found = intervals.estimate(values, name, confidence_level, bounds=bounds)
             row[name], row[f"{name}_low"], row[f"{name}_high"] = found.value, found.low, found.high
+            if found.short:
+                why[name] = found.short
             if found.note and len(values):
                 notes[name] = found.note
+        if bounds is not None:
+            at_max = int((values >= bounds[1]).sum())
+            row["at_max"] = at_max / len(values) if len(values) else math.nan
+            row["at_max_low"], row["at_max_high"] = intervals.share_interval(at_max, len(values), confidence_level)
+            if not len(values):
+                why["at_max"] = "no value"
+        if timed:
+            _time_to_threshold_row(group, row, why, confidence_level)
         row["seeds"] = list(group["seed"])
         rows.append(row)
+        reasons.append(why)
     ranked = [r[statistic] for r in rows]
-    best = max(range(len(rows)), key=lambda i: -math.inf if math.isnan(ranked[i]) else ranked[i]) if rows else 0
+    top = max(range(len(rows)), key=lambda i: -math.inf if math.isnan(ranked[i]) else ranked[i]) if rows else 0
     for i, row in enumerate(rows):
-        needed = None if i == best else intervals.seeds_needed(samples[i], samples[best])
+        needed = None
+        if i == top:
+            reasons[i]["seeds_needed"] = f"best by {statistic}"
+        elif rows[top][f"{statistic}_low"] > row[f"{statistic}_high"]:  # NaN compares False: not judged
+            reasons[i]["seeds_needed"] = "separated from the best already"
+        else:
+            needed = intervals.seeds_needed(
+                samples[top], samples[i], statistic=statistic, confidence_level=confidence_level, bounds=bounds
+            )
+            if needed is None:
+                reasons[i]["seeds_needed"] = _why_no_seeds_needed(samples[top], samples[i], statistic)
+            else:  # the projection is approximate; intervals that overlap now need more seeds than they have
+                needed = max(needed, len(samples[top]) + 1, len(samples[i]) + 1)
         row["seeds_needed"] = math.nan if needed is None else needed
-    summary = pd.DataFrame(rows, columns=[*parameters, *SUMMARY_COLUMNS])
+        row["notes"] = _REASON_SEP.join(f"{column}: {text}" for column, text in reasons[i].items())
+    extra = [*(AT_MAX_COLUMNS if bounds is not None else ()), *(THRESHOLD_COLUMNS if timed else ())]
+    columns = [*parameters, *SUMMARY_COLUMNS[:10], *extra, *SUMMARY_COLUMNS[10:]]
+    summary = _explained_frame(pd.DataFrame(rows, columns=columns))
     summary.attrs["parameters"] = parameters
     summary.attrs["objective"] = table.attrs.get("objective", value)
     summary.attrs["statistic"] = statistic
     summary.attrs["confidence_level"] = confidence_level
+    summary.attrs["return_bounds"] = bounds
     summary.attrs["notes"] = [f"no {name} interval: {why}" for name, why in notes.items()]
+    if bounds is None and value in _RETURNS:
+        summary.attrs["notes"].append(
+            "the environment's return bounds are unknown (rlcloud.intervals.RETURN_BOUNDS): no interval reaches "
+            "beyond the seeds' own range"
+        )
     if table.attrs.get("left_out"):
         summary.attrs["notes"].append("left out (budgets='complete'): " + ", ".join(table.attrs["left_out"]))
     if "common_budget" in table.attrs:
@@ -526,17 +649,156 @@ def summarize(
         )
     if len(rows) > 1:
         summary.attrs["notes"].append(
-            "seeds to separate (seeds_needed): seeds per configuration for a t-test (5%, two-sided) to tell its "
-            f"mean from the best {statistic}'s configuration with 80% power, at the observed difference and spread"
+            f"seeds to separate (seeds_needed): seeds per configuration at which its {statistic} interval and the "
+            f"best one's would no longer overlap, at the observed difference and spreads"
         )
     return summary
+
+
+#: The values that are episode returns (the environment's return bounds hold for them).
+_RETURNS = ("objective", "final_evaluation")
+#: Columns :func:`summarize` adds after the median's when the environment's return bounds are known.
+AT_MAX_COLUMNS: tuple[str, ...] = ("at_max", "at_max_low", "at_max_high")
+#: Columns :func:`summarize` adds after the median's for a table with time to threshold.
+THRESHOLD_COLUMNS: tuple[str, ...] = (
+    "reached",
+    "reached_low",
+    "reached_high",
+    "threshold_timesteps",
+    "threshold_timesteps_low",
+    "threshold_timesteps_high",
+    "threshold_wall_time",
+    "threshold_wall_time_low",
+    "threshold_wall_time_high",
+)
+
+
+def _bounds_of(table: pd.DataFrame, value: str) -> tuple[float, float] | None:
+    bounds = table.attrs.get("return_bounds")
+    if value not in _RETURNS or bounds is None:
+        return None
+    return (float(bounds[0]), float(bounds[1]))
+
+
+def _why_no_seeds_needed(best_values: Any, values: Any, statistic: str) -> str:
+    if min(len(best_values), len(values)) < 2:
+        return "fewer than 2 seeds: no spread to go by"
+    from rlcloud import intervals
+
+    if intervals.estimate(values, statistic).value >= intervals.estimate(best_values, statistic).value:
+        return "no lead to separate"
+    return "more than 1,000 seeds"
+
+
+def _time_to_threshold_row(group: pd.DataFrame, row: dict[str, Any], why: dict[str, str], level: float) -> None:
+    """The configuration's time to threshold: the share of seeds that reached it (exact binomial interval)
+    and the median over seeds of when (order-statistic interval; a seed that never reached it is later than
+    every seed that did, so the median and its bounds are exact while enough seeds reached it)."""
+    import numpy as np
+
+    from rlcloud import intervals
+
+    steps = group["threshold_timesteps"].astype(float).to_numpy()
+    n = len(steps)
+    reached = int(np.isfinite(steps).sum())
+    row["reached"] = reached / n if n else math.nan
+    row["reached_low"], row["reached_high"] = intervals.share_interval(reached, n, level)
+    for column in ("threshold_timesteps", "threshold_wall_time"):
+        times = np.sort(np.where(np.isnan(steps), np.inf, group[column].astype(float).to_numpy()))
+        row[column] = float(np.median(times)) if n else math.nan
+        low, high = intervals.median_interval(times, level) if n else (math.nan, math.nan)
+        row[f"{column}_low"], row[f"{column}_high"] = low, high
+        if not math.isfinite(row[column]):
+            row[column] = math.nan
+            why[column] = "half the seeds or more never reached it"
+        elif math.isnan(low):
+            why[f"{column}_low"] = f"needs {intervals.MIN_SEEDS['median']} seeds"
+        if math.isinf(high):
+            row[f"{column}_high"] = math.nan
+            why[f"{column}_high"] = "too few seeds reached it: later than the budget"
+
+
+def _explained_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` as a :class:`pandas.DataFrame` whose notebook view shows each empty cell's reason (from its
+    row's ``notes``) instead of NaN; data, columns and dtypes are the frame's own."""
+    explained = _explained_class()
+    return explained(frame)
+
+
+@functools.cache
+def _explained_class() -> type[pd.DataFrame]:
+    import pandas as pd  # built on first use: pandas is not imported with rlcloud
+
+    class ExplainedFrame(pd.DataFrame):  # type: ignore[misc]  # pandas is untyped here
+        """A DataFrame whose HTML view (a notebook's) shows why a cell is empty instead of NaN."""
+
+        @property
+        def _constructor(self) -> Any:
+            return ExplainedFrame
+
+        def _repr_html_(self) -> str | None:
+            html: str | None = pd.DataFrame(explain(self))._repr_html_()
+            return html
+
+    # pickled as rlcloud.comparison.ExplainedFrame, which the module's __getattr__ builds in a new process
+    ExplainedFrame.__module__ = __name__
+    ExplainedFrame.__qualname__ = "ExplainedFrame"
+    return ExplainedFrame
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ExplainedFrame":  # built on first use (pandas); found here by pickle
+        return _explained_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def row_reasons(notes: Any) -> dict[str, str]:
+    """A summary row's ``notes`` as ``{column: reason}`` (a statistic's reason covers its bounds)."""
+    out: dict[str, str] = {}
+    if not isinstance(notes, str):
+        return out
+    for part in notes.split(_REASON_SEP):
+        column, _, text = part.partition(": ")
+        if text:
+            out[column] = text
+    return out
+
+
+#: Why a per-run cell is empty, by column (the per-run table has no ``notes`` column).
+RUN_REASONS: dict[str, str] = {
+    "objective": "no episode yet",
+    "final_evaluation": "no evaluation round",
+    "wall_time": "no episode time",
+    "steps_per_second": "not recorded",
+    "seed": "unseeded",
+    "threshold_timesteps": "not reached",
+    "threshold_wall_time": "not reached",
+}
+
+
+def explain(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy of a table for people: each NaN replaced by its reason in parentheses, ``"(needs 3 seeds)"``:
+    in a summary the reason its row's ``notes`` gives for that column, in a per-run table the column's
+    (:data:`RUN_REASONS`); other values as they are (object columns)."""
+    out = frame.astype(object)
+    notes = frame["notes"] if "notes" in frame.columns else [None] * len(frame)
+    for i, row_notes in enumerate(notes):
+        why = row_reasons(row_notes)
+        for j, column in enumerate(frame.columns):
+            cell = frame.iat[i, j]
+            if isinstance(cell, float) and math.isnan(cell):
+                base = str(column).removesuffix("_low").removesuffix("_high")
+                text = why.get(str(column)) or why.get(base) or RUN_REASONS.get(str(column))
+                out.iat[i, j] = f"({text})" if text else "-"
+    return out
 
 
 @dataclass
 class Best:
     """The best configuration by a statistic over seeds, and whether its lead is outside the intervals.
 
-    ``str(best)`` is a sentence for people; the fields are for code.
+    ``str(best)`` is one sentence for people; the fields are for code. The statistic that ranks is the one
+    whose intervals decide ``separated`` and whose ``seeds_needed`` is given.
     """
 
     statistic: str
@@ -550,17 +812,39 @@ class Best:
     runner_up_value: float = math.nan
     runner_up_low: float = math.nan
     runner_up_high: float = math.nan
+    runner_up_n: int = 0
     #: True when the best's interval lies wholly above the runner-up's; None when either has no interval
     separated: bool | None = None
+    #: why ``separated`` is None (which interval is missing, and why)
+    why_not_judged: str = ""
     #: P(a run of the best beats a run of the runner-up), rliable's probability of improvement, with interval
     probability_of_improvement: float = math.nan
     probability_of_improvement_low: float = math.nan
     probability_of_improvement_high: float = math.nan
-    #: seeds per configuration a t-test needs to tell the two apart at the observed spread (None: too many)
+    #: seeds per configuration at which the two ``statistic`` intervals would no longer overlap at the
+    #: observed difference and spreads; None when they are separated already or too many would be needed
     seeds_needed: int | None = None
+    #: where the return bounds are known: seeds at the highest return, of n, for the best and the runner-up
+    at_max: tuple[int, int] | None = None
+    runner_up_at_max: tuple[int, int] | None = None
+    max_return: float = math.nan
     notes: list[str] = field(default_factory=list)
     #: the command that acts on the advice (a sweep's best(): ``rlcloud sweep extend NAME --seeds N``), or None
     next_step: str | None = None
+
+    def advice(self) -> str:
+        """What would settle an unseparated lead: the one place the advice sentence is built."""
+        if self.seeds_needed is None:
+            return ""
+        return f"~{self.seeds_needed} seeds each would separate them at this spread" + _next_step(self)
+
+    def verdict(self) -> str:
+        """Whether the lead is outside the intervals, in words (a clause of :meth:`__str__`)."""
+        if self.separated is None:
+            return f"the lead cannot be judged: {self.why_not_judged or 'an interval is missing'}"
+        if self.separated:
+            return "separated: the best's interval lies above the runner-up's"
+        return "not separated: the intervals overlap"
 
     def __str__(self) -> str:
         def name(params: dict[str, Any] | None) -> str:
@@ -575,14 +859,12 @@ class Best:
             return text
         text += (
             f"; runner-up {name(self.runner_up)}: {self.runner_up_value:.4g} "
-            f"({interval(self.runner_up_low, self.runner_up_high)})"
+            f"({interval(self.runner_up_low, self.runner_up_high)}, n={self.runner_up_n})"
         )
-        if self.separated is None:
-            text += "; the lead cannot be judged: an interval is missing"
-        else:
-            text += "; the lead is " + (
-                "outside the intervals" if self.separated else "within the intervals (not separated)"
-            )
+        text += "; " + self.verdict()
+        if self.at_max is not None and self.runner_up_at_max is not None and self.at_max[0] + self.runner_up_at_max[0]:
+            best_share, second_share = _share(*self.at_max), _share(*self.runner_up_at_max)
+            text += f"; at the maximum return {self.max_return:g}: {best_share} vs {second_share}"
         if not math.isnan(self.probability_of_improvement):
             text += f"; P(improvement) {self.probability_of_improvement:.2f}"
             if math.isnan(self.probability_of_improvement_low):
@@ -591,9 +873,16 @@ class Best:
                 text += f" (no interval below {MIN_SEEDS['probability_of_improvement']} runs each)"
             else:
                 text += f" ({self.probability_of_improvement_low:.2f}..{self.probability_of_improvement_high:.2f})"
-        if self.seeds_needed is not None:
-            text += f"; ~{self.seeds_needed} seeds each would separate them at this spread" + _next_step(self)
-        return text
+        advice = self.advice()
+        return text + (f"; {advice}" if advice else "")
+
+
+def _share(k: int, n: int) -> str:
+    """``k of n seeds (95% interval a%..b%)``: the exact binomial interval of a share."""
+    from rlcloud import intervals
+
+    low, high = intervals.share_interval(k, n)
+    return f"{k} of {n} seeds ({low:.0%}..{high:.0%})"
 
 
 def _next_step(found: Best) -> str:
@@ -605,7 +894,8 @@ def best(
     table: pd.DataFrame, *, statistic: str = "iqm", value: str = "objective", confidence_level: float = 0.95
 ) -> Best:
     """The configuration with the highest ``statistic`` over its seeds in a :func:`compare` table, and how
-    sure that is: each interval, whether they overlap, the probability of improvement over the runner-up.
+    sure that is: each interval, whether they are separated, the probability of improvement over the
+    runner-up and, when they are not separated, the seeds that would separate them: all by ``statistic``.
 
     Raises:
         SpecError: no run has a value, or ``statistic`` is not one of iqm, mean, median.
@@ -614,6 +904,7 @@ def best(
 
     summary = summarize(table, value=value, confidence_level=confidence_level, statistic=statistic)
     parameters = summary.attrs["parameters"]
+    bounds = summary.attrs["return_bounds"]
     ranked = summary[summary[statistic].notna()].sort_values(statistic, ascending=False, kind="stable")
     if ranked.empty:
         raise SpecError("no run has a value of the objective yet: nothing to rank")
@@ -629,25 +920,37 @@ def best(
         n=int(top["n"]),
         notes=list(summary.attrs["notes"]),
     )
-    if len(ranked) > 1:
-        second = ranked.iloc[1]
-        second_key = tuple(second[p] for p in parameters)
-        found.runner_up = {p: _json_value(second[p]) for p in parameters}
-        found.runner_up_value = float(second[statistic])
-        found.runner_up_low = float(second[f"{statistic}_low"])
-        found.runner_up_high = float(second[f"{statistic}_high"])
-        if not (math.isnan(found.low) or math.isnan(found.runner_up_high)):
-            found.separated = found.low > found.runner_up_high
-        x, y = samples[top_key], samples[second_key]
-        found.probability_of_improvement = intervals.probability_of_improvement(x, y)
-        if min(len(x), len(y)) >= intervals.MIN_SEEDS["probability_of_improvement"]:
-            low, high = intervals.probability_of_improvement_interval(x, y, confidence_level)
-            found.probability_of_improvement_low, found.probability_of_improvement_high = low, high
-        else:
-            found.notes.append(
-                f"no interval of P(improvement): {intervals.WHY_NO_INTERVAL['probability_of_improvement']}"
-            )
-        found.seeds_needed = intervals.seeds_needed(x, y)
+    if len(ranked) < 2:
+        return found
+    second = ranked.iloc[1]
+    second_key = tuple(second[p] for p in parameters)
+    found.runner_up = {p: _json_value(second[p]) for p in parameters}
+    found.runner_up_value = float(second[statistic])
+    found.runner_up_low = float(second[f"{statistic}_low"])
+    found.runner_up_high = float(second[f"{statistic}_high"])
+    found.runner_up_n = int(second["n"])
+    x, y = samples[top_key], samples[second_key]
+    if not (math.isnan(found.low) or math.isnan(found.runner_up_high)):
+        found.separated = bool(found.low > found.runner_up_high)
+    else:
+        missing = [
+            f"{label} has no {statistic} interval ({row_reasons(row['notes']).get(statistic, 'none')})"
+            for label, row, low in (("the best", top, found.low), ("the runner-up", second, found.runner_up_low))
+            if math.isnan(low)
+        ]
+        found.why_not_judged = " and ".join(missing)
+    if bounds is not None:
+        found.max_return = bounds[1]
+        found.at_max = (int((x >= bounds[1]).sum()), len(x))
+        found.runner_up_at_max = (int((y >= bounds[1]).sum()), len(y))
+    found.probability_of_improvement = intervals.probability_of_improvement(x, y)
+    if min(len(x), len(y)) >= intervals.MIN_SEEDS["probability_of_improvement"]:
+        low, high = intervals.probability_of_improvement_interval(x, y, confidence_level)
+        found.probability_of_improvement_low, found.probability_of_improvement_high = low, high
+    else:
+        found.notes.append(f"no interval of P(improvement): {intervals.WHY_NO_INTERVAL['probability_of_improvement']}")
+    if found.separated is not True and not math.isnan(second["seeds_needed"]):
+        found.seeds_needed = int(second["seeds_needed"])  # the summary's figure, by the same statistic
     return found
 
 
@@ -739,18 +1042,20 @@ def _check_guards(table: pd.DataFrame, parameters: list[str]) -> None:
         )
 
 
-def confidence_interval(values: Any, *, confidence_level: float = 0.95, axis: int = 0) -> tuple[Any, Any]:
+def confidence_interval(
+    values: Any, *, confidence_level: float = 0.95, axis: int = 0, bounds: tuple[float, float] | None = None
+) -> tuple[Any, Any]:
     """The IQM's interval (:func:`rlcloud.intervals.iqm_interval`) along ``axis``: the plots' bands.
 
-    Fewer than 3 values along the axis: NaN bounds (no interval keeps its promise there). Where all values
-    are equal the interval is that value.
+    Within ``bounds`` (the environment's return bounds), or the values' own range when None. Fewer than 3
+    values along the axis, or no spread: NaN bounds (no interval keeps its promise there).
     """
     import numpy as np
 
     from rlcloud import intervals
 
     data = np.moveaxis(np.asarray(values, dtype=float), axis, -1)
-    low, high = intervals.iqm_interval(data, confidence_level)
+    low, high = intervals.iqm_interval(data, confidence_level, bounds=bounds)
     if np.ndim(low) == 0:
         return float(low), float(high)
     return low, high
@@ -805,6 +1110,7 @@ def plot_runs(
     if any((run.summary.get("curve") or {}).get("window") != window for run in loaded if run.episode_count):
         _with_episodes([run for run in loaded if run.episode_count])  # curves of another window, read together
     params = differing_parameters([run.spec for run in loaded])
+    bounds = _return_bounds(loaded)
     groups: dict[tuple[Any, ...], list[RunResults]] = {}
     labels: dict[tuple[Any, ...], str] = {}
     for run, values in zip(loaded, params, strict=True):
@@ -828,8 +1134,8 @@ def plot_runs(
             grid = np.linspace(start, max(start, end), points)
             data = np.vstack([np.interp(grid, steps, values) for steps, values in smooth])
             curve.x, curve.mean = grid.tolist(), np.asarray(intervals.iqm(data.T)).tolist()
-            if len(smooth) >= intervals.MIN_SEEDS["iqm"]:
-                low, high = confidence_interval(data, confidence_level=confidence_level, axis=0)
+            if len(smooth) >= intervals.min_seeds("iqm", bounds):
+                low, high = confidence_interval(data, confidence_level=confidence_level, axis=0, bounds=bounds)
                 curve.low, curve.high = np.asarray(low).tolist(), np.asarray(high).tolist()
         rounds: dict[int, list[float]] = {}
         for r in members:
@@ -848,7 +1154,7 @@ def plot_runs(
         curves,
         title=heading,
         ylabel=f"IQM over seeds of the mean return over the last {window} episodes",
-        band_label=f"band: {confidence_level:.0%} interval of the IQM (n >= {intervals.MIN_SEEDS['iqm']})",
+        band_label=f"band: {confidence_level:.0%} interval of the IQM (n >= {intervals.min_seeds('iqm', bounds)})",
         path=path,
     )
 

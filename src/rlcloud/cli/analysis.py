@@ -50,7 +50,22 @@ if TYPE_CHECKING:
             "--objective",
             choices=("mean_return", "evaluation"),
             default="mean_return",
-            help="mean return of the last 20 training episodes (default), or of the final evaluation",
+            help="mean return of the last --window training episodes (default), or of the final evaluation",
+        ),
+        Arg(
+            "--window",
+            type=int,
+            default=20,
+            metavar="EPISODES",
+            help="episodes in the running mean of the objective and of --threshold (default 20)",
+        ),
+        Arg(
+            "--threshold",
+            type=float,
+            metavar="RETURN",
+            help="also the timesteps and wall time at which the running mean first reached RETURN, per run and "
+            "per configuration (share of seeds that reached it; the median time, runs that never did counted "
+            "as later)",
         ),
         Arg(
             "--by",
@@ -75,8 +90,19 @@ def compare(args: argparse.Namespace) -> int:
         from rlcloud.plotting import check_plot_path
 
         check_plot_path(args.plot, field="--plot")
+    if args.window < 1:
+        from rlcloud.errors import SpecError, SpecProblem
+
+        raise SpecError([SpecProblem("--window", "must be a whole number >= 1", args.window)])
     loaded = load_runs(args.runs, results=args.results)
-    table = run_table(loaded, objective=args.objective, budgets=args.budgets, repeated_seeds=args.allow_repeated_seeds)
+    table = run_table(
+        loaded,
+        objective=args.objective,
+        window=args.window,
+        budgets=args.budgets,
+        repeated_seeds=args.allow_repeated_seeds,
+        threshold=args.threshold,
+    )
     sweeps = sorted({run.sweep for run in loaded if run.sweep})
     fmt = output_format(args)
     if fmt == "table":
@@ -136,29 +162,70 @@ def print_statistics(table: Any, *, title: str = "", sweep: str | None = None, f
 
 def _compact(summary: Any) -> Any:
     """The configuration table for people: each statistic and its interval in one cell ("464.3 [302.6, 625.9]";
-    the value alone where there is no interval). JSON and CSV keep a column per bound."""
+    the value and why there is no interval, "387 (needs 3 seeds)", where there is none). JSON and CSV keep a
+    column per bound and the reasons in ``notes``."""
     from rlcloud import intervals
+    from rlcloud.comparison import row_reasons
 
+    reasons = [row_reasons(notes) for notes in summary["notes"]]
     frame = summary[[*summary.attrs.get("parameters", []), "n"]].copy()
     for name in intervals.STATISTICS:
         frame[name] = [
-            _cell(value) + ("" if low != low else f" [{_cell(low)}, {_cell(high)}]")
-            for value, low, high in zip(summary[name], summary[f"{name}_low"], summary[f"{name}_high"], strict=True)
+            _with_interval(row, name, why) for (_, row), why in zip(summary.iterrows(), reasons, strict=True)
         ]
-    frame["seeds to separate"] = summary["seeds_needed"]
+    if "at_max" in summary.columns:
+        top = summary.attrs["return_bounds"][1]
+        frame[f"at {top:g}"] = [
+            _with_interval(row, "at_max", why, share=True)
+            for (_, row), why in zip(summary.iterrows(), reasons, strict=True)
+        ]
+    if "reached" in summary.columns:
+        for column, label in (
+            ("reached", "reached"),
+            ("threshold_timesteps", "timesteps to it"),
+            ("threshold_wall_time", "seconds to it"),
+        ):
+            frame[label] = [
+                _with_interval(row, column, why, share=column == "reached")
+                for (_, row), why in zip(summary.iterrows(), reasons, strict=True)
+            ]
+    frame["seeds to separate"] = [
+        _cell(needed) if needed == needed else f"({why.get('seeds_needed', '-')})"
+        for needed, why in zip(summary["seeds_needed"], reasons, strict=True)
+    ]
     frame["seeds"] = summary["seeds"]
     return frame
 
 
+def _with_interval(row: Any, name: str, why: dict[str, str], *, share: bool = False) -> str:
+    """One cell: the value and its interval, or the value and why an end is missing."""
+
+    def shown(value: Any) -> str:
+        return f"{value:.0%}" if share else _cell(value)
+
+    value, low, high = row[name], row[f"{name}_low"], row[f"{name}_high"]
+    if value != value:
+        return f"({why.get(name, 'no value')})"
+    if low == low and high == high:
+        return f"{shown(value)} [{shown(low)}, {shown(high)}]"
+    reason = why.get(name) or why.get(f"{name}_low") or why.get(f"{name}_high") or "no interval"
+    if low == low:  # a censored time: the lower end is known, the upper is beyond the budget
+        return f"{shown(value)} [{shown(low)}, ?] ({reason})"
+    return f"{shown(value)} ({reason})"
+
+
 def frame_table(frame: Any, title: str) -> Any:
-    """A rich Table of a DataFrame: every value as plain text (never markup), floats to 4 digits, NaN as '-'."""
+    """A rich Table of a DataFrame: every value as plain text (never markup), floats to 4 digits, an empty cell
+    as its reason (:func:`rlcloud.comparison.explain`: "(no evaluation round)"), never a bare NaN."""
     from rich.table import Table
     from rich.text import Text
+
+    from rlcloud.comparison import explain
 
     table = Table(title=Text(title))
     for column in frame.columns:
         table.add_column(Text(str(column)), justify="right" if frame[column].dtype.kind in "iuf" else "left")
-    for row in frame.itertuples(index=False):
+    for row in explain(frame).itertuples(index=False):
         table.add_row(*(Text(_cell(value)) for value in row))
     return table
 
