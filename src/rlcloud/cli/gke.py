@@ -148,6 +148,8 @@ def info_row(info: ClusterInfo, now: float) -> dict[str, Any]:
         "experiment": info.experiment,
         "managed": info.managed,
         "problems": list(info.problems),
+        "capacity": info.capacity or None,
+        "capacity_tried": info.capacity_tried or None,
     }
 
 
@@ -173,6 +175,9 @@ def cluster_list(args: argparse.Namespace) -> int:
         table.add_column(column)
     for r in rows:
         gpus = f"{r['gpus_per_node']}x {r['gpu_type']}" if r["gpu_type"] else "0"
+        if r["capacity"]:
+            # the capacity ladder's rung, and the steps that failed before it (rlcloud.gke.capacity)
+            gpus += f" {r['capacity']}" + (f" (tried {r['capacity_tried']})" if r["capacity_tried"] else "")
         cost = "-" if r["estimated_cost_usd"] is None else f"~${r['estimated_cost_usd']:.2f}"
         cells = (
             r["name"], r["location"], r["machine_type"], str(r["nodes"]), gpus, r["status"], r["age"], r["teardown"],

@@ -36,6 +36,7 @@ from rlcloud.gke.builders import (
     location_path,
     node_pool_path,
 )
+from rlcloud.gke.capacity import CapacityLadder, CapacityMove
 from rlcloud.gke.errors import ClusterBusyError, api_errors, classify, operation_error
 from rlcloud.gke.info import ClusterInfo
 from rlcloud.gke.operations import ProgressCallback, wait_operation
@@ -125,6 +126,8 @@ class GkeCluster:
         self._node_locations: tuple[str, ...] = ()
         # Zones of a regional cluster's GPU pool (gke/zones.py), looked up when a GPU pool is first created.
         self._gpu_placement: GpuPlacement | None = None
+        # The GPU pool's capacity ladder (gke/capacity.py), made when the pool is first created
+        self._ladder: CapacityLadder | None = None
         self.reaper_service_account = reaper_service_account
         self.reaper_image = reaper_image
         self._kube_api_client = kube_api_client
@@ -494,6 +497,8 @@ class GkeCluster:
             gpu_locations=self._gpu_placement.zones if self._gpu_placement else (),
             experiment=self.experiment,
             gpu_driver_version=self.gpu_driver_version,
+            # a capacity ladder moves the GPU pool alone: it is added (and moved) by CreateNodePool
+            without_pools=(GPU_POOL,) if self.spec.capacity else (),
         )
         log.info("creating GKE cluster %s in %s (project %s)", self.name, self.location, self.project)
         try:
@@ -529,6 +534,18 @@ class GkeCluster:
             log.warning("no capacity in %s: retrying cluster %s in %s", tried[-1], self.name, zone)
             return True
         return False
+
+    @property
+    def capacity_moves(self) -> builtins.list[CapacityMove]:
+        """The capacity ladder's moves of the GPU pool made by this handle, oldest first."""
+        return list(self._ladder.moves) if self._ladder else []
+
+    def _pool_ladder(self, placement: tuple[str, ...], allowed: builtins.list[str]) -> CapacityLadder:
+        if self._ladder is None:
+            region = _region(self.location)
+            spares = [z for z in allowed if _region(z) == region and z != self.location]
+            self._ladder = CapacityLadder.for_pool(self.spec, self.location, placement, spares)
+        return self._ladder
 
     def _check_ours(self, cluster: Any) -> None:
         if dict(cluster.resource_labels).get(MANAGED_BY_LABEL) != MANAGED_BY_VALUE:
@@ -587,7 +604,12 @@ class GkeCluster:
                     self._wait(op, deadline, progress, f"wait for {op.name} on {action}")
                 return False
             pool_locations: tuple[str, ...] = self._place_gpu_pool(allowed) if plan.name == GPU_POOL else ()
+            ladder = (
+                self._pool_ladder(pool_locations, allowed) if plan.name == GPU_POOL and self.spec.capacity else None
+            )
             while True:
+                if ladder is not None:
+                    pool_locations = ladder.locations
                 request = build_create_node_pool_request(
                     self.spec,
                     project=self.project,
@@ -595,6 +617,8 @@ class GkeCluster:
                     pool_name=plan.name,
                     pool_locations=pool_locations,
                     gpu_driver_version=self.gpu_driver_version,
+                    rung=ladder.rung if ladder else None,
+                    labels=ladder.labels() if ladder else None,
                 )
                 try:
                     operation = self._mutate(
@@ -614,6 +638,10 @@ class GkeCluster:
                 if error is None:
                     return False
                 self._delete_pool(plan.name, deadline, progress)
+                if ladder is not None:
+                    if not ladder.advance(error):
+                        raise ladder.exhausted(error)
+                    continue
                 if not isinstance(error, CapacityError):
                     raise error
                 tried.append(getattr(error, "zone", None) or self.location)
