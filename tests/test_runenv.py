@@ -37,6 +37,7 @@ FULL = RunnerEnv(
     warm_trials=False,
     uint8_frames="float32",
     job_uid="0b9c-job",
+    gpu_memory_mb=3380,
 )
 
 

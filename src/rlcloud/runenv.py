@@ -29,6 +29,7 @@ __all__ = [
     "CONNECT_TIMEOUT",
     "EARLY_STOPPING",
     "ENV_SERVERS",
+    "GPU_MEMORY_MB",
     "HOST_MAP",
     "IDLE_TIMEOUT",
     "INDEX",
@@ -68,6 +69,7 @@ PARENT_PID = "RLCLOUD_PARENT_PID"
 WARM_TRIALS = "RLCLOUD_WARM_TRIALS"
 UINT8_FRAMES = "RLCLOUD_UINT8_FRAMES"
 JOB_UID = "RLCLOUD_JOB_UID"
+GPU_MEMORY_MB = "RLCLOUD_GPU_MEMORY_MB"
 
 #: ``(host, port)``: an address as written in ``RLCLOUD_ENV_SERVERS`` and ``RLCLOUD_HOST_MAP``.
 HostPort = tuple[str, int]
@@ -246,6 +248,9 @@ class RunnerEnv:
     uint8_frames: str | None = _var(UINT8_FRAMES, _frames)
     #: RLCLOUD_JOB_UID: a warm sweep pod's Job uid (downward API), so that an earlier Job's failures do not count.
     job_uid: str | None = _var(JOB_UID, _text)
+    #: RLCLOUD_GPU_MEMORY_MB: the GPU memory (MiB) this process's TensorFlow may take, for trials that share a
+    #: GPU (a sweep's trials_per_gpu; runner/gpumem.py). Unset: TensorFlow's default, the whole GPU.
+    gpu_memory_mb: int | None = _var(GPU_MEMORY_MB, _pid)
 
     @classmethod
     def variables(cls) -> dict[str, str]:

@@ -87,6 +87,35 @@ LATEST_DRIVER_GPU_TYPES = frozenset(
 )
 
 
+#: Memory of each GPU type in GB (cloud.google.com/compute/docs/gpus: T4 16, P4 8, P100 16, V100 16, L4 24,
+#: A100 40/80, H100 80, H200 141, B200 180, GB200 186, RTX PRO 6000 96).
+GPU_MEMORY_GB: dict[GpuType, int] = {
+    GpuType.P100: 16,
+    GpuType.P4: 8,
+    GpuType.V100: 16,
+    GpuType.T4: 16,
+    GpuType.L4: 24,
+    GpuType.A100: 40,
+    GpuType.A100_80GB: 80,
+    GpuType.H100: 80,
+    GpuType.H100_MEGA: 80,
+    GpuType.H200: 141,
+    GpuType.B200: 180,
+    GpuType.GB200: 186,
+    GpuType.RTX_PRO_6000: 96,
+}
+#: What each process sharing a GPU leaves for its CUDA context and cuDNN/cuBLAS workspaces (MiB): the driver's
+#: context takes a few hundred MiB per process outside TensorFlow's allocator.
+GPU_CONTEXT_MIB = 512
+
+
+def shared_gpu_memory_mb(gpu_type: str, trials_per_gpu: int) -> int:
+    """The MiB of GPU memory each of ``trials_per_gpu`` TensorFlow processes on one ``gpu_type`` GPU may take:
+    the GPU's memory (less 5% the driver keeps) split evenly, less each process's CUDA context."""
+    total_mib = GPU_MEMORY_GB[GpuType(gpu_type)] * 1024 * 0.95
+    return max(int(total_mib / trials_per_gpu) - GPU_CONTEXT_MIB, 256)
+
+
 def valid_gpu_types() -> str:
     """Every accepted GPU type for an error message: the GKE names, each with its short aliases."""
     short: dict[GpuType, list[str]] = {}
