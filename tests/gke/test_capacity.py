@@ -41,7 +41,8 @@ def gpu_requests(fake: FakeClusterManager) -> list[tuple[str, list[str]]]:
 
 def gpu_pool(fake: FakeClusterManager) -> container_v1.NodePool:
     (cluster,) = fake.clusters.values()
-    return next(p for p in cluster.node_pools if p.name == "gpu-pool")
+    (pool,) = [p for p in cluster.node_pools if p.config.accelerators]  # failed pools of the ladder are gone
+    return pool
 
 
 def test_a_region_wide_spot_stockout_walks_the_zones_then_goes_on_demand(
@@ -50,7 +51,8 @@ def test_a_region_wide_spot_stockout_walks_the_zones_then_goes_on_demand(
     fake.stockout_region(REGION_L4, L4, rung="spot")
     cluster = make_cluster(ladder_spec())
     info = cluster.create()
-    assert info.status == "RUNNING" and info.node_pools == ["default-pool", "gpu-pool"]
+    # one pool name per move: the next pool is made while the failed one still exists (one operation at a time)
+    assert info.status == "RUNNING" and info.node_pools == ["default-pool", "gpu-pool-3"]
     # the cluster is created once, with its CPU pool only; the GPU pool is added and moved on its own
     (create,) = fake.requests_of("CreateCluster")
     assert [p.name for p in create.cluster.node_pools] == ["default-pool"]
@@ -60,7 +62,11 @@ def test_a_region_wide_spot_stockout_walks_the_zones_then_goes_on_demand(
         ("spot", ["us-central1-c"]),
         ("on-demand", ["us-central1-a"]),
     ]
-    assert len(fake.requests_of("DeleteNodePool")) == 3  # each failed pool removed before the next try
+    # the failed pools are deleted once the on-demand pool runs: no deletion between a stockout and the next try
+    mutations = [m for m, _ in fake.requests if m in ("CreateNodePool", "DeleteNodePool")]
+    assert mutations == ["CreateNodePool"] * 4 + ["DeleteNodePool"] * 3
+    deleted = [r.name.rsplit("/", 1)[1] for r in fake.requests_of("DeleteNodePool")]
+    assert deleted == ["gpu-pool", "gpu-pool-1", "gpu-pool-2"]
     pool = gpu_pool(fake)
     assert not pool.config.spot and dict(pool.config.labels)[RUNG_LABEL] == "on-demand"
     assert dict(pool.config.labels)[TRIED_LABEL] == "spot-a.spot-b.spot-c"
@@ -139,7 +145,7 @@ def test_the_ladder_creates_nothing_twice(fake: FakeClusterManager, make_cluster
     make_cluster(ladder_spec()).create()  # a second process adopts the cluster as it is
     assert len(fake.requests_of("CreateCluster")) == 1
     pools = [p.name for c in fake.clusters.values() for p in c.node_pools]
-    assert pools == ["default-pool", "gpu-pool"]
+    assert pools == ["default-pool", "gpu-pool-1"]
     # the request that met UNAVAILABLE was sent again (it had not landed), then the stockout moved the pool once
     a, b = ("spot", ["us-central1-a"]), ("spot", ["us-central1-b"])
     assert gpu_requests(fake) == [a, a, b]
@@ -270,3 +276,18 @@ def test_a_sharing_pool_carries_gkes_gpu_sharing_config(fake: FakeClusterManager
     sharing = accelerator.gpu_sharing_config
     assert sharing.gpu_sharing_strategy == container_v1.GPUSharingConfig.GPUSharingStrategy.TIME_SHARING
     assert sharing.max_shared_clients_per_gpu == 4
+
+
+def test_another_process_picks_up_an_interrupted_ladder(fake: FakeClusterManager, make_cluster: MakeCluster) -> None:
+    fake.stockout("us-central1-a", [], accelerator=L4, rung="spot")
+    first = make_cluster(ladder_spec())
+    first.create(wait=False)  # the cluster request only
+    fake.complete_all_operations()
+    first.create(wait=False)  # once the cluster runs: the GPU pool request (going to stock out); the process ends
+    assert [r for r, _ in gpu_requests(fake)] == ["spot"]
+    second = make_cluster(ladder_spec())
+    info = second.create()
+    assert info.status == "RUNNING"
+    # the failed pool of the first process is waited for and removed; the second walks the ladder itself
+    assert gpu_requests(fake) == [("spot", ["us-central1-a"]), ("spot", ["us-central1-a"]), ("spot", ["us-central1-b"])]
+    assert [p.name for c in fake.clusters.values() for p in c.node_pools] == ["default-pool", "gpu-pool-1"]

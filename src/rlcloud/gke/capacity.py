@@ -23,11 +23,22 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
-from rlcloud.errors import CapacityError, QuotaExceededError, RLCloudError
+from rlcloud.errors import CapacityError, ConflictError, QuotaExceededError, RLCloudError
+from rlcloud.gke.plan import GPU_POOL
 from rlcloud.specs.cluster import CapacityRung, ClusterSpec
 
-__all__ = ["TRIED_LABEL", "CapacityLadder", "CapacityMove", "rung_hourly_cost", "tried_label"]
+__all__ = [
+    "RUNG_LABEL",
+    "TRIED_LABEL",
+    "CapacityLadder",
+    "CapacityMove",
+    "ensure_laddered_pool",
+    "is_gpu_pool_name",
+    "rung_hourly_cost",
+    "tried_label",
+]
 
 log = logging.getLogger("rlcloud.gke")
 
@@ -115,6 +126,14 @@ class CapacityLadder:
         return self.steps[self.step_index]
 
     @property
+    def pool_name(self) -> str:
+        """The name of the pool on the current step: ``gpu-pool``, then ``gpu-pool-1``, ``gpu-pool-2``... one per
+        move, so that the next pool is created while the failed one still exists (GKE leaves a failed pool in
+        ERROR, and runs one operation at a time on a cluster: deleting it first would put a deletion on the
+        path from a stockout to the next pool)."""
+        return GPU_POOL if not self.moves else f"{GPU_POOL}-{len(self.moves)}"
+
+    @property
     def zone(self) -> str:
         """The zones of the pool now, as text."""
         return ", ".join(self.locations) or self.location
@@ -173,3 +192,101 @@ class CapacityLadder:
         if isinstance(error, CapacityError):
             return CapacityError(text, zones_with_capacity=error.zones_with_capacity)
         return error
+
+
+def is_gpu_pool_name(name: str) -> bool:
+    """True for the names a capacity ladder gives its GPU pool (``gpu-pool``, ``gpu-pool-N``)."""
+    suffix = name.removeprefix(GPU_POOL)
+    return name.startswith(GPU_POOL) and (not suffix or (suffix[0] == "-" and suffix[1:].isdigit()))
+
+
+class _PoolOps(Protocol):
+    """What :func:`ensure_laddered_pool` uses of a :class:`~rlcloud.gke.cluster.GkeCluster`."""
+
+    spec: ClusterSpec
+    location: str
+    gpu_driver_version: str | None
+
+    @property
+    def project(self) -> str: ...
+    @property
+    def client(self) -> Any: ...
+
+    def _mutate(self, call: Any, deadline: float, progress: Any, action: str) -> Any: ...
+    def _wait(self, operation: Any, deadline: float, progress: Any, action: str) -> Any: ...
+    def _delete_pool(self, pool: str, deadline: float, progress: Any) -> None: ...
+    def _operations(self) -> list[Any]: ...
+    def _sleep_until(self, deadline: float, seconds: float) -> None: ...
+
+    poll_interval: float
+
+
+def ensure_laddered_pool(
+    handle: _PoolOps, cluster: Any, ladder: CapacityLadder, *, wait: bool, progress: Any, deadline: float
+) -> bool:
+    """True when a GPU pool of the ladder runs on ``cluster``; otherwise take one step towards it and return
+    False (the caller re-reads the cluster and calls again).
+
+    Idempotent, for this process and any other: a running ladder pool (whatever its name or rung: another
+    process may have moved it) is adopted; ALREADY_EXISTS means an earlier request landed; an operation in
+    flight is waited for. Failed pools of the ladder (ERROR, no node) are deleted once a pool runs, or when the
+    ladder is used up.
+    """
+    from google.cloud import container_v1
+
+    from rlcloud.gke.builders import build_create_node_pool_request
+    from rlcloud.gke.errors import ClusterBusyError, operation_error
+
+    status = container_v1.NodePool.Status
+    ours = [p for p in cluster.node_pools if is_gpu_pool_name(p.name)]
+    running = [p for p in ours if p.status in (status.RUNNING, status.RUNNING_WITH_ERROR)]
+    failed = [p for p in ours if p.status == status.ERROR]
+    if running:
+        for pool in failed:  # off the path to the running pool: now the leftovers go
+            handle._delete_pool(pool.name, deadline, progress)
+        return not failed
+    if len(failed) < len(ours):  # provisioning, reconciling or stopping: wait for what runs on it
+        if not wait:
+            return True
+        operations = handle._operations()
+        if not operations:
+            handle._sleep_until(deadline, handle.poll_interval)
+        for op in operations:
+            handle._wait(op, deadline, progress, f"wait for {op.name} on the GPU pool of {handle.spec.name}")
+        return False
+    while True:
+        name = ladder.pool_name
+        if any(p.name == name for p in failed):
+            handle._delete_pool(name, deadline, progress)  # a failed pool of an earlier process holds the name
+            return False
+        request = build_create_node_pool_request(
+            handle.spec,
+            project=handle.project,
+            location=handle.location,
+            pool_name=GPU_POOL,
+            pool_locations=ladder.locations,
+            gpu_driver_version=handle.gpu_driver_version,
+            rung=ladder.rung,
+            labels=ladder.labels(),
+        )
+        request.node_pool.name = name
+        action = f"create node pool {name} ({ladder.rung}) of cluster {handle.spec.name}"
+        try:
+            operation = handle._mutate(
+                lambda request=request: handle.client.create_node_pool(request=request), deadline, progress, action
+            )
+        except ConflictError as exc:
+            if isinstance(exc, ClusterBusyError):
+                raise
+            return False  # ALREADY_EXISTS: an earlier (retried) request landed; re-read the cluster
+        if not wait:
+            return True
+        finished = handle._wait(operation, deadline, progress, action)
+        error = operation_error(finished, project=handle.project, action=action)
+        if error is None:
+            return False  # re-read: the new pool runs, the failed ones are deleted then
+        if not ladder.advance(error):
+            for pool in [*failed, container_v1.NodePool(name=name)]:
+                handle._delete_pool(pool.name, deadline, progress)
+            raise ladder.exhausted(error)
+        failed.append(container_v1.NodePool(name=name, status=status.ERROR))

@@ -36,7 +36,7 @@ from rlcloud.gke.builders import (
     location_path,
     node_pool_path,
 )
-from rlcloud.gke.capacity import CapacityLadder, CapacityMove
+from rlcloud.gke.capacity import CapacityLadder, CapacityMove, ensure_laddered_pool
 from rlcloud.gke.errors import ClusterBusyError, api_errors, classify, operation_error
 from rlcloud.gke.info import ClusterInfo
 from rlcloud.gke.operations import ProgressCallback, wait_operation
@@ -583,6 +583,12 @@ class GkeCluster:
         """True when every pool of the spec exists and runs; otherwise take one step towards it."""
         existing = {p.name: p for p in cluster.node_pools}
         for plan in plan_pools(self.spec):
+            if plan.name == GPU_POOL and self.spec.capacity:
+                # a capacity ladder's GPU pool: gke/capacity.py walks it (zones, then rungs)
+                ladder = self._pool_ladder(self._place_gpu_pool(allowed), allowed)
+                if not ensure_laddered_pool(self, cluster, ladder, wait=wait, progress=progress, deadline=deadline):
+                    return False
+                continue
             pool = existing.get(plan.name)
             if pool is not None and pool.status == PoolStatus.RUNNING:
                 continue
@@ -604,12 +610,7 @@ class GkeCluster:
                     self._wait(op, deadline, progress, f"wait for {op.name} on {action}")
                 return False
             pool_locations: tuple[str, ...] = self._place_gpu_pool(allowed) if plan.name == GPU_POOL else ()
-            ladder = (
-                self._pool_ladder(pool_locations, allowed) if plan.name == GPU_POOL and self.spec.capacity else None
-            )
             while True:
-                if ladder is not None:
-                    pool_locations = ladder.locations
                 request = build_create_node_pool_request(
                     self.spec,
                     project=self.project,
@@ -617,8 +618,6 @@ class GkeCluster:
                     pool_name=plan.name,
                     pool_locations=pool_locations,
                     gpu_driver_version=self.gpu_driver_version,
-                    rung=ladder.rung if ladder else None,
-                    labels=ladder.labels() if ladder else None,
                 )
                 try:
                     operation = self._mutate(
@@ -638,10 +637,6 @@ class GkeCluster:
                 if error is None:
                     return False
                 self._delete_pool(plan.name, deadline, progress)
-                if ladder is not None:
-                    if not ladder.advance(error):
-                        raise ladder.exhausted(error)
-                    continue
                 if not isinstance(error, CapacityError):
                     raise error
                 tried.append(getattr(error, "zone", None) or self.location)

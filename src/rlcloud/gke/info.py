@@ -23,7 +23,7 @@ from rlcloud.gke.builders import (
     read_autodown_label,
     read_expiry_label,
 )
-from rlcloud.gke.capacity import TRIED_LABEL
+from rlcloud.gke.capacity import TRIED_LABEL, is_gpu_pool_name
 from rlcloud.gke.plan import DEFAULT_POOL, GPU_POOL, PoolPlan
 from rlcloud.gke.prices import CostSoFar, estimate_cost_so_far
 from rlcloud.specs.cluster import REGION_RE, Autoscaling, ClusterSpec
@@ -142,7 +142,10 @@ class ClusterInfo:
     def from_cluster(cls, cluster: Any, project: str) -> ClusterInfo:
         """Read a ``container_v1.Cluster`` message."""
         pools = list(cluster.node_pools)
-        workers = next((p for p in pools if p.name == GPU_POOL), None)
+        # a capacity ladder's pool may be gpu-pool-N, next to failed ones until they are deleted: the running one
+        running = (container_v1.NodePool.Status.RUNNING, container_v1.NodePool.Status.RUNNING_WITH_ERROR)
+        workers = next((p for p in pools if is_gpu_pool_name(p.name) and p.status in running), None)
+        workers = workers or next((p for p in pools if p.name == GPU_POOL), None)
         workers = workers or next((p for p in pools if p.config.accelerators), None)
         workers = workers or next((p for p in pools if p.name == DEFAULT_POOL), None)
         workers = workers or (pools[0] if pools else None)
