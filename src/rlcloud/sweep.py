@@ -158,6 +158,7 @@ class Sweep:
         check_sweep_resume(store, self.spec)  # another sweep of this name: refused before anything is created
         if self._cluster is not None:
             self._cluster.check_image(self.spec.experiment.image)  # trials share the experiment's image
+            self._cluster.check_trials_per_gpu(self.spec.trials_per_gpu)
             # a GKE cluster that does not exist yet is created first (a dedicated one goes when the sweep fails
             # to start); nothing is created when a trial is invalid (validated above)
             self._cluster.prepare_for(self.name)

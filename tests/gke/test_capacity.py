@@ -291,3 +291,25 @@ def test_another_process_picks_up_an_interrupted_ladder(fake: FakeClusterManager
     # the failed pool of the first process is waited for and removed; the second walks the ladder itself
     assert gpu_requests(fake) == [("spot", ["us-central1-a"]), ("spot", ["us-central1-a"]), ("spot", ["us-central1-b"])]
     assert [p.name for c in fake.clusters.values() for p in c.node_pools] == ["default-pool", "gpu-pool-1"]
+
+
+def test_the_doctor_shows_each_rungs_quota_and_price(google_apis: Any) -> None:
+    """A rung without quota does not refuse the cluster (the ladder passes it by on the quota error); no rung
+    with quota does. Flex-start draws on the preemptible quota, as Spot does."""
+    from tests.gke.test_doctor import _doctor
+
+    state = google_apis.state
+    spec = ClusterSpec(name="rl", gpu_type="l4", capacity=["spot", "on-demand", "flex-start"])
+    state.region_quotas.update({"PREEMPTIBLE_NVIDIA_L4_GPUS": 0, "NVIDIA_L4_GPUS": 4})
+    check = _doctor(google_apis, spec=spec).check_gpu_quota()
+    # no preemptible quota: Spot (and flex-start) use the standard one, as Compute says of Spot VMs
+    assert check.status == "OK", check
+    on_demand = rung_hourly_cost(spec, "on-demand")
+    assert "on-demand: NVIDIA_L4_GPUS 4 free" in check.detail and f"~${on_demand:.2f}/h" in check.detail
+    state.region_quotas.update({"PREEMPTIBLE_NVIDIA_L4_GPUS": 1, "NVIDIA_L4_GPUS": 0})
+    spec2 = ClusterSpec(name="rl", gpu_type="l4", num_nodes=2, capacity=["spot", "on-demand", "flex-start"])
+    check = _doctor(google_apis, spec=spec2).check_gpu_quota()
+    assert check.status == "FAIL" and "the ladder will pass it by" in check.detail
+    state.region_quotas.update({"PREEMPTIBLE_NVIDIA_L4_GPUS": 2})
+    check = _doctor(google_apis, spec=spec2).check_gpu_quota()
+    assert check.status == "WARN" and "on-demand: NVIDIA_L4_GPUS 0 free, needs 2" in check.detail

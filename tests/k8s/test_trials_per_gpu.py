@@ -74,3 +74,18 @@ def test_trials_per_gpu_needs_one_gpu_per_trial_on_a_gpu_cluster(
     sweep = make_sweep(2, max_parallel=4, trials_per_gpu=2, **extra)
     with pytest.raises(SpecError, match=wrong):
         build_sweep_workloads(sweep, image="i:1", namespace="rl", gpu_type=gpu_type)
+
+
+def test_a_gke_cluster_refuses_more_trials_per_gpu_than_it_shares_among() -> None:
+    from rlcloud import Cluster
+    from rlcloud.specs import ClusterSpec
+
+    shared = Cluster.gke(ClusterSpec(name="rl", gpu_type="t4", gpu_sharing={"clients_per_gpu": 4}), project="p-test-1")
+    shared.check_trials_per_gpu(4)  # fits
+    with pytest.raises(SpecError, match="at most 4"):
+        shared.check_trials_per_gpu(8)
+    plain = Cluster.gke(ClusterSpec(name="rl", gpu_type="t4"), project="p-test-1")
+    plain.check_trials_per_gpu(1)
+    with pytest.raises(SpecError, match="has no gpu_sharing"):
+        plain.check_trials_per_gpu(2)
+    assert ("GPU sharing", "time-sharing, 4 per GPU") in shared._rows()

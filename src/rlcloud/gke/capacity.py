@@ -21,7 +21,7 @@ when capacity exists, so creating it cannot stock out. Budgets price nodes by th
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -36,6 +36,7 @@ __all__ = [
     "CapacityMove",
     "ensure_laddered_pool",
     "is_gpu_pool_name",
+    "ladder_quota_check",
     "rung_hourly_cost",
     "tried_label",
 ]
@@ -290,3 +291,36 @@ def ensure_laddered_pool(
                 handle._delete_pool(pool.name, deadline, progress)
             raise ladder.exhausted(error)
         failed.append(container_v1.NodePool(name=name, status=status.ERROR))
+
+
+def ladder_quota_check(
+    spec: ClusterSpec, need: int, quota_of: Callable[[str], tuple[str, float | None]]
+) -> tuple[str, str]:
+    """The doctor's GPU quota verdict for a capacity ladder: ``(status, detail)``.
+
+    ``quota_of(rung)`` gives the regional quota metric that rung draws on and its free amount (None: Compute
+    does not report the metric, so it cannot tell). Spot VMs draw on the preemptible quota (or the standard one
+    when the project has no preemptible quota); flex-start VMs "consume preemptible quota" (Google Cloud blog,
+    "GPUs when you need them: Introducing Flex-start VMs", 2025-09-25); on-demand VMs the standard one. A rung
+    without quota is no reason to refuse the cluster, since the ladder goes past it on the quota error: FAIL only
+    when no rung can have the GPUs, WARN when some cannot. Each rung's estimated hourly cost is shown too.
+    """
+    lines, usable, unknown = [], 0, 0
+    for rung in (str(r) for r in spec.capacity_ladder):
+        metric, free = quota_of(rung)
+        cost = rung_hourly_cost(spec, rung)
+        price = f", ~${cost:.2f}/h" if cost is not None else ""
+        if free is None:
+            unknown += 1
+            lines.append(f"{rung}: {metric} not reported by Compute (check the console){price}")
+        elif free >= need:
+            usable += 1
+            lines.append(f"{rung}: {metric} {free:g} free{price}")
+        else:
+            lines.append(f"{rung}: {metric} {free:g} free, needs {need}: the ladder will pass it by{price}")
+    detail = "capacity ladder " + "; ".join(lines)
+    if usable == len(lines):
+        return "OK", detail
+    if usable or unknown:
+        return "WARN", detail
+    return "FAIL", detail
