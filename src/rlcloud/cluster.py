@@ -461,6 +461,20 @@ class GkeTarget(KubernetesTarget):
         max_shared_clients_per_gpu): more trials per GPU than that would wait for a share forever."""
         sharing = self._spec.gpu_sharing
         clients = sharing.clients_per_gpu if sharing is not None else 1
+        if trials_per_gpu > 1 and sharing is not None and sharing.strategy == "mps":
+            # GKE's MPS workloads set hostIPC: true to reach the node's MPS control daemon; rlcloud's pods keep
+            # PodSecurity "restricted" (no host namespaces), so they could not use an MPS share
+            raise SpecError(
+                [
+                    SpecProblem(
+                        "trials_per_gpu",
+                        f"cluster {self._spec.name} shares GPUs with MPS, whose pods need hostIPC (GKE's 'Share GPUs "
+                        "with multiple workloads using NVIDIA MPS'), which rlcloud's pods never ask for: use "
+                        "gpu_sharing: {strategy: time-sharing} for trials_per_gpu",
+                        trials_per_gpu,
+                    )
+                ]
+            )
         if trials_per_gpu > 1 and trials_per_gpu > clients:
             have = f"shares each GPU among {clients} containers" if sharing else "has no gpu_sharing"
             raise SpecError(

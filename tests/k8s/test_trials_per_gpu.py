@@ -89,3 +89,6 @@ def test_a_gke_cluster_refuses_more_trials_per_gpu_than_it_shares_among() -> Non
     with pytest.raises(SpecError, match="has no gpu_sharing"):
         plain.check_trials_per_gpu(2)
     assert ("GPU sharing", "time-sharing, 4 per GPU") in shared._rows()
+    mps = ClusterSpec(name="rl", gpu_type="t4", gpu_sharing={"strategy": "mps", "clients_per_gpu": 4})
+    with pytest.raises(SpecError, match="hostIPC"):
+        Cluster.gke(mps, project="p-test-1").check_trials_per_gpu(2)

@@ -250,8 +250,9 @@ class GpuSharing(StrictModel):
 
     strategy: GpuSharingStrategy = Field(
         GpuSharingStrategy.TIME_SHARING,
-        description="'time-sharing' (GKE 1.23.7+, the GPU switches between containers) or 'mps' (NVIDIA "
-        "Multi-Process Service, GKE 1.27.7+, kernels of several containers run at once).",
+        description="'time-sharing' (GKE 1.23.7+, the GPU switches between containers; what a sweep's "
+        "trials_per_gpu uses) or 'mps' (NVIDIA Multi-Process Service, GKE 1.27.7+, kernels of several containers "
+        "run at once; its pods need hostIPC, which rlcloud's pods do not ask for: for other workloads).",
     )
     clients_per_gpu: Annotated[int, NOT_BOOL] = Field(
         ...,
