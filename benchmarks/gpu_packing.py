@@ -46,10 +46,18 @@ SPECS = {
 }
 
 
-def _child(env: str, timesteps: int, warmup: int, seed: int) -> dict[str, Any]:
-    """One trial in this process: its rate after the warm-up and its wall-clock window (for the overlap)."""
+def _child(env: str, timesteps: int, warmup: int, seed: int, threads: int) -> dict[str, Any]:
+    """One trial in this process: its rate after the warm-up and its wall-clock window (for the overlap).
+    ``threads`` > 0: TensorFlow's intra- and inter-op thread pools get that many threads (0: its default, one
+    per core it sees, which is what a pod gets: a CPU limit does not change what TensorFlow sees)."""
+    from rlcloud.runner.compat import prepare_tensorflow
     from rlcloud.runner.loop import Trainer
     from rlcloud.specs import ExperimentSpec
+
+    if threads:
+        tf = prepare_tensorflow()
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
 
     spec = ExperimentSpec.from_file(
         SPECS[env],
@@ -102,7 +110,7 @@ def _probe_gpus() -> int:
 
 
 def _run_batch(
-    env: str, k: int, timesteps: int, warmup: int, *, device: str, cores: list[int], gpu_type: str
+    env: str, k: int, timesteps: int, warmup: int, *, device: str, cores: list[int], gpu_type: str, threads: str
 ) -> list[dict[str, Any]]:
     from rlcloud.runenv import GPU_MEMORY_MB, INPLACE_BUFFERS
     from rlcloud.specs.cluster import shared_gpu_memory_mb
@@ -116,8 +124,9 @@ def _run_batch(
     else:
         base["CUDA_VISIBLE_DEVICES"] = ""  # the CPU mode never touches a GPU, even where one exists
     procs = []
+    per_trial = 0 if threads == "tf" else max(1, len(cores) // k)
     for i in range(k):
-        cmd = [sys.executable, __file__, "--child", env, str(timesteps), str(warmup), str(i + 1)]
+        cmd = [sys.executable, __file__, "--child", env, str(timesteps), str(warmup), str(i + 1), str(per_trial)]
         preexec = (lambda: os.sched_setaffinity(0, cores)) if device == "cpu" else None
         procs.append(
             subprocess.Popen(cmd, env=base, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, preexec_fn=preexec)
@@ -134,8 +143,8 @@ def _run_batch(
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] == "--child":
-        env, timesteps, warmup, seed = args[1], int(args[2]), int(args[3]), int(args[4])
-        print(json.dumps(_child(env, timesteps, warmup, seed)))
+        env, timesteps, warmup, seed, threads = args[1], int(args[2]), int(args[3]), int(args[4]), int(args[5])
+        print(json.dumps(_child(env, timesteps, warmup, seed, threads)))
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", choices=("auto", "gpu", "cpu"), default="auto")
@@ -145,6 +154,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=1000, help="timesteps not measured (tracing)")
     parser.add_argument("--cores", type=int, default=0, help="CPU mode: cores the trials share (0: all allowed)")
     parser.add_argument("--gpu-type", default="nvidia-l4", help="GPU mode: the GPU, for the per-trial memory bound")
+    parser.add_argument(
+        "--threads",
+        choices=("tf", "split"),
+        default="tf",
+        help="TensorFlow threads per trial: its default (one per core), or the cores split among the k trials",
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="repeat every k this often, interleaved; medians")
     opts = parser.parse_args(args)
     gpus = _probe_gpus()
     device = opts.device
@@ -165,16 +181,29 @@ def main(argv: list[str] | None = None) -> int:
     ks = [int(x) for x in opts.k.split(",") if x.strip()]
     envs = ["cartpole", "spaceinvaders"] if opts.env == "both" else [opts.env]
     unit = "GPU-hour" if device == "gpu" else f"core-hour ({len(cores)} cores)"
-    print(f"device {device}; {opts.timesteps} measured timesteps per trial after {opts.warmup}; load {os.getloadavg()}")
+    print(
+        f"device {device}; {opts.timesteps} measured timesteps per trial after {opts.warmup}; threads {opts.threads}; "
+        f"{opts.rounds} round(s); load {os.getloadavg()}"
+    )
     for env in envs:
+        rounds: dict[int, list[tuple[float, list[dict[str, Any]], float]]] = {k: [] for k in ks}
+        for _ in range(opts.rounds):  # interleaved, so that the machine's load falls on every k alike
+            for k in ks:
+                start = time.time()
+                batch = _run_batch(
+                    env,
+                    k,
+                    opts.timesteps,
+                    opts.warmup,
+                    device=device,
+                    cores=cores,
+                    gpu_type=opts.gpu_type,
+                    threads=opts.threads,
+                )
+                rounds[k].append((sum(r["rate"] for r in batch), batch, time.time() - start))
         base_rate = None
         for k in ks:
-            start = time.time()
-            results = _run_batch(
-                env, k, opts.timesteps, opts.warmup, device=device, cores=cores, gpu_type=opts.gpu_type
-            )
-            wall = time.time() - start
-            total = sum(r["rate"] for r in results)
+            total, results, wall = sorted(rounds[k], key=lambda r: r[0])[len(rounds[k]) // 2]  # the median round
             span = max(r["end"] for r in results) - min(r["start"] for r in results)
             common = max(0.0, min(r["end"] for r in results) - max(r["start"] for r in results))
             per_hour = total * 3600 / (1 if device == "gpu" else len(cores))
