@@ -19,8 +19,9 @@ memory 10,000). Its first ``--warmup`` timesteps (TensorFlow tracing) are not me
   CPU limit would hold them), and the figure is trial-steps per core-hour. This answers "trials per pod on CPU":
   k trials side by side in one pod of ``--cores`` cores.
 
-A trial's rate is its post-warm-up timesteps over its own loop time; the sum over trials is the device's rate
-when the trials overlap, and the script prints how much they did (the common window over the longest one).
+A trial's rate is its post-warm-up timesteps over its own loop time. The device's rate is every trial's measured
+timesteps over the span from the first measured start to the last end (trials start at different times under
+load: a sum of their own rates would count what did not overlap twice); the script prints how much they overlapped.
 
 Measured: see the end of this docstring after a run (the figures of the development VM, 2 cores shared with
 other sessions, CPU mode only: no GPU machine was available).
@@ -200,7 +201,12 @@ def main(argv: list[str] | None = None) -> int:
                     gpu_type=opts.gpu_type,
                     threads=opts.threads,
                 )
-                rounds[k].append((sum(r["rate"] for r in batch), batch, time.time() - start))
+                span = max(r["end"] for r in batch) - min(r["start"] for r in batch)
+                # the device's rate: every measured step over the span from the first trial's measured start to
+                # the last one's end (a sum of the trials' own rates would count twice what did not overlap)
+                rounds[k].append(
+                    (sum(r["steps"] for r in batch) / span if span > 0 else 0.0, batch, time.time() - start)
+                )
         base_rate = None
         for k in ks:
             total, results, wall = sorted(rounds[k], key=lambda r: r[0])[len(rounds[k]) // 2]  # the median round
@@ -211,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
             rates = ", ".join(f"{r['rate']:.0f}" for r in results)
             seen = f"; GPUs seen {results[0]['gpus']}, logical {results[0]['logical_gpus']}" if device == "gpu" else ""
             print(
-                f"{env} k={k}: per trial [{rates}] steps/s, sum {total:.0f} steps/s = {per_hour:,.0f} trial-steps "
+                f"{env} k={k}: per trial [{rates}] steps/s, together {total:.0f} steps/s = {per_hour:,.0f} trial-steps "
                 f"per {unit}; {per_hour / base_rate:.2f}x k=1; overlap {common / span if span else 1:.0%}; "
                 f"wall {wall:.0f} s{seen}"
             )

@@ -152,7 +152,7 @@ def test_the_ladder_creates_nothing_twice(fake: FakeClusterManager, make_cluster
     assert len(fake.requests_of("DeleteNodePool")) == 1
 
 
-def test_budgets_price_the_nodes_of_each_rung_and_a_shared_gpu_once() -> None:
+def test_budgets_across_a_rung_change_and_a_shared_gpu_counted_once() -> None:
     def node(name: str, *, spot: bool, gpus: int, shared: int | None = None) -> dict[str, Any]:
         labels = {
             "node.kubernetes.io/instance-type": "g2-standard-8",
@@ -172,6 +172,28 @@ def test_budgets_price_the_nodes_of_each_rung_and_a_shared_gpu_once() -> None:
     assert spot is not None and on_demand is not None and spot < on_demand
     # four time-shared clients of one L4: one GPU's price, not four
     assert shared == pytest.approx(on_demand)
+    # a sweep whose first trial ran an hour on a Spot node and the next an hour on-demand, after a rung change;
+    # then four trials an hour each, side by side on the shared GPU: each pays a quarter of its node
+    from rlcloud.gke.budgets import run_costs
+    from rlcloud.timestamps import format_rfc3339
+
+    def trial(uid: str, node: str, start: float, end: float) -> dict[str, Any]:
+        requests = {"cpu": "1", "memory": "4Gi", "nvidia.com/gpu": "1"}
+        finished = {"terminated": {"finishedAt": format_rfc3339(end)}}
+        return {
+            "metadata": {"uid": uid, "namespace": "rl", "labels": {"rlcloud.io/sweep": "lr"}},
+            "spec": {"nodeName": node, "containers": [{"name": "runner", "resources": {"requests": requests}}]},
+            "status": {"startTime": format_rfc3339(start), "containerStatuses": [{"state": finished}]},
+        }
+
+    t0 = 1_800_000_000.0
+    pods = [trial("a", "spot", t0, t0 + 3600), trial("b", "od", t0 + 3600, t0 + 7200)]
+    pods += [trial(f"s{i}", "shared", t0, t0 + 3600) for i in range(4)]
+    costs, unpriced = run_costs(pods, prices, now=t0 + 7200)
+    run = costs[("rl", "sweep", "lr")]
+    assert not unpriced
+    assert run["a"] == pytest.approx(spot) and run["b"] == pytest.approx(on_demand)
+    assert sum(run[f"s{i}"] for i in range(4)) == pytest.approx(on_demand)
     # the estimate of a sharing spec counts the GPU once too, and says it is shared
     plain, sharing = (
         ClusterSpec(name="rl", gpu_type="l4"),
