@@ -335,3 +335,17 @@ def test_the_doctor_shows_each_rungs_quota_and_price(google_apis: Any) -> None:
     state.region_quotas.update({"PREEMPTIBLE_NVIDIA_L4_GPUS": 2})
     check = _doctor(google_apis, spec=spec2).check_gpu_quota()
     assert check.status == "WARN" and "on-demand: NVIDIA_L4_GPUS 0 free, needs 2" in check.detail
+
+
+def test_a_handle_found_by_name_adopts_the_moved_pool(fake: FakeClusterManager, make_cluster: MakeCluster) -> None:
+    from rlcloud.gke.cluster import find
+    from rlcloud.gke.project import GkeProject
+
+    fake.stockout("us-central1-a", [], accelerator=L4, rung="spot")
+    make_cluster(ladder_spec()).create()
+    found = make_cluster(ladder_spec())  # the project and client of the fixture's handles
+    handle = find(GkeProject(PROJECT, credentials=found.credentials, container_client=found.client), "rl")
+    assert not handle.spec.capacity  # read back from GKE: no ladder, but the moved pool is its GPU pool
+    info = handle.create()
+    assert info.capacity == "spot" and info.capacity_tried == "spot-a"
+    assert len(fake.requests_of("CreateNodePool")) == 2 and len(fake.requests_of("CreateCluster")) == 1

@@ -36,7 +36,7 @@ from rlcloud.gke.builders import (
     location_path,
     node_pool_path,
 )
-from rlcloud.gke.capacity import CapacityLadder, CapacityMove, ensure_laddered_pool
+from rlcloud.gke.capacity import CapacityLadder, CapacityMove, ensure_laddered_pool, is_gpu_pool_name
 from rlcloud.gke.errors import ClusterBusyError, api_errors, classify, operation_error
 from rlcloud.gke.info import ClusterInfo
 from rlcloud.gke.operations import ProgressCallback, wait_operation
@@ -590,6 +590,9 @@ class GkeCluster:
                     return False
                 continue
             pool = existing.get(plan.name)
+            if pool is None and plan.name == GPU_POOL:
+                # a capacity ladder's pool (gpu-pool-N) is the GPU pool to a handle without the ladder too
+                pool = next((p for p in cluster.node_pools if is_gpu_pool_name(p.name) and p.config.accelerators), None)
             if pool is not None and pool.status == PoolStatus.RUNNING:
                 continue
             action = f"node pool {plan.name} of cluster {self.name}"
@@ -597,7 +600,7 @@ class GkeCluster:
                 continue  # serving, with some nodes missing: GKE's auto-repair is the right fix, not a re-create
             if pool is not None and pool.status == PoolStatus.ERROR:
                 log.warning("%s is in %s: re-creating it", action, PoolStatus(pool.status).name)
-                self._delete_pool(plan.name, deadline, progress)
+                self._delete_pool(pool.name, deadline, progress)
                 return False
             if pool is not None:
                 # Provisioning, reconciling or stopping: wait for whatever operation is on it.
