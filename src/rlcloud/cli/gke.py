@@ -102,6 +102,12 @@ def cluster_create(args: argparse.Namespace, sets: dict[str, Any]) -> int:
     )
     console.print(f"cluster [bold]{text(spec.name)}[/] {text(shape)}")
     console.print(str(estimate_hourly_cost(spec)), markup=False)
+    if spec.capacity:
+        from rlcloud.gke.capacity import rung_hourly_cost
+
+        rungs = [(str(r), rung_hourly_cost(spec, str(r))) for r in spec.capacity]
+        ladder = " > ".join(f"{r} ~${c:.2f}/h" if c is not None else r for r, c in rungs)
+        console.print(f"capacity ladder of the GPU pool (on a stockout or quota error): {ladder}", markup=False)
     cluster = Cluster.gke(spec, project=args.project, doctor=not args.skip_doctor)
     if not args.skip_doctor and not cluster.exists():
         # before asking: a project that cannot run this cluster is refused (PreflightError, exit 2) up front
