@@ -16,6 +16,9 @@ added (and moved) with CreateNodePool, each request idempotent (ALREADY_EXISTS i
 A flex-start pool is created empty (``--num-nodes=0``, autoscaling): Dynamic Workload Scheduler adds its nodes
 when capacity exists, so creating it cannot stock out. Budgets price nodes by their labels
 (:mod:`rlcloud.gke.budgets`): a move from Spot to on-demand is priced on-demand from the first node on.
+Flex-start nodes are priced (in the estimate and by budgets) at on-demand list prices: Dynamic Workload
+Scheduler's discount (up to 53% per GKE's flex-start page) is not in rlcloud's price table, so a budget stops
+no later than it should.
 """
 
 from __future__ import annotations
