@@ -23,8 +23,19 @@ A trial's rate is its post-warm-up timesteps over its own loop time. The device'
 timesteps over the span from the first measured start to the last end (trials start at different times under
 load: a sum of their own rates would count what did not overlap twice); the script prints how much they overlapped.
 
-Measured: see the end of this docstring after a run (the figures of the development VM, 2 cores shared with
-other sessions, CPU mode only: no GPU machine was available).
+Measured 2026-11-28 on the 2-core development VM shared with seven other sessions (load average 17-20 the
+whole time), CPU mode only (no GPU machine was available), CartPole PPO, 2,000 measured timesteps per trial,
+median of 3 interleaved rounds (``--device cpu --k 1,2,4 --timesteps 2000 --rounds 3``):
+
+* k = 1: 275 steps/s = 494,559 trial-steps per core-hour;
+* k = 2: 395 steps/s = 711,722 per core-hour, 1.44x (the trials overlapped 33% of their span);
+* k = 4: 445 steps/s = 800,513 per core-hour, 1.62x (overlap 25%).
+
+Under that load the trials start minutes apart (their imports compete with everything else), so they overlap
+little and the figures are a lower bound of what side by side gives; a quiet machine is needed for the real
+ratio. Earlier single rounds at load 10 gave 0.81x / 0.29x (k = 2 / 4) and at load 20 2.62x / 1.67x: one
+round proves nothing here. On a GPU the question is different (the GPU idles between a small model's
+kernels); the goal there is >= 3x at k = 4 for CartPole, to be measured on a GKE GPU node.
 """
 
 from __future__ import annotations
