@@ -95,10 +95,13 @@ def _child(env: str, timesteps: int, warmup: int, seed: int, threads: int) -> di
         shutil.rmtree(workdir, ignore_errors=True)
     t0, s0, w0 = next(((t, s, w) for t, s, w in marks if s >= warmup), marks[0])
     steps, seconds = result.timesteps - s0, result.elapsed - t0
+    # the span (wall clock) runs from the first measured tick to the last: its steps are the ticks' own
+    span_steps = marks[-1][1] - s0
     import tensorflow as tf
 
     return {
         "steps": steps,
+        "span_steps": span_steps,
         "seconds": seconds,
         "rate": steps / seconds if seconds > 0 else 0.0,
         "start": w0,
@@ -216,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
                 # the device's rate: every measured step over the span from the first trial's measured start to
                 # the last one's end (a sum of the trials' own rates would count twice what did not overlap)
                 rounds[k].append(
-                    (sum(r["steps"] for r in batch) / span if span > 0 else 0.0, batch, time.time() - start)
+                    (sum(r["span_steps"] for r in batch) / span if span > 0 else 0.0, batch, time.time() - start)
                 )
         base_rate = None
         for k in ks:
