@@ -23,19 +23,21 @@ A trial's rate is its post-warm-up timesteps over its own loop time. The device'
 timesteps over the span from the first measured start to the last end (trials start at different times under
 load: a sum of their own rates would count what did not overlap twice); the script prints how much they overlapped.
 
-Measured 2026-11-28 on the 2-core development VM shared with seven other sessions (load average 17-20 the
-whole time), CPU mode only (no GPU machine was available), CartPole PPO, 2,000 measured timesteps per trial,
-median of 3 interleaved rounds (``--device cpu --k 1,2,4 --timesteps 2000 --rounds 3``):
+Measured 2026-11-28 on the 2-core development VM (shared with seven other sessions), CPU mode only (no GPU
+machine was available), CartPole PPO, one round each:
 
-* k = 1: 275 steps/s = 494,559 trial-steps per core-hour;
-* k = 2: 395 steps/s = 711,722 per core-hour, 1.44x (the trials overlapped 33% of their span);
-* k = 4: 445 steps/s = 800,513 per core-hour, 1.62x (overlap 25%).
+* load 3-5, 10,000 measured timesteps per trial, TensorFlow's default threads (``--timesteps 10000``):
+  k = 1: 960 steps/s = 1,727,106 trial-steps per core-hour; k = 2: 1,309 steps/s, 1.36x (overlap 93%);
+  k = 4: 1,384 steps/s, 1.44x (overlap 87%).
+* the same with ``--threads split`` (each trial's TensorFlow gets cores / k threads), load rising 5 -> 9:
+  k = 1: 869 steps/s; k = 2: 1,553, 1.79x (overlap 84%); k = 4: 621, 0.72x (overlap 92%; the load rose).
+* at load 17-20, 2,000 timesteps, median of 3 rounds: 1.44x (k = 2), 1.62x (k = 4), but the trials overlapped
+  only 25-33% (their imports compete with everything else): under such load one round proves nothing.
 
-Under that load the trials start minutes apart (their imports compete with everything else), so they overlap
-little and the figures are a lower bound of what side by side gives; a quiet machine is needed for the real
-ratio. Earlier single rounds at load 10 gave 0.81x / 0.29x (k = 2 / 4) and at load 20 2.62x / 1.67x: one
-round proves nothing here. On a GPU the question is different (the GPU idles between a small model's
-kernels); the goal there is >= 3x at k = 4 for CartPole, to be measured on a GKE GPU node.
+So on 2 cores two CartPole trials side by side give ~1.4-1.8x the trial-steps per core-hour of one (a trial
+leaves a core partly idle between its Python steps and TensorFlow calls), and four no more than two. On a GPU
+the question is different (the GPU idles between a small model's kernels); the goal there is >= 3x at k = 4
+for CartPole, to be measured on a GKE GPU node.
 """
 
 from __future__ import annotations
