@@ -40,6 +40,7 @@ FULL = RunnerEnv(
     trial={"sweep": "lr", "trial": "lr1e-3--seed1", "index": 0, "params": {"agent.learning_rate": 0.001}},
     code_store="gs://bucket/runs/_code",
     project_dir="/home/me/project",
+    gpu_memory_mb=3380,
 )
 
 
@@ -128,6 +129,7 @@ def test_only_runenv_spells_the_runner_variables() -> None:
         "RLCLOUD_KUBE_API",
         "RLCLOUD_GKE_EMULATOR_HOST",
         "RLCLOUD_GOOGLE_API_HOST",
+        "RLCLOUD_CACHE_MB",  # the reading machine's object cache (storage/cache.py), never a runner's
     }
     assert not others & set(RunnerEnv.variables().values())
     literal = re.compile(r"\"(RLCLOUD_[A-Z0-9_]*)[\"=]")

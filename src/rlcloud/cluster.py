@@ -242,6 +242,11 @@ class Cluster(ABC):
         """Make sure the cluster can run ``experiment`` (by name) before it starts. Nothing to do here."""
         return None
 
+    def check_trials_per_gpu(self, trials_per_gpu: int) -> None:
+        """Refuse (SpecError) a sweep whose ``trials_per_gpu`` this cluster cannot share a GPU among. Here (local
+        processes, a Kubernetes cluster whose GPU sharing rlcloud cannot see) nothing is refused."""
+        return None
+
     def release_after_failure(self, experiment: str) -> None:
         """``experiment`` failed to start: give back what was made for it. Nothing to do here."""
         return None
@@ -442,6 +447,12 @@ class GkeTarget(KubernetesTarget):
             ("GPUs", f"{gpus} x {gpu_type} per node" if gpus and gpu_type else "none"),
             ("state", info.status if info is not None else "unknown (call create() or info())"),
         ]
+        if spec.gpu_sharing is not None:
+            rows.append(("GPU sharing", f"{spec.gpu_sharing.strategy}, {spec.gpu_sharing.clients_per_gpu} per GPU"))
+        if spec.capacity:
+            now = f"; now {info.capacity}" if info is not None and info.capacity else ""
+            tried = f" (tried {info.capacity_tried})" if info is not None and info.capacity_tried else ""
+            rows.append(("capacity", " > ".join(str(r) for r in spec.capacity) + now + tried))
         if spec.ttl is not None:
             rows.append(("ttl", str(spec.ttl)))
         if spec.queue:
@@ -455,6 +466,38 @@ class GkeTarget(KubernetesTarget):
         if self.dedicated:
             rows.append(("dedicated", "yes: deleted when its experiment ends"))
         return rows
+
+    def check_trials_per_gpu(self, trials_per_gpu: int) -> None:
+        """A GKE cluster shares a GPU among at most its ``gpu_sharing.clients_per_gpu`` containers (GKE's
+        max_shared_clients_per_gpu): more trials per GPU than that would wait for a share forever."""
+        sharing = self._spec.gpu_sharing
+        clients = sharing.clients_per_gpu if sharing is not None else 1
+        if trials_per_gpu > 1 and sharing is not None and sharing.strategy == "mps":
+            # GKE's MPS workloads set hostIPC: true to reach the node's MPS control daemon; rlcloud's pods keep
+            # PodSecurity "restricted" (no host namespaces), so they could not use an MPS share
+            raise SpecError(
+                [
+                    SpecProblem(
+                        "trials_per_gpu",
+                        f"cluster {self._spec.name} shares GPUs with MPS, whose pods need hostIPC (GKE's 'Share GPUs "
+                        "with multiple workloads using NVIDIA MPS'), which rlcloud's pods never ask for: use "
+                        "gpu_sharing: {strategy: time-sharing} for trials_per_gpu",
+                        trials_per_gpu,
+                    )
+                ]
+            )
+        if trials_per_gpu > 1 and trials_per_gpu > clients:
+            have = f"shares each GPU among {clients} containers" if sharing else "has no gpu_sharing"
+            raise SpecError(
+                [
+                    SpecProblem(
+                        "trials_per_gpu",
+                        f"{trials_per_gpu} trials per GPU, but cluster {self._spec.name} {have}: set trials_per_gpu "
+                        f"to at most {clients}, or give the cluster gpu_sharing: {{clients_per_gpu: {trials_per_gpu}}}",
+                        trials_per_gpu,
+                    )
+                ]
+            )
 
     @property
     def handle(self) -> GkeCluster:

@@ -30,6 +30,7 @@ __all__ = [
     "CONNECT_TIMEOUT",
     "EARLY_STOPPING",
     "ENV_SERVERS",
+    "GPU_MEMORY_MB",
     "HOST_MAP",
     "IDLE_TIMEOUT",
     "INDEX",
@@ -74,6 +75,7 @@ UINT8_FRAMES = "RLCLOUD_UINT8_FRAMES"
 JOB_UID = "RLCLOUD_JOB_UID"
 CODE_STORE = "RLCLOUD_CODE_STORE"
 PROJECT_DIR = "RLCLOUD_PROJECT_DIR"
+GPU_MEMORY_MB = "RLCLOUD_GPU_MEMORY_MB"
 
 #: ``(host, port)``: an address as written in ``RLCLOUD_ENV_SERVERS`` and ``RLCLOUD_HOST_MAP``.
 HostPort = tuple[str, int]
@@ -261,6 +263,9 @@ class RunnerEnv:
     #: RLCLOUD_PROJECT_DIR: a local run without ``code:``: the project folder its roles import from, as
     #: ``spec validate`` does (unset: only what is installed).
     project_dir: str | None = _var(PROJECT_DIR, _text)
+    #: RLCLOUD_GPU_MEMORY_MB: the GPU memory (MiB) this process's TensorFlow may take, for trials that share a
+    #: GPU (a sweep's trials_per_gpu; runner/gpumem.py). Unset: TensorFlow's default, the whole GPU.
+    gpu_memory_mb: int | None = _var(GPU_MEMORY_MB, _pid)
 
     @classmethod
     def variables(cls) -> dict[str, str]:

@@ -166,6 +166,7 @@ class Sweep:
             self._cluster.check_image(self.spec.experiment.image)  # trials share the experiment's image
             if self.spec.budget is not None:  # enforced there, or refused before anything is created
                 self._cluster.check_budget(f"sweep {self.name}", self.spec.experiment.image)
+            self._cluster.check_trials_per_gpu(self.spec.trials_per_gpu)
             # a GKE cluster that does not exist yet is created first (a dedicated one goes when the sweep fails
             # to start); nothing is created when a trial is invalid (validated above)
             self._cluster.prepare_for(self.name)

@@ -49,7 +49,7 @@ from grpc_status import rpc_status
 
 from tests.fakes.gce_catalog import default_zones, offers
 
-__all__ = ["FakeClusterManager", "Stockout"]
+__all__ = ["FakeClusterManager", "Stockout", "gke_version", "pool_rung"]
 
 SERVICE = "google.container.v1.ClusterManager"
 Op = container_v1.Operation
@@ -81,6 +81,11 @@ class Stockout:
     zone: str
     zones_with_capacity: list[str]
     accelerator: str | None = None
+    #: only pools on this capacity rung ("spot", "on-demand"; None: any): Spot and on-demand VMs come from
+    #: different capacity, so one may stock out where the other does not
+    rung: str | None = None
+    #: how Compute Engine words it: ZONE_RESOURCE_POOL_EXHAUSTED (with details) or GCE_STOCKOUT
+    code: str = "ZONE_RESOURCE_POOL_EXHAUSTED"
 
 
 @dataclass
@@ -113,7 +118,122 @@ def _region_of(location: str) -> str:
     return location if _REGION_RE.match(location) else location.rsplit("-", 1)[0]
 
 
-class FakeClusterManager:
+# ----------------------------------------------------------------- capacity ladder and GPU sharing (issue 42)
+
+
+def pool_rung(pool: container_v1.NodePool) -> str:
+    """The provisioning model of ``pool``'s nodes: flex-start, spot (or preemptible) or on-demand."""
+    if pool.config.flex_start:
+        return "flex-start"
+    return "spot" if pool.config.spot or pool.config.preemptible else "on-demand"
+
+
+def gke_version(text: str) -> tuple[int, ...]:
+    """``1.32.2-gke.1652000`` -> (1, 32, 2, 1652000), for comparing GKE versions."""
+    return tuple(int(n) for n in re.findall(r"[0-9]+", text))
+
+
+#: GKE's minimum versions (Standard clusters): time-sharing 1.23.7-gke.1400 ("Share GPUs with multiple workloads
+#: using time-sharing", Requirements), MPS 1.27.7-gke.1088000 ("... using NVIDIA MPS", Requirements), flex-start
+#: GPUs 1.32.2-gke.1652000 ("About GPU obtainability with flex-start", Requirements).
+_SHARING_MIN_VERSION = {
+    container_v1.GPUSharingConfig.GPUSharingStrategy.TIME_SHARING: "1.23.7-gke.1400",
+    container_v1.GPUSharingConfig.GPUSharingStrategy.MPS: "1.27.7-gke.1088000",
+}
+_FLEX_START_MIN_VERSION = "1.32.2-gke.1652000"
+#: Compute Engine "About Flex-start VMs": all accelerator-optimized machine types except A4X and G4
+_FLEX_START_MACHINES = re.compile(r"^(a2|a3|a4|g2)-")
+
+
+def _check_sharing_and_flex_start_rules(cluster: container_v1.Cluster, pool: container_v1.NodePool) -> None:
+    version = gke_version(cluster.current_master_version or "1.33.5-gke.1000")
+    for acc in pool.config.accelerators:
+        sharing = acc.gpu_sharing_config
+        if not sharing or not (sharing.gpu_sharing_strategy or sharing.max_shared_clients_per_gpu):
+            continue
+        if not sharing.gpu_sharing_strategy:
+            raise _Abort(grpc.StatusCode.INVALID_ARGUMENT, "gpu_sharing_strategy must be set with gpuSharingConfig.")
+        # GKE caps sharing at 48 containers per physical GPU (ComputeClass gpuSharing: 2-48)
+        if not 2 <= sharing.max_shared_clients_per_gpu <= 48:
+            raise _Abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"max_shared_clients_per_gpu must be between 2 and 48, got {sharing.max_shared_clients_per_gpu}.",
+            )
+        needed = _SHARING_MIN_VERSION[sharing.gpu_sharing_strategy]
+        if version < gke_version(needed):
+            raise _Abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"GPU sharing strategy {sharing.gpu_sharing_strategy.name} requires GKE version {needed} or later.",
+            )
+    if not pool.config.flex_start:
+        return
+    if version < gke_version(_FLEX_START_MIN_VERSION):
+        raise _Abort(
+            grpc.StatusCode.INVALID_ARGUMENT, f"Flex-start requires GKE version {_FLEX_START_MIN_VERSION} or later."
+        )
+    if pool.config.spot or pool.config.preemptible:
+        # flex-start is a provisioning model of its own, exclusive of Spot ("About Flex-start VMs")
+        raise _Abort(grpc.StatusCode.INVALID_ARGUMENT, "Flex-start cannot be used together with Spot VMs.")
+    if not _FLEX_START_MACHINES.match(pool.config.machine_type):
+        raise _Abort(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"Machine type {pool.config.machine_type} does not support the flex-start provisioning model.",
+        )
+    if not pool.autoscaling.enabled:
+        # GKE's flex-start node pools are created with --enable-autoscaling --num-nodes=0
+        raise _Abort(grpc.StatusCode.INVALID_ARGUMENT, "Flex-start node pools require autoscaling to be enabled.")
+    affinity = pool.config.reservation_affinity.consume_reservation_type
+    if affinity not in (
+        container_v1.ReservationAffinity.Type.UNSPECIFIED,
+        container_v1.ReservationAffinity.Type.NO_RESERVATION,
+    ):
+        raise _Abort(grpc.StatusCode.INVALID_ARGUMENT, "Flex-start node pools cannot consume reservations.")
+
+
+def _rung_quota_message(metric: str, region: str) -> str:
+    # the wording of Compute Engine's regional quota refusal as GKE relays it (see the desk check's quota note)
+    return (
+        f"Insufficient regional quota to satisfy request: resource \"{metric}\": request requires '1.0' and is "
+        f"short '1.0'. project has a quota of '0.0' with '0.0' available. View and manage quotas at "
+        f"https://console.cloud.google.com/iam-admin/quotas (region {region})."
+    )
+
+
+class _CapacityLadderFake:
+    """The fake's side of issue 42, mixed into :class:`FakeClusterManager`: per-rung quota, region stockouts."""
+
+    stockouts: list[Stockout]
+    exhausted_quotas: dict[tuple[str, str], str]
+    _lock: threading.RLock
+
+    def exhaust_quota(self, region: str, rung: str, metric: str) -> None:
+        """Node creation on ``rung`` (spot, on-demand, flex-start) in ``region`` fails: ``metric`` is at its limit
+        (Spot VMs count against PREEMPTIBLE_* quota when the project has it, on-demand against the standard one)."""
+        with self._lock:
+            self.exhausted_quotas[(region, rung)] = metric
+
+    def stockout_region(
+        self, zones: list[str], accelerator: str | None, *, rung: str | None = None, code: str = "GCE_STOCKOUT"
+    ) -> None:
+        """Every zone of ``zones`` is out of capacity for ``accelerator`` (None: any VM) on ``rung`` (None: any),
+        and Google names no zone that has some."""
+        with self._lock:
+            for zone in zones:
+                self.stockouts.append(Stockout(zone, [], accelerator, rung, code))
+
+    def _check_sharing_and_flex_start(self, cluster: container_v1.Cluster, pool: container_v1.NodePool) -> None:
+        _check_sharing_and_flex_start_rules(cluster, pool)
+
+    def _rung_quota_error(self, cluster: container_v1.Cluster, pool: container_v1.NodePool) -> str | None:
+        if not pool.config.accelerators or (pool.config.flex_start and not pool.initial_node_count):
+            # a flex-start pool asks for no VM when it is created; its requests queue for capacity and quota
+            return None
+        region = _region_of(cluster.location)
+        metric = self.exhausted_quotas.get((region, pool_rung(pool)))
+        return _rung_quota_message(metric, region) if metric else None
+
+
+class FakeClusterManager(_CapacityLadderFake):
     """A stateful ClusterManager served over gRPC on 127.0.0.1 (use as a context manager).
 
     ``polls_to_done``: GetOperation calls an operation takes to reach DONE (the first poll after
@@ -140,6 +260,10 @@ class FakeClusterManager:
         self.operations: dict[str, _PendingOp] = {}
         self.requests: list[tuple[str, Any]] = []
         self.stockouts: list[Stockout] = []
+        #: the GKE version clusters are created with (the capacity and GPU sharing rules compare against it)
+        self.master_version = "1.33.5-gke.1000"
+        #: (region, rung) -> the quota metric that is exhausted there for that rung: see exhaust_quota
+        self.exhausted_quotas: dict[tuple[str, str], str] = {}
         self._injected: list[_Injected] = []
         self._success_notes: list[str] = []
         self._auto_gpu_taint: set[tuple[str, str]] = set()  # (cluster, pool): see node_taints
@@ -278,10 +402,13 @@ class FakeClusterManager:
         with self._lock:
             self._success_notes.append(message)
 
-    def stockout(self, zone: str, zones_with_capacity: list[str], accelerator: str | None = None) -> None:
-        """From now on, node creation in ``zone`` (for ``accelerator``, or any) fails: no capacity."""
+    def stockout(
+        self, zone: str, zones_with_capacity: list[str], accelerator: str | None = None, *, rung: str | None = None
+    ) -> None:
+        """From now on, node creation in ``zone`` (for ``accelerator``, or any; on ``rung``, or any) fails: no
+        capacity."""
         with self._lock:
-            self.stockouts.append(Stockout(zone, list(zones_with_capacity), accelerator))
+            self.stockouts.append(Stockout(zone, list(zones_with_capacity), accelerator, rung))
 
     def clear_stockouts(self) -> None:
         """Capacity is back everywhere."""
@@ -482,10 +609,21 @@ class FakeClusterManager:
 
     def _stockout_error(self, cluster: container_v1.Cluster, pool: container_v1.NodePool) -> str | None:
         accelerators = [a.accelerator_type for a in pool.config.accelerators]
+        if pool.config.flex_start:
+            # a flex-start pool is created empty: Dynamic Workload Scheduler adds nodes when capacity exists
+            return None
         for zone in self._zones_of(cluster, pool):
             for out in self.stockouts:
                 if out.zone != zone or (out.accelerator is not None and out.accelerator not in accelerators):
                     continue
+                if out.rung is not None and out.rung != pool_rung(pool):
+                    continue
+                if out.code == "GCE_STOCKOUT":
+                    return (
+                        f"Google Compute Engine: Instance 'gke-{cluster.name}-{pool.name}-1a2b3c4d-x1y2' creation "
+                        f"failed: GCE_STOCKOUT: The zone 'projects/{cluster.self_link.split('/')[5]}/zones/{zone}' "
+                        "does not have enough resources available to fulfill the request. '(resource type:compute)'."
+                    )
                 machine = pool.config.machine_type or "e2-medium"
                 with_gpus = "".join(
                     f" with {a.accelerator_count} {a.accelerator_type} accelerator(s)" for a in pool.config.accelerators
@@ -569,10 +707,13 @@ class FakeClusterManager:
                     raise _Abort(grpc.StatusCode.INVALID_ARGUMENT, "accelerator_count and type are required.")
                 if acc.accelerator_type == "nvidia-tesla-k80":
                     raise _Abort(grpc.StatusCode.INVALID_ARGUMENT, "Accelerator type nvidia-tesla-k80 does not exist.")
-        located = container_v1.Cluster(location=location, locations=list(cluster.locations))
+        located = container_v1.Cluster(
+            location=location, locations=list(cluster.locations), current_master_version=self.master_version
+        )
         for pool in cluster.node_pools:
             self._check_accelerators(located, pool)
             self._check_consumption(pool)
+            self._check_sharing_and_flex_start(located, pool)
         key = (project, location, cluster.name)
         if key in self.clusters:
             raise _Abort(
@@ -586,7 +727,7 @@ class FakeClusterManager:
         cluster.create_time = _now()
         cluster.status = ClusterStatus.PROVISIONING
         cluster.id = f"{next(self._ids):032x}"
-        cluster.current_master_version = "1.33.5-gke.1000"
+        cluster.current_master_version = self.master_version
         for pool in cluster.node_pools:
             pool.status = PoolStatus.PROVISIONING
             pool.version = cluster.current_master_version
@@ -594,7 +735,13 @@ class FakeClusterManager:
         self.clusters[key] = cluster
         pending = self._new_op(project, location, Op.Type.CREATE_CLUSTER, target, key)
 
-        errors = [e for e in (self._stockout_error(cluster, p) for p in cluster.node_pools) if e]
+        errors = [
+            e
+            for e in (
+                self._stockout_error(cluster, p) or self._rung_quota_error(cluster, p) for p in cluster.node_pools
+            )
+            if e
+        ]
 
         def done() -> None:
             cluster.status = ClusterStatus.RUNNING
@@ -653,6 +800,7 @@ class FakeClusterManager:
             raise _Abort(grpc.StatusCode.ALREADY_EXISTS, f"Already exists: {request.parent}/nodePools/{pool.name}.")
         self._check_accelerators(cluster, pool)
         self._check_consumption(pool)
+        self._check_sharing_and_flex_start(cluster, pool)
         pool.status = PoolStatus.PROVISIONING
         pool.self_link = f"{cluster.self_link}/nodePools/{pool.name}"
         if pool.config.accelerators and any(not p.config.accelerators for p in cluster.node_pools):
@@ -661,7 +809,7 @@ class FakeClusterManager:
         cluster.status = ClusterStatus.RECONCILING
         target = f"{request.parent}/nodePools/{pool.name}"
         pending = self._new_op(key[0], key[1], Op.Type.CREATE_NODE_POOL, target, key)  # type: ignore[arg-type]
-        error = self._stockout_error(cluster, pool)
+        error = self._stockout_error(cluster, pool) or self._rung_quota_error(cluster, pool)
 
         def stored() -> container_v1.NodePool:
             return next(p for p in cluster.node_pools if p.name == pool.name)

@@ -195,20 +195,36 @@ def gke_cpu_node(name: str = "gke-rl-default-pool-0", *, role: str = "system") -
     )
 
 
-def gke_gpu_node(name: str = "gke-rl-gpu-pool-0", *, accelerator: str = "nvidia-tesla-t4", gpus: int = 1) -> FakeNode:
+def gke_gpu_node(
+    name: str = "gke-rl-gpu-pool-0",
+    *,
+    accelerator: str = "nvidia-tesla-t4",
+    gpus: int = 1,
+    shared_clients: int = 0,
+    sharing: str = "time-sharing",
+) -> FakeNode:
     """An n1-standard-4 node with ``gpus`` GPUs of rlcloud's ``gpu-pool``, tainted
-    ``nvidia.com/gpu=present:NoSchedule`` as GKE taints GPU nodes ("Run GPUs in GKE Standard node pools")."""
+    ``nvidia.com/gpu=present:NoSchedule`` as GKE taints GPU nodes ("Run GPUs in GKE Standard node pools").
+
+    ``shared_clients`` (issue 42): a GPU-sharing node. GKE's "Time-sharing GPUs on GKE": the node carries the
+    labels ``cloud.google.com/gke-max-shared-clients-per-gpu`` and ``cloud.google.com/gke-gpu-sharing-strategy``
+    and "the GPU driver presents the physical GPU to the kubelet ... as multiple" GPUs: it advertises
+    ``gpus x shared_clients`` ``nvidia.com/gpu``, one per container that may share them."""
+    labels = {
+        "rlcloud-pool": "workers",
+        "cloud.google.com/gke-nodepool": "gpu-pool",
+        "cloud.google.com/gke-accelerator": accelerator,
+        "node.kubernetes.io/instance-type": "n1-standard-4",
+    }
+    if shared_clients:
+        labels["cloud.google.com/gke-max-shared-clients-per-gpu"] = str(shared_clients)
+        labels["cloud.google.com/gke-gpu-sharing-strategy"] = sharing
     return FakeNode(
         name,
         cpu="3920m",
         memory="12Gi",
-        gpus=gpus,
-        labels={
-            "rlcloud-pool": "workers",
-            "cloud.google.com/gke-nodepool": "gpu-pool",
-            "cloud.google.com/gke-accelerator": accelerator,
-            "node.kubernetes.io/instance-type": "n1-standard-4",
-        },
+        gpus=gpus * (shared_clients or 1),
+        labels=labels,
         taints=[dict(GPU_TAINT)],
     )
 

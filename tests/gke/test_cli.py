@@ -126,3 +126,20 @@ def test_one_unreadable_expiry_label_never_stops_list_or_reap(
     # the expired cluster with good labels is deleted; the unreadable one is kept, not guessed at
     assert main(["cluster", "reap", "--project", PROJECT, "--yes"]) == 0
     assert emulated.cluster_names() == ["odd", "young"]
+
+
+@pytest.mark.processes
+def test_the_bundled_ladder_moves_on_a_stockout_and_list_shows_it(
+    emulated: FakeClusterManager, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # issue 42: no Spot L4 anywhere in the region; the pool goes on-demand, and `cluster list` says so
+    emulated.stockout_region(["us-central1-a", "us-central1-b", "us-central1-c"], "nvidia-l4", rung="spot")
+    code = main(["cluster", "create", "-f", str(BUNDLED / "l4-ladder.yaml"), "--project", PROJECT, "--yes"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "capacity ladder of the GPU pool (on a stockout or quota error): spot ~$" in out
+    assert main(["cluster", "list", "--project", PROJECT, "-o", "json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert (row["capacity"], row["capacity_tried"]) == ("on-demand", "spot-a.spot-b.spot-c")
+    assert main(["cluster", "list", "--project", PROJECT]) == 0
+    assert "on-demand (tried spot-a.spot-b.spot-c)" in capsys.readouterr().out

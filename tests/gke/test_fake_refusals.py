@@ -25,9 +25,12 @@ SPECIFIC = container_v1.ReservationAffinity(
 
 
 def _pool(machine: str, accelerator: str, count: int, **config: Any) -> container_v1.NodePool:
+    flex = {}
+    if config.get("flex_start"):  # flex-start pools start empty and autoscale (the fake's other rule, GKE's too)
+        flex = dict(initial_node_count=0, autoscaling=container_v1.NodePoolAutoscaling(enabled=True, max_node_count=1))
     return container_v1.NodePool(
         name="gpu-pool",
-        initial_node_count=1,
+        **({"initial_node_count": 1} | flex),
         config=container_v1.NodeConfig(
             machine_type=machine,
             accelerators=[container_v1.AcceleratorConfig(accelerator_count=count, accelerator_type=accelerator)],

@@ -103,6 +103,12 @@ def cluster_create(args: argparse.Namespace, sets: dict[str, Any]) -> int:
     )
     console.print(f"cluster [bold]{text(spec.name)}[/] {text(shape)}")
     console.print(str(estimate_hourly_cost(spec)), markup=False)
+    if spec.capacity:
+        from rlcloud.gke.capacity import rung_hourly_cost
+
+        rungs = [(str(r), rung_hourly_cost(spec, str(r))) for r in spec.capacity]
+        ladder = " > ".join(f"{r} ~${c:.2f}/h" if c is not None else r for r, c in rungs)
+        console.print(f"capacity ladder of the GPU pool (on a stockout or quota error): {ladder}", markup=False)
     cluster = Cluster.gke(spec, project=args.project, doctor=not args.skip_doctor)
     if not args.skip_doctor and not cluster.exists():
         # before asking: a project that cannot run this cluster is refused (PreflightError, exit 2) up front
@@ -149,6 +155,8 @@ def info_row(info: ClusterInfo, now: float) -> dict[str, Any]:
         "experiment": info.experiment,
         "managed": info.managed,
         "problems": list(info.problems),
+        "capacity": info.capacity or None,
+        "capacity_tried": info.capacity_tried or None,
     }
 
 
@@ -174,6 +182,9 @@ def cluster_list(args: argparse.Namespace) -> int:
         table.add_column(column)
     for r in rows:
         gpus = f"{r['gpus_per_node']}x {r['gpu_type']}" if r["gpu_type"] else "0"
+        if r["capacity"]:
+            # the capacity ladder's rung, and the steps that failed before it (rlcloud.gke.capacity)
+            gpus += f" {r['capacity']}" + (f" (tried {r['capacity_tried']})" if r["capacity_tried"] else "")
         cost = "-" if r["estimated_cost_usd"] is None else f"~${r['estimated_cost_usd']:.2f}"
         cells = (
             r["name"], r["location"], r["machine_type"], str(r["nodes"]), gpus, r["status"], r["age"], r["teardown"],

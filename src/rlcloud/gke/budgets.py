@@ -85,6 +85,8 @@ _INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 _ACCELERATOR = "cloud.google.com/gke-accelerator"
 _SPOT_LABELS = ("cloud.google.com/gke-spot", "cloud.google.com/gke-preemptible")
 _GPU = "nvidia.com/gpu"
+#: GKE labels GPU-sharing nodes with the containers that share each GPU ("Time-sharing GPUs on GKE")
+_SHARED_CLIENTS = "cloud.google.com/gke-max-shared-clients-per-gpu"
 _FINISHED = {"Complete", "Failed"}
 
 JSON = dict[str, Any]
@@ -139,7 +141,10 @@ def node_prices(nodes: Iterable[Mapping[str, Any]]) -> dict[str, tuple[float | N
         machine = labels.get(_INSTANCE_TYPE)
         price = None
         if isinstance(machine, str) and machine:
-            gpus = int(amounts.get(_GPU, 0))
+            # a time-shared (or MPS) GPU is advertised once per client (GKE's node label says how many): the
+            # node still has, and is billed for, one physical GPU
+            shared = _quantity(labels.get(_SHARED_CLIENTS) or 1) or 1
+            gpus = int(amounts.get(_GPU, 0) // shared)
             price = machine_hourly_cost(
                 machine,
                 spot=any(labels.get(k) == "true" for k in _SPOT_LABELS),

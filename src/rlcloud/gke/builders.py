@@ -28,6 +28,7 @@ __all__ = [
     "build_cluster",
     "build_create_cluster_request",
     "build_create_node_pool_request",
+    "build_gpu_sharing",
     "build_node_pool",
     "cluster_labels",
     "cluster_path",
@@ -202,15 +203,16 @@ def build_node_pool(
             values=[plan.reservation],
         )
     if plan.gpus:
-        config.accelerators = [
-            container_v1.AcceleratorConfig(
-                accelerator_count=plan.gpus,
-                accelerator_type=plan.gpu_type,
-                gpu_driver_installation_config=container_v1.GPUDriverInstallationConfig(
-                    gpu_driver_version=_driver_version(gpu_driver_version or default_driver_version(plan.gpu_type))
-                ),
-            )
-        ]
+        accelerator = container_v1.AcceleratorConfig(
+            accelerator_count=plan.gpus,
+            accelerator_type=plan.gpu_type,
+            gpu_driver_installation_config=container_v1.GPUDriverInstallationConfig(
+                gpu_driver_version=_driver_version(gpu_driver_version or default_driver_version(plan.gpu_type))
+            ),
+        )
+        if plan.sharing:
+            accelerator.gpu_sharing_config = build_gpu_sharing(*plan.sharing)
+        config.accelerators = [accelerator]
         key, value, effect = GPU_TAINT
         config.taints = [
             container_v1.NodeTaint(key=key, value=value, effect=getattr(container_v1.NodeTaint.Effect, effect))
@@ -222,16 +224,50 @@ def build_node_pool(
         management=container_v1.NodeManagement(auto_repair=True, auto_upgrade=True),
         locations=list(plan.locations),
     )
+    if plan.flex_start:
+        _flex_start(pool)
     if plan.max_nodes is not None:
-        # Spot capacity comes and goes per zone: ANY lets the autoscaler take it wherever it exists.
+        # Spot and flex-start capacity comes and goes per zone: ANY lets the autoscaler take it wherever it exists.
         policy = container_v1.NodePoolAutoscaling.LocationPolicy
         pool.autoscaling = container_v1.NodePoolAutoscaling(
             enabled=True,
             min_node_count=plan.min_nodes or 0,
             max_node_count=plan.max_nodes,
-            location_policy=policy.ANY if plan.spot else policy.BALANCED,
+            location_policy=policy.ANY if plan.spot or plan.flex_start else policy.BALANCED,
         )
     return pool
+
+
+#: GPUSharingConfig strategies by the spec's names (``GpuSharingStrategy``).
+GPU_SHARING_STRATEGIES = {"time-sharing": "TIME_SHARING", "mps": "MPS"}
+
+
+def build_gpu_sharing(strategy: str, clients_per_gpu: int) -> container_v1.GPUSharingConfig:
+    """The ``gpuSharingConfig`` of a GPU pool's accelerator: ``clients_per_gpu`` containers share each GPU.
+
+    GKE's "Share GPUs with multiple workloads using time-sharing" and "... using NVIDIA MPS" set exactly these
+    two fields (``gpu_sharing_strategy``, ``max_shared_clients_per_gpu``); the limits (2-48 clients, the GKE
+    versions) are checked by the spec (:class:`rlcloud.specs.cluster.GpuSharing`).
+    """
+    enum = container_v1.GPUSharingConfig.GPUSharingStrategy
+    return container_v1.GPUSharingConfig(
+        gpu_sharing_strategy=getattr(enum, GPU_SHARING_STRATEGIES[strategy]),
+        max_shared_clients_per_gpu=clients_per_gpu,
+    )
+
+
+def _flex_start(pool: container_v1.NodePool) -> None:
+    """A flex-start (Dynamic Workload Scheduler) GPU pool, as GKE's "Run a small batch workload with GPUs and
+    flex-start" creates one: ``--flex-start --num-nodes=0 --enable-autoscaling --location-policy=ANY
+    --reservation-affinity=none --no-enable-autorepair``. Flex-start is its own provisioning model: never Spot
+    (``NodeConfig.spot`` stays false), nodes come when capacity does and run for at most seven days."""
+    pool.config.flex_start = True
+    pool.config.spot = False
+    pool.config.reservation_affinity = container_v1.ReservationAffinity(
+        consume_reservation_type=container_v1.ReservationAffinity.Type.NO_RESERVATION
+    )
+    pool.management.auto_repair = False
+    pool.initial_node_count = 0
 
 
 def build_cluster(
@@ -244,12 +280,14 @@ def build_cluster(
     now: float | None = None,
     gpu_driver_version: str | None = None,
     extra_labels: Mapping[str, str] | None = None,
+    without_pools: tuple[str, ...] = (),
 ) -> container_v1.Cluster:
     """The Cluster message for ``spec``: its node pools, labels and Workload Identity pool.
 
     ``node_locations`` restricts where every pool's nodes go (a fallback zone of a regional cluster);
     ``gpu_locations`` where the GPU pool's go (default: the spec's ``node_locations``). A regional
     cluster's GPU pool needs them: GKE's default zones may lack the GPU ("Regional clusters", Limitations).
+    ``without_pools``: pools left out, to be added with CreateNodePool (a capacity ladder's GPU pool).
     """
     labels = cluster_labels(spec, experiment=experiment, now=now)
     labels.update(extra_labels or {})
@@ -259,6 +297,7 @@ def build_cluster(
         node_pools=[
             build_node_pool(p, gpu_driver_version=gpu_driver_version, service_account=spec.service_account)
             for p in plan_pools(spec, gpu_locations=gpu_locations)
+            if p.name not in without_pools
         ],
         locations=list(node_locations),
         resource_labels=labels,
@@ -277,8 +316,10 @@ def build_create_cluster_request(
     experiment: str | None = None,
     now: float | None = None,
     gpu_driver_version: str | None = None,
+    without_pools: tuple[str, ...] = (),
 ) -> container_v1.CreateClusterRequest:
-    """CreateClusterRequest for ``spec`` in ``location`` (default: ``spec.location``; zonal or regional)."""
+    """CreateClusterRequest for ``spec`` in ``location`` (default: ``spec.location``; zonal or regional);
+    ``without_pools`` as for :func:`build_cluster`."""
     return container_v1.CreateClusterRequest(
         parent=location_path(project, location or spec.location),
         cluster=build_cluster(
@@ -289,6 +330,7 @@ def build_create_cluster_request(
             experiment=experiment,
             now=now,
             gpu_driver_version=gpu_driver_version,
+            without_pools=without_pools,
         ),
     )
 
@@ -301,14 +343,16 @@ def build_create_node_pool_request(
     pool_name: str,
     pool_locations: tuple[str, ...] = (),
     gpu_driver_version: str | None = None,
+    rung: str | None = None,
+    labels: Mapping[str, str] | None = None,
 ) -> container_v1.CreateNodePoolRequest:
-    """CreateNodePoolRequest re-creating one of ``spec``'s pools (``pool_name``) on an existing cluster."""
-    plans = {p.name: p for p in plan_pools(spec, gpu_locations=pool_locations)}
+    """CreateNodePoolRequest re-creating one of ``spec``'s pools (``pool_name``) on an existing cluster
+    (``rung``: the capacity ladder's rung of the GPU pool; ``labels``: extra Kubernetes labels of its nodes)."""
+    plans = {p.name: p for p in plan_pools(spec, gpu_locations=pool_locations, rung=rung)}
     if pool_name not in plans:
         raise SpecError([SpecProblem("pool_name", f"must be one of {sorted(plans)}", pool_name)])
-    return container_v1.CreateNodePoolRequest(
-        parent=cluster_path(project, location, spec.name),
-        node_pool=build_node_pool(
-            plans[pool_name], gpu_driver_version=gpu_driver_version, service_account=spec.service_account
-        ),
+    pool = build_node_pool(
+        plans[pool_name], gpu_driver_version=gpu_driver_version, service_account=spec.service_account
     )
+    pool.config.labels.update(labels or {})
+    return container_v1.CreateNodePoolRequest(parent=cluster_path(project, location, spec.name), node_pool=pool)

@@ -36,6 +36,7 @@ from rlcloud.gke.builders import (
     location_path,
     node_pool_path,
 )
+from rlcloud.gke.capacity import CapacityLadder, CapacityMove, ensure_laddered_pool, is_gpu_pool_name
 from rlcloud.gke.errors import ClusterBusyError, api_errors, classify, operation_error
 from rlcloud.gke.info import ClusterInfo
 from rlcloud.gke.operations import ProgressCallback, wait_operation
@@ -125,6 +126,8 @@ class GkeCluster:
         self._node_locations: tuple[str, ...] = ()
         # Zones of a regional cluster's GPU pool (gke/zones.py), looked up when a GPU pool is first created.
         self._gpu_placement: GpuPlacement | None = None
+        # The GPU pool's capacity ladder (gke/capacity.py), made when the pool is first created
+        self._ladder: CapacityLadder | None = None
         self.reaper_service_account = reaper_service_account
         self.reaper_image = reaper_image
         self._kube_api_client = kube_api_client
@@ -510,6 +513,8 @@ class GkeCluster:
             gpu_locations=self._gpu_placement.zones if self._gpu_placement else (),
             experiment=self.experiment,
             gpu_driver_version=self.gpu_driver_version,
+            # a capacity ladder moves the GPU pool alone: it is added (and moved) by CreateNodePool
+            without_pools=(GPU_POOL,) if self.spec.capacity else (),
         )
         log.info("creating GKE cluster %s in %s (project %s)", self.name, self.location, self.project)
         try:
@@ -545,6 +550,18 @@ class GkeCluster:
             log.warning("no capacity in %s: retrying cluster %s in %s", tried[-1], self.name, zone)
             return True
         return False
+
+    @property
+    def capacity_moves(self) -> builtins.list[CapacityMove]:
+        """The capacity ladder's moves of the GPU pool made by this handle, oldest first."""
+        return list(self._ladder.moves) if self._ladder else []
+
+    def _pool_ladder(self, placement: tuple[str, ...], allowed: builtins.list[str]) -> CapacityLadder:
+        if self._ladder is None:
+            region = _region(self.location)
+            spares = [z for z in allowed if _region(z) == region and z != self.location]
+            self._ladder = CapacityLadder.for_pool(self.spec, self.location, placement, spares)
+        return self._ladder
 
     def _check_ours(self, cluster: Any) -> None:
         if dict(cluster.resource_labels).get(MANAGED_BY_LABEL) != MANAGED_BY_VALUE:
@@ -582,7 +599,16 @@ class GkeCluster:
         """True when every pool of the spec exists and runs; otherwise take one step towards it."""
         existing = {p.name: p for p in cluster.node_pools}
         for plan in plan_pools(self.spec):
+            if plan.name == GPU_POOL and self.spec.capacity:
+                # a capacity ladder's GPU pool: gke/capacity.py walks it (zones, then rungs)
+                ladder = self._pool_ladder(self._place_gpu_pool(allowed), allowed)
+                if not ensure_laddered_pool(self, cluster, ladder, wait=wait, progress=progress, deadline=deadline):
+                    return False
+                continue
             pool = existing.get(plan.name)
+            if pool is None and plan.name == GPU_POOL:
+                # a capacity ladder's pool (gpu-pool-N) is the GPU pool to a handle without the ladder too
+                pool = next((p for p in cluster.node_pools if is_gpu_pool_name(p.name) and p.config.accelerators), None)
             if pool is not None and pool.status == PoolStatus.RUNNING:
                 continue
             action = f"node pool {plan.name} of cluster {self.name}"
@@ -590,7 +616,7 @@ class GkeCluster:
                 continue  # serving, with some nodes missing: GKE's auto-repair is the right fix, not a re-create
             if pool is not None and pool.status == PoolStatus.ERROR:
                 log.warning("%s is in %s: re-creating it", action, PoolStatus(pool.status).name)
-                self._delete_pool(plan.name, deadline, progress)
+                self._delete_pool(pool.name, deadline, progress)
                 return False
             if pool is not None:
                 # Provisioning, reconciling or stopping: wait for whatever operation is on it.

@@ -516,6 +516,8 @@ class Doctor:
         except _CheckFailedError as failed:
             return failed.check
         fix = f"request more in the Console: https://console.cloud.google.com/iam-admin/quotas?project={self.project}"
+        if spec.capacity:
+            return self._ladder_quota(spec.gpu_type.value, need, regional, overall, fix)
         found = []
         metric, note = _metric_in_use(regional, metric)
         # a metric Compute does not define (on-demand H100, H100 Mega, H200: Cloud Quotas only) is absent from
@@ -539,6 +541,24 @@ class Doctor:
                 fix,
             )
         return Check("gpu-quota", "OK", f"{'; '.join(found)} (needs {need}){note}")
+
+    def _ladder_quota(self, gpu: str, need: int, regional: Any, overall: Any, fix: str) -> Check:
+        """check_gpu_quota for a spec with a capacity ladder: each rung's quota and price (gke/capacity.py)."""
+        from google.cloud import compute_v1
+
+        from rlcloud.gke.capacity import ladder_quota_check
+
+        def quota_of(rung: str) -> tuple[str, float | None]:
+            metric, _ = _metric_in_use(regional, gpu_quota_metric(gpu, spot=rung != "on-demand"))
+            known = any(q.metric == metric for q in regional) or metric in compute_v1.Quota.Metric.__members__
+            return metric, _quota(regional, metric)[1] if known else None
+
+        assert self.spec is not None
+        status, detail = ladder_quota_check(self.spec, need, quota_of)
+        limit, free = _quota(overall, "GPUS_ALL_REGIONS")
+        if free < need:
+            return Check("gpu-quota", "FAIL", f"GPUS_ALL_REGIONS: {free:g} free of {limit:g}, needs {need}", fix)
+        return Check("gpu-quota", status, f"{detail}; GPUS_ALL_REGIONS {free:g} free", "" if status == "OK" else fix)
 
     def check_bucket(self) -> Check:
         """The results bucket exists and is reachable; soft delete is off (it bills every pruned checkpoint)."""

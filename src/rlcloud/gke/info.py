@@ -23,6 +23,7 @@ from rlcloud.gke.builders import (
     read_autodown_label,
     read_expiry_label,
 )
+from rlcloud.gke.capacity import TRIED_LABEL, is_gpu_pool_name
 from rlcloud.gke.plan import DEFAULT_POOL, GPU_POOL, PoolPlan
 from rlcloud.gke.prices import CostSoFar, estimate_cost_so_far
 from rlcloud.specs.cluster import REGION_RE, Autoscaling, ClusterSpec
@@ -45,6 +46,12 @@ def _reservation_of(pool: Any) -> str | None:
     if affinity and affinity.consume_reservation_type == container_v1.ReservationAffinity.Type.SPECIFIC_RESERVATION:
         return affinity.values[0] if affinity.values else None
     return None
+
+
+def _rung_of(pool: Any) -> str:
+    if pool.config.flex_start:
+        return "flex-start"
+    return "spot" if pool.config.spot or pool.config.preemptible else "on-demand"
 
 
 @dataclass(frozen=True)
@@ -76,6 +83,10 @@ class ClusterInfo:
     #: what could not be read from this cluster (an expiry or autodown label that is no number of seconds):
     #: the cluster is still listed, and an unreadable label acts as absent
     problems: tuple[str, ...] = ()
+    #: the GPU pool's capacity rung (spot, on-demand, flex-start; "" without GPUs) and what the capacity ladder
+    #: tried before it (:data:`rlcloud.gke.capacity.TRIED_LABEL`, e.g. ``spot-a.spot-c``; "" when nothing failed)
+    capacity: str = ""
+    capacity_tried: str = ""
 
     @property
     def managed(self) -> bool:
@@ -131,7 +142,10 @@ class ClusterInfo:
     def from_cluster(cls, cluster: Any, project: str) -> ClusterInfo:
         """Read a ``container_v1.Cluster`` message."""
         pools = list(cluster.node_pools)
-        workers = next((p for p in pools if p.name == GPU_POOL), None)
+        # a capacity ladder's pool may be gpu-pool-N, next to failed ones until they are deleted: the running one
+        running = (container_v1.NodePool.Status.RUNNING, container_v1.NodePool.Status.RUNNING_WITH_ERROR)
+        workers = next((p for p in pools if is_gpu_pool_name(p.name) and p.status in running), None)
+        workers = workers or next((p for p in pools if p.name == GPU_POOL), None)
         workers = workers or next((p for p in pools if p.config.accelerators), None)
         workers = workers or next((p for p in pools if p.name == DEFAULT_POOL), None)
         workers = workers or (pools[0] if pools else None)
@@ -187,6 +201,8 @@ class ClusterInfo:
             reservation=_reservation_of(workers),
             node_locations=tuple(workers.locations) if workers and accelerators else (),
             problems=problems,
+            capacity=_rung_of(workers) if workers and accelerators else "",
+            capacity_tried=dict(workers.config.labels).get(TRIED_LABEL, "") if workers else "",
         )
 
     def to_spec(self) -> ClusterSpec:

@@ -60,6 +60,14 @@ class PoolPlan:
     max_nodes: int | None = None
     locations: tuple[str, ...] = ()
     reservation: str | None = None  # the Compute Engine reservation the nodes consume
+    flex_start: bool = False  # flex-start (Dynamic Workload Scheduler) nodes: the capacity ladder's rung
+    #: GPU sharing (strategy, clients per GPU): GKE's gpuSharingConfig; None: one container per GPU
+    sharing: tuple[str, int] | None = None
+
+    @property
+    def rung(self) -> str:
+        """How this pool obtains its nodes: spot, on-demand or flex-start."""
+        return "flex-start" if self.flex_start else "spot" if self.spot else "on-demand"
 
 
 def zone_count(spec: ClusterSpec, locations: tuple[str, ...] = ()) -> int:
@@ -80,22 +88,36 @@ def pool_zone_count(spec: ClusterSpec, plan: PoolPlan) -> int:
     return zone_count(spec)
 
 
-def plan_pools(spec: ClusterSpec, *, gpu_locations: tuple[str, ...] = ()) -> list[PoolPlan]:
+def plan_pools(spec: ClusterSpec, *, gpu_locations: tuple[str, ...] = (), rung: str | None = None) -> list[PoolPlan]:
     """The pools for ``spec`` (``gpu_locations``: zones for the worker pool, e.g. after a stockout, or the
-    zones rlcloud picked for a regional cluster's GPU pool; default: the spec's ``node_locations``)."""
+    zones rlcloud picked for a regional cluster's GPU pool; default: the spec's ``node_locations``).
+
+    ``rung``: the capacity ladder's rung the worker pool is on (default: the ladder's first,
+    :attr:`ClusterSpec.capacity_ladder`). A flex-start pool starts empty and autoscales from 0 (GKE's flex-start
+    node pools: ``--flex-start --enable-autoscaling --num-nodes=0``), up to the spec's max_nodes or num_nodes.
+    """
+    rung = str(rung or spec.capacity_ladder[0])
+    flex = rung == "flex-start"
+    sharing = (str(spec.gpu_sharing.strategy), spec.gpu_sharing.clients_per_gpu) if spec.gpu_sharing else None
     workers = PoolPlan(
         name=GPU_POOL if spec.gpus_per_node else DEFAULT_POOL,
         role="workers",
         machine_type=spec.effective_machine_type,
-        nodes_per_zone=spec.num_nodes,
+        nodes_per_zone=0 if flex else spec.num_nodes,
         disk_size_gb=spec.disk_size,
-        spot=spec.spot,
+        spot=rung == "spot",
         gpus=spec.gpus_per_node,
         gpu_type=spec.gpu_type.value if spec.gpu_type else None,
-        min_nodes=spec.autoscaling.min_nodes if spec.autoscaling else None,
-        max_nodes=spec.autoscaling.max_nodes if spec.autoscaling else None,
+        min_nodes=0 if flex else spec.autoscaling.min_nodes if spec.autoscaling else None,
+        max_nodes=(spec.autoscaling.max_nodes if spec.autoscaling else spec.num_nodes)
+        if flex
+        else spec.autoscaling.max_nodes
+        if spec.autoscaling
+        else None,
         locations=gpu_locations or tuple(spec.node_locations),
-        reservation=spec.reservation,
+        reservation=None if flex else spec.reservation,
+        flex_start=flex,
+        sharing=sharing,
     )
     if not spec.gpus_per_node:
         return [workers]

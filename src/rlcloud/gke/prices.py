@@ -178,6 +178,9 @@ def _pool_items(plan: PoolPlan, nodes: int, spot_factor: float, unknown: list[st
         gpu_price = GPU_PER_HOUR.get(gpu_type)
         gpus = nodes * gpus_per_node
         gpu_label = f"{plan.name}: {gpus} x {gpu_type}{' (spot)' if plan.spot else ''}"
+        if plan.sharing:
+            # a shared GPU is billed once, whatever number of containers share it (GKE time-sharing/MPS)
+            gpu_label += f" (each shared by up to {plan.sharing[1]} trials)"
         if gpu_price is None:
             unknown.append(gpu_type)
             items.append(CostItem(gpu_label, gpus, None, None))

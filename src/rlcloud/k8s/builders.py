@@ -56,7 +56,7 @@ from rlcloud.config import DEFAULT_IMAGE  # one default image for the whole pack
 from rlcloud.errors import SpecError, SpecProblem
 from rlcloud.results import results_location
 from rlcloud.roles import Role, learner_role
-from rlcloud.runenv import RunnerEnv
+from rlcloud.runenv import GPU_MEMORY_MB, RunnerEnv
 from rlcloud.runner.watchdog import (
     EXIT_STALLED,
     EXIT_STALLED_AGAIN,
@@ -906,6 +906,29 @@ def _sweep_role(sweep: SweepSpec) -> str:
     return roles.pop()
 
 
+def _shared_gpu_env(trials_per_gpu: int, gpu_type: str | None, gpus: int) -> k8s.V1EnvVar:
+    """``RLCLOUD_GPU_MEMORY_MB`` of a trial that shares its GPU with ``trials_per_gpu - 1`` others.
+
+    On a GKE GPU-sharing pool each container asks for exactly one (shared) ``nvidia.com/gpu``: GKE's time-sharing
+    page shows a pod asking for more failing with "at most 1 nvidia.com/gpu can be requested on GPU nodes".
+    """
+    from rlcloud.specs.cluster import shared_gpu_memory_mb
+
+    if not gpu_type or gpus != 1:
+        why = "the sweep runs on no GPU cluster" if not gpu_type else f"the trials ask for {gpus} GPUs each"
+        raise SpecError(
+            [
+                SpecProblem(
+                    "trials_per_gpu",
+                    f"trials sharing a GPU need one shared GPU per trial on a GPU cluster with gpu_sharing, but {why}: "
+                    "set trials_per_gpu: 1, or experiment.resources.learner.gpus: 1 on a GPU cluster",
+                    trials_per_gpu,
+                )
+            ]
+        )
+    return k8s.V1EnvVar(name=GPU_MEMORY_MB, value=str(shared_gpu_memory_mb(gpu_type, trials_per_gpu)))
+
+
 def build_sweep_workloads(
     sweep: SweepSpec,
     *,
@@ -979,6 +1002,8 @@ def build_sweep_workloads(
     gpus = base.resources.learner.gpus
     if gpus is None:
         gpus = 1 if gpu_type else 0
+    if sweep.trials_per_gpu > 1:
+        env.append(_shared_gpu_env(sweep.trials_per_gpu, gpu_type, gpus))
     pod = _pod_spec(
         role=role,
         index_arg=_INDEX_ARG,

@@ -162,6 +162,11 @@ def prepare_tensorflow() -> Any:
             "TensorFlow is not installed; the runner needs the 'runner' extra: pip install 'rlcloud[runner]'"
         ) from exc
     _check_tf_version(tf.__version__)
+    if not already:
+        # trials sharing a GPU: bound this process's GPU memory before anything touches the GPU
+        from rlcloud.runner.gpumem import bound_gpu_memory
+
+        bound_gpu_memory(tf)
     keras_module = getattr(tf.keras, "__name__", "")
     if not keras_module.startswith("tf_keras"):
         hint = (

@@ -87,6 +87,35 @@ LATEST_DRIVER_GPU_TYPES = frozenset(
 )
 
 
+#: Memory of each GPU type in GB (cloud.google.com/compute/docs/gpus: T4 16, P4 8, P100 16, V100 16, L4 24,
+#: A100 40/80, H100 80, H200 141, B200 180, GB200 186, RTX PRO 6000 96).
+GPU_MEMORY_GB: dict[GpuType, int] = {
+    GpuType.P100: 16,
+    GpuType.P4: 8,
+    GpuType.V100: 16,
+    GpuType.T4: 16,
+    GpuType.L4: 24,
+    GpuType.A100: 40,
+    GpuType.A100_80GB: 80,
+    GpuType.H100: 80,
+    GpuType.H100_MEGA: 80,
+    GpuType.H200: 141,
+    GpuType.B200: 180,
+    GpuType.GB200: 186,
+    GpuType.RTX_PRO_6000: 96,
+}
+#: What each process sharing a GPU leaves for its CUDA context and cuDNN/cuBLAS workspaces (MiB): the driver's
+#: context takes a few hundred MiB per process outside TensorFlow's allocator.
+GPU_CONTEXT_MIB = 512
+
+
+def shared_gpu_memory_mb(gpu_type: str, trials_per_gpu: int) -> int:
+    """The MiB of GPU memory each of ``trials_per_gpu`` TensorFlow processes on one ``gpu_type`` GPU may take:
+    the GPU's memory (less 5% the driver keeps) split evenly, less each process's CUDA context."""
+    total_mib = GPU_MEMORY_GB[GpuType(gpu_type)] * 1024 * 0.95
+    return max(int(total_mib / trials_per_gpu) - GPU_CONTEXT_MIB, 256)
+
+
 def valid_gpu_types() -> str:
     """Every accepted GPU type for an error message: the GKE names, each with its short aliases."""
     short: dict[GpuType, list[str]] = {}
@@ -181,6 +210,57 @@ def custom_machine_type(cpus: int, memory_gb: float) -> str:
             f"{low:g}-{high:g} GB ({CUSTOM_MIN_GB_PER_CPU}-{CUSTOM_MAX_GB_PER_CPU} GB per vCPU)"
         )
     return f"custom-{cpus}-{mib}"
+
+
+#: GPU sharing (issue 42). GKE's "Share GPUs with multiple workloads using time-sharing"
+#: (cloud.google.com/kubernetes-engine/docs/how-to/timesharing-gpus): Standard clusters from 1.23.7-gke.1400, every
+#: NVIDIA GPU model; "Share GPUs ... using NVIDIA MPS" (.../how-to/nvidia-mps-gpus): Standard clusters from
+#: 1.27.7-gke.1088000, every NVIDIA GPU type. Both cap the containers sharing one physical GPU at 48 (GKE's
+#: ComputeClass gpuSharing.maxSharedClientsPerGPU: 2-48), and each container asks for exactly one
+#: nvidia.com/gpu ("at most 1 nvidia.com/gpu can be requested on GPU nodes" otherwise).
+MAX_SHARED_CLIENTS_PER_GPU = 48
+MIN_SHARED_CLIENTS_PER_GPU = 2
+GPU_SHARING_MIN_VERSION = {"time-sharing": "1.23.7-gke.1400", "mps": "1.27.7-gke.1088000"}
+#: flex-start (Dynamic Workload Scheduler) GPU node pools: GKE 1.32.2-gke.1652000 or later
+#: (cloud.google.com/kubernetes-engine/docs/concepts/dws, Requirements).
+FLEX_START_MIN_VERSION = "1.32.2-gke.1652000"
+#: Compute Engine "About Flex-start VMs" (cloud.google.com/compute/docs/instances/about-flex-start-vms): "Flex-start
+#: VMs support all accelerator-optimized machine types (except A4X and G4)": A2, A3, A4 and G2; N1 hosts (T4, P4,
+#: P100, V100) are not accelerator-optimized.
+FLEX_START_MACHINE_PREFIXES = ("a2-", "a3-", "a4-", "g2-")
+
+
+class GpuSharingStrategy(StrEnum):
+    """How several containers share one GPU (GKE's GPUSharingConfig.GPUSharingStrategy)."""
+
+    TIME_SHARING = "time-sharing"
+    MPS = "mps"
+
+
+class CapacityRung(StrEnum):
+    """One way of obtaining GPU nodes, a rung of :attr:`ClusterSpec.capacity`."""
+
+    SPOT = "spot"
+    ON_DEMAND = "on-demand"
+    FLEX_START = "flex-start"
+
+
+class GpuSharing(StrictModel):
+    """Several containers on one GPU: the GPU pool's ``gpuSharingConfig`` (each pod asks for one shared GPU)."""
+
+    strategy: GpuSharingStrategy = Field(
+        GpuSharingStrategy.TIME_SHARING,
+        description="'time-sharing' (GKE 1.23.7+, the GPU switches between containers; what a sweep's "
+        "trials_per_gpu uses) or 'mps' (NVIDIA Multi-Process Service, GKE 1.27.7+, kernels of several containers "
+        "run at once; its pods need hostIPC, which rlcloud's pods do not ask for: for other workloads).",
+    )
+    clients_per_gpu: Annotated[int, NOT_BOOL] = Field(
+        ...,
+        ge=MIN_SHARED_CLIENTS_PER_GPU,
+        le=MAX_SHARED_CLIENTS_PER_GPU,
+        json_schema_extra=why("GKE shares one physical GPU among 2 to 48 containers"),
+        description="Containers (trials) that share one physical GPU: 2 to 48.",
+    )
 
 
 class Autoscaling(StrictModel):
@@ -310,6 +390,18 @@ class ClusterSpec(StrictModel):
         description="Compute Engine reservation the GPU nodes consume (a name, or projects/P/reservations/NAME "
         "for a shared one); A3 Ultra (h200) capacity comes only through reservations.",
     )
+    gpu_sharing: GpuSharing | None = Field(
+        None,
+        description="Share each GPU among several containers, e.g. {strategy: time-sharing, clients_per_gpu: 4}: "
+        "a sweep's trials_per_gpu trials then run on one GPU. None: one container per GPU.",
+    )
+    capacity: list[CapacityRung] = Field(
+        default_factory=list,
+        description="A capacity ladder for the GPU pool, e.g. [spot, on-demand, flex-start] (any order, any subset): "
+        "on a stockout or quota error the pool tries the other zones that offer the GPU, then the next rung. "
+        "flex-start (Dynamic Workload Scheduler) needs an accelerator-optimized machine (A2, A3, A4, G2: L4 or "
+        "A100/H100, not T4). Empty: the spot setting alone.",
+    )
     service_account: str | None = Field(
         None,
         description="Google service account the nodes run as, e.g. rlcloud-nodes@my-project.iam.gserviceaccount.com "
@@ -324,6 +416,11 @@ class ClusterSpec(StrictModel):
         # common case should not need two settings. An explicit gpus_per_node: 0 stays 0 (and contradicts
         # gpu_type, which _consistency reports).
         data = take_budget_alias(data)
+        if isinstance(data, dict) and "spot" not in data and isinstance(data.get("capacity"), list):
+            # a ladder that starts on spot: the pool, its quota check and its estimate are spot's
+            first = data["capacity"][0] if data["capacity"] else None
+            if isinstance(first, str) and first.strip().lower() == "spot":
+                data = {**data, "spot": True}
         if isinstance(data, dict) and data.get("gpu_type") and data.get("gpus_per_node") is None:
             machine = data.get("machine_type")
             if not isinstance(machine, str) and data.get("cpus_per_node") is None:
@@ -517,6 +614,7 @@ class ClusterSpec(StrictModel):
                     "node_locations places the GPU pool; this cluster has no GPUs (its nodes go to the region's "
                     "default zones): remove node_locations",
                 )
+        self._check_capacity()
         if self.autoscaling and not (self.autoscaling.min_nodes <= self.num_nodes <= self.autoscaling.max_nodes):
             raise PydanticCustomError(
                 "at:num_nodes",
@@ -524,6 +622,50 @@ class ClusterSpec(StrictModel):
                 {"n": self.num_nodes, "lo": self.autoscaling.min_nodes, "hi": self.autoscaling.max_nodes},
             )
         return self
+
+    def _check_capacity(self) -> None:
+        if self.gpu_sharing is not None and not self.gpus_per_node:
+            raise PydanticCustomError(
+                "at:gpu_sharing", "gpu_sharing shares GPUs; this cluster has none: set gpu_type, or remove gpu_sharing"
+            )
+        if not self.capacity:
+            return
+        rungs = [str(r) for r in self.capacity]
+        if len(set(rungs)) != len(rungs):
+            raise PydanticCustomError("at:capacity", "capacity names a rung twice: {v}", {"v": excerpt(rungs)})
+        if not self.gpus_per_node:
+            raise PydanticCustomError(
+                "at:capacity", "capacity is a ladder for the GPU pool; this cluster has no GPUs: remove capacity"
+            )
+        if self.spot and rungs[0] != CapacityRung.SPOT:
+            raise PydanticCustomError(
+                "at:spot",
+                "spot: true contradicts capacity, whose first rung is {first}: remove spot (capacity decides)",
+                {"first": rungs[0]},
+            )
+        if CapacityRung.FLEX_START in rungs:
+            machine = self.effective_machine_type
+            if not machine.startswith(FLEX_START_MACHINE_PREFIXES):
+                raise PydanticCustomError(
+                    "at:capacity",
+                    "the flex-start rung needs an accelerator-optimized machine type (A2, A3, A4 or G2: Compute "
+                    "Engine's 'About Flex-start VMs'); {machine} is not one: remove flex-start, or use e.g. "
+                    "gpu_type: l4 (g2-standard-8)",
+                    {"machine": machine},
+                )
+            if self.reservation:
+                raise PydanticCustomError(
+                    "at:capacity",
+                    "flex-start nodes consume no reservation (GKE creates them with reservation affinity none): "
+                    "remove reservation or the flex-start rung",
+                )
+
+    @property
+    def capacity_ladder(self) -> list[CapacityRung]:
+        """The GPU pool's rungs in order: ``capacity``, or the one rung ``spot`` names."""
+        if self.capacity:
+            return list(self.capacity)
+        return [CapacityRung.SPOT if self.spot else CapacityRung.ON_DEMAND]
 
     @property
     def effective_machine_type(self) -> str:

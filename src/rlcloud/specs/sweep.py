@@ -240,6 +240,14 @@ class SweepSpec(StrictModel):
         "trial.",
     )
     results: str | None = Field(None, description="Results root (gs://bucket/prefix or a directory).")
+    trials_per_gpu: int = Field(
+        1,
+        ge=1,
+        le=48,
+        description="Trials that share one GPU (a GPU cluster with gpu_sharing, clients_per_gpu at least this): "
+        "each trial's pod asks for one shared GPU and its TensorFlow process gets 1/trials_per_gpu of the GPU's "
+        "memory (RLCLOUD_GPU_MEMORY_MB). 1: a GPU per trial.",
+    )
     budget: Usd | None = Field(
         None,
         description="A money cap for the whole sweep, all its trials together (see the experiment's budget): at "
