@@ -177,11 +177,9 @@ def test_the_runner_unpacks_the_named_archive_read_only(tmp_path: Path) -> None:
     assert fetch(location, archive.digest, cache=cache) == folder  # cached: not fetched again
 
     env = RunnerEnv(code_store=location, project_dir=str(tmp_path / "elsewhere"))
-    os.environ["XDG_CACHE_HOME"] = str(tmp_path / "xdg")
-    try:
+    with pytest.MonkeyPatch.context() as patched:  # the suite's own XDG_CACHE_HOME comes back afterwards
+        patched.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
         found = code_folder(pinned, env)
-    finally:
-        del os.environ["XDG_CACHE_HOME"]
     assert found is not None and (found / "myenvs_packed.py").is_file()  # code: wins over the project folder
     assert code_folder(spec, env) == tmp_path / "elsewhere"  # without code: the project folder
     with pytest.raises(SpecError, match=r"code\.digest"):

@@ -8,7 +8,8 @@ appends its pid to ``runners.log`` in the work directory, so that a test counts 
 env server's line says so; it only waits for SIGTERM).
 
 ``STANDIN_HANG_AFTER=N`` makes the learner hang after episode N (no more progress.json heartbeats; SIGTERM
-still checkpoints it), like a runner stuck in an env step; with ``STANDIN_HANG_ONCE`` only the first process
+still checkpoints it), like a runner stuck in an env step (one resumed at or past N hangs after its first
+episode: it reports training first, as a restarted runner does); with ``STANDIN_HANG_ONCE`` only the first process
 of the run hangs (it leaves ``hung`` in the work directory), so a restarted one finishes.
 ``STANDIN_WATCHDOG`` runs the real runner's stall watchdog (:mod:`rlcloud.runner.watchdog`) over the episodes,
 with ``STANDIN_STALL_TIMEOUT`` (the learner then checkpoints every episode): a hang ends it with exit 88, or
@@ -62,6 +63,10 @@ def main() -> int:
         trainer = type("Trainer", (), {"running": True, "counters": counters})()
         stall_timeout = float(os.environ.get("STANDIN_STALL_TIMEOUT", "600"))
         StallWatchdog(trainer, stall_timeout, workdir, label=f"{args.role}-{args.index}").start()
+    if hang_after and start >= hang_after:
+        # a resumed learner reports training before it hangs again, as the runner does: a supervisor judges a
+        # restarted runner only from its first report (its start-up, TensorFlow's import, is no stall)
+        hang_after = start + 1
     for episode in range(start + 1, episodes + 1):
         if hang_after and episode > hang_after:
             (workdir / "hung").write_text(f"{os.getpid()}\n")
