@@ -108,3 +108,19 @@ def test_facts_round_trip() -> None:
         RunFacts(goal=None, budget_usd=0.0, processes=1),
     ):
         assert RunFacts.of_record(json.loads(json.dumps(facts.to_record()))) == facts
+
+
+def test_local_sweep_status_of_many_trials(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`sweep status` of a finished local sweep of 50 trials: a row per trial from its state, in the sweep's
+    order, none of the trials' specs read (they cannot parse)."""
+    from tests.storage.written_runs import write_local_sweep
+
+    root = tmp_path / "results"
+    names = write_local_sweep(root, "wide", N)
+    _break_specs(root / "wide", names)
+    capsys.readouterr()
+    assert main(["sweep", "status", "wide", "-o", "json", "--results", str(root)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["state"] == "succeeded"
+    assert [t["name"] for t in doc["trials"]] == names
+    assert all(t["state"] == "succeeded" and t["timestep"] == 2500 for t in doc["trials"]), doc["trials"][0]

@@ -151,3 +151,23 @@ def write_local_runs(root: Path, runs: int, *, facts: bool = True, prefix: str =
         (state_dir / "single-0.exit").write_text("0\n")
         names.append(trial.name)
     return names
+
+
+def write_local_sweep(root: Path, name: str, trials: int, *, facts: bool = True) -> list[str]:
+    """Write a finished local sweep ``name`` of ``trials`` trials under ``root``: the trials as
+    :func:`write_local_runs` writes them, under the sweep's location, and the sweep's own state (its spec and
+    state.json, its scheduler long ended). The trial names."""
+    from rlcloud.layout import SWEEP_SPEC
+    from rlcloud.local.state import SWEEP_STATE_DIR
+
+    location = root / name
+    names = write_local_runs(location, trials, facts=facts, prefix=name)
+    statedir = location / SWEEP_STATE_DIR
+    statedir.mkdir()
+    (statedir / SWEEP_SPEC).write_text(sweep_spec(name, trials).to_yaml())
+    state = {
+        "name": name, "results": str(root.resolve()), "location": str(location.resolve()), "max_parallel": 2,
+        "started": 1.7e9, "stop_requested": False, "price_per_hour": None, "only": None, "grow_request": 0,
+    }  # fmt: skip
+    (statedir / "state.json").write_text(json.dumps(state, indent=1) + "\n")
+    return names
