@@ -38,6 +38,8 @@ COMMANDS = {
     "sweep-status": '["sweep", "status", "bench", "-o", "json", "--results", sys.argv[1]]',
 }
 
+LABELS = {"list": "experiment list", "sweep-status": "sweep status"}
+
 CHILD = """
 import json, sys, time
 t0 = time.perf_counter()
@@ -96,7 +98,7 @@ def main() -> None:
         if not args.profile:
             which = " (no facts)" if args.no_facts else ""
             print(
-                f"{args.what.replace('-', ' ')}, {args.runs} local runs{which}: {figures['list_s']:.2f} s "
+                f"{LABELS[args.what]}, {args.runs} local runs{which}: {figures['list_s']:.2f} s "
                 f"({1000 * figures['list_s'] / args.runs:.2f} ms per run; imports {figures['imports_s']:.2f} s apart)"
             )
 

@@ -120,7 +120,6 @@ def write_local_runs(root: Path, runs: int, *, facts: bool = True, prefix: str =
     """Write ``runs`` finished local runs under ``root`` (the trials of a sweep named ``prefix``, each a run of
     its own, as a sweep's trials are under its location; 100 episodes, 2,500 timesteps each). ``facts=False``:
     runs started before state.json recorded their goal, budget and processes."""
-    from rlcloud.backend import RunFacts
     from rlcloud.local.state import STATE_DIR
 
     names = []
@@ -146,6 +145,8 @@ def write_local_runs(root: Path, runs: int, *, facts: bool = True, prefix: str =
             "stop_requested": False, "paused": False,
         }  # fmt: skip
         if facts:
+            from rlcloud.backend import RunFacts
+
             state["facts"] = RunFacts.of_spec(trial.spec).to_record()
         (state_dir / "state.json").write_text(json.dumps(state, indent=1) + "\n")
         (state_dir / "single-0.exit").write_text("0\n")
