@@ -8,7 +8,14 @@ from rlcloud.cli._parser import EXIT_OK, SET, Arg, checked, command, echo, group
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from typing import Any
+
+    from rlcloud.backend import ExperimentStatus
+    from rlcloud.errors import RLCloudError
+
+    #: one run of a listing: its name, its status or why there is none, and its results location
+    Listed = tuple[str, ExperimentStatus | RLCloudError, str | None]
 
 EXPERIMENT = group("experiment", "Run and manage experiments.", "rlcloud experiment run FILE")
 
@@ -430,11 +437,12 @@ def experiment_rows(names: list[str], cluster: Any, results: str | None) -> list
     backend = target.backend()
     where = target.describe()
     rows = []
+    read: Iterator[Listed]
     if isinstance(backend, LocalBackend):
         read = backend.listed(names)
     else:
 
-        def attached() -> Any:
+        def attached() -> Iterator[Listed]:
             for name in names:
                 try:
                     exp = Experiment.attach(name, cluster=target, results=results)
@@ -453,7 +461,7 @@ def experiment_rows(names: list[str], cluster: Any, results: str | None) -> list
     return rows
 
 
-def _row(name: str, status: Any, runs_on: str, location: str) -> dict[str, Any]:
+def _row(name: str, status: ExperimentStatus, runs_on: str, location: str) -> dict[str, Any]:
     """One row of `experiment list`: ``status`` with its goal, budget and price (as Experiment.status gives)."""
     import time
 
