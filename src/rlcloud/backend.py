@@ -28,6 +28,7 @@ __all__ = [
     "ExperimentStatus",
     "RoleState",
     "RoleStatus",
+    "RunFacts",
     "SweepCapable",
     "SweepStatus",
     "TrialStatus",
@@ -155,6 +156,67 @@ class RoleStatus:
         from rlcloud.roles import role_label
 
         return role_label(self.role, self.index)
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What the views of a run need of its spec beside its status: ``goal`` (what it stops at, e.g.
+    ``("timestep", 72000)``; None without one), ``budget_usd`` (rlcloud.budget) and ``processes`` (what it
+    occupies on this machine: the learner, plus its env servers when distributed; a local price is per process).
+
+    A local run records them in its state.json at each start (:meth:`to_record`), so that a listing of many
+    runs reads them there instead of parsing each run's spec (issue 36).
+    """
+
+    goal: tuple[str, int] | None
+    budget_usd: float | None
+    processes: int
+
+    @classmethod
+    def of_spec(cls, spec: ExperimentSpec) -> RunFacts:
+        """The facts of ``spec``."""
+        goal = ("timestep", spec.total_timesteps) if spec.total_timesteps else ("episode", spec.episodes or 0)
+        return cls(
+            goal=goal if goal[1] else None,
+            budget_usd=spec.budget.amount if spec.budget is not None else None,
+            processes=1 + (spec.num_workers if spec.run_mode == "distributed" else 0),
+        )
+
+    def to_record(self) -> dict[str, Any]:
+        """A JSON-ready dict, as :meth:`of_record` reads it back."""
+        return {
+            "goal": list(self.goal) if self.goal else None,
+            "budget_usd": self.budget_usd,
+            "processes": self.processes,
+        }
+
+    @classmethod
+    def of_record(cls, record: Any) -> RunFacts | None:
+        """The facts of a :meth:`to_record` dict, or None when ``record`` is not one (absent: a run started
+        before they were recorded; damaged or planted: a record is input), so the caller reads the spec."""
+        if not isinstance(record, dict):
+            return None
+        goal, budget, processes = record.get("goal"), record.get("budget_usd"), record.get("processes")
+
+        def number(value: Any) -> bool:
+            return isinstance(value, int | float) and not isinstance(value, bool)
+
+        if goal is not None:
+            if not (
+                isinstance(goal, list)
+                and len(goal) == 2
+                and goal[0] in ("timestep", "episode")
+                and isinstance(goal[1], int)
+                and not isinstance(goal[1], bool)
+                and goal[1] > 0
+            ):
+                return None
+            goal = (goal[0], goal[1])
+        if budget is not None and not (number(budget) and budget >= 0):
+            return None
+        if not (isinstance(processes, int) and not isinstance(processes, bool) and processes >= 1):
+            return None
+        return cls(goal=goal, budget_usd=None if budget is None else float(budget), processes=processes)
 
 
 @dataclass(frozen=True)

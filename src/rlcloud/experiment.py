@@ -265,11 +265,11 @@ class Experiment:
     def status(self) -> ExperimentStatus:
         """Per-role state and the learner's progress (timesteps, episodes, mean return), with the figures
         derived from them (``status.vitals``: percent done, ETA, checkpoint age, cost so far on GKE)."""
+        from rlcloud.backend import RunFacts
+
         status = self.backend.status(self.name)
-        spec = self.spec
-        goal = ("timestep", spec.total_timesteps) if spec.total_timesteps else ("episode", spec.episodes or 0)
-        budget = spec.budget.amount if spec.budget is not None else None
-        return replace(status, goal=goal if goal[1] else None, price_per_hour=self._price_per_hour(), budget_usd=budget)
+        facts = RunFacts.of_spec(self.spec)
+        return replace(status, goal=facts.goal, price_per_hour=self._price_per_hour(), budget_usd=facts.budget_usd)
 
     def _price_per_hour(self) -> float | None:
         """USD per hour of the node the learner runs on, when the cluster is a GKE one with a known price; on this

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from rlcloud.backend import RunFacts
 from rlcloud.errors import NotFoundError, RLCloudError, WaitTimeoutError
 from rlcloud.local import STATE_DIR, LocalBackend
 from rlcloud.specs import ExperimentSpec
@@ -74,6 +75,9 @@ def test_distributed_run_start_status_wait_logs_and_attach(backend: LocalBackend
     assert other.list() == ["local-dist"]
     attached_spec, attached_root = other.attach("local-dist")
     assert attached_spec == spec and attached_root == str(root)
+    # what `experiment list` reads instead of parsing the spec, recorded at the start: the learner and 2 servers
+    state = json.loads((root / "local-dist" / STATE_DIR / "state.json").read_text())
+    assert RunFacts.of_record(state["facts"]) == RunFacts.of_spec(spec) and state["facts"]["processes"] == 3
 
     final = other.wait("local-dist", timeout=400)
     assert final.state == "succeeded", final.message

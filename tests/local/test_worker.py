@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from rlcloud.backend import RunFacts
 from rlcloud.local import STATE_DIR, LocalBackend
 from rlcloud.local.worker import WarmPool
 from rlcloud.specs import ExperimentSpec
@@ -54,6 +55,8 @@ def _worker_pid(workdir: Path) -> int:
     state = json.loads((workdir / STATE_DIR / "state.json").read_text())
     (role,) = state["roles"]
     assert role["worker"] is True
+    # what `experiment list` reads instead of the trial's spec (a warm trial is one process)
+    assert RunFacts.of_record(state["facts"]) is not None and state["facts"]["processes"] == 1
     return int(role["pid"])
 
 

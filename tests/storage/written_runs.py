@@ -4,12 +4,16 @@ tests (tests/storage/test_reading_at_scale.py) and benchmarks/scale_reads.py.
 Each trial gets its spec of record, history, progress.json (succeeded), metrics.jsonl, evaluation.jsonl, a
 checkpoint (LATEST and its state), a log, and the run summary the runner writes at its end
 (:func:`rlcloud.storage.summary.write_summary`, unless ``summaries=False``: a sweep from before summaries).
+:func:`write_local_runs` writes such trials as finished local runs, with the state a local run leaves
+(tests/local/test_listing.py, benchmarks/local_list.py).
 """
 
 from __future__ import annotations
 
 import json
 import random
+import socket
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -109,4 +113,62 @@ def write_sweep(store: Any, spec: Any, episodes: int, *, summaries: bool = True)
         sweep_yaml.write_text(spec.to_yaml())
         pairs.append((sweep_yaml, "sweep.yaml"))
         store.upload_files(pairs)
+    return names
+
+
+def write_local_runs(root: Path, runs: int, *, facts: bool = True, prefix: str = "bench") -> list[str]:
+    """Write ``runs`` finished local runs under ``root`` (the trials of a sweep named ``prefix``, each a run of
+    its own, as a sweep's trials are under its location; 100 episodes, 2,500 timesteps each). ``facts=False``:
+    runs started before state.json recorded their goal, budget and processes."""
+    from rlcloud.local.state import STATE_DIR
+
+    names = []
+    for trial in sweep_spec(prefix, runs).trials():
+        workdir = root / trial.name
+        files = trial_files(trial, 100)
+        for name, data in files.items():
+            path = workdir / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        state_dir = workdir / STATE_DIR
+        state_dir.mkdir()
+        (state_dir / "spec.yaml").write_bytes(files["spec.yaml"])
+        runner = [sys.executable, "-m", "rlcloud.runner", "--workdir", str(workdir.resolve())]
+        role = {
+            # a process that ended long ago: its pid no longer runs with this start time
+            "role": "single", "index": 0, "started": 1.7e9, "port": None, "pid": 2**22 - 1,
+            "starttime": "1", "host": socket.gethostname(), "cmdline": runner,
+        }  # fmt: skip
+        state = {
+            "name": trial.name, "results": str(root.resolve()), "workdir": str(workdir.resolve()),
+            "run_mode": "single", "started": 1.7e9, "host": socket.gethostname(), "roles": [role],
+            "stop_requested": False, "paused": False,
+        }  # fmt: skip
+        if facts:
+            from rlcloud.backend import RunFacts
+
+            state["facts"] = RunFacts.of_spec(trial.spec).to_record()
+        (state_dir / "state.json").write_text(json.dumps(state, indent=1) + "\n")
+        (state_dir / "single-0.exit").write_text("0\n")
+        names.append(trial.name)
+    return names
+
+
+def write_local_sweep(root: Path, name: str, trials: int, *, facts: bool = True) -> list[str]:
+    """Write a finished local sweep ``name`` of ``trials`` trials under ``root``: the trials as
+    :func:`write_local_runs` writes them, under the sweep's location, and the sweep's own state (its spec and
+    state.json, its scheduler long ended). The trial names."""
+    from rlcloud.layout import SWEEP_SPEC
+    from rlcloud.local.state import SWEEP_STATE_DIR
+
+    location = root / name
+    names = write_local_runs(location, trials, facts=facts, prefix=name)
+    statedir = location / SWEEP_STATE_DIR
+    statedir.mkdir()
+    (statedir / SWEEP_SPEC).write_text(sweep_spec(name, trials).to_yaml())
+    state = {
+        "name": name, "results": str(root.resolve()), "location": str(location.resolve()), "max_parallel": 2,
+        "started": 1.7e9, "stop_requested": False, "price_per_hour": None, "only": None, "grow_request": 0,
+    }  # fmt: skip
+    (statedir / "state.json").write_text(json.dumps(state, indent=1) + "\n")
     return names

@@ -8,7 +8,14 @@ from rlcloud.cli._parser import EXIT_OK, SET, Arg, checked, command, echo, group
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from typing import Any
+
+    from rlcloud.backend import ExperimentStatus
+    from rlcloud.errors import RLCloudError
+
+    #: one run of a listing: its name, its status or why there is none, and its results location
+    Listed = tuple[str, ExperimentStatus | RLCloudError, str | None]
 
 EXPERIMENT = group("experiment", "Run and manage experiments.", "rlcloud experiment run FILE")
 
@@ -367,9 +374,7 @@ def list_(args: argparse.Namespace) -> int:
     from rlcloud.experiment import Experiment
 
     cluster = _cluster_from_args(args)
-    rows = [
-        experiment_row(name, cluster, args.results) for name in Experiment.list(cluster=cluster, results=args.results)
-    ]
+    rows = experiment_rows(Experiment.list(cluster=cluster, results=args.results), cluster, args.results)
     fmt = output_format(args)
     if fmt == "csv":
         import csv
@@ -415,21 +420,55 @@ _ROW_FIELDS = {
 }
 
 
-def experiment_row(name: str, cluster: Any, results: str | None) -> dict[str, Any]:
-    """What `experiment list` shows of one experiment (the status read once; unknown fields None)."""
+def experiment_rows(names: list[str], cluster: Any, results: str | None) -> list[dict[str, Any]]:
+    """What `experiment list` shows of each experiment (its status read once; unknown fields None).
+
+    On this machine each run's status comes from its state.json and progress.json alone
+    (:meth:`~rlcloud.local.backend.LocalExperiments.listed`): no Experiment built, no spec parsed per run, the
+    project config read once (issue 36: 2,000 runs in well under 2 s). On a cluster, each is attached.
+    """
+    from rlcloud.cluster import Cluster
+    from rlcloud.errors import RLCloudError
+    from rlcloud.experiment import Experiment
+    from rlcloud.local.backend import LocalBackend
+    from rlcloud.results import check_results_root
+
+    target = cluster or Cluster.local(results=None if results is None else check_results_root(results))
+    backend = target.backend()
+    where = target.describe()
+    rows = []
+    read: Iterator[Listed]
+    if isinstance(backend, LocalBackend):
+        read = backend.listed(names)
+    else:
+
+        def attached() -> Iterator[Listed]:
+            for name in names:
+                try:
+                    exp = Experiment.attach(name, cluster=target, results=results)
+                    yield name, exp.status(), exp.location
+                except RLCloudError as exc:
+                    yield name, exc, None
+
+        read = attached()
+    for name, status, location in read:
+        if isinstance(status, RLCloudError) or location is None:
+            row: dict[str, Any] = dict.fromkeys(_ROW_FIELDS)
+            row.update(name=name, state=f"unknown ({status})")
+            rows.append(row)
+        else:
+            rows.append(_row(name, status, where, location))
+    return rows
+
+
+def _row(name: str, status: ExperimentStatus, runs_on: str, location: str) -> dict[str, Any]:
+    """One row of `experiment list`: ``status`` with its goal, budget and price (as Experiment.status gives)."""
     import time
 
-    from rlcloud.errors import RLCloudError
-    from rlcloud.experiment import Experiment, display_state
+    from rlcloud.experiment import display_state
 
     row: dict[str, Any] = dict.fromkeys(_ROW_FIELDS)
     row["name"] = name
-    try:
-        exp = Experiment.attach(name, cluster=cluster, results=results)
-        status = exp.status()
-    except RLCloudError as exc:
-        row["state"] = f"unknown ({exc})"
-        return row
     prog = status.progress
     updated = prog.get("updated")
     figures = status.vitals
@@ -437,7 +476,7 @@ def experiment_row(name: str, cluster: Any, results: str | None) -> dict[str, An
         # "stalled" (with how long) rather than "running" for a learner without progress
         state=display_state(status),
         timestep=prog.get("timestep"),
-        total_timesteps=exp.spec.total_timesteps,
+        total_timesteps=status.goal[1] if status.goal is not None and status.goal[0] == "timestep" else None,
         percent=figures["percent"],
         eta_s=figures["eta_s"],
         episode=prog.get("episode"),
@@ -448,8 +487,8 @@ def experiment_row(name: str, cluster: Any, results: str | None) -> dict[str, An
         cost_usd=figures["cost_usd"],
         budget_usd=figures["budget_usd"],
         updated_ago_s=round(time.time() - updated) if isinstance(updated, int | float) else None,
-        runs_on=exp.cluster.describe() if exp.cluster is not None else "local",
-        results=exp.location,
+        runs_on=runs_on,
+        results=location,
     )
     return row
 

@@ -17,7 +17,15 @@ from rlcloud.runenv import RunnerEnv
 if TYPE_CHECKING:
     from rlcloud.specs import ExperimentSpec
 
-__all__ = ["CHILDREN", "LocalMachine", "code_env", "keep_child", "local_run_price", "reap_children"]
+__all__ = [
+    "CHILDREN",
+    "LocalMachine",
+    "code_env",
+    "keep_child",
+    "local_cpu_hour_usd",
+    "local_run_price",
+    "reap_children",
+]
 
 # The detached processes this Python started and has not yet seen exit. Kept here, not on the backend:
 # they outlive any backend object, and a Popen dropped while its process runs warns (ResourceWarning) and
@@ -53,6 +61,7 @@ class LocalMachine:
         python: str | None = None,
     ) -> None:
         self._root = results_root
+        self._checked_root: str | None = None  # self._root checked and normalised (results_root), once used
         self.grace_period = grace_period
         self.env = dict(env or {})
         self.python = python or sys.executable
@@ -62,21 +71,35 @@ class LocalMachine:
     @property
     def results_root(self) -> str:
         """The results root this backend looks in for experiments by name."""
-        return results_root(None, self._root or None)  # checked and normalised: file:///dir is /dir
+        if not self._root:  # the project config's, which may change between two calls (rlcloud.yaml, cwd)
+            return results_root(None, None)  # checked and normalised: file:///dir is /dir
+        if self._checked_root is None:
+            # A root given is checked once, on first use: a status of each of a sweep's 2,000 trials (whose
+            # backend's root is the sweep's location) resolved it 2,000 times, a third of the time (issue 36).
+            self._checked_root = results_root(None, self._root)
+        return self._checked_root
 
 
 def local_run_price(spec: ExperimentSpec) -> float | None:
     """USD per hour of ``spec`` run on this machine: rlcloud.yaml's ``cpu_hour_usd`` x its processes (the
     learner, plus its env servers when distributed); None when the rate is 0 (free) or the config unreadable."""
+    from rlcloud.backend import RunFacts
     from rlcloud.budget import local_price_per_hour
+
+    rate = local_cpu_hour_usd()
+    return None if rate is None else local_price_per_hour(rate, RunFacts.of_spec(spec).processes)
+
+
+def local_cpu_hour_usd() -> float | None:
+    """rlcloud.yaml's ``cpu_hour_usd`` (USD per process-hour on this machine), None when the config is
+    unreadable. A listing of many runs reads it once for all of them."""
     from rlcloud.config import load_project_config
     from rlcloud.errors import RLCloudError
 
     try:
-        rate = load_project_config().cpu_hour_usd
+        return load_project_config().cpu_hour_usd
     except RLCloudError:
         return None
-    return local_price_per_hour(rate, 1 + (spec.num_workers if spec.run_mode == "distributed" else 0))
 
 
 def code_env(spec: ExperimentSpec, results: str, inherited: RunnerEnv) -> dict[str, str | None]:

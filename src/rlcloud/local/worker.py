@@ -37,6 +37,7 @@ from types import FrameType
 from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 from rlcloud import runenv
+from rlcloud.backend import RunFacts
 from rlcloud.local.state import RunState, acquire_flock, atomic_write, hold_flock, proc_identity
 from rlcloud.results import is_gcs, local_workdir
 from rlcloud.roles import role_label, roles_for
@@ -142,6 +143,7 @@ class WarmPool:
                     "results": str(Path(location).expanduser().resolve()),
                     "workdir": str(workdir),
                     "run_mode": str(spec.run_mode),
+                    "facts": RunFacts.of_spec(spec).to_record(),  # what a listing needs of the spec
                     "started": time.time(),
                     "host": os.uname().nodename,
                     "roles": [
