@@ -611,7 +611,7 @@ class Experiment:
             if isinstance(prog.get(other), int):
                 rows.append((f"{other}s", f"{prog[other]:,}"))
             rows.append(("mean return", _fmt(prog.get("mean_return"))))
-            rows.append(("steps/s", _fmt(display_rate(status) if status else None)))
+            rows.append(("steps/s (training time)", _fmt(display_rate(status) if status else None)))
         if status is not None:
             rows.extend((key, html.escape(value)) for key, value in vitals_rows(status))
         rows.append(("results", html.escape(self.location)))

@@ -80,7 +80,7 @@ def summary_table(exp: Experiment, status: ExperimentStatus, elapsed: float) -> 
         ("timesteps", _num(prog.get("timestep"))),
         ("episodes", _num(prog.get("episode"))),
         ("mean return (last 20)", _num(prog.get("mean_return"), "{:.1f}")),
-        ("steps/s", _num(display_rate(status))),
+        ("steps/s (training time)", _num(display_rate(status))),
         ("wall time", f"{elapsed / 60:.1f} min"),
         ("latest checkpoint", str(prog.get("checkpoint") or "-")),
         ("results", exp.location),
