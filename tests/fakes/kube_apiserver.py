@@ -979,7 +979,6 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def _route(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> bool:
         """Carry out the request; store the reply in ``self._result`` or stream it (return True)."""
         fake = self.server.fake
-        store = fake._store
         if path in ("/version", "/version/"):
             self._result = (200, {"major": "1", "minor": "31", "gitVersion": "v1.31.0-fake", "platform": "fake"})
             return False
@@ -996,45 +995,40 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 raise ApiError(405, "MethodNotAllowed", "only GET is allowed on pods/log")
             return self._logs(namespace, name, q)
         if name is None:
-            if method == "GET" and q.get("watch") in ("true", "1"):
-                self._watch(rt, namespace, q)
-                return True
-            if method == "GET":
-                items = store.list(rt, namespace, q.get("labelSelector"), q.get("fieldSelector"))
-                self._result = (
-                    200,
-                    {
-                        "kind": f"{rt.kind}List",
-                        "apiVersion": rt.api_version,
-                        "metadata": {"resourceVersion": str(store.rv)},
-                        "items": items,
-                    },
-                )
-            elif method == "POST":
-                if not isinstance(body, dict):
-                    raise ApiError(400, "BadRequest", "body must be an object")
-                if rt.namespaced and namespace is None:
-                    raise ApiError(405, "MethodNotAllowed", "create needs a namespace in the path")
-                self._result = (201, store.create(rt, namespace or "", body))
-            elif method == "DELETE":
-                items = store.list(rt, namespace, q.get("labelSelector"), q.get("fieldSelector"))
-                deleted = [
-                    store.delete(rt, i["metadata"].get("namespace", ""), i["metadata"]["name"], _policy(q, body))
-                    for i in items
-                ]
-                self._result = (
-                    200,
-                    {
-                        "kind": f"{rt.kind}List",
-                        "apiVersion": rt.api_version,
-                        "metadata": {"resourceVersion": str(store.rv)},
-                        "items": deleted,
-                    },
-                )
-            else:
-                raise ApiError(405, "MethodNotAllowed", f"{method} is not allowed on a collection")
-            return False
-        ns = namespace or ""
+            return self._collection(method, rt, namespace, q, body)
+        return self._object(method, rt, namespace or "", name, sub, q, body)
+
+    def _collection(self, method: str, rt: ResourceType, namespace: str | None, q: dict[str, str], body: Any) -> bool:
+        """A request on a collection (list, watch, create, delete-collection)."""
+        store = self.server.fake._store
+        if method == "GET" and q.get("watch") in ("true", "1"):
+            self._watch(rt, namespace, q)
+            return True
+        if method == "GET":
+            items = store.list(rt, namespace, q.get("labelSelector"), q.get("fieldSelector"))
+            self._result = (200, _list_of(rt, store.rv, items))
+        elif method == "POST":
+            if not isinstance(body, dict):
+                raise ApiError(400, "BadRequest", "body must be an object")
+            if rt.namespaced and namespace is None:
+                raise ApiError(405, "MethodNotAllowed", "create needs a namespace in the path")
+            self._result = (201, store.create(rt, namespace or "", body))
+        elif method == "DELETE":
+            items = store.list(rt, namespace, q.get("labelSelector"), q.get("fieldSelector"))
+            deleted = [
+                store.delete(rt, i["metadata"].get("namespace", ""), i["metadata"]["name"], _policy(q, body))
+                for i in items
+            ]
+            self._result = (200, _list_of(rt, store.rv, deleted))
+        else:
+            raise ApiError(405, "MethodNotAllowed", f"{method} is not allowed on a collection")
+        return False
+
+    def _object(
+        self, method: str, rt: ResourceType, ns: str, name: str, sub: str, q: dict[str, str], body: Any
+    ) -> bool:
+        """A request on one object or its subresource."""
+        store = self.server.fake._store
         if sub and sub not in rt.subresources:
             raise ApiError(404, "NotFound", f"the server could not find the requested resource ({sub})")
         if method == "GET":
@@ -1182,6 +1176,16 @@ def _policy(q: dict[str, str], body: Any) -> str | None:
         if body.get("orphanDependents") is True:
             return "Orphan"
     return None
+
+
+def _list_of(rt: ResourceType, rv: int, items: list[Any]) -> dict[str, Any]:
+    """A list reply, as the API server sends one."""
+    return {
+        "kind": f"{rt.kind}List",
+        "apiVersion": rt.api_version,
+        "metadata": {"resourceVersion": str(rv)},
+        "items": items,
+    }
 
 
 def _parse_path(path: str) -> tuple[ResourceType, str | None, str | None, str]:

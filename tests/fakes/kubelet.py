@@ -82,7 +82,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -569,85 +569,21 @@ class FakeKubelet:
 
     def _reconcile_job(self, job: JSON) -> None:
         meta, spec = job["metadata"], job["spec"]
-        ns, name = meta["namespace"], meta["name"]
+        ns = meta["namespace"]
         status = copy.deepcopy(job.get("status") or {})
         conditions: list[JSON] = status.setdefault("conditions", [])
         finished = any(c["type"] in ("Complete", "Failed") and c["status"] == "True" for c in conditions)
-        pods = [
-            p
-            for p in self.apiserver.list_objects("Pod", ns)
-            if any(r.get("uid") == meta["uid"] for r in p["metadata"].get("ownerReferences") or [])
-        ]
+        pods = self._job_pods(job)
         state = self._jobs.setdefault(meta["uid"], _JobState())
-        indexed = spec.get("completionMode") == "Indexed"
-        completions = int(spec.get("completions") or 1)
-        per_index_limit = spec.get("backoffLimitPerIndex")
         active = [
             p
             for p in pods
             if p.get("status", {}).get("phase", "Pending") in ("Pending", "Running")
             and "deletionTimestamp" not in p["metadata"]
         ]
-        # a terminating pod still holds its index: its replacement waits (podReplacementPolicy: Failed)
-        terminating = {self._index(p) for p in pods if "deletionTimestamp" in p["metadata"]}
-        completed = {self._index(p) for p in pods if p.get("status", {}).get("phase") == "Succeeded"}
-
-        def set_condition(kind: str, reason: str, message: str, value: str = "True") -> None:
-            for c in conditions:
-                if c["type"] == kind:
-                    if c["status"] != value:
-                        c.update(status=value, reason=reason, message=message, lastTransitionTime=_now())
-                    return
-            conditions.append(
-                {"type": kind, "status": value, "reason": reason, "message": message, "lastTransitionTime": _now()}
-            )
-
-        def fail_job(reason: str, message: str) -> None:
-            set_condition("FailureTarget", reason, message)
-            set_condition("Failed", reason, message)
-            for p in active:
-                self.apiserver.delete_object("Pod", p["metadata"]["name"], ns)
-
         failed_indexes: set[int] = set()
         if not finished:
-            # account for newly failed pods: podFailurePolicy, then the backoff budget
-            for p in pods:
-                pst = p.get("status", {})
-                if pst.get("phase") != "Failed" or p["metadata"]["name"] in state.counted:
-                    continue
-                state.counted.add(p["metadata"]["name"])
-                action, rule_index = self._policy_rule(spec.get("podFailurePolicy"), p)
-                if action == "Ignore":
-                    continue
-                if action == "FailJob":
-                    code = _container_exit(p)
-                    fail_job(
-                        "PodFailurePolicy",
-                        f"Container runner for pod {ns}/{p['metadata']['name']} failed with exit code {code} "
-                        f"matching FailJob rule at index {rule_index}",
-                    )
-                    finished = True
-                    break
-                index = self._index(p)
-                state.failures += 1
-                state.failures_per_index[index] = state.failures_per_index.get(index, 0) + 1
-                if action == "FailIndex":
-                    state.failures_per_index[index] = 1 << 30
-            if not finished:
-                if per_index_limit is not None:
-                    failed_indexes = {i for i, n in state.failures_per_index.items() if n > int(per_index_limit)}
-                    # "Once the number of failed indexes exceeds this number, the entire Job is marked as
-                    # Failed and its execution is terminated" (Kubernetes docs, Jobs: backoff limit per index)
-                    max_failed = spec.get("maxFailedIndexes")
-                    if max_failed is not None and len(failed_indexes) > int(max_failed):
-                        fail_job(
-                            "MaxFailedIndexesExceeded",
-                            "Job has exceeded the specified maximal number of failed indexes",
-                        )
-                        finished = True
-                elif state.failures > int(spec.get("backoffLimit", 6)):
-                    fail_job("BackoffLimitExceeded", "Job has reached the specified backoff limit")
-                    finished = True
+            finished, failed_indexes = self._count_failures(job, pods, state, conditions, active)
         suspended = bool(spec.get("suspend"))
         deadline = spec.get("activeDeadlineSeconds")
         started = _parse_time(status.get("startTime"))
@@ -655,49 +591,127 @@ class FakeKubelet:
         # controllers/job/): past it the running pods are terminated and the Job fails, DeadlineExceeded
         expired = deadline is not None and started is not None and time.time() - started >= int(deadline)
         if not finished and not suspended and expired:
-            fail_job("DeadlineExceeded", "Job was active longer than specified deadline")
+            self._fail_job(ns, conditions, active, "DeadlineExceeded", "Job was active longer than specified deadline")
             finished = True
         if not finished and suspended:
             for p in active:
                 self.apiserver.delete_object("Pod", p["metadata"]["name"], ns)
-            set_condition("Suspended", "JobSuspended", "Job suspended")
+            _set_condition(conditions, "Suspended", "JobSuspended", "Job suspended")
             # a resumed Job's startTime is reset, and with it the activeDeadlineSeconds clock
             status.pop("startTime", None)
         elif not finished:
-            if any(c["type"] == "Suspended" and c["status"] == "True" for c in conditions):
-                set_condition("Suspended", "JobResumed", "Job resumed", "False")
-            rules = (spec.get("successPolicy") or {}).get("rules") or []
-            success_by_policy = any(len(completed) >= int(r.get("succeededCount", completions + 1)) for r in rules)
-            wanted = set(range(completions)) if indexed else {0}
-            if success_by_policy or (completed >= wanted if indexed else bool(completed)):
-                if success_by_policy:
-                    set_condition("SuccessCriteriaMet", "SuccessPolicy", "Matched rules at index 0")
-                for p in active:
-                    self.apiserver.delete_object("Pod", p["metadata"]["name"], ns)
-                set_condition("Complete", "CompletionsReached" if not success_by_policy else "SuccessPolicy", "")
-                status["completionTime"] = _now()
-                finished = True
-            elif failed_indexes and (completed | failed_indexes) >= wanted:
-                fail_job("FailedIndexes", "Job has failed indexes")
-                finished = True
-            else:
-                running = {self._index(p) for p in active} | terminating
-                # at most `parallelism` pods at once, the lowest pending indexes first (as the real
-                # controller does); a terminating pod still counts until it is gone
-                room = max(0, int(spec.get("parallelism", 1)) - len(running))
-                for index in sorted(wanted - completed - running - failed_indexes)[:room]:
-                    self._create_pod(job, index if indexed else None)
-                status.setdefault("startTime", _now())
-        pods = [  # again: pods were created or deleted above
+            self._advance(job, pods, status, active, failed_indexes)
+        self._write_status(job, status, failed_indexes)
+
+    def _job_pods(self, job: JSON) -> list[JSON]:
+        meta = job["metadata"]
+        return [
             p
-            for p in self.apiserver.list_objects("Pod", ns)
+            for p in self.apiserver.list_objects("Pod", meta["namespace"])
             if any(r.get("uid") == meta["uid"] for r in p["metadata"].get("ownerReferences") or [])
         ]
-        status["active"] = sum(1 for p in pods if p.get("status", {}).get("phase", "Pending") in ("Pending", "Running"))
-        status["ready"] = sum(1 for p in pods if p.get("status", {}).get("phase") == "Running")
-        status["succeeded"] = sum(1 for p in pods if p.get("status", {}).get("phase") == "Succeeded")
-        status["failed"] = sum(1 for p in pods if p.get("status", {}).get("phase") == "Failed")
-        if indexed:
+
+    def _fail_job(self, ns: str, conditions: list[JSON], active: list[JSON], reason: str, message: str) -> None:
+        _set_condition(conditions, "FailureTarget", reason, message)
+        _set_condition(conditions, "Failed", reason, message)
+        for p in active:
+            self.apiserver.delete_object("Pod", p["metadata"]["name"], ns)
+
+    def _count_failures(
+        self, job: JSON, pods: list[JSON], state: _JobState, conditions: list[JSON], active: list[JSON]
+    ) -> tuple[bool, set[int]]:
+        """Account for newly failed pods: podFailurePolicy, then the backoff budget; (finished, failed indexes)."""
+        spec, ns = job["spec"], job["metadata"]["namespace"]
+        for p in pods:
+            if p.get("status", {}).get("phase") != "Failed" or p["metadata"]["name"] in state.counted:
+                continue
+            state.counted.add(p["metadata"]["name"])
+            action, rule_index = self._policy_rule(spec.get("podFailurePolicy"), p)
+            if action == "Ignore":
+                continue
+            if action == "FailJob":
+                code = _container_exit(p)
+                self._fail_job(
+                    ns,
+                    conditions,
+                    active,
+                    "PodFailurePolicy",
+                    f"Container runner for pod {ns}/{p['metadata']['name']} failed with exit code {code} "
+                    f"matching FailJob rule at index {rule_index}",
+                )
+                return True, set()
+            index = self._index(p)
+            state.failures += 1
+            state.failures_per_index[index] = state.failures_per_index.get(index, 0) + 1
+            if action == "FailIndex":
+                state.failures_per_index[index] = 1 << 30
+        per_index_limit = spec.get("backoffLimitPerIndex")
+        if per_index_limit is not None:
+            failed_indexes = {i for i, n in state.failures_per_index.items() if n > int(per_index_limit)}
+            # "Once the number of failed indexes exceeds this number, the entire Job is marked as
+            # Failed and its execution is terminated" (Kubernetes docs, Jobs: backoff limit per index)
+            max_failed = spec.get("maxFailedIndexes")
+            if max_failed is not None and len(failed_indexes) > int(max_failed):
+                self._fail_job(
+                    ns,
+                    conditions,
+                    active,
+                    "MaxFailedIndexesExceeded",
+                    "Job has exceeded the specified maximal number of failed indexes",
+                )
+                return True, failed_indexes
+            return False, failed_indexes
+        if state.failures > int(spec.get("backoffLimit", 6)):
+            self._fail_job(
+                ns, conditions, active, "BackoffLimitExceeded", "Job has reached the specified backoff limit"
+            )
+            return True, set()
+        return False, set()
+
+    def _advance(self, job: JSON, pods: list[JSON], status: JSON, active: list[JSON], failed_indexes: set[int]) -> None:
+        """A running Job: complete it, fail it on its failed indexes, or start the pods it has room for."""
+        spec, ns = job["spec"], job["metadata"]["namespace"]
+        conditions: list[JSON] = status["conditions"]
+        indexed = spec.get("completionMode") == "Indexed"
+        completions = int(spec.get("completions") or 1)
+        # a terminating pod still holds its index: its replacement waits (podReplacementPolicy: Failed)
+        terminating = {self._index(p) for p in pods if "deletionTimestamp" in p["metadata"]}
+        completed = {self._index(p) for p in pods if p.get("status", {}).get("phase") == "Succeeded"}
+        if any(c["type"] == "Suspended" and c["status"] == "True" for c in conditions):
+            _set_condition(conditions, "Suspended", "JobResumed", "Job resumed", "False")
+        rules = (spec.get("successPolicy") or {}).get("rules") or []
+        success_by_policy = any(len(completed) >= int(r.get("succeededCount", completions + 1)) for r in rules)
+        wanted = set(range(completions)) if indexed else {0}
+        if success_by_policy or (completed >= wanted if indexed else bool(completed)):
+            if success_by_policy:
+                _set_condition(conditions, "SuccessCriteriaMet", "SuccessPolicy", "Matched rules at index 0")
+            for p in active:
+                self.apiserver.delete_object("Pod", p["metadata"]["name"], ns)
+            _set_condition(
+                conditions, "Complete", "CompletionsReached" if not success_by_policy else "SuccessPolicy", ""
+            )
+            status["completionTime"] = _now()
+        elif failed_indexes and (completed | failed_indexes) >= wanted:
+            self._fail_job(ns, conditions, active, "FailedIndexes", "Job has failed indexes")
+        else:
+            running = {self._index(p) for p in active} | terminating
+            # at most `parallelism` pods at once, the lowest pending indexes first (as the real
+            # controller does); a terminating pod still counts until it is gone
+            room = max(0, int(spec.get("parallelism", 1)) - len(running))
+            for index in sorted(wanted - completed - running - failed_indexes)[:room]:
+                self._create_pod(job, index if indexed else None)
+            status.setdefault("startTime", _now())
+
+    def _write_status(self, job: JSON, status: JSON, failed_indexes: set[int]) -> None:
+        """The Job's status from its pods as they are now (pods were created or deleted above)."""
+        meta = job["metadata"]
+        pods = self._job_pods(job)
+        phases = [p.get("status", {}).get("phase", "Pending") for p in pods]
+        status["active"] = sum(1 for phase in phases if phase in ("Pending", "Running"))
+        status["ready"] = phases.count("Running")
+        status["succeeded"] = phases.count("Succeeded")
+        status["failed"] = phases.count("Failed")
+        if job["spec"].get("completionMode") == "Indexed":
             done = sorted({self._index(p) for p in pods if p.get("status", {}).get("phase") == "Succeeded"})
             status["completedIndexes"] = _format_indexes(done)
             if failed_indexes:
@@ -705,10 +719,10 @@ class FakeKubelet:
         for key in ("active", "ready", "succeeded", "failed"):
             if not status[key]:
                 del status[key]
-        if not conditions:
+        if not status["conditions"]:
             del status["conditions"]
         if status != (job.get("status") or {}):
-            self.apiserver.update_status("Job", name, ns, status)
+            self.apiserver.update_status("Job", meta["name"], meta["namespace"], status)
 
     @staticmethod
     def _index(pod: JSON) -> int:
@@ -840,70 +854,18 @@ class FakeKubelet:
     def _start_pod(self, pod: JSON, used: dict[str, dict[str, Decimal]] | None = None) -> None:
         meta, spec = pod["metadata"], pod["spec"]
         ns, name = meta["namespace"], meta["name"]
-        if self.unschedulable is not None:
-            message = self.unschedulable(pod)
-            if message:
-                self._unschedulable(pod, message)
-                return
-        node_name = "fake-node"
-        if self.nodes is not None:
-            with self._lock:
-                nodes = list(self.nodes)
-            used = used if used is not None else self._usage(self.apiserver.list_objects("Pod"))
-            chosen, message = schedule(pod, nodes, used)
-            if chosen is None:
-                self._unschedulable(pod, message)
-                return
-            node_name = chosen
-            # this pass's later pods see the room this one takes
-            have = used.setdefault(chosen, {"pods": Decimal(0)})
-            have["pods"] += 1
-            for r, amount in pod_requests(pod).items():
-                have[r] = have.get(r, Decimal(0)) + amount
-            self._sched_messages.pop((ns, name), None)
+        node_name = self._schedule_onto(pod, used)
+        if node_name is None:
+            return
         # bound first, as the scheduler does before the kubelet sees the pod
         self.apiserver.patch_object("Pod", name, ns, {"spec": {"nodeName": node_name}})
         pod_dir = self.workdir / ns / name
-        volumes_dir = pod_dir / "volumes"
-        local_paths: dict[str, Path] = {}
         try:
             pod_dir.mkdir(parents=True, exist_ok=True)
-            for volume in spec.get("volumes") or []:
-                target = volumes_dir / volume["name"]
-                target.mkdir(parents=True, exist_ok=True)
-                local_paths[volume["name"]] = target
-                if "configMap" in volume:
-                    self._write_keys(target, "ConfigMap", volume["configMap"], ns, decode=False)
-                elif "secret" in volume:
-                    src = dict(volume["secret"])
-                    src["name"] = src.pop("secretName")
-                    self._write_keys(target, "Secret", src, ns, decode=True)
+            local_paths = self._mount_volumes(pod, pod_dir / "volumes")
             (container,) = spec["containers"]
-            mounts = sorted(
-                ((m["mountPath"], local_paths[m["name"]]) for m in container.get("volumeMounts") or []),
-                key=lambda m: -len(m[0]),
-            )
-
-            def rewrite(value: str) -> str:
-                for mount_path, local in mounts:
-                    if value == mount_path or value.startswith(mount_path.rstrip("/") + "/"):
-                        return str(local) + value[len(mount_path.rstrip("/")) :]
-                return value
-
-            env: dict[str, str] = {}
-            for item in container.get("env") or []:
-                if "value" in item:
-                    env[item["name"]] = expand(item["value"], env)
-                elif "valueFrom" in item:
-                    env[item["name"]] = self._field(pod, item["valueFrom"])
-            hosts = self._host_map(ns)
-            hostname, subdomain = spec.get("hostname"), spec.get("subdomain")
-            if hostname and subdomain and f"{hostname}.{subdomain}" in hosts:
-                env["RLCLOUD_PORT"] = str(hosts[f"{hostname}.{subdomain}"])
-                env["RLCLOUD_BIND_HOST"] = "127.0.0.1"
-            if hosts:
-                env["RLCLOUD_HOST_MAP"] = ",".join(f"{h}=127.0.0.1:{p}" for h, p in sorted(hosts.items()))
-            env = {k: rewrite(v) for k, v in env.items()}
+            rewrite = _rewriter((m["mountPath"], local_paths[m["name"]]) for m in container.get("volumeMounts") or [])
+            env = {k: rewrite(v) for k, v in self._container_env(pod, container).items()}
             argv = [expand(a, env) for a in (container.get("command") or []) + (container.get("args") or [])]
             argv = [rewrite(a) for a in argv]
             if self.argv_rewrite is not None:
@@ -922,23 +884,9 @@ class FakeKubelet:
                 start_new_session=True,
             )
         except Exception as exc:  # like CreateContainerError: the pod stays Pending with a reason
+            waiting = {"waiting": {"reason": "CreateContainerError", "message": str(exc)}}
             self.apiserver.update_status(
-                "Pod",
-                name,
-                ns,
-                {
-                    "phase": "Pending",
-                    "containerStatuses": [
-                        {
-                            "name": spec["containers"][0]["name"],
-                            "ready": False,
-                            "restartCount": 0,
-                            "image": spec["containers"][0].get("image", ""),
-                            "imageID": "",
-                            "state": {"waiting": {"reason": "CreateContainerError", "message": str(exc)}},
-                        }
-                    ],
-                },
+                "Pod", name, ns, {"phase": "Pending", "containerStatuses": [_container_status(spec, False, waiting)]}
             )
             return
         grace = float(spec.get("terminationGracePeriodSeconds", 30))
@@ -948,20 +896,7 @@ class FakeKubelet:
             self._containers[(ns, name)] = c
             self.started.append((ns, name))
         c.reader.start()
-        probes = {kind: container.get(f"{kind}Probe") for kind in ("startup", "liveness")}
-        if any(probes.values()):
-            commands = {}
-            for kind, probe in probes.items():
-                command = [rewrite(a) for a in ((probe or {}).get("exec") or {}).get("command") or []]
-                if command and command[0] in ("python", "python3"):
-                    command[0] = sys.executable
-                commands[kind] = command
-            threading.Thread(
-                target=self._probe_container,
-                args=(c, pod, probes, commands, pod_dir, process_env),
-                name=f"probes-{name}",
-                daemon=True,
-            ).start()
+        self._start_probes(c, pod, rewrite, pod_dir, process_env)
         now = _now()
         self.apiserver.update_status(
             "Pod",
@@ -976,19 +911,88 @@ class FakeKubelet:
                     {"type": "PodScheduled", "status": "True", "lastTransitionTime": now},
                     {"type": "Ready", "status": "True", "lastTransitionTime": now},
                 ],
-                "containerStatuses": [
-                    {
-                        "name": container["name"],
-                        "ready": True,
-                        "restartCount": 0,
-                        "image": container.get("image", ""),
-                        "imageID": "",
-                        "started": True,
-                        "state": {"running": {"startedAt": now}},
-                    }
-                ],
+                "containerStatuses": [_container_status(spec, True, {"running": {"startedAt": now}}, started=True)],
             },
         )
+
+    def _schedule_onto(self, pod: JSON, used: dict[str, dict[str, Decimal]] | None) -> str | None:
+        """The node the pod is bound to, or None with the pod marked unschedulable."""
+        meta = pod["metadata"]
+        if self.unschedulable is not None:
+            message = self.unschedulable(pod)
+            if message:
+                self._unschedulable(pod, message)
+                return None
+        if self.nodes is None:
+            return "fake-node"
+        with self._lock:
+            nodes = list(self.nodes)
+        used = used if used is not None else self._usage(self.apiserver.list_objects("Pod"))
+        chosen, message = schedule(pod, nodes, used)
+        if chosen is None:
+            self._unschedulable(pod, message)
+            return None
+        # this pass's later pods see the room this one takes
+        have = used.setdefault(chosen, {"pods": Decimal(0)})
+        have["pods"] += 1
+        for r, amount in pod_requests(pod).items():
+            have[r] = have.get(r, Decimal(0)) + amount
+        self._sched_messages.pop((meta["namespace"], meta["name"]), None)
+        return chosen
+
+    def _mount_volumes(self, pod: JSON, volumes_dir: Path) -> dict[str, Path]:
+        """Each volume as a local folder (ConfigMap and Secret keys written as files): name -> folder."""
+        ns = pod["metadata"]["namespace"]
+        local_paths: dict[str, Path] = {}
+        for volume in pod["spec"].get("volumes") or []:
+            target = volumes_dir / volume["name"]
+            target.mkdir(parents=True, exist_ok=True)
+            local_paths[volume["name"]] = target
+            if "configMap" in volume:
+                self._write_keys(target, "ConfigMap", volume["configMap"], ns, decode=False)
+            elif "secret" in volume:
+                src = dict(volume["secret"])
+                src["name"] = src.pop("secretName")
+                self._write_keys(target, "Secret", src, ns, decode=True)
+        return local_paths
+
+    def _container_env(self, pod: JSON, container: JSON) -> dict[str, str]:
+        """The container's environment: its values, its fieldRefs, and the Services it can reach here."""
+        spec = pod["spec"]
+        env: dict[str, str] = {}
+        for item in container.get("env") or []:
+            if "value" in item:
+                env[item["name"]] = expand(item["value"], env)
+            elif "valueFrom" in item:
+                env[item["name"]] = self._field(pod, item["valueFrom"])
+        hosts = self._host_map(pod["metadata"]["namespace"])
+        hostname, subdomain = spec.get("hostname"), spec.get("subdomain")
+        if hostname and subdomain and f"{hostname}.{subdomain}" in hosts:
+            env["RLCLOUD_PORT"] = str(hosts[f"{hostname}.{subdomain}"])
+            env["RLCLOUD_BIND_HOST"] = "127.0.0.1"
+        if hosts:
+            env["RLCLOUD_HOST_MAP"] = ",".join(f"{h}=127.0.0.1:{p}" for h, p in sorted(hosts.items()))
+        return env
+
+    def _start_probes(
+        self, c: _Container, pod: JSON, rewrite: Callable[[str], str], pod_dir: Path, process_env: dict[str, str]
+    ) -> None:
+        (container,) = pod["spec"]["containers"]
+        probes = {kind: container.get(f"{kind}Probe") for kind in ("startup", "liveness")}
+        if not any(probes.values()):
+            return
+        commands = {}
+        for kind, probe in probes.items():
+            command = [rewrite(a) for a in ((probe or {}).get("exec") or {}).get("command") or []]
+            if command and command[0] in ("python", "python3"):
+                command[0] = sys.executable
+            commands[kind] = command
+        threading.Thread(
+            target=self._probe_container,
+            args=(c, pod, probes, commands, pod_dir, process_env),
+            name=f"probes-{c.pod}",
+            daemon=True,
+        ).start()
 
     def _probe_container(
         self,
@@ -1185,6 +1189,45 @@ def _container_exit(pod: JSON) -> int | None:
         if terminated:
             return int(terminated["exitCode"])
     return None
+
+
+def _rewriter(mounts: Iterable[tuple[str, Path]]) -> Callable[[str], str]:
+    """A path in the container -> the local folder its volume is mounted from (the longest mount first)."""
+    ordered = sorted(mounts, key=lambda m: -len(m[0]))
+
+    def rewrite(value: str) -> str:
+        for mount_path, local in ordered:
+            if value == mount_path or value.startswith(mount_path.rstrip("/") + "/"):
+                return str(local) + value[len(mount_path.rstrip("/")) :]
+        return value
+
+    return rewrite
+
+
+def _container_status(spec: JSON, ready: bool, state: JSON, **extra: Any) -> JSON:
+    """The one container's status, as the kubelet reports it."""
+    container = spec["containers"][0]
+    return {
+        "name": container["name"],
+        "ready": ready,
+        "restartCount": 0,
+        "image": container.get("image", ""),
+        "imageID": "",
+        **extra,
+        "state": state,
+    }
+
+
+def _set_condition(conditions: list[JSON], kind: str, reason: str, message: str, value: str = "True") -> None:
+    """Set a Job condition, its transition time changed only when its status changes."""
+    for c in conditions:
+        if c["type"] == kind:
+            if c["status"] != value:
+                c.update(status=value, reason=reason, message=message, lastTransitionTime=_now())
+            return
+    conditions.append(
+        {"type": kind, "status": value, "reason": reason, "message": message, "lastTransitionTime": _now()}
+    )
 
 
 def _format_indexes(indexes: list[int]) -> str:
