@@ -105,6 +105,34 @@ def one(variant: str, memory: int, after: int, episode_cap: int, budget: float, 
             venv.close(finished=True)
 
 
+def _stepping(agent: Any, width: int, rlcloud: bool) -> tuple[Any, Any]:
+    """(act, observe) as the runner's loop calls the agent (rlcloud) or as Tensorforce's own loop does."""
+    import numpy as np
+
+    if rlcloud:
+        from rlcloud.runner.agent_calls import AgentCalls
+        from rlcloud.runner.updates import TimestepUpdates
+
+        calls = AgentCalls(agent, np.arange(width))
+        # as the loop does: with several environments, one update per update_frequency timesteps
+        catch_up = TimestepUpdates.for_agent(agent)
+        act = calls.act
+
+        def observe(rewards: Any, terminals: Any) -> None:
+            calls.observe(rewards, terminals)
+            if catch_up is not None:
+                catch_up.catch_up()
+    else:
+
+        def act(states: Any) -> Any:
+            return np.asarray([agent.act(states=states[0])])
+
+        def observe(rewards: Any, terminals: Any) -> None:
+            agent.observe(reward=float(rewards[0]), terminal=int(terminals[0]))
+
+    return act, observe
+
+
 def _measure(variant: str, spec: Any, venv: Any, after: int, budget: float) -> dict[str, Any]:
     import numpy as np
 
@@ -128,27 +156,7 @@ def _measure(variant: str, spec: Any, venv: Any, after: int, budget: float) -> d
     assert bool(patched_methods()) is rlcloud
     agent = tensorforce.Agent.create(**kwargs)
     width = venv.num_envs  # env steps per loop step
-    if rlcloud:
-        from rlcloud.runner.agent_calls import AgentCalls
-        from rlcloud.runner.updates import TimestepUpdates
-
-        calls = AgentCalls(agent, np.arange(width))
-        # as the loop does: with several environments, one update per update_frequency timesteps
-        catch_up = TimestepUpdates.for_agent(agent)
-        act = calls.act
-
-        def observe(rewards: Any, terminals: Any) -> None:
-            calls.observe(rewards, terminals)
-            if catch_up is not None:
-                catch_up.catch_up()
-    else:
-
-        def act(states: Any) -> Any:
-            return np.asarray([agent.act(states=states[0])])
-
-        def observe(rewards: Any, terminals: Any) -> None:
-            agent.observe(reward=float(rewards[0]), terminal=int(terminals[0]))
-
+    act, observe = _stepping(agent, width, rlcloud)
     phases: dict[str, list[list[float]]] = {"before": [], "after": []}
     states, start, steps_after = venv.reset(), time.perf_counter(), -1
     cpu_after = 0.0  # this process's CPU seconds (all threads) in the steps timed after the first update

@@ -120,16 +120,7 @@ def one_run(
     reader = threading.Thread(target=lambda: run.log.extend(proc.stdout or []), daemon=True)
     reader.start()
     try:
-        deadline = time.monotonic() + args.timeout
-        while True:
-            p = _progress(workdir)
-            if p.get("state") == "running" and p.get("timestep", 0) >= args.min_timesteps and p.get("episode", 0) >= 1:
-                break
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"the runner did not get to training (exit {proc.poll()}):\n" + "".join(run.log[-30:])
-                )
-            time.sleep(0.5)
+        _wait_for_training(proc, workdir, run, args)
         before = _read(workdir / "checkpoints" / "LATEST")
         sent = time.monotonic()
         proc.send_signal(signal.SIGTERM)
@@ -164,14 +155,7 @@ def one_run(
         run.exit_code = proc.returncode
         p = _progress(workdir)
         run.timestep = int(p.get("timestep", 0))
-        if run.name:
-            ckpt = workdir / "checkpoints" / run.name
-            files = [f for f in ckpt.rglob("*") if f.is_file()]
-            run.size, run.files = sum(f.stat().st_size for f in files), len(files)
-            if run.store_s is not None:
-                stored_files = list(bucket.list_blobs(prefix=f"{PREFIX}/checkpoints/{run.name}/"))
-                assert len(stored_files) == run.files, (len(stored_files), run.files)
-                assert sum(int(b.size) for b in stored_files) == run.size
+        _count_checkpoint(run, workdir, bucket)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -181,6 +165,30 @@ def one_run(
     # fake-gcs-server keeps objects in memory: ~1 GB a run
     bucket.delete_blobs(list(bucket.list_blobs()))
     return run
+
+
+def _wait_for_training(proc: Any, workdir: Path, run: Run, args: argparse.Namespace) -> None:
+    """Until the runner trains past ``--min-timesteps`` with an episode done; RuntimeError if it exits first."""
+    deadline = time.monotonic() + args.timeout
+    while True:
+        p = _progress(workdir)
+        if p.get("state") == "running" and p.get("timestep", 0) >= args.min_timesteps and p.get("episode", 0) >= 1:
+            break
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the runner did not get to training (exit {proc.poll()}):\n" + "".join(run.log[-30:]))
+        time.sleep(0.5)
+
+
+def _count_checkpoint(run: Run, workdir: Path, bucket: Any) -> None:
+    """The checkpoint's size and file count, checked equal in the store when it got there."""
+    if run.name:
+        ckpt = workdir / "checkpoints" / run.name
+        files = [f for f in ckpt.rglob("*") if f.is_file()]
+        run.size, run.files = sum(f.stat().st_size for f in files), len(files)
+        if run.store_s is not None:
+            stored_files = list(bucket.list_blobs(prefix=f"{PREFIX}/checkpoints/{run.name}/"))
+            assert len(stored_files) == run.files, (len(stored_files), run.files)
+            assert sum(int(b.size) for b in stored_files) == run.size
 
 
 def _stored_latest(blob: Any) -> str:

@@ -126,6 +126,35 @@ def checkpoint_delays(lines: list[str]) -> tuple[dict[str, float], list[str]]:
     return delays, [name for name in complete if name not in published]
 
 
+def report(runs: dict[str, list[Run]], args: argparse.Namespace) -> None:
+    """The medians, the ratio gs / local, CPU seconds and checkpoint delays, as printed at the end."""
+    local = [r.steps_per_s for r in runs["local"]]
+    gs = [r.steps_per_s for r in runs["gs"]]
+    delays = sorted(d for r in runs["gs"] for d in r.delays.values())
+    ratios = [g / loc for g, loc in zip(gs, local, strict=True)]
+    print(f"\n{os.cpu_count()} CPUs; steps/s, median of {args.rounds} (all runs):")
+    print(f"  local results      {statistics.median(local):8.0f}   {[round(x) for x in local]}")
+    print(f"  gs:// via {args.latency_ms:g} ms  {statistics.median(gs):8.0f}   {[round(x) for x in gs]}")
+    print(
+        f"  ratio gs / local: {statistics.median(gs) / statistics.median(local):.3f} (of medians; per round "
+        f"{', '.join(f'{x:.3f}' for x in ratios)}; goal >= 0.95)"
+    )
+    cpu_local = statistics.median(r.cpu_s for r in runs["local"])
+    cpu_gs = statistics.median(r.cpu_s for r in runs["gs"])
+    print(
+        f"  runner process CPU seconds (whole run: imports, restore, training, final sync), median: local "
+        f"{cpu_local:.1f}, gs {cpu_gs:.1f} ({cpu_gs / cpu_local - 1:+.1%})"
+    )
+    if delays:
+        print(
+            f"checkpoint complete on disk -> LATEST stored: {len(delays)} checkpoints, median "
+            f"{statistics.median(delays):.2f} s, max {delays[-1]:.2f} s (goal <= 2 s)"
+        )
+    superseded = sum(len(r.unpublished) for r in runs["gs"])
+    if superseded:
+        print(f"  {superseded} checkpoints were superseded by a newer one before they were stored")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
@@ -203,31 +232,7 @@ def main() -> None:
         else:
             shutil.rmtree(work, ignore_errors=True)
 
-    local = [r.steps_per_s for r in runs["local"]]
-    gs = [r.steps_per_s for r in runs["gs"]]
-    delays = sorted(d for r in runs["gs"] for d in r.delays.values())
-    ratios = [g / loc for g, loc in zip(gs, local, strict=True)]
-    print(f"\n{os.cpu_count()} CPUs; steps/s, median of {args.rounds} (all runs):")
-    print(f"  local results      {statistics.median(local):8.0f}   {[round(x) for x in local]}")
-    print(f"  gs:// via {args.latency_ms:g} ms  {statistics.median(gs):8.0f}   {[round(x) for x in gs]}")
-    print(
-        f"  ratio gs / local: {statistics.median(gs) / statistics.median(local):.3f} (of medians; per round "
-        f"{', '.join(f'{x:.3f}' for x in ratios)}; goal >= 0.95)"
-    )
-    cpu_local = statistics.median(r.cpu_s for r in runs["local"])
-    cpu_gs = statistics.median(r.cpu_s for r in runs["gs"])
-    print(
-        f"  runner process CPU seconds (whole run: imports, restore, training, final sync), median: local "
-        f"{cpu_local:.1f}, gs {cpu_gs:.1f} ({cpu_gs / cpu_local - 1:+.1%})"
-    )
-    if delays:
-        print(
-            f"checkpoint complete on disk -> LATEST stored: {len(delays)} checkpoints, median "
-            f"{statistics.median(delays):.2f} s, max {delays[-1]:.2f} s (goal <= 2 s)"
-        )
-    superseded = sum(len(r.unpublished) for r in runs["gs"])
-    if superseded:
-        print(f"  {superseded} checkpoints were superseded by a newer one before they were stored")
+    report(runs, args)
 
 
 if __name__ == "__main__":

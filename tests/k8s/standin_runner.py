@@ -92,6 +92,16 @@ def _send(entry: str, message: bytes, timeout: float = 30.0) -> None:
             time.sleep(0.05)
 
 
+def _checkpoint(results: Path, name: str) -> str:
+    """A checkpoint folder, then LATEST naming it (replaced atomically, as the runner's is)."""
+    (results / "checkpoints" / name).mkdir(parents=True, exist_ok=True)
+    latest = results / "checkpoints" / "LATEST"
+    tmp = latest.with_suffix(".tmp")
+    tmp.write_text(name)
+    tmp.replace(latest)
+    return name
+
+
 def learner(role: str, results: Path, workdir: str, *, warm: bool = False) -> int:
     episodes = int(os.environ.get("STANDIN_EPISODES", "5"))
     delay = float(os.environ.get("STANDIN_DELAY", "0.05"))
@@ -130,22 +140,14 @@ def learner(role: str, results: Path, workdir: str, *, warm: bool = False) -> in
             while not terminated:
                 time.sleep(0.05)
         if terminated:
-            name = f"ckpt-{episode}"
-            (results / "checkpoints" / name).mkdir(parents=True, exist_ok=True)
-            tmp = latest.with_suffix(".tmp")
-            tmp.write_text(name)
-            tmp.replace(latest)
+            name = _checkpoint(results, f"ckpt-{episode}")
             _write_json(results / "progress.json", {"state": "stopped", "episode": episode, "checkpoint": name})
             print(f"checkpoint {name} on SIGTERM", flush=True)
             return 143
         crash_after = os.environ.get("STANDIN_CRASH_AFTER")
         if crash_after and episode >= int(crash_after):
             # a crash that is no spec error but is not retried either (exit 3: FailIndex): after a checkpoint
-            name = f"ckpt-{episode}"
-            (results / "checkpoints" / name).mkdir(parents=True, exist_ok=True)
-            tmp = latest.with_suffix(".tmp")
-            tmp.write_text(name)
-            tmp.replace(latest)
+            name = _checkpoint(results, f"ckpt-{episode}")
             _write_json(results / "progress.json", {"state": "failed", "episode": episode, "checkpoint": name})
             print(f"checkpoint {name}, then crashing", flush=True)
             return 3
@@ -154,11 +156,7 @@ def learner(role: str, results: Path, workdir: str, *, warm: bool = False) -> in
         _write_json(results / "progress.json", {"state": "running", "episode": episode + 1, "timestep": 0, **beat})
         counters["timestep"] = episode + 1
         if watchdog is not None:
-            name = f"ckpt-{episode + 1}"
-            (results / "checkpoints" / name).mkdir(parents=True, exist_ok=True)
-            tmp = latest.with_suffix(".tmp")
-            tmp.write_text(name)
-            tmp.replace(latest)
+            name = _checkpoint(results, f"ckpt-{episode + 1}")
         time.sleep(delay)
     if watchdog is not None:
         watchdog.stop()
