@@ -34,8 +34,8 @@ from rlcloud.specs import ExperimentSpec
 from rlcloud.specs.sweep import SweepSpec
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.fakes.kubelet import FakeKubelet
-from tests.k8s.test_backend import make_backend, standin
-from tests.k8s.test_kubelet import eventually
+from tests.support.kubernetes import make_backend, standin
+from tests.support.waiting import eventually
 
 LOCAL_STANDIN = Path(__file__).parent / "local" / "standin.py"
 
@@ -225,7 +225,7 @@ def test_a_sweep_runs_every_trial_and_is_found_again(place: Callable[..., Place]
 
 def test_a_backend_without_the_sweep_capability_is_refused_by_the_facade(tmp_path: Path) -> None:
     from rlcloud import Sweep
-    from tests.test_display import ScriptedBackend, ScriptedCluster, _distributed_status
+    from tests.support.display import ScriptedBackend, ScriptedCluster, _distributed_status
 
     core_only = ScriptedBackend(_distributed_status())
     with pytest.raises(UnsupportedError, match="the scripted backend does not run sweeps"):

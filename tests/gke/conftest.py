@@ -10,8 +10,7 @@ import pytest
 from rlcloud.gke.cluster import GkeCluster
 from rlcloud.specs import ClusterSpec
 from tests.fakes.gke import FakeClusterManager
-
-PROJECT = "rl-test-project"
+from tests.support.gke import PROJECT, NoCredentials
 
 
 @pytest.fixture
@@ -27,18 +26,6 @@ def container_client(fake: FakeClusterManager) -> Iterator[Any]:
         yield client
     finally:
         client.transport.close()
-
-
-class NoCredentials:
-    """Stands in for google-auth credentials where a test never needs a token (the fake has no auth).
-
-    Any use of it fails loudly, so a test cannot silently reach for Application Default Credentials.
-    """
-
-    valid = False
-
-    def refresh(self, request: Any) -> None:
-        raise AssertionError("these tests must not refresh credentials")
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from rlcloud.gke.prices import PRICES_DATE, estimate_hourly_cost
 from rlcloud.gke.project import EMULATOR_ENV
 from rlcloud.specs import ClusterSpec
 from tests.fakes.gke import FakeClusterManager
-from tests.gke.conftest import PROJECT
+from tests.support.gke import PROJECT
 
 NODES_SA = "rlcloud-nodes@rl-test-project.iam.gserviceaccount.com"
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from kubernetes import client
 
-from rlcloud.specs import ExperimentSpec
+from rlcloud.k8s.builders import JOB_UID_ENV, SWEEP_RESULTS_ENV
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 
 
@@ -26,16 +27,13 @@ def api_client(apiserver: FakeKubeApiServer) -> Iterator[client.ApiClient]:
         api.close()
 
 
-def make_spec(run_mode: str = "single", num_workers: int | None = None, **extra: object) -> ExperimentSpec:
-    """A small CartPole PPO spec for the given run mode."""
-    data: dict[str, object] = {
-        "name": extra.pop("name", "cartpole"),
-        "environment": {"type": "gym", "level": "CartPole-v1"},
-        "agent": {"type": "ppo", "batch_size": 10},
-        "episodes": 20,
-        "run_mode": run_mode,
-        **extra,
-    }
-    if num_workers is not None:
-        data["num_workers"] = num_workers
-    return ExperimentSpec(**data)  # type: ignore[arg-type]
+#: the warm pod's environment (its sweep's results, its Job's uid)
+@pytest.fixture
+def pod_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    location = tmp_path / "results" / "lr"
+    monkeypatch.setenv(SWEEP_RESULTS_ENV, str(location))
+    monkeypatch.setenv(JOB_UID_ENV, "job-2")
+    for var in ("RLCLOUD_RESULTS", "RLCLOUD_EARLY_STOPPING"):
+        monkeypatch.setenv(var, "x")  # so that what the runner sets is undone after the test
+        monkeypatch.delenv(var)
+    return location

@@ -17,8 +17,7 @@ from rlcloud.storage import open_store, read_metrics
 from tests.fakes.gcs import FakeGcsServer
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.fakes.kubelet import FakeKubelet
-from tests.k8s.conftest import make_spec
-from tests.k8s.test_backend import FAST_RETRY
+from tests.support.kubernetes import FAST_RETRY, make_spec
 
 
 @pytest.fixture

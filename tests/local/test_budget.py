@@ -21,7 +21,6 @@ from rlcloud.local import STATE_DIR, LocalBackend
 from rlcloud.local.state import POLL_S, RunState
 from rlcloud.local.supervisor import training_seconds
 from rlcloud.specs import ExperimentSpec
-from tests.local.test_lifecycle import make_backend, standin_python  # noqa: F401  (fixtures)
 
 
 def _spec(name: str, **overrides: object) -> ExperimentSpec:
@@ -74,7 +73,7 @@ def test_without_a_rate_local_runs_are_free_and_the_budget_never_acts(
 
 @pytest.mark.processes
 def test_the_supervisor_warns_once_at_90_percent_then_stops_every_role(
-    make_backend: Callable[..., LocalBackend],  # noqa: F811
+    make_backend: Callable[..., LocalBackend],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -236,7 +235,7 @@ def test_a_local_sweeps_budget_is_not_charged_for_a_wall_clock_step(tmp_path: Pa
     from types import SimpleNamespace
 
     from rlcloud.local.sweeper import _SweepBudget
-    from tests.clocks import SteppingClock
+    from tests.support.clocks import SteppingClock
 
     clock = SteppingClock(manual=True)
     now = clock.time()

@@ -16,7 +16,7 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,75 +31,7 @@ from rlcloud.local.machine import CHILDREN
 from rlcloud.local.state import RunState, try_flock
 from rlcloud.local.supervisor import EXIT_DUPLICATE
 from rlcloud.runner.lifeline import PARENT_ENV
-from rlcloud.specs import ExperimentSpec
-
-STANDIN = Path(__file__).with_name("standin.py")
-
-
-def _spec(name: str, **overrides: object) -> ExperimentSpec:
-    data: dict[str, object] = {
-        "name": name,
-        "environment": {"type": "gym", "level": "CartPole-v1"},
-        "agent": {"type": "ppo", "batch_size": 10, "learning_rate": 1e-3},
-        "network": "auto",
-        "total_timesteps": 300,
-        "seed": 1,
-        **overrides,
-    }
-    return ExperimentSpec.from_dict(data)
-
-
-@pytest.fixture
-def standin_python(tmp_path: Path) -> Path:
-    """A ``python`` for LocalBackend that runs the stand-in for ``-m rlcloud.runner`` and is Python otherwise."""
-    script = tmp_path / "python"
-    script.write_text(
-        textwrap.dedent(f"""\
-            #!/bin/sh
-            if [ "$1" = "-m" ] && [ "$2" = "rlcloud.runner" ]; then
-                shift 2
-                exec {sys.executable} {STANDIN} "$@"
-            fi
-            exec {sys.executable} "$@"
-        """)
-    )
-    script.chmod(0o755)
-    return script
-
-
-@pytest.fixture
-def make_backend(tmp_path: Path, standin_python: Path) -> Iterator[Callable[..., LocalBackend]]:
-    """LocalBackend factory over the stand-in runner; every experiment is stopped afterwards."""
-    made: list[LocalBackend] = []
-
-    def make(grace_period: float = 5, root: str | None = None, **env: str) -> LocalBackend:
-        root = root or str(tmp_path / "results")
-        b = LocalBackend(root, grace_period=grace_period, python=str(standin_python), env=env)
-        made.append(b)
-        return b
-
-    yield make
-    for b in made:
-        for name in b.list():
-            b.stop(name)
-    for child in list(CHILDREN):  # a supervisor exits just after its exit code is recorded
-        child.wait(30)
-
-
-def _workdir(tmp_path: Path, name: str) -> Path:
-    return tmp_path / "results" / name
-
-
-def _runners(workdir: Path, role: str = "learner") -> list[int]:
-    """The pids of the learner runners (or, with role="env-server", the env servers) the run has had."""
-    path = workdir / "runners.log"
-    lines = path.read_text().splitlines() if path.exists() else []
-    return [int(line.split()[-1]) for line in lines if line.startswith("env-server") == (role == "env-server")]
-
-
-def _episodes(workdir: Path) -> list[int]:
-    lines = (workdir / "metrics.jsonl").read_text().splitlines()
-    return [int(json.loads(line)["episode"]) for line in lines]
+from tests.support.local import _episodes, _runners, _spec, _workdir
 
 
 def _supervisor(workdir: Path) -> int:

@@ -15,19 +15,12 @@ import pytest
 
 from rlcloud.local import LocalBackend
 from rlcloud.runner.watchdog import EXIT_STALLED_AGAIN
-from tests.local.test_lifecycle import (  # noqa: F401 - fixtures
-    _episodes,
-    _runners,
-    _spec,
-    _workdir,
-    make_backend,
-    standin_python,
-)
+from tests.support.local import _episodes, _runners, _spec, _workdir
 
 
 @pytest.mark.processes
 def test_a_learner_ended_by_its_watchdog_is_restarted_once_and_finishes(
-    make_backend: Callable[..., LocalBackend],  # noqa: F811
+    make_backend: Callable[..., LocalBackend],
     tmp_path: Path,
 ) -> None:
     backend = make_backend(
@@ -47,7 +40,7 @@ def test_a_learner_ended_by_its_watchdog_is_restarted_once_and_finishes(
 
 @pytest.mark.processes
 def test_a_learner_whose_watchdog_ends_it_twice_fails_saying_why(
-    make_backend: Callable[..., LocalBackend],  # noqa: F811
+    make_backend: Callable[..., LocalBackend],
     tmp_path: Path,
 ) -> None:
     backend = make_backend(
