@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -11,26 +9,13 @@ import pytest
 
 from rlcloud.local import LocalBackend
 from rlcloud.local.machine import CHILDREN
-
-STANDIN = Path(__file__).with_name("standin.py")
+from tests.support.local import write_standin_python
 
 
 @pytest.fixture
 def standin_python(tmp_path: Path) -> Path:
     """A ``python`` for LocalBackend that runs the stand-in for ``-m rlcloud.runner`` and is Python otherwise."""
-    script = tmp_path / "python"
-    script.write_text(
-        textwrap.dedent(f"""\
-            #!/bin/sh
-            if [ "$1" = "-m" ] && [ "$2" = "rlcloud.runner" ]; then
-                shift 2
-                exec {sys.executable} {STANDIN} "$@"
-            fi
-            exec {sys.executable} "$@"
-        """)
-    )
-    script.chmod(0o755)
-    return script
+    return write_standin_python(tmp_path)
 
 
 @pytest.fixture

@@ -17,21 +17,11 @@ from rlcloud.backend import RunFacts
 from rlcloud.errors import NotFoundError, RLCloudError, WaitTimeoutError
 from rlcloud.local import STATE_DIR, LocalBackend
 from rlcloud.specs import ExperimentSpec
-
-CARTPOLE = {"type": "gym", "level": "CartPole-v1"}
+from tests.support.specs import CARTPOLE, cartpole_spec
 
 
 def _spec(name: str, **overrides: object) -> ExperimentSpec:
-    data: dict[str, object] = {
-        "name": name,
-        "environment": CARTPOLE,
-        "agent": {"type": "ppo", "batch_size": 10, "learning_rate": 1e-3},
-        "network": "auto",
-        "total_timesteps": 1500,
-        "seed": 1,
-        **overrides,
-    }
-    return ExperimentSpec.from_dict(data)
+    return cartpole_spec(name, **{"total_timesteps": 1500, **overrides})
 
 
 @pytest.fixture

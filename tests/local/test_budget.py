@@ -21,19 +21,13 @@ from rlcloud.local import STATE_DIR, LocalBackend
 from rlcloud.local.state import POLL_S, RunState
 from rlcloud.local.supervisor import training_seconds
 from rlcloud.specs import ExperimentSpec
+from tests.support.specs import cartpole_spec
 
 
 def _spec(name: str, **overrides: object) -> ExperimentSpec:
-    data: dict[str, object] = {
-        "name": name,
-        "environment": {"type": "gym", "level": "CartPole-v1"},
-        "agent": {"type": "ppo", "batch_size": 10, "learning_rate": 1e-3},
-        "total_timesteps": 10_000_000,  # never reached: the budget ends it
-        "saver_frequency": "10000s",  # no periodic checkpoint: the one found is the SIGTERM's
-        "seed": 1,
-        **overrides,
-    }
-    return ExperimentSpec.from_dict(data)
+    # never reached: the budget ends it; no periodic checkpoint: the one found is the SIGTERM's
+    fixed = {"total_timesteps": 10_000_000, "saver_frequency": "10000s"}
+    return cartpole_spec(name, **{**fixed, **overrides})
 
 
 @pytest.mark.training

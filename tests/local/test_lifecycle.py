@@ -31,7 +31,8 @@ from rlcloud.local.machine import CHILDREN
 from rlcloud.local.state import RunState, try_flock
 from rlcloud.local.supervisor import EXIT_DUPLICATE
 from rlcloud.runner.lifeline import PARENT_ENV
-from tests.support.local import _episodes, _runners, _spec, _workdir
+from tests.support.local import _episodes, _runners, _workdir
+from tests.support.specs import cartpole_spec
 
 
 def _supervisor(workdir: Path) -> int:
@@ -82,7 +83,7 @@ def _progress(workdir: Path) -> int:
 def test_starts_at_the_same_moment_in_threads_launch_one_runner(
     make_backend: Callable[..., LocalBackend], tmp_path: Path
 ) -> None:
-    spec = _spec("race")
+    spec = cartpole_spec("race")
     backends = [make_backend(STANDIN_EPISODES="40", STANDIN_DELAY="0.02") for _ in range(4)]
     barrier = threading.Barrier(len(backends))
     started: list[bool] = []
@@ -108,7 +109,7 @@ def test_starts_at_the_same_moment_in_threads_launch_one_runner(
 def test_starts_at_the_same_moment_in_processes_launch_one_runner(tmp_path: Path, standin_python: Path) -> None:
     root = tmp_path / "results"
     spec_file = tmp_path / "race.yaml"
-    spec_file.write_text(_spec("race-procs").to_yaml())
+    spec_file.write_text(cartpole_spec("race-procs").to_yaml())
     ready = tmp_path / "ready"
     ready.mkdir()
     # every process imports rlcloud first, says so, and starts once all three have (a barrier, not a clock)
@@ -150,7 +151,9 @@ def test_a_start_waits_for_a_start_or_stop_under_way(
     assert held is not None
     result: list[bool] = []
     caplog.set_level("INFO", logger="rlcloud.local.state")  # before the start: it may say so at once
-    thread = threading.Thread(target=lambda: result.append(backend.start(_spec("turns"), str(tmp_path / "results"))))
+    thread = threading.Thread(
+        target=lambda: result.append(backend.start(cartpole_spec("turns"), str(tmp_path / "results")))
+    )
     thread.start()
     # the start has found the lock held and waits for it (it says so), not merely slow to get there
     _wait_for(lambda: "waiting up to" in caplog.text, 60, "the start to wait for the lock")
@@ -176,7 +179,7 @@ def test_lock_files_left_by_a_dead_run_do_not_block_a_start(
     dead.wait()
     roles = [{"role": "single", "index": 0, "pid": dead.pid, "started": 0.0, "starttime": "1"}]
     (state_dir / "state.json").write_text(json.dumps({"name": "stale", "results": str(tmp_path), "roles": roles}))
-    assert backend.start(_spec("stale"), str(tmp_path / "results")) is True
+    assert backend.start(cartpole_spec("stale"), str(tmp_path / "results")) is True
     assert backend.wait("stale", timeout=30).state == "succeeded"
 
 
@@ -197,12 +200,12 @@ def test_a_process_still_holding_a_role_lock_blocks_a_start(
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"
         with pytest.raises(ConflictError, match="single-0"):
-            backend.start(_spec("held"), str(tmp_path / "results"))
+            backend.start(cartpole_spec("held"), str(tmp_path / "results"))
         assert not _runners(workdir)
     finally:
         holder.kill()
         holder.communicate()
-    assert backend.start(_spec("held"), str(tmp_path / "results")) is True  # its lock went with it
+    assert backend.start(cartpole_spec("held"), str(tmp_path / "results")) is True  # its lock went with it
 
 
 @pytest.mark.processes
@@ -232,7 +235,7 @@ def test_a_runner_stops_after_a_checkpoint_when_its_supervisor_is_killed(
     make_backend: Callable[..., LocalBackend], tmp_path: Path
 ) -> None:
     backend = make_backend(STANDIN_EPISODES="100000", STANDIN_DELAY="0.05")
-    spec = _spec("orphan")
+    spec = cartpole_spec("orphan")
     backend.start(spec, str(tmp_path / "results"))
     workdir = _workdir(tmp_path, "orphan")
     _wait_for(lambda: _progress(workdir) >= 3, 30, "training")
@@ -260,7 +263,7 @@ def test_a_distributed_run_whose_agent_supervisor_was_killed_starts_again_with_o
     make_backend: Callable[..., LocalBackend], tmp_path: Path
 ) -> None:
     backend = make_backend(STANDIN_EPISODES="100000", STANDIN_DELAY="0.05")
-    spec = _spec("dist-orphan", run_mode="distributed", num_workers=1)
+    spec = cartpole_spec("dist-orphan", run_mode="distributed", num_workers=1)
     backend.start(spec, str(tmp_path / "results"))
     workdir = _workdir(tmp_path, "dist-orphan")
     _wait_for(lambda: _progress(workdir) >= 2, 30, "training")
@@ -292,7 +295,7 @@ def test_stop_finds_a_runner_whose_supervisor_was_killed(
 ) -> None:
     # A runner that does not stop on SIGTERM (stuck): only its recorded identity lets a stop end it.
     backend = make_backend(grace_period=2, STANDIN_EPISODES="100000", STANDIN_DELAY="0.05", STANDIN_IGNORE_TERM="1")
-    spec = _spec("stuck")
+    spec = cartpole_spec("stuck")
     backend.start(spec, str(tmp_path / "results"))
     workdir = _workdir(tmp_path, "stuck")
     _wait_for(lambda: _progress(workdir) >= 2, 30, "training")
@@ -377,7 +380,7 @@ def test_the_parent_watch_signals_a_process_whose_parent_is_gone(tmp_path: Path)
 
 def _finished_run(make_backend: Callable[..., LocalBackend], tmp_path: Path, name: str) -> LocalBackend:
     backend = make_backend(STANDIN_EPISODES="3")
-    backend.start(_spec(name), str(tmp_path / "results"))
+    backend.start(cartpole_spec(name), str(tmp_path / "results"))
     assert backend.wait(name, timeout=30).state == "succeeded"
     return backend
 
@@ -387,7 +390,7 @@ def test_pause_resume_and_stop_of_a_finished_run_do_nothing_and_say_so(
     make_backend: Callable[..., LocalBackend], tmp_path: Path
 ) -> None:
     backend = _finished_run(make_backend, tmp_path, "done")
-    exp = Experiment(_spec("done"), results=str(tmp_path / "results"))
+    exp = Experiment(cartpole_spec("done"), results=str(tmp_path / "results"))
     assert exp.pause() is False
     assert exp.nothing_to_do == "done has finished (succeeded); nothing to pause"
     assert exp.status().state == "succeeded"
@@ -457,10 +460,10 @@ def test_pause_resume_and_stop_of_a_running_run(
     monkeypatch.setattr(sys, "executable", str(standin_python))  # the Experiment's own backend: the stand-in
     monkeypatch.setenv("STANDIN_EPISODES", "100000")
     backend = make_backend(STANDIN_EPISODES="100000")
-    backend.start(_spec("live"), str(tmp_path / "results"))
+    backend.start(cartpole_spec("live"), str(tmp_path / "results"))
     workdir = _workdir(tmp_path, "live")
     _wait_for(lambda: _progress(workdir) >= 2, 30, "training")
-    exp = Experiment(_spec("live"), results=str(tmp_path / "results"))
+    exp = Experiment(cartpole_spec("live"), results=str(tmp_path / "results"))
     assert exp.resume() is False and exp.nothing_to_do == "live is running already; nothing to resume"
     assert exp.pause() is True and exp.status().state == "paused"
     assert exp.pause() is False and exp.nothing_to_do == "live is paused; nothing to pause"
@@ -493,7 +496,7 @@ def test_a_second_cli_start_says_already_running(
     monkeypatch.setattr(Experiment, "validate", lambda self: None)  # no TensorFlow in this process
     monkeypatch.setenv("STANDIN_EPISODES", "100000")
     spec_file = tmp_path / "cartpole-ppo.yaml"
-    spec_file.write_text(_spec("cartpole-ppo").to_yaml())
+    spec_file.write_text(cartpole_spec("cartpole-ppo").to_yaml())
     target = ["--results", str(tmp_path / "results")]
     try:
         assert main(["experiment", "start", str(spec_file), *target]) == 0
@@ -525,7 +528,7 @@ def test_the_log_has_its_final_lines_once_the_run_reads_finished(
     make_backend: Callable[..., LocalBackend], tmp_path: Path
 ) -> None:
     backend = make_backend(STANDIN_EPISODES="3")
-    backend.start(_spec("tail"), str(tmp_path / "results"))
+    backend.start(cartpole_spec("tail"), str(tmp_path / "results"))
     log = _workdir(tmp_path, "tail") / "logs" / "single-0.log"
     _wait_for(lambda: backend.status("tail").finished, 30, "the end")
     text = log.read_text()  # read at once: the exit line is written before the exit code is recorded
@@ -544,7 +547,7 @@ def test_the_log_copy_in_a_gcs_results_location_has_the_final_lines(
         monkeypatch.setenv(key, value)
     root = f"gs://{gcs_bucket}/runs"
     backend = make_backend(root=root, STANDIN_EPISODES="3")
-    backend.start(_spec("gcs-tail"), root)
+    backend.start(cartpole_spec("gcs-tail"), root)
     assert backend.wait("gcs-tail", timeout=60).state == "succeeded"
     from rlcloud.storage import open_store
 
@@ -559,7 +562,7 @@ def test_the_log_copy_in_a_gcs_results_location_has_the_final_lines(
 @pytest.mark.training
 def test_the_real_runner_runs_once_and_checkpoints_when_its_supervisor_is_killed(tmp_path: Path) -> None:
     root = tmp_path / "results"
-    spec = _spec("real-life", total_timesteps=10_000_000)
+    spec = cartpole_spec("real-life", total_timesteps=10_000_000)
     backends = [LocalBackend(str(root), grace_period=60) for _ in range(2)]
     barrier = threading.Barrier(2)
     started: list[bool] = []
@@ -617,8 +620,8 @@ def test_sweep_starts_at_the_same_moment_launch_one_scheduler(tmp_path: Path) ->
     from rlcloud.specs.sweep import SweepSpec
 
     root = str(tmp_path / "results")
-    sweep = SweepSpec.from_dict({"name": "race-sweep", "experiment": _spec("race-trial").model_dump(mode="json"),
-                                 "seeds": 1, "max_parallel": 1})  # fmt: skip
+    trial = cartpole_spec("race-trial").model_dump(mode="json")
+    sweep = SweepSpec.from_dict({"name": "race-sweep", "experiment": trial, "seeds": 1, "max_parallel": 1})
     backends = [LocalBackend(root, grace_period=5) for _ in range(3)]
     barrier = threading.Barrier(len(backends))
     started: list[bool] = []
@@ -653,7 +656,7 @@ def test_a_stalled_learner_is_restarted_once_from_its_checkpoint_and_finishes(
     """The stand-in hangs after episode 3 (once): its supervisor sees no timestep for stall_timeout, stops it
     (it checkpoints ckpt-3) and starts it again; the second runner resumes there and finishes."""
     backend = make_backend(STANDIN_EPISODES="6", STANDIN_HANG_AFTER="3", STANDIN_HANG_ONCE="1")
-    backend.start(_spec("stall-once", stall_timeout="3s"), str(tmp_path / "results"))
+    backend.start(cartpole_spec("stall-once", stall_timeout="3s"), str(tmp_path / "results"))
     workdir = _workdir(tmp_path, "stall-once")
     final = backend.wait("stall-once", timeout=120)
     log = (workdir / "logs" / "single-0.log").read_text()
@@ -671,7 +674,7 @@ def test_a_learner_that_stalls_again_after_its_restart_fails_saying_why(
     make_backend: Callable[..., LocalBackend], tmp_path: Path
 ) -> None:
     backend = make_backend(STANDIN_EPISODES="6", STANDIN_HANG_AFTER="2")
-    backend.start(_spec("stall-twice", stall_timeout="2s"), str(tmp_path / "results"))
+    backend.start(cartpole_spec("stall-twice", stall_timeout="2s"), str(tmp_path / "results"))
     final = backend.wait("stall-twice", timeout=120)
     assert final.state == "failed"
     assert final.roles[0].restarts == 1
@@ -689,7 +692,7 @@ def test_status_shows_a_running_learner_without_progress_as_stalled(
     from rlcloud.experiment import display_state
 
     backend = make_backend(STANDIN_EPISODES="6", STANDIN_HANG_AFTER="2")
-    backend.start(_spec("hung"), str(tmp_path / "results"))
+    backend.start(cartpole_spec("hung"), str(tmp_path / "results"))
     workdir = _workdir(tmp_path, "hung")
     _wait_for(lambda: "hanging after episode 2" in (workdir / "logs" / "single-0.log").read_text(), 30, "the hang")
     progress = json.loads((workdir / "progress.json").read_text())
@@ -764,7 +767,7 @@ def test_a_planted_process_record_is_never_signalled_nor_shown_running(
         (workdir / STATE_DIR / "state.json").write_text(json.dumps({"name": "planted", "roles": [role]}))
         status = backend.status("planted")
         assert status.state == "unknown" and "elsewhere" in (status.message or "")
-        assert backend.start(_spec("planted"), str(tmp_path / "results")) is True
+        assert backend.start(cartpole_spec("planted"), str(tmp_path / "results")) is True
         assert backend.wait("planted", timeout=60).state == "succeeded"
         assert victim.poll() is None
     finally:
@@ -828,11 +831,11 @@ def test_a_start_never_writes_through_a_link_in_the_run_directory(
     workdir.mkdir(parents=True)
     (workdir / "logs").symlink_to(outside, target_is_directory=True)
     with pytest.raises(ConflictError, match="symbolic link"):
-        backend.start(_spec("linked"), str(tmp_path / "results"))
+        backend.start(cartpole_spec("linked"), str(tmp_path / "results"))
     (workdir / "logs").unlink()
     (workdir / "logs").mkdir()
     (workdir / "logs" / "single-0.log").symlink_to(outside / "bashrc")
-    assert backend.start(_spec("linked"), str(tmp_path / "results")) is True
+    assert backend.start(cartpole_spec("linked"), str(tmp_path / "results")) is True
     assert backend.wait("linked", timeout=60).state == "succeeded"
     assert (outside / "bashrc").read_text() == "mine\n" and sorted(p.name for p in outside.iterdir()) == ["bashrc"]
     assert not (workdir / "logs" / "single-0.log").is_symlink()
@@ -846,7 +849,7 @@ def test_ctrl_c_on_a_followed_run_stops_it_and_says_how_to_resume(
     tmp_path: Path, standin_python: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     spec_file = tmp_path / "live.yaml"
-    spec_file.write_text(_spec("live").to_yaml())
+    spec_file.write_text(cartpole_spec("live").to_yaml())
     results = str(tmp_path / "results")
     argv = ["experiment", "run", str(spec_file), "--results", results]
     driver = (  # the CLI as a program whose runners are the stand-in; Ctrl-C is SIGINT to it alone

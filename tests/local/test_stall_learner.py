@@ -15,7 +15,8 @@ import pytest
 
 from rlcloud.local import LocalBackend
 from rlcloud.runner.watchdog import EXIT_STALLED_AGAIN
-from tests.support.local import _episodes, _runners, _spec, _workdir
+from tests.support.local import _episodes, _runners, _workdir
+from tests.support.specs import cartpole_spec
 
 
 @pytest.mark.processes
@@ -27,7 +28,7 @@ def test_a_learner_ended_by_its_watchdog_is_restarted_once_and_finishes(
         STANDIN_EPISODES="6", STANDIN_HANG_AFTER="3", STANDIN_HANG_ONCE="1", STANDIN_WATCHDOG="1",
         STANDIN_STALL_TIMEOUT="2",
     )  # fmt: skip
-    backend.start(_spec("watchdog-once", stall_timeout="2s"), str(tmp_path / "results"))
+    backend.start(cartpole_spec("watchdog-once", stall_timeout="2s"), str(tmp_path / "results"))
     workdir = _workdir(tmp_path, "watchdog-once")
     final = backend.wait("watchdog-once", timeout=120)
     log = (workdir / "logs" / "single-0.log").read_text()
@@ -46,7 +47,7 @@ def test_a_learner_whose_watchdog_ends_it_twice_fails_saying_why(
     backend = make_backend(
         STANDIN_EPISODES="6", STANDIN_HANG_AFTER="2", STANDIN_WATCHDOG="1", STANDIN_STALL_TIMEOUT="2"
     )
-    backend.start(_spec("watchdog-twice", stall_timeout="2s"), str(tmp_path / "results"))
+    backend.start(cartpole_spec("watchdog-twice", stall_timeout="2s"), str(tmp_path / "results"))
     final = backend.wait("watchdog-twice", timeout=120)
     assert final.state == "failed"
     assert final.roles[0].restarts == 1 and final.roles[0].exit_code == EXIT_STALLED_AGAIN

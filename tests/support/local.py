@@ -1,24 +1,11 @@
-"""Local-backend test helpers: a spec, a run's work directory and what its processes left there."""
+"""Local-backend test helpers: the stand-in runner as a `python`, a run's work directory and what its processes left."""
 
 from __future__ import annotations
 
 import json
+import sys
+import textwrap
 from pathlib import Path
-
-from rlcloud.specs import ExperimentSpec
-
-
-def _spec(name: str, **overrides: object) -> ExperimentSpec:
-    data: dict[str, object] = {
-        "name": name,
-        "environment": {"type": "gym", "level": "CartPole-v1"},
-        "agent": {"type": "ppo", "batch_size": 10, "learning_rate": 1e-3},
-        "network": "auto",
-        "total_timesteps": 300,
-        "seed": 1,
-        **overrides,
-    }
-    return ExperimentSpec.from_dict(data)
 
 
 def _workdir(tmp_path: Path, name: str) -> Path:
@@ -35,3 +22,24 @@ def _runners(workdir: Path, role: str = "learner") -> list[int]:
 def _episodes(workdir: Path) -> list[int]:
     lines = (workdir / "metrics.jsonl").read_text().splitlines()
     return [int(json.loads(line)["episode"]) for line in lines]
+
+
+#: the stand-in runner (milliseconds to start) the local tests run for ``-m rlcloud.runner``
+STANDIN = Path(__file__).parents[1] / "local" / "standin.py"
+
+
+def write_standin_python(directory: Path) -> Path:
+    """A ``python`` for LocalBackend that runs the stand-in for ``-m rlcloud.runner`` and is Python otherwise."""
+    script = directory / "python"
+    script.write_text(
+        textwrap.dedent(f"""\
+            #!/bin/sh
+            if [ "$1" = "-m" ] && [ "$2" = "rlcloud.runner" ]; then
+                shift 2
+                exec {sys.executable} {STANDIN} "$@"
+            fi
+            exec {sys.executable} "$@"
+        """)
+    )
+    script.chmod(0o755)
+    return script
