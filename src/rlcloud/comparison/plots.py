@@ -15,6 +15,8 @@ from rlcloud.errors import require
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+    from rlcloud.plotting import Curve
+
 
 def plot_runs(
     runs: Iterable[Any] | Any,
@@ -52,8 +54,6 @@ def plot_runs(
     Raises:
         MissingExtraError: matplotlib or scipy is not installed (the ``analysis`` extra).
     """
-    import numpy as np
-
     from rlcloud import intervals
     from rlcloud.plotting import Curve, plot_curves
 
@@ -72,23 +72,10 @@ def plot_runs(
     curves: list[Curve] = []
     evaluated: list[int] = []  # runs behind each evaluation dot
     for key, members in groups.items():
-        with_episodes = [r for r in members if r.episode_count]
         count = f"{len(members)} seed{'s' if len(members) != 1 else ''}"
         # one configuration: its runs differ by seed only, and "5 seeds" says what n counts
         label = f"{labels[key]} (n={len(members)})" if labels[key] else members[0].name if len(members) == 1 else count
-        curve = Curve(label=label)
-        smooth = [r.curve(window) for r in with_episodes]
-        smooth = [(steps, values) for steps, values in smooth if steps]
-        if smooth:
-            # where every run has an episode: no point of the curve is a flat extrapolation of a run
-            start = max(steps[0] for steps, _ in smooth)
-            end = min(steps[-1] for steps, _ in smooth)
-            grid = np.linspace(start, max(start, end), points)
-            data = np.vstack([np.interp(grid, steps, values) for steps, values in smooth])
-            curve.x, curve.mean = grid.tolist(), np.asarray(intervals.iqm(data.T)).tolist()
-            if len(smooth) >= intervals.min_seeds("iqm", bounds):
-                low, high = confidence_interval(data, confidence_level=confidence_level, axis=0, bounds=bounds)
-                curve.low, curve.high = np.asarray(low).tolist(), np.asarray(high).tolist()
+        curve = _config_curve(Curve(label=label), members, window, points, confidence_level, bounds)
         rounds: dict[int, list[float]] = {}
         for r in members:
             for at, mean in r.evaluation_means():
@@ -109,6 +96,34 @@ def plot_runs(
         band_label=f"band: {confidence_level:.0%} interval of the IQM (n >= {intervals.min_seeds('iqm', bounds)})",
         path=path,
     )
+
+
+def _config_curve(
+    curve: Curve,
+    members: list[RunResults],
+    window: int,
+    points: int,
+    confidence_level: float,
+    bounds: tuple[float, float] | None,
+) -> Curve:
+    """``curve`` with one configuration's IQM over its seeds on a common grid, and its band (3 seeds or more)."""
+    import numpy as np
+
+    from rlcloud import intervals
+
+    smooth = [r.curve(window) for r in members if r.episode_count]
+    smooth = [(steps, values) for steps, values in smooth if steps]
+    if smooth:
+        # where every run has an episode: no point of the curve is a flat extrapolation of a run
+        start = max(steps[0] for steps, _ in smooth)
+        end = min(steps[-1] for steps, _ in smooth)
+        grid = np.linspace(start, max(start, end), points)
+        data = np.vstack([np.interp(grid, steps, values) for steps, values in smooth])
+        curve.x, curve.mean = grid.tolist(), np.asarray(intervals.iqm(data.T)).tolist()
+        if len(smooth) >= intervals.min_seeds("iqm", bounds):
+            low, high = confidence_interval(data, confidence_level=confidence_level, axis=0, bounds=bounds)
+            curve.low, curve.high = np.asarray(low).tolist(), np.asarray(high).tolist()
+    return curve
 
 
 def _short_field(name: str) -> str:

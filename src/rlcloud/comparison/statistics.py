@@ -81,29 +81,72 @@ def summarize(
     notes: dict[str, str] = {}
     samples = []
     for key, group in groups:
-        values = group[value].dropna().astype(float).to_numpy()
-        samples.append(values)
         keys = key if isinstance(key, tuple) else (key,)
-        row: dict[str, Any] = {**dict(zip(parameters, keys, strict=True)), "n": len(values)}
-        why: dict[str, str] = {}
-        for name in intervals.STATISTICS:
-            found = intervals.estimate(values, name, confidence_level, bounds=bounds)
-            row[name], row[f"{name}_low"], row[f"{name}_high"] = found.value, found.low, found.high
-            if found.short:
-                why[name] = found.short
-            if found.note and len(values):
-                notes[name] = found.note
-        if bounds is not None:
-            at_max = int((values >= bounds[1]).sum())
-            row["at_max"] = at_max / len(values) if len(values) else math.nan
-            row["at_max_low"], row["at_max_high"] = intervals.share_interval(at_max, len(values), confidence_level)
-            if not len(values):
-                why["at_max"] = "no value"
+        row, why, values = _config_row(
+            group, dict(zip(parameters, keys, strict=True)), value, confidence_level, bounds, notes
+        )
         if timed:
             _time_to_threshold_row(group, row, why, confidence_level)
         row["seeds"] = list(group["seed"])
         rows.append(row)
         reasons.append(why)
+        samples.append(values)
+    _add_seeds_needed(rows, reasons, samples, statistic, confidence_level, bounds)
+    extra = [*(AT_MAX_COLUMNS if bounds is not None else ()), *(THRESHOLD_COLUMNS if timed else ())]
+    columns = [*parameters, *SUMMARY_COLUMNS[:10], *extra, *SUMMARY_COLUMNS[10:]]
+    summary = _explained_frame(pd.DataFrame(rows, columns=columns))
+    summary.attrs["parameters"] = parameters
+    summary.attrs["objective"] = table.attrs.get("objective", value)
+    summary.attrs["statistic"] = statistic
+    summary.attrs["confidence_level"] = confidence_level
+    summary.attrs["return_bounds"] = bounds
+    summary.attrs["notes"] = _summary_notes(table, notes, value, statistic, bounds, len(rows))
+    return summary
+
+
+def _config_row(
+    group: pd.DataFrame,
+    keys: dict[str, Any],
+    value: str,
+    confidence_level: float,
+    bounds: tuple[float, float] | None,
+    notes: dict[str, str],
+) -> tuple[dict[str, Any], dict[str, str], Any]:
+    """One configuration's row of :func:`summarize` (its statistics and share at the maximum return), why
+    each empty cell is empty, and its values; a statistic's note for the whole table goes into ``notes``."""
+    from rlcloud import intervals
+
+    values = group[value].dropna().astype(float).to_numpy()
+    row: dict[str, Any] = {**keys, "n": len(values)}
+    why: dict[str, str] = {}
+    for name in intervals.STATISTICS:
+        found = intervals.estimate(values, name, confidence_level, bounds=bounds)
+        row[name], row[f"{name}_low"], row[f"{name}_high"] = found.value, found.low, found.high
+        if found.short:
+            why[name] = found.short
+        if found.note and len(values):
+            notes[name] = found.note
+    if bounds is not None:
+        at_max = int((values >= bounds[1]).sum())
+        row["at_max"] = at_max / len(values) if len(values) else math.nan
+        row["at_max_low"], row["at_max_high"] = intervals.share_interval(at_max, len(values), confidence_level)
+        if not len(values):
+            why["at_max"] = "no value"
+    return row, why, values
+
+
+def _add_seeds_needed(
+    rows: list[dict[str, Any]],
+    reasons: list[dict[str, str]],
+    samples: list[Any],
+    statistic: str,
+    confidence_level: float,
+    bounds: tuple[float, float] | None,
+) -> None:
+    """Each row's ``seeds_needed`` against the best row by ``statistic``, and its ``notes`` (why each empty
+    cell is empty, the reasons gathered so far included)."""
+    from rlcloud import intervals
+
     ranked = [r[statistic] for r in rows]
     top = max(range(len(rows)), key=lambda i: -math.inf if math.isnan(ranked[i]) else ranked[i]) if rows else 0
     for i, row in enumerate(rows):
@@ -122,33 +165,36 @@ def summarize(
                 needed = max(needed, len(samples[top]) + 1, len(samples[i]) + 1)
         row["seeds_needed"] = math.nan if needed is None else needed
         row["notes"] = _REASON_SEP.join(f"{column}: {text}" for column, text in reasons[i].items())
-    extra = [*(AT_MAX_COLUMNS if bounds is not None else ()), *(THRESHOLD_COLUMNS if timed else ())]
-    columns = [*parameters, *SUMMARY_COLUMNS[:10], *extra, *SUMMARY_COLUMNS[10:]]
-    summary = _explained_frame(pd.DataFrame(rows, columns=columns))
-    summary.attrs["parameters"] = parameters
-    summary.attrs["objective"] = table.attrs.get("objective", value)
-    summary.attrs["statistic"] = statistic
-    summary.attrs["confidence_level"] = confidence_level
-    summary.attrs["return_bounds"] = bounds
-    summary.attrs["notes"] = [f"no {name} interval: {why}" for name, why in notes.items()]
+
+
+def _summary_notes(
+    table: pd.DataFrame,
+    notes: dict[str, str],
+    value: str,
+    statistic: str,
+    bounds: tuple[float, float] | None,
+    configurations: int,
+) -> list[str]:
+    """The reasons in full under a summary (``summary.attrs["notes"]``)."""
+    out = [f"no {name} interval: {why}" for name, why in notes.items()]
     if bounds is None and value in _RETURNS:
-        summary.attrs["notes"].append(
+        out.append(
             "the environment's return bounds are unknown (rlcloud.intervals.RETURN_BOUNDS): no interval reaches "
             "beyond the seeds' own range"
         )
     if table.attrs.get("left_out"):
-        summary.attrs["notes"].append("left out (budgets='complete'): " + ", ".join(table.attrs["left_out"]))
+        out.append("left out (budgets='complete'): " + ", ".join(table.attrs["left_out"]))
     if "common_budget" in table.attrs:
-        summary.attrs["notes"].append(
+        out.append(
             f"every run compared at the common budget of {table.attrs['common_budget']:,} timesteps "
             f"(budgets='common'; shorter: {', '.join(table.attrs['short_runs'])})"
         )
-    if len(rows) > 1:
-        summary.attrs["notes"].append(
+    if configurations > 1:
+        out.append(
             f"seeds to separate (seeds_needed): seeds per configuration at which its {statistic} interval and the "
             f"best one's would no longer overlap, at the observed difference and spreads"
         )
-    return summary
+    return out
 
 
 #: The values that are episode returns (the environment's return bounds hold for them).
