@@ -19,89 +19,55 @@ The per-run table needs only the client install (pandas); the statistics over se
 
 from __future__ import annotations
 
-# the package's names, re-exported (``x as x``: explicit for mypy); each submodule is one concern
-from rlcloud.comparison.explained import (
-    RUN_REASONS as RUN_REASONS,
-)
-from rlcloud.comparison.explained import (
-    explain as explain,
-)
-from rlcloud.comparison.explained import (
-    records as records,
-)
-from rlcloud.comparison.explained import (
-    row_reasons as row_reasons,
-)
-from rlcloud.comparison.plots import (
-    plot_runs as plot_runs,
-)
-from rlcloud.comparison.runs import (
-    RunResults as RunResults,
-)
-from rlcloud.comparison.runs import (
-    load_runs as load_runs,
-)
+from rlcloud.comparison.explained import RUN_REASONS, explain, records, row_reasons
+from rlcloud.comparison.plots import plot_runs
+from rlcloud.comparison.runs import RunResults, load_runs
 from rlcloud.comparison.statistics import (
-    AT_MAX_COLUMNS as AT_MAX_COLUMNS,
-)
-from rlcloud.comparison.statistics import (
-    SUMMARY_COLUMNS as SUMMARY_COLUMNS,
-)
-from rlcloud.comparison.statistics import (
-    THRESHOLD_COLUMNS as THRESHOLD_COLUMNS,
-)
-from rlcloud.comparison.statistics import (
-    Best as Best,
-)
-from rlcloud.comparison.statistics import (
-    BudgetError as BudgetError,
-)
-from rlcloud.comparison.statistics import (
-    best as best,
-)
-from rlcloud.comparison.statistics import (
-    confidence_interval as confidence_interval,
-)
-from rlcloud.comparison.statistics import (
-    performance_profiles as performance_profiles,
-)
-from rlcloud.comparison.statistics import (
-    summarize as summarize,
+    AT_MAX_COLUMNS,
+    SUMMARY_COLUMNS,
+    THRESHOLD_COLUMNS,
+    Best,
+    BudgetError,
+    best,
+    confidence_interval,
+    performance_profiles,
+    summarize,
 )
 from rlcloud.comparison.table import (
-    RUN_COLUMNS as RUN_COLUMNS,
-)
-from rlcloud.comparison.table import (
-    Budgets as Budgets,
-)
-from rlcloud.comparison.table import (
-    Objective as Objective,
-)
-from rlcloud.comparison.table import (
-    compare as compare,
-)
-from rlcloud.comparison.table import (
-    differing_parameters as differing_parameters,
-)
-from rlcloud.comparison.table import (
-    run_table as run_table,
-)
-from rlcloud.comparison.table import (
-    time_to_threshold as time_to_threshold,
+    RUN_COLUMNS,
+    Budgets,
+    CompareOptions,
+    Objective,
+    compare,
+    differing_parameters,
+    run_table,
+    time_to_threshold,
 )
 
+# every name callers import from the package (mypy: __all__ is what it re-exports)
 __all__ = [
+    "AT_MAX_COLUMNS",
     "RUN_COLUMNS",
+    "RUN_REASONS",
     "SUMMARY_COLUMNS",
+    "THRESHOLD_COLUMNS",
     "Best",
     "BudgetError",
+    "Budgets",
+    "CompareOptions",
+    "Objective",
     "RunResults",
     "best",
     "compare",
+    "confidence_interval",
+    "differing_parameters",
+    "explain",
     "load_runs",
     "performance_profiles",
     "plot_runs",
     "records",
+    "row_reasons",
+    "run_table",
     "summarize",
     "time_to_threshold",
 ]

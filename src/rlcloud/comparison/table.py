@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from rlcloud.comparison.explained import _explained_frame
 from rlcloud.comparison.runs import RunResults, _with_episodes, load_runs
@@ -19,6 +19,19 @@ if TYPE_CHECKING:
 
 Objective = Literal["mean_return", "evaluation"]
 Budgets = Literal["refuse", "common", "complete"]
+
+
+class CompareOptions(TypedDict, total=False):
+    """The keyword options of :func:`compare`, as the facades pass them on (``Sweep.results(**options)``)."""
+
+    results: str | None
+    objective: Objective
+    window: int
+    by: Literal["run", "config"]
+    confidence_level: float
+    budgets: Budgets
+    repeated_seeds: bool
+    threshold: float | None
 
 
 #: The per-run columns after ``run`` and the differing parameters (``compare()``'s table), in order.
