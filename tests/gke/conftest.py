@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from rlcloud.gke.cluster import GkeCluster
+from rlcloud.gke.project import EMULATOR_ENV
 from rlcloud.specs import ClusterSpec
 from tests.fakes.gke import FakeClusterManager
+from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.support.gke import PROJECT, NoCredentials
 
 
@@ -44,3 +47,20 @@ def make_cluster(container_client: Any) -> Callable[..., GkeCluster]:
         )
 
     return make
+
+
+#: a kube-apiserver with the reaper's namespace (where its ConfigMap and Jobs go)
+@pytest.fixture
+def apiserver() -> Iterator[FakeKubeApiServer]:
+    with FakeKubeApiServer() as server:
+        server.create_object("Namespace", {"metadata": {"name": "rlcloud-system"}})
+        yield server
+
+
+@pytest.fixture
+def emulated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeClusterManager]:
+    """The GKE fake that rlcloud's own clients reach (its emulator variable), from a directory with no rlcloud.yaml."""
+    monkeypatch.chdir(tmp_path)  # no rlcloud.yaml above: flags only
+    with FakeClusterManager(polls_to_done=0) as fake:
+        monkeypatch.setenv(EMULATOR_ENV, fake.address)
+        yield fake

@@ -23,23 +23,15 @@ from tests.fakes.gke import FakeClusterManager
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.fakes.kubelet import FakeKubelet, gke_cpu_node
 from tests.k8s.conftest import api_client  # noqa: F401  (a fixture over the apiserver here)
-from tests.support.gke import PROJECT
+from tests.support.gke import LOCATION, PROJECT
 from tests.support.kubernetes import make_backend, make_spec, standin
 from tests.support.waiting import eventually
 
 # the fake kubelet runs pods as processes (the fast lane leaves these out: CONTRIBUTING.md)
 pytestmark = pytest.mark.processes
 
-LOCATION = "us-central1-a"
 H = 3600.0
 NS = "rl"
-
-
-@pytest.fixture
-def apiserver() -> Iterator[FakeKubeApiServer]:
-    with FakeKubeApiServer() as server:
-        server.create_object("Namespace", {"metadata": {"name": "rlcloud-system"}})
-        yield server
 
 
 @pytest.fixture

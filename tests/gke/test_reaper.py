@@ -182,13 +182,6 @@ def _record(apiserver: FakeKubeApiServer) -> dict[str, str]:
     return dict(config_map["data"])
 
 
-@pytest.fixture
-def apiserver() -> Iterator[FakeKubeApiServer]:
-    with FakeKubeApiServer() as server:
-        server.create_object("Namespace", {"metadata": {"name": "rlcloud-system"}})
-        yield server
-
-
 def test_deletes_an_expired_cluster_even_while_an_experiment_runs(
     fake: FakeClusterManager, apiserver: FakeKubeApiServer, run: Run
 ) -> None:

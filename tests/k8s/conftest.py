@@ -9,6 +9,7 @@ import pytest
 from kubernetes import client
 
 from rlcloud.k8s.builders import JOB_UID_ENV, SWEEP_RESULTS_ENV
+from tests.fakes.gcs import FakeGcsServer
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 
 
@@ -37,3 +38,10 @@ def pod_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
         monkeypatch.setenv(var, "x")  # so that what the runner sets is undone after the test
         monkeypatch.delenv(var)
     return location
+
+
+@pytest.fixture
+def gcs(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGcsServer]:
+    with FakeGcsServer() as server:
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", server.url)  # this process and the pods reach it alike
+        yield server

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -422,13 +421,6 @@ def test_stop_checkpoints_running_trials_and_removes_everything(
 
 
 # ------------------------------------------------------------------------------ real trials, real runner
-
-
-@pytest.fixture
-def gcs(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGcsServer]:
-    with FakeGcsServer() as server:
-        monkeypatch.setenv("STORAGE_EMULATOR_HOST", server.url)  # this process and the pods alike
-        yield server
 
 
 @pytest.mark.processes

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,14 +17,6 @@ from tests.fakes.gcs import FakeGcsServer
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.fakes.kubelet import FakeKubelet
 from tests.support.kubernetes import FAST_RETRY, make_spec
-
-
-@pytest.fixture
-def gcs(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGcsServer]:
-    with FakeGcsServer() as server:
-        # this process (status, metrics) and the pods reach the fake server the same way
-        monkeypatch.setenv("STORAGE_EMULATOR_HOST", server.url)
-        yield server
 
 
 def _timestep(tmp_path: Path) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -43,3 +44,15 @@ def write_standin_python(directory: Path) -> Path:
     )
     script.chmod(0o755)
     return script
+
+
+def alive(pid: int) -> bool:
+    """Whether the process ``pid`` runs (a zombie, exited but not reaped, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
