@@ -14,6 +14,7 @@ from rlcloud.specs import ClusterSpec
 from tests.fakes.gke import FakeClusterManager
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.support.gke import PROJECT, NoCredentials
+from tests.support.kubernetes import api_client  # noqa: F401  (the fixture, over this directory's apiserver)
 
 
 @pytest.fixture

@@ -22,7 +22,6 @@ from rlcloud.timestamps import format_rfc3339, rfc3339_seconds
 from tests.fakes.gke import FakeClusterManager
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.fakes.kubelet import FakeKubelet, gke_cpu_node
-from tests.k8s.conftest import api_client  # noqa: F401  (a fixture over the apiserver here)
 from tests.support.gke import LOCATION, PROJECT
 from tests.support.kubernetes import make_backend, make_spec, standin
 from tests.support.waiting import eventually
@@ -132,7 +131,7 @@ def world(
     fake: FakeClusterManager,
     container_client: Any,
     apiserver: FakeKubeApiServer,
-    api_client: k8s.ApiClient,  # noqa: F811
+    api_client: k8s.ApiClient,
     kubelet: FakeKubelet,
     tmp_path: Path,
 ) -> World:
@@ -251,7 +250,7 @@ def test_a_reaper_that_may_not_list_nodes_records_it_and_its_ttl_still_acts(worl
 def test_a_cluster_with_a_budget_gets_its_label_and_the_reaper(
     make_cluster: Any,
     apiserver: FakeKubeApiServer,
-    api_client: k8s.ApiClient,  # noqa: F811
+    api_client: k8s.ApiClient,
     fake: FakeClusterManager,
     google_apis: Any,
 ) -> None:

@@ -6,26 +6,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kubernetes import client
 
 from rlcloud.k8s.builders import JOB_UID_ENV, SWEEP_RESULTS_ENV
 from tests.fakes.gcs import FakeGcsServer
 from tests.fakes.kube_apiserver import FakeKubeApiServer
+from tests.support.kubernetes import api_client  # noqa: F401  (the fixture, over this directory's apiserver)
 
 
 @pytest.fixture
 def apiserver() -> Iterator[FakeKubeApiServer]:
     with FakeKubeApiServer() as server:
         yield server
-
-
-@pytest.fixture
-def api_client(apiserver: FakeKubeApiServer) -> Iterator[client.ApiClient]:
-    api = client.ApiClient(client.Configuration(host=apiserver.url))
-    try:
-        yield api
-    finally:
-        api.close()
 
 
 #: the warm pod's environment (its sweep's results, its Job's uid)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from kubernetes import client
 from kubernetes.client import ApiClient
@@ -127,3 +129,13 @@ def write_kubeconfig(path: Path, server: str, token: str = "t0k3n") -> Path:
         )
     )
     return path
+
+
+#: a client of the directory's fake apiserver (a fixture: tests/k8s and tests/gke conftests import it)
+@pytest.fixture
+def api_client(apiserver: FakeKubeApiServer) -> Iterator[client.ApiClient]:
+    api = client.ApiClient(client.Configuration(host=apiserver.url))
+    try:
+        yield api
+    finally:
+        api.close()
