@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import math
 import os
 from collections.abc import Iterable, Sequence
@@ -16,9 +15,6 @@ from rlcloud.results import is_gcs, results_location, results_root
 
 if TYPE_CHECKING:
     from rlcloud.storage.summary import Episodes
-
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass
