@@ -1,7 +1,7 @@
 """``rlcloud experiment list`` over many finished local runs (issue 36, item 5): seconds for N runs.
 
 N finished local runs are written under a temporary results root in the project's own layout, as a local run
-leaves them (tests/storage/written_runs.py, write_local_runs): each run's results (spec of record, history,
+leaves them (tests/support/written_runs.py, write_local_runs): each run's results (spec of record, history,
 progress, metrics, evaluation, a checkpoint, a log and the runner's run-summary.json) plus its local state
 (``.rlcloud-local/``: state.json with the learner's process record and the facts of its spec, the spec the
 roles ran with, the learner's exit code 0). Then
@@ -70,7 +70,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "results"
-        from tests.storage.written_runs import write_local_runs, write_local_sweep
+        from tests.support.written_runs import write_local_runs, write_local_sweep
 
         t0 = time.perf_counter()
         if args.what == "list":

@@ -1,7 +1,7 @@
 """Reading a finished sweep back from Cloud Storage at scale (issue 36): requests, bytes, seconds, peak RSS.
 
 A finished sweep of N trials (2 configurations x N/2 seeds, E episodes each) is written in the project's
-results layout (tests/storage/written_runs.py: spec, history, progress, metrics, evaluation, a checkpoint, a
+results layout (tests/support/written_runs.py: spec, history, progress, metrics, evaluation, a checkpoint, a
 log and the runner's run-summary.json) to fake-gcs-server, then read through tests/fakes/faulty_proxy.py
 holding every request ``--latency`` seconds (80 ms: a laptop talking to Cloud Storage). Each path runs in a
 process of its own (``python -m ...`` of this file, as a user's command would), first with an empty object
@@ -71,7 +71,7 @@ def _counting_proxy(upstream: str, latency: float) -> Any:
 
 def child(path: str, bucket: str, trials: int, kube: str | None) -> None:
     """Run one path in this process and print its seconds and peak RSS as JSON."""
-    from tests.storage.written_runs import sweep_spec
+    from tests.support.written_runs import sweep_spec
 
     from rlcloud import Sweep
 
@@ -125,7 +125,7 @@ def _cluster_sweep(bucket: str, trials: int, workdir: Path) -> tuple[Any, str]:
     """The fake kube-apiserver holding the sweep's Indexed Job (completed: every index succeeded) and its
     ConfigMap, as KubernetesBackend.start_sweep made them; the kubeconfig that reaches it."""
     from tests.fakes.kube_apiserver import FakeKubeApiServer
-    from tests.storage.written_runs import sweep_spec
+    from tests.support.written_runs import sweep_spec
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import sweep_objects
@@ -158,7 +158,7 @@ def _cluster_sweep(bucket: str, trials: int, workdir: Path) -> tuple[Any, str]:
 def measure(trials: int, episodes: int, latency: float, paths: list[str]) -> list[dict[str, Any]]:
     """Write a sweep of ``trials`` trials and read it back each way; one row per path and read."""
     from tests.fakes.gcs import FakeGcsServer
-    from tests.storage.written_runs import sweep_spec, write_sweep
+    from tests.support.written_runs import sweep_spec, write_sweep
 
     from rlcloud.storage.gcs import GcsStore
 

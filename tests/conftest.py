@@ -35,7 +35,8 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "rlcloud"))
 
 # fake-gcs-server fixtures (session server, per-test buckets) and the fake Google APIs of `rlcloud doctor` (a
 # session fake every cluster create asks, a fresh one per test on demand) for every test directory
-pytest_plugins = ["tests.fakes.gcs_fixtures", "tests.fakes.google_api_fixtures"]
+# and the finished training run the tests that read one share (tests/support/trained_run.py)
+pytest_plugins = ["tests.fakes.gcs_fixtures", "tests.fakes.google_api_fixtures", "tests.support.trained_run"]
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -53,7 +54,7 @@ def _isolated_working_directory() -> Iterator[Path]:
 # or here when it uses a fixture that starts one; an unmarked test that spawns anyway fails, saying so.
 
 #: Fixtures that start a process (fake-gcs-server is a program of its own).
-PROCESS_FIXTURES = frozenset({"fake_gcs", "gcs_bucket", "gcs_store", "gcs_store_via", "faulty_proxy"})
+PROCESS_FIXTURES = frozenset({"fake_gcs", "gcs_bucket", "gcs_store", "gcs_store_via", "faulty_proxy", "trained"})
 
 _SPAWN_EVENTS = frozenset({"subprocess.Popen", "os.fork", "os.forkpty", "os.posix_spawn", "os.spawn"})
 #: Probes libraries run once on first use (platform.processor() for TensorFlow's import, matplotlib's font

@@ -15,8 +15,6 @@ groups), which the backends' own tests cover.
 from __future__ import annotations
 
 import re
-import sys
-import textwrap
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -30,34 +28,20 @@ from rlcloud.backend import ExperimentBackend, SweepCapable, sweep_capable
 from rlcloud.errors import NotFoundError, UnsupportedError, WaitTimeoutError
 from rlcloud.local import LocalBackend
 from rlcloud.local.machine import CHILDREN
-from rlcloud.specs import ExperimentSpec
 from rlcloud.specs.sweep import SweepSpec
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.fakes.kubelet import FakeKubelet
-from tests.k8s.test_backend import make_backend, standin
-from tests.k8s.test_kubelet import eventually
-
-LOCAL_STANDIN = Path(__file__).parent / "local" / "standin.py"
-
-
-def _spec(name: str) -> ExperimentSpec:
-    return ExperimentSpec.from_dict(
-        {
-            "name": name,
-            "environment": {"type": "gym", "level": "CartPole-v1"},
-            "agent": {"type": "ppo", "batch_size": 10, "learning_rate": 1e-3},
-            "network": "auto",
-            "total_timesteps": 300,
-            "seed": 1,
-        }
-    )
+from tests.support.kubernetes import make_backend, standin
+from tests.support.local import write_standin_python
+from tests.support.specs import cartpole_spec
+from tests.support.waiting import eventually
 
 
 def _sweep(name: str) -> SweepSpec:
     """Two trials of the tiny spec (two learning rates, one seed), both at once."""
     return SweepSpec(
         name=name,
-        experiment=_spec("base"),
+        experiment=cartpole_spec("base"),
         parameters={"agent.learning_rate": [1e-3, 3e-3]},
         seeds=[1],
         max_parallel=2,
@@ -78,23 +62,6 @@ def _backend_of(backend: Any) -> Any:
     return backend
 
 
-def _standin_python(directory: Path) -> Path:
-    """A ``python`` that runs the local stand-in for ``-m rlcloud.runner`` and is Python otherwise."""
-    script = directory / "python"
-    script.write_text(
-        textwrap.dedent(f"""\
-            #!/bin/sh
-            if [ "$1" = "-m" ] && [ "$2" = "rlcloud.runner" ]; then
-                shift 2
-                exec {sys.executable} {LOCAL_STANDIN} "$@"
-            fi
-            exec {sys.executable} "$@"
-        """)
-    )
-    script.chmod(0o755)
-    return script
-
-
 @pytest.fixture(params=["local", "kubernetes"])
 def place(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[..., Place]]:
     """``place(episodes=, delay=)``: the backend of this parameter, its stand-in learners training ``episodes``
@@ -102,7 +69,7 @@ def place(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[.
     root = tmp_path / "results"
     with ExitStack() as stack:
         if request.param == "local":
-            python = str(_standin_python(tmp_path))
+            python = str(write_standin_python(tmp_path))
             made: list[LocalBackend] = []
 
             def cleanup() -> None:
@@ -152,7 +119,7 @@ def _finished_or_gone(backend: Any, name: str) -> bool:
 @pytest.mark.processes
 def test_a_run_finishes_with_progress_logs_and_is_found_again(place: Callable[..., Place]) -> None:
     where = place(episodes=3)
-    backend, spec = where.backend, _spec("contract-run")
+    backend, spec = where.backend, cartpole_spec("contract-run")
     assert backend.start(spec, where.results) is True
     status = backend.wait(spec.name, timeout=120)
     assert status.state == "succeeded" and status.finished, status
@@ -171,7 +138,7 @@ def test_a_run_finishes_with_progress_logs_and_is_found_again(place: Callable[..
 @pytest.mark.processes
 def test_start_is_idempotent_and_pause_resume_stop_keep_the_checkpoint(place: Callable[..., Place]) -> None:
     where = place(episodes=2000, delay=0.05)
-    backend, spec = where.backend, _spec("contract-long")
+    backend, spec = where.backend, cartpole_spec("contract-long")
     assert backend.start(spec, where.results) is True
     eventually(lambda: backend.status(spec.name).progress.get("episode", 0) >= 2, timeout=60, what="training")
     assert backend.start(spec, where.results) is False  # running: nothing starts twice
@@ -225,7 +192,7 @@ def test_a_sweep_runs_every_trial_and_is_found_again(place: Callable[..., Place]
 
 def test_a_backend_without_the_sweep_capability_is_refused_by_the_facade(tmp_path: Path) -> None:
     from rlcloud import Sweep
-    from tests.test_display import ScriptedBackend, ScriptedCluster, _distributed_status
+    from tests.support.display import ScriptedBackend, ScriptedCluster, _distributed_status
 
     core_only = ScriptedBackend(_distributed_status())
     with pytest.raises(UnsupportedError, match="the scripted backend does not run sweeps"):

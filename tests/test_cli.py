@@ -49,7 +49,7 @@ def test_every_command_has_help_with_an_example(argv: list[str], capsys: pytest.
 
 @pytest.mark.processes
 def test_init_copies_default_specs_and_checks_credentials(tmp_path: Path) -> None:
-    from tests.gke.test_credentials import service_account_key
+    from tests.support.gke import service_account_key
 
     # init loads the key (a broken one must fail there, not in `cluster list`): it must be a real RSA key
     key = service_account_key(tmp_path / "key.json", "my-rl-project")

@@ -208,7 +208,7 @@ def test_compare_notes_never_carry_control_characters(
 ) -> None:
     """A run directory named with an escape sequence reached the note line under compare's table raw (the
     runs left out at budgets='complete' are named there)."""
-    from tests.test_compare import write_run
+    from tests.support.written_runs import write_run
 
     root = tmp_path / "results"
     ramp = [float(i) for i in range(100)]

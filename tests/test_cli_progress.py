@@ -166,7 +166,7 @@ def test_starting_is_shown_in_tables_notebooks_and_the_tqdm_bar(tmp_path: Path) 
     shown = rendered(status_table(status(progress=stale)))
     assert "cartpole-ppo: starting" in shown and "steps/s -" in shown and "0.6" not in shown
 
-    from tests.test_display import ScriptedBackend, ScriptedCluster
+    from tests.support.display import ScriptedBackend, ScriptedCluster
 
     exp = Experiment(ExperimentSpec.from_file(SPEC), results=str(tmp_path))
     exp.start(cluster=ScriptedCluster(ScriptedBackend(status(progress=stale))), validate=False)
@@ -271,7 +271,7 @@ def test_stop_downloads_by_default_in_the_api_and_the_cli(monkeypatch: pytest.Mo
 
 
 def test_stop_of_a_local_run_copies_nothing_unless_asked(tmp_path: Path) -> None:
-    from tests.test_display import ScriptedBackend
+    from tests.support.display import ScriptedBackend
 
     exp = Experiment(ExperimentSpec.from_file(SPEC), results=str(tmp_path / "results"))
     exp._backend = ScriptedBackend(status("stopped", {}))

@@ -26,8 +26,8 @@ import pytest
 from tests.fakes.gcs import FakeGcsServer
 from tests.fakes.gke import FakeClusterManager
 from tests.fakes.kube_apiserver import FakeKubeApiServer
-from tests.k8s.test_status import write_kubeconfig
-from tests.test_compare import write_run
+from tests.support.kubernetes import write_kubeconfig
+from tests.support.written_runs import write_run
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -9,15 +9,12 @@ experiment is over the dedicated cluster is deleted.
 from __future__ import annotations
 
 import base64
-import datetime as _dt
 import ssl
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import trustme
-from google.auth import _helpers
 from google.oauth2.credentials import Credentials
 
 from rlcloud import Cluster, ClusterSpec, Experiment, ExperimentSpec
@@ -25,22 +22,9 @@ from tests.fakes.gcs import FakeGcsServer
 from tests.fakes.gke import FakeClusterManager
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.fakes.kubelet import FakeKubelet
+from tests.support.gke import TokenIssuer
 
 PROJECT = "rl-e2e-project"
-
-
-class TokenIssuer:
-    """google-auth refresh handler: numbered tokens; the apiserver accepts only the latest."""
-
-    def __init__(self) -> None:
-        self.issued: list[str] = []
-
-    def __call__(self, request: Any, scopes: Any = None) -> tuple[str, _dt.datetime]:
-        self.issued.append(f"e2e-token-{len(self.issued)}")
-        return self.issued[-1], _helpers.utcnow() + _dt.timedelta(hours=1)
-
-    def accepts(self, token: str) -> bool:
-        return bool(self.issued) and token == self.issued[-1]
 
 
 @pytest.fixture

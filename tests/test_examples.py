@@ -6,6 +6,7 @@ environment), whatever "python3" kernel the machine may have registered elsewher
 
 from __future__ import annotations
 
+import ast
 import copy
 import subprocess
 import sys
@@ -27,6 +28,38 @@ def _run_script(name: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, str(EXAMPLES / name), *args], capture_output=True, text=True, timeout=120, cwd=ROOT
     )
+
+
+def _rlcloud_imports(source: str) -> list[str]:
+    """Every ``rlcloud`` import in ``source``, anywhere (a function's body too), as ``module:name``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [f"{a.name}:" for a in node.names if a.name.split(".")[0] == "rlcloud"]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "rlcloud":
+            found += [f"{node.module}:{a.name}" for a in node.names]
+    return found
+
+
+def _example_sources() -> list[Any]:
+    # gke_gpu.py imports internals until the Cluster facade covers them (issue 39): strict, so the fix shows
+    internal = pytest.mark.xfail(strict=True, reason="examples/gke_gpu.py imports rlcloud internals (issue 39)")
+    scripts = [
+        pytest.param(path.read_text(), id=path.name, marks=[internal] if path.name == "gke_gpu.py" else [])
+        for path in sorted(EXAMPLES.glob("*.py"))
+    ]
+    cells = nbformat.read(NOTEBOOK, as_version=4).cells
+    code = "\n".join(c.source for c in cells if c.cell_type == "code" and not c.source.lstrip().startswith(("%", "!")))
+    return [*scripts, pytest.param(code, id=NOTEBOOK.name)]
+
+
+@pytest.mark.parametrize("source", _example_sources())
+def test_an_example_uses_only_rlcloud_public_names(source: str) -> None:
+    """A user copies an example: what it imports is rlcloud's public API (``rlcloud.__all__``), nothing a
+    release may move."""
+    imports = _rlcloud_imports(source)
+    assert imports, "an example that imports nothing from rlcloud is not an example of it"
+    assert [i for i in imports if i.partition(":")[0] != "rlcloud" or i.partition(":")[2] not in rlcloud.__all__] == []
 
 
 # ---------------------------------------------------------------------------------------------- scripts

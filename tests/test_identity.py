@@ -32,21 +32,11 @@ from rlcloud.specs.identity import (
 )
 from rlcloud.storage import open_store
 from tests.fakes.gcs import FakeGcsServer
-
-CARTPOLE = {"type": "gym", "level": "CartPole-v1"}
+from tests.support.specs import CARTPOLE, cartpole_spec
 
 
 def _spec(**overrides: object) -> ExperimentSpec:
-    data: dict[str, object] = {
-        "name": "ident",
-        "environment": CARTPOLE,
-        "agent": {"type": "ppo", "batch_size": 10, "learning_rate": 1e-3},
-        "network": "auto",
-        "total_timesteps": 600,
-        "seed": 1,
-        **overrides,
-    }
-    return ExperimentSpec.from_dict(data)
+    return cartpole_spec("ident", **{"total_timesteps": 600, **overrides})
 
 
 def _tree(root: Path) -> dict[str, str]:

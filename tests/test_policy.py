@@ -19,28 +19,9 @@ import pytest
 from rlcloud import Experiment, ExperimentSpec
 from rlcloud.cli import main
 from rlcloud.errors import SpecError
+from tests.support.trained_run import SPEC
 
 pytestmark = [pytest.mark.training, pytest.mark.processes]
-
-SPEC = dict(
-    name="cp-policy",
-    environment={"type": "gym", "level": "CartPole-v1"},
-    agent={"type": "ppo", "batch_size": 4, "learning_rate": 3e-3},
-    seed=5,
-    total_timesteps=1500,
-    # one evaluation, at the end: the episodes the restored policy must play again
-    evaluation={"every": "1000000t", "episodes": 2},
-    summary_frequency=None,
-)
-
-
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory: pytest.TempPathFactory) -> Experiment:
-    root = tmp_path_factory.mktemp("policy-results")
-    exp = Experiment(ExperimentSpec(**SPEC), results=str(root))
-    exp.start()
-    assert exp.wait(timeout=900).state == "succeeded"
-    return exp
 
 
 def _evaluation_returns(exp: Experiment) -> list[float]:

@@ -313,3 +313,17 @@ def test_the_suite_runs_outside_the_repository_and_home(tmp_path_factory: object
     assert repo not in (cwd, *cwd.parents)
     assert Path.home().resolve() != Path(os.path.expanduser("~root")).resolve() or "rlcloud-tests-" in str(Path.home())
     assert "rlcloud-tests-" in os.environ["XDG_CACHE_HOME"]
+
+
+def test_no_test_module_imports_another() -> None:
+    # shared helpers live in tests/support/, shared fixtures in a conftest (CONTRIBUTING.md): a test module that
+    # imports another runs the other's module-level code and ties the two together
+    tests = SRC.parent.parent / "tests"
+    found = []
+    for path in sorted(tests.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names += [a.name for a in node.names] if isinstance(node, ast.Import | ast.ImportFrom) else []
+            if any(re.search(r"(^|\.)(test_\w+|conftest)$", name) for name in names if name.startswith("tests")):
+                found.append(f"{path.relative_to(tests)}:{node.lineno}")
+    assert found == []

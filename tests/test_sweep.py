@@ -13,16 +13,7 @@ from rlcloud import Experiment, ExperimentStatus, SpecError, Sweep, SweepSpec
 from rlcloud.backend import RoleStatus
 from rlcloud.cli import main
 from rlcloud.local.sweeper import failure_signature
-
-ROOT = Path(__file__).resolve().parents[1]
-CARTPOLE_SPEC = ROOT / "examples" / "cartpole_ppo.yaml"
-
-
-def _sweep(**fields: Any) -> SweepSpec:
-    # a file reference resolves next to the sweep (base_dir), as every spec's file references do
-    data: dict[str, Any] = {"name": "s", "experiment": CARTPOLE_SPEC.name, **fields}
-    return SweepSpec.from_dict(data, base_dir=CARTPOLE_SPEC.parent)
-
+from tests.support.sweeps import CARTPOLE_SPEC, TINY, _broken_environment, _sweep
 
 # ------------------------------------------------------------------------------------------ the spec
 
@@ -214,11 +205,6 @@ def test_cli_validates_a_sweep_built_from_an_experiment(capsys: pytest.CaptureFi
 
 # ---------------------------------------------------------------------------------- real local sweeps
 
-TINY = {
-    "total_timesteps": 300, "run_mode": "single", "num_workers": 1, "saver_frequency": None, "summary_frequency": None,
-    "evaluation": None,
-}  # fmt: skip
-
 
 @pytest.mark.training
 def test_local_grid_sweep_runs_every_trial(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -334,23 +320,6 @@ def test_failures_of_one_kind_share_a_signature_whatever_their_numbers() -> None
     assert a == b == "exit code 3: RuntimeError: <trial> diverged at timestep # (loss #)"
     assert failed("x", "RuntimeError: other") != failed("x", "RuntimeError: other", code=2)
     assert failed("x", "MemoryError: ...") != failed("x", "RuntimeError: other")
-
-
-def _broken_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """An environment whose construction fails in every trial (exit 3), importable by the trials' runners."""
-    (tmp_path / "brokenenv.py").write_text(
-        textwrap.dedent(
-            """
-            import gymnasium
-
-            class Env(gymnasium.Env):
-                def __init__(self):
-                    raise RuntimeError("no simulator licence")
-            """
-        )
-    )
-    monkeypatch.setenv("PYTHONPATH", str(tmp_path))  # the sweeper and its trials inherit it
-    return {"type": "brokenenv:Env"}
 
 
 @pytest.mark.processes
@@ -526,7 +495,7 @@ def test_ctrl_c_on_a_followed_sweep_stops_it_and_says_how_to_resume(tmp_path: Pa
     assert status.state == "stopped", status  # not "succeeded": its trial has more to train
     # nothing left running: the trial's warm worker ends once its trial has checkpointed
     from rlcloud.local.state import RunState, ours
-    from tests.k8s.test_kubelet import eventually
+    from tests.support.waiting import eventually
 
     trial_dir = tmp_path / "results" / "s" / spec.trials()[0].name
     identity = RunState(trial_dir).roles()[0].identity

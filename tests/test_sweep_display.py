@@ -9,7 +9,7 @@ import pytest
 
 from rlcloud import Sweep
 from rlcloud.backend import SweepStatus, TrialStatus, sweep_html
-from tests.test_sweep import TINY, _broken_environment, _sweep
+from tests.support.sweeps import TINY, _broken_environment, _sweep
 
 
 def _trial(index: int, state: str, progress: dict[str, object], **fields: object) -> TrialStatus:

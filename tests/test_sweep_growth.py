@@ -17,8 +17,8 @@ from rlcloud.comparison import Best
 from rlcloud.record import grow_sweep_recorded, read_history, read_sweep_growth, start_sweep_recorded
 from rlcloud.specs.sweep import Growth
 from rlcloud.storage import open_store
-from tests.k8s.test_kubelet import eventually
-from tests.test_sweep import TINY, _sweep
+from tests.support.sweeps import TINY, _sweep
+from tests.support.waiting import eventually
 
 
 def _pairs(spec: SweepSpec) -> list[tuple[str, int]]:

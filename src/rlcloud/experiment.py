@@ -25,12 +25,15 @@ from rlcloud.results import DEFAULT_RESULTS, is_gcs, results_location, results_r
 from rlcloud.waiting import poll_until
 
 if TYPE_CHECKING:
+    from typing import Unpack
+
     import pandas as pd
     from matplotlib.figure import Figure
 
     from rlcloud.backend import ExperimentBackend, ExperimentStatus
     from rlcloud.cluster import Cluster
     from rlcloud.codepack import CodeArchive
+    from rlcloud.comparison import CompareOptions
     from rlcloud.policies import Video
     from rlcloud.runner.policy import Policy
     from rlcloud.specs import ExperimentSpec
@@ -52,7 +55,7 @@ class Experiment:
         results: str | None = None,
         *,
         cluster: Cluster | None = None,
-        **overrides: Any,
+        **overrides: object,
     ) -> None:
         """Make an experiment from a spec (or a spec file path, with keyword overrides).
 
@@ -455,7 +458,7 @@ class Experiment:
             return metrics_frame(read_evaluation(store), evaluation=True)
         return metrics_frame(read_metrics(store))
 
-    def results(self, **options: Any) -> pd.DataFrame:
+    def results(self, **options: Unpack[CompareOptions]) -> pd.DataFrame:
         """This run as one row of :func:`rlcloud.compare`'s table (as :meth:`Sweep.results` gives one per
         trial): seed, state, timesteps, episodes, the objective, final evaluation, wall time, steps/s.
         ``options`` go to :func:`rlcloud.comparison.compare`; :meth:`metrics` has the episodes themselves."""

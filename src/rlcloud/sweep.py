@@ -25,13 +25,15 @@ from rlcloud.results import results_location, results_root
 from rlcloud.waiting import poll_until
 
 if TYPE_CHECKING:
+    from typing import Unpack
+
     import pandas as pd
     from matplotlib.figure import Figure
 
     from rlcloud.backend import ExperimentBackend, SweepCapable, SweepStatus
     from rlcloud.cluster import Cluster
     from rlcloud.codepack import CodeArchive
-    from rlcloud.comparison import Best
+    from rlcloud.comparison import Best, CompareOptions
     from rlcloud.experiment import Experiment
     from rlcloud.policies import Video
     from rlcloud.specs.sweep import SweepSpec
@@ -50,7 +52,7 @@ class Sweep:
         results: str | None = None,
         *,
         cluster: Cluster | None = None,
-        **overrides: Any,
+        **overrides: object,
     ) -> None:
         """Make a sweep from a SweepSpec (or a sweep file, with keyword overrides such as ``max_parallel=2``).
 
@@ -440,7 +442,7 @@ class Sweep:
             runs = [exp for exp in runs if exp.name in have]
         return runs
 
-    def results(self, **options: Any) -> pd.DataFrame:
+    def results(self, **options: Unpack[CompareOptions]) -> pd.DataFrame:
         """One row per trial (pandas DataFrame): the swept parameters, seed, state, timesteps, the objective,
         final evaluation, wall time, steps/s. ``options`` go to :func:`rlcloud.comparison.compare`."""
         from rlcloud.comparison import compare
@@ -448,7 +450,7 @@ class Sweep:
         options.setdefault("objective", self.spec.objective)
         return compare(self, **options)  # the started trials, from one listing of the sweep's location
 
-    def best(self, statistic: str = "iqm", **options: Any) -> Best:
+    def best(self, statistic: str = "iqm", **options: Unpack[CompareOptions]) -> Best:
         """The best configuration by ``statistic`` (``"iqm"``, ``"mean"`` or ``"median"``) over its seeds, and
         whether its lead over the runner-up is outside the intervals (:class:`rlcloud.comparison.Best`; print it
         for a sentence). ``options`` go to :meth:`results`."""
@@ -473,7 +475,7 @@ class Sweep:
         some = ", ".join(exp.name for exp in runs[:5])
         raise NotFoundError(f"sweep {self.name} has no trial {name!r} (it has {len(runs)}: {some}...)")
 
-    def best_trial(self, statistic: str = "iqm", **options: Any) -> Experiment:
+    def best_trial(self, statistic: str = "iqm", **options: Unpack[CompareOptions]) -> Experiment:
         """The best configuration's (:meth:`best`) best trial: its seed with the highest objective."""
         from rlcloud.comparison import best
         from rlcloud.errors import NotFoundError
@@ -489,17 +491,31 @@ class Sweep:
         location = rows.loc[rows["objective"].idxmax(), "location"]
         return next(exp for exp in self.experiments(started=True) if exp.location == location)
 
-    def video(self, path: str | Path, *, episodes: int = 1, **options: Any) -> Video:
-        """A video of the best configuration's best trial (:meth:`best_trial`); ``options`` go to
-        :meth:`rlcloud.Experiment.video` (checkpoint, seed, fps, progress)."""
-        return self.best_trial().video(path, episodes=episodes, **options)
+    def video(
+        self,
+        path: str | Path,
+        *,
+        episodes: int = 1,
+        checkpoint: str | None = None,
+        seed: int | None = None,
+        fps: int = 50,
+        progress: bool = True,
+    ) -> Video:
+        """A video of the best configuration's best trial (:meth:`best_trial`); the options are
+        :meth:`rlcloud.Experiment.video`'s."""
+        best = self.best_trial()
+        return best.video(path, episodes=episodes, checkpoint=checkpoint, seed=seed, fps=fps, progress=progress)
 
-    def plot(self, path: str | Path | None = None, **options: Any) -> Figure:
+    def plot(
+        self, path: str | Path | None = None, *, window: int = 20, points: int = 200, confidence_level: float = 0.95
+    ) -> Figure:
         """Mean return per configuration over seeds, with a 95% confidence band (a matplotlib Figure;
         saved as PNG when ``path`` is given)."""
         from rlcloud.comparison import plot_runs
 
-        return plot_runs(self, path=path, title=self.name, **options)
+        return plot_runs(
+            self, path=path, title=self.name, window=window, points=points, confidence_level=confidence_level
+        )
 
     # --------------------------------------------------------------------------------- finding them again
 

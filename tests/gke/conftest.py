@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from rlcloud.gke.cluster import GkeCluster
+from rlcloud.gke.project import EMULATOR_ENV
 from rlcloud.specs import ClusterSpec
 from tests.fakes.gke import FakeClusterManager
-
-PROJECT = "rl-test-project"
+from tests.fakes.kube_apiserver import FakeKubeApiServer
+from tests.support.gke import PROJECT, NoCredentials
+from tests.support.kubernetes import api_client  # noqa: F401  (the fixture, over this directory's apiserver)
 
 
 @pytest.fixture
@@ -27,18 +30,6 @@ def container_client(fake: FakeClusterManager) -> Iterator[Any]:
         yield client
     finally:
         client.transport.close()
-
-
-class NoCredentials:
-    """Stands in for google-auth credentials where a test never needs a token (the fake has no auth).
-
-    Any use of it fails loudly, so a test cannot silently reach for Application Default Credentials.
-    """
-
-    valid = False
-
-    def refresh(self, request: Any) -> None:
-        raise AssertionError("these tests must not refresh credentials")
 
 
 @pytest.fixture
@@ -57,3 +48,20 @@ def make_cluster(container_client: Any) -> Callable[..., GkeCluster]:
         )
 
     return make
+
+
+#: a kube-apiserver with the reaper's namespace (where its ConfigMap and Jobs go)
+@pytest.fixture
+def apiserver() -> Iterator[FakeKubeApiServer]:
+    with FakeKubeApiServer() as server:
+        server.create_object("Namespace", {"metadata": {"name": "rlcloud-system"}})
+        yield server
+
+
+@pytest.fixture
+def emulated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeClusterManager]:
+    """The GKE fake that rlcloud's own clients reach (its emulator variable), from a directory with no rlcloud.yaml."""
+    monkeypatch.chdir(tmp_path)  # no rlcloud.yaml above: flags only
+    with FakeClusterManager(polls_to_done=0) as fake:
+        monkeypatch.setenv(EMULATOR_ENV, fake.address)
+        yield fake

@@ -22,24 +22,15 @@ from rlcloud.timestamps import format_rfc3339, rfc3339_seconds
 from tests.fakes.gke import FakeClusterManager
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.fakes.kubelet import FakeKubelet, gke_cpu_node
-from tests.gke.conftest import PROJECT
-from tests.k8s.conftest import api_client, make_spec  # noqa: F401  (a fixture over the apiserver here)
-from tests.k8s.test_backend import make_backend, standin
-from tests.k8s.test_kubelet import eventually
+from tests.support.gke import LOCATION, PROJECT
+from tests.support.kubernetes import make_backend, make_spec, standin
+from tests.support.waiting import eventually
 
 # the fake kubelet runs pods as processes (the fast lane leaves these out: CONTRIBUTING.md)
 pytestmark = pytest.mark.processes
 
-LOCATION = "us-central1-a"
 H = 3600.0
 NS = "rl"
-
-
-@pytest.fixture
-def apiserver() -> Iterator[FakeKubeApiServer]:
-    with FakeKubeApiServer() as server:
-        server.create_object("Namespace", {"metadata": {"name": "rlcloud-system"}})
-        yield server
 
 
 @pytest.fixture
@@ -140,7 +131,7 @@ def world(
     fake: FakeClusterManager,
     container_client: Any,
     apiserver: FakeKubeApiServer,
-    api_client: k8s.ApiClient,  # noqa: F811
+    api_client: k8s.ApiClient,
     kubelet: FakeKubelet,
     tmp_path: Path,
 ) -> World:
@@ -217,7 +208,7 @@ def test_a_cluster_over_its_budget_stops_its_runs_then_is_deleted(world: World) 
 
 
 def test_a_sweep_over_its_budget_starts_no_more_trials_and_its_running_ones_checkpoint(world: World) -> None:
-    from tests.k8s.test_sweep_on_k8s import make_sweep
+    from tests.support.kubernetes import make_sweep
 
     world.put_cluster()
     root = world.results
@@ -259,12 +250,12 @@ def test_a_reaper_that_may_not_list_nodes_records_it_and_its_ttl_still_acts(worl
 def test_a_cluster_with_a_budget_gets_its_label_and_the_reaper(
     make_cluster: Any,
     apiserver: FakeKubeApiServer,
-    api_client: k8s.ApiClient,  # noqa: F811
+    api_client: k8s.ApiClient,
     fake: FakeClusterManager,
     google_apis: Any,
 ) -> None:
     from rlcloud.specs import ClusterSpec
-    from tests.gke.test_doctor import REAPER_ROLE, REAPER_ROLE_PERMISSIONS, _wi
+    from tests.support.gke import REAPER_ROLE, REAPER_ROLE_PERMISSIONS, _wi
 
     gsa = f"rlcloud-reaper@{PROJECT}.iam.gserviceaccount.com"
     # the reaper's Google service account as docs/gke-setup.md step 7 makes it: the cheap checks a create with a
@@ -329,7 +320,7 @@ def test_a_reaper_whose_clock_stepped_forward_charges_no_run_for_it(world: World
     the server's clock (its Date header), so a $0.10 run (~2.65 h of its node share) is not stopped for hours it
     never ran."""
     from rlcloud.gke.reaper import run_budgets_only
-    from tests.clocks import SteppingClock
+    from tests.support.clocks import SteppingClock
 
     world.put_cluster()
     world.start(make_spec(name="capped", budget="0.10 USD"))
@@ -344,7 +335,7 @@ def test_a_reaper_whose_clock_stepped_forward_charges_no_run_for_it(world: World
 def test_a_queued_sweep_its_budget_stopped_lets_the_cluster_idle_out(world: World) -> None:
     """A sweep submitted to a Kueue queue (its Job created suspended, labelled with the queue; Kueue admits it by
     un-suspending it) and stopped by its budget stays suspended for good: it is no activity, so autodown fires."""
-    from tests.k8s.test_sweep_on_k8s import add_local_queue, make_sweep
+    from tests.support.kubernetes import add_local_queue, make_sweep
 
     world.backend.queue = "team-a"
     add_local_queue(world.apiserver, NS, "team-a")

@@ -18,7 +18,7 @@ from rlcloud.gke.cluster import GkeCluster
 from rlcloud.gke.prices import estimate_hourly_cost
 from rlcloud.specs import ClusterSpec
 from tests.fakes.gke import FakeClusterManager, pool_rung
-from tests.gke.conftest import PROJECT
+from tests.support.gke import PROJECT
 
 MakeCluster = Callable[..., GkeCluster]
 L4 = "nvidia-l4"
@@ -318,7 +318,7 @@ def test_another_process_picks_up_an_interrupted_ladder(fake: FakeClusterManager
 def test_the_doctor_shows_each_rungs_quota_and_price(google_apis: Any) -> None:
     """A rung without quota does not refuse the cluster (the ladder passes it by on the quota error); no rung
     with quota does. Flex-start draws on the preemptible quota, as Spot does."""
-    from tests.gke.test_doctor import _doctor
+    from tests.support.gke import _doctor
 
     state = google_apis.state
     spec = ClusterSpec(name="rl", gpu_type="l4", capacity=["spot", "on-demand", "flex-start"])

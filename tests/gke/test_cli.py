@@ -7,25 +7,15 @@ operations finish instantly there, so the CLI's default polling never sleeps.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from rlcloud.cli import main
-from rlcloud.gke.project import EMULATOR_ENV
 from tests.fakes.gke import FakeClusterManager
 
 PROJECT = "cli-test-project"
 BUNDLED = Path(__file__).resolve().parents[2] / "src" / "rlcloud" / "configs" / "clusters"
-
-
-@pytest.fixture
-def emulated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeClusterManager]:
-    monkeypatch.chdir(tmp_path)  # no rlcloud.yaml above: flags only
-    with FakeClusterManager(polls_to_done=0) as fake:
-        monkeypatch.setenv(EMULATOR_ENV, fake.address)
-        yield fake
 
 
 @pytest.mark.processes

@@ -27,7 +27,7 @@ from rlcloud.gke.plan import SYSTEM_MACHINE_TYPE, SYSTEM_MAX_NODES
 from rlcloud.gke.project import GkeProject
 from rlcloud.specs import ClusterSpec
 from tests.fakes.gke import FakeClusterManager
-from tests.gke.conftest import PROJECT, NoCredentials
+from tests.support.gke import PROJECT, NoCredentials
 
 MakeCluster = Callable[..., GkeCluster]
 T4 = "nvidia-tesla-t4"

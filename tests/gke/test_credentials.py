@@ -2,40 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 
 from rlcloud.errors import AuthError
 from rlcloud.gke.cluster import GkeCluster
 from rlcloud.specs import ClusterSpec
 from tests.fakes.gke import FakeClusterManager
-
-
-def service_account_key(path: Path, project: str) -> Path:
-    """A syntactically real service-account key file (its key was never registered anywhere)."""
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    pem = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    ).decode()
-    path.write_text(
-        json.dumps(
-            {
-                "type": "service_account",
-                "project_id": project,
-                "private_key_id": "0" * 40,
-                "private_key": pem,
-                "client_email": f"rlcloud-test@{project}.iam.gserviceaccount.com",
-                "client_id": "1",
-                "token_uri": "https://oauth2.googleapis.com/token",
-            }
-        )
-    )
-    return path
+from tests.support.gke import service_account_key
 
 
 def test_project_comes_from_application_default_credentials(

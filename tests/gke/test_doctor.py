@@ -21,18 +21,21 @@ from tests.fakes.faulty_proxy import FaultyProxy
 from tests.fakes.gcs import FakeGcsServer
 from tests.fakes.gke import FakeClusterManager
 from tests.fakes.google_apis import FakeGoogleApis, default_compute_account
-from tests.gke.conftest import PROJECT
+from tests.support.gke import (
+    CI_ROLES,
+    GPU_IMAGE,
+    IMAGE,
+    NODES,
+    PROJECT,
+    REAPER,
+    REAPER_ROLE,
+    REAPER_ROLE_PERMISSIONS,
+    RUNNER,
+    T4_SPOT,
+    _doctor,
+    _wi,
+)
 
-RUNNER = f"rlcloud-runner@{PROJECT}.iam.gserviceaccount.com"
-REAPER = f"rlcloud-reaper@{PROJECT}.iam.gserviceaccount.com"
-#: the custom role docs/gke-setup.md step 7 creates for the reaper
-REAPER_ROLE = f"projects/{PROJECT}/roles/rlcloudReaper"
-REAPER_ROLE_PERMISSIONS = {"container.clusters.get", "container.clusters.delete", "container.operations.get"}
-NODES = f"rlcloud-nodes@{PROJECT}.iam.gserviceaccount.com"
-IMAGE = f"us-central1-docker.pkg.dev/{PROJECT}/rlcloud/runner-cpu:0.1.0"
-GPU_IMAGE = f"us-central1-docker.pkg.dev/{PROJECT}/rlcloud/runner-gpu:0.1.0"
-#: what docs/gke-setup.md step 2 grants a CI identity (the bucket role in step 4)
-CI_ROLES = {"roles/container.admin", "roles/iam.serviceAccountUser", "roles/storage.objectAdmin"}
 #: what docs/gke-setup.md step 8's table adds so that every check can see
 SEEING_ROLES = {
     "roles/serviceusage.serviceUsageConsumer",
@@ -41,36 +44,12 @@ SEEING_ROLES = {
     "roles/iam.securityReviewer",
     "roles/storage.legacyBucketReader",
 }
-T4_SPOT = ClusterSpec(name="rl", gpu_type="nvidia-tesla-t4", spot=True, num_nodes=2, ttl="6h")
 
 
 @pytest.fixture(scope="module")
 def gcs() -> Iterator[FakeGcsServer]:
     with FakeGcsServer() as server:
         yield server
-
-
-def _wi(account: str, ns_sa: str) -> list[dict[str, Any]]:
-    member = f"serviceAccount:{PROJECT}.svc.id.goog[{ns_sa}]"
-    return [{"role": "roles/iam.workloadIdentityUser", "members": [member]}]
-
-
-def _doctor(google: FakeGoogleApis, gcs: FakeGcsServer | None = None, **options: Any) -> Doctor:
-    """A doctor of a project where everything is set up (a test breaks what it checks)."""
-    state = google.state
-    state.service_accounts.setdefault(RUNNER, _wi(RUNNER, "rlcloud/rlcloud-runner"))
-    state.service_accounts.setdefault(REAPER, _wi(REAPER, "rlcloud-system/rlcloud-reaper"))
-    state.tags.update({"rlcloud/runner-cpu:0.1.0", "rlcloud/runner-gpu:0.1.0"})
-    if not state.project_policy:
-        reader = {"role": "roles/artifactregistry.reader", "members": [f"serviceAccount:{default_compute_account()}"]}
-        state.project_policy.extend([reader, {"role": REAPER_ROLE, "members": [f"serviceAccount:{REAPER}"]}])
-    state.custom_roles.setdefault(REAPER_ROLE, set(REAPER_ROLE_PERMISSIONS))
-    config = options.pop(
-        "config",
-        ProjectConfig(image=IMAGE, gpu_image=GPU_IMAGE, gcp_service_account=RUNNER, reaper_service_account=REAPER),
-    )
-    storage = gcs.client() if gcs is not None else None
-    return Doctor(PROJECT, config=config, api_host=google.url, storage_client=storage, **options)
 
 
 def _by_name(doctor: Doctor) -> dict[str, Any]:

@@ -9,8 +9,7 @@ import pytest
 
 from rlcloud.specs import ClusterSpec
 from tests.fakes.google_apis import FakeGoogleApis, default_compute_account
-from tests.gke.conftest import PROJECT
-from tests.gke.test_doctor import CI_ROLES, IMAGE, NODES, RUNNER, T4_SPOT, _doctor
+from tests.support.gke import CI_ROLES, IMAGE, NODES, PROJECT, RUNNER, T4_SPOT, _doctor
 
 DIGEST = "sha256:" + "ab" * 32
 REPO = f"us-central1-docker.pkg.dev/{PROJECT}/rlcloud"

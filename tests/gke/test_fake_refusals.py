@@ -14,8 +14,7 @@ from google.cloud import container_v1
 from rlcloud.errors import SpecError
 from rlcloud.specs import ClusterSpec
 from tests.fakes.gke import FakeClusterManager
-from tests.gke.conftest import PROJECT
-from tests.gke.test_doctor import CI_ROLES
+from tests.support.gke import CI_ROLES, PROJECT
 
 SPECIFIC = container_v1.ReservationAffinity(
     consume_reservation_type=container_v1.ReservationAffinity.Type.SPECIFIC_RESERVATION,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,10 +14,9 @@ from rlcloud.errors import SpecError
 from rlcloud.gke.builders import build_cluster, build_create_node_pool_request, cluster_labels
 from rlcloud.gke.info import ClusterInfo
 from rlcloud.gke.prices import PRICES_DATE, estimate_hourly_cost
-from rlcloud.gke.project import EMULATOR_ENV
 from rlcloud.specs import ClusterSpec
 from tests.fakes.gke import FakeClusterManager
-from tests.gke.conftest import PROJECT
+from tests.support.gke import PROJECT
 
 NODES_SA = "rlcloud-nodes@rl-test-project.iam.gserviceaccount.com"
 
@@ -77,14 +75,6 @@ def test_cost_so_far_is_the_hourly_estimate_times_the_age() -> None:
     assert info.teardown(created.timestamp() + 7 * 3600).startswith("ttl expired")
     assert info.to_spec().autodown == spec.autodown
     assert _info(ClusterSpec(name="rl"), created).teardown(now) == "-"
-
-
-@pytest.fixture
-def emulated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeClusterManager]:
-    monkeypatch.chdir(tmp_path)
-    with FakeClusterManager(polls_to_done=0) as fake:
-        monkeypatch.setenv(EMULATOR_ENV, fake.address)
-        yield fake
 
 
 def test_cluster_list_shows_age_teardown_and_estimated_cost(

@@ -4,8 +4,6 @@ apiserver and a metadata server faked over HTTP; the install at create time."""
 from __future__ import annotations
 
 import datetime as _dt
-import http.server
-import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -19,9 +17,8 @@ from rlcloud.gke.reaper import ClusterIdentity, Decision, activity, decide, run_
 from rlcloud.specs import ClusterSpec
 from tests.fakes.gke import FakeClusterManager
 from tests.fakes.kube_apiserver import FakeKubeApiServer
-from tests.gke.conftest import PROJECT
+from tests.support.gke import LOCATION, PROJECT, metadata  # noqa: F401  (metadata: the fixture)
 
-LOCATION = "us-central1-a"
 NOW = 1_800_000_000.0
 H = 3600.0
 GSA = f"rlcloud-reaper@{PROJECT}.iam.gserviceaccount.com"
@@ -133,50 +130,6 @@ def test_a_sweep_its_budget_stopped_is_not_activity(job: dict[str, Any], busy: b
 # ------------------------------------------------------------------------------------------ the program
 
 
-class _Metadata(http.server.BaseHTTPRequestHandler):
-    values: dict[str, str] = {}
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def do_GET(self) -> None:
-        value = self.values.get(self.path)
-        if self.headers.get("Metadata-Flavor") != "Google" or value is None:
-            self.send_response(403 if value is not None else 404)
-            self.end_headers()
-            return
-        body = value.encode()
-        self.send_response(200)
-        self.send_header("Metadata-Flavor", "Google")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-
-@pytest.fixture
-def metadata() -> Iterator[str]:
-    """A GCE metadata server (the three values the reaper reads); yields host:port."""
-    handler = type(
-        "Handler",
-        (_Metadata,),
-        {
-            "values": {
-                "/computeMetadata/v1/project/project-id": PROJECT,
-                "/computeMetadata/v1/instance/attributes/cluster-name": "rl",
-                "/computeMetadata/v1/instance/attributes/cluster-location": LOCATION,
-            }
-        },
-    )
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 def _put_cluster(fake: FakeClusterManager, labels: dict[str, str], *, created: float = NOW - 10 * H) -> None:
     fake.clusters[(PROJECT, LOCATION, "rl")] = container_v1.Cluster(
         name="rl",
@@ -227,13 +180,6 @@ def _record(apiserver: FakeKubeApiServer) -> dict[str, str]:
     config_map = apiserver.get_object("ConfigMap", "rlcloud-reaper", "rlcloud-system")
     assert config_map is not None
     return dict(config_map["data"])
-
-
-@pytest.fixture
-def apiserver() -> Iterator[FakeKubeApiServer]:
-    with FakeKubeApiServer() as server:
-        server.create_object("Namespace", {"metadata": {"name": "rlcloud-system"}})
-        yield server
 
 
 def test_deletes_an_expired_cluster_even_while_an_experiment_runs(
@@ -349,7 +295,10 @@ def test_a_busy_cluster_is_tried_again_next_run(
 
 
 def test_the_program_reads_its_identity_from_the_metadata_server(
-    fake: FakeClusterManager, apiserver: FakeKubeApiServer, metadata: str, monkeypatch: pytest.MonkeyPatch
+    fake: FakeClusterManager,
+    apiserver: FakeKubeApiServer,
+    metadata: str,  # noqa: F811  # the imported fixture
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     _put_cluster(fake, {"managed-by": "rlcloud", "expiry": "1000"})  # expired long ago
     monkeypatch.setenv("RLCLOUD_METADATA_HOST", metadata)
@@ -482,8 +431,7 @@ def test_a_budget_nothing_could_enforce_is_refused_before_anything_is_created(
     from rlcloud import Cluster, Experiment, Sweep
     from rlcloud.cluster import GkeTarget
     from rlcloud.errors import SpecError
-    from tests.k8s.conftest import make_spec
-    from tests.k8s.test_sweep_on_k8s import make_sweep
+    from tests.support.kubernetes import make_spec, make_sweep
 
     experiment = make_spec(name="capped", budget="5 USD")
     sweep = make_sweep(1, budget="5 USD")
@@ -566,7 +514,7 @@ def test_a_reaper_whose_clock_stepped_forward_does_not_end_a_ttl_early(
     import time
 
     from rlcloud.k8s.applier import Applier
-    from tests.clocks import SteppingClock
+    from tests.support.clocks import SteppingClock
 
     api = k8s.ApiClient(k8s.Configuration(host=apiserver.url))
     server = reaper.api_server_time(Applier(api))

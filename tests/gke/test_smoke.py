@@ -25,8 +25,7 @@ from tests.fakes.gcs import FakeGcsServer
 from tests.fakes.gke import FakeClusterManager
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.fakes.kubelet import FakeKubelet
-from tests.gke.conftest import PROJECT
-from tests.test_e2e import TokenIssuer
+from tests.support.gke import PROJECT, TokenIssuer
 
 SMOKE = "rlcloud.io/experiment"
 

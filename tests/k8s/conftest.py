@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
-from kubernetes import client
 
-from rlcloud.specs import ExperimentSpec
+from rlcloud.k8s.builders import JOB_UID_ENV, SWEEP_RESULTS_ENV
+from tests.fakes.gcs import FakeGcsServer
 from tests.fakes.kube_apiserver import FakeKubeApiServer
+from tests.support.kubernetes import api_client  # noqa: F401  (the fixture, over this directory's apiserver)
 
 
 @pytest.fixture
@@ -17,25 +19,20 @@ def apiserver() -> Iterator[FakeKubeApiServer]:
         yield server
 
 
+#: the warm pod's environment (its sweep's results, its Job's uid)
 @pytest.fixture
-def api_client(apiserver: FakeKubeApiServer) -> Iterator[client.ApiClient]:
-    api = client.ApiClient(client.Configuration(host=apiserver.url))
-    try:
-        yield api
-    finally:
-        api.close()
+def pod_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    location = tmp_path / "results" / "lr"
+    monkeypatch.setenv(SWEEP_RESULTS_ENV, str(location))
+    monkeypatch.setenv(JOB_UID_ENV, "job-2")
+    for var in ("RLCLOUD_RESULTS", "RLCLOUD_EARLY_STOPPING"):
+        monkeypatch.setenv(var, "x")  # so that what the runner sets is undone after the test
+        monkeypatch.delenv(var)
+    return location
 
 
-def make_spec(run_mode: str = "single", num_workers: int | None = None, **extra: object) -> ExperimentSpec:
-    """A small CartPole PPO spec for the given run mode."""
-    data: dict[str, object] = {
-        "name": extra.pop("name", "cartpole"),
-        "environment": {"type": "gym", "level": "CartPole-v1"},
-        "agent": {"type": "ppo", "batch_size": 10},
-        "episodes": 20,
-        "run_mode": run_mode,
-        **extra,
-    }
-    if num_workers is not None:
-        data["num_workers"] = num_workers
-    return ExperimentSpec(**data)  # type: ignore[arg-type]
+@pytest.fixture
+def gcs(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGcsServer]:
+    with FakeGcsServer() as server:
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", server.url)  # this process and the pods reach it alike
+        yield server

@@ -3,7 +3,6 @@ runner so the lifecycle is real but fast."""
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,33 +11,11 @@ import pytest
 from kubernetes import client
 
 from rlcloud.errors import BackendError, ConflictError, NotFoundError, SpecError, WaitTimeoutError
-from rlcloud.k8s.applier import RetryPolicy
 from rlcloud.k8s.backend import KubernetesBackend
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.fakes.kubelet import FakeKubelet
-from tests.k8s.conftest import make_spec
-from tests.k8s.test_kubelet import eventually
-
-STANDIN = str(Path(__file__).with_name("standin_runner.py"))
-FAST_RETRY = RetryPolicy(attempts=4, initial=0.01, maximum=0.05)
-
-
-def standin(argv: list[str]) -> list[str]:
-    """The 'image' of these tests: the stand-in runner instead of ``python -m rlcloud.runner``."""
-    assert argv[:3] == ["python", "-m", "rlcloud.runner"], argv
-    return [sys.executable, STANDIN, *argv[3:]]
-
-
-def make_backend(api_client: client.ApiClient, namespace: str = "rl") -> KubernetesBackend:
-    return KubernetesBackend(
-        api_client,
-        namespace=namespace,
-        image="rlcloud:test",
-        retry=FAST_RETRY,
-        poll_interval=0.1,
-        stop_timeout=20,
-        local_results=True,
-    )
+from tests.support.kubernetes import FAST_RETRY, kubelet_for, make_backend, make_spec, objects
+from tests.support.waiting import eventually
 
 
 @pytest.fixture
@@ -51,21 +28,10 @@ def results(tmp_path: Path) -> str:
     return str(tmp_path / "results")
 
 
-def kubelet_for(apiserver: FakeKubeApiServer, tmp_path: Path, **env: str) -> FakeKubelet:
-    return FakeKubelet(apiserver, tmp_path / "pods", argv_rewrite=standin, extra_env=env, max_grace=10)
-
-
 @pytest.fixture
 def kubelet(apiserver: FakeKubeApiServer, tmp_path: Path) -> Iterator[FakeKubelet]:
     with kubelet_for(apiserver, tmp_path, STANDIN_EPISODES="3", STANDIN_DELAY="0.05") as k:
         yield k
-
-
-def objects(apiserver: FakeKubeApiServer, namespace: str = "rl") -> list[tuple[str, str]]:
-    out = []
-    for kind in ("ConfigMap", "Service", "Job"):
-        out += [(kind, o["metadata"]["name"]) for o in apiserver.list_objects(kind, namespace)]
-    return sorted(out)
 
 
 # ---------------------------------------------------------------------------------------------- start

@@ -7,7 +7,6 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
-from kubernetes.client import ApiClient
 
 from rlcloud.errors import SpecError
 from rlcloud.k8s.builders import (
@@ -22,7 +21,7 @@ from rlcloud.k8s.builders import (
 )
 from rlcloud.runner.watchdog import EXIT_STALLED, EXIT_STALLED_AGAIN
 from rlcloud.specs import ExperimentSpec
-from tests.k8s.conftest import make_spec
+from tests.support.kubernetes import as_dicts, container, env_of, make_spec
 
 VERSIONS = ["1.29", "1.30", "1.31", "1.32", "1.33"]
 CPU_POOL_PREFERENCE = {
@@ -37,21 +36,8 @@ CPU_POOL_PREFERENCE = {
 }
 
 
-def as_dicts(objs: list[Any]) -> list[dict[str, Any]]:
-    return [ApiClient().sanitize_for_serialization(o) for o in objs]
-
-
 def by_kind(objs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [o for o in objs if o["kind"] == kind]
-
-
-def container(job: dict[str, Any]) -> dict[str, Any]:
-    (c,) = job["spec"]["template"]["spec"]["containers"]
-    return c
-
-
-def env_of(job: dict[str, Any]) -> dict[str, Any]:
-    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container(job).get("env", [])}
 
 
 @pytest.mark.parametrize("version", VERSIONS)

@@ -13,9 +13,7 @@ from rlcloud.k8s.applier import Applier
 from rlcloud.k8s.backend import KubernetesBackend
 from rlcloud.k8s.builders import MAX_CONFIG_MAP_BYTES, build_sweep_workloads, build_workloads
 from tests.fakes.kube_apiserver import ApiError, FakeKubeApiServer
-from tests.k8s.conftest import make_spec
-from tests.k8s.test_backend import FAST_RETRY
-from tests.k8s.test_sweep_on_k8s import make_sweep
+from tests.support.kubernetes import FAST_RETRY, make_spec, make_sweep
 
 #: an environment given a pasted level layout of 1.1 MB as an argument
 HUGE_ENVIRONMENT = {"type": "gym", "level": "CartPole-v1", "layout": "#." * 550_000}

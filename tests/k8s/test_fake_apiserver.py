@@ -11,7 +11,7 @@ import trustme
 from kubernetes import client, watch
 
 from tests.fakes.kube_apiserver import FakeKubeApiServer
-from tests.k8s.test_kubelet import eventually
+from tests.support.waiting import eventually
 
 
 def _cm(name: str, labels: dict[str, str] | None = None, **data: str) -> client.V1ConfigMap:

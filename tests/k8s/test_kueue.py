@@ -14,8 +14,7 @@ from rlcloud.errors import SpecError
 from rlcloud.gke.reaper import activity, decide
 from rlcloud.k8s.builders import build_sweep_workloads, to_dict
 from tests.fakes.kube_apiserver import FakeKubeApiServer
-from tests.k8s.test_backend import make_backend
-from tests.k8s.test_sweep_on_k8s import add_local_queue, make_sweep
+from tests.support.kubernetes import add_local_queue, make_backend, make_sweep
 
 
 def _nothing_created(apiserver: FakeKubeApiServer) -> bool:

@@ -14,10 +14,8 @@ from rlcloud.k8s.backend import KubernetesBackend
 from rlcloud.k8s.builders import build_sweep_workloads, build_workloads, to_dict
 from tests.fakes.kube_apiserver import POD_SECURITY_ENFORCE, FakeKubeApiServer
 from tests.fakes.kubelet import FakeKubelet
-from tests.k8s.conftest import make_spec
-from tests.k8s.test_backend import FAST_RETRY, standin
-from tests.k8s.test_kubelet import eventually
-from tests.k8s.test_sweep_on_k8s import make_sweep
+from tests.support.kubernetes import FAST_RETRY, make_spec, make_sweep, standin
+from tests.support.waiting import eventually
 
 
 def _restricted(apiserver: FakeKubeApiServer, name: str = "locked") -> str:

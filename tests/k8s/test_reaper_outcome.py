@@ -17,7 +17,7 @@ from rlcloud.gke import reaper
 from rlcloud.gke.reaper import ClusterIdentity, run_once
 from tests.fakes.gke import FakeClusterManager
 from tests.fakes.kube_apiserver import FakeKubeApiServer
-from tests.gke.test_reaper import metadata  # noqa: F401  # the fixture: a GCE metadata server for the program
+from tests.support.gke import metadata  # noqa: F401  # the fixture: a GCE metadata server for the program
 
 PROJECT = "rl-test-project"
 LOCATION = "us-central1-a"

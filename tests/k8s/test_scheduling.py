@@ -14,9 +14,8 @@ from kubernetes import client
 from rlcloud.k8s.backend import KubernetesBackend
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.fakes.kubelet import FakeKubelet, gke_cpu_node, gke_gpu_node
-from tests.k8s.conftest import make_spec
-from tests.k8s.test_backend import FAST_RETRY, standin
-from tests.k8s.test_kubelet import eventually
+from tests.support.kubernetes import FAST_RETRY, make_spec, standin
+from tests.support.waiting import eventually
 
 ENV_SERVERS = 9  # 7 of them fit one e2-standard-4 node at the default 500m each
 

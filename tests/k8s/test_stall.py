@@ -25,9 +25,8 @@ from rlcloud.runner.remote import RemoteVectorEnv
 from rlcloud.runner.watchdog import EXIT_STALLED, EXIT_STALLED_AGAIN
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.fakes.kubelet import FakeKubelet
-from tests.k8s.conftest import make_spec
-from tests.k8s.test_backend import kubelet_for, make_backend
-from tests.k8s.test_kubelet import eventually
+from tests.support.kubernetes import kubelet_for, make_backend, make_spec
+from tests.support.waiting import eventually
 
 
 @pytest.fixture

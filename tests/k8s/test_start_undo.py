@@ -10,9 +10,7 @@ from kubernetes import client
 
 from rlcloud.errors import BackendError, SpecError
 from tests.fakes.kube_apiserver import FakeKubeApiServer
-from tests.k8s.conftest import make_spec
-from tests.k8s.test_backend import make_backend, objects
-from tests.k8s.test_sweep_on_k8s import make_sweep
+from tests.support.kubernetes import make_backend, make_spec, make_sweep, objects
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client
 
 from rlcloud.errors import AuthError, NotFoundError, SpecError
@@ -15,9 +14,8 @@ from rlcloud.k8s.client import api_client_from_kubeconfig
 from rlcloud.k8s.status import why_pending
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.fakes.kubelet import FakeKubelet
-from tests.k8s.conftest import make_spec
-from tests.k8s.test_backend import FAST_RETRY, standin
-from tests.k8s.test_kubelet import eventually
+from tests.support.kubernetes import FAST_RETRY, make_spec, standin, write_kubeconfig
+from tests.support.waiting import eventually
 
 
 @pytest.fixture
@@ -141,25 +139,6 @@ def test_unknown_experiment_lists_the_known_ones(backend: KubernetesBackend, tmp
 
 
 # ------------------------------------------------------------------------------------ kubeconfig client
-
-
-def write_kubeconfig(path: Path, server: str, token: str = "t0k3n") -> Path:
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "fake", "cluster": {"server": server}}],
-                "users": [{"name": "me", "user": {"token": token}}],
-                "contexts": [
-                    {"name": "one", "context": {"cluster": "fake", "user": "me"}},
-                    {"name": "two", "context": {"cluster": "fake", "user": "me", "namespace": "x"}},
-                ],
-                "current-context": "one",
-            }
-        )
-    )
-    return path
 
 
 def test_api_client_from_kubeconfig_leaves_global_default_alone(tmp_path: Path) -> None:

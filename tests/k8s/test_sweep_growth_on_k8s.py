@@ -17,10 +17,8 @@ from rlcloud.specs.sweep import Growth, SweepSpec
 from rlcloud.storage import open_store
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.fakes.kubelet import FakeKubelet
-from tests.k8s.test_backend import make_backend, standin
-from tests.k8s.test_builders import as_dicts, container
-from tests.k8s.test_kubelet import eventually
-from tests.k8s.test_sweep_on_k8s import build, make_sweep
+from tests.support.kubernetes import as_dicts, build, container, make_backend, make_sweep, standin
+from tests.support.waiting import eventually
 
 
 def test_a_growth_job_runs_the_new_indices_from_the_grown_sweep() -> None:
@@ -152,7 +150,7 @@ def test_a_running_sweep_grows_reruns_its_failed_trial_and_a_crashed_growth_comp
 def test_a_warm_sweep_grows_beside_its_pods_that_run_several_trials(
     apiserver: FakeKubeApiServer, api_client: client.ApiClient, tmp_path: Path
 ) -> None:
-    from tests.k8s.test_warm_sweep import _backend
+    from tests.support.warm_sweep import _backend
 
     backend = _backend(api_client)  # warm: 2 pods share the 4 trials
     root = tmp_path / "results"

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,6 @@ from rlcloud.k8s.builders import (
     LABEL_EXPERIMENT,
     LABEL_SWEEP,
     SWEEP_RESULTS_ENV,
-    build_sweep_workloads,
     build_workloads,
 )
 from rlcloud.runner.main import SWEEP_RESULTS_ENV as RUNNER_SWEEP_RESULTS_ENV
@@ -33,41 +31,22 @@ from rlcloud.specs.sweep import SweepSpec
 from tests.fakes.gcs import FakeGcsServer
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.fakes.kubelet import FakeKubelet
-from tests.k8s.conftest import make_spec
-from tests.k8s.test_backend import FAST_RETRY, make_backend, standin
-from tests.k8s.test_builders import as_dicts, container, env_of
-from tests.k8s.test_kubelet import eventually
+from tests.support.kubernetes import (
+    FAST_RETRY,
+    add_local_queue,
+    as_dicts,
+    build,
+    container,
+    env_of,
+    make_backend,
+    make_spec,
+    make_sweep,
+    standin,
+)
+from tests.support.waiting import eventually
 
 VERSIONS = ["1.28", "1.29", "1.31", "1.33"]
 JOB_PATH = "/apis/batch/v1/namespaces/rl/jobs"
-
-
-def make_sweep(seeds: int, *, max_parallel: int | None = None, name: str = "lr", **extra: Any) -> SweepSpec:
-    """Two learning rates x ``seeds`` seeds of the small CartPole spec."""
-    return SweepSpec(
-        name=name,
-        experiment=make_spec(name="base", **extra.pop("experiment", {})),
-        parameters={"agent.learning_rate": [1e-3, 3e-4]},
-        seeds=seeds,
-        max_parallel=max_parallel,
-        **extra,
-    )
-
-
-def add_local_queue(apiserver: FakeKubeApiServer, namespace: str, name: str) -> None:
-    """A cluster with Kueue installed and a LocalQueue ``name`` in ``namespace`` (made if missing)."""
-    apiserver.kueue = True
-    if apiserver.get_object("Namespace", namespace) is None:
-        apiserver.create_object("Namespace", {"metadata": {"name": namespace}})
-    body = {"metadata": {"name": name}, "spec": {"clusterQueue": "cluster-queue"}}
-    apiserver.create_object("LocalQueue", body, namespace)
-
-
-def build(sweep: SweepSpec, **kwargs: Any) -> list[dict[str, Any]]:
-    kwargs.setdefault("namespace", "rl")
-    kwargs.setdefault("image", "repo/rl:1")
-    kwargs.setdefault("results", "gs://bucket/runs")
-    return as_dicts(build_sweep_workloads(sweep, **kwargs))
 
 
 # ----------------------------------------------------------------------------------------------- builders
@@ -442,13 +421,6 @@ def test_stop_checkpoints_running_trials_and_removes_everything(
 
 
 # ------------------------------------------------------------------------------ real trials, real runner
-
-
-@pytest.fixture
-def gcs(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGcsServer]:
-    with FakeGcsServer() as server:
-        monkeypatch.setenv("STORAGE_EMULATOR_HOST", server.url)  # this process and the pods alike
-        yield server
 
 
 @pytest.mark.processes

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,16 +16,7 @@ from rlcloud.storage import open_store, read_metrics
 from tests.fakes.gcs import FakeGcsServer
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.fakes.kubelet import FakeKubelet
-from tests.k8s.conftest import make_spec
-from tests.k8s.test_backend import FAST_RETRY
-
-
-@pytest.fixture
-def gcs(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGcsServer]:
-    with FakeGcsServer() as server:
-        # this process (status, metrics) and the pods reach the fake server the same way
-        monkeypatch.setenv("STORAGE_EMULATOR_HOST", server.url)
-        yield server
+from tests.support.kubernetes import FAST_RETRY, make_spec
 
 
 def _timestep(tmp_path: Path) -> int:

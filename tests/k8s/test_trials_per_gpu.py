@@ -13,7 +13,7 @@ from rlcloud.k8s.builders import build_sweep_workloads
 from rlcloud.runenv import GPU_MEMORY_MB, RunnerEnv
 from rlcloud.specs.cluster import shared_gpu_memory_mb
 from tests.fakes.kubelet import gke_cpu_node, gke_gpu_node, pod_requests, schedule
-from tests.k8s.test_sweep_on_k8s import make_sweep
+from tests.support.kubernetes import make_sweep
 
 T4 = "nvidia-tesla-t4"
 

@@ -34,14 +34,9 @@ from rlcloud.runner.watchdog import (
     liveness_command,
 )
 from tests.fakes.kube_apiserver import FakeKubeApiServer
-from tests.k8s import test_warm_sweep
-from tests.k8s.test_backend import kubelet_for
-from tests.k8s.test_kubelet import eventually
-from tests.k8s.test_sweep_on_k8s import build, make_sweep
-from tests.k8s.test_warm_sweep import _backend, _pod_args, _record, _share
-
-#: the warm pod's environment (its sweep's results, its Job's uid), as test_warm_sweep's tests have it
-pod_env = test_warm_sweep.pod_env
+from tests.support.kubernetes import build, kubelet_for, make_sweep
+from tests.support.waiting import eventually
+from tests.support.warm_sweep import _backend, _pod_args, _record, _share
 
 # ------------------------------------------------------------------------------------ the pod's heartbeat
 

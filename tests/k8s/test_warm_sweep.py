@@ -20,7 +20,6 @@ import kubernetes_validate
 import pytest
 from kubernetes import client
 
-from rlcloud.k8s.backend import KubernetesBackend
 from rlcloud.k8s.builders import JOB_UID_ENV, SWEEP_HALTED_EXIT_CODE, SWEEP_RESULTS_ENV
 from rlcloud.k8s.warm import warm_pods, warm_trial_state
 from rlcloud.runner import warm as runner_warm
@@ -28,11 +27,9 @@ from rlcloud.runner.main import parse_args
 from rlcloud.specs.sweep import SweepSpec
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.fakes.kubelet import FakeKubelet
-from tests.k8s.conftest import make_spec
-from tests.k8s.test_backend import FAST_RETRY
-from tests.k8s.test_builders import container, env_of
-from tests.k8s.test_kubelet import eventually
-from tests.k8s.test_sweep_on_k8s import build, make_sweep
+from tests.support.kubernetes import build, container, env_of, make_spec, make_sweep
+from tests.support.waiting import eventually
+from tests.support.warm_sweep import _backend, _pod_args, _record, _share
 
 VERSIONS = ["1.28", "1.29", "1.31", "1.33"]
 
@@ -129,36 +126,6 @@ def test_status_reads_each_pods_trials_only_as_far_as_the_pod_got() -> None:
 # ------------------------------------------------------------------------------ a pod's loop, in process
 
 
-def _pod_args(tmp_path: Path, sweep: SweepSpec, index: int, stride: int) -> Any:
-    path = tmp_path / "sweep.yaml"
-    path.write_text(sweep.to_yaml())
-    argv = ["--role", "single", "--index", str(index), "--sweep", str(path), "--workdir", str(tmp_path / "w"),
-            "--stride", str(stride)]  # fmt: skip
-    return parse_args(argv)
-
-
-def _share(args: Any) -> int:
-    from rlcloud.runner import main
-
-    return runner_warm.run_share(args, main._prepare_trial, main._train_role)
-
-
-def _record(location: Path, name: str, progress: dict[str, Any]) -> None:
-    (location / name).mkdir(parents=True, exist_ok=True)
-    (location / name / "progress.json").write_text(json.dumps(progress))
-
-
-@pytest.fixture
-def pod_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    location = tmp_path / "results" / "lr"
-    monkeypatch.setenv(SWEEP_RESULTS_ENV, str(location))
-    monkeypatch.setenv(JOB_UID_ENV, "job-2")
-    for var in ("RLCLOUD_RESULTS", "RLCLOUD_EARLY_STOPPING"):
-        monkeypatch.setenv(var, "x")  # so that what the runner sets is undone after the test
-        monkeypatch.delenv(var)
-    return location
-
-
 def test_a_restarted_pod_skips_the_trials_that_finished(tmp_path: Path, pod_env: Path) -> None:
     sweep = make_sweep(3, max_parallel=2, smoke_timesteps=0)  # 6 trials: pod 1 runs 1, 3, 5
     names = [name for name, _p, _s in sweep.trial_table()]
@@ -247,19 +214,6 @@ def test_failure_signatures_blank_what_varies_between_trials() -> None:
 
 
 # ----------------------------------------------------------------------------- pods of the fake kubelet
-
-
-def _backend(api_client: client.ApiClient) -> KubernetesBackend:
-    return KubernetesBackend(
-        api_client,
-        namespace="rl",
-        image="rlcloud:test",
-        retry=FAST_RETRY,
-        poll_interval=0.2,
-        stop_timeout=60,
-        local_results=True,
-        warm_trials=True,
-    )
 
 
 @pytest.mark.processes  # the fake kubelet runs the pods as processes

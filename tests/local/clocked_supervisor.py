@@ -2,8 +2,8 @@
 SCENARIO [--budget USD PRICE] [--stall-timeout S]`` (tests/local/test_clocks.py).
 
 :func:`rlcloud.local.supervisor.supervise` runs here in a process of its own, single-threaded as the real supervisor
-is (it forks its runner: no other thread may run then), with a :class:`tests.clocks.SteppingClock` whose hook plays
-the ``SCENARIO`` in the supervisor's thread, between two of its looks at the time:
+is (it forks its runner: no other thread may run then), with a :class:`tests.support.clocks.SteppingClock` whose hook
+plays the ``SCENARIO`` in the supervisor's thread, between two of its looks at the time:
 
 * ``step``: once the runner's first report is there, step the wall clock 2 hours forward, let the supervisor read
   the clock ``READS`` more times (``step:READS``), then release the runner (the ``release`` file);
@@ -24,7 +24,7 @@ from pathlib import Path
 
 from rlcloud.local.supervisor import supervise
 from rlcloud.runner.watchdog import HEARTBEAT_DIR
-from tests.clocks import SteppingClock
+from tests.support.clocks import SteppingClock
 
 #: The stand-in runner: ``CHILD WORKDIR LABEL MODE``. Every attempt appends its pid to ``attempts``.
 CHILD = r"""

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,21 +16,13 @@ from rlcloud.backend import RunFacts
 from rlcloud.errors import NotFoundError, RLCloudError, WaitTimeoutError
 from rlcloud.local import STATE_DIR, LocalBackend
 from rlcloud.specs import ExperimentSpec
-
-CARTPOLE = {"type": "gym", "level": "CartPole-v1"}
+from tests.support.local import alive
+from tests.support.specs import CARTPOLE, cartpole_spec
+from tests.support.waiting import eventually
 
 
 def _spec(name: str, **overrides: object) -> ExperimentSpec:
-    data: dict[str, object] = {
-        "name": name,
-        "environment": CARTPOLE,
-        "agent": {"type": "ppo", "batch_size": 10, "learning_rate": 1e-3},
-        "network": "auto",
-        "total_timesteps": 1500,
-        "seed": 1,
-        **overrides,
-    }
-    return ExperimentSpec.from_dict(data)
+    return cartpole_spec(name, **{"total_timesteps": 1500, **overrides})
 
 
 @pytest.fixture
@@ -45,13 +36,6 @@ def backend(tmp_path: Path) -> Iterator[LocalBackend]:
 def _pids(root: Path, name: str) -> list[int]:
     state = json.loads((root / name / STATE_DIR / "state.json").read_text())
     return [r["pid"] for r in state["roles"]]
-
-
-def _wait_for(predicate: object, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
 
 
 @pytest.mark.training
@@ -111,7 +95,7 @@ def test_stop_checkpoints_is_idempotent_and_start_resumes(backend: LocalBackend,
     spec = _spec("local-stop", total_timesteps=10_000_000)
     backend.start(spec, str(root))
     progress = root / "local-stop" / "progress.json"
-    _wait_for(lambda: progress.exists() and json.loads(progress.read_text())["timestep"] > 300, 300, "training")
+    eventually(lambda: progress.exists() and json.loads(progress.read_text())["timestep"] > 300, 300, "training")
     with pytest.raises(WaitTimeoutError, match="still running"):
         backend.wait("local-stop", timeout=0.5)
 
@@ -124,7 +108,7 @@ def test_stop_checkpoints_is_idempotent_and_start_resumes(backend: LocalBackend,
     assert status.roles[0].exit_code == 143  # SIGTERM: checkpoint, then exit
     checkpoint = (root / "local-stop" / "checkpoints" / "LATEST").read_text().strip()
     assert checkpoint and status.progress["checkpoint"] == checkpoint
-    assert not any(_alive(pid) for pid in _pids(root, "local-stop"))
+    assert not any(alive(pid) for pid in _pids(root, "local-stop"))
     backend.stop("local-stop")  # idempotent
     rest = list(follower)  # following ends once every process has ended
     assert any("exited with code 143" in line for line in rest)
@@ -132,7 +116,7 @@ def test_stop_checkpoints_is_idempotent_and_start_resumes(backend: LocalBackend,
     stopped_at = json.loads((root / "local-stop" / "checkpoints" / checkpoint / "state.json").read_text())
     backend.resume("local-stop")  # = start() again: a finished experiment with a checkpoint resumes
     log = root / "local-stop" / "logs" / "single-0.log"
-    _wait_for(lambda: "resumed from checkpoint" in log.read_text(), 300, "the resume")
+    eventually(lambda: "resumed from checkpoint" in log.read_text(), 300, "the resume")
     assert f"timestep {stopped_at['timestep']}" in log.read_text().split("resumed from checkpoint")[-1]
     backend.pause("local-stop")
     paused = backend.status("local-stop")
@@ -156,7 +140,7 @@ def test_a_failing_role_fails_the_experiment_stops_the_others_and_shows_its_log(
     assert failed and all(r.exit_code is not None for r in status.roles)
     assert any(r.exit_code == 3 and "no_such_option" in (r.reason or "") for r in failed)
     # The agent was stopped with the experiment rather than waiting for its servers forever.
-    assert not any(_alive(pid) for pid in _pids(root, "local-bad"))
+    assert not any(alive(pid) for pid in _pids(root, "local-bad"))
 
 
 def test_unknown_experiments_are_not_found(backend: LocalBackend) -> None:
@@ -175,12 +159,12 @@ def test_a_supervisor_killed_with_sigkill_reads_as_failed(backend: LocalBackend,
     state = json.loads((root / "local-vanish" / STATE_DIR / "state.json").read_text())
     server = next(r for r in state["roles"] if r["role"] == "env-server")
     os.killpg(server["pid"], 9)  # the whole role, supervisor included: nobody records an exit code
-    _wait_for(lambda: backend.status("local-vanish").state == "failed", 60, "the failure")
+    eventually(lambda: backend.status("local-vanish").state == "failed", 60, "the failure")
     status = backend.status("local-vanish")
     role = next(r for r in status.roles if r.role == "env-server")
     assert role.state == "failed" and "vanished" in (role.reason or "")
     backend.stop("local-vanish")
-    assert not any(_alive(pid) for pid in _pids(root, "local-vanish"))
+    assert not any(alive(pid) for pid in _pids(root, "local-vanish"))
 
 
 @pytest.mark.processes
@@ -212,7 +196,7 @@ def test_supervisor_kills_a_runner_that_ignores_sigterm_and_records_137(tmp_path
     assert supervisor.wait(timeout=60) == -signal.SIGKILL  # it took its whole process group down
     assert (tmp_path / STATE_DIR / "single-0.exit").read_text() == "137\n"
     supervisor.stdout.close()
-    _wait_for(lambda: not _group_alive(supervisor.pid), 30, "the runner's own child to be killed too")
+    eventually(lambda: not _group_alive(supervisor.pid), 30, "the runner's own child to be killed too")
 
 
 def _group_alive(pgid: int) -> bool:
@@ -221,14 +205,3 @@ def _group_alive(pgid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] not in ("Z", "X")
-    except OSError:
-        return False

@@ -21,20 +21,13 @@ from rlcloud.local import STATE_DIR, LocalBackend
 from rlcloud.local.state import POLL_S, RunState
 from rlcloud.local.supervisor import training_seconds
 from rlcloud.specs import ExperimentSpec
-from tests.local.test_lifecycle import make_backend, standin_python  # noqa: F401  (fixtures)
+from tests.support.specs import cartpole_spec
 
 
 def _spec(name: str, **overrides: object) -> ExperimentSpec:
-    data: dict[str, object] = {
-        "name": name,
-        "environment": {"type": "gym", "level": "CartPole-v1"},
-        "agent": {"type": "ppo", "batch_size": 10, "learning_rate": 1e-3},
-        "total_timesteps": 10_000_000,  # never reached: the budget ends it
-        "saver_frequency": "10000s",  # no periodic checkpoint: the one found is the SIGTERM's
-        "seed": 1,
-        **overrides,
-    }
-    return ExperimentSpec.from_dict(data)
+    # never reached: the budget ends it; no periodic checkpoint: the one found is the SIGTERM's
+    fixed = {"total_timesteps": 10_000_000, "saver_frequency": "10000s"}
+    return cartpole_spec(name, **{**fixed, **overrides})
 
 
 @pytest.mark.training
@@ -74,7 +67,7 @@ def test_without_a_rate_local_runs_are_free_and_the_budget_never_acts(
 
 @pytest.mark.processes
 def test_the_supervisor_warns_once_at_90_percent_then_stops_every_role(
-    make_backend: Callable[..., LocalBackend],  # noqa: F811
+    make_backend: Callable[..., LocalBackend],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -236,7 +229,7 @@ def test_a_local_sweeps_budget_is_not_charged_for_a_wall_clock_step(tmp_path: Pa
     from types import SimpleNamespace
 
     from rlcloud.local.sweeper import _SweepBudget
-    from tests.clocks import SteppingClock
+    from tests.support.clocks import SteppingClock
 
     clock = SteppingClock(manual=True)
     now = clock.time()

@@ -1,12 +1,12 @@
 """The local supervisor under a wall clock that steps, and a restarted learner's start-up (issue 37, items 3 and 5).
 
 Each test runs :func:`rlcloud.local.supervisor.supervise` in a process of its own (single-threaded, as the real
-supervisor: :mod:`tests.local.clocked_supervisor`) with a :class:`tests.clocks.SteppingClock`; its runner is a small
-program that writes progress.json and heartbeats as the real runner does, and waits for a ``release`` file where the
-real one would be busy. The clock steps the supervisor's wall clock 2 hours forward (a laptop's sleep, NTP) once the
-runner reported, lets the supervisor look again many times (the clock counts its reads), then releases the runner: a
-budget must not stop it, a stall watch must not restart it. The control cases show the same watches still act on
-time that really passed.
+supervisor: :mod:`tests.local.clocked_supervisor`) with a :class:`tests.support.clocks.SteppingClock`; its runner is
+a small program that writes progress.json and heartbeats as the real runner does, and waits for a ``release`` file
+where the real one would be busy. The clock steps the supervisor's wall clock 2 hours forward (a laptop's sleep,
+NTP) once the runner reported, lets the supervisor look again many times (the clock counts its reads), then releases
+the runner: a budget must not stop it, a stall watch must not restart it. The control cases show the same watches
+still act on time that really passed.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from rlcloud.local.state import STATE_DIR
-from tests.runner.training_process import ROOT
+from tests.support.training_process import ROOT
 
 pytestmark = pytest.mark.processes
 

@@ -16,7 +16,7 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,98 +31,14 @@ from rlcloud.local.machine import CHILDREN
 from rlcloud.local.state import RunState, try_flock
 from rlcloud.local.supervisor import EXIT_DUPLICATE
 from rlcloud.runner.lifeline import PARENT_ENV
-from rlcloud.specs import ExperimentSpec
-
-STANDIN = Path(__file__).with_name("standin.py")
-
-
-def _spec(name: str, **overrides: object) -> ExperimentSpec:
-    data: dict[str, object] = {
-        "name": name,
-        "environment": {"type": "gym", "level": "CartPole-v1"},
-        "agent": {"type": "ppo", "batch_size": 10, "learning_rate": 1e-3},
-        "network": "auto",
-        "total_timesteps": 300,
-        "seed": 1,
-        **overrides,
-    }
-    return ExperimentSpec.from_dict(data)
-
-
-@pytest.fixture
-def standin_python(tmp_path: Path) -> Path:
-    """A ``python`` for LocalBackend that runs the stand-in for ``-m rlcloud.runner`` and is Python otherwise."""
-    script = tmp_path / "python"
-    script.write_text(
-        textwrap.dedent(f"""\
-            #!/bin/sh
-            if [ "$1" = "-m" ] && [ "$2" = "rlcloud.runner" ]; then
-                shift 2
-                exec {sys.executable} {STANDIN} "$@"
-            fi
-            exec {sys.executable} "$@"
-        """)
-    )
-    script.chmod(0o755)
-    return script
-
-
-@pytest.fixture
-def make_backend(tmp_path: Path, standin_python: Path) -> Iterator[Callable[..., LocalBackend]]:
-    """LocalBackend factory over the stand-in runner; every experiment is stopped afterwards."""
-    made: list[LocalBackend] = []
-
-    def make(grace_period: float = 5, root: str | None = None, **env: str) -> LocalBackend:
-        root = root or str(tmp_path / "results")
-        b = LocalBackend(root, grace_period=grace_period, python=str(standin_python), env=env)
-        made.append(b)
-        return b
-
-    yield make
-    for b in made:
-        for name in b.list():
-            b.stop(name)
-    for child in list(CHILDREN):  # a supervisor exits just after its exit code is recorded
-        child.wait(30)
-
-
-def _workdir(tmp_path: Path, name: str) -> Path:
-    return tmp_path / "results" / name
-
-
-def _runners(workdir: Path, role: str = "learner") -> list[int]:
-    """The pids of the learner runners (or, with role="env-server", the env servers) the run has had."""
-    path = workdir / "runners.log"
-    lines = path.read_text().splitlines() if path.exists() else []
-    return [int(line.split()[-1]) for line in lines if line.startswith("env-server") == (role == "env-server")]
-
-
-def _episodes(workdir: Path) -> list[int]:
-    lines = (workdir / "metrics.jsonl").read_text().splitlines()
-    return [int(json.loads(line)["episode"]) for line in lines]
+from tests.support.local import _episodes, _runners, _workdir, alive
+from tests.support.specs import cartpole_spec
+from tests.support.waiting import eventually
 
 
 def _supervisor(workdir: Path) -> int:
     state = json.loads((workdir / STATE_DIR / "state.json").read_text())
     return int(state["roles"][0]["pid"])
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
-
-
-def _wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def _catches(pid: int, signum: int) -> bool:
@@ -150,7 +66,7 @@ def _progress(workdir: Path) -> int:
 def test_starts_at_the_same_moment_in_threads_launch_one_runner(
     make_backend: Callable[..., LocalBackend], tmp_path: Path
 ) -> None:
-    spec = _spec("race")
+    spec = cartpole_spec("race")
     backends = [make_backend(STANDIN_EPISODES="40", STANDIN_DELAY="0.02") for _ in range(4)]
     barrier = threading.Barrier(len(backends))
     started: list[bool] = []
@@ -176,7 +92,7 @@ def test_starts_at_the_same_moment_in_threads_launch_one_runner(
 def test_starts_at_the_same_moment_in_processes_launch_one_runner(tmp_path: Path, standin_python: Path) -> None:
     root = tmp_path / "results"
     spec_file = tmp_path / "race.yaml"
-    spec_file.write_text(_spec("race-procs").to_yaml())
+    spec_file.write_text(cartpole_spec("race-procs").to_yaml())
     ready = tmp_path / "ready"
     ready.mkdir()
     # every process imports rlcloud first, says so, and starts once all three have (a barrier, not a clock)
@@ -218,10 +134,12 @@ def test_a_start_waits_for_a_start_or_stop_under_way(
     assert held is not None
     result: list[bool] = []
     caplog.set_level("INFO", logger="rlcloud.local.state")  # before the start: it may say so at once
-    thread = threading.Thread(target=lambda: result.append(backend.start(_spec("turns"), str(tmp_path / "results"))))
+    thread = threading.Thread(
+        target=lambda: result.append(backend.start(cartpole_spec("turns"), str(tmp_path / "results")))
+    )
     thread.start()
     # the start has found the lock held and waits for it (it says so), not merely slow to get there
-    _wait_for(lambda: "waiting up to" in caplog.text, 60, "the start to wait for the lock")
+    eventually(lambda: "waiting up to" in caplog.text, 60, "the start to wait for the lock")
     assert thread.is_alive() and not _runners(workdir)  # nothing launched while the other one acts
     os.close(held)
     thread.join(30)
@@ -244,7 +162,7 @@ def test_lock_files_left_by_a_dead_run_do_not_block_a_start(
     dead.wait()
     roles = [{"role": "single", "index": 0, "pid": dead.pid, "started": 0.0, "starttime": "1"}]
     (state_dir / "state.json").write_text(json.dumps({"name": "stale", "results": str(tmp_path), "roles": roles}))
-    assert backend.start(_spec("stale"), str(tmp_path / "results")) is True
+    assert backend.start(cartpole_spec("stale"), str(tmp_path / "results")) is True
     assert backend.wait("stale", timeout=30).state == "succeeded"
 
 
@@ -265,12 +183,12 @@ def test_a_process_still_holding_a_role_lock_blocks_a_start(
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"
         with pytest.raises(ConflictError, match="single-0"):
-            backend.start(_spec("held"), str(tmp_path / "results"))
+            backend.start(cartpole_spec("held"), str(tmp_path / "results"))
         assert not _runners(workdir)
     finally:
         holder.kill()
         holder.communicate()
-    assert backend.start(_spec("held"), str(tmp_path / "results")) is True  # its lock went with it
+    assert backend.start(cartpole_spec("held"), str(tmp_path / "results")) is True  # its lock went with it
 
 
 @pytest.mark.processes
@@ -300,25 +218,25 @@ def test_a_runner_stops_after_a_checkpoint_when_its_supervisor_is_killed(
     make_backend: Callable[..., LocalBackend], tmp_path: Path
 ) -> None:
     backend = make_backend(STANDIN_EPISODES="100000", STANDIN_DELAY="0.05")
-    spec = _spec("orphan")
+    spec = cartpole_spec("orphan")
     backend.start(spec, str(tmp_path / "results"))
     workdir = _workdir(tmp_path, "orphan")
-    _wait_for(lambda: _progress(workdir) >= 3, 30, "training")
+    eventually(lambda: _progress(workdir) >= 3, 30, "training")
     (runner,) = _runners(workdir)
     recorded = json.loads((workdir / STATE_DIR / "single-0.runner").read_text())
     assert recorded["pid"] == runner and recorded["starttime"]
     os.kill(_supervisor(workdir), signal.SIGKILL)
-    _wait_for(lambda: not _alive(runner), backend.grace_period, "the orphaned runner to stop")
+    eventually(lambda: not alive(runner), backend.grace_period, "the orphaned runner to stop")
     assert (workdir / "checkpoints" / "LATEST").exists()
     assert "stopped: checkpoint" in (workdir / "logs" / "single-0.log").read_text()
     status = backend.status("orphan")
     assert status.state == "failed" and "vanished" in (status.roles[0].reason or "")
 
     assert backend.start(spec, str(tmp_path / "results")) is True
-    _wait_for(lambda: len(_runners(workdir)) == 2, 30, "the new runner")
-    assert [pid for pid in _runners(workdir) if _alive(pid)] == _runners(workdir)[1:]  # exactly one runs
+    eventually(lambda: len(_runners(workdir)) == 2, 30, "the new runner")
+    assert [pid for pid in _runners(workdir) if alive(pid)] == _runners(workdir)[1:]  # exactly one runs
     backend.stop("orphan")
-    assert not any(_alive(pid) for pid in _runners(workdir))
+    assert not any(alive(pid) for pid in _runners(workdir))
     episodes = _episodes(workdir)
     assert len(set(episodes)) >= len(episodes) - 1  # at most the episode in flight at the kill, as for a crash
 
@@ -328,27 +246,27 @@ def test_a_distributed_run_whose_agent_supervisor_was_killed_starts_again_with_o
     make_backend: Callable[..., LocalBackend], tmp_path: Path
 ) -> None:
     backend = make_backend(STANDIN_EPISODES="100000", STANDIN_DELAY="0.05")
-    spec = _spec("dist-orphan", run_mode="distributed", num_workers=1)
+    spec = cartpole_spec("dist-orphan", run_mode="distributed", num_workers=1)
     backend.start(spec, str(tmp_path / "results"))
     workdir = _workdir(tmp_path, "dist-orphan")
-    _wait_for(lambda: _progress(workdir) >= 2, 30, "training")
+    eventually(lambda: _progress(workdir) >= 2, 30, "training")
     (agent,) = _runners(workdir)
     (server,) = _runners(workdir, "env-server")
     state = json.loads((workdir / STATE_DIR / "state.json").read_text())
     supervisor = next(r["pid"] for r in state["roles"] if r["role"] == "agent")
     os.kill(supervisor, signal.SIGKILL)
-    _wait_for(lambda: not _alive(agent), backend.grace_period, "the orphaned agent to stop")
-    assert _alive(server)  # nobody is left to stop it: it waits for its agent (LOCAL_IDLE_TIMEOUT)
+    eventually(lambda: not alive(agent), backend.grace_period, "the orphaned agent to stop")
+    assert alive(server)  # nobody is left to stop it: it waits for its agent (LOCAL_IDLE_TIMEOUT)
     assert backend.status("dist-orphan").state == "failed"
     backend.stop("dist-orphan")  # ends the env server; the agent's loss stays a failure
-    assert not _alive(server)
+    assert not alive(server)
     status = backend.status("dist-orphan")
     assert status.state == "failed" and "vanished" in (status.message or ""), status
     # A broken run is not "already running": what is left of it ends, and one new set of roles starts.
     assert backend.start(spec, str(tmp_path / "results")) is True
-    assert not _alive(server)
-    _wait_for(lambda: len(_runners(workdir)) == 2 and len(_runners(workdir, "env-server")) == 2, 30, "new roles")
-    assert [pid for pid in _runners(workdir) + _runners(workdir, "env-server") if _alive(pid)] == [
+    assert not alive(server)
+    eventually(lambda: len(_runners(workdir)) == 2 and len(_runners(workdir, "env-server")) == 2, 30, "new roles")
+    assert [pid for pid in _runners(workdir) + _runners(workdir, "env-server") if alive(pid)] == [
         _runners(workdir)[1],
         _runners(workdir, "env-server")[1],
     ]
@@ -360,25 +278,25 @@ def test_stop_finds_a_runner_whose_supervisor_was_killed(
 ) -> None:
     # A runner that does not stop on SIGTERM (stuck): only its recorded identity lets a stop end it.
     backend = make_backend(grace_period=2, STANDIN_EPISODES="100000", STANDIN_DELAY="0.05", STANDIN_IGNORE_TERM="1")
-    spec = _spec("stuck")
+    spec = cartpole_spec("stuck")
     backend.start(spec, str(tmp_path / "results"))
     workdir = _workdir(tmp_path, "stuck")
-    _wait_for(lambda: _progress(workdir) >= 2, 30, "training")
+    eventually(lambda: _progress(workdir) >= 2, 30, "training")
     (runner,) = _runners(workdir)
     supervisor = _supervisor(workdir)
     os.kill(supervisor, signal.SIGKILL)
-    _wait_for(lambda: not _alive(supervisor), 60, "the supervisor to die")  # its death signal is sent by then
-    assert _alive(runner)
+    eventually(lambda: not alive(supervisor), 60, "the supervisor to die")  # its death signal is sent by then
+    assert alive(runner)
     status = backend.status("stuck")
     assert status.state == "running" and "supervisor is gone" in (status.roles[0].reason or "")
     assert backend.start(spec, str(tmp_path / "results")) is False  # it still runs: no second runner
     assert _runners(workdir) == [runner]
 
     backend.stop("stuck")
-    assert not _alive(runner)
+    assert not alive(runner)
     assert backend.status("stuck").state == "stopped"
     assert backend.start(spec, str(tmp_path / "results")) is True
-    _wait_for(lambda: len(_runners(workdir)) == 2, 30, "the new runner")
+    eventually(lambda: len(_runners(workdir)) == 2, 30, "the new runner")
 
 
 @pytest.mark.processes
@@ -393,7 +311,7 @@ def test_a_supervisor_stopped_before_its_runner_starts_never_starts_it(tmp_path:
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     # past the imports: its handler is installed (what a fixed sleep only guessed, and lost under load)
-    _wait_for(lambda: _catches(supervisor.pid, signal.SIGTERM) or supervisor.poll() is not None, 120, "handlers")
+    eventually(lambda: _catches(supervisor.pid, signal.SIGTERM) or supervisor.poll() is not None, 120, "handlers")
     assert supervisor.poll() is None, supervisor.communicate()[0]
     supervisor.send_signal(signal.SIGTERM)
     os.close(held)
@@ -427,10 +345,10 @@ def test_the_parent_watch_signals_a_process_whose_parent_is_gone(tmp_path: Path)
     proc = subprocess.Popen([sys.executable, "-c", parent], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     pid = int(proc.stdout.readline())
-    assert _alive(pid)
+    assert alive(pid)
     proc.kill()
     proc.communicate()
-    _wait_for(lambda: not _alive(pid), 10, "the child to notice")
+    eventually(lambda: not alive(pid), 10, "the child to notice")
     # a process told its parent is one that it is not (it was re-parented already) stops at once
     gone = subprocess.run(
         [sys.executable, "-c", "from rlcloud.runner.lifeline import watch_parent; watch_parent(); import time; "
@@ -445,7 +363,7 @@ def test_the_parent_watch_signals_a_process_whose_parent_is_gone(tmp_path: Path)
 
 def _finished_run(make_backend: Callable[..., LocalBackend], tmp_path: Path, name: str) -> LocalBackend:
     backend = make_backend(STANDIN_EPISODES="3")
-    backend.start(_spec(name), str(tmp_path / "results"))
+    backend.start(cartpole_spec(name), str(tmp_path / "results"))
     assert backend.wait(name, timeout=30).state == "succeeded"
     return backend
 
@@ -455,7 +373,7 @@ def test_pause_resume_and_stop_of_a_finished_run_do_nothing_and_say_so(
     make_backend: Callable[..., LocalBackend], tmp_path: Path
 ) -> None:
     backend = _finished_run(make_backend, tmp_path, "done")
-    exp = Experiment(_spec("done"), results=str(tmp_path / "results"))
+    exp = Experiment(cartpole_spec("done"), results=str(tmp_path / "results"))
     assert exp.pause() is False
     assert exp.nothing_to_do == "done has finished (succeeded); nothing to pause"
     assert exp.status().state == "succeeded"
@@ -525,21 +443,21 @@ def test_pause_resume_and_stop_of_a_running_run(
     monkeypatch.setattr(sys, "executable", str(standin_python))  # the Experiment's own backend: the stand-in
     monkeypatch.setenv("STANDIN_EPISODES", "100000")
     backend = make_backend(STANDIN_EPISODES="100000")
-    backend.start(_spec("live"), str(tmp_path / "results"))
+    backend.start(cartpole_spec("live"), str(tmp_path / "results"))
     workdir = _workdir(tmp_path, "live")
-    _wait_for(lambda: _progress(workdir) >= 2, 30, "training")
-    exp = Experiment(_spec("live"), results=str(tmp_path / "results"))
+    eventually(lambda: _progress(workdir) >= 2, 30, "training")
+    exp = Experiment(cartpole_spec("live"), results=str(tmp_path / "results"))
     assert exp.resume() is False and exp.nothing_to_do == "live is running already; nothing to resume"
     assert exp.pause() is True and exp.status().state == "paused"
     assert exp.pause() is False and exp.nothing_to_do == "live is paused; nothing to pause"
     assert exp.wait(timeout=5, progress=lambda s: None).state == "paused"  # a paused run does not hang a wait
     assert main(["experiment", "attach", "live", "--quiet", "--results", str(tmp_path / "results")]) == 0
     assert exp.resume() is True
-    _wait_for(lambda: len(_runners(workdir)) == 2, 30, "the resumed runner")
+    eventually(lambda: len(_runners(workdir)) == 2, 30, "the resumed runner")
     assert exp.pause() is True
     assert exp.stop() is True and exp.status().state == "stopped"  # paused, then stopped for good
     assert exp.stop() is False and exp.nothing_to_do == "live has finished (stopped); nothing to stop"
-    assert not any(_alive(pid) for pid in _runners(workdir))
+    assert not any(alive(pid) for pid in _runners(workdir))
     # each verb that acted is an event of record (the start here was the backend's own, not recorded);
     # the ones that did nothing are not
     from rlcloud.record import read_history
@@ -561,7 +479,7 @@ def test_a_second_cli_start_says_already_running(
     monkeypatch.setattr(Experiment, "validate", lambda self: None)  # no TensorFlow in this process
     monkeypatch.setenv("STANDIN_EPISODES", "100000")
     spec_file = tmp_path / "cartpole-ppo.yaml"
-    spec_file.write_text(_spec("cartpole-ppo").to_yaml())
+    spec_file.write_text(cartpole_spec("cartpole-ppo").to_yaml())
     target = ["--results", str(tmp_path / "results")]
     try:
         assert main(["experiment", "start", str(spec_file), *target]) == 0
@@ -572,7 +490,7 @@ def test_a_second_cli_start_says_already_running(
         assert main(["experiment", "start", str(spec_file), *target]) == 0
         out = capsys.readouterr().out
         assert out.startswith("cartpole-ppo is already running (local); nothing was started"), out
-        _wait_for(lambda: _runners(_workdir(tmp_path, "cartpole-ppo")), 30, "the runner")
+        eventually(lambda: _runners(_workdir(tmp_path, "cartpole-ppo")), 30, "the runner")
         # each command's backend is gone, the supervisor it started runs on (as when the CLI exits):
         # collecting them warns of no running subprocess (warnings are errors here)
         gc.collect()
@@ -593,9 +511,9 @@ def test_the_log_has_its_final_lines_once_the_run_reads_finished(
     make_backend: Callable[..., LocalBackend], tmp_path: Path
 ) -> None:
     backend = make_backend(STANDIN_EPISODES="3")
-    backend.start(_spec("tail"), str(tmp_path / "results"))
+    backend.start(cartpole_spec("tail"), str(tmp_path / "results"))
     log = _workdir(tmp_path, "tail") / "logs" / "single-0.log"
-    _wait_for(lambda: backend.status("tail").finished, 30, "the end")
+    eventually(lambda: backend.status("tail").finished, 30, "the end")
     text = log.read_text()  # read at once: the exit line is written before the exit code is recorded
     assert "succeeded: 3 episodes (summary)" in text
     assert "single-0 exited with code 0" in text
@@ -612,7 +530,7 @@ def test_the_log_copy_in_a_gcs_results_location_has_the_final_lines(
         monkeypatch.setenv(key, value)
     root = f"gs://{gcs_bucket}/runs"
     backend = make_backend(root=root, STANDIN_EPISODES="3")
-    backend.start(_spec("gcs-tail"), root)
+    backend.start(cartpole_spec("gcs-tail"), root)
     assert backend.wait("gcs-tail", timeout=60).state == "succeeded"
     from rlcloud.storage import open_store
 
@@ -627,7 +545,7 @@ def test_the_log_copy_in_a_gcs_results_location_has_the_final_lines(
 @pytest.mark.training
 def test_the_real_runner_runs_once_and_checkpoints_when_its_supervisor_is_killed(tmp_path: Path) -> None:
     root = tmp_path / "results"
-    spec = _spec("real-life", total_timesteps=10_000_000)
+    spec = cartpole_spec("real-life", total_timesteps=10_000_000)
     backends = [LocalBackend(str(root), grace_period=60) for _ in range(2)]
     barrier = threading.Barrier(2)
     started: list[bool] = []
@@ -646,10 +564,10 @@ def test_the_real_runner_runs_once_and_checkpoints_when_its_supervisor_is_killed
         assert sorted(started) == [False, True]
         workdir = root / "real-life"
         progress = workdir / "progress.json"
-        _wait_for(lambda: progress.exists() and json.loads(progress.read_text())["timestep"] > 200, 300, "training")
+        eventually(lambda: progress.exists() and json.loads(progress.read_text())["timestep"] > 200, 300, "training")
         runner = json.loads((workdir / STATE_DIR / "single-0.runner").read_text())["pid"]
         os.kill(_supervisor(workdir), signal.SIGKILL)
-        _wait_for(lambda: not _alive(runner), backend.grace_period, "the orphaned runner to checkpoint and stop")
+        eventually(lambda: not alive(runner), backend.grace_period, "the orphaned runner to checkpoint and stop")
         log = workdir / "logs" / "single-0.log"
         assert "received SIGTERM: checkpointing" in log.read_text()
         checkpoint = (workdir / "checkpoints" / "LATEST").read_text().strip()
@@ -658,14 +576,14 @@ def test_the_real_runner_runs_once_and_checkpoints_when_its_supervisor_is_killed
         assert status.state == "failed" and "vanished" in (status.roles[0].reason or "")
 
         assert backend.start(spec, str(root)) is True
-        _wait_for(lambda: f"resumed from checkpoint {checkpoint}" in log.read_text(), 300, "the resume")
+        eventually(lambda: f"resumed from checkpoint {checkpoint}" in log.read_text(), 300, "the resume")
         second = json.loads((workdir / STATE_DIR / "single-0.runner").read_text())["pid"]
-        assert second != runner and _alive(second)
+        assert second != runner and alive(second)
         resumed_at = json.loads(progress.read_text())["timestep"]
         # training again (a stop while it still starts ends it without a checkpoint or a summary)
-        _wait_for(lambda: json.loads(progress.read_text())["timestep"] > resumed_at, 300, "training again")
+        eventually(lambda: json.loads(progress.read_text())["timestep"] > resumed_at, 300, "training again")
         backend.stop("real-life")
-        assert backend.status("real-life").state == "stopped" and not _alive(second)
+        assert backend.status("real-life").state == "stopped" and not alive(second)
         tail = log.read_text().splitlines()[-3:]
         assert any("stopped:" in line and "episodes" in line for line in tail), tail  # the runner's summary
         assert "single-0 exited with code 143" in tail[-1]
@@ -685,8 +603,8 @@ def test_sweep_starts_at_the_same_moment_launch_one_scheduler(tmp_path: Path) ->
     from rlcloud.specs.sweep import SweepSpec
 
     root = str(tmp_path / "results")
-    sweep = SweepSpec.from_dict({"name": "race-sweep", "experiment": _spec("race-trial").model_dump(mode="json"),
-                                 "seeds": 1, "max_parallel": 1})  # fmt: skip
+    trial = cartpole_spec("race-trial").model_dump(mode="json")
+    sweep = SweepSpec.from_dict({"name": "race-sweep", "experiment": trial, "seeds": 1, "max_parallel": 1})
     backends = [LocalBackend(root, grace_period=5) for _ in range(3)]
     barrier = threading.Barrier(len(backends))
     started: list[bool] = []
@@ -708,7 +626,7 @@ def test_sweep_starts_at_the_same_moment_launch_one_scheduler(tmp_path: Path) ->
         backends[0].stop_sweep("race-sweep")
         for child in list(CHILDREN):
             child.wait(30)
-    assert not scheduler_alive(statedir) and not _alive(pid)
+    assert not scheduler_alive(statedir) and not alive(pid)
 
 
 # ---------------------------------------------------------------------- stalled learners (issue 30)
@@ -721,7 +639,7 @@ def test_a_stalled_learner_is_restarted_once_from_its_checkpoint_and_finishes(
     """The stand-in hangs after episode 3 (once): its supervisor sees no timestep for stall_timeout, stops it
     (it checkpoints ckpt-3) and starts it again; the second runner resumes there and finishes."""
     backend = make_backend(STANDIN_EPISODES="6", STANDIN_HANG_AFTER="3", STANDIN_HANG_ONCE="1")
-    backend.start(_spec("stall-once", stall_timeout="3s"), str(tmp_path / "results"))
+    backend.start(cartpole_spec("stall-once", stall_timeout="3s"), str(tmp_path / "results"))
     workdir = _workdir(tmp_path, "stall-once")
     final = backend.wait("stall-once", timeout=120)
     log = (workdir / "logs" / "single-0.log").read_text()
@@ -739,13 +657,13 @@ def test_a_learner_that_stalls_again_after_its_restart_fails_saying_why(
     make_backend: Callable[..., LocalBackend], tmp_path: Path
 ) -> None:
     backend = make_backend(STANDIN_EPISODES="6", STANDIN_HANG_AFTER="2")
-    backend.start(_spec("stall-twice", stall_timeout="2s"), str(tmp_path / "results"))
+    backend.start(cartpole_spec("stall-twice", stall_timeout="2s"), str(tmp_path / "results"))
     final = backend.wait("stall-twice", timeout=120)
     assert final.state == "failed"
     assert final.roles[0].restarts == 1
     assert re.search(r"stalled: no timestep for \d+ s \(stall_timeout 2 s\), again", final.message or ""), final.message
     assert len(_runners(_workdir(tmp_path, "stall-twice"))) == 2
-    assert not any(_alive(pid) for pid in _runners(_workdir(tmp_path, "stall-twice")))
+    assert not any(alive(pid) for pid in _runners(_workdir(tmp_path, "stall-twice")))
 
 
 @pytest.mark.processes
@@ -757,9 +675,9 @@ def test_status_shows_a_running_learner_without_progress_as_stalled(
     from rlcloud.experiment import display_state
 
     backend = make_backend(STANDIN_EPISODES="6", STANDIN_HANG_AFTER="2")
-    backend.start(_spec("hung"), str(tmp_path / "results"))
+    backend.start(cartpole_spec("hung"), str(tmp_path / "results"))
     workdir = _workdir(tmp_path, "hung")
-    _wait_for(lambda: "hanging after episode 2" in (workdir / "logs" / "single-0.log").read_text(), 30, "the hang")
+    eventually(lambda: "hanging after episode 2" in (workdir / "logs" / "single-0.log").read_text(), 30, "the hang")
     progress = json.loads((workdir / "progress.json").read_text())
     assert backend.status("hung").stalled_for is None  # 2 episodes ago is seconds, not 10 minutes
     # the heartbeat as it reads an hour later (the stand-in writes no more of it)
@@ -832,7 +750,7 @@ def test_a_planted_process_record_is_never_signalled_nor_shown_running(
         (workdir / STATE_DIR / "state.json").write_text(json.dumps({"name": "planted", "roles": [role]}))
         status = backend.status("planted")
         assert status.state == "unknown" and "elsewhere" in (status.message or "")
-        assert backend.start(_spec("planted"), str(tmp_path / "results")) is True
+        assert backend.start(cartpole_spec("planted"), str(tmp_path / "results")) is True
         assert backend.wait("planted", timeout=60).state == "succeeded"
         assert victim.poll() is None
     finally:
@@ -896,11 +814,11 @@ def test_a_start_never_writes_through_a_link_in_the_run_directory(
     workdir.mkdir(parents=True)
     (workdir / "logs").symlink_to(outside, target_is_directory=True)
     with pytest.raises(ConflictError, match="symbolic link"):
-        backend.start(_spec("linked"), str(tmp_path / "results"))
+        backend.start(cartpole_spec("linked"), str(tmp_path / "results"))
     (workdir / "logs").unlink()
     (workdir / "logs").mkdir()
     (workdir / "logs" / "single-0.log").symlink_to(outside / "bashrc")
-    assert backend.start(_spec("linked"), str(tmp_path / "results")) is True
+    assert backend.start(cartpole_spec("linked"), str(tmp_path / "results")) is True
     assert backend.wait("linked", timeout=60).state == "succeeded"
     assert (outside / "bashrc").read_text() == "mine\n" and sorted(p.name for p in outside.iterdir()) == ["bashrc"]
     assert not (workdir / "logs" / "single-0.log").is_symlink()
@@ -914,7 +832,7 @@ def test_ctrl_c_on_a_followed_run_stops_it_and_says_how_to_resume(
     tmp_path: Path, standin_python: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     spec_file = tmp_path / "live.yaml"
-    spec_file.write_text(_spec("live").to_yaml())
+    spec_file.write_text(cartpole_spec("live").to_yaml())
     results = str(tmp_path / "results")
     argv = ["experiment", "run", str(spec_file), "--results", results]
     driver = (  # the CLI as a program whose runners are the stand-in; Ctrl-C is SIGINT to it alone
@@ -937,7 +855,7 @@ def test_ctrl_c_on_a_followed_run_stops_it_and_says_how_to_resume(
             break
     else:
         raise AssertionError("".join(seen))
-    _wait_for(lambda: _progress(_workdir(tmp_path, "live")) >= 2, 30, "training")
+    eventually(lambda: _progress(_workdir(tmp_path, "live")) >= 2, 30, "training")
     proc.send_signal(signal.SIGINT)
     out = proc.stdout.read()
     proc.stdout.close()
@@ -948,7 +866,7 @@ def test_ctrl_c_on_a_followed_run_stops_it_and_says_how_to_resume(
     # stand-in reports no checkpoint in its progress (the real runner's "at checkpoint ckpt-...": a training test)
     assert f"rlcloud experiment run {spec_file} --results {results}" in out
     assert f"or in the background: rlcloud experiment resume live --results {results}" in out
-    assert not any(_alive(pid) for pid in _runners(_workdir(tmp_path, "live")))
+    assert not any(alive(pid) for pid in _runners(_workdir(tmp_path, "live")))
     # the background way: resume says how to follow it, with the flags that find it
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(sys, "executable", str(standin_python))

@@ -1,7 +1,7 @@
 """`rlcloud experiment list` over many local runs (issue 36): each run's row from its state.json and
 progress.json, its spec never parsed when its start recorded the facts a row needs (goal, budget, processes).
 
-The runs are finished ones written in the project's layout (tests/storage/written_runs.py); no process runs.
+The runs are finished ones written in the project's layout (tests/support/written_runs.py); no process runs.
 That no spec is read is observed, not mocked: every spec file is replaced by one that cannot parse, and the
 rows stay right (a listing that parsed them would show "unknown (...)" rows instead).
 """
@@ -17,7 +17,7 @@ from rlcloud.backend import RunFacts
 from rlcloud.cli import main
 from rlcloud.experiment import Experiment
 from rlcloud.local import STATE_DIR
-from tests.storage.written_runs import write_local_runs
+from tests.support.written_runs import write_local_runs
 
 N = 50
 GARBAGE = "name: [unclosed\n"
@@ -113,7 +113,7 @@ def test_facts_round_trip() -> None:
 def test_local_sweep_status_of_many_trials(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`sweep status` of a finished local sweep of 50 trials: a row per trial from its state, in the sweep's
     order, none of the trials' specs read (they cannot parse)."""
-    from tests.storage.written_runs import write_local_sweep
+    from tests.support.written_runs import write_local_sweep
 
     root = tmp_path / "results"
     names = write_local_sweep(root, "wide", N)

@@ -28,7 +28,7 @@ from rlcloud.local.state import RunState
 from rlcloud.runner.remote import RemoteVectorEnv
 from rlcloud.runner.watchdog import heartbeat_path
 from rlcloud.specs import ExperimentSpec
-from tests.k8s.test_kubelet import eventually
+from tests.support.waiting import eventually
 
 
 def _free_port() -> int:

@@ -15,26 +15,20 @@ import pytest
 
 from rlcloud.local import LocalBackend
 from rlcloud.runner.watchdog import EXIT_STALLED_AGAIN
-from tests.local.test_lifecycle import (  # noqa: F401 - fixtures
-    _episodes,
-    _runners,
-    _spec,
-    _workdir,
-    make_backend,
-    standin_python,
-)
+from tests.support.local import _episodes, _runners, _workdir
+from tests.support.specs import cartpole_spec
 
 
 @pytest.mark.processes
 def test_a_learner_ended_by_its_watchdog_is_restarted_once_and_finishes(
-    make_backend: Callable[..., LocalBackend],  # noqa: F811
+    make_backend: Callable[..., LocalBackend],
     tmp_path: Path,
 ) -> None:
     backend = make_backend(
         STANDIN_EPISODES="6", STANDIN_HANG_AFTER="3", STANDIN_HANG_ONCE="1", STANDIN_WATCHDOG="1",
         STANDIN_STALL_TIMEOUT="2",
     )  # fmt: skip
-    backend.start(_spec("watchdog-once", stall_timeout="2s"), str(tmp_path / "results"))
+    backend.start(cartpole_spec("watchdog-once", stall_timeout="2s"), str(tmp_path / "results"))
     workdir = _workdir(tmp_path, "watchdog-once")
     final = backend.wait("watchdog-once", timeout=120)
     log = (workdir / "logs" / "single-0.log").read_text()
@@ -47,13 +41,13 @@ def test_a_learner_ended_by_its_watchdog_is_restarted_once_and_finishes(
 
 @pytest.mark.processes
 def test_a_learner_whose_watchdog_ends_it_twice_fails_saying_why(
-    make_backend: Callable[..., LocalBackend],  # noqa: F811
+    make_backend: Callable[..., LocalBackend],
     tmp_path: Path,
 ) -> None:
     backend = make_backend(
         STANDIN_EPISODES="6", STANDIN_HANG_AFTER="2", STANDIN_WATCHDOG="1", STANDIN_STALL_TIMEOUT="2"
     )
-    backend.start(_spec("watchdog-twice", stall_timeout="2s"), str(tmp_path / "results"))
+    backend.start(cartpole_spec("watchdog-twice", stall_timeout="2s"), str(tmp_path / "results"))
     final = backend.wait("watchdog-twice", timeout=120)
     assert final.state == "failed"
     assert final.roles[0].restarts == 1 and final.roles[0].exit_code == EXIT_STALLED_AGAIN

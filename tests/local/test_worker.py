@@ -13,24 +13,14 @@ from rlcloud.backend import RunFacts
 from rlcloud.local import STATE_DIR, LocalBackend
 from rlcloud.local.worker import WarmPool
 from rlcloud.specs import ExperimentSpec
-
-CARTPOLE = {"type": "gym", "level": "CartPole-v1"}
+from tests.support.specs import cartpole_spec
 
 
 def _spec(name: str, **overrides: object) -> ExperimentSpec:
-    data: dict[str, object] = {
-        "name": name,
-        "environment": CARTPOLE,
-        # batches of 2 episodes: a few hundred timesteps make several updates, whose randomness must match
-        "agent": {"type": "ppo", "batch_size": 2, "learning_rate": 1e-3},
-        "network": "auto",
-        "total_timesteps": 400,
-        "seed": 1,
-        "saver_frequency": None,
-        "summary_frequency": None,
-        **overrides,
-    }
-    return ExperimentSpec.from_dict(data)
+    # batches of 2 episodes: a few hundred timesteps make several updates, whose randomness must match
+    agent = {"type": "ppo", "batch_size": 2, "learning_rate": 1e-3}
+    fixed = {"agent": agent, "total_timesteps": 400, "saver_frequency": None, "summary_frequency": None}
+    return cartpole_spec(name, **{**fixed, **overrides})
 
 
 @pytest.fixture

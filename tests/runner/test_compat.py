@@ -3,23 +3,14 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
-import textwrap
 
 import numpy as np
 import pytest
 
 from rlcloud.runner import compat
 from rlcloud.runner.compat import CompatError
-
-
-def _python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
-    environ = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
-    environ.update(env)
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=environ, timeout=300
-    )
+from tests.support.runner import _python
 
 
 def test_unknown_tensorflow_version_is_named() -> None:

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from rlcloud.runner.frames import FRAMES_VARIABLE, FrameCodec
-from tests.runner.training_process import SMALL_CONV_NETWORK, SPACE_INVADERS_SINGLE, TRAIN_STEPS, run_script
+from tests.support.training_process import SMALL_CONV_NETWORK, SPACE_INVADERS_SINGLE, TRAIN_STEPS, run_script
 
 _REPORT = textwrap.dedent(
     """

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.runner.test_compat import _python
+from tests.support.runner import _python
 
 _CODE = """
 import logging, sys

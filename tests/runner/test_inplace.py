@@ -20,7 +20,7 @@ import pytest
 
 from rlcloud.runner.frames import FRAMES_VARIABLE
 from rlcloud.runner.inplace import INPLACE_VARIABLE, patched_methods, rewrite_source
-from tests.runner.training_process import SPACE_INVADERS_SINGLE, TRAIN_STEPS, run_script
+from tests.support.training_process import SPACE_INVADERS_SINGLE, TRAIN_STEPS, run_script
 
 _REPORT = textwrap.dedent(
     """

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from rlcloud.runner.loop import CheckpointError, Trainer, latest_checkpoint, read_jsonl, restorable_checkpoints
-from tests.runner.test_training import checkpoint_state, make_spec, run_runner, wait_for
+from tests.support.runner import checkpoint_state, make_spec, run_runner, wait_for
 
 
 def _assert_one_record(workdir: Path) -> list[dict[str, object]]:

@@ -9,11 +9,8 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import textwrap
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -22,16 +19,9 @@ import pytest
 
 from rlcloud.runner.loop import Trainer, latest_checkpoint, read_jsonl
 from rlcloud.specs import ExperimentSpec
+from tests.support.runner import checkpoint_state, make_spec, run_runner, wait_for
 
-CARTPOLE = {"type": "gym", "level": "CartPole-v1"}
-PPO = {"type": "ppo", "batch_size": 10, "learning_rate": 1e-3}
 FIXED_STATES = np.random.default_rng(42).normal(0.0, 0.3, size=(64, 4)).astype(np.float32)
-
-
-def make_spec(**overrides: Any) -> ExperimentSpec:
-    fields: dict[str, Any] = dict(name="cartpole", environment=CARTPOLE, agent=PPO, seed=7, total_timesteps=2000)
-    fields.update(overrides)
-    return ExperimentSpec(**fields)
 
 
 def greedy_actions(agent: Any) -> np.ndarray:
@@ -44,34 +34,6 @@ def weights(agent: Any) -> list[np.ndarray]:
 
 def returns(workdir: Path, name: str = "metrics.jsonl") -> list[float]:
     return [r["return"] for r in read_jsonl(workdir / name)]
-
-
-def run_runner(spec: ExperimentSpec, workdir: Path, role: str = "single", **popen: Any) -> subprocess.Popen[str]:
-    spec_path = workdir.parent / f"{workdir.name}-spec.yaml"
-    spec_path.write_text(spec.to_yaml())
-    command = [sys.executable, "-m", "rlcloud.runner", "--role", role, "--index", "0"]
-    command += ["--spec", str(spec_path), "--workdir", str(workdir)]
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
-
-
-def wait_for(predicate: Any, proc: subprocess.Popen[str], timeout: float = 240.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if proc.poll() is not None:
-            raise AssertionError(
-                f"runner exited early ({proc.returncode}):\n{proc.stdout.read() if proc.stdout else ''}"
-            )
-        if time.monotonic() > deadline:
-            proc.kill()
-            raise AssertionError("timed out waiting for the runner")
-        time.sleep(0.1)
-
-
-def checkpoint_state(workdir: Path) -> dict[str, Any] | None:
-    name = latest_checkpoint(workdir)
-    if name is None:
-        return None
-    return json.loads((workdir / "checkpoints" / name / "state.json").read_text())
 
 
 @pytest.mark.training

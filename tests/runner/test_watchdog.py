@@ -32,7 +32,7 @@ from rlcloud.runner.watchdog import (
     liveness_command,
     on_stall_exit,
 )
-from tests.k8s.test_kubelet import eventually
+from tests.support.waiting import eventually
 
 HANGING_ENV = '''
 import threading
@@ -217,7 +217,7 @@ def test_a_wall_clock_step_is_no_stall_and_a_real_one_still_is(tmp_path: Path) -
     """The watchdog measures a stall with the monotonic clock: a 2-hour forward step of the wall clock during a
     long update (no timestep for a while) is no stall; the heartbeat file states the stepped wall time (what other
     processes read); time that really passes without a timestep still ends the process."""
-    from tests.clocks import SteppingClock
+    from tests.support.clocks import SteppingClock
 
     clock = SteppingClock(manual=True)  # its monotonic time passes only when the test says
     trainer = _Trainer()

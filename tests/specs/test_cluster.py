@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from rlcloud.specs import Autoscaling, ClusterSpec, Duration, GpuType, LegacySpecWarning
 from rlcloud.specs.cluster import custom_machine_type
-from tests.specs.conftest import spec_error
+from tests.support.specs import spec_error
 
 
 def cluster(**fields: Any) -> ClusterSpec:

@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from rlcloud.specs import ClusterSpec, EvaluationSpec, ExperimentSpec, Frequency, Resources
-from tests.specs.conftest import minimal_experiment, spec_error
+from tests.support.specs import minimal_experiment, spec_error
 
 
 def experiment(**changes: Any) -> ExperimentSpec:

@@ -16,7 +16,7 @@ import pytest
 
 from rlcloud.specs import ClusterSpec, ExperimentSpec, Frequency, LegacySpecWarning
 from rlcloud.specs.legacy import convert_legacy_agent, convert_legacy_environment, legacy_gym_id
-from tests.specs.conftest import minimal_experiment, spec_error
+from tests.support.specs import minimal_experiment, spec_error
 
 LEGACY = Path(__file__).parent / "legacy"
 

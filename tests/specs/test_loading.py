@@ -12,7 +12,7 @@ import yaml
 from rlcloud.errors import SpecError
 from rlcloud.specs import ClusterSpec, ExperimentSpec, Frequency, GpuType
 from rlcloud.specs.loading import load_spec, parse_data_text
-from tests.specs.conftest import minimal_experiment, spec_error
+from tests.support.specs import minimal_experiment, spec_error
 
 
 def write(path: Path, data: Any) -> Path:

@@ -24,7 +24,7 @@ from rlcloud.specs.dotted import code_strings
 from rlcloud.specs.experiment import MAX_SEED, MAX_WORKERS
 from rlcloud.specs.loading import experiment_from_dict, load_spec, load_spec_text, parse_data_text, parse_json_text
 from rlcloud.specs.safeload import MAX_BYTES, MAX_DEPTH, MAX_NODES
-from tests.specs.conftest import minimal_experiment, spec_error
+from tests.support.specs import minimal_experiment, spec_error
 
 GOOD = "name: demo\nenvironment: {type: gym, level: CartPole-v1}\nagent: {type: ppo, batch_size: 10}\nepisodes: 5\n"
 

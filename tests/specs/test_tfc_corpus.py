@@ -21,7 +21,7 @@ import pytest
 from rlcloud.specs import ExperimentSpec, LegacySpecWarning
 from rlcloud.specs.legacy import convert_legacy_agent, epsilon_decay_schedule
 from rlcloud.validation import validate_file
-from tests.specs.conftest import minimal_experiment, spec_error
+from tests.support.specs import minimal_experiment, spec_error
 
 HERE = Path(__file__).parent
 TFC = HERE / "tfc"

@@ -19,7 +19,7 @@ import pytest
 
 from rlcloud.specs import ExperimentSpec, LegacySpecWarning
 from rlcloud.validation import validate_file
-from tests.specs.conftest import spec_error
+from tests.support.specs import spec_error
 
 LEGACY = Path(__file__).parent / "legacy"
 

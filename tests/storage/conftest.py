@@ -1,13 +1,17 @@
-"""Fixtures for the storage tests: the GCS fakes (tests/fakes/gcs_fixtures.py).
+"""Fixtures for the storage tests (the GCS fakes are tests/conftest.py's plugins): a store of each kind."""
 
-Once tests/conftest.py lists ``pytest_plugins = ["tests.fakes.gcs_fixtures"]`` this import is redundant
-(and harmless: these definitions shadow the plugin's for this directory only).
-"""
+from __future__ import annotations
 
-from tests.fakes.gcs_fixtures import (  # noqa: F401 - fixtures are found by name
-    fake_gcs,
-    faulty_proxy,
-    gcs_bucket,
-    gcs_store,
-    gcs_store_via,
-)
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rlcloud.storage.local import LocalStore
+
+
+@pytest.fixture(params=["local", "gcs"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    if request.param == "local":
+        return LocalStore(tmp_path / "store")
+    return request.getfixturevalue("gcs_store")

@@ -22,13 +22,6 @@ from rlcloud.storage import (
 from rlcloud.storage.local import LocalStore
 
 
-@pytest.fixture(params=["local", "gcs"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    if request.param == "local":
-        return LocalStore(tmp_path / "store")
-    return request.getfixturevalue("gcs_store")
-
-
 def test_download_is_incremental_and_reports_progress(store: Any, tmp_path: Path) -> None:
     files = {"a.txt": b"alpha", "sub/b.bin": b"\x00" * 5000, "sub/deeper/c": b"c" * 70}
     for name, data in files.items():

@@ -1,6 +1,6 @@
 """Reading a finished sweep back from Cloud Storage (issue 36): requests per path, first and second read.
 
-A sweep of N trials is written to fake-gcs-server in the project's results layout (tests/storage/written_runs.py)
+A sweep of N trials is written to fake-gcs-server in the project's results layout (tests/support/written_runs.py)
 and read back through tests/fakes/faulty_proxy.py, which counts every request (counts do not depend on load).
 A first read lists the sweep once (fake-gcs-server ignores ``matchGlob`` and lists every object: one page per
 1,000) and reads each trial's spec of record and summary, one request each; a second read of the finished
@@ -23,7 +23,7 @@ from rlcloud.storage import runs as reading
 from rlcloud.storage.gcs import GcsStore
 from tests.fakes.faulty_proxy import FaultyProxy
 from tests.fakes.gcs import FakeGcsServer
-from tests.storage.written_runs import sweep_spec, trial_files, write_sweep
+from tests.support.written_runs import sweep_spec, trial_files, write_sweep
 
 EPISODES = 30
 #: objects per trial: spec, history, progress, metrics, evaluation, LATEST, a checkpoint's state, a log, summary

@@ -14,13 +14,6 @@ from rlcloud.storage.base import crc32c_of_bytes, crc32c_of_file
 from rlcloud.storage.local import LocalStore
 
 
-@pytest.fixture(params=["local", "gcs"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    if request.param == "local":
-        return LocalStore(tmp_path / "store")
-    return request.getfixturevalue("gcs_store")
-
-
 def test_crc32c_matches_known_vector() -> None:
     # RFC 3720 test vector: CRC32C("123456789") = 0xE3069283
     assert crc32c_of_bytes(b"123456789") == "4waSgw=="

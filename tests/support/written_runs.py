@@ -18,6 +18,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
@@ -172,3 +174,71 @@ def write_local_sweep(root: Path, name: str, trials: int, *, facts: bool = True)
     }  # fmt: skip
     (statedir / "state.json").write_text(json.dumps(state, indent=1) + "\n")
     return names
+
+
+def write_run(
+    where: Path | Any,
+    name: str,
+    *,
+    lr: float = 1e-3,
+    seed: int | None = 1,
+    returns: list[float] | None = None,
+    steps_per_episode: int = 10,
+    evaluation: dict[int, list[float]] | None = None,
+    state: str = "succeeded",
+    extra_spec: dict[str, Any] | None = None,
+) -> str:
+    """One run's results: spec.yaml, metrics.jsonl, progress.json, evaluation.jsonl (into a dir or a Store)."""
+    returns = returns if returns is not None else [10.0] * 5
+    spec = {
+        "kind": "Experiment",
+        "name": name,
+        "environment": {"type": "gym", "level": "CartPole-v1"},
+        "agent": {"type": "ppo", "batch_size": 5, "learning_rate": lr},
+        "network": "auto",
+        "total_timesteps": len(returns) * steps_per_episode,
+        "seed": seed,
+        "run_mode": "single",
+        "results": str(where) if isinstance(where, Path) else None,  # differs by root: must not count
+        **(extra_spec or {}),
+    }
+    metrics = [
+        {
+            "episode": i + 1,
+            "timestep": (i + 1) * steps_per_episode,
+            "return": r,
+            "length": steps_per_episode,
+            "time": 0.5 * (i + 1),
+            "worker": 0,
+        }
+        for i, r in enumerate(returns)
+    ]
+    evals = [
+        {"episode": k + 1, "timestep": at, "return": r, "length": 1, "time": 0.0, "worker": 0, "at_timestep": at}
+        for at, values in (evaluation or {}).items()
+        for k, r in enumerate(values)
+    ]
+    progress = {
+        "state": state,
+        "timestep": len(returns) * steps_per_episode,
+        "episode": len(returns),
+        "mean_return": None,
+        "steps_per_second": 123.0,
+        "updated": 0,
+        "checkpoint": None,
+    }
+    files = {
+        "spec.yaml": yaml.safe_dump(spec),
+        "metrics.jsonl": "".join(json.dumps(m) + "\n" for m in metrics),
+        "progress.json": json.dumps(progress),
+        "evaluation.jsonl": "".join(json.dumps(e) + "\n" for e in evals),
+    }
+    if isinstance(where, Path):
+        run = where / name
+        run.mkdir(parents=True)
+        for file, text in files.items():
+            (run / file).write_text(text)
+        return str(run)
+    for file, text in files.items():
+        where.child(name).write_text(file, text)
+    return name
