@@ -199,7 +199,7 @@ def _submit_and_watch(
 ) -> None:
     """Submit the probe's pod, time its start (within ``time_limits[0]``) and its run (``[1]``), read its steps
     from its log, read its object back."""
-    from rlcloud.gke.doctor import PROBE_OBJECT
+    from rlcloud.gke.probe import PROBE_OBJECT
     from rlcloud.k8s.builders import build_workloads, experiment_selector
     from rlcloud.results import results_location
     from rlcloud.specs import ExperimentSpec
@@ -310,7 +310,7 @@ def _probe_steps(run: _Run, log: str, phase: str | None) -> None:
     """The probe's steps from its log (``rlcloud-smoke {json}`` lines); a FAIL when it reported none."""
     import json
 
-    from rlcloud.gke.doctor import PROBE_LINE
+    from rlcloud.gke.probe import PROBE_LINE
 
     reported = 0
     for line in log.splitlines():

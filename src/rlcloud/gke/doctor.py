@@ -36,12 +36,9 @@ step, ``rlcloud-smoke {json}``.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import re
 import sys
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -49,26 +46,18 @@ from typing import Any
 
 from rlcloud.config import ProjectConfig
 from rlcloud.logsafety import redact
-from rlcloud.runenv import RunnerEnv
 from rlcloud.specs.cluster import REGION_RE, ClusterSpec
 
 __all__ = [
     "API_HOST_ENV",
-    "PROBE_LINE",
-    "PROBE_OBJECT",
     "PULL_ROLES",
     "REAPER_PERMISSIONS",
     "Check",
     "Doctor",
     "gpu_quota_metric",
-    "probe",
 ]
 
 API_HOST_ENV = "RLCLOUD_GOOGLE_API_HOST"
-#: how the probe's lines start in the pod's log
-PROBE_LINE = "rlcloud-smoke "
-#: the object the probe writes in its results location (the smoke reads it back from outside, then deletes it)
-PROBE_OBJECT = "smoke/probe.json"
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 #: What creating, using and deleting a cluster needs (roles/container.admin holds all of them).
 CLUSTER_PERMISSIONS = (
@@ -199,7 +188,10 @@ def _grants(bindings: Any, member: str, roles: frozenset[str]) -> bool:
     return any(b.role in roles and who & set(b.members) for b in bindings)
 
 
-class Doctor:
+from rlcloud.gke.doctor_images import ImageChecks  # noqa: E402  (the mixin needs the names above)
+
+
+class Doctor(ImageChecks):
     """Pre-flight checks for ``project``: the results ``bucket`` (``gs://b/...`` or a name), an optional cluster
     ``spec``, the project ``config`` (rlcloud.yaml: images, service accounts).
 
@@ -747,164 +739,6 @@ class Doctor:
             return self.images
         return [i for i in (self.config.image, self.config.gpu_image) if i]
 
-    def check_images(self) -> Check:
-        """The runner images exist (Artifact Registry images are looked up by tag, or by digest when they name
-        one: ``...@sha256:...`` is a version, never ``:latest``) and the cluster's nodes may
-        pull them (the repositories' and their projects' IAM policies; folder and organisation policies are
-        not read)."""
-        images = self._images()
-        if not images:
-            if self.images is not None:
-                return Check("images", "SKIP", "no runner image named (each experiment names its own)")
-            return Check(
-                "images",
-                "FAIL",
-                "no image in rlcloud.yaml: a cluster run has no image to pull",
-                "build and push one (docs/images.md), then set image: and gpu_image: in rlcloud.yaml",
-            )
-        from google.cloud import artifactregistry_v1
-
-        found: list[str] = []
-        outside: list[str] = []
-        unseen: list[Check] = []  # images these credentials may not look up: cannot tell
-        repositories: dict[tuple[str, str, str], None] = {}  # (project, location, repository), in order
-        for image in images:
-            match = _AR_IMAGE_RE.match(image)
-            if not match:
-                outside.append(image)
-                continue
-            location, project, repository, package, tag, digest = match.groups()
-            variant = "gpu" if image == self.config.gpu_image else "cpu"
-            try:
-                with (
-                    self._calling(
-                        "images",
-                        f"look up {image}",
-                        api="artifactregistry.googleapis.com",
-                        denied=self._grant_fix(SEE_IMAGES),
-                        not_found=(
-                            f"{image} does not exist",
-                            "gcloud builds submit --config images/cloudbuild.yaml "
-                            f"--substitutions=_VARIANT={variant} .",
-                        ),
-                        observe=SEE_IMAGES,
-                    ),
-                    self._client(artifactregistry_v1.ArtifactRegistryClient) as client,
-                ):
-                    # a package name with slashes is one path segment in the resource name: %2F
-                    package_name = (
-                        f"projects/{project}/locations/{location}/repositories/{repository}/packages/"
-                        f"{package.replace('/', '%2F')}"
-                    )
-                    if digest:  # what the nodes pull (a tag beside it is ignored): the version, never :latest
-                        client.get_version(name=f"{package_name}/versions/{digest}", timeout=_TIMEOUT)
-                    else:
-                        client.get_tag(name=f"{package_name}/tags/{tag or 'latest'}", timeout=_TIMEOUT)
-            except _CheckFailedError as failed:
-                if failed.check.status != "WARN":
-                    return failed.check
-                unseen.append(failed.check)
-            else:
-                found.append(image)
-            # whether or not the tag could be seen, the nodes' access to its repository still can be
-            repositories[(project, location, repository)] = None
-        try:
-            pull = self._node_pull(list(repositories))
-        except _CheckFailedError as failed:
-            pull = failed.check
-        if pull is not None and pull.status == "FAIL":  # the repository it names says which images
-            return pull
-        notes = [f"{i} (not in Artifact Registry: not checked)" for i in outside]
-        detail = ", ".join(found + notes)
-        warnings = [*unseen, *([pull] if pull is not None and pull.status == "WARN" else [])]
-        if warnings:
-            seen = f"{detail}; " if detail else ""
-            return Check("images", "WARN", seen + "; ".join(w.detail for w in warnings), warnings[0].fix)
-        if pull is None:
-            return Check("images", "OK", detail)
-        return Check("images", "OK", f"{detail}; {pull.detail}")
-
-    def _node_account(self) -> str:
-        """The service account the cluster's nodes run as: the spec's, else the project's default Compute
-        Engine account (its number from Resource Manager ``projects.get``)."""
-        if self.spec is not None and self.spec.service_account:
-            return self.spec.service_account
-        from google.cloud import resourcemanager_v3
-
-        with (
-            self._calling(
-                "images",
-                f"read project {self.project}'s number (for its default compute service account)",
-                api="cloudresourcemanager.googleapis.com",
-                denied=self._grant_fix(SEE_PROJECT),
-                observe=SEE_PROJECT,
-            ),
-            self._client(resourcemanager_v3.ProjectsClient) as client,
-        ):
-            project = client.get_project(name=f"projects/{self.project}", timeout=_TIMEOUT)
-        number = project.name.rsplit("/", 1)[-1]
-        return f"{number}-compute@developer.gserviceaccount.com"
-
-    def _node_pull(self, repositories: list[tuple[str, str, str]]) -> Check | None:
-        """Whether the nodes may pull from each of ``repositories``: a binding of their service account (or of
-        everyone) to a role in :data:`PULL_ROLES`, on the repository or on its project. None: nothing to pull
-        from Artifact Registry."""
-        if not repositories:
-            return None
-        from google.api_core import exceptions as gexc
-        from google.cloud import artifactregistry_v1, resourcemanager_v3
-
-        account = self._node_account()
-        member = f"serviceAccount:{account}"
-        unknown: list[str] = []
-        for project, location, repository in repositories:
-            path = f"projects/{project}/locations/{location}/repositories/{repository}"
-            readers = [
-                (artifactregistry_v1.ArtifactRegistryClient, path, "artifactregistry.googleapis.com"),
-                (resourcemanager_v3.ProjectsClient, f"projects/{project}", "cloudresourcemanager.googleapis.com"),
-            ]
-            granted, unreadable = False, []
-            for client_class, resource, api in readers:
-                what = f"read the IAM policy of {resource}"
-                try:
-                    with self._client(client_class) as client:
-                        policy = client.get_iam_policy(request={"resource": resource}, timeout=_TIMEOUT)
-                except (gexc.PermissionDenied, gexc.Forbidden) as exc:
-                    if getattr(exc, "reason", None) == "SERVICE_DISABLED":
-                        failure = self._failure("images", exc, what, api=api, denied="", observe=SEE_POLICIES)
-                        raise _CheckFailedError(failure) from exc
-                    # reading a policy takes more than pulling does: say so, and refuse nothing
-                    unreadable.append(resource)
-                    continue
-                except Exception as exc:  # auth, transport, other API errors: the check's FAIL
-                    raise _CheckFailedError(self._failure("images", exc, what, api=api, denied="")) from exc
-                if _grants(policy.bindings, member, PULL_ROLES):
-                    granted = True
-                    break
-            if granted:
-                continue
-            if unreadable:
-                where = f"{location}-docker.pkg.dev/{project}/{repository}"
-                unknown.append(f"{where} (the IAM policy of {' and '.join(unreadable)} is not readable here)")
-                continue
-            return Check(
-                "images",
-                "FAIL",
-                f"the nodes run as {account}, which may not pull from {location}-docker.pkg.dev/{project}/"
-                f"{repository} (no roles/artifactregistry.reader or a role including it, on it or its project)",
-                f"gcloud artifacts repositories add-iam-policy-binding {repository} --location={location} "
-                f"--member={member} --role=roles/artifactregistry.reader --project={project}",
-            )
-        if unknown:
-            return Check(
-                "images",
-                "WARN",
-                f"cannot tell whether the nodes ({account}) may pull from {'; '.join(unknown)}; grant "
-                f"{SEE_POLICIES} to see",
-                self._grant_fix(SEE_POLICIES),
-            )
-        return Check("images", "OK", f"the nodes ({account}) may pull them")
-
     def checks(self, *, cheap_only: bool = False) -> list[Callable[[], Check]]:
         """The checks in the order they run; ``cheap_only``: those worth running before every create (a few
         requests each: APIs, permissions, GPU quota, images)."""
@@ -927,79 +761,7 @@ class Doctor:
         return results
 
 
-# ------------------------------------------------------------------------------ the smoke test's in-pod probe
-
-
-def _probe_gpu(gpus: int) -> tuple[str, str]:
-    if not gpus:
-        return "SKIP", "no GPU in this pool"
-    import tensorflow as tf
-
-    found = tf.config.list_physical_devices("GPU")
-    if not found:
-        return "FAIL", (
-            f"TensorFlow sees no GPU ({gpus} requested): the node's NVIDIA driver is missing or too old for the "
-            "image's CUDA, or the image has no CUDA libraries"
-        )
-    names = [str(tf.config.experimental.get_device_details(d).get("device_name") or d.name) for d in found]
-    # a kernel must run, not just be listed: on Hopper TensorFlow JIT-compiles PTX with the node's driver
-    with tf.device("/GPU:0"):
-        value = float(tf.reduce_sum(tf.matmul(tf.ones([64, 64]), tf.ones([64, 64]))))
-    if value != 64.0**3:
-        return "FAIL", f"TensorFlow sees {', '.join(names)}, but a 64x64 matmul on it gave {value:g}"
-    return "OK", f"TensorFlow sees {len(found)} GPU(s) ({', '.join(names)}) and computed on /GPU:0"
-
-
-def _probe_store(results: str, token: str) -> tuple[str, str]:
-    from rlcloud.storage import open_store
-
-    body = json.dumps({"token": token, "written": time.time()})
-    with open_store(results) as store:
-        store.write_text(PROBE_OBJECT, body)
-        back = store.read_text(PROBE_OBJECT)
-    if back != body:
-        return "FAIL", f"{results}/{PROBE_OBJECT} read back differs from what was written"
-    return "OK", f"wrote and read back {results}/{PROBE_OBJECT} with the pod's identity"
-
-
-def probe(results: str, *, token: str, gpus: int, emit: Callable[[dict[str, Any]], None] | None = None) -> int:
-    """The smoke test's work inside a pod: the results store (write, read back), then the GPU (TensorFlow sees
-    and computes on it; SKIP when ``gpus`` is 0). Each step is ``emit``-ted as ``{"step", "status", "detail",
-    "seconds"}`` (default: printed as a ``rlcloud-smoke {json}`` line). Returns 0, or 1 when a step failed."""
-
-    def printed(step: dict[str, Any]) -> None:
-        print(PROBE_LINE + json.dumps(step), flush=True)
-
-    out = emit or printed
-    statuses = []
-    steps: tuple[tuple[str, Callable[[], tuple[str, str]]], ...] = (
-        ("results-store", lambda: _probe_store(results, token)),
-        ("gpu", lambda: _probe_gpu(gpus)),
-    )
-    for name, work in steps:
-        started = time.monotonic()
-        try:
-            status, detail = work()
-        except Exception as exc:  # the step's answer: a denied write, no TensorFlow, a CUDA error
-            status, detail = "FAIL", _describe(exc)
-        out({"step": name, "status": status, "detail": detail, "seconds": round(time.monotonic() - started, 3)})
-        statuses.append(status)
-    return 1 if "FAIL" in statuses else 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m rlcloud.gke.doctor probe [--results URL] --token T [--gpus N]``: the smoke test's pod program."""
-    parser = argparse.ArgumentParser(prog="python -m rlcloud.gke.doctor")
-    commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("probe", help="the in-pod half of `rlcloud doctor --smoke`")
-    run.add_argument("--results", default=RunnerEnv.from_env().results, help="default: $RLCLOUD_RESULTS")
-    run.add_argument("--token", required=True, help="written to the store, for the caller to read back")
-    run.add_argument("--gpus", type=int, default=0, help="GPUs this pod was given (0: skip the GPU step)")
-    args = parser.parse_args(argv)
-    if not args.results:
-        parser.error("no --results and no $RLCLOUD_RESULTS")
-    return probe(args.results, token=args.token, gpus=args.gpus)
-
-
 if __name__ == "__main__":
+    from rlcloud.gke.probe import main
+
     sys.exit(main())
