@@ -219,10 +219,7 @@ class _PoolOps(Protocol):
     def _mutate(self, call: Any, deadline: float, progress: Any, action: str) -> Any: ...
     def _wait(self, operation: Any, deadline: float, progress: Any, action: str) -> Any: ...
     def _delete_pool(self, pool: str, deadline: float, progress: Any) -> None: ...
-    def _operations(self) -> list[Any]: ...
-    def _sleep_until(self, deadline: float, seconds: float) -> None: ...
-
-    poll_interval: float
+    def wait_running(self, on: str, *, wait: bool, deadline: float, progress: Any) -> bool: ...
 
 
 def ensure_laddered_pool(
@@ -250,14 +247,9 @@ def ensure_laddered_pool(
             handle._delete_pool(pool.name, deadline, progress)
         return not failed
     if len(failed) < len(ours):  # provisioning, reconciling or stopping: wait for what runs on it
-        if not wait:
-            return True
-        operations = handle._operations()
-        if not operations:
-            handle._sleep_until(deadline, handle.poll_interval)
-        for op in operations:
-            handle._wait(op, deadline, progress, f"wait for {op.name} on the GPU pool of {handle.spec.name}")
-        return False
+        return handle.wait_running(
+            f"the GPU pool of {handle.spec.name}", wait=wait, deadline=deadline, progress=progress
+        )
     while True:
         name = ladder.pool_name
         if any(p.name == name for p in failed):

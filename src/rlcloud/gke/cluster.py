@@ -32,16 +32,16 @@ from rlcloud.gke.builders import (
     location_path,
     node_pool_path,
 )
-from rlcloud.gke.capacity import CapacityLadder
-from rlcloud.gke.create import CreatePath, _region
+from rlcloud.gke.capacity import CapacityMove
+from rlcloud.gke.create import ClusterCreation
 from rlcloud.gke.errors import ClusterBusyError, api_errors, operation_error
 from rlcloud.gke.info import ClusterInfo
 from rlcloud.gke.operations import ProgressCallback, wait_operation
-from rlcloud.gke.preflight import check_cluster_spec, cluster_spec_warnings
+from rlcloud.gke.preflight import check_cluster_spec
 from rlcloud.gke.prices import CostEstimate, estimate_hourly_cost
 from rlcloud.gke.project import GkeProject
-from rlcloud.gke.reaper_setup import BudgetScope, install_reaper, require_budget_enforcer
-from rlcloud.gke.zones import GpuPlacement
+from rlcloud.gke.reaper_setup import BudgetScope, install_reaper
+from rlcloud.gke.zones import region_of
 from rlcloud.specs.cluster import ClusterSpec
 from rlcloud.waiting import Backoff, sleep_until
 
@@ -56,7 +56,7 @@ OpType = container_v1.Operation.Type
 _T = TypeVar("_T")
 
 
-class GkeCluster(CreatePath):
+class GkeCluster:
     """One GKE cluster described by a ClusterSpec.
 
     ``project``: the Google Cloud project (default: the spec's, then Application Default Credentials');
@@ -111,11 +111,8 @@ class GkeCluster(CreatePath):
         self.max_poll_interval = max_poll_interval
         # Where the cluster is (or will be): moves to a fallback zone after a stockout.
         self.location = location or spec.location
-        self._node_locations: tuple[str, ...] = ()
-        # Zones of a regional cluster's GPU pool (gke/zones.py), looked up when a GPU pool is first created.
-        self._gpu_placement: GpuPlacement | None = None
-        # The GPU pool's capacity ladder (gke/capacity.py), made when the pool is first created
-        self._ladder: CapacityLadder | None = None
+        # The create path and what it learnt (GPU pool zones, capacity ladder, pinned node locations).
+        self._creation = ClusterCreation(self)
         self.reaper_service_account = reaper_service_account
         self.reaper_image = reaper_image
         self._kube_api_client = kube_api_client
@@ -260,7 +257,7 @@ class GkeCluster(CreatePath):
             for op in response.operations
             if int(op.status) != int(OpStatus.DONE)
             and target.search(op.target_link)
-            and (op.location or op.zone) in (self.location, _region(self.location))
+            and (op.location or op.zone) in (self.location, region_of(self.location))
         ]
 
     def _wait_for_others(self, busy: ClusterBusyError, deadline: float, progress: ProgressCallback | None) -> None:
@@ -274,6 +271,18 @@ class GkeCluster(CreatePath):
         for op in running:
             log.info("cluster %s is busy with %s; waiting for it", self.name, op.name)
             self._wait(op, deadline, progress, f"wait for {op.name} on cluster {self.name}")
+
+    def wait_running(self, on: str, *, wait: bool, deadline: float, progress: ProgressCallback | None) -> bool:
+        """Something (``on``, e.g. a node pool) is provisioning, reconciling or stopping: wait for the operations
+        running on this cluster and return False (look again), or return True at once when ``wait`` is off."""
+        if not wait:
+            return True
+        running = self._operations()
+        if not running:  # ended between the look and now: pause before looking again
+            self._sleep_until(deadline, self.poll_interval)
+        for op in running:
+            self._wait(op, deadline, progress, f"wait for {op.name} on {on}")
+        return False
 
     def _sleep_until(self, deadline: float, seconds: float) -> None:
         if not sleep_until(deadline, seconds):
@@ -335,33 +344,19 @@ class GkeCluster(CreatePath):
             self.run_images = run_images
         if experiment is not None and self.experiment is None:
             self.experiment = experiment
-        check_cluster_spec(self.spec)
-        if self.spec.budget is not None:  # enforced in the cluster, or refused before anything is made
-            require_budget_enforcer(self, f"cluster {self.name}", "cluster")
-        for warning in cluster_spec_warnings(self.spec):
-            log.warning("cluster %s: %s", self.name, warning)
-        allowed = list(self.spec.fallback_zones if fallback_zones is None else fallback_zones)
-        deadline = time.monotonic() + timeout
-        try:
-            info = self._create(wait, progress, deadline, allowed)
-        except PreflightError:
-            raise  # refused before anything was made: nothing to delete
-        except BaseException:
-            if delete_on_failure:
-                log.warning("creating cluster %s failed or was interrupted: deleting what was made", self.name)
-                self._delete_after_failure(progress)
-            raise
-        if wait and (self.spec.ttl is not None or self.spec.autodown is not None or self.spec.budget is not None):
-            # a budget depends on the reaper (BackendError when it cannot be installed); a ttl has its fallback
-            budget = self.spec.budget is not None
-            try:
-                self.install_reaper(required="cluster" if budget else None)
-            except BaseException:
-                if delete_on_failure:  # a dedicated cluster whose budget nothing would enforce goes
-                    log.warning("cluster %s: its budget would not be enforced: deleting it", self.name)
-                    self._delete_after_failure(progress)
-                raise
-        return info
+        return self._creation.run(
+            wait=wait,
+            progress=progress,
+            timeout=timeout,
+            fallback_zones=fallback_zones,
+            delete_on_failure=delete_on_failure,
+        )
+
+    @property
+    def capacity_moves(self) -> builtins.list[CapacityMove]:
+        """The capacity ladder's moves of the GPU pool made by this handle, oldest first."""
+        ladder = self._creation.ladder
+        return list(ladder.moves) if ladder else []
 
     def install_reaper(self, *, run_image: str | None = None, required: BudgetScope | None = None) -> str:
         """Install (or update) the in-cluster reaper that deletes this cluster when its ttl or autodown is due and

@@ -188,10 +188,7 @@ def _grants(bindings: Any, member: str, roles: frozenset[str]) -> bool:
     return any(b.role in roles and who & set(b.members) for b in bindings)
 
 
-from rlcloud.gke.doctor_images import ImageChecks  # noqa: E402  (the mixin needs the names above)
-
-
-class Doctor(ImageChecks):
+class Doctor:
     """Pre-flight checks for ``project``: the results ``bucket`` (``gs://b/...`` or a name), an optional cluster
     ``spec``, the project ``config`` (rlcloud.yaml: images, service accounts).
 
@@ -738,6 +735,33 @@ class Doctor(ImageChecks):
         if self.images is not None:
             return self.images
         return [i for i in (self.config.image, self.config.gpu_image) if i]
+
+    def _node_account(self) -> str:
+        """The service account the cluster's nodes run as: the spec's, else the project's default Compute
+        Engine account (its number from Resource Manager ``projects.get``)."""
+        if self.spec is not None and self.spec.service_account:
+            return self.spec.service_account
+        from google.cloud import resourcemanager_v3
+
+        with (
+            self._calling(
+                "images",
+                f"read project {self.project}'s number (for its default compute service account)",
+                api="cloudresourcemanager.googleapis.com",
+                denied=self._grant_fix(SEE_PROJECT),
+                observe=SEE_PROJECT,
+            ),
+            self._client(resourcemanager_v3.ProjectsClient) as client,
+        ):
+            project = client.get_project(name=f"projects/{self.project}", timeout=_TIMEOUT)
+        number = project.name.rsplit("/", 1)[-1]
+        return f"{number}-compute@developer.gserviceaccount.com"
+
+    def check_images(self) -> Check:
+        """The runner images exist and the cluster's nodes may pull them (:mod:`rlcloud.gke.doctor_images`)."""
+        from rlcloud.gke.doctor_images import check_images
+
+        return check_images(self)
 
     def checks(self, *, cheap_only: bool = False) -> list[Callable[[], Check]]:
         """The checks in the order they run; ``cheap_only``: those worth running before every create (a few
