@@ -37,15 +37,27 @@ step, ``rlcloud-smoke {json}``.
 from __future__ import annotations
 
 import os
-import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 from rlcloud.config import ProjectConfig
-from rlcloud.logsafety import redact
+from rlcloud.gke.checks import (
+    _AR_IMAGE_RE,
+    _TIMEOUT,
+    PULL_ROLES,
+    SEE_APIS,
+    SEE_BUCKET,
+    SEE_POLICIES,
+    SEE_PROJECT,
+    SEE_QUOTAS,
+    Check,
+    _CheckFailedError,
+    _describe,
+    _grants,
+)
+from rlcloud.gke.doctor_images import check_images
 from rlcloud.specs.cluster import REGION_RE, ClusterSpec
 
 __all__ = [
@@ -71,31 +83,8 @@ CLUSTER_PERMISSIONS = (
 )
 #: What the in-cluster reaper asks the Container API (rlcloud.gke.reaper.run_once: get_cluster, then delete_cluster)
 REAPER_PERMISSIONS = ("container.clusters.get", "container.clusters.delete")
-#: Roles that let a principal pull from an Artifact Registry repository (reader, and the roles that include it).
-PULL_ROLES = frozenset(
-    {
-        "roles/artifactregistry.reader",
-        "roles/artifactregistry.writer",
-        "roles/artifactregistry.repoAdmin",
-        "roles/artifactregistry.admin",
-        "roles/editor",
-        "roles/owner",
-    }
-)
-_TIMEOUT = 30.0
 #: APIs that only the doctor calls, to look: rlcloud runs without them
 _DOCTOR_ONLY_APIS = frozenset({"serviceusage.googleapis.com", "cloudresourcemanager.googleapis.com"})
-#: The roles that let a caller see what each observing call reads (Google's IAM roles reference,
-#: cloud.google.com/iam/docs/roles-permissions/<service>); docs/gke-setup.md step 8 lists them per check.
-SEE_APIS = "roles/serviceusage.serviceUsageConsumer"  # serviceusage.services.get
-SEE_QUOTAS = "roles/compute.viewer"  # compute.regions.get, compute.projects.get
-SEE_IMAGES = "roles/artifactregistry.reader"  # artifactregistry.tags.get
-SEE_PROJECT = "roles/browser"  # resourcemanager.projects.get
-SEE_POLICIES = "roles/iam.securityReviewer"  # *.getIamPolicy, iam.roles.get
-SEE_BUCKET = "roles/storage.legacyBucketReader"  # storage.buckets.get (roles/storage.objectAdmin lacks it)
-_AR_IMAGE_RE = re.compile(
-    r"^([a-z0-9-]+)-docker\.pkg\.dev/([^/]+)/([^/]+)/(.+?)(?::([\w.-]+))?(?:@(sha256:[0-9a-f]{64}))?$"
-)
 _GPU_QUOTA_NAMES = {
     "nvidia-tesla-p100": "P100",
     "nvidia-tesla-p4": "P4",
@@ -108,25 +97,6 @@ _GPU_QUOTA_NAMES = {
     "nvidia-h100-mega-80gb": "H100_MEGA",
     "nvidia-h200-141gb": "H200",
 }
-
-
-@dataclass(frozen=True)
-class Check:
-    """One check's outcome: ``status`` is OK, FAIL, SKIP or WARN; ``fix`` the one command that fixes a FAIL."""
-
-    name: str
-    status: str
-    detail: str
-    fix: str = ""
-
-    @property
-    def ok(self) -> bool:
-        """True unless the check failed (a WARN could not tell, and refuses nothing)."""
-        return self.status != "FAIL"
-
-    def __str__(self) -> str:
-        line = f"{self.status:<4} {self.name}: {self.detail}"
-        return line + (f"\n     fix: {self.fix}" if self.fix else "")
 
 
 def gpu_quota_metric(gpu_type: str, *, spot: bool) -> str:
@@ -157,22 +127,6 @@ def _metric_in_use(regional: Any, metric: str) -> tuple[str, str]:
     return standard, f" (no {metric} quota: Spot VMs use {standard}; request either)"
 
 
-class _CheckFailedError(Exception):
-    """A check's API call failed: carries the FAIL (or WARN) the check reports instead."""
-
-    def __init__(self, check: Check) -> None:
-        super().__init__(check.detail)
-        self.check = check
-
-
-def _describe(exc: BaseException) -> str:
-    """A short, secret-free account of a failed call: the error's class and Google's message, without the URL
-    the REST transports put in front of it."""
-    message = str(getattr(exc, "message", None) or exc)
-    message = re.sub(r"^[A-Z]+ \S+: ", "", message).splitlines()[0] if message else ""
-    return redact(f"{type(exc).__name__}: {message}"[:240])
-
-
 def _service_account_path(account: str) -> str:
     """The resource name of a service account: under its own project when the email names it, so that a
     missing account is 404; ``projects/-`` answers 403 for one that does not exist (IAM reference,
@@ -180,12 +134,6 @@ def _service_account_path(account: str) -> str:
     domain = account.partition("@")[2]
     project = domain.removesuffix(".iam.gserviceaccount.com") if domain.endswith(".iam.gserviceaccount.com") else "-"
     return f"projects/{project}/serviceAccounts/{account}"
-
-
-def _grants(bindings: Any, member: str, roles: frozenset[str]) -> bool:
-    """True when a policy's ``bindings`` give ``member`` (or everyone) one of ``roles``."""
-    who = {member, "allUsers", "allAuthenticatedUsers"}
-    return any(b.role in roles and who & set(b.members) for b in bindings)
 
 
 class Doctor:
@@ -759,8 +707,6 @@ class Doctor:
 
     def check_images(self) -> Check:
         """The runner images exist and the cluster's nodes may pull them (:mod:`rlcloud.gke.doctor_images`)."""
-        from rlcloud.gke.doctor_images import check_images
-
         return check_images(self)
 
     def checks(self, *, cheap_only: bool = False) -> list[Callable[[], Check]]:

@@ -3,17 +3,21 @@ Artifact Registry and the cluster's nodes may pull them."""
 
 from __future__ import annotations
 
-from rlcloud.gke.doctor import (
+from typing import TYPE_CHECKING
+
+from rlcloud.gke.checks import (
     _AR_IMAGE_RE,
     _TIMEOUT,
     PULL_ROLES,
     SEE_IMAGES,
     SEE_POLICIES,
     Check,
-    Doctor,
     _CheckFailedError,
     _grants,
 )
+
+if TYPE_CHECKING:
+    from rlcloud.gke.doctor import Doctor
 
 __all__ = ["check_images"]
 

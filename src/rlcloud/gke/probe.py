@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rlcloud.gke.doctor import _describe
+from rlcloud.gke.checks import _describe
 from rlcloud.runenv import RunnerEnv
 
 __all__ = ["PROBE_LINE", "PROBE_OBJECT", "main", "probe"]
