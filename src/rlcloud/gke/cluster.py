@@ -22,10 +22,11 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from google.cloud import container_v1
 
+from rlcloud.config import ProjectConfig
 from rlcloud.errors import BackendError, NotFoundError, PreflightError, RLCloudError
 from rlcloud.gke.builders import (
     cluster_path,
@@ -44,6 +45,9 @@ from rlcloud.gke.reaper_setup import BudgetScope, install_reaper
 from rlcloud.gke.zones import region_of
 from rlcloud.specs.cluster import ClusterSpec
 from rlcloud.waiting import Backoff, sleep_until
+
+if TYPE_CHECKING:
+    from rlcloud.gke.doctor import Doctor
 
 __all__ = ["GkeCluster", "dedicated_cluster", "find", "reap"]
 
@@ -69,16 +73,17 @@ class GkeCluster:
     JIT-compiles, DEFAULT for the others). ``poll_interval``/``max_poll_interval``
     bound the operation polling backoff (seconds).
 
-    On a spec with ``ttl`` or ``autodown``, ``create()`` installs the in-cluster reaper
-    (:mod:`rlcloud.gke.reaper`): ``reaper_service_account`` is the Google service account it acts as and
-    ``reaper_image`` the cpu runner image it runs (defaults: ``reaper_service_account`` and ``image`` of
-    rlcloud.yaml). ``kube_api_client``: the cluster's Kubernetes ``ApiClient`` (default: built from the
-    cluster's endpoint and the credentials).
+    ``config``: the project's settings (rlcloud.yaml, as :class:`rlcloud.Cluster` read it; None: none): the
+    handle never reads rlcloud.yaml itself. On a spec with ``ttl`` or ``autodown``, ``create()`` installs the
+    in-cluster reaper (:mod:`rlcloud.gke.reaper`): ``reaper_service_account`` is the Google service account it acts
+    as and ``reaper_image`` the cpu runner image it runs (defaults: ``reaper_service_account`` and ``image`` of
+    ``config``). ``kube_api_client``: the cluster's Kubernetes ``ApiClient`` (default: built from the cluster's
+    endpoint and the credentials).
 
     ``doctor``: before creating a cluster that does not exist yet, ``create()`` runs ``rlcloud doctor``'s cheap
     checks (:meth:`check_project`) and refuses with :class:`~rlcloud.errors.PreflightError` when one fails;
     False skips them. ``run_images``: the runner images runs on this cluster will pull, checked by them
-    (default: rlcloud.yaml's ``image``, and ``gpu_image`` when the spec has GPUs).
+    (default: ``config``'s ``image``, and ``gpu_image`` when the spec has GPUs).
     """
 
     def __init__(
@@ -99,8 +104,11 @@ class GkeCluster:
         kube_api_client: Any = None,
         doctor: bool = True,
         run_images: builtins.list[str] | None = None,
+        config: ProjectConfig | None = None,
     ) -> None:
         self.spec = spec
+        #: the project's settings, handed down by the facade
+        self.config = config or ProjectConfig()
         # The project's client, credentials and id; shared with the GkeProject this handle was made from.
         self.gke_project = gke_project or GkeProject(
             project or spec.project, credentials=credentials, container_client=container_client
@@ -113,14 +121,14 @@ class GkeCluster:
         self.location = location or spec.location
         # The create path and what it learnt (GPU pool zones, capacity ladder, pinned node locations).
         self._creation = ClusterCreation(self)
-        self.reaper_service_account = reaper_service_account
-        self.reaper_image = reaper_image
+        self.reaper_service_account = reaper_service_account or self.config.reaper_service_account
+        self.reaper_image = reaper_image or self.config.image
         self._kube_api_client = kube_api_client
         #: what the latest create() did about the in-cluster reaper (one line; "" when it had nothing to do)
         self.reaper_note = ""
         #: run the doctor's cheap checks before creating a new cluster (:meth:`check_project`)
         self.doctor = doctor
-        #: the images runs here pull, for those checks (None: rlcloud.yaml's)
+        #: the images runs here pull, for those checks (None: the config's)
         self.run_images = run_images
         self._project_checked = False
 
@@ -201,6 +209,33 @@ class GkeCluster:
         """Check the spec against GCE's GPU rules without calling any API (raises SpecError)."""
         check_cluster_spec(self.spec)
 
+    def checkup(
+        self,
+        results: str | None = None,
+        *,
+        namespace: str = "rlcloud",
+        images: builtins.list[str] | None = None,
+        credentials: Any = None,
+    ) -> Doctor:
+        """The doctor of this cluster (:class:`rlcloud.gke.doctor.Doctor`, made here and nowhere else in the
+        package): its project, spec and settings (with this handle's reaper identity); ``results`` names the
+        bucket it checks when it is ``gs://...``; ``images``: the runner images (None: the settings'); the
+        ``credentials`` given, else those known to the project, else Application Default Credentials on first use.
+        """
+        from rlcloud.gke.doctor import Doctor
+
+        # this cluster's reaper identity is the one its checks are about
+        config = self.config.model_copy(update={"reaper_service_account": self.reaper_service_account})
+        return Doctor(
+            self.project,
+            bucket=results if results and results.startswith("gs://") else None,
+            spec=self.spec,
+            config=config,
+            images=images,
+            namespace=namespace,
+            credentials=credentials if credentials is not None else self.gke_project.known_credentials,
+        )
+
     def check_project(self) -> builtins.list[Any]:
         """Run ``rlcloud doctor``'s cheap checks for this cluster (APIs, permissions, GPU quota for the spec,
         the runner images and whether the nodes may pull them: a few requests); return them, or raise
@@ -209,18 +244,15 @@ class GkeCluster:
         The checks ask Google with this project's credentials, or the fake that ``RLCLOUD_GOOGLE_API_HOST``
         names (:mod:`rlcloud.gke.doctor`).
         """
-        from rlcloud.config import load_project_config
-        from rlcloud.gke.doctor import API_HOST_ENV, Doctor
+        from rlcloud.gke.doctor import API_HOST_ENV
 
-        config = load_project_config()
-        if self.reaper_service_account:  # this cluster's reaper identity is the one its checks are about
-            config = config.model_copy(update={"reaper_service_account": self.reaper_service_account})
         images = self.run_images
         if images is None:
+            config = self.config
             images = [i for i in (config.image, config.gpu_image if self.spec.gpus_per_node else None) if i]
         # a fake named by RLCLOUD_GOOGLE_API_HOST needs no credentials: do not look up ADC for it
         credentials = None if os.environ.get(API_HOST_ENV) else self.credentials
-        doctor = Doctor(self.project, spec=self.spec, config=config, images=images, credentials=credentials)
+        doctor = self.checkup(images=images, credentials=credentials)
         checks = doctor.run(cheap_only=True)
         failed = [c for c in checks if not c.ok]
         if failed:
