@@ -579,15 +579,16 @@ class GkeTarget(KubernetesTarget):
 
     # ---------------------------------------------------------------------------------- cluster verbs
 
-    def create(self, wait: bool = True, progress: ProgressCallback | None = None) -> ClusterInfo:
+    def create(self, wait: bool = True, progress: ProgressCallback | bool | None = None) -> ClusterInfo:
         """Create the GKE cluster (and its GPU node pool) if it does not exist; returns its ClusterInfo.
 
         Safe to run again after an interrupt: it attaches to the in-flight operation or the existing
         cluster instead of failing or duplicating. A cluster that does not exist yet is checked first (the
         cheap checks of ``rlcloud doctor``, unless ``doctor=False``): PreflightError, and nothing is created,
-        when one fails.
+        when one fails. ``progress``: True draws a bar per GKE operation (tqdm, notebook-aware), a callable gets
+        each update (:mod:`rlcloud.gke.operations`).
         """
-        return self._create(wait, progress)
+        return self._create(wait, _progress(progress))
 
     def _create(self, wait: bool, progress: ProgressCallback | None, experiment: str | None = None) -> ClusterInfo:
         info: ClusterInfo = self.handle.create(
@@ -623,9 +624,10 @@ class GkeTarget(KubernetesTarget):
         checks: builtins.list[Any] = self.handle.checkup(root, namespace=self.namespace).run()
         return checks
 
-    def delete(self, wait: bool = True, progress: ProgressCallback | None = None) -> None:
-        """Delete the GKE cluster. Idempotent: a cluster that is already gone is fine."""
-        self.handle.delete(wait=wait, progress=progress)
+    def delete(self, wait: bool = True, progress: ProgressCallback | bool | None = None) -> None:
+        """Delete the GKE cluster. Idempotent: a cluster that is already gone is fine. ``progress`` as for
+        :meth:`create`."""
+        self.handle.delete(wait=wait, progress=_progress(progress))
 
     def info(self) -> ClusterInfo:
         """The GKE cluster's observed state (ClusterInfo)."""
@@ -637,11 +639,11 @@ class GkeTarget(KubernetesTarget):
         give theirs; the same as :meth:`info`."""
         return self.info()
 
-    def wait(self, timeout: float = 1800.0, progress: ProgressCallback | None = None) -> ClusterInfo:
+    def wait(self, timeout: float = 1800.0, progress: ProgressCallback | bool | None = None) -> ClusterInfo:
         """Wait until the cluster (e.g. after ``create(wait=False)``) runs with all its node pools; returns its
         ClusterInfo. It attaches to whatever operation is in flight and finishes it (WaitTimeoutError after
         ``timeout`` seconds)."""
-        self._last_info = self.handle.wait(timeout=timeout, progress=progress)
+        self._last_info = self.handle.wait(timeout=timeout, progress=_progress(progress))
         return self._last_info
 
     def kube_client(self) -> Any:
@@ -712,6 +714,15 @@ def _gke_project(
     if credentials is None:
         credentials = google_credentials(config)
     return GkeProject(project or config.project, credentials=credentials, container_client=container_client)
+
+
+def _progress(progress: ProgressCallback | bool | None) -> ProgressCallback | None:
+    """The progress callback a cluster verb was given: True is a tqdm bar per operation, False none."""
+    if progress is True:
+        from rlcloud.gke.operations import tqdm_progress
+
+        return tqdm_progress()
+    return progress or None
 
 
 def _gpu_type(value: str | None) -> str | None:
