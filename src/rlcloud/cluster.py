@@ -175,28 +175,9 @@ class Cluster(ABC):
             config=config,
         )
 
-    @staticmethod
-    def attach(
-        name: str,
-        project: str | None = None,
-        location: str | None = None,
-        *,
-        credentials: Any = None,
-        container_client: Any = None,
-        namespace: str = DEFAULT_NAMESPACE,
-        image: str | None = None,
-    ) -> GkeTarget:
-        """An existing GKE cluster by name, e.g. from another machine: the same as :meth:`get`, named as
-        ``Experiment.attach`` and ``Sweep.attach`` are."""
-        return Cluster.get(
-            name,
-            project=project,
-            location=location,
-            credentials=credentials,
-            container_client=container_client,
-            namespace=namespace,
-            image=image,
-        )
+    #: An existing GKE cluster by name, e.g. from another machine: :meth:`get`, named as ``Experiment.attach`` and
+    #: ``Sweep.attach`` are.
+    attach = get
 
     @staticmethod
     def named(ref: str, project: str | None = None, location: str | None = None) -> GkeTarget:
