@@ -3,10 +3,7 @@
 Every call goes through a ``ClusterManagerClient`` passed in (or built from Application Default
 Credentials), no gcloud or kubectl. The verbs are safe to repeat:
 
-* ``create()`` looks before it leaps: an existing cluster is adopted, an operation already running on
-  it (say, from a create that was interrupted) is waited for, a cluster left in ERROR by an earlier
-  failure is deleted and made again. A stockout (ZONE_RESOURCE_POOL_EXHAUSTED) is retried in an
-  allowed fallback zone that Google says has capacity.
+* ``create()`` looks before it leaps (:mod:`rlcloud.gke.create`, the create path this handle owns).
 * ``delete()`` treats "not found" as done and waits out a competing operation.
 * "Cluster is running incompatible operation" (CLUSTER_ALREADY_HAS_OPERATION) is answered by waiting
   for that operation and retrying, within the caller's timeout.

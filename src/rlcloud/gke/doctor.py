@@ -28,10 +28,7 @@ address. Cloud Storage follows ``STORAGE_EMULATOR_HOST`` or ``storage_client=``.
 ``Doctor.run(cheap_only=True)`` (APIs, permissions, GPU quota, images: a few requests) is what creating a
 cluster runs first (:meth:`rlcloud.gke.GkeCluster.create`).
 
-``python -m rlcloud.gke.doctor probe`` is the program ``rlcloud doctor --smoke`` runs in a pod of the cluster
-(:mod:`rlcloud.smoke`): it writes and reads back an object in the results store with the pod's own identity
-(Workload Identity), and, when it was given a GPU, asks TensorFlow to see it and compute on it; one line per
-step, ``rlcloud-smoke {json}``.
+``python -m rlcloud.gke.doctor probe`` runs the smoke test's in-pod program (:mod:`rlcloud.gke.probe`).
 """
 
 from __future__ import annotations
