@@ -57,11 +57,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def make_cluster(args: argparse.Namespace) -> Any:
     """The Cluster handle for the bundled T4 spec (nothing is created yet)."""
+    from importlib import resources
+
     from rlcloud import Cluster, ClusterSpec
-    from rlcloud.cli.project import bundled_configs
 
     overrides = {"location": args.location} if args.location else {}
-    spec = ClusterSpec.from_file(bundled_configs() / "clusters" / "t4.yaml", **overrides)
+    # the T4 spec rlcloud ships (`rlcloud init` copies it to ./configs/clusters/t4.yaml)
+    bundled = resources.files("rlcloud") / "configs" / "clusters" / "t4.yaml"
+    spec = ClusterSpec.from_file(str(bundled), **overrides)
     return Cluster.gke(spec, project=args.project)
 
 
@@ -82,14 +85,12 @@ def make_experiment(args: argparse.Namespace) -> Any:
 def main(argv: list[str] | None = None) -> int:
     """Run the example end to end; exit code 0 when training succeeded."""
     args = parse_args(argv)
-    from rlcloud.gke.operations import tqdm_progress
-
     cluster = make_cluster(args)
     exp = make_experiment(args)
     status = None
     try:
         print(f"creating {cluster.describe()} in project {args.project} (about 5-10 minutes)")
-        info = cluster.create(wait=True, progress=tqdm_progress())
+        info = cluster.create(wait=True, progress=True)
         print(f"cluster {info.name}: {info.machine_type}, {info.gpus_per_node}x {info.gpu_type}, {info.status}")
         exp.start(cluster=cluster)
         print(f"started {exp.name}: {exp.spec.num_workers} env servers + 1 learner; results in {exp.location}")
@@ -111,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"kept {cluster.describe()}; delete it with: rlcloud cluster delete -c {cluster.spec.name}")
         else:
             print(f"deleting {cluster.describe()}")
-            cluster.delete(wait=True, progress=tqdm_progress())
+            cluster.delete(wait=True, progress=True)
     return 0 if status is not None and status.state == "succeeded" else 1
 
 

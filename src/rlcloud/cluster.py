@@ -23,6 +23,7 @@ from rlcloud.errors import SpecError, SpecProblem
 
 if TYPE_CHECKING:
     from rlcloud.backend import ExperimentBackend
+    from rlcloud.config import ProjectConfig
     from rlcloud.gke.cluster import GkeCluster
     from rlcloud.gke.info import ClusterInfo
     from rlcloud.gke.operations import ProgressCallback
@@ -46,6 +47,16 @@ class Cluster(ABC):
 
     def __init__(self) -> None:
         self._backend: ExperimentBackend | None = None
+        self._config: ProjectConfig | None = None
+
+    def _settings(self) -> ProjectConfig:
+        """The project config (rlcloud.yaml), read once for this target and handed down to what it builds: no
+        provider (rlcloud.gke, rlcloud.k8s) reads it itself."""
+        if self._config is None:
+            from rlcloud.config import load_project_config
+
+            self._config = load_project_config()
+        return self._config
 
     # ------------------------------------------------------------------------------------ constructors
 
@@ -131,26 +142,42 @@ class Cluster(ABC):
         return Cluster.get(ref)
 
     @staticmethod
-    def get(name: str, project: str | None = None, location: str | None = None, **kwargs: Any) -> GkeTarget:
+    def get(
+        name: str,
+        project: str | None = None,
+        location: str | None = None,
+        *,
+        credentials: Any = None,
+        container_client: Any = None,
+        namespace: str = DEFAULT_NAMESPACE,
+        image: str | None = None,
+    ) -> GkeTarget:
         """An existing GKE cluster by name (location: searched in every location of the project).
 
-        ``kwargs``: ``credentials``, ``container_client``, ``namespace``, ``image``.
+        ``credentials`` and ``container_client`` as for :meth:`gke`; ``namespace`` and ``image`` as for
+        :meth:`kubernetes`.
         """
+        from rlcloud.config import load_project_config
         from rlcloud.gke.cluster import find
 
-        gke_options = {k: kwargs.pop(k) for k in ("credentials", "container_client") if k in kwargs}
-        handle = find(_gke_project(project, **gke_options), name, location)
+        config = load_project_config()
+        gke_project = _gke_project(project, config, credentials=credentials, container_client=container_client)
+        handle = find(gke_project, name, location, config=config)
         # a cluster made for one experiment (its label says which) stays dedicated to it when found again,
         # so that stopping the experiment from another machine still deletes the cluster
         return GkeTarget(
-            handle.spec, project=handle.project, handle=handle, dedicated=handle.experiment is not None, **kwargs
+            handle.spec,
+            project=handle.project,
+            handle=handle,
+            dedicated=handle.experiment is not None,
+            namespace=namespace,
+            image=image,
+            config=config,
         )
 
-    @staticmethod
-    def attach(name: str, project: str | None = None, location: str | None = None, **kwargs: Any) -> GkeTarget:
-        """An existing GKE cluster by name, e.g. from another machine: the same as :meth:`get`, named as
-        ``Experiment.attach`` and ``Sweep.attach`` are."""
-        return Cluster.get(name, project=project, location=location, **kwargs)
+    #: An existing GKE cluster by name, e.g. from another machine: :meth:`get`, named as ``Experiment.attach`` and
+    #: ``Sweep.attach`` are.
+    attach = get
 
     @staticmethod
     def named(ref: str, project: str | None = None, location: str | None = None) -> GkeTarget:
@@ -168,23 +195,30 @@ class Cluster(ABC):
         *,
         dry_run: bool = False,
         progress: ProgressCallback | None = None,
-        **kwargs: Any,
+        credentials: Any = None,
+        container_client: Any = None,
     ) -> builtins.list[ClusterInfo]:
         """Delete every rlcloud-managed GKE cluster of ``project`` whose expiry label has passed; return them
-        (``dry_run``: only return them). ``kwargs``: ``credentials``, ``container_client``."""
+        (``dry_run``: only return them). ``credentials``, ``container_client``: as for :meth:`gke`."""
         from rlcloud.gke.cluster import reap
 
-        reaped: builtins.list[ClusterInfo] = reap(
-            gke_project=_gke_project(project, **kwargs), dry_run=dry_run, progress=progress
-        )
+        gke_project = _gke_project(project, credentials=credentials, container_client=container_client)
+        reaped: builtins.list[ClusterInfo] = reap(gke_project=gke_project, dry_run=dry_run, progress=progress)
         return reaped
 
     @staticmethod
-    def list(project: str | None = None, **kwargs: Any) -> builtins.list[ClusterInfo]:
+    def list(
+        project: str | None = None,
+        *,
+        all_clusters: bool = False,
+        credentials: Any = None,
+        container_client: Any = None,
+    ) -> builtins.list[ClusterInfo]:
         """The GKE clusters of ``project`` (ClusterInfo each: name, location, machine type, nodes, GPUs,
-        status, age, expiry). ``kwargs``: ``credentials``, ``container_client``, ``all_clusters``."""
-        all_clusters = bool(kwargs.pop("all_clusters", False))
-        infos: builtins.list[ClusterInfo] = _gke_project(project, **kwargs).list(all_clusters=all_clusters)
+        status, age, expiry); ``all_clusters``: those rlcloud did not make too. ``credentials``,
+        ``container_client``: as for :meth:`gke`."""
+        gke_project = _gke_project(project, credentials=credentials, container_client=container_client)
+        infos: builtins.list[ClusterInfo] = gke_project.list(all_clusters=all_clusters)
         return infos
 
     # --------------------------------------------------------------------------------------- accessors
@@ -356,14 +390,15 @@ class KubernetesTarget(Cluster):
         names an image: rlcloud has no public image every cluster can pull."""
         from rlcloud.config import check_cluster_image
 
-        self._run_image = check_cluster_image(spec_image, self.image, gpu=bool(self.gpu_type), where=self.describe())
+        self._run_image = check_cluster_image(
+            spec_image, self.image, gpu=bool(self.gpu_type), where=self.describe(), config=self._settings()
+        )
 
     def _make_backend(self) -> ExperimentBackend:
-        from rlcloud.config import load_project_config
         from rlcloud.k8s import KubernetesBackend
         from rlcloud.local.worker import warm_enabled
 
-        config = load_project_config()
+        config = self._settings()
         gpu_type = self.gpu_type
         # no built-in fallback here: check_image() refused the run before anything was made
         default_image = config.gpu_image if gpu_type else config.image
@@ -402,11 +437,13 @@ class GkeTarget(KubernetesTarget):
         handle: GkeCluster | None = None,
         doctor: bool = True,
         experiment: str | None = None,
+        config: ProjectConfig | None = None,
     ) -> None:
         """Prefer :meth:`Cluster.gke` or :meth:`Cluster.get`. The cluster's own state (its experiment label,
         location, project client) lives in one place, the :attr:`handle`; this keeps only what builds it."""
         gpu_type = spec.gpu_type.value if spec.gpus_per_node and spec.gpu_type else None
         super().__init__(namespace=namespace, image=image, gpu_type=gpu_type, queue=spec.queue)
+        self._config = config
         self._spec = spec
         self.project = project
         self._credentials = credentials
@@ -503,32 +540,36 @@ class GkeTarget(KubernetesTarget):
     def handle(self) -> GkeCluster:
         """The :class:`rlcloud.gke.GkeCluster` that creates, finds and deletes this cluster (built once)."""
         if self._handle is None:
-            from rlcloud.config import load_project_config
+            from rlcloud.gke.cluster import GkeCluster
 
-            config = load_project_config()
+            config = self._settings()
             gke_project = _gke_project(
-                self.project or self._spec.project or config.project,
+                self.project or self._spec.project,
+                config,
                 credentials=self._credentials,
                 container_client=self._container_client,
             )
-            from rlcloud.gke.cluster import GkeCluster
-
             self._handle = GkeCluster(
-                self._spec, gke_project=gke_project, experiment=self._experiment, doctor=self.doctor_first
+                self._spec,
+                gke_project=gke_project,
+                experiment=self._experiment,
+                doctor=self.doctor_first,
+                config=config,
             )
         return self._handle
 
     # ---------------------------------------------------------------------------------- cluster verbs
 
-    def create(self, wait: bool = True, progress: ProgressCallback | None = None) -> ClusterInfo:
+    def create(self, wait: bool = True, progress: ProgressCallback | bool | None = None) -> ClusterInfo:
         """Create the GKE cluster (and its GPU node pool) if it does not exist; returns its ClusterInfo.
 
         Safe to run again after an interrupt: it attaches to the in-flight operation or the existing
         cluster instead of failing or duplicating. A cluster that does not exist yet is checked first (the
         cheap checks of ``rlcloud doctor``, unless ``doctor=False``): PreflightError, and nothing is created,
-        when one fails.
+        when one fails. ``progress``: True draws a bar per GKE operation (tqdm, notebook-aware), a callable gets
+        each update (:mod:`rlcloud.gke.operations`).
         """
-        return self._create(wait, progress)
+        return self._create(wait, _progress(progress))
 
     def _create(self, wait: bool, progress: ProgressCallback | None, experiment: str | None = None) -> ClusterInfo:
         info: ClusterInfo = self.handle.create(
@@ -560,25 +601,14 @@ class GkeTarget(KubernetesTarget):
         """Pre-flight checks of this cluster's project (:class:`rlcloud.gke.doctor.Doctor`): APIs, permissions, GPU
         quota for this spec, the results bucket (``results``, default rlcloud.yaml's), Workload Identity, the
         runner images and the reaper's identity. Returns one ``Check`` each (``.ok``, ``.fix``); raises nothing."""
-        from rlcloud.config import google_credentials, load_project_config
-        from rlcloud.gke.doctor import Doctor
-
-        config = load_project_config()
-        project = self.project or self._spec.project or config.project or self.handle.project
-        root = results or config.results or ""
-        checks: builtins.list[Any] = Doctor(
-            project,
-            bucket=root if root.startswith("gs://") else None,
-            spec=self._spec,
-            config=config,
-            namespace=self.namespace,
-            credentials=self._credentials or google_credentials(config),
-        ).run()
+        root = results or self._settings().results
+        checks: builtins.list[Any] = self.handle.checkup(root, namespace=self.namespace).run()
         return checks
 
-    def delete(self, wait: bool = True, progress: ProgressCallback | None = None) -> None:
-        """Delete the GKE cluster. Idempotent: a cluster that is already gone is fine."""
-        self.handle.delete(wait=wait, progress=progress)
+    def delete(self, wait: bool = True, progress: ProgressCallback | bool | None = None) -> None:
+        """Delete the GKE cluster. Idempotent: a cluster that is already gone is fine. ``progress`` as for
+        :meth:`create`."""
+        self.handle.delete(wait=wait, progress=_progress(progress))
 
     def info(self) -> ClusterInfo:
         """The GKE cluster's observed state (ClusterInfo)."""
@@ -590,11 +620,11 @@ class GkeTarget(KubernetesTarget):
         give theirs; the same as :meth:`info`."""
         return self.info()
 
-    def wait(self, timeout: float = 1800.0, progress: ProgressCallback | None = None) -> ClusterInfo:
+    def wait(self, timeout: float = 1800.0, progress: ProgressCallback | bool | None = None) -> ClusterInfo:
         """Wait until the cluster (e.g. after ``create(wait=False)``) runs with all its node pools; returns its
         ClusterInfo. It attaches to whatever operation is in flight and finishes it (WaitTimeoutError after
         ``timeout`` seconds)."""
-        self._last_info = self.handle.wait(timeout=timeout, progress=progress)
+        self._last_info = self.handle.wait(timeout=timeout, progress=_progress(progress))
         return self._last_info
 
     def kube_client(self) -> Any:
@@ -653,15 +683,27 @@ class GkeTarget(KubernetesTarget):
             raise
 
 
-def _gke_project(project: str | None, *, credentials: Any = None, container_client: Any = None) -> Any:
-    """The project-scoped GKE client; credentials from the project config (rlcloud init) when not given."""
+def _gke_project(
+    project: str | None, config: ProjectConfig | None = None, *, credentials: Any = None, container_client: Any = None
+) -> Any:
+    """The project-scoped GKE client: the project given, else ``config``'s (the project config, read here when not
+    given); credentials from the config (rlcloud init) when not given."""
     from rlcloud.config import google_credentials, load_project_config
     from rlcloud.gke.project import GkeProject
 
-    config = load_project_config()
+    config = config or load_project_config()
     if credentials is None:
         credentials = google_credentials(config)
     return GkeProject(project or config.project, credentials=credentials, container_client=container_client)
+
+
+def _progress(progress: ProgressCallback | bool | None) -> ProgressCallback | None:
+    """The progress callback a cluster verb was given: True is a tqdm bar per operation, False none."""
+    if progress is True:
+        from rlcloud.gke.operations import tqdm_progress
+
+        return tqdm_progress()
+    return progress or None
 
 
 def _gpu_type(value: str | None) -> str | None:

@@ -199,67 +199,15 @@ def _submit_and_watch(
 ) -> None:
     """Submit the probe's pod, time its start (within ``time_limits[0]``) and its run (``[1]``), read its steps
     from its log, read its object back."""
-    from rlcloud.gke.doctor import PROBE_OBJECT
-    from rlcloud.k8s.builders import build_workloads, experiment_selector
     from rlcloud.results import results_location
-    from rlcloud.specs import ExperimentSpec
 
     submitted = time.monotonic()
-    spec = ExperimentSpec(
-        name=name,
-        environment={"type": "gym", "level": "CartPole-v1"},
-        agent={"type": "ppo", "batch_size": 1},
-        total_timesteps=1,
-        image=image,
-    )
     pod_image = image or backend.image
-    backend.ensure_namespace()
-    location = results_location(results, name, resolve=False)
-    objects = build_workloads(
-        spec,
-        image=pod_image,
-        namespace=backend.namespace,
-        results=results,
-        gpu_type=backend.gpu_type,
-        service_account=backend.service_account,
-        credentials_secret=backend.credentials_secret,
-        kubernetes_version=backend.kubernetes_version(),
-    )
-    gpus = 0
-    for obj in objects:
-        if obj.kind == "Job":
-            obj.spec.backoff_limit = 0  # one try: a failed probe says why, a retry would only cost
-            # the pod never outlives the smoke test (Kubernetes counts from the Job's start: Pending included)
-            obj.spec.active_deadline_seconds = math.ceil(sum(time_limits))
-            container = obj.spec.template.spec.containers[0]
-            limits = (container.resources.limits or {}) if container.resources else {}
-            gpus = int(limits.get("nvidia.com/gpu", 0) or 0)
-            container.command = ["python", "-m", "rlcloud.gke.doctor"]
-            container.args = ["probe", "--token", token, "--gpus", str(gpus)]
-        backend.applier.create(obj, compare=False)
-
-    selector = experiment_selector(name)
+    _submit(backend, name, token, results, image, pod_image, time_limits)
     schedule_limit, run_limit = time_limits
-    deadline = submitted + schedule_limit
-    waiting_for = "the pod to be created"
-    pod: dict[str, Any] | None = None
-    while True:
-        pods = backend.applier.list_items("Pod", backend.namespace, label_selector=selector, what="list smoke pods")
-        pod = pods[0] if pods else None
-        if pod is not None:
-            reason, message = _waiting_reason(pod)
-            if reason in _IMAGE_FAILURES or reason in _CONFIG_FAILURES:
-                what = f"image {pod_image} cannot be pulled" if reason in _IMAGE_FAILURES else "container not created"
-                detail = f"{what}: {reason}" + (f" ({message})" if message else "")
-                run.add("pod started", "FAIL", detail, time.monotonic() - submitted)
-                return
-            if _started(pod):
-                break
-            waiting_for = _unscheduled(pod) or (f"container: {reason}" if reason else "the pod to start")
-        if not sleep_until(deadline, poll_interval):
-            detail = f"not started in {schedule_limit:g} s (the scheduling limit): {waiting_for}"
-            run.add("pod started", "FAIL", detail, time.monotonic() - submitted)
-            return
+    pod = _wait_started(run, backend, name, pod_image, submitted, schedule_limit, poll_interval)
+    if pod is None:
+        return
     node_name = (pod.get("spec") or {}).get("nodeName") or ""
     where = f" on {node_name}" if node_name else ""
     started = time.monotonic()
@@ -285,18 +233,103 @@ def _submit_and_watch(
     ran = time.monotonic() - started
     run.add("probe ran", "OK", f"ended ({phase}) in {ran:.0f} s of the running limit's {run_limit:g} s", ran)
     _probe_steps(run, backend.applier.pod_log(pod_name, backend.namespace), phase)
+    _read_back(run, results_location(results, name, resolve=False), token)
 
-    read_started = time.monotonic()
+
+def _submit(
+    backend: Any,
+    name: str,
+    token: str,
+    results: str,
+    image: str | None,
+    pod_image: str,
+    time_limits: tuple[float, float],
+) -> None:
+    """Create the probe's objects: an experiment's Job whose one try runs the probe instead of the runner."""
+    from rlcloud.k8s.builders import build_workloads
+    from rlcloud.specs import ExperimentSpec
+
+    spec = ExperimentSpec(
+        name=name,
+        environment={"type": "gym", "level": "CartPole-v1"},
+        agent={"type": "ppo", "batch_size": 1},
+        total_timesteps=1,
+        image=image,
+    )
+    backend.ensure_namespace()
+    objects = build_workloads(
+        spec,
+        image=pod_image,
+        namespace=backend.namespace,
+        results=results,
+        gpu_type=backend.gpu_type,
+        service_account=backend.service_account,
+        credentials_secret=backend.credentials_secret,
+        kubernetes_version=backend.kubernetes_version(),
+    )
+    gpus = 0
+    for obj in objects:
+        if obj.kind == "Job":
+            obj.spec.backoff_limit = 0  # one try: a failed probe says why, a retry would only cost
+            # the pod never outlives the smoke test (Kubernetes counts from the Job's start: Pending included)
+            obj.spec.active_deadline_seconds = math.ceil(sum(time_limits))
+            container = obj.spec.template.spec.containers[0]
+            limits = (container.resources.limits or {}) if container.resources else {}
+            gpus = int(limits.get("nvidia.com/gpu", 0) or 0)
+            container.command = ["python", "-m", "rlcloud.gke.doctor"]
+            container.args = ["probe", "--token", token, "--gpus", str(gpus)]
+        backend.applier.create(obj, compare=False)
+
+
+def _wait_started(
+    run: _Run,
+    backend: Any,
+    name: str,
+    pod_image: str,
+    submitted: float,
+    schedule_limit: float,
+    poll_interval: float,
+) -> dict[str, Any] | None:
+    """The probe's pod once it started; None (and the step's FAIL) when its image or container cannot be, or it
+    did not start within ``schedule_limit`` seconds of ``submitted``."""
+    from rlcloud.k8s.builders import experiment_selector
+
+    selector = experiment_selector(name)
+    deadline = submitted + schedule_limit
+    waiting_for = "the pod to be created"
+    while True:
+        pods = backend.applier.list_items("Pod", backend.namespace, label_selector=selector, what="list smoke pods")
+        pod: dict[str, Any] | None = pods[0] if pods else None
+        if pod is not None:
+            reason, message = _waiting_reason(pod)
+            if reason in _IMAGE_FAILURES or reason in _CONFIG_FAILURES:
+                what = f"image {pod_image} cannot be pulled" if reason in _IMAGE_FAILURES else "container not created"
+                detail = f"{what}: {reason}" + (f" ({message})" if message else "")
+                run.add("pod started", "FAIL", detail, time.monotonic() - submitted)
+                return None
+            if _started(pod):
+                return pod
+            waiting_for = _unscheduled(pod) or (f"container: {reason}" if reason else "the pod to start")
+        if not sleep_until(deadline, poll_interval):
+            detail = f"not started in {schedule_limit:g} s (the scheduling limit): {waiting_for}"
+            run.add("pod started", "FAIL", detail, time.monotonic() - submitted)
+            return None
+
+
+def _read_back(run: _Run, location: str, token: str) -> None:
+    """This machine reads the object the probe wrote in ``location``, with the token it was given."""
+    import json
+
+    from rlcloud.gke.probe import PROBE_OBJECT
     from rlcloud.storage import open_store
 
+    read_started = time.monotonic()
     try:
         with open_store(location) as store:
             body = store.read_text(PROBE_OBJECT)
     except RLCloudError as exc:
         run.add("read back", "FAIL", f"{location}/{PROBE_OBJECT}: {exc}", time.monotonic() - read_started)
         return
-    import json
-
     seen = json.loads(body).get("token")
     status, detail = (
         ("OK", f"this machine reads what the pod wrote ({location}/{PROBE_OBJECT})")
@@ -310,7 +343,7 @@ def _probe_steps(run: _Run, log: str, phase: str | None) -> None:
     """The probe's steps from its log (``rlcloud-smoke {json}`` lines); a FAIL when it reported none."""
     import json
 
-    from rlcloud.gke.doctor import PROBE_LINE
+    from rlcloud.gke.probe import PROBE_LINE
 
     reported = 0
     for line in log.splitlines():

@@ -26,11 +26,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from rlcloud.errors import CapacityError, ConflictError, QuotaExceededError, RLCloudError
 from rlcloud.gke.plan import GPU_POOL
 from rlcloud.specs.cluster import CapacityRung, ClusterSpec
+
+if TYPE_CHECKING:
+    from rlcloud.gke.cluster import GkeCluster
 
 __all__ = [
     "RUNG_LABEL",
@@ -204,29 +207,8 @@ def is_gpu_pool_name(name: str) -> bool:
     return name.startswith(GPU_POOL) and (not suffix or (suffix[0] == "-" and suffix[1:].isdigit()))
 
 
-class _PoolOps(Protocol):
-    """What :func:`ensure_laddered_pool` uses of a :class:`~rlcloud.gke.cluster.GkeCluster`."""
-
-    spec: ClusterSpec
-    location: str
-    gpu_driver_version: str | None
-
-    @property
-    def project(self) -> str: ...
-    @property
-    def client(self) -> Any: ...
-
-    def _mutate(self, call: Any, deadline: float, progress: Any, action: str) -> Any: ...
-    def _wait(self, operation: Any, deadline: float, progress: Any, action: str) -> Any: ...
-    def _delete_pool(self, pool: str, deadline: float, progress: Any) -> None: ...
-    def _operations(self) -> list[Any]: ...
-    def _sleep_until(self, deadline: float, seconds: float) -> None: ...
-
-    poll_interval: float
-
-
 def ensure_laddered_pool(
-    handle: _PoolOps, cluster: Any, ladder: CapacityLadder, *, wait: bool, progress: Any, deadline: float
+    handle: GkeCluster, cluster: Any, ladder: CapacityLadder, *, wait: bool, progress: Any, deadline: float
 ) -> bool:
     """True when a GPU pool of the ladder runs on ``cluster``; otherwise take one step towards it and return
     False (the caller re-reads the cluster and calls again).
@@ -250,14 +232,9 @@ def ensure_laddered_pool(
             handle._delete_pool(pool.name, deadline, progress)
         return not failed
     if len(failed) < len(ours):  # provisioning, reconciling or stopping: wait for what runs on it
-        if not wait:
-            return True
-        operations = handle._operations()
-        if not operations:
-            handle._sleep_until(deadline, handle.poll_interval)
-        for op in operations:
-            handle._wait(op, deadline, progress, f"wait for {op.name} on the GPU pool of {handle.spec.name}")
-        return False
+        return handle.wait_running(
+            f"the GPU pool of {handle.spec.name}", wait=wait, deadline=deadline, progress=progress
+        )
     while True:
         name = ladder.pool_name
         if any(p.name == name for p in failed):
@@ -277,7 +254,10 @@ def ensure_laddered_pool(
         action = f"create node pool {name} ({ladder.rung}) of cluster {handle.spec.name}"
         try:
             operation = handle._mutate(
-                lambda request=request: handle.client.create_node_pool(request=request), deadline, progress, action
+                lambda request=request: handle.client.create_node_pool(request=request),  # type: ignore[misc]
+                deadline,
+                progress,
+                action,
             )
         except ConflictError as exc:
             if isinstance(exc, ClusterBusyError):

@@ -28,47 +28,45 @@ address. Cloud Storage follows ``STORAGE_EMULATOR_HOST`` or ``storage_client=``.
 ``Doctor.run(cheap_only=True)`` (APIs, permissions, GPU quota, images: a few requests) is what creating a
 cluster runs first (:meth:`rlcloud.gke.GkeCluster.create`).
 
-``python -m rlcloud.gke.doctor probe`` is the program ``rlcloud doctor --smoke`` runs in a pod of the cluster
-(:mod:`rlcloud.smoke`): it writes and reads back an object in the results store with the pod's own identity
-(Workload Identity), and, when it was given a GPU, asks TensorFlow to see it and compute on it; one line per
-step, ``rlcloud-smoke {json}``.
+``python -m rlcloud.gke.doctor probe`` runs the smoke test's in-pod program (:mod:`rlcloud.gke.probe`).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import re
 import sys
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 from rlcloud.config import ProjectConfig
-from rlcloud.logsafety import redact
-from rlcloud.runenv import RunnerEnv
+from rlcloud.gke.checks import (
+    _AR_IMAGE_RE,
+    _TIMEOUT,
+    PULL_ROLES,
+    SEE_APIS,
+    SEE_BUCKET,
+    SEE_POLICIES,
+    SEE_PROJECT,
+    SEE_QUOTAS,
+    Check,
+    _CheckFailedError,
+    _describe,
+    _grants,
+)
+from rlcloud.gke.doctor_images import check_images
 from rlcloud.specs.cluster import REGION_RE, ClusterSpec
 
 __all__ = [
     "API_HOST_ENV",
-    "PROBE_LINE",
-    "PROBE_OBJECT",
     "PULL_ROLES",
     "REAPER_PERMISSIONS",
     "Check",
     "Doctor",
     "gpu_quota_metric",
-    "probe",
 ]
 
 API_HOST_ENV = "RLCLOUD_GOOGLE_API_HOST"
-#: how the probe's lines start in the pod's log
-PROBE_LINE = "rlcloud-smoke "
-#: the object the probe writes in its results location (the smoke reads it back from outside, then deletes it)
-PROBE_OBJECT = "smoke/probe.json"
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 #: What creating, using and deleting a cluster needs (roles/container.admin holds all of them).
 CLUSTER_PERMISSIONS = (
@@ -82,31 +80,8 @@ CLUSTER_PERMISSIONS = (
 )
 #: What the in-cluster reaper asks the Container API (rlcloud.gke.reaper.run_once: get_cluster, then delete_cluster)
 REAPER_PERMISSIONS = ("container.clusters.get", "container.clusters.delete")
-#: Roles that let a principal pull from an Artifact Registry repository (reader, and the roles that include it).
-PULL_ROLES = frozenset(
-    {
-        "roles/artifactregistry.reader",
-        "roles/artifactregistry.writer",
-        "roles/artifactregistry.repoAdmin",
-        "roles/artifactregistry.admin",
-        "roles/editor",
-        "roles/owner",
-    }
-)
-_TIMEOUT = 30.0
 #: APIs that only the doctor calls, to look: rlcloud runs without them
 _DOCTOR_ONLY_APIS = frozenset({"serviceusage.googleapis.com", "cloudresourcemanager.googleapis.com"})
-#: The roles that let a caller see what each observing call reads (Google's IAM roles reference,
-#: cloud.google.com/iam/docs/roles-permissions/<service>); docs/gke-setup.md step 8 lists them per check.
-SEE_APIS = "roles/serviceusage.serviceUsageConsumer"  # serviceusage.services.get
-SEE_QUOTAS = "roles/compute.viewer"  # compute.regions.get, compute.projects.get
-SEE_IMAGES = "roles/artifactregistry.reader"  # artifactregistry.tags.get
-SEE_PROJECT = "roles/browser"  # resourcemanager.projects.get
-SEE_POLICIES = "roles/iam.securityReviewer"  # *.getIamPolicy, iam.roles.get
-SEE_BUCKET = "roles/storage.legacyBucketReader"  # storage.buckets.get (roles/storage.objectAdmin lacks it)
-_AR_IMAGE_RE = re.compile(
-    r"^([a-z0-9-]+)-docker\.pkg\.dev/([^/]+)/([^/]+)/(.+?)(?::([\w.-]+))?(?:@(sha256:[0-9a-f]{64}))?$"
-)
 _GPU_QUOTA_NAMES = {
     "nvidia-tesla-p100": "P100",
     "nvidia-tesla-p4": "P4",
@@ -119,25 +94,6 @@ _GPU_QUOTA_NAMES = {
     "nvidia-h100-mega-80gb": "H100_MEGA",
     "nvidia-h200-141gb": "H200",
 }
-
-
-@dataclass(frozen=True)
-class Check:
-    """One check's outcome: ``status`` is OK, FAIL, SKIP or WARN; ``fix`` the one command that fixes a FAIL."""
-
-    name: str
-    status: str
-    detail: str
-    fix: str = ""
-
-    @property
-    def ok(self) -> bool:
-        """True unless the check failed (a WARN could not tell, and refuses nothing)."""
-        return self.status != "FAIL"
-
-    def __str__(self) -> str:
-        line = f"{self.status:<4} {self.name}: {self.detail}"
-        return line + (f"\n     fix: {self.fix}" if self.fix else "")
 
 
 def gpu_quota_metric(gpu_type: str, *, spot: bool) -> str:
@@ -168,22 +124,6 @@ def _metric_in_use(regional: Any, metric: str) -> tuple[str, str]:
     return standard, f" (no {metric} quota: Spot VMs use {standard}; request either)"
 
 
-class _CheckFailedError(Exception):
-    """A check's API call failed: carries the FAIL (or WARN) the check reports instead."""
-
-    def __init__(self, check: Check) -> None:
-        super().__init__(check.detail)
-        self.check = check
-
-
-def _describe(exc: BaseException) -> str:
-    """A short, secret-free account of a failed call: the error's class and Google's message, without the URL
-    the REST transports put in front of it."""
-    message = str(getattr(exc, "message", None) or exc)
-    message = re.sub(r"^[A-Z]+ \S+: ", "", message).splitlines()[0] if message else ""
-    return redact(f"{type(exc).__name__}: {message}"[:240])
-
-
 def _service_account_path(account: str) -> str:
     """The resource name of a service account: under its own project when the email names it, so that a
     missing account is 404; ``projects/-`` answers 403 for one that does not exist (IAM reference,
@@ -191,12 +131,6 @@ def _service_account_path(account: str) -> str:
     domain = account.partition("@")[2]
     project = domain.removesuffix(".iam.gserviceaccount.com") if domain.endswith(".iam.gserviceaccount.com") else "-"
     return f"projects/{project}/serviceAccounts/{account}"
-
-
-def _grants(bindings: Any, member: str, roles: frozenset[str]) -> bool:
-    """True when a policy's ``bindings`` give ``member`` (or everyone) one of ``roles``."""
-    who = {member, "allUsers", "allAuthenticatedUsers"}
-    return any(b.role in roles and who & set(b.members) for b in bindings)
 
 
 class Doctor:
@@ -747,83 +681,6 @@ class Doctor:
             return self.images
         return [i for i in (self.config.image, self.config.gpu_image) if i]
 
-    def check_images(self) -> Check:
-        """The runner images exist (Artifact Registry images are looked up by tag, or by digest when they name
-        one: ``...@sha256:...`` is a version, never ``:latest``) and the cluster's nodes may
-        pull them (the repositories' and their projects' IAM policies; folder and organisation policies are
-        not read)."""
-        images = self._images()
-        if not images:
-            if self.images is not None:
-                return Check("images", "SKIP", "no runner image named (each experiment names its own)")
-            return Check(
-                "images",
-                "FAIL",
-                "no image in rlcloud.yaml: a cluster run has no image to pull",
-                "build and push one (docs/images.md), then set image: and gpu_image: in rlcloud.yaml",
-            )
-        from google.cloud import artifactregistry_v1
-
-        found: list[str] = []
-        outside: list[str] = []
-        unseen: list[Check] = []  # images these credentials may not look up: cannot tell
-        repositories: dict[tuple[str, str, str], None] = {}  # (project, location, repository), in order
-        for image in images:
-            match = _AR_IMAGE_RE.match(image)
-            if not match:
-                outside.append(image)
-                continue
-            location, project, repository, package, tag, digest = match.groups()
-            variant = "gpu" if image == self.config.gpu_image else "cpu"
-            try:
-                with (
-                    self._calling(
-                        "images",
-                        f"look up {image}",
-                        api="artifactregistry.googleapis.com",
-                        denied=self._grant_fix(SEE_IMAGES),
-                        not_found=(
-                            f"{image} does not exist",
-                            "gcloud builds submit --config images/cloudbuild.yaml "
-                            f"--substitutions=_VARIANT={variant} .",
-                        ),
-                        observe=SEE_IMAGES,
-                    ),
-                    self._client(artifactregistry_v1.ArtifactRegistryClient) as client,
-                ):
-                    # a package name with slashes is one path segment in the resource name: %2F
-                    package_name = (
-                        f"projects/{project}/locations/{location}/repositories/{repository}/packages/"
-                        f"{package.replace('/', '%2F')}"
-                    )
-                    if digest:  # what the nodes pull (a tag beside it is ignored): the version, never :latest
-                        client.get_version(name=f"{package_name}/versions/{digest}", timeout=_TIMEOUT)
-                    else:
-                        client.get_tag(name=f"{package_name}/tags/{tag or 'latest'}", timeout=_TIMEOUT)
-            except _CheckFailedError as failed:
-                if failed.check.status != "WARN":
-                    return failed.check
-                unseen.append(failed.check)
-            else:
-                found.append(image)
-            # whether or not the tag could be seen, the nodes' access to its repository still can be
-            repositories[(project, location, repository)] = None
-        try:
-            pull = self._node_pull(list(repositories))
-        except _CheckFailedError as failed:
-            pull = failed.check
-        if pull is not None and pull.status == "FAIL":  # the repository it names says which images
-            return pull
-        notes = [f"{i} (not in Artifact Registry: not checked)" for i in outside]
-        detail = ", ".join(found + notes)
-        warnings = [*unseen, *([pull] if pull is not None and pull.status == "WARN" else [])]
-        if warnings:
-            seen = f"{detail}; " if detail else ""
-            return Check("images", "WARN", seen + "; ".join(w.detail for w in warnings), warnings[0].fix)
-        if pull is None:
-            return Check("images", "OK", detail)
-        return Check("images", "OK", f"{detail}; {pull.detail}")
-
     def _node_account(self) -> str:
         """The service account the cluster's nodes run as: the spec's, else the project's default Compute
         Engine account (its number from Resource Manager ``projects.get``)."""
@@ -845,65 +702,9 @@ class Doctor:
         number = project.name.rsplit("/", 1)[-1]
         return f"{number}-compute@developer.gserviceaccount.com"
 
-    def _node_pull(self, repositories: list[tuple[str, str, str]]) -> Check | None:
-        """Whether the nodes may pull from each of ``repositories``: a binding of their service account (or of
-        everyone) to a role in :data:`PULL_ROLES`, on the repository or on its project. None: nothing to pull
-        from Artifact Registry."""
-        if not repositories:
-            return None
-        from google.api_core import exceptions as gexc
-        from google.cloud import artifactregistry_v1, resourcemanager_v3
-
-        account = self._node_account()
-        member = f"serviceAccount:{account}"
-        unknown: list[str] = []
-        for project, location, repository in repositories:
-            path = f"projects/{project}/locations/{location}/repositories/{repository}"
-            readers = [
-                (artifactregistry_v1.ArtifactRegistryClient, path, "artifactregistry.googleapis.com"),
-                (resourcemanager_v3.ProjectsClient, f"projects/{project}", "cloudresourcemanager.googleapis.com"),
-            ]
-            granted, unreadable = False, []
-            for client_class, resource, api in readers:
-                what = f"read the IAM policy of {resource}"
-                try:
-                    with self._client(client_class) as client:
-                        policy = client.get_iam_policy(request={"resource": resource}, timeout=_TIMEOUT)
-                except (gexc.PermissionDenied, gexc.Forbidden) as exc:
-                    if getattr(exc, "reason", None) == "SERVICE_DISABLED":
-                        failure = self._failure("images", exc, what, api=api, denied="", observe=SEE_POLICIES)
-                        raise _CheckFailedError(failure) from exc
-                    # reading a policy takes more than pulling does: say so, and refuse nothing
-                    unreadable.append(resource)
-                    continue
-                except Exception as exc:  # auth, transport, other API errors: the check's FAIL
-                    raise _CheckFailedError(self._failure("images", exc, what, api=api, denied="")) from exc
-                if _grants(policy.bindings, member, PULL_ROLES):
-                    granted = True
-                    break
-            if granted:
-                continue
-            if unreadable:
-                where = f"{location}-docker.pkg.dev/{project}/{repository}"
-                unknown.append(f"{where} (the IAM policy of {' and '.join(unreadable)} is not readable here)")
-                continue
-            return Check(
-                "images",
-                "FAIL",
-                f"the nodes run as {account}, which may not pull from {location}-docker.pkg.dev/{project}/"
-                f"{repository} (no roles/artifactregistry.reader or a role including it, on it or its project)",
-                f"gcloud artifacts repositories add-iam-policy-binding {repository} --location={location} "
-                f"--member={member} --role=roles/artifactregistry.reader --project={project}",
-            )
-        if unknown:
-            return Check(
-                "images",
-                "WARN",
-                f"cannot tell whether the nodes ({account}) may pull from {'; '.join(unknown)}; grant "
-                f"{SEE_POLICIES} to see",
-                self._grant_fix(SEE_POLICIES),
-            )
-        return Check("images", "OK", f"the nodes ({account}) may pull them")
+    def check_images(self) -> Check:
+        """The runner images exist and the cluster's nodes may pull them (:mod:`rlcloud.gke.doctor_images`)."""
+        return check_images(self)
 
     def checks(self, *, cheap_only: bool = False) -> list[Callable[[], Check]]:
         """The checks in the order they run; ``cheap_only``: those worth running before every create (a few
@@ -927,79 +728,7 @@ class Doctor:
         return results
 
 
-# ------------------------------------------------------------------------------ the smoke test's in-pod probe
-
-
-def _probe_gpu(gpus: int) -> tuple[str, str]:
-    if not gpus:
-        return "SKIP", "no GPU in this pool"
-    import tensorflow as tf
-
-    found = tf.config.list_physical_devices("GPU")
-    if not found:
-        return "FAIL", (
-            f"TensorFlow sees no GPU ({gpus} requested): the node's NVIDIA driver is missing or too old for the "
-            "image's CUDA, or the image has no CUDA libraries"
-        )
-    names = [str(tf.config.experimental.get_device_details(d).get("device_name") or d.name) for d in found]
-    # a kernel must run, not just be listed: on Hopper TensorFlow JIT-compiles PTX with the node's driver
-    with tf.device("/GPU:0"):
-        value = float(tf.reduce_sum(tf.matmul(tf.ones([64, 64]), tf.ones([64, 64]))))
-    if value != 64.0**3:
-        return "FAIL", f"TensorFlow sees {', '.join(names)}, but a 64x64 matmul on it gave {value:g}"
-    return "OK", f"TensorFlow sees {len(found)} GPU(s) ({', '.join(names)}) and computed on /GPU:0"
-
-
-def _probe_store(results: str, token: str) -> tuple[str, str]:
-    from rlcloud.storage import open_store
-
-    body = json.dumps({"token": token, "written": time.time()})
-    with open_store(results) as store:
-        store.write_text(PROBE_OBJECT, body)
-        back = store.read_text(PROBE_OBJECT)
-    if back != body:
-        return "FAIL", f"{results}/{PROBE_OBJECT} read back differs from what was written"
-    return "OK", f"wrote and read back {results}/{PROBE_OBJECT} with the pod's identity"
-
-
-def probe(results: str, *, token: str, gpus: int, emit: Callable[[dict[str, Any]], None] | None = None) -> int:
-    """The smoke test's work inside a pod: the results store (write, read back), then the GPU (TensorFlow sees
-    and computes on it; SKIP when ``gpus`` is 0). Each step is ``emit``-ted as ``{"step", "status", "detail",
-    "seconds"}`` (default: printed as a ``rlcloud-smoke {json}`` line). Returns 0, or 1 when a step failed."""
-
-    def printed(step: dict[str, Any]) -> None:
-        print(PROBE_LINE + json.dumps(step), flush=True)
-
-    out = emit or printed
-    statuses = []
-    steps: tuple[tuple[str, Callable[[], tuple[str, str]]], ...] = (
-        ("results-store", lambda: _probe_store(results, token)),
-        ("gpu", lambda: _probe_gpu(gpus)),
-    )
-    for name, work in steps:
-        started = time.monotonic()
-        try:
-            status, detail = work()
-        except Exception as exc:  # the step's answer: a denied write, no TensorFlow, a CUDA error
-            status, detail = "FAIL", _describe(exc)
-        out({"step": name, "status": status, "detail": detail, "seconds": round(time.monotonic() - started, 3)})
-        statuses.append(status)
-    return 1 if "FAIL" in statuses else 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m rlcloud.gke.doctor probe [--results URL] --token T [--gpus N]``: the smoke test's pod program."""
-    parser = argparse.ArgumentParser(prog="python -m rlcloud.gke.doctor")
-    commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("probe", help="the in-pod half of `rlcloud doctor --smoke`")
-    run.add_argument("--results", default=RunnerEnv.from_env().results, help="default: $RLCLOUD_RESULTS")
-    run.add_argument("--token", required=True, help="written to the store, for the caller to read back")
-    run.add_argument("--gpus", type=int, default=0, help="GPUs this pod was given (0: skip the GPU step)")
-    args = parser.parse_args(argv)
-    if not args.results:
-        parser.error("no --results and no $RLCLOUD_RESULTS")
-    return probe(args.results, token=args.token, gpus=args.gpus)
-
-
 if __name__ == "__main__":
+    from rlcloud.gke.probe import main
+
     sys.exit(main())

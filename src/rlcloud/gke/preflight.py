@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from rlcloud.errors import SpecError, SpecProblem
-from rlcloud.gke.machines import ACCELERATOR_FAMILIES, FIXED_GPU_MACHINES, N1_GPU_LIMITS, machine_shape
+from rlcloud.gke.machines import ACCELERATOR_FAMILIES, FIXED_GPU_MACHINES, N1_GPU_LIMITS, MachineShape, machine_shape
 from rlcloud.specs.cluster import (
     DEFAULT_MACHINE_TYPES,
     EXPERIMENTAL_GPU_TYPES,
@@ -68,64 +68,49 @@ def check_cluster_spec(spec: ClusterSpec) -> None:
     """
     machine = spec.effective_machine_type
     shape = machine_shape(machine)
-    machine_field = "cpus_per_node" if shape.custom and not spec.machine_type else "machine_type"
-    problems: list[SpecProblem] = []
-
     if spec.gpus_per_node == 0:
-        if shape.fixed_gpus:
-            accelerator, count = shape.fixed_gpus
-            problems.append(
-                SpecProblem(
-                    field="gpu_type",
-                    message=(
-                        f"machine type {machine} comes with {count} x {accelerator}: set gpu_type: {accelerator} "
-                        f"and gpus_per_node: {count}, or use a machine without GPUs such as n1-standard-8"
-                    ),
-                    value=None,
-                )
-            )
-        if problems:
-            raise SpecError(problems)
-        return
+        problems = _without_gpus(machine, shape)
+    else:
+        assert spec.gpu_type is not None  # the spec's own validator guarantees it when gpus_per_node > 0
+        accelerator = GpuType(spec.gpu_type).value
+        machine_field = "cpus_per_node" if shape.custom and not spec.machine_type else "machine_type"
+        problems = [
+            *_machine_problems(machine, shape, accelerator, spec.gpus_per_node, machine_field),
+            *_sale_problems(spec, machine, accelerator),
+        ]
+    if problems:
+        raise SpecError(problems)
 
-    assert spec.gpu_type is not None  # the spec's own validator guarantees it when gpus_per_node > 0
-    accelerator = GpuType(spec.gpu_type).value
-    count = spec.gpus_per_node
+
+def _without_gpus(machine: str, shape: MachineShape) -> list[SpecProblem]:
+    """A spec without GPUs on a machine type that comes with them."""
+    if not shape.fixed_gpus:
+        return []
+    accelerator, count = shape.fixed_gpus
+    return [
+        SpecProblem(
+            field="gpu_type",
+            message=(
+                f"machine type {machine} comes with {count} x {accelerator}: set gpu_type: {accelerator} "
+                f"and gpus_per_node: {count}, or use a machine without GPUs such as n1-standard-8"
+            ),
+            value=None,
+        )
+    ]
+
+
+def _machine_problems(
+    machine: str, shape: MachineShape, accelerator: str, count: int, machine_field: str
+) -> list[SpecProblem]:
+    """What GCE refuses of ``count`` x ``accelerator`` on ``machine``: its series, its built-in GPUs, N1's limits."""
     series = ACCELERATOR_FAMILIES[accelerator]
-
     if shape.fixed_gpus:
-        built_in, built_in_count = shape.fixed_gpus
-        if built_in != accelerator:
-            problems.append(
-                SpecProblem(
-                    field="gpu_type",
-                    message=(
-                        f"machine type {machine} comes with {built_in}, not {accelerator}: use gpu_type: "
-                        f"{built_in}, or a machine type for {accelerator} such as "
-                        f"{DEFAULT_MACHINE_TYPES[GpuType(accelerator)]}"
-                    ),
-                    value=accelerator,
-                )
-            )
-        elif built_in_count != count:
-            fitting = _machines_for(accelerator, count)
-            hint = f" (for {count} use {', '.join(fitting)})" if fitting else ""
-            problems.append(
-                SpecProblem(
-                    field="gpus_per_node",
-                    message=(
-                        f"machine type {machine} has exactly {built_in_count} x {accelerator}: set "
-                        f"gpus_per_node: {built_in_count} or change machine_type{hint}; GCE offers "
-                        f"{accelerator} in counts {_counts_for(accelerator)}"
-                    ),
-                    value=count,
-                )
-            )
-    elif series != "n1" and shape.family == series:
-        pass  # a shape of the right series that rlcloud's tables lack: cluster_spec_warnings says so, GKE checks it
-    elif series != "n1":
+        return _fixed_problems(machine, shape.fixed_gpus, accelerator, count)
+    if series != "n1" and shape.family == series:
+        return []  # the right series, a shape rlcloud's tables lack: cluster_spec_warnings says so, GKE checks it
+    if series != "n1":
         fitting = _machines_for(accelerator, count)
-        problems.append(
+        problems = [
             SpecProblem(
                 field=machine_field,
                 message=(
@@ -134,7 +119,7 @@ def check_cluster_spec(spec: ClusterSpec) -> None:
                 ),
                 value=machine,
             )
-        )
+        ]
         if not fitting:
             problems.append(
                 SpecProblem(
@@ -143,8 +128,9 @@ def check_cluster_spec(spec: ClusterSpec) -> None:
                     value=count,
                 )
             )
-    elif shape.family != "n1":
-        problems.append(
+        return problems
+    if shape.family != "n1":
+        return [
             SpecProblem(
                 field=machine_field,
                 message=(
@@ -153,41 +139,84 @@ def check_cluster_spec(spec: ClusterSpec) -> None:
                 ),
                 value=machine,
             )
-        )
-    else:
-        limits = N1_GPU_LIMITS[accelerator]
-        if count not in limits:
-            problems.append(
-                SpecProblem(
-                    field="gpus_per_node",
-                    message=f"GCE attaches {accelerator} to N1 machines in counts {sorted(limits)} only",
-                    value=count,
-                )
+        ]
+    return _n1_problems(machine, shape, accelerator, count, machine_field)
+
+
+def _fixed_problems(machine: str, fixed: tuple[str, int], accelerator: str, count: int) -> list[SpecProblem]:
+    """A machine type with built-in GPUs (``fixed``): the spec must ask for exactly those."""
+    built_in, built_in_count = fixed
+    if built_in != accelerator:
+        return [
+            SpecProblem(
+                field="gpu_type",
+                message=(
+                    f"machine type {machine} comes with {built_in}, not {accelerator}: use gpu_type: "
+                    f"{built_in}, or a machine type for {accelerator} such as "
+                    f"{DEFAULT_MACHINE_TYPES[GpuType(accelerator)]}"
+                ),
+                value=accelerator,
             )
-        else:
-            max_cpus, max_memory = limits[count]
-            if shape.vcpus is not None and shape.vcpus > max_cpus:
-                problems.append(
-                    SpecProblem(
-                        field=machine_field,
-                        message=(
-                            f"{machine} has {shape.vcpus} vCPUs; with {count} x {accelerator} GCE allows at most "
-                            f"{max_cpus} vCPUs and {max_memory:g} GB per VM (more GPUs allow more)"
-                        ),
-                        value=machine,
-                    )
-                )
-            elif shape.memory_gb is not None and shape.memory_gb > max_memory + 1e-6:
-                problems.append(
-                    SpecProblem(
-                        field="memory_per_node" if machine_field == "cpus_per_node" else machine_field,
-                        message=(
-                            f"{machine} has {shape.memory_gb:g} GB; with {count} x {accelerator} GCE allows at "
-                            f"most {max_memory:g} GB per VM"
-                        ),
-                        value=machine,
-                    )
-                )
+        ]
+    if built_in_count == count:
+        return []
+    fitting = _machines_for(accelerator, count)
+    hint = f" (for {count} use {', '.join(fitting)})" if fitting else ""
+    return [
+        SpecProblem(
+            field="gpus_per_node",
+            message=(
+                f"machine type {machine} has exactly {built_in_count} x {accelerator}: set "
+                f"gpus_per_node: {built_in_count} or change machine_type{hint}; GCE offers "
+                f"{accelerator} in counts {_counts_for(accelerator)}"
+            ),
+            value=count,
+        )
+    ]
+
+
+def _n1_problems(
+    machine: str, shape: MachineShape, accelerator: str, count: int, machine_field: str
+) -> list[SpecProblem]:
+    """An N1 machine with attached GPUs: GCE's counts, and the vCPUs and memory each count allows."""
+    limits = N1_GPU_LIMITS[accelerator]
+    if count not in limits:
+        return [
+            SpecProblem(
+                field="gpus_per_node",
+                message=f"GCE attaches {accelerator} to N1 machines in counts {sorted(limits)} only",
+                value=count,
+            )
+        ]
+    max_cpus, max_memory = limits[count]
+    if shape.vcpus is not None and shape.vcpus > max_cpus:
+        return [
+            SpecProblem(
+                field=machine_field,
+                message=(
+                    f"{machine} has {shape.vcpus} vCPUs; with {count} x {accelerator} GCE allows at most "
+                    f"{max_cpus} vCPUs and {max_memory:g} GB per VM (more GPUs allow more)"
+                ),
+                value=machine,
+            )
+        ]
+    if shape.memory_gb is not None and shape.memory_gb > max_memory + 1e-6:
+        return [
+            SpecProblem(
+                field="memory_per_node" if machine_field == "cpus_per_node" else machine_field,
+                message=(
+                    f"{machine} has {shape.memory_gb:g} GB; with {count} x {accelerator} GCE allows at "
+                    f"most {max_memory:g} GB per VM"
+                ),
+                value=machine,
+            )
+        ]
+    return []
+
+
+def _sale_problems(spec: ClusterSpec, machine: str, accelerator: str) -> list[SpecProblem]:
+    """How Compute Engine sells ``machine``: some A3 shapes only as Spot, A3 Ultra only through a reservation."""
+    problems = []
     if _SPOT_ONLY_RE.match(machine) and not spec.spot:
         problems.append(
             SpecProblem(
@@ -212,8 +241,7 @@ def check_cluster_spec(spec: ClusterSpec) -> None:
                 value=None,
             )
         )
-    if problems:
-        raise SpecError(problems)
+    return problems
 
 
 def cluster_spec_warnings(spec: ClusterSpec) -> list[str]:

@@ -61,6 +61,11 @@ class GkeProject:
         return self._credentials
 
     @property
+    def known_credentials(self) -> Any:
+        """The credentials given or already found; None before Application Default Credentials are looked up."""
+        return self._credentials
+
+    @property
     def project(self) -> str:
         """The Google Cloud project id (resolved from Application Default Credentials if not given)."""
         if not self._project:

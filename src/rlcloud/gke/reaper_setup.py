@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Literal
 
-from rlcloud.errors import BackendError, RLCloudError, SpecError, SpecProblem
+from rlcloud.errors import BackendError, SpecError, SpecProblem
 
 if TYPE_CHECKING:
     from rlcloud.gke.cluster import GkeCluster
@@ -33,17 +33,9 @@ BudgetScope = Literal["runs", "cluster"]
 
 
 def _setup(cluster: GkeCluster, run_image: str | None) -> tuple[str | None, str | None]:
-    """The reaper's Google service account and image (the cluster's, else rlcloud.yaml's, else the run's)."""
-    from rlcloud.config import load_project_config
-
-    try:
-        config = load_project_config()
-        account = cluster.reaper_service_account or config.reaper_service_account
-        image = cluster.reaper_image or config.image or run_image
-    except RLCloudError as exc:
-        log.debug("rlcloud.yaml unreadable for the reaper: %s", exc)
-        account, image = None, cluster.reaper_image or run_image
-    return account, image
+    """The reaper's Google service account and image (the cluster's, which default to rlcloud.yaml's as the facade
+    handed it down, else the run's)."""
+    return cluster.reaper_service_account, cluster.reaper_image or run_image
 
 
 def _missing(cluster: GkeCluster, scope: BudgetScope, account: str | None, image: str | None) -> str | None:

@@ -21,13 +21,14 @@ from rlcloud.errors import SpecError, SpecProblem
 from rlcloud.gke.doctor import API_HOST_ENV
 from rlcloud.specs.cluster import REGION_RE, ClusterSpec
 
-__all__ = ["GpuPlacement", "accelerator_zones", "place_gpu_pool"]
+__all__ = ["GpuPlacement", "accelerator_zones", "place_gpu_pool", "region_of"]
 
 _TIMEOUT = 30.0
 
 
-def _region(zone: str) -> str:
-    return zone.rsplit("-", 1)[0]
+def region_of(location: str) -> str:
+    """The region of ``location`` (a zone, or a region: itself)."""
+    return location if REGION_RE.match(location) else location.rsplit("-", 1)[0]
 
 
 def accelerator_zones(project: str, accelerator: str, *, credentials: Any = None) -> list[str]:
@@ -91,7 +92,7 @@ def place_gpu_pool(spec: ClusterSpec, offered: list[str] | None, *, lookup_error
                 )
             ]
         )
-    in_region = [z for z in offered if _region(z) == region]
+    in_region = [z for z in offered if region_of(z) == region]
     if spec.node_locations:
         missing = [z for z in spec.node_locations if z not in in_region]
         if missing:
@@ -108,7 +109,7 @@ def place_gpu_pool(spec: ClusterSpec, offered: list[str] | None, *, lookup_error
             )
         return GpuPlacement(tuple(spec.node_locations))
     if not in_region:
-        regions = sorted({_region(z) for z in offered})
+        regions = sorted({region_of(z) for z in offered})
         elsewhere = (
             f"regions that have it: {', '.join(regions[:12])}{' ...' if len(regions) > 12 else ''}"
             if regions
