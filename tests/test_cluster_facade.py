@@ -8,14 +8,12 @@ tests/fakes/google_api_fixtures.py.
 
 from __future__ import annotations
 
-import ast
 import inspect
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-import rlcloud
 from rlcloud import Cluster, ClusterSpec, NotFoundError, SpecError
 from rlcloud.cluster import GkeTarget, KubernetesTarget, LocalTarget
 from rlcloud.gke.project import EMULATOR_ENV
@@ -119,18 +117,3 @@ def test_local_and_kubernetes_targets_need_no_cloud() -> None:
         Cluster.kubernetes(gpu_type="not-a-gpu")
     with pytest.raises(SpecError, match="budget"):
         kube.check_budget("experiment x", None)
-
-
-def test_the_gke_example_uses_public_names_only() -> None:
-    imported = [
-        (node.module, alias.name)
-        for node in ast.walk(ast.parse(EXAMPLE.read_text()))
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("rlcloud")
-        for alias in node.names
-    ]
-    assert imported and all(module == "rlcloud" and name in rlcloud.__all__ for module, name in imported)
-    assert not [
-        n
-        for n in ast.walk(ast.parse(EXAMPLE.read_text()))
-        if isinstance(n, ast.Import) and any(a.name.startswith("rlcloud.") for a in n.names)
-    ]

@@ -42,12 +42,7 @@ def _rlcloud_imports(source: str) -> list[str]:
 
 
 def _example_sources() -> list[Any]:
-    # gke_gpu.py imports internals until the Cluster facade covers them (issue 39): strict, so the fix shows
-    internal = pytest.mark.xfail(strict=True, reason="examples/gke_gpu.py imports rlcloud internals (issue 39)")
-    scripts = [
-        pytest.param(path.read_text(), id=path.name, marks=[internal] if path.name == "gke_gpu.py" else [])
-        for path in sorted(EXAMPLES.glob("*.py"))
-    ]
+    scripts = [pytest.param(path.read_text(), id=path.name) for path in sorted(EXAMPLES.glob("*.py"))]
     cells = nbformat.read(NOTEBOOK, as_version=4).cells
     code = "\n".join(c.source for c in cells if c.cell_type == "code" and not c.source.lstrip().startswith(("%", "!")))
     return [*scripts, pytest.param(code, id=NOTEBOOK.name)]
