@@ -149,6 +149,7 @@ LAYERS: list[tuple[str, ...]] = [
         "rlcloud.stored",
         "rlcloud.runenv",
         "rlcloud.budget",
+        "rlcloud.display",
     ),
     ("rlcloud.storage", "rlcloud.record", "rlcloud.plotting", "rlcloud.intervals", "rlcloud.codepack"),
     ("rlcloud.gke", "rlcloud.k8s", "rlcloud.runner", "rlcloud.local"),

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from rlcloud import Sweep
-from rlcloud.backend import SweepStatus, TrialStatus, sweep_html
+from rlcloud.backend import SweepStatus, TrialStatus
+from rlcloud.display import sweep_html
 from tests.test_sweep import TINY, _broken_environment, _sweep
 
 

@@ -20,6 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlcloud.display import _LogProgress, _SweepBar
 from rlcloud.errors import WaitTimeoutError
 from rlcloud.results import results_location, results_root
 from rlcloud.waiting import poll_until
@@ -410,7 +411,8 @@ class Sweep:
         Reads the status only where that is cheap: a local sweep from disk, a cluster's once started or
         attached (never a cluster connection just to draw a cell); otherwise the trials are shown queued.
         """
-        from rlcloud.backend import SweepStatus, TrialStatus, sweep_html
+        from rlcloud.backend import SweepStatus, TrialStatus
+        from rlcloud.display import sweep_html
 
         status = None
         if self._backend is not None or self._cluster is None or self._cluster.kind == "local":
@@ -535,49 +537,6 @@ def extend_advice(name: str, found: Best, flags: builtins.list[str] | None = Non
     import shlex
 
     return shlex.join(["rlcloud", "sweep", "extend", name, "--seeds", str(needed), *(flags or [])])
-
-
-class _SweepBar:
-    """A tqdm bar over a sweep's trials: done of all, running, best mean return so far (notebook-aware)."""
-
-    def __init__(self, name: str, total: int) -> None:
-        from tqdm.auto import tqdm
-
-        self.bar = tqdm(total=total, unit="trial", desc=name)
-
-    def __call__(self, status: SweepStatus) -> None:
-        done = sum(t.finished for t in status.trials)
-        running = sum(t.state == "running" for t in status.trials)
-        returns = [(t.progress.mean_return, t.name) for t in status.trials]
-        best = max(((r, n) for r, n in returns if r is not None), default=None)
-        self.bar.n = done
-        self.bar.set_postfix(running=running, best="-" if best is None else f"{best[0]:.1f} ({best[1]})", refresh=False)
-        self.bar.refresh()
-
-    def close(self) -> None:
-        self.bar.close()
-
-
-class _LogProgress:
-    """Logs each trial's state as it changes (a line per change, not per poll)."""
-
-    def __init__(self) -> None:
-        self._seen: dict[str, str] = {}
-
-    def __call__(self, status: SweepStatus) -> None:
-        for trial in status.trials:
-            if self._seen.get(trial.name) != trial.state:
-                self._seen[trial.name] = trial.state
-                ret = trial.progress.mean_return
-                timestep = trial.progress.timestep
-                log.info(
-                    "%s: %s (timestep %s, return %s)%s",
-                    trial.name,
-                    trial.state,
-                    "-" if timestep is None else timestep,
-                    "-" if ret is None else f"{ret:.1f}",
-                    f": {trial.reason}" if trial.reason else "",
-                )
 
 
 def _trials_step(current: SweepSpec, seeds: int | list[int] | None, parameters: dict[str, list[Any]]) -> Any:

@@ -209,7 +209,7 @@ def status(args: argparse.Namespace) -> int:
     if fmt != "table":
         print_data(observed.to_dict(), fmt)
         return EXIT_OK
-    from rlcloud.cli.progress import status_table
+    from rlcloud.display import status_table
 
     console().print(status_table(observed))
     return EXIT_OK
@@ -465,7 +465,7 @@ def _row(name: str, status: ExperimentStatus, runs_on: str, location: str) -> di
     """One row of `experiment list`: ``status`` with its goal, budget and price (as Experiment.status gives)."""
     import time
 
-    from rlcloud.experiment import display_state
+    from rlcloud.display import display_state
 
     row: dict[str, Any] = dict.fromkeys(_ROW_FIELDS)
     row["name"] = name
@@ -497,7 +497,7 @@ def _show(value: Any, key: str = "") -> str:
     if value is None:
         return "-"
     if key.endswith("_s") and isinstance(value, int | float):
-        from rlcloud.backend import span
+        from rlcloud.display import span
 
         return span(value)
     if isinstance(value, float):

@@ -10,87 +10,11 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from rlcloud.experiment import PLAIN_INTERVAL_S, progress_line
+from rlcloud.display import PLAIN_INTERVAL_S, _message_parts, _num, progress_line, summary_table
 
 if TYPE_CHECKING:
     from rlcloud.backend import ExperimentStatus
     from rlcloud.experiment import Experiment
-
-
-def _num(value: Any, fmt: str = "{:,.0f}") -> str:
-    return fmt.format(value) if isinstance(value, int | float) else "-"
-
-
-def _message_parts(message: str | None) -> tuple[str, str]:
-    """A status message's first line (for a table cell) and the rest (a log tail or traceback, printed below
-    the table once rather than squeezed into the cell)."""
-    head, _, rest = (message or "").partition("\n")
-    return head, rest.strip("\n")
-
-
-def status_table(status: ExperimentStatus) -> Any:
-    """A rich renderable: the experiment's state and progress, one row per role, then the message's
-    details (a failed role's log tail) below the table."""
-    from rich.console import Group
-    from rich.table import Table
-    from rich.text import Text
-
-    from rlcloud.experiment import display_rate, display_state, vitals_rows
-
-    prog = status.progress
-    head, details = _message_parts(status.message)
-    percent = status.vitals["percent"]
-    table = Table(title=Text(f"{status.name}: {display_state(status)}"), title_justify="left", show_edge=False)
-    table.add_column("role")
-    table.add_column("state")
-    table.add_column("restarts", justify="right")
-    table.add_column("detail")
-    for role in status.roles:
-        detail = role.reason or (f"exit code {role.exit_code}" if role.exit_code not in (None, 0) else "")
-        table.add_row(Text(role.label), Text(role.state), str(role.restarts), Text(detail))
-    more = " · ".join(f"{key} {value}" for key, value in vitals_rows(status))
-    # below the table, not its caption: a caption is wrapped to the table's width (a few roles make it
-    # narrow), which broke the figures and the failure's reason across centred lines
-    below = Text(
-        f"timesteps {_num(prog.get('timestep'))} · episodes {_num(prog.get('episode'))} · "
-        + (f"{percent:.0f}% done · " if percent is not None else "")
-        + f"mean return {_num(prog.get('mean_return'), '{:.1f}')} · steps/s {_num(display_rate(status))}"
-        + (f"\n{more}" if more else "")
-        + (f"\n{head}" if head else "")
-    )
-    return Group(table, below, Text(details)) if details else Group(table, below)
-
-
-def summary_table(exp: Experiment, status: ExperimentStatus, elapsed: float) -> Any:
-    """The table printed when `rlcloud experiment run` ends (the message's first line only: the rest, a
-    failed role's log tail, is for :func:`follow_experiment` to print once below it)."""
-    from rich.table import Table
-    from rich.text import Text
-
-    from rlcloud.experiment import display_rate, display_state
-
-    prog = status.progress
-    table = Table(
-        title=Text(f"{exp.name}: {display_state(status)}"), title_justify="left", show_header=False, show_edge=False
-    )
-    table.add_column("what", style="bold")
-    table.add_column("value")
-    rows = [
-        ("run mode", f"{exp.spec.run_mode} ({exp.spec.num_workers} worker(s))"),
-        ("timesteps", _num(prog.get("timestep"))),
-        ("episodes", _num(prog.get("episode"))),
-        ("mean return (last 20)", _num(prog.get("mean_return"), "{:.1f}")),
-        ("steps/s (training time)", _num(display_rate(status))),
-        ("wall time", f"{elapsed / 60:.1f} min"),
-        ("latest checkpoint", str(prog.get("checkpoint") or "-")),
-        ("results", exp.location),
-    ]
-    for key, value in rows:
-        table.add_row(key, Text(value))
-    head, _ = _message_parts(status.message)
-    if head:
-        table.add_row("message", Text(head))
-    return table
 
 
 def follow_experiment(
@@ -169,7 +93,7 @@ def _follow_bar(
 ) -> ExperimentStatus:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from rlcloud.experiment import display_rate, display_state
+    from rlcloud.display import display_rate, display_state
 
     columns = (
         TextColumn("{task.description}", style="bold", markup=False),
@@ -205,7 +129,7 @@ def _follow_plain(
     """Poll until ``exp`` finishes, writing a plain line every ``interval`` s and on each change of state
     (none when ``interval`` is None). Straight to the file: a console without a terminal would wrap at 80."""
     from rlcloud.cli._common import shown
-    from rlcloud.experiment import display_state
+    from rlcloud.display import display_state
 
     last_line, last_state = float("-inf"), None
     while True:

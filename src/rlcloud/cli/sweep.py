@@ -320,7 +320,7 @@ def sweep_table(status: Any) -> Any:
 
 def _vitals_text(figures: dict[str, Any]) -> str:
     """The sweep's figures for its table's title: ``  40% done · ETA 12 min · best return 195.0``."""
-    from rlcloud.backend import span
+    from rlcloud.display import span
 
     parts = []
     if figures["percent"] is not None:
@@ -334,7 +334,7 @@ def _vitals_text(figures: dict[str, Any]) -> str:
     if figures["stalled"]:
         parts.append(f"{figures['stalled']} stalled")
     if figures["cost_usd"] is not None or figures.get("budget_usd") is not None:
-        from rlcloud.experiment import cost_text
+        from rlcloud.display import cost_text
 
         parts.append(cost_text(figures))
     return "  " + " · ".join(parts) if parts else ""
