@@ -68,7 +68,7 @@ def test_the_cli_table_counts_the_trials_in_words() -> None:
 
     from rich.console import Console
 
-    from rlcloud.cli.sweep import sweep_table
+    from rlcloud.display import sweep_table
 
     status = SweepStatus(
         name="s",
