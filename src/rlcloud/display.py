@@ -8,18 +8,71 @@ text, never read as rich markup.
 
 from __future__ import annotations
 
+import html
 import logging
+import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
+
+from rlcloud.layout import ProgressRecord
 
 if TYPE_CHECKING:
     from rlcloud.backend import ExperimentStatus, SweepStatus, TrialStatus
     from rlcloud.experiment import Experiment
-    from rlcloud.layout import ProgressRecord
     from rlcloud.specs import ExperimentSpec
 
+__all__ = [
+    "HTML_MAX_TRIALS",
+    "PLAIN_INTERVAL_S",
+    "ExperimentBar",
+    "PlainProgress",
+    "SweepBar",
+    "TrialLog",
+    "bytes_bar",
+    "cost_text",
+    "display_rate",
+    "display_state",
+    "experiment_html",
+    "message_parts",
+    "progress_line",
+    "shown_rate",
+    "shows_a_bar",
+    "span",
+    "status_table",
+    "steps_bar",
+    "summary_table",
+    "sweep_html",
+    "sweep_table",
+    "vitals_rows",
+    "vitals_text",
+]
+
 log = logging.getLogger(__name__)
+
+
+# --------------------------------------------------------------------------------------------- figures
+
+
+def span(seconds: float, *, compact: bool = False) -> str:
+    """A length of time for people: ``45 s``, ``12 min``, ``3.5 h``; ``compact`` (a cluster's age, a ttl):
+    ``45s``, ``12m``, ``1.5h``, ``2d``. The one duration format of every view."""
+    if compact:
+        seconds = max(seconds, 0.0)
+        for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+            if seconds >= size:
+                return f"{seconds / size:.1f}{unit}".replace(".0", "")
+        return f"{seconds:.0f}s"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _num(value: Any, fmt: str = "{:,.0f}") -> str:
+    """A number in ``fmt``, or "-" for a missing one."""
+    return fmt.format(value) if isinstance(value, int | float) and not isinstance(value, bool) else "-"
 
 
 def shown_rate(record: ProgressRecord) -> float | None:
@@ -68,20 +121,8 @@ def cost_text(figures: dict[str, Any]) -> str:
 
 
 def display_rate(status: ExperimentStatus) -> float | None:
-    """Steps per second to show, or None ("-"): :func:`rlcloud.backend.shown_rate`, none while starting."""
+    """Steps per second to show, or None ("-"): :func:`shown_rate`, none while starting."""
     return None if display_state(status) == "starting" else shown_rate(status.progress)
-
-
-_STATE_COLORS = {
-    "starting": "#1a73e8",
-    "running": "#1a73e8",
-    "succeeded": "#188038",
-    "failed": "#d93025",
-    "pending": "#e37400",
-    "stalled": "#d93025",
-    "paused": "#e37400",
-    "stopped": "#666",
-}
 
 
 def _roles_summary(status: ExperimentStatus) -> str:
@@ -97,8 +138,51 @@ def _roles_summary(status: ExperimentStatus) -> str:
     return "; ".join(parts)
 
 
-def _fmt(value: Any) -> str:
-    return f"{value:.1f}" if isinstance(value, int | float) else "-"
+def experiment_html(exp: Experiment, status: ExperimentStatus | None, runs_on: str) -> str:
+    """An experiment for notebooks: its spec, where it runs (``runs_on``), its state and the learner's
+    progress; ``status`` None: not started (or not cheap to read), the spec only. Every text is escaped."""
+    spec = exp.spec
+    prog = status.progress if status else ProgressRecord()
+    stop_unit, stop_total = ("timestep", spec.total_timesteps) if spec.total_timesteps else ("episode", spec.episodes)
+    env = spec.environment.get("level") or spec.environment.get("type") or spec.environment.get("class")
+    rows: list[tuple[str, str]] = [
+        ("experiment", html.escape(exp.name)),
+        ("spec", html.escape(f"{spec.agent.get('type')} on {env}")),
+        ("run mode", html.escape(f"{spec.run_mode}, {spec.num_workers} worker(s)")),
+        ("runs on", html.escape(runs_on)),
+    ]
+    if status is None:
+        rows.append(("state", "not started"))
+    else:
+        shown = display_state(status)
+        state = html.escape(shown)
+        color = _COLORS.get(shown.split(" ", 1)[0], "#666")
+        rows.append(("state", f"<b style='color:{color}'>{state}</b>"))
+        roles = _roles_summary(status)
+        if roles:
+            rows.append(("roles", html.escape(roles)))
+        if status.message:
+            rows.append(("message", html.escape(status.message)))
+    done = prog.count(stop_unit)
+    if stop_total:
+        cell = html.escape(f"{_num(done, '{:,}')} / {stop_total:,} {stop_unit}s")
+        if done is not None:
+            cell = f"<progress value='{min(done, stop_total)}' max='{stop_total}'></progress> {cell}"
+        rows.append(("progress", cell))
+    if prog:
+        other = "episode" if stop_unit == "timestep" else "timestep"
+        if prog.count(other) is not None:
+            rows.append((f"{other}s", _num(prog.count(other), "{:,}")))
+        rows.append(("mean return", _num(prog.mean_return, "{:.1f}")))
+        rows.append(("steps/s (training time)", _num(display_rate(status) if status else None, "{:.1f}")))
+    if status is not None:
+        rows.extend((key, html.escape(value)) for key, value in vitals_rows(status))
+    rows.append(("results", html.escape(exp.location)))
+    body = "".join(
+        f"<tr><th style='text-align:left;padding-right:1em'>{key}</th><td style='text-align:left'>{value}</td></tr>"
+        for key, value in rows
+    )
+    return f"<table class='rlcloud-experiment'>{body}</table>"
 
 
 #: Seconds between two plain progress lines when there is no terminal (CI, nohup, a pod's log).
@@ -109,58 +193,63 @@ def progress_line(status: ExperimentStatus, total: int | None, unit: str, elapse
     """One plain line of progress, for logs without a terminal:
     ``cartpole-ppo: running · timestep 12,000/72,000 (17%) · episode 150 · mean return 85.3 · 420 steps/s · 1:30``.
     """
-
-    def num(value: Any, fmt: str = "{:,.0f}") -> str:
-        return fmt.format(value) if isinstance(value, int | float) else "-"
-
     prog = status.progress
-    done = prog.get(unit)
-    amount = f"{unit} {num(done)}"
+    done = prog.count(unit)
+    amount = f"{unit} {_num(done)}"
     if total:
         amount += f"/{total:,}"
-        if isinstance(done, int | float):
+        if done is not None:
             amount += f" ({min(100.0, 100.0 * done / total):.0f}%)"
     other = "episode" if unit == "timestep" else "timestep"
     minutes, seconds = divmod(int(elapsed), 60)
     hours, minutes = divmod(minutes, 60)
     clock = f"{hours}:{minutes:02d}:{seconds:02d}" if hours else f"{minutes}:{seconds:02d}"
     return (
-        f"{status.name}: {display_state(status)} · {amount} · {other} {num(prog.get(other))} · "
-        f"mean return {num(prog.get('mean_return'), '{:.1f}')} · {num(display_rate(status))} steps/s · {clock}"
+        f"{status.name}: {display_state(status)} · {amount} · {other} {_num(prog.count(other))} · "
+        f"mean return {_num(prog.mean_return, '{:.1f}')} · {_num(display_rate(status))} steps/s · {clock}"
     )
 
 
-def _shows_a_bar() -> bool:
+def shows_a_bar() -> bool:
     """Whether a progress bar can be drawn: a terminal, or a notebook (tqdm.auto draws a widget there)."""
-    import sys
-
     return sys.stderr.isatty() or "ipykernel" in sys.modules
 
 
-class _PlainProgress:
-    """Without a terminal or a notebook (a script under nohup, CI): a plain line on stderr every
-    :data:`PLAIN_INTERVAL_S` seconds and at each change of state, where a bar would write a frame about every
-    second."""
+class PlainProgress:
+    """Without a terminal or a notebook (a script under nohup, CI): a plain line (:func:`progress_line`) every
+    ``interval`` seconds and at each change of state, where a bar would write a frame about every second.
 
-    def __init__(self, spec: ExperimentSpec) -> None:
+    ``file``: where (default stderr), straight to the file: a console without a terminal would wrap at 80;
+    ``clean``: applied to each line first (the CLI's filter of control characters)."""
+
+    def __init__(
+        self,
+        spec: ExperimentSpec,
+        *,
+        file: IO[str] | None = None,
+        interval: float = PLAIN_INTERVAL_S,
+        clean: Callable[[str], str] = str,
+    ) -> None:
         self.unit = "timestep" if spec.total_timesteps else "episode"
         self.total = spec.total_timesteps or spec.episodes
+        self.file, self.interval, self.clean = file, interval, clean
         self.started = time.monotonic()
         self.last: tuple[float, str | None] = (float("-inf"), None)
 
     def __call__(self, status: ExperimentStatus) -> None:
+        """Show ``status``."""
         now, state = time.monotonic(), display_state(status)
-        if now - self.last[0] >= PLAIN_INTERVAL_S or state != self.last[1]:
+        if now - self.last[0] >= self.interval or state != self.last[1]:
             self.last = (now, state)
-            import sys
+            line = progress_line(status, self.total, self.unit, now - self.started)
+            print(self.clean(line), file=self.file or sys.stderr, flush=True)
 
-            print(progress_line(status, self.total, self.unit, now - self.started), file=sys.stderr, flush=True)
 
+class ExperimentBar:
+    """A tqdm bar over timesteps or episodes (whichever the spec stops on), notebook-aware: Experiment.wait's and
+    the CLI's (``file``: where it draws, default stderr)."""
 
-class _TqdmProgress:
-    """A tqdm bar over timesteps or episodes (whichever the spec stops on), notebook-aware."""
-
-    def __init__(self, spec: ExperimentSpec) -> None:
+    def __init__(self, spec: ExperimentSpec, *, file: IO[str] | None = None) -> None:
         from tqdm.auto import tqdm
 
         self.unit = "timestep" if spec.total_timesteps else "episode"
@@ -171,24 +260,27 @@ class _TqdmProgress:
             unit=self.unit[:2] if self.unit == "timestep" else "ep",
             desc=spec.name,
             bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]",
+            file=file,
         )
 
     def __call__(self, status: ExperimentStatus) -> None:
+        """Show ``status``."""
         done = int(status.progress.count(self.unit) or 0)
         self.bar.n = min(done, self.bar.total or done)
         self.bar.set_postfix(
             state=display_state(status),
-            ret=_fmt(status.progress.mean_return),
-            sps=_fmt(display_rate(status)),
+            ret=_num(status.progress.mean_return, "{:.1f}"),
+            sps=_num(display_rate(status), "{:.1f}"),
             refresh=False,
         )
         self.bar.refresh()
 
     def close(self) -> None:
+        """Close the bar (a notebook keeps its last frame)."""
         self.bar.close()
 
 
-def _tqdm_bytes(desc: str) -> Callable[[int, int], None]:
+def bytes_bar(desc: str) -> Callable[[int, int], None]:
     """A progress callback (done_bytes, total_bytes) drawing a tqdm bar."""
     from tqdm.auto import tqdm
 
@@ -204,7 +296,7 @@ def _tqdm_bytes(desc: str) -> Callable[[int, int], None]:
     return update
 
 
-def _tqdm_steps(desc: str) -> Callable[[int], None]:
+def steps_bar(desc: str) -> Callable[[int], None]:
     """A progress callback (steps so far; -1 closes it) drawing a tqdm counter."""
     from tqdm.auto import tqdm
 
@@ -224,7 +316,8 @@ def _tqdm_steps(desc: str) -> Callable[[int], None]:
 #: The most trial rows a notebook table shows, in index order; the rest is summed up in one line.
 HTML_MAX_TRIALS = 200
 
-_HTML_COLORS = {
+#: A state's colour in a notebook (experiments and trials).
+_COLORS = {
     "starting": "#1a73e8",
     "running": "#1a73e8",
     "succeeded": "#188038",
@@ -232,28 +325,16 @@ _HTML_COLORS = {
     "failed": "#d93025",
     "stalled": "#d93025",
     "pending": "#e37400",
+    "paused": "#e37400",
     "queued": "#666",
     "stopped": "#666",
 }
 
 
-def span(seconds: float) -> str:
-    """A short length of time for people: ``45 s``, ``12 min``, ``3.5 h``."""
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
-def _figure(value: Any, digits: int = 1) -> str:
-    return f"{value:,.{digits}f}" if isinstance(value, int | float) and not isinstance(value, bool) else "-"
-
-
 def _trial_shown_state(trial: TrialStatus) -> str:
     if trial.stalled_for is not None:
         return "stalled"
-    if trial.state == "running" and trial.progress.get("state") in (None, "starting"):
+    if trial.state == "running" and trial.progress.state in (None, "starting"):
         return "starting"
     return trial.state
 
@@ -265,12 +346,10 @@ def sweep_html(status: SweepStatus, rows: Sequence[tuple[str, str]] = ()) -> str
     ``rows``: extra (label, text) lines for the header (the Sweep facade adds where it runs and its results).
     Every text is escaped: names, parameters and reasons come from specs and stored records.
     """
-    import html
-
     esc = html.escape
     figures = status.vitals
     counts = ", ".join(f"{n} {state}" for state, n in status.counts().items()) or "no trials"
-    color = _HTML_COLORS.get(status.state, "#666")
+    color = _COLORS.get(status.state, "#666")
     head: list[tuple[str, str]] = [
         ("sweep", esc(status.name)),
         ("state", f"<b style='color:{color}'>{esc(status.state)}</b>"),
@@ -284,7 +363,7 @@ def sweep_html(status: SweepStatus, rows: Sequence[tuple[str, str]] = ()) -> str
     if figures["eta_s"] is not None:
         head.append(("ETA", esc(span(figures["eta_s"]))))
     if figures["best_return"] is not None:
-        head.append(("best return", esc(_figure(figures["best_return"]))))
+        head.append(("best return", esc(_num(figures["best_return"], "{:,.1f}"))))
     if figures["stalled"]:
         head.append(("stalled", esc(f"{figures['stalled']} trial(s)")))
     if figures["cost_usd"] is not None:
@@ -300,7 +379,7 @@ def sweep_html(status: SweepStatus, rows: Sequence[tuple[str, str]] = ()) -> str
     for trial in status.trials[:HTML_MAX_TRIALS]:
         v = trial.vitals
         shown = _trial_shown_state(trial)
-        state = f"<span style='color:{_HTML_COLORS.get(shown, '#666')}'>{esc(shown)}</span>"
+        state = f"<span style='color:{_COLORS.get(shown, '#666')}'>{esc(shown)}</span>"
         done, percent = "-", v["percent"]
         if percent is not None:
             done = f"<progress value='{percent}' max='100'></progress> {percent:.0f}%"
@@ -314,8 +393,8 @@ def sweep_html(status: SweepStatus, rows: Sequence[tuple[str, str]] = ()) -> str
             state,
             done,
             esc(eta),
-            esc(_figure(v["steps_per_second"])),
-            esc(_figure(v["mean_return"])),
+            esc(_num(v["steps_per_second"], "{:,.1f}")),
+            esc(_num(v["mean_return"], "{:,.1f}")),
             esc(trial.reason or ""),
         )
         lines.append("<tr>" + "".join(cell.format(value) for value in values) + "</tr>")
@@ -328,7 +407,7 @@ def sweep_html(status: SweepStatus, rows: Sequence[tuple[str, str]] = ()) -> str
     )
 
 
-class _SweepBar:
+class SweepBar:
     """A tqdm bar over a sweep's trials: done of all, running, best mean return so far (notebook-aware)."""
 
     def __init__(self, name: str, total: int) -> None:
@@ -337,6 +416,7 @@ class _SweepBar:
         self.bar = tqdm(total=total, unit="trial", desc=name)
 
     def __call__(self, status: SweepStatus) -> None:
+        """Show ``status``."""
         done = sum(t.finished for t in status.trials)
         running = sum(t.state == "running" for t in status.trials)
         returns = [(t.progress.mean_return, t.name) for t in status.trials]
@@ -346,16 +426,18 @@ class _SweepBar:
         self.bar.refresh()
 
     def close(self) -> None:
+        """Close the bar (a notebook keeps its last frame)."""
         self.bar.close()
 
 
-class _LogProgress:
+class TrialLog:
     """Logs each trial's state as it changes (a line per change, not per poll)."""
 
     def __init__(self) -> None:
         self._seen: dict[str, str] = {}
 
     def __call__(self, status: SweepStatus) -> None:
+        """Show ``status``."""
         for trial in status.trials:
             if self._seen.get(trial.name) != trial.state:
                 self._seen[trial.name] = trial.state
@@ -371,11 +453,7 @@ class _LogProgress:
                 )
 
 
-def _num(value: Any, fmt: str = "{:,.0f}") -> str:
-    return fmt.format(value) if isinstance(value, int | float) else "-"
-
-
-def _message_parts(message: str | None) -> tuple[str, str]:
+def message_parts(message: str | None) -> tuple[str, str]:
     """A status message's first line (for a table cell) and the rest (a log tail or traceback, printed below
     the table once rather than squeezed into the cell)."""
     head, _, rest = (message or "").partition("\n")
@@ -390,7 +468,7 @@ def status_table(status: ExperimentStatus) -> Any:
     from rich.text import Text
 
     prog = status.progress
-    head, details = _message_parts(status.message)
+    head, details = message_parts(status.message)
     percent = status.vitals["percent"]
     table = Table(title=Text(f"{status.name}: {display_state(status)}"), title_justify="left", show_edge=False)
     table.add_column("role")
@@ -404,9 +482,9 @@ def status_table(status: ExperimentStatus) -> Any:
     # below the table, not its caption: a caption is wrapped to the table's width (a few roles make it
     # narrow), which broke the figures and the failure's reason across centred lines
     below = Text(
-        f"timesteps {_num(prog.get('timestep'))} · episodes {_num(prog.get('episode'))} · "
+        f"timesteps {_num(prog.timestep)} · episodes {_num(prog.episode)} · "
         + (f"{percent:.0f}% done · " if percent is not None else "")
-        + f"mean return {_num(prog.get('mean_return'), '{:.1f}')} · steps/s {_num(display_rate(status))}"
+        + f"mean return {_num(prog.mean_return, '{:.1f}')} · steps/s {_num(display_rate(status))}"
         + (f"\n{more}" if more else "")
         + (f"\n{head}" if head else "")
     )
@@ -427,17 +505,17 @@ def summary_table(exp: Experiment, status: ExperimentStatus, elapsed: float) -> 
     table.add_column("value")
     rows = [
         ("run mode", f"{exp.spec.run_mode} ({exp.spec.num_workers} worker(s))"),
-        ("timesteps", _num(prog.get("timestep"))),
-        ("episodes", _num(prog.get("episode"))),
-        ("mean return (last 20)", _num(prog.get("mean_return"), "{:.1f}")),
+        ("timesteps", _num(prog.timestep)),
+        ("episodes", _num(prog.episode)),
+        ("mean return (last 20)", _num(prog.mean_return, "{:.1f}")),
         ("steps/s (training time)", _num(display_rate(status))),
         ("wall time", f"{elapsed / 60:.1f} min"),
-        ("latest checkpoint", str(prog.get("checkpoint") or "-")),
+        ("latest checkpoint", prog.checkpoint or "-"),
         ("results", exp.location),
     ]
     for key, value in rows:
         table.add_row(key, Text(value))
-    head, _ = _message_parts(status.message)
+    head, _ = message_parts(status.message)
     if head:
         table.add_row("message", Text(head))
     return table
@@ -449,27 +527,27 @@ def sweep_table(status: Any) -> Any:
     from rich.text import Text
 
     keys = sorted({k for t in status.trials for k in t.params})
-    table = Table(title=Text(f"{status.name}: {status.state}  {status.counts_text()}{_vitals_text(status.vitals)}"))
+    table = Table(title=Text(f"{status.name}: {status.state}  {status.counts_text()}{vitals_text(status.vitals)}"))
     for column in ("trial", *keys, "seed", "state", "timestep", "return", "steps/s"):
         table.add_column(Text(column))
     for trial in status.trials:
         prog = trial.progress
-        ret = prog.get("mean_return")
+        ret = prog.mean_return
         cells = [
             trial.name,
             *(str(trial.params.get(k, "")) for k in keys),
             str(trial.seed),
             ("stalled" if trial.stalled_for is not None else trial.state)
             + (f" ({trial.reason})" if trial.reason and trial.state != "succeeded" else ""),
-            f"{prog['timestep']:,}" if isinstance(prog.get("timestep"), int) else "-",
+            _num(prog.timestep, "{:,}"),
             "-" if ret is None else f"{ret:.1f}",
-            "-" if not prog.get("steps_per_second") else f"{prog['steps_per_second']:.0f}",
+            "-" if not prog.steps_per_second else f"{prog.steps_per_second:.0f}",
         ]
         table.add_row(*(Text(c) for c in cells))
     return table
 
 
-def _vitals_text(figures: dict[str, Any]) -> str:
+def vitals_text(figures: dict[str, Any]) -> str:
     """The sweep's figures for its table's title: ``  40% done · ETA 12 min · best return 195.0``."""
     parts = []
     if figures["percent"] is not None:

@@ -11,7 +11,6 @@ object: ``Experiment.attach(name, cluster=...)`` rebuilds it from another machin
 
 from __future__ import annotations
 
-import html
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -19,19 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlcloud.display import (
-    _STATE_COLORS,
-    _fmt,
-    _PlainProgress,
-    _roles_summary,
-    _shows_a_bar,
-    _tqdm_bytes,
-    _tqdm_steps,
-    _TqdmProgress,
-    display_rate,
-    display_state,
-    vitals_rows,
-)
+from rlcloud.display import ExperimentBar, PlainProgress, bytes_bar, experiment_html, shows_a_bar, steps_bar
 from rlcloud.errors import WaitTimeoutError
 from rlcloud.results import DEFAULT_RESULTS, is_gcs, results_location, results_root
 from rlcloud.waiting import poll_until
@@ -329,7 +316,7 @@ class Experiment:
         if callable(progress):
             callback: Callable[[ExperimentStatus], None] = progress
         else:
-            callback = _TqdmProgress(self.spec) if _shows_a_bar() else _PlainProgress(self.spec)
+            callback = ExperimentBar(self.spec) if shows_a_bar() else PlainProgress(self.spec)
         deadline = None if timeout is None else time.monotonic() + timeout
         last: list[ExperimentStatus] = []
 
@@ -450,7 +437,7 @@ class Experiment:
         target = Path(dest) if dest else Path(DEFAULT_RESULTS) / self.name
         if not is_gcs(self.location) and Path(self.location).resolve() == target.resolve():
             return target  # already here
-        download(self._store(), target, progress=_tqdm_bytes(f"download {self.name}") if progress else None)
+        download(self._store(), target, progress=bytes_bar(f"download {self.name}") if progress else None)
         return target
 
     def metrics(self, evaluation: bool = False) -> pd.DataFrame:
@@ -538,7 +525,7 @@ class Experiment:
         from rlcloud.policies import render
 
         with self.agent(checkpoint) as policy:
-            bar = _tqdm_steps(f"video {self.name}") if progress else None
+            bar = steps_bar(f"video {self.name}") if progress else None
             try:
                 return render(policy, path, episodes=episodes, seed=seed, fps=fps, progress=bar)
             finally:
@@ -585,53 +572,9 @@ class Experiment:
             return None
 
     def _repr_html_(self) -> str:
-        """A compact table for notebooks: the spec, where it runs, its state and the learner's progress."""
-        spec = self.spec
-        status = self._observed_status()
-        prog = status.progress if status else {}
-        stop_unit, stop_total = (
-            ("timestep", spec.total_timesteps) if spec.total_timesteps else ("episode", spec.episodes)
-        )
-        env = spec.environment.get("level") or spec.environment.get("type") or spec.environment.get("class")
-        rows: list[tuple[str, str]] = [
-            ("experiment", html.escape(self.name)),
-            ("spec", html.escape(f"{spec.agent.get('type')} on {env}")),
-            ("run mode", html.escape(f"{spec.run_mode}, {spec.num_workers} worker(s)")),
-            ("runs on", html.escape(self._cluster.describe() if self._cluster else "local")),
-        ]
-        if status is None:
-            rows.append(("state", "not started"))
-        else:
-            shown = display_state(status)
-            state = html.escape(shown)
-            color = _STATE_COLORS.get(shown.split(" ", 1)[0], "#666")
-            rows.append(("state", f"<b style='color:{color}'>{state}</b>"))
-            roles = _roles_summary(status)
-            if roles:
-                rows.append(("roles", html.escape(roles)))
-            if status.message:
-                rows.append(("message", html.escape(status.message)))
-        done = prog.get(stop_unit)
-        if stop_total:
-            done_text = f"{done:,}" if isinstance(done, int) else "-"
-            cell = html.escape(f"{done_text} / {stop_total:,} {stop_unit}s")
-            if isinstance(done, int | float):
-                cell = f"<progress value='{min(done, stop_total)}' max='{stop_total}'></progress> {cell}"
-            rows.append(("progress", cell))
-        if prog:
-            other = "episode" if stop_unit == "timestep" else "timestep"
-            if isinstance(prog.get(other), int):
-                rows.append((f"{other}s", f"{prog[other]:,}"))
-            rows.append(("mean return", _fmt(prog.get("mean_return"))))
-            rows.append(("steps/s (training time)", _fmt(display_rate(status) if status else None)))
-        if status is not None:
-            rows.extend((key, html.escape(value)) for key, value in vitals_rows(status))
-        rows.append(("results", html.escape(self.location)))
-        body = "".join(
-            f"<tr><th style='text-align:left;padding-right:1em'>{key}</th><td style='text-align:left'>{value}</td></tr>"
-            for key, value in rows
-        )
-        return f"<table class='rlcloud-experiment'>{body}</table>"
+        """A compact table for notebooks: :func:`rlcloud.display.experiment_html`."""
+        runs_on = self._cluster.describe() if self._cluster else "local"
+        return experiment_html(self, self._observed_status(), runs_on)
 
 
 _warned_unvalidated = False

@@ -246,9 +246,9 @@ class ProgressRecord(dict[str, Any]):
         """The record as progress.json holds it: one JSON object and a newline."""
         return json.dumps(self) + "\n"
 
-    def count(self, unit: str) -> float | None:
-        """The counter ``unit`` ("timestep" or "episode", a stop condition's unit) as a number, or None."""
-        return _number(self.get(unit))
+    def count(self, unit: str) -> int | None:
+        """The counter ``unit`` ("timestep" or "episode", a stop condition's unit), or None."""
+        return _counter(self.get(unit))
 
     @property
     def state(self) -> str | None:

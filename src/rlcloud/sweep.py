@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlcloud.display import _LogProgress, _SweepBar
+from rlcloud.display import SweepBar, TrialLog
 from rlcloud.errors import WaitTimeoutError
 from rlcloud.results import results_location, results_root
 from rlcloud.waiting import poll_until
@@ -367,8 +367,8 @@ class Sweep:
         run, and the best mean return so far; trial state changes are logged too. A callable gets each
         status instead. Raises rlcloud.WaitTimeoutError after ``timeout`` seconds (the sweep keeps running).
         """
-        bar = _SweepBar(self.name, self.spec.num_trials) if progress is True else None
-        log_changes = _LogProgress() if progress is True else None
+        bar = SweepBar(self.name, self.spec.num_trials) if progress is True else None
+        log_changes = TrialLog() if progress is True else None
         callback = progress if callable(progress) else None
         deadline = None if timeout is None else time.monotonic() + timeout
         last: list[SweepStatus] = []
@@ -406,7 +406,7 @@ class Sweep:
 
     def _repr_html_(self) -> str:
         """The sweep for notebooks: its state and figures, and one row per trial with its vitals (state,
-        percent done, ETA, steps/s, return: :func:`rlcloud.backend.sweep_html`).
+        percent done, ETA, steps/s, return: :func:`rlcloud.display.sweep_html`).
 
         Reads the status only where that is cheap: a local sweep from disk, a cluster's once started or
         attached (never a cluster connection just to draw a cell); otherwise the trials are shown queued.

@@ -7,7 +7,7 @@ import argparse
 from rlcloud.cli._parser import EXIT_FAILURE, EXIT_OK, SET, Arg, checked, command, echo, group
 from rlcloud.cli.analysis import GUARDS
 from rlcloud.cli.experiment import TARGET, _cluster_from_args
-from rlcloud.display import PLAIN_INTERVAL_S, _vitals_text, sweep_table
+from rlcloud.display import PLAIN_INTERVAL_S, sweep_table, vitals_text
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -330,7 +330,7 @@ def _follow(sweep: Any, *, quiet: bool, again: str | None = None, interval: floa
                 return status
             if not quiet and time.monotonic() - last_line >= interval:
                 last_line = time.monotonic()
-                line = f"{status.name}: {status.state} · {status.counts_text()}{_vitals_text(status.vitals)}"
+                line = f"{status.name}: {status.state} · {status.counts_text()}{vitals_text(status.vitals)}"
                 print(shown(line.replace("  ", " · ")), file=sys.stderr, flush=True)
             time.sleep(2)
             status = sweep.status()
