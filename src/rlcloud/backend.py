@@ -121,7 +121,7 @@ def vitals(
         "steps_per_second": rate,
         "mean_return": record.mean_return,
         "restarts": restarts,
-        "checkpoint": record.get("checkpoint"),
+        "checkpoint": record.checkpoint,
         "checkpoint_age_s": round(now - saved) if saved is not None else None,
         "elapsed_s": round(elapsed) if elapsed is not None else None,
         "cost_usd": cost,

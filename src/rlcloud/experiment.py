@@ -119,10 +119,11 @@ class Experiment:
     def _refuse_a_sweeps_name(self) -> None:
         """A new experiment may not take the name of a sweep under the same results root (its location is
         the sweep's: each would shadow the other)."""
-        from rlcloud.record import SPEC_FILE, sweep_trials
+        from rlcloud.layout import SPEC
+        from rlcloud.record import sweep_trials
 
         store = self._store()
-        if store.exists(SPEC_FILE):
+        if store.exists(SPEC):
             return  # created before: a resume
         if sweep_trials(store):
             from rlcloud.errors import SpecError, SpecProblem

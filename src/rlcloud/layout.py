@@ -322,6 +322,27 @@ class ProgressRecord(dict[str, Any]):
         return _text(self.get("stop_reason"))
 
     @property
+    def job_uid(self) -> str | None:
+        """The uid of the Kubernetes Job whose pod wrote a failure or stall record (a warm sweep's)."""
+        return _text(self.get("job_uid"))
+
+    @property
+    def stalls(self) -> int | None:
+        """Stalls in a row its watchdog recorded (None when it recorded none)."""
+        stalls = self.get("stalls")
+        return stalls if isinstance(stalls, int) and not isinstance(stalls, bool) else None
+
+    @property
+    def stalled(self) -> str | None:
+        """What its watchdog found stalled (a thread's place), recorded with the stall."""
+        return _text(self.get("stalled"))
+
+    @property
+    def signature(self) -> str | None:
+        """A failure record's signature (a warm sweep groups failed trials by it)."""
+        return _text(self.get("signature"))
+
+    @property
     def stopped_early(self) -> bool:
         """Whether a sweep's early-stopping rule stopped the run."""
         return self.state == STOPPED_EARLY

@@ -316,10 +316,10 @@ class Sweep:
     def _refuse_an_experiments_name(self) -> None:
         """A sweep may not take the name of an experiment under the same results root (the sweep's location
         is the experiment's: each would shadow the other)."""
-        from rlcloud.record import SPEC_FILE
+        from rlcloud.layout import SPEC
         from rlcloud.storage import open_store
 
-        if open_store(self.location).exists(SPEC_FILE):
+        if open_store(self.location).exists(SPEC):
             from rlcloud.errors import SpecError, SpecProblem
 
             raise SpecError(
@@ -433,12 +433,12 @@ class Sweep:
         """One Experiment per trial, reading its results from ``<results>/<sweep>/<trial>``; with ``started``
         only the trials that have started (their spec of record exists)."""
         from rlcloud.experiment import Experiment
-        from rlcloud.record import SPEC_FILE
+        from rlcloud.layout import SPEC
         from rlcloud.storage import open_store
 
         runs = [Experiment(trial.spec, results=self.location) for trial in self.spec.trials()]
         if started:  # one listing of the sweep's specs of record, not a request per trial
-            have = {i.name.split("/", 1)[0] for i in open_store(self.location).list_named([SPEC_FILE]) if "/" in i.name}
+            have = {i.name.split("/", 1)[0] for i in open_store(self.location).list_named([SPEC]) if "/" in i.name}
             runs = [exp for exp in runs if exp.name in have]
         return runs
 
