@@ -36,31 +36,32 @@ def warm_pods(job: JSON | None, num_trials: int) -> int | None:
     return completions
 
 
-def warm_trial_state(job: JSON, progress: ProgressRecord) -> tuple[TrialState, str | None]:
+def warm_trial_state(job: JSON, progress: dict[str, Any]) -> tuple[TrialState, str | None]:
     """One trial's state and reason in a warm sweep, from its progress.json and its sweep's Job.
 
     Finished on record (succeeded, stopped early, a failure record of this Job) is final; a trial whose
     progress says it starts or trains runs while the Job does (stopped once the Job has ended); one without
     progress waits for its pod ("queued"; "pending" while the Job is suspended).
     """
-    recorded = progress.state
+    record = ProgressRecord.of(progress)
+    recorded = record.state
     uid = get(job, "metadata", "uid")
     if recorded == "succeeded":
         return "succeeded", None
     if recorded == STOPPED_EARLY:
-        return "stopped early", progress.stop_reason
-    if recorded == "failed" and progress.job_uid == uid:
-        return "failed", progress.stop_reason
+        return "stopped early", record.stop_reason
+    if recorded == "failed" and record.job_uid == uid:
+        return "failed", record.stop_reason
     finished = job_finished(job)
     # "failed" without this Job's uid: the runner's own word for a crash its pod tries again (or an earlier
     # Job's failure record, tried again when the pod gets there)
-    if recorded in ("starting", "running") or (recorded == "failed" and progress.job_uid is None):
+    if recorded in ("starting", "running") or (recorded == "failed" and record.job_uid is None):
         if finished:
             return "stopped", f"the sweep's Job has {finished}"
         return "running", None
     if recorded == "stopped":
         # checkpointed by a signal: its pod's replacement resumes it unless the Job has ended
-        return ("stopped", progress.stop_reason) if finished else ("queued", "resumes from its checkpoint")
+        return ("stopped", record.stop_reason) if finished else ("queued", "resumes from its checkpoint")
     if is_suspended(job):
         return "pending", "the sweep's Job is suspended"
     if finished:
@@ -138,11 +139,11 @@ def warm_sweep_status(
     return _SweepStatus(name=name, state=overall, trials=trials, message=message, backend=backend)
 
 
-def warm_final(progress: ProgressRecord, job_uid: str | None) -> bool:
+def warm_final(progress: dict[str, Any], job_uid: str | None) -> bool:
     """Whether a trial of a warm sweep is done for the Job ``job_uid``: it succeeded, stopped early, or has
     that Job's failure record (a runner's own "failed" is a crash its pod tries again)."""
-    state = progress.state
-    return state in DONE_STATES or (state == "failed" and progress.job_uid == job_uid)
+    record = ProgressRecord.of(progress)
+    return record.state in DONE_STATES or (record.state == "failed" and record.job_uid == job_uid)
 
 
 def read_shares(
