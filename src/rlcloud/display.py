@@ -13,7 +13,7 @@ import logging
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Literal
 
 from rlcloud.layout import ProgressRecord
 
@@ -54,10 +54,15 @@ log = logging.getLogger(__name__)
 # --------------------------------------------------------------------------------------------- figures
 
 
-def span(seconds: float, *, compact: bool = False) -> str:
-    """A length of time for people: ``45 s``, ``12 min``, ``3.5 h``; ``compact`` (a cluster's age, a ttl):
-    ``45s``, ``12m``, ``1.5h``, ``2d``. The one duration format of every view."""
-    if compact:
+def span(seconds: float, style: Literal["words", "compact", "clock"] = "words") -> str:
+    """A length of time for people, the one duration format of every view: ``words`` ``45 s``, ``12 min``,
+    ``3.5 h``; ``compact`` (a cluster's age, a ttl) ``45s``, ``12m``, ``1.5h``, ``2d``; ``clock`` (time since a
+    start, to the second) ``1:30``, ``2:05:00``."""
+    if style == "clock":
+        minutes, whole = divmod(int(seconds), 60)
+        hours, minutes = divmod(minutes, 60)
+        return f"{hours}:{minutes:02d}:{whole:02d}" if hours else f"{minutes}:{whole:02d}"
+    if style == "compact":
         seconds = max(seconds, 0.0)
         for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
             if seconds >= size:
@@ -201,12 +206,10 @@ def progress_line(status: ExperimentStatus, total: int | None, unit: str, elapse
         if done is not None:
             amount += f" ({min(100.0, 100.0 * done / total):.0f}%)"
     other = "episode" if unit == "timestep" else "timestep"
-    minutes, seconds = divmod(int(elapsed), 60)
-    hours, minutes = divmod(minutes, 60)
-    clock = f"{hours}:{minutes:02d}:{seconds:02d}" if hours else f"{minutes}:{seconds:02d}"
     return (
         f"{status.name}: {display_state(status)} · {amount} · {other} {_num(prog.count(other))} · "
-        f"mean return {_num(prog.mean_return, '{:.1f}')} · {_num(display_rate(status))} steps/s · {clock}"
+        f"mean return {_num(prog.mean_return, '{:.1f}')} · {_num(display_rate(status))} steps/s · "
+        + span(elapsed, "clock")
     )
 
 
@@ -509,7 +512,7 @@ def summary_table(exp: Experiment, status: ExperimentStatus, elapsed: float) -> 
         ("episodes", _num(prog.episode)),
         ("mean return (last 20)", _num(prog.mean_return, "{:.1f}")),
         ("steps/s (training time)", _num(display_rate(status))),
-        ("wall time", f"{elapsed / 60:.1f} min"),
+        ("wall time", span(elapsed, "clock")),
         ("latest checkpoint", prog.checkpoint or "-"),
         ("results", exp.location),
     ]

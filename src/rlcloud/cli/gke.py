@@ -138,7 +138,7 @@ def info_row(info: ClusterInfo, now: float) -> dict[str, Any]:
         "gpus_per_node": info.gpus_per_node,
         "gpu_type": info.gpu_type,
         "status": info.status,
-        "age": "-" if (age := info.age(now)) is None else span(age, compact=True),
+        "age": "-" if (age := info.age(now)) is None else span(age, "compact"),
         "expiry": info.expiry.isoformat() if info.expiry else None,
         "autodown_seconds": info.autodown,
         "teardown": info.teardown(now),
