@@ -276,64 +276,42 @@ def test_the_results_layout_is_spelled_once() -> None:
     assert outside(r"rstrip\(\"/\"\) \+ \"/\" \+") == []
 
 
-def _layout_names_bound_again(tree: ast.AST) -> list[tuple[int, str]]:
-    """(line, name) of each rebinding of a layout name under another name: ``from rlcloud.layout import X as
-    Y``, ``Y = X`` (X imported from layout) and ``Y = layout.X``."""
+def _aliases_and_raw_reads(tree: ast.AST) -> list[str]:
+    """What reads the layout around its names: a layout name bound again under another (``from rlcloud.layout
+    import X as Y``, ``Y = X``, ``Y = layout.X``), and a progress record read by key (``progress.get("state")``,
+    ``prog["timestep"]``: a string key of what is called ``progress``, ``prog`` or ``<something>_progress``)."""
     import rlcloud.layout as layout
 
-    names = set(layout.__all__) | {n for n in vars(layout) if n.isupper()}
-    imported: set[str] = set()
-    modules = {"rlcloud.layout"}  # how the module itself is called here
-    found: list[tuple[int, str]] = []
+    froms = [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "rlcloud.layout"]
+    found = [f"{a.name} as {a.asname}" for n in froms for a in n.names if a.asname not in (None, a.name)]
+    names = {n for n in vars(layout) if n.isupper()} | set(layout.__all__)
+    refs = {f"{m}.{n}" for m in ("layout", "rlcloud.layout") for n in names}
+    refs |= {a.name for n in froms for a in n.names}
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module == "rlcloud.layout":
-            imported.update(a.asname or a.name for a in node.names)
-            found += [(node.lineno, f"{a.name} as {a.asname}") for a in node.names if a.asname not in (None, a.name)]
-        elif isinstance(node, ast.ImportFrom) and node.module == "rlcloud":
-            modules.update(a.asname or a.name for a in node.names if a.name == "layout")
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
-            value = ast.unparse(node.value)
-            name = value.rpartition(".")[2]
-            if (isinstance(node.value, ast.Name) and value in imported) or (
-                isinstance(node.value, ast.Attribute) and value.rpartition(".")[0] in modules and name in names
-            ):
-                found.append((node.lineno, ast.unparse(node)))
-    return found
-
-
-def _raw_progress_reads(tree: ast.AST) -> list[tuple[int, str]]:
-    """(line, read) of each read of a progress record by key (``progress.get("state")``, ``prog["timestep"]``):
-    the record's typed fields are read instead. A record is what is called ``progress``, ``prog`` or
-    ``<something>_progress``; a key is a string constant (a dict of records read by trial name is not one)."""
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
-            target, key = node.func.value, node.args[0] if node.args else None
+        if isinstance(node, ast.Assign) and ast.unparse(node.value) in refs:
+            found.append(ast.unparse(node))
+        target = key = None
+        call = isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+        if call and node.args:
+            target, key = node.func.value, node.args[0]
         elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
             target, key = node.value, node.slice
-        else:
-            continue
-        named = target.id if isinstance(target, ast.Name) else target.attr if isinstance(target, ast.Attribute) else ""
-        is_record = named in ("progress", "prog") or named.endswith("_progress")
-        if is_record and isinstance(key, ast.Constant) and isinstance(key.value, str):
-            found.append((node.lineno, ast.unparse(node)))
+        named = target.id if isinstance(target, ast.Name) else getattr(target, "attr", "")
+        if (named in ("progress", "prog") or named.endswith("_progress")) and isinstance(key, ast.Constant):
+            found.append(ast.unparse(node))
     return found
 
 
 def test_layout_names_have_no_alias_and_progress_is_read_by_its_fields() -> None:
     # one name per file of a run (SPEC, not a SPEC_FILE beside it), and one reader of progress.json's fields
-    # (ProgressRecord's properties: a field gets its type and its meaning in one place)
-    aliases, raw = [], []
-    for path in sorted(SRC.rglob("*.py")):
-        if path == SRC / "layout.py":
-            continue
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        where = path.relative_to(SRC)
-        aliases += [f"{where}:{line}: {text}" for line, text in _layout_names_bound_again(tree)]
-        raw += [f"{where}:{line}: {text}" for line, text in _raw_progress_reads(tree)]
-    assert aliases == []
-    assert raw == []
+    # (ProgressRecord's: a field gets its type and its meaning in one place)
+    found = [
+        f"{path.relative_to(SRC)}: {text}"
+        for path in sorted(SRC.rglob("*.py"))
+        if path != SRC / "layout.py"
+        for text in _aliases_and_raw_reads(ast.parse(path.read_text(encoding="utf-8")))
+    ]
+    assert found == []
 
 
 def _line(relative: str, text: str) -> str:

@@ -22,32 +22,6 @@ if TYPE_CHECKING:
     from rlcloud.experiment import Experiment
     from rlcloud.specs import ExperimentSpec
 
-__all__ = [
-    "HTML_MAX_TRIALS",
-    "PLAIN_INTERVAL_S",
-    "ExperimentBar",
-    "PlainProgress",
-    "SweepBar",
-    "TrialLog",
-    "bytes_bar",
-    "cost_text",
-    "display_rate",
-    "display_state",
-    "experiment_html",
-    "message_parts",
-    "progress_line",
-    "shown_rate",
-    "shows_a_bar",
-    "span",
-    "status_table",
-    "steps_bar",
-    "summary_table",
-    "sweep_html",
-    "sweep_table",
-    "vitals_rows",
-    "vitals_text",
-]
-
 log = logging.getLogger(__name__)
 
 
@@ -143,6 +117,12 @@ def _roles_summary(status: ExperimentStatus) -> str:
     return "; ".join(parts)
 
 
+def _html_rows(rows: Sequence[tuple[str, str]]) -> str:
+    """(label, HTML) pairs as the rows of a two-column table."""
+    th, td = "<th style='text-align:left;padding-right:1em'>", "<td style='text-align:left'>"
+    return "".join(f"<tr>{th}{label}</th>{td}{value}</td></tr>" for label, value in rows)
+
+
 def experiment_html(exp: Experiment, status: ExperimentStatus | None, runs_on: str) -> str:
     """An experiment for notebooks: its spec, where it runs (``runs_on``), its state and the learner's
     progress; ``status`` None: not started (or not cheap to read), the spec only. Every text is escaped."""
@@ -183,11 +163,7 @@ def experiment_html(exp: Experiment, status: ExperimentStatus | None, runs_on: s
     if status is not None:
         rows.extend((key, html.escape(value)) for key, value in vitals_rows(status))
     rows.append(("results", html.escape(exp.location)))
-    body = "".join(
-        f"<tr><th style='text-align:left;padding-right:1em'>{key}</th><td style='text-align:left'>{value}</td></tr>"
-        for key, value in rows
-    )
-    return f"<table class='rlcloud-experiment'>{body}</table>"
+    return f"<table class='rlcloud-experiment'>{_html_rows(rows)}</table>"
 
 
 #: Seconds between two plain progress lines when there is no terminal (CI, nohup, a pod's log).
@@ -373,10 +349,6 @@ def sweep_html(status: SweepStatus, rows: Sequence[tuple[str, str]] = ()) -> str
         head.append(("cost so far", esc(f"~${figures['cost_usd']:.2f} (est.)")))
     head.extend((esc(label), esc(text)) for label, text in rows)
     cell = "<td style='text-align:left;padding-right:1em'>{}</td>"
-    header = "".join(
-        f"<tr><th style='text-align:left;padding-right:1em'>{label}</th><td style='text-align:left'>{value}</td></tr>"
-        for label, value in head
-    )
     columns = ("#", "trial", "parameters", "seed", "state", "done", "ETA", "steps/s", "return", "reason")
     lines = ["<tr>" + "".join(f"<th style='text-align:left'>{c}</th>" for c in columns) + "</tr>"]
     for trial in status.trials[:HTML_MAX_TRIALS]:
@@ -405,7 +377,7 @@ def sweep_html(status: SweepStatus, rows: Sequence[tuple[str, str]] = ()) -> str
     if hidden > 0:
         lines.append(f"<tr><td colspan='{len(columns)}'>{esc(f'... and {hidden} more trials')}</td></tr>")
     return (
-        f"<div class='rlcloud-sweep'><table>{header}</table>"
+        f"<div class='rlcloud-sweep'><table>{_html_rows(head)}</table>"
         f"<table class='rlcloud-sweep-trials'>{''.join(lines)}</table></div>"
     )
 
