@@ -242,7 +242,7 @@ def test_a_budget_on_a_cluster_without_the_reaper_is_refused_naming_the_field() 
 
 def test_status_shows_the_cost_so_far_against_the_budget() -> None:
     from rlcloud.backend import ExperimentStatus
-    from rlcloud.experiment import cost_text, vitals_rows
+    from rlcloud.display import cost_text, vitals_rows
 
     progress = {"state": "running", "elapsed": 3600.0, "updated": 1.0}
     status = ExperimentStatus("x", "running", progress=progress, price_per_hour=2.5, budget_usd=25.0, observed_at=2.0)

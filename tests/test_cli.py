@@ -155,7 +155,7 @@ def _rendered(renderable: object) -> str:
 def test_status_and_summary_show_brackets_in_data(tmp_path: Path) -> None:
     from rlcloud import Experiment, ExperimentSpec
     from rlcloud.backend import ExperimentStatus, RoleStatus
-    from rlcloud.cli.progress import status_table, summary_table
+    from rlcloud.display import status_table, summary_table
 
     message = "TensorFlow is not installed: pip install 'rlcloud[runner]'"
     status = ExperimentStatus(
@@ -175,7 +175,7 @@ def test_status_and_summary_show_brackets_in_data(tmp_path: Path) -> None:
 
 def test_status_figures_and_message_are_whole_lines_under_a_narrow_table() -> None:
     from rlcloud.backend import ExperimentStatus, RoleStatus
-    from rlcloud.cli.progress import status_table
+    from rlcloud.display import status_table
 
     message = "multi-0 failed (exit code 3: AttributeError: type object 'TensorforceError' has no attribute 'dtype')"
     status = ExperimentStatus(

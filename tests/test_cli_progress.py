@@ -17,8 +17,8 @@ import pytest
 from rlcloud import Experiment, ExperimentSpec
 from rlcloud.backend import ExperimentStatus, RoleStatus
 from rlcloud.cli import main
-from rlcloud.cli.progress import follow_experiment, status_table, summary_table
-from rlcloud.experiment import display_rate, display_state
+from rlcloud.cli.progress import follow_experiment
+from rlcloud.display import display_rate, display_state, status_table, summary_table
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "examples" / "cartpole_ppo.yaml"
@@ -173,9 +173,9 @@ def test_starting_is_shown_in_tables_notebooks_and_the_tqdm_bar(tmp_path: Path) 
     page = exp._repr_html_()
     assert "'>starting</b>" in page and "0.6" not in page
 
-    from rlcloud.experiment import _TqdmProgress
+    from rlcloud.display import ExperimentBar
 
-    bar = _TqdmProgress(exp.spec)
+    bar = ExperimentBar(exp.spec)
     bar(status(progress=stale))
     assert bar.bar.postfix is not None and "state=starting" in bar.bar.postfix and "sps=-" in bar.bar.postfix
     bar.close()
@@ -316,7 +316,7 @@ def test_one_steps_per_second_in_every_view(tmp_path: Path) -> None:
     import json
 
     from rlcloud.backend import vitals
-    from rlcloud.experiment import progress_line
+    from rlcloud.display import progress_line
     from rlcloud.layout import ProgressRecord
     from rlcloud.runner.loop import Trainer
 
@@ -337,10 +337,10 @@ def test_one_steps_per_second_in_every_view(tmp_path: Path) -> None:
 
 
 def test_without_a_terminal_wait_writes_a_line_per_30_s_not_a_bar(capsys: pytest.CaptureFixture[str]) -> None:
-    from rlcloud.experiment import _PlainProgress, _shows_a_bar
+    from rlcloud.display import PlainProgress, shows_a_bar
 
-    assert not _shows_a_bar()  # pytest's captured stderr is no terminal, and no notebook kernel runs here
-    plain = _PlainProgress(ExperimentSpec.from_file(SPEC))
+    assert not shows_a_bar()  # pytest's captured stderr is no terminal, and no notebook kernel runs here
+    plain = PlainProgress(ExperimentSpec.from_file(SPEC))
     running = {"state": "running", "timestep": 250, "episode": 12, "mean_return": 21.5, "steps_per_second": 310.0}
     for timestep in (250, 500, 750):  # polled every second: one line, not one frame per poll
         plain(status(progress={**running, "timestep": timestep}))

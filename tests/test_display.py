@@ -130,3 +130,19 @@ def test_local_and_kubernetes_clusters(cluster: Cluster, expected: str) -> None:
     assert f"<td style='text-align:left'>{cluster.kind}</td>" in page
     if cluster.kind == "kubernetes":
         assert "exp" in page and "nvidia-l4" in page
+
+
+def test_one_duration_format_long_and_compact() -> None:
+    from rlcloud.display import span
+
+    assert [span(s) for s in (45, 720, 12600)] == ["45 s", "12 min", "3.5 h"]
+    assert [span(s, "clock") for s in (0.4, 90, 7500)] == ["0:00", "1:30", "2:05:00"]
+    # a cluster's age and ttl (`cluster list`): the reaper's compact format, whole units without ".0"
+    assert [span(s, "compact") for s in (-3, 45, 600, 5400, 14400, 172800)] == [
+        "0s",
+        "45s",
+        "10m",
+        "1.5h",
+        "4h",
+        "2d",
+    ]

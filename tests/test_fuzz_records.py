@@ -14,11 +14,12 @@ from hypothesis import HealthCheck, configuration, given, settings
 from hypothesis import strategies as st
 
 from rlcloud.errors import SpecError, StorageError
-from rlcloud.record import SWEEP_FILE, check_sweep_resume
+from rlcloud.layout import SWEEP_SPEC, ProgressRecord
+from rlcloud.record import check_sweep_resume
 from rlcloud.runner.early_stop import CONTINUE, STOP, parse_decision
 from rlcloud.storage import open_store
 from rlcloud.storage.base import ObjectInfo, local_targets
-from rlcloud.storage.client import clean_progress, read_metrics
+from rlcloud.storage.client import read_metrics
 
 configuration.set_hypothesis_home_dir(tempfile.mkdtemp(prefix="rlcloud-hypothesis-"))
 
@@ -106,7 +107,7 @@ def test_metrics_lines_from_token_soup(lines: list[str]) -> None:
 @FUZZ
 @given(st.dictionaries(st.sampled_from(["timestep", "episode", "mean_return", "state", "updated"]), JSON_VALUES))
 def test_progress_fields_of_any_type(progress: dict[str, object]) -> None:
-    clean = clean_progress(progress, "progress.json")
+    clean = ProgressRecord.clean(progress, "progress.json")
     assert "timestep" not in clean or clean["timestep"] is None or type(clean["timestep"]) is int
     assert "state" not in clean or clean["state"] is None or isinstance(clean["state"], str)
 
@@ -150,10 +151,10 @@ def test_a_sweep_record_of_any_text_is_used_or_refused_by_name(text: str) -> Non
     sweep = SweepSpec.from_dict({"name": "s", "experiment": experiment})
     with tempfile.TemporaryDirectory() as where:
         store = open_store(where)
-        store.write_text(SWEEP_FILE, text)
+        store.write_text(SWEEP_SPEC, text)
         try:
             check_sweep_resume(store, sweep)
         except StorageError as exc:
-            assert SWEEP_FILE in str(exc)
+            assert SWEEP_SPEC in str(exc)
         except SpecError:  # ChangedSweepError: the record read, and it is another sweep
             pass

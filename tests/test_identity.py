@@ -12,10 +12,8 @@ import yaml
 from rlcloud import Experiment, ExperimentSpec, SpecError, Sweep, SweepSpec
 from rlcloud.cli import main
 from rlcloud.errors import StorageError
+from rlcloud.layout import HISTORY, SPEC, SWEEP_SPEC
 from rlcloud.record import (
-    HISTORY_FILE,
-    SPEC_FILE,
-    SWEEP_FILE,
     check_resume,
     check_sweep_resume,
     create_record,
@@ -198,7 +196,7 @@ def test_rerun_resumes_extends_and_refuses(tmp_path: Path) -> None:
     first = Experiment(_spec(), results=str(root)).start()
     assert first.wait(timeout=300).state == "succeeded"
     location = root / "ident"
-    record = (location / SPEC_FILE).read_bytes()
+    record = (location / SPEC).read_bytes()
 
     # a different seed and learning rate: refused, and the first run's files stay byte-identical
     before = _tree(location)
@@ -213,11 +211,11 @@ def test_rerun_resumes_extends_and_refuses(tmp_path: Path) -> None:
     status = longer.wait(timeout=300)
     assert status.state == "succeeded"
     assert status.progress["timestep"] >= 1200
-    assert (location / SPEC_FILE).read_bytes() == record
+    assert (location / SPEC).read_bytes() == record
     history = read_history(open_store(location))
     assert [h["event"] for h in history] == ["created", "resumed"]
     assert history[1]["changes"] == [{"field": "total_timesteps", "from": 600, "to": 1200}]
-    assert (location / HISTORY_FILE).exists()
+    assert (location / HISTORY).exists()
 
 
 # ------------------------------------------------------------------------------------------- sweeps
@@ -339,5 +337,5 @@ def test_a_changed_sweep_is_refused_on_gcs_results(
     assert len(read_history(open_store(root + "/sw"))) == 1
     with pytest.raises(StorageError, match="not a sweep"):  # a record that is no mapping is named, not used
         store = open_store(root + "/sw")
-        store.write_text(SWEEP_FILE, "- a list\n")
+        store.write_text(SWEEP_SPEC, "- a list\n")
         check_sweep_resume(store, _sweep_spec())

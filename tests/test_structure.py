@@ -149,6 +149,7 @@ LAYERS: list[tuple[str, ...]] = [
         "rlcloud.stored",
         "rlcloud.runenv",
         "rlcloud.budget",
+        "rlcloud.display",
     ),
     ("rlcloud.storage", "rlcloud.record", "rlcloud.plotting", "rlcloud.intervals", "rlcloud.codepack"),
     ("rlcloud.gke", "rlcloud.k8s", "rlcloud.runner", "rlcloud.local"),
@@ -273,6 +274,44 @@ def test_the_results_layout_is_spelled_once() -> None:
     assert outside(r"[\"']stopped-early[\"']") == []
     # a location under another (a sweep's trial, a root's experiment)
     assert outside(r"rstrip\(\"/\"\) \+ \"/\" \+") == []
+
+
+def _aliases_and_raw_reads(tree: ast.AST) -> list[str]:
+    """What reads the layout around its names: a layout name bound again under another (``from rlcloud.layout
+    import X as Y``, ``Y = X``, ``Y = layout.X``), and a progress record read by key (``progress.get("state")``,
+    ``prog["timestep"]``: a string key of what is called ``progress``, ``prog`` or ``<something>_progress``)."""
+    import rlcloud.layout as layout
+
+    froms = [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "rlcloud.layout"]
+    found = [f"{a.name} as {a.asname}" for n in froms for a in n.names if a.asname not in (None, a.name)]
+    names = {n for n in vars(layout) if n.isupper()} | set(layout.__all__)
+    refs = {f"{m}.{n}" for m in ("layout", "rlcloud.layout") for n in names}
+    refs |= {a.name for n in froms for a in n.names}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and ast.unparse(node.value) in refs:
+            found.append(ast.unparse(node))
+        target = key = None
+        call = isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+        if call and node.args:
+            target, key = node.func.value, node.args[0]
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+            target, key = node.value, node.slice
+        named = target.id if isinstance(target, ast.Name) else getattr(target, "attr", "")
+        if (named in ("progress", "prog") or named.endswith("_progress")) and isinstance(key, ast.Constant):
+            found.append(ast.unparse(node))
+    return found
+
+
+def test_layout_names_have_no_alias_and_progress_is_read_by_its_fields() -> None:
+    # one name per file of a run (SPEC, not a SPEC_FILE beside it), and one reader of progress.json's fields
+    # (ProgressRecord's: a field gets its type and its meaning in one place)
+    found = [
+        f"{path.relative_to(SRC)}: {text}"
+        for path in sorted(SRC.rglob("*.py"))
+        if path != SRC / "layout.py"
+        for text in _aliases_and_raw_reads(ast.parse(path.read_text(encoding="utf-8")))
+    ]
+    assert found == []
 
 
 def _line(relative: str, text: str) -> str:

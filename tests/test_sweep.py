@@ -404,12 +404,12 @@ def test_the_trials_beside_a_failed_smoke_trial_are_stopped_and_none_starts(
 
 def test_wait_with_progress_shows_a_bar_of_trials_running_and_the_best(capsys: pytest.CaptureFixture[str]) -> None:
     from rlcloud.backend import SweepStatus, TrialStatus
-    from rlcloud.sweep import _SweepBar
+    from rlcloud.display import SweepBar
 
     def trial(index: int, state: Any, ret: float | None) -> TrialStatus:
         return TrialStatus(index, f"lr{index}", {}, 1, state, {"mean_return": ret, "timestep": 100})
 
-    bar = _SweepBar("lr-sweep", 4)
+    bar = SweepBar("lr-sweep", 4)
     bar(SweepStatus("lr-sweep", "running", [trial(0, "running", None), trial(1, "queued", None)]))
     bar(
         SweepStatus(

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from rlcloud import Sweep
-from rlcloud.backend import SweepStatus, TrialStatus, sweep_html
+from rlcloud.backend import SweepStatus, TrialStatus
+from rlcloud.display import sweep_html
 from tests.support.sweeps import TINY, _broken_environment, _sweep
 
 
@@ -67,7 +68,7 @@ def test_the_cli_table_counts_the_trials_in_words() -> None:
 
     from rich.console import Console
 
-    from rlcloud.cli.sweep import sweep_table
+    from rlcloud.display import sweep_table
 
     status = SweepStatus(
         name="s",

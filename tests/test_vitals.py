@@ -15,7 +15,7 @@ from rlcloud.backend import (
     stalled_for,
     vitals,
 )
-from rlcloud.experiment import display_state
+from rlcloud.display import display_state
 
 NOW = 1_800_000_000.0
 

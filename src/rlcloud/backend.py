@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from rlcloud.display import shown_rate
 from rlcloud.layout import ProgressRecord
 
 if TYPE_CHECKING:
@@ -32,11 +33,8 @@ __all__ = [
     "SweepCapable",
     "SweepStatus",
     "TrialStatus",
-    "shown_rate",
-    "span",
     "stalled_for",
     "sweep_capable",
-    "sweep_html",
     "vitals",
 ]
 
@@ -69,13 +67,6 @@ def stalled_for(progress: Mapping[str, Any], now: float) -> float | None:
     timeout = record.stall_timeout or DEFAULT_STALL_TIMEOUT
     idle = now - beat
     return idle if idle >= timeout else None
-
-
-def shown_rate(record: ProgressRecord) -> float | None:
-    """The steps/s every view shows (status, list, bars, -o json): the runner's one figure, timesteps over
-    training time (runner/loop.py), for a running or an ended run alike; None while a run is starting, when
-    the figure is a previous attempt's."""
-    return None if record.state == "starting" else record.steps_per_second
 
 
 def vitals(
@@ -130,7 +121,7 @@ def vitals(
         "steps_per_second": rate,
         "mean_return": record.mean_return,
         "restarts": restarts,
-        "checkpoint": record.get("checkpoint"),
+        "checkpoint": record.checkpoint,
         "checkpoint_age_s": round(now - saved) if saved is not None else None,
         "elapsed_s": round(elapsed) if elapsed is not None else None,
         "cost_usd": cost,
@@ -445,115 +436,10 @@ class SweepStatus:
         }
 
     def _repr_html_(self) -> str:
-        """The sweep as a notebook table: :func:`sweep_html`."""
+        """The sweep as a notebook table: :func:`rlcloud.display.sweep_html`."""
+        from rlcloud.display import sweep_html
+
         return sweep_html(self)
-
-
-#: The most trial rows a notebook table shows, in index order; the rest is summed up in one line.
-HTML_MAX_TRIALS = 200
-
-_HTML_COLORS = {
-    "starting": "#1a73e8",
-    "running": "#1a73e8",
-    "succeeded": "#188038",
-    "stopped early": "#188038",
-    "failed": "#d93025",
-    "stalled": "#d93025",
-    "pending": "#e37400",
-    "queued": "#666",
-    "stopped": "#666",
-}
-
-
-def span(seconds: float) -> str:
-    """A short length of time for people: ``45 s``, ``12 min``, ``3.5 h``."""
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
-def _figure(value: Any, digits: int = 1) -> str:
-    return f"{value:,.{digits}f}" if isinstance(value, int | float) and not isinstance(value, bool) else "-"
-
-
-def _trial_shown_state(trial: TrialStatus) -> str:
-    if trial.stalled_for is not None:
-        return "stalled"
-    if trial.state == "running" and trial.progress.get("state") in (None, "starting"):
-        return "starting"
-    return trial.state
-
-
-def sweep_html(status: SweepStatus, rows: Sequence[tuple[str, str]] = ()) -> str:
-    """A sweep for notebooks: its state, counts and figures, then one row per trial with its vitals (state,
-    percent done, ETA, steps/s, mean return; :func:`vitals`) and why it failed or stopped early.
-
-    ``rows``: extra (label, text) lines for the header (the Sweep facade adds where it runs and its results).
-    Every text is escaped: names, parameters and reasons come from specs and stored records.
-    """
-    import html
-
-    esc = html.escape
-    figures = status.vitals
-    counts = ", ".join(f"{n} {state}" for state, n in status.counts().items()) or "no trials"
-    color = _HTML_COLORS.get(status.state, "#666")
-    head: list[tuple[str, str]] = [
-        ("sweep", esc(status.name)),
-        ("state", f"<b style='color:{color}'>{esc(status.state)}</b>"),
-        ("trials", esc(f"{len(status.trials)}: {counts}")),
-    ]
-    if status.message:
-        head.append(("message", esc(status.message)))
-    if figures["percent"] is not None:
-        done = figures["percent"]
-        head.append(("progress", f"<progress value='{done}' max='100'></progress> {esc(f'{done:.1f}%')}"))
-    if figures["eta_s"] is not None:
-        head.append(("ETA", esc(span(figures["eta_s"]))))
-    if figures["best_return"] is not None:
-        head.append(("best return", esc(_figure(figures["best_return"]))))
-    if figures["stalled"]:
-        head.append(("stalled", esc(f"{figures['stalled']} trial(s)")))
-    if figures["cost_usd"] is not None:
-        head.append(("cost so far", esc(f"~${figures['cost_usd']:.2f} (est.)")))
-    head.extend((esc(label), esc(text)) for label, text in rows)
-    cell = "<td style='text-align:left;padding-right:1em'>{}</td>"
-    header = "".join(
-        f"<tr><th style='text-align:left;padding-right:1em'>{label}</th><td style='text-align:left'>{value}</td></tr>"
-        for label, value in head
-    )
-    columns = ("#", "trial", "parameters", "seed", "state", "done", "ETA", "steps/s", "return", "reason")
-    lines = ["<tr>" + "".join(f"<th style='text-align:left'>{c}</th>" for c in columns) + "</tr>"]
-    for trial in status.trials[:HTML_MAX_TRIALS]:
-        v = trial.vitals
-        shown = _trial_shown_state(trial)
-        state = f"<span style='color:{_HTML_COLORS.get(shown, '#666')}'>{esc(shown)}</span>"
-        done, percent = "-", v["percent"]
-        if percent is not None:
-            done = f"<progress value='{percent}' max='100'></progress> {percent:.0f}%"
-        params = ", ".join(f"{key}={value}" for key, value in trial.params.items())
-        eta = span(v["eta_s"]) if v["eta_s"] is not None and trial.state == "running" else "-"
-        values = (
-            esc(str(trial.index)),
-            esc(trial.name),
-            esc(params),
-            esc(str(trial.seed)),
-            state,
-            done,
-            esc(eta),
-            esc(_figure(v["steps_per_second"])),
-            esc(_figure(v["mean_return"])),
-            esc(trial.reason or ""),
-        )
-        lines.append("<tr>" + "".join(cell.format(value) for value in values) + "</tr>")
-    hidden = len(status.trials) - HTML_MAX_TRIALS
-    if hidden > 0:
-        lines.append(f"<tr><td colspan='{len(columns)}'>{esc(f'... and {hidden} more trials')}</td></tr>")
-    return (
-        f"<div class='rlcloud-sweep'><table>{header}</table>"
-        f"<table class='rlcloud-sweep-trials'>{''.join(lines)}</table></div>"
-    )
 
 
 def trial_state(overall: str, progress: Mapping[str, Any]) -> TrialState:

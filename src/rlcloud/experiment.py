@@ -11,7 +11,6 @@ object: ``Experiment.attach(name, cluster=...)`` rebuilds it from another machin
 
 from __future__ import annotations
 
-import html
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -19,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlcloud.backend import span
+from rlcloud.display import ExperimentBar, PlainProgress, bytes_bar, experiment_html, shows_a_bar, steps_bar
 from rlcloud.errors import WaitTimeoutError
 from rlcloud.results import DEFAULT_RESULTS, is_gcs, results_location, results_root
 from rlcloud.waiting import poll_until
@@ -38,7 +37,7 @@ if TYPE_CHECKING:
     from rlcloud.runner.policy import Policy
     from rlcloud.specs import ExperimentSpec
 
-__all__ = ["Experiment", "cost_text", "display_rate", "display_state", "span", "vitals_rows"]
+__all__ = ["Experiment"]
 
 log = logging.getLogger(__name__)
 
@@ -123,10 +122,11 @@ class Experiment:
     def _refuse_a_sweeps_name(self) -> None:
         """A new experiment may not take the name of a sweep under the same results root (its location is
         the sweep's: each would shadow the other)."""
-        from rlcloud.record import SPEC_FILE, sweep_trials
+        from rlcloud.layout import SPEC
+        from rlcloud.record import sweep_trials
 
         store = self._store()
-        if store.exists(SPEC_FILE):
+        if store.exists(SPEC):
             return  # created before: a resume
         if sweep_trials(store):
             from rlcloud.errors import SpecError, SpecProblem
@@ -320,7 +320,7 @@ class Experiment:
         if callable(progress):
             callback: Callable[[ExperimentStatus], None] = progress
         else:
-            callback = _TqdmProgress(self.spec) if _shows_a_bar() else _PlainProgress(self.spec)
+            callback = ExperimentBar(self.spec) if shows_a_bar() else PlainProgress(self.spec)
         deadline = None if timeout is None else time.monotonic() + timeout
         last: list[ExperimentStatus] = []
 
@@ -441,7 +441,7 @@ class Experiment:
         target = Path(dest) if dest else Path(DEFAULT_RESULTS) / self.name
         if not is_gcs(self.location) and Path(self.location).resolve() == target.resolve():
             return target  # already here
-        download(self._store(), target, progress=_tqdm_bytes(f"download {self.name}") if progress else None)
+        download(self._store(), target, progress=bytes_bar(f"download {self.name}") if progress else None)
         return target
 
     def metrics(self, evaluation: bool = False) -> pd.DataFrame:
@@ -529,7 +529,7 @@ class Experiment:
         from rlcloud.policies import render
 
         with self.agent(checkpoint) as policy:
-            bar = _tqdm_steps(f"video {self.name}") if progress else None
+            bar = steps_bar(f"video {self.name}") if progress else None
             try:
                 return render(policy, path, episodes=episodes, seed=seed, fps=fps, progress=bar)
             finally:
@@ -576,110 +576,9 @@ class Experiment:
             return None
 
     def _repr_html_(self) -> str:
-        """A compact table for notebooks: the spec, where it runs, its state and the learner's progress."""
-        spec = self.spec
-        status = self._observed_status()
-        prog = status.progress if status else {}
-        stop_unit, stop_total = (
-            ("timestep", spec.total_timesteps) if spec.total_timesteps else ("episode", spec.episodes)
-        )
-        env = spec.environment.get("level") or spec.environment.get("type") or spec.environment.get("class")
-        rows: list[tuple[str, str]] = [
-            ("experiment", html.escape(self.name)),
-            ("spec", html.escape(f"{spec.agent.get('type')} on {env}")),
-            ("run mode", html.escape(f"{spec.run_mode}, {spec.num_workers} worker(s)")),
-            ("runs on", html.escape(self._cluster.describe() if self._cluster else "local")),
-        ]
-        if status is None:
-            rows.append(("state", "not started"))
-        else:
-            shown = display_state(status)
-            state = html.escape(shown)
-            color = _STATE_COLORS.get(shown.split(" ", 1)[0], "#666")
-            rows.append(("state", f"<b style='color:{color}'>{state}</b>"))
-            roles = _roles_summary(status)
-            if roles:
-                rows.append(("roles", html.escape(roles)))
-            if status.message:
-                rows.append(("message", html.escape(status.message)))
-        done = prog.get(stop_unit)
-        if stop_total:
-            done_text = f"{done:,}" if isinstance(done, int) else "-"
-            cell = html.escape(f"{done_text} / {stop_total:,} {stop_unit}s")
-            if isinstance(done, int | float):
-                cell = f"<progress value='{min(done, stop_total)}' max='{stop_total}'></progress> {cell}"
-            rows.append(("progress", cell))
-        if prog:
-            other = "episode" if stop_unit == "timestep" else "timestep"
-            if isinstance(prog.get(other), int):
-                rows.append((f"{other}s", f"{prog[other]:,}"))
-            rows.append(("mean return", _fmt(prog.get("mean_return"))))
-            rows.append(("steps/s (training time)", _fmt(display_rate(status) if status else None)))
-        if status is not None:
-            rows.extend((key, html.escape(value)) for key, value in vitals_rows(status))
-        rows.append(("results", html.escape(self.location)))
-        body = "".join(
-            f"<tr><th style='text-align:left;padding-right:1em'>{key}</th><td style='text-align:left'>{value}</td></tr>"
-            for key, value in rows
-        )
-        return f"<table class='rlcloud-experiment'>{body}</table>"
-
-
-def display_state(status: ExperimentStatus) -> str:
-    """The state to show a person: ``starting`` while the experiment runs but its learner has not begun
-    training yet (TensorFlow imports, the agent is built, a checkpoint loads: up to a minute; the runner's
-    progress.json is absent or says "starting"), else the backend's state."""
-    if status.state == "running" and (not status.progress or status.progress.state == "starting"):
-        return "starting"
-    stalled = status.stalled_for
-    if stalled is not None:
-        return f"stalled ({span(stalled)} without progress)"
-    return status.state
-
-
-def vitals_rows(status: ExperimentStatus) -> list[tuple[str, str]]:
-    """The derived figures worth a line (ETA, restarts, checkpoint age, cost so far), as (label, text)."""
-    figures = status.vitals
-    rows = []
-    if figures["eta_s"] is not None and status.state == "running":
-        rows.append(("ETA", span(figures["eta_s"])))
-    if figures["restarts"]:
-        rows.append(("restarts", str(figures["restarts"])))
-    if figures["checkpoint_age_s"] is not None:
-        rows.append(("checkpoint", f"{figures['checkpoint']} ({span(figures['checkpoint_age_s'])} ago)"))
-    if figures["cost_usd"] is not None or figures["budget_usd"] is not None:
-        rows.append(("cost so far", cost_text(figures)))
-    return rows
-
-
-def cost_text(figures: dict[str, Any]) -> str:
-    """The cost so far and the budget, for people: ``~$1.20 of $25.00 budget (5%)``, ``~$1.20 (estimate)``,
-    ``unknown of $25.00 budget``. Estimates from list prices or rlcloud.yaml's cpu_hour_usd (rlcloud.budget)."""
-    cost, budget = figures.get("cost_usd"), figures.get("budget_usd")
-    text = f"~${cost:.2f}" if cost is not None else "unknown"
-    if budget is None:
-        return f"{text} (estimate)"
-    percent = figures.get("budget_percent")
-    return f"{text} of ${budget:.2f} budget" + (f" ({percent:.0f}%)" if percent is not None else "")
-
-
-def display_rate(status: ExperimentStatus) -> float | None:
-    """Steps per second to show, or None ("-"): :func:`rlcloud.backend.shown_rate`, none while starting."""
-    from rlcloud.backend import shown_rate
-
-    return None if display_state(status) == "starting" else shown_rate(status.progress)
-
-
-_STATE_COLORS = {
-    "starting": "#1a73e8",
-    "running": "#1a73e8",
-    "succeeded": "#188038",
-    "failed": "#d93025",
-    "pending": "#e37400",
-    "stalled": "#d93025",
-    "paused": "#e37400",
-    "stopped": "#666",
-}
+        """A compact table for notebooks: :func:`rlcloud.display.experiment_html`."""
+        runs_on = self._cluster.describe() if self._cluster else "local"
+        return experiment_html(self, self._observed_status(), runs_on)
 
 
 _warned_unvalidated = False
@@ -695,140 +594,3 @@ def _warn_unvalidated_once(name: str) -> None:
             "what they cannot build",
             name,
         )
-
-
-def _roles_summary(status: ExperimentStatus) -> str:
-    """One line however many workers there are, e.g. "agent: running; env-server: 3 running, 1 pending"."""
-    by_role: dict[str, dict[str, int]] = {}
-    for instance in status.roles:
-        states = by_role.setdefault(instance.role, {})
-        states[instance.state] = states.get(instance.state, 0) + 1
-    parts = []
-    for role, states in by_role.items():
-        counts = ", ".join(state if n == 1 and len(states) == 1 else f"{n} {state}" for state, n in states.items())
-        parts.append(f"{role}: {counts}")
-    return "; ".join(parts)
-
-
-def _fmt(value: Any) -> str:
-    return f"{value:.1f}" if isinstance(value, int | float) else "-"
-
-
-#: Seconds between two plain progress lines when there is no terminal (CI, nohup, a pod's log).
-PLAIN_INTERVAL_S = 30.0
-
-
-def progress_line(status: ExperimentStatus, total: int | None, unit: str, elapsed: float) -> str:
-    """One plain line of progress, for logs without a terminal:
-    ``cartpole-ppo: running · timestep 12,000/72,000 (17%) · episode 150 · mean return 85.3 · 420 steps/s · 1:30``.
-    """
-
-    def num(value: Any, fmt: str = "{:,.0f}") -> str:
-        return fmt.format(value) if isinstance(value, int | float) else "-"
-
-    prog = status.progress
-    done = prog.get(unit)
-    amount = f"{unit} {num(done)}"
-    if total:
-        amount += f"/{total:,}"
-        if isinstance(done, int | float):
-            amount += f" ({min(100.0, 100.0 * done / total):.0f}%)"
-    other = "episode" if unit == "timestep" else "timestep"
-    minutes, seconds = divmod(int(elapsed), 60)
-    hours, minutes = divmod(minutes, 60)
-    clock = f"{hours}:{minutes:02d}:{seconds:02d}" if hours else f"{minutes}:{seconds:02d}"
-    return (
-        f"{status.name}: {display_state(status)} · {amount} · {other} {num(prog.get(other))} · "
-        f"mean return {num(prog.get('mean_return'), '{:.1f}')} · {num(display_rate(status))} steps/s · {clock}"
-    )
-
-
-def _shows_a_bar() -> bool:
-    """Whether a progress bar can be drawn: a terminal, or a notebook (tqdm.auto draws a widget there)."""
-    import sys
-
-    return sys.stderr.isatty() or "ipykernel" in sys.modules
-
-
-class _PlainProgress:
-    """Without a terminal or a notebook (a script under nohup, CI): a plain line on stderr every
-    :data:`PLAIN_INTERVAL_S` seconds and at each change of state, where a bar would write a frame about every
-    second."""
-
-    def __init__(self, spec: ExperimentSpec) -> None:
-        self.unit = "timestep" if spec.total_timesteps else "episode"
-        self.total = spec.total_timesteps or spec.episodes
-        self.started = time.monotonic()
-        self.last: tuple[float, str | None] = (float("-inf"), None)
-
-    def __call__(self, status: ExperimentStatus) -> None:
-        now, state = time.monotonic(), display_state(status)
-        if now - self.last[0] >= PLAIN_INTERVAL_S or state != self.last[1]:
-            self.last = (now, state)
-            import sys
-
-            print(progress_line(status, self.total, self.unit, now - self.started), file=sys.stderr, flush=True)
-
-
-class _TqdmProgress:
-    """A tqdm bar over timesteps or episodes (whichever the spec stops on), notebook-aware."""
-
-    def __init__(self, spec: ExperimentSpec) -> None:
-        from tqdm.auto import tqdm
-
-        self.unit = "timestep" if spec.total_timesteps else "episode"
-        total = spec.total_timesteps or spec.episodes
-        # no rate of tqdm's own beside the run's steps/s: one figure (the runner's, timesteps over training time)
-        self.bar = tqdm(
-            total=total,
-            unit=self.unit[:2] if self.unit == "timestep" else "ep",
-            desc=spec.name,
-            bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]",
-        )
-
-    def __call__(self, status: ExperimentStatus) -> None:
-        done = int(status.progress.count(self.unit) or 0)
-        self.bar.n = min(done, self.bar.total or done)
-        self.bar.set_postfix(
-            state=display_state(status),
-            ret=_fmt(status.progress.mean_return),
-            sps=_fmt(display_rate(status)),
-            refresh=False,
-        )
-        self.bar.refresh()
-
-    def close(self) -> None:
-        self.bar.close()
-
-
-def _tqdm_bytes(desc: str) -> Callable[[int, int], None]:
-    """A progress callback (done_bytes, total_bytes) drawing a tqdm bar."""
-    from tqdm.auto import tqdm
-
-    bar = tqdm(total=0, unit="B", unit_scale=True, desc=desc, leave=False)
-
-    def update(done: int, total: int) -> None:
-        bar.total = total
-        bar.n = done
-        bar.refresh()
-        if done >= total:
-            bar.close()
-
-    return update
-
-
-def _tqdm_steps(desc: str) -> Callable[[int], None]:
-    """A progress callback (steps so far; -1 closes it) drawing a tqdm counter."""
-    from tqdm.auto import tqdm
-
-    bar = tqdm(total=None, unit="step", desc=desc, leave=False, mininterval=1.0)
-
-    def update(steps: int) -> None:
-        if steps < 0:
-            bar.close()
-            return
-        bar.n = steps
-        if steps % 50 == 0:
-            bar.refresh()
-
-    return update

@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Generic, TypeVar, overload
 
 __all__ = [
     "AGENT_SUMMARIES",
@@ -57,6 +57,7 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 # ------------------------------------------------------------------------------------------------ names
 
@@ -198,6 +199,29 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _whole(value: Any) -> int | None:
+    """An int as written (no float, no bool)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+class _Field(Generic[_T]):
+    """A typed read of one progress.json field, named as the attribute: ``read(value)``, None when the field is
+    missing or not of its type."""
+
+    def __init__(self, read: Callable[[Any], _T | None], doc: str) -> None:
+        self.read, self.__doc__ = read, doc
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.key = name
+
+    @overload
+    def __get__(self, record: None, owner: type) -> _Field[_T]: ...
+    @overload
+    def __get__(self, record: ProgressRecord, owner: type) -> _T | None: ...
+    def __get__(self, record: ProgressRecord | None, owner: type) -> _Field[_T] | _T | None:
+        return self if record is None else self.read(record.get(self.key))
+
+
 #: progress.json's fields with a type: counters, measurements (a number or null) and texts (or null)
 _PROGRESS_COUNTERS = ("timestep", "episode")
 _PROGRESS_MEASURES = ("mean_return", "steps_per_second", "updated", "cpu_seconds")
@@ -209,8 +233,8 @@ class ProgressRecord(dict[str, Any]):
 
     A dict, so that it is what it always was to every reader (``status.progress["timestep"]``, ``-o json``)
     and keeps any field it does not know (written by a newer or an older runner) through a read and a
-    write; the properties are the typed reads. A property is None when the field is missing or not of its
-    type. Build one from a parsed record with :meth:`clean`, write one with :meth:`to_json`.
+    write; its attributes are the typed reads, each None when the field is missing or not of its type.
+    Build one from a parsed record with :meth:`clean`, write one with :meth:`to_json`.
     """
 
     @classmethod
@@ -246,80 +270,33 @@ class ProgressRecord(dict[str, Any]):
         """The record as progress.json holds it: one JSON object and a newline."""
         return json.dumps(self) + "\n"
 
-    def count(self, unit: str) -> float | None:
-        """The counter ``unit`` ("timestep" or "episode", a stop condition's unit) as a number, or None."""
-        return _number(self.get(unit))
+    def count(self, unit: str) -> int | None:
+        """The counter ``unit`` ("timestep" or "episode", a stop condition's unit), or None."""
+        return _counter(self.get(unit))
 
-    @property
-    def state(self) -> str | None:
-        """The run's state: starting, running, succeeded, failed, stopped or stopped-early; None when unknown."""
-        return _text(self.get("state"))
-
-    @property
-    def timestep(self) -> int | None:
-        """Global timesteps trained."""
-        return _counter(self.get("timestep"))
-
-    @property
-    def episode(self) -> int | None:
-        """Training episodes finished."""
-        return _counter(self.get("episode"))
-
-    @property
-    def mean_return(self) -> float | None:
-        """The mean return of the last 20 episodes."""
-        return _number(self.get("mean_return"))
-
-    @property
-    def steps_per_second(self) -> float | None:
-        """This process's training rate (None before its first step)."""
-        return _number(self.get("steps_per_second"))
-
-    @property
-    def updated(self) -> float | None:
-        """Unix time the record was written."""
-        return _number(self.get("updated"))
-
-    @property
-    def advanced_at(self) -> float | None:
-        """The heartbeat: unix time the timestep (or an evaluation episode) last advanced."""
-        return _number(self.get("advanced_at"))
+    state = _Field(_text, "The run's state: starting, running, succeeded, failed, stopped or stopped-early.")
+    timestep = _Field(_counter, "Global timesteps trained.")
+    episode = _Field(_counter, "Training episodes finished.")
+    mean_return = _Field(_number, "The mean return of the last 20 episodes.")
+    steps_per_second = _Field(_number, "This process's training rate (None before its first step).")
+    updated = _Field(_number, "Unix time the record was written.")
+    advanced_at = _Field(_number, "The heartbeat: unix time the timestep (or an evaluation episode) last advanced.")
+    stall_timeout = _Field(_number, "The spec's stall_timeout in seconds (None from a runner before the heartbeat).")
+    checkpoint = _Field(_text, "The name of the latest complete checkpoint.")
+    checkpoint_at = _Field(_number, "Unix time the latest checkpoint was written.")
+    elapsed = _Field(_number, "Training seconds, all starts together.")
+    cpu_seconds = _Field(_number, "The runner's CPU time.")
+    stop_reason = _Field(_text, "Why a sweep trial stopped early, or a warm sweep's trial failed.")
+    job_uid = _Field(_text, "The uid of the Kubernetes Job whose pod wrote a failure or stall record (a warm sweep's).")
+    stalls = _Field(_whole, "Stalls in a row its watchdog recorded.")
+    stalled = _Field(_text, "What its watchdog found stalled (a thread's place), recorded with the stall.")
+    signature = _Field(_text, "A failure record's signature (a warm sweep groups failed trials by it).")
 
     @property
     def heartbeat(self) -> float | None:
         """``advanced_at``, else ``updated`` (a runner from before the heartbeat): what a stall is judged by."""
         beat = self.advanced_at
         return beat if beat is not None else self.updated
-
-    @property
-    def stall_timeout(self) -> float | None:
-        """The spec's stall_timeout in seconds (None from a runner before the heartbeat)."""
-        return _number(self.get("stall_timeout"))
-
-    @property
-    def checkpoint(self) -> str | None:
-        """The name of the latest complete checkpoint."""
-        return _text(self.get("checkpoint"))
-
-    @property
-    def checkpoint_at(self) -> float | None:
-        """Unix time the latest checkpoint was written."""
-        return _number(self.get("checkpoint_at"))
-
-    @property
-    def elapsed(self) -> float | None:
-        """Training seconds, all starts together."""
-        return _number(self.get("elapsed"))
-
-    @property
-    def cpu_seconds(self) -> float | None:
-        """The runner's CPU time."""
-        return _number(self.get("cpu_seconds"))
-
-    @property
-    def stop_reason(self) -> str | None:
-        """Why a sweep trial stopped early (only then)."""
-        return _text(self.get("stop_reason"))
 
     @property
     def stopped_early(self) -> bool:

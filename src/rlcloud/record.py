@@ -44,9 +44,6 @@ if TYPE_CHECKING:
     from rlcloud.storage.base import Store
 
 __all__ = [
-    "HISTORY_FILE",
-    "SPEC_FILE",
-    "SWEEP_FILE",
     "append_history",
     "append_sweep_event",
     "check_resume",
@@ -62,9 +59,6 @@ __all__ = [
     "sweep_of_record",
 ]
 
-SPEC_FILE = SPEC
-SWEEP_FILE = SWEEP_SPEC
-HISTORY_FILE = HISTORY
 _APPEND_ATTEMPTS = 5
 #: Largest history read: one ~300-byte line per start, so about 50,000 starts.
 MAX_HISTORY_BYTES = 16 * 1024 * 1024
@@ -79,7 +73,7 @@ def sweep_trials(store: Store) -> list[str]:
     under one results root would shadow each other, so each start checks the other is not there.
     """
     return sorted(
-        {o.name.split("/", 1)[0] for o in store.list() if o.name.count("/") == 1 and o.name.endswith("/" + SPEC_FILE)}
+        {o.name.split("/", 1)[0] for o in store.list() if o.name.count("/") == 1 and o.name.endswith("/" + SPEC)}
     )
 
 
@@ -99,7 +93,7 @@ def _read_of_record(store: Store, name: str, what: str) -> dict[str, Any] | None
 
 def read_record(store: Store) -> dict[str, Any] | None:
     """The spec of record as a mapping, or None when the run was never created here."""
-    return _read_of_record(store, SPEC_FILE, "a spec of record")
+    return _read_of_record(store, SPEC, "a spec of record")
 
 
 def check_resume(store: Store, spec: ExperimentSpec) -> list[Change] | None:
@@ -158,7 +152,7 @@ def create_record(store: Store, spec: ExperimentSpec) -> bool:
     from rlcloud.storage.base import PreconditionFailedError
 
     try:
-        store.write_text(SPEC_FILE, spec.to_yaml(), if_generation_match=0)
+        store.write_text(SPEC, spec.to_yaml(), if_generation_match=0)
     except PreconditionFailedError:
         return False
     return True
@@ -174,7 +168,7 @@ def append_history(store: Store, spec: ExperimentSpec, *, event: str, changes: l
         "changes": [c.to_dict() for c in changes],
     }
     try:
-        _append_line(store, HISTORY_FILE, json.dumps(line, sort_keys=True, default=str))
+        _append_line(store, HISTORY, json.dumps(line, sort_keys=True, default=str))
     except RecordError as exc:  # a history that is not ours (too large to read back): the run goes on
         logger.warning("start of %s not added to its history: %s", spec.name, exc)
 
@@ -220,7 +214,7 @@ def start_recorded(
 def read_sweep_record(store: Store) -> dict[str, Any] | None:
     """The sweep of record (``sweep.yaml`` in the sweep's location) as a mapping, or None when the sweep was
     never started there."""
-    return _read_of_record(store, SWEEP_FILE, "a sweep of record")
+    return _read_of_record(store, SWEEP_SPEC, "a sweep of record")
 
 
 def check_sweep_resume(store: Store, sweep: SweepSpec) -> list[Change] | None:
@@ -250,7 +244,7 @@ def start_sweep_recorded(store: Store, sweep: SweepSpec, start: Callable[[], boo
     event = "resumed"
     if changes is None:
         try:
-            store.write_text(SWEEP_FILE, sweep.to_yaml(), if_generation_match=0)
+            store.write_text(SWEEP_SPEC, sweep.to_yaml(), if_generation_match=0)
             event = "created"
         except PreconditionFailedError:  # another start created it a moment ago: this one must match it
             changes = check_sweep_resume(store, sweep)
@@ -263,7 +257,7 @@ def start_sweep_recorded(store: Store, sweep: SweepSpec, start: Callable[[], boo
             "fingerprint": sweep_fingerprint(sweep),
             "changes": [c.to_dict() for c in changes or []],
         }
-        _append_line(store, HISTORY_FILE, json.dumps(line, sort_keys=True, default=str))
+        _append_line(store, HISTORY, json.dumps(line, sort_keys=True, default=str))
     elif changes:
         logger.warning(
             "sweep %s is already running; these changes apply from its next start: %s",
@@ -327,7 +321,7 @@ def append_sweep_event(store: Store, sweep: SweepSpec, event: str, *, where: str
     """Add one line to the sweep's history: ``{"time", "event", "who", "where", "fingerprint", ...details}``."""
     line = {"time": time.time(), "event": event, "who": _who(), "where": where,
             "fingerprint": sweep_fingerprint(sweep), **details}  # fmt: skip
-    _append_line(store, HISTORY_FILE, json.dumps(line, sort_keys=True, default=str))
+    _append_line(store, HISTORY, json.dumps(line, sort_keys=True, default=str))
 
 
 def grow_sweep_recorded(
@@ -398,11 +392,11 @@ def read_history(store: Store) -> list[dict[str, Any]]:
     """The run's start history (oldest first); empty when there is none. Lines that are not records rlcloud
     writes are skipped with a warning naming the file and line."""
     try:
-        data = store.read_record_bytes(HISTORY_FILE, MAX_HISTORY_BYTES)
+        data = store.read_record_bytes(HISTORY, MAX_HISTORY_BYTES)
     except NotFoundError:
         return []
     skipped: list[str] = []
-    records = parse_record_lines(data, source=store.describe(HISTORY_FILE), skipped=skipped)
+    records = parse_record_lines(data, source=store.describe(HISTORY), skipped=skipped)
     for why in skipped:
         logger.warning("skipping %s", why)
     return records

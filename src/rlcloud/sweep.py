@@ -20,6 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlcloud.display import SweepBar, TrialLog
 from rlcloud.errors import WaitTimeoutError
 from rlcloud.results import results_location, results_root
 from rlcloud.waiting import poll_until
@@ -317,10 +318,10 @@ class Sweep:
     def _refuse_an_experiments_name(self) -> None:
         """A sweep may not take the name of an experiment under the same results root (the sweep's location
         is the experiment's: each would shadow the other)."""
-        from rlcloud.record import SPEC_FILE
+        from rlcloud.layout import SPEC
         from rlcloud.storage import open_store
 
-        if open_store(self.location).exists(SPEC_FILE):
+        if open_store(self.location).exists(SPEC):
             from rlcloud.errors import SpecError, SpecProblem
 
             raise SpecError(
@@ -368,8 +369,8 @@ class Sweep:
         run, and the best mean return so far; trial state changes are logged too. A callable gets each
         status instead. Raises rlcloud.WaitTimeoutError after ``timeout`` seconds (the sweep keeps running).
         """
-        bar = _SweepBar(self.name, self.spec.num_trials) if progress is True else None
-        log_changes = _LogProgress() if progress is True else None
+        bar = SweepBar(self.name, self.spec.num_trials) if progress is True else None
+        log_changes = TrialLog() if progress is True else None
         callback = progress if callable(progress) else None
         deadline = None if timeout is None else time.monotonic() + timeout
         last: list[SweepStatus] = []
@@ -407,12 +408,13 @@ class Sweep:
 
     def _repr_html_(self) -> str:
         """The sweep for notebooks: its state and figures, and one row per trial with its vitals (state,
-        percent done, ETA, steps/s, return: :func:`rlcloud.backend.sweep_html`).
+        percent done, ETA, steps/s, return: :func:`rlcloud.display.sweep_html`).
 
         Reads the status only where that is cheap: a local sweep from disk, a cluster's once started or
         attached (never a cluster connection just to draw a cell); otherwise the trials are shown queued.
         """
-        from rlcloud.backend import SweepStatus, TrialStatus, sweep_html
+        from rlcloud.backend import SweepStatus, TrialStatus
+        from rlcloud.display import sweep_html
 
         status = None
         if self._backend is not None or self._cluster is None or self._cluster.kind == "local":
@@ -433,12 +435,12 @@ class Sweep:
         """One Experiment per trial, reading its results from ``<results>/<sweep>/<trial>``; with ``started``
         only the trials that have started (their spec of record exists)."""
         from rlcloud.experiment import Experiment
-        from rlcloud.record import SPEC_FILE
+        from rlcloud.layout import SPEC
         from rlcloud.storage import open_store
 
         runs = [Experiment(trial.spec, results=self.location) for trial in self.spec.trials()]
         if started:  # one listing of the sweep's specs of record, not a request per trial
-            have = {i.name.split("/", 1)[0] for i in open_store(self.location).list_named([SPEC_FILE]) if "/" in i.name}
+            have = {i.name.split("/", 1)[0] for i in open_store(self.location).list_named([SPEC]) if "/" in i.name}
             runs = [exp for exp in runs if exp.name in have]
         return runs
 
@@ -551,49 +553,6 @@ def extend_advice(name: str, found: Best, flags: builtins.list[str] | None = Non
     import shlex
 
     return shlex.join(["rlcloud", "sweep", "extend", name, "--seeds", str(needed), *(flags or [])])
-
-
-class _SweepBar:
-    """A tqdm bar over a sweep's trials: done of all, running, best mean return so far (notebook-aware)."""
-
-    def __init__(self, name: str, total: int) -> None:
-        from tqdm.auto import tqdm
-
-        self.bar = tqdm(total=total, unit="trial", desc=name)
-
-    def __call__(self, status: SweepStatus) -> None:
-        done = sum(t.finished for t in status.trials)
-        running = sum(t.state == "running" for t in status.trials)
-        returns = [(t.progress.mean_return, t.name) for t in status.trials]
-        best = max(((r, n) for r, n in returns if r is not None), default=None)
-        self.bar.n = done
-        self.bar.set_postfix(running=running, best="-" if best is None else f"{best[0]:.1f} ({best[1]})", refresh=False)
-        self.bar.refresh()
-
-    def close(self) -> None:
-        self.bar.close()
-
-
-class _LogProgress:
-    """Logs each trial's state as it changes (a line per change, not per poll)."""
-
-    def __init__(self) -> None:
-        self._seen: dict[str, str] = {}
-
-    def __call__(self, status: SweepStatus) -> None:
-        for trial in status.trials:
-            if self._seen.get(trial.name) != trial.state:
-                self._seen[trial.name] = trial.state
-                ret = trial.progress.mean_return
-                timestep = trial.progress.timestep
-                log.info(
-                    "%s: %s (timestep %s, return %s)%s",
-                    trial.name,
-                    trial.state,
-                    "-" if timestep is None else timestep,
-                    "-" if ret is None else f"{ret:.1f}",
-                    f": {trial.reason}" if trial.reason else "",
-                )
 
 
 def _trials_step(current: SweepSpec, seeds: int | list[int] | None, parameters: dict[str, list[Any]]) -> Any:

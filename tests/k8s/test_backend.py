@@ -341,7 +341,7 @@ def test_a_hung_learner_shows_as_stalled_not_running(
 ) -> None:
     """The learner's pod runs on but its heartbeat stops (issue 30): within stall_timeout plus a heartbeat the
     status, its display and -o json say "stalled" (the pod still reads running), and a stop still checkpoints."""
-    from rlcloud.experiment import display_state
+    from rlcloud.display import display_state
 
     backend.start(make_spec("single"), results)
     env = {"STANDIN_EPISODES": "40", "STANDIN_DELAY": "0.05", "STANDIN_HANG_AFTER": "2", "STANDIN_STALL_TIMEOUT": "2"}

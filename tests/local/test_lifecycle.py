@@ -672,7 +672,7 @@ def test_status_shows_a_running_learner_without_progress_as_stalled(
 ) -> None:
     """A hung learner's heartbeat is older than its stall_timeout: status, -o json and the notebook say
     "stalled" and for how long, not "running" (its supervisor's restart is further away: 10 minutes)."""
-    from rlcloud.experiment import display_state
+    from rlcloud.display import display_state
 
     backend = make_backend(STANDIN_EPISODES="6", STANDIN_HANG_AFTER="2")
     backend.start(cartpole_spec("hung"), str(tmp_path / "results"))

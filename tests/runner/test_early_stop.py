@@ -369,7 +369,7 @@ def test_a_slowed_trial_gets_the_decisions_of_an_unslowed_sweep(tmp_path: Path) 
     started only once the others wait for it at their first decision point (a machine where it is slow), and
     with trial 3 started only after the others ended (slow the other way): the same decisions, values and
     stopped trials, at the same timesteps."""
-    from rlcloud.record import SWEEP_FILE
+    from rlcloud.layout import SWEEP_SPEC
     from rlcloud.waiting import poll_until
 
     sweep = SweepSpec.model_validate(
@@ -400,7 +400,7 @@ def test_a_slowed_trial_gets_the_decisions_of_an_unslowed_sweep(tmp_path: Path) 
     def prepared(run: str) -> tuple[Path, Path]:
         location, logs = tmp_path / run / "results", tmp_path / run / "logs"
         logs.mkdir(parents=True)
-        open_store(location).write_text(SWEEP_FILE, sweep.to_yaml())  # what Sweep.start records first
+        open_store(location).write_text(SWEEP_SPEC, sweep.to_yaml())  # what Sweep.start records first
         return location, logs
 
     location, logs = prepared("together")
@@ -435,7 +435,7 @@ def test_a_trial_killed_while_deciding_decides_once(tmp_path: Path) -> None:
     record and stops at that point without deciding again."""
     import signal
 
-    from rlcloud.record import SWEEP_FILE
+    from rlcloud.layout import SWEEP_SPEC
     from rlcloud.waiting import poll_until
 
     sweep = SweepSpec.model_validate(
@@ -457,7 +457,7 @@ def test_a_trial_killed_while_deciding_decides_once(tmp_path: Path) -> None:
     location, logs = tmp_path / "results", tmp_path / "logs"
     logs.mkdir()
     store = open_store(location)
-    store.write_text(SWEEP_FILE, sweep.to_yaml())
+    store.write_text(SWEEP_SPEC, sweep.to_yaml())
 
     # trial 1 waits at 1000 for trial 0, which has not started: killed there, nothing is recorded
     (waiting,) = _trial_processes(sweep_file, location, [1], logs).values()

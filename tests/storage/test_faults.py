@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
+from rlcloud.layout import LATEST
 from rlcloud.storage import Syncer, download, restore_latest
-from rlcloud.storage.sync import LATEST, read_latest
+from rlcloud.storage.sync import read_latest
 
 
 @pytest.fixture(autouse=True)

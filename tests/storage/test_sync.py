@@ -16,10 +16,11 @@ from typing import Any
 
 import pytest
 
+from rlcloud.layout import LATEST
 from rlcloud.storage import Syncer, restore_latest
 from rlcloud.storage.base import crc32c_of_file
 from rlcloud.storage.local import LocalStore
-from rlcloud.storage.sync import LATEST, SyncHook, read_latest
+from rlcloud.storage.sync import SyncHook, read_latest
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -209,7 +209,7 @@ def status(args: argparse.Namespace) -> int:
     if fmt != "table":
         print_data(observed.to_dict(), fmt)
         return EXIT_OK
-    from rlcloud.cli.progress import status_table
+    from rlcloud.display import status_table
 
     console().print(status_table(observed))
     return EXIT_OK
@@ -465,28 +465,28 @@ def _row(name: str, status: ExperimentStatus, runs_on: str, location: str) -> di
     """One row of `experiment list`: ``status`` with its goal, budget and price (as Experiment.status gives)."""
     import time
 
-    from rlcloud.experiment import display_state
+    from rlcloud.display import display_state
 
     row: dict[str, Any] = dict.fromkeys(_ROW_FIELDS)
     row["name"] = name
     prog = status.progress
-    updated = prog.get("updated")
+    updated = prog.updated
     figures = status.vitals
     row.update(
         # "stalled" (with how long) rather than "running" for a learner without progress
         state=display_state(status),
-        timestep=prog.get("timestep"),
+        timestep=prog.timestep,
         total_timesteps=status.goal[1] if status.goal is not None and status.goal[0] == "timestep" else None,
         percent=figures["percent"],
         eta_s=figures["eta_s"],
-        episode=prog.get("episode"),
+        episode=prog.episode,
         mean_return=figures["mean_return"],
         steps_per_second=figures["steps_per_second"],
         restarts=figures["restarts"],
         checkpoint_age_s=figures["checkpoint_age_s"],
         cost_usd=figures["cost_usd"],
         budget_usd=figures["budget_usd"],
-        updated_ago_s=round(time.time() - updated) if isinstance(updated, int | float) else None,
+        updated_ago_s=round(time.time() - updated) if updated is not None else None,
         runs_on=runs_on,
         results=location,
     )
@@ -497,7 +497,7 @@ def _show(value: Any, key: str = "") -> str:
     if value is None:
         return "-"
     if key.endswith("_s") and isinstance(value, int | float):
-        from rlcloud.backend import span
+        from rlcloud.display import span
 
         return span(value)
     if isinstance(value, float):

@@ -14,6 +14,7 @@ from rlcloud.cli._common import blame_flags, output_format, print_data, set_flag
 from rlcloud.cli._common import console as _console
 from rlcloud.cli._parser import echo
 from rlcloud.cluster import Cluster
+from rlcloud.display import span
 from rlcloud.errors import SpecError, SpecProblem
 from rlcloud.gke.info import ClusterInfo
 from rlcloud.gke.operations import OperationUpdate
@@ -125,15 +126,6 @@ def cluster_create(args: argparse.Namespace, sets: dict[str, Any]) -> int:
     return 0
 
 
-def _age(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds / size:.0f}{unit}"
-    return f"{seconds:.0f}s"
-
-
 def info_row(info: ClusterInfo, now: float) -> dict[str, Any]:
     """One cluster as a JSON-ready dict (the columns of `rlcloud cluster list`); the cost is an estimate since
     creation (:meth:`ClusterInfo.cost_so_far`)."""
@@ -146,7 +138,7 @@ def info_row(info: ClusterInfo, now: float) -> dict[str, Any]:
         "gpus_per_node": info.gpus_per_node,
         "gpu_type": info.gpu_type,
         "status": info.status,
-        "age": _age(info.age(now)),
+        "age": "-" if (age := info.age(now)) is None else span(age, "compact"),
         "expiry": info.expiry.isoformat() if info.expiry else None,
         "autodown_seconds": info.autodown,
         "teardown": info.teardown(now),

@@ -1,8 +1,5 @@
-"""Progress for the CLI: a live rich bar while an experiment runs (plain lines when there is no terminal),
-and summary tables.
-
-Data (names, pod reasons, messages, paths) is shown as text, never read as rich markup: a reason such as
-``image gcr.io/p/runner:[tag]`` or a message ``pip install 'rlcloud[runner]'`` must keep its brackets.
+"""The CLI's follower of a run: a live bar while an experiment runs (plain lines when there is no terminal),
+then its summary; what it shows is rlcloud.display's (the bar Experiment.wait draws, the same lines and tables).
 """
 
 from __future__ import annotations
@@ -10,87 +7,11 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from rlcloud.experiment import PLAIN_INTERVAL_S, progress_line
+from rlcloud.display import PLAIN_INTERVAL_S, ExperimentBar, PlainProgress, message_parts, summary_table
 
 if TYPE_CHECKING:
     from rlcloud.backend import ExperimentStatus
     from rlcloud.experiment import Experiment
-
-
-def _num(value: Any, fmt: str = "{:,.0f}") -> str:
-    return fmt.format(value) if isinstance(value, int | float) else "-"
-
-
-def _message_parts(message: str | None) -> tuple[str, str]:
-    """A status message's first line (for a table cell) and the rest (a log tail or traceback, printed below
-    the table once rather than squeezed into the cell)."""
-    head, _, rest = (message or "").partition("\n")
-    return head, rest.strip("\n")
-
-
-def status_table(status: ExperimentStatus) -> Any:
-    """A rich renderable: the experiment's state and progress, one row per role, then the message's
-    details (a failed role's log tail) below the table."""
-    from rich.console import Group
-    from rich.table import Table
-    from rich.text import Text
-
-    from rlcloud.experiment import display_rate, display_state, vitals_rows
-
-    prog = status.progress
-    head, details = _message_parts(status.message)
-    percent = status.vitals["percent"]
-    table = Table(title=Text(f"{status.name}: {display_state(status)}"), title_justify="left", show_edge=False)
-    table.add_column("role")
-    table.add_column("state")
-    table.add_column("restarts", justify="right")
-    table.add_column("detail")
-    for role in status.roles:
-        detail = role.reason or (f"exit code {role.exit_code}" if role.exit_code not in (None, 0) else "")
-        table.add_row(Text(role.label), Text(role.state), str(role.restarts), Text(detail))
-    more = " · ".join(f"{key} {value}" for key, value in vitals_rows(status))
-    # below the table, not its caption: a caption is wrapped to the table's width (a few roles make it
-    # narrow), which broke the figures and the failure's reason across centred lines
-    below = Text(
-        f"timesteps {_num(prog.get('timestep'))} · episodes {_num(prog.get('episode'))} · "
-        + (f"{percent:.0f}% done · " if percent is not None else "")
-        + f"mean return {_num(prog.get('mean_return'), '{:.1f}')} · steps/s {_num(display_rate(status))}"
-        + (f"\n{more}" if more else "")
-        + (f"\n{head}" if head else "")
-    )
-    return Group(table, below, Text(details)) if details else Group(table, below)
-
-
-def summary_table(exp: Experiment, status: ExperimentStatus, elapsed: float) -> Any:
-    """The table printed when `rlcloud experiment run` ends (the message's first line only: the rest, a
-    failed role's log tail, is for :func:`follow_experiment` to print once below it)."""
-    from rich.table import Table
-    from rich.text import Text
-
-    from rlcloud.experiment import display_rate, display_state
-
-    prog = status.progress
-    table = Table(
-        title=Text(f"{exp.name}: {display_state(status)}"), title_justify="left", show_header=False, show_edge=False
-    )
-    table.add_column("what", style="bold")
-    table.add_column("value")
-    rows = [
-        ("run mode", f"{exp.spec.run_mode} ({exp.spec.num_workers} worker(s))"),
-        ("timesteps", _num(prog.get("timestep"))),
-        ("episodes", _num(prog.get("episode"))),
-        ("mean return (last 20)", _num(prog.get("mean_return"), "{:.1f}")),
-        ("steps/s (training time)", _num(display_rate(status))),
-        ("wall time", f"{elapsed / 60:.1f} min"),
-        ("latest checkpoint", str(prog.get("checkpoint") or "-")),
-        ("results", exp.location),
-    ]
-    for key, value in rows:
-        table.add_row(key, Text(value))
-    head, _ = _message_parts(status.message)
-    if head:
-        table.add_row("message", Text(head))
-    return table
 
 
 def follow_experiment(
@@ -110,18 +31,16 @@ def follow_experiment(
     experiment cleanly (the runner checkpoints first) when ``stop_on_interrupt``, else just stops following;
     ``resume``: the commands that resume it then (in the foreground, in the background), printed after a stop.
     """
-    spec = exp.spec
-    unit = "timestep" if spec.total_timesteps else "episode"
-    total = spec.total_timesteps or spec.episodes
     started = time.monotonic()
     status = exp.status()
     try:
         if quiet or not console.is_terminal:
-            status = _follow_plain(
-                exp, status, console, total, unit, started, plain_interval if not quiet else None, poll_interval
-            )
+            from rlcloud.cli._common import shown
+
+            lines = PlainProgress(exp.spec, file=console.file, interval=plain_interval, clean=shown)
+            status = _follow(exp, status, None if quiet else lines, poll_interval, finished_too=False)
         else:
-            status = _follow_bar(exp, status, console, total, unit, poll_interval)
+            status = _follow(exp, status, ExperimentBar(exp.spec, file=console.file), poll_interval, finished_too=True)
     except KeyboardInterrupt:
         if not stop_on_interrupt:
             console.print(f"stopped following {exp.name}; it keeps running", markup=False)
@@ -131,7 +50,7 @@ def follow_experiment(
         status = exp.status()
         console.print(summary_table(exp, status, time.monotonic() - started))
         if resume is not None:
-            checkpoint = status.progress.get("checkpoint")
+            checkpoint = status.progress.checkpoint
             where = (
                 f" at checkpoint {checkpoint}; to resume from it"
                 if checkpoint
@@ -154,7 +73,7 @@ def follow_experiment(
         if plot:
             console.print(f"returns plot: {plot}", markup=False)
         return 0
-    _, details = _message_parts(status.message)
+    _, details = message_parts(status.message)
     if details:  # the failed role's log tail: printed once, here, not in the table too
         console.print(details, markup=False, highlight=False, soft_wrap=True)
         return 1
@@ -164,60 +83,22 @@ def follow_experiment(
     return 1
 
 
-def _follow_bar(
-    exp: Experiment, status: ExperimentStatus, console: Any, total: int | None, unit: str, poll: float
+def _follow(
+    exp: Experiment, status: ExperimentStatus, show: Any, poll: float, *, finished_too: bool
 ) -> ExperimentStatus:
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from rlcloud.experiment import display_rate, display_state
-
-    columns = (
-        TextColumn("{task.description}", style="bold", markup=False),
-        BarColumn(),
-        TextColumn("{task.completed:,.0f}/{task.total:,.0f} " + unit + "s"),
-        TextColumn("{task.fields[info]}", markup=False),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, console=console, transient=False) as bar:
-        task = bar.add_task(exp.name, total=total, info=display_state(status))
-        while not status.finished and status.state != "paused":  # a paused one ends only when resumed
+    """Poll until ``exp`` finishes (or pauses: a paused one ends only when resumed), showing each status to
+    ``show`` (the last, finished one too when ``finished_too``: a bar's last frame); ``show`` None: nothing."""
+    try:
+        while True:
+            if show is not None and (finished_too or not status.finished):
+                show(status)
+            if status.finished or status.state == "paused":
+                return status
             time.sleep(poll)
             status = exp.status()
-            prog = status.progress
-            info = (
-                f"{display_state(status)} · ep {_num(prog.get('episode'))} · "
-                f"ret {_num(prog.get('mean_return'), '{:.1f}')} · {_num(display_rate(status))} steps/s"
-            )
-            bar.update(task, completed=min(int(prog.get(unit) or 0), total or 0), info=info)
-    return status
-
-
-def _follow_plain(
-    exp: Experiment,
-    status: ExperimentStatus,
-    console: Any,
-    total: int | None,
-    unit: str,
-    started: float,
-    interval: float | None,
-    poll: float,
-) -> ExperimentStatus:
-    """Poll until ``exp`` finishes, writing a plain line every ``interval`` s and on each change of state
-    (none when ``interval`` is None). Straight to the file: a console without a terminal would wrap at 80."""
-    from rlcloud.cli._common import shown
-    from rlcloud.experiment import display_state
-
-    last_line, last_state = float("-inf"), None
-    while True:
-        now = time.monotonic()
-        state = display_state(status)
-        if interval is not None and (now - last_line >= interval or state != last_state) and not status.finished:
-            print(shown(progress_line(status, total, unit, now - started)), file=console.file, flush=True)
-            last_line, last_state = now, state
-        if status.finished or status.state == "paused":  # a paused one ends only when resumed
-            return status
-        time.sleep(poll)
-        status = exp.status()
+    finally:
+        if isinstance(show, ExperimentBar):
+            show.close()
 
 
 def _save_plot(exp: Experiment) -> str | None:

@@ -7,6 +7,7 @@ import argparse
 from rlcloud.cli._parser import EXIT_FAILURE, EXIT_OK, SET, Arg, checked, command, echo, group
 from rlcloud.cli.analysis import GUARDS
 from rlcloud.cli.experiment import TARGET, _cluster_from_args
+from rlcloud.display import PLAIN_INTERVAL_S, sweep_table, vitals_text
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -20,8 +21,6 @@ FILE = Arg(
     help="a sweep spec (kind: Sweep), or an experiment spec to sweep with --seeds/--grid",
 )
 NAME = Arg("name", metavar="NAME", type=checked("run_name"), help="sweep name")
-#: Seconds between the plain progress lines of a followed sweep without a terminal (as `experiment run`'s).
-PLAIN_INTERVAL_S = 30.0
 BUILD = (
     Arg("--seeds", metavar="N", type=int, help="seeds 1..N of every configuration"),
     Arg(
@@ -292,54 +291,6 @@ def list_(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------------------ output
 
 
-def sweep_table(status: Any) -> Any:
-    """A rich table: one row per trial (values as text, never markup)."""
-    from rich.table import Table
-    from rich.text import Text
-
-    keys = sorted({k for t in status.trials for k in t.params})
-    table = Table(title=Text(f"{status.name}: {status.state}  {status.counts_text()}{_vitals_text(status.vitals)}"))
-    for column in ("trial", *keys, "seed", "state", "timestep", "return", "steps/s"):
-        table.add_column(Text(column))
-    for trial in status.trials:
-        prog = trial.progress
-        ret = prog.get("mean_return")
-        cells = [
-            trial.name,
-            *(str(trial.params.get(k, "")) for k in keys),
-            str(trial.seed),
-            ("stalled" if trial.stalled_for is not None else trial.state)
-            + (f" ({trial.reason})" if trial.reason and trial.state != "succeeded" else ""),
-            f"{prog['timestep']:,}" if isinstance(prog.get("timestep"), int) else "-",
-            "-" if ret is None else f"{ret:.1f}",
-            "-" if not prog.get("steps_per_second") else f"{prog['steps_per_second']:.0f}",
-        ]
-        table.add_row(*(Text(c) for c in cells))
-    return table
-
-
-def _vitals_text(figures: dict[str, Any]) -> str:
-    """The sweep's figures for its table's title: ``  40% done · ETA 12 min · best return 195.0``."""
-    from rlcloud.backend import span
-
-    parts = []
-    if figures["percent"] is not None:
-        parts.append(f"{figures['percent']:.0f}% done")
-    if figures["eta_s"] is not None:
-        parts.append(f"ETA {span(figures['eta_s'])}")
-    if figures["best_return"] is not None:
-        parts.append(f"best return {figures['best_return']:.1f}")
-    if figures["restarts"]:
-        parts.append(f"{figures['restarts']} restart(s)")
-    if figures["stalled"]:
-        parts.append(f"{figures['stalled']} stalled")
-    if figures["cost_usd"] is not None or figures.get("budget_usd") is not None:
-        from rlcloud.experiment import cost_text
-
-        parts.append(cost_text(figures))
-    return "  " + " · ".join(parts) if parts else ""
-
-
 def _follow(sweep: Any, *, quiet: bool, again: str | None = None, interval: float = PLAIN_INTERVAL_S) -> Any:
     """Follow a sweep to the end: a live table on a terminal; otherwise a line per trial state change, and
     the sweep's figures every ``interval`` seconds (a log shows that long trials advance). Ctrl-C stops the
@@ -379,7 +330,7 @@ def _follow(sweep: Any, *, quiet: bool, again: str | None = None, interval: floa
                 return status
             if not quiet and time.monotonic() - last_line >= interval:
                 last_line = time.monotonic()
-                line = f"{status.name}: {status.state} · {status.counts_text()}{_vitals_text(status.vitals)}"
+                line = f"{status.name}: {status.state} · {status.counts_text()}{vitals_text(status.vitals)}"
                 print(shown(line.replace("  ", " · ")), file=sys.stderr, flush=True)
             time.sleep(2)
             status = sweep.status()

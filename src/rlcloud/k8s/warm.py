@@ -43,24 +43,25 @@ def warm_trial_state(job: JSON, progress: dict[str, Any]) -> tuple[TrialState, s
     progress says it starts or trains runs while the Job does (stopped once the Job has ended); one without
     progress waits for its pod ("queued"; "pending" while the Job is suspended).
     """
-    recorded = progress.get("state")
+    record = ProgressRecord.of(progress)
+    recorded = record.state
     uid = get(job, "metadata", "uid")
     if recorded == "succeeded":
         return "succeeded", None
     if recorded == STOPPED_EARLY:
-        return "stopped early", progress.get("stop_reason")
-    if recorded == "failed" and progress.get("job_uid") == uid:
-        return "failed", progress.get("stop_reason")
+        return "stopped early", record.stop_reason
+    if recorded == "failed" and record.job_uid == uid:
+        return "failed", record.stop_reason
     finished = job_finished(job)
     # "failed" without this Job's uid: the runner's own word for a crash its pod tries again (or an earlier
     # Job's failure record, tried again when the pod gets there)
-    if recorded in ("starting", "running") or (recorded == "failed" and progress.get("job_uid") is None):
+    if recorded in ("starting", "running") or (recorded == "failed" and record.job_uid is None):
         if finished:
             return "stopped", f"the sweep's Job has {finished}"
         return "running", None
     if recorded == "stopped":
         # checkpointed by a signal: its pod's replacement resumes it unless the Job has ended
-        return ("stopped", progress.get("stop_reason")) if finished else ("queued", "resumes from its checkpoint")
+        return ("stopped", record.stop_reason) if finished else ("queued", "resumes from its checkpoint")
     if is_suspended(job):
         return "pending", "the sweep's Job is suspended"
     if finished:
@@ -87,7 +88,7 @@ def halted_message(job: JSON, trials: list[TrialStatus], *, max_failures: int, s
         smoke_timesteps
         and first is not None
         and first.state == "failed"
-        and int(first.progress.get("timestep") or 0) < smoke_timesteps
+        and (first.progress.timestep or 0) < smoke_timesteps
     ):
         return (
             f"stopped launching trials: the first trial ({first.name}) failed before training {smoke_timesteps} "
@@ -141,8 +142,8 @@ def warm_sweep_status(
 def warm_final(progress: dict[str, Any], job_uid: str | None) -> bool:
     """Whether a trial of a warm sweep is done for the Job ``job_uid``: it succeeded, stopped early, or has
     that Job's failure record (a runner's own "failed" is a crash its pod tries again)."""
-    state = progress.get("state")
-    return state in DONE_STATES or (state == "failed" and progress.get("job_uid") == job_uid)
+    record = ProgressRecord.of(progress)
+    return record.state in DONE_STATES or (record.state == "failed" and record.job_uid == job_uid)
 
 
 def read_shares(

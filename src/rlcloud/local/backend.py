@@ -447,7 +447,7 @@ class LocalExperiments(LocalMachine, ExperimentBackend):
             status = last[0]
             raise WaitTimeoutError(
                 f"experiment {name!r} still {status.state} after {timeout:g} s "
-                f"(timestep {status.progress.get('timestep', 0)}); it keeps running: wait again or stop it"
+                f"(timestep {status.progress.timestep or 0}); it keeps running: wait again or stop it"
             )
         return done
 

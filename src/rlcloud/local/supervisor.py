@@ -311,7 +311,7 @@ def _stall_why(run: RunState, default: str) -> str:
         progress = json.loads((run.workdir / PROGRESS).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return default
-    what = progress.get("stalled") if isinstance(progress, dict) else None
+    what = ProgressRecord.of(progress).stalled if isinstance(progress, dict) else None
     return f"{what}, again after a restart" if isinstance(what, str) and what else default
 
 

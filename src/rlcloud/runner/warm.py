@@ -217,19 +217,19 @@ class _Failures:
         except RLCloudError as exc:
             logger.debug("progress of %s unreadable: %s", name, exc)
             return ProgressRecord()
-        if got.get("state") in DONE_STATES or self.failed_here(got):
+        if got.state in DONE_STATES or self.failed_here(got):
             self._final[name] = got
         return got
 
-    def failed_here(self, progress: dict[str, Any]) -> bool:
+    def failed_here(self, progress: ProgressRecord) -> bool:
         """Whether ``progress`` is a failure record of this Job."""
-        return progress.get("state") == "failed" and progress.get("job_uid") == self.job_uid
+        return progress.state == "failed" and progress.job_uid == self.job_uid
 
     def stalled_out(self, name: str) -> bool:
         """Whether trial ``name``'s record says it stalled again after a restart for a stall in this Job (its
         watchdog's record: ``failed`` with ``stalls``) and has no failure record of the pod's yet."""
         got = self.progress(name)
-        return self.failed_here(got) and _stalls(got) > STALL_RESTARTS and not got.get("signature")
+        return self.failed_here(got) and _stalls(got) > STALL_RESTARTS and not got.signature
 
     def record_failure(self, name: str, code: int, line: str) -> None:
         """Write trial ``name``'s failure record (:func:`_write_failure`) and read it from now on."""
@@ -240,7 +240,7 @@ class _Failures:
     def smoke_failed(self, name: str, smoke: int) -> bool:
         """Whether trial ``name`` (the smoke trial) failed in this Job before training ``smoke`` timesteps."""
         got = self.progress(name)
-        return self.failed_here(got) and int(got.get("timestep") or 0) < smoke
+        return self.failed_here(got) and (got.timestep or 0) < smoke
 
     def worst(self, upto: int) -> tuple[str, list[str]] | None:
         """The signature most trials below index ``upto`` failed with in this Job, and those trials."""
@@ -254,18 +254,18 @@ class _Failures:
 
 def _stalls(progress: dict[str, Any]) -> int:
     """Stalls in a row a trial's record counts (its watchdog's ``stalls``; 0 when none)."""
-    stalls = progress.get("stalls")
+    stalls = ProgressRecord.of(progress).stalls
     return stalls if isinstance(stalls, int) and not isinstance(stalls, bool) else 0
 
 
-def _signature(progress: dict[str, Any], name: str) -> str:
+def _signature(progress: ProgressRecord, name: str) -> str:
     """A failed trial's signature: its failure record's, or for a trial whose watchdog recorded that it
     stalled again (its pod ended with it, before any record of the pod's), the one the pod that finds it
     will write; else "?"."""
-    if progress.get("signature"):
-        return str(progress["signature"])
+    if progress.signature:
+        return progress.signature
     if _stalls(progress) > STALL_RESTARTS:
-        return failure_signature(EXIT_STALLED_AGAIN, str(progress.get("stalled") or "stalled"), name)
+        return failure_signature(EXIT_STALLED_AGAIN, progress.stalled or "stalled", name)
     return "?"
 
 
@@ -313,7 +313,7 @@ def _stall_stored(store: Store | None, name: str, workdir: Path, code: int) -> b
 
     def stored() -> bool:
         got = read_progress(trial) or ProgressRecord()
-        return got.get("state") == want and _stalls(got) > 0
+        return got.state == want and _stalls(got) > 0
 
     try:
         if stored():
@@ -405,7 +405,7 @@ def _wait_for_smoke(sweep: SweepSpec, failures: _Failures, smoke: int) -> bool:
         got = failures.progress(first)
         if failures.smoke_failed(first, smoke):
             return False
-        if got.get("state") in DONE_STATES or int(got.get("timestep") or 0) >= smoke:
+        if got.state in DONE_STATES or (got.timestep or 0) >= smoke:
             return True
         return None
 
@@ -470,7 +470,7 @@ def _run_share(args: argparse.Namespace, prepare: Prepare, train: Train) -> int:
         if failures.stalled_out(name):
             # its watchdog ended the previous pod (exit 89) with the record of a second stall in a row: a
             # failure of this trial alone, grouped with the others' by its signature; the pod goes on
-            stalled = str(failures.progress(name).get("stalled") or "stalled")
+            stalled = failures.progress(name).stalled or "stalled"
             logger.error("trial %s stalled again after a restart for a stall: failed (%s)", name, stalled)
             failures.record_failure(name, EXIT_STALLED_AGAIN, stalled)
         if smoke and index != 0 and failures.smoke_failed(table[0][0], smoke):

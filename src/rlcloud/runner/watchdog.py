@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlcloud import runenv
-from rlcloud.layout import PROGRESS
+from rlcloud.layout import PROGRESS, ProgressRecord
 
 if TYPE_CHECKING:
     from rlcloud.waiting import Clock, StampAges
@@ -285,12 +285,12 @@ def _previous_stalls(workdir: Path) -> int:
         progress = json.loads((workdir / PROGRESS).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return 0
-    if not isinstance(progress, dict) or progress.get("state") != "stalled":
+    record = ProgressRecord.of(progress if isinstance(progress, dict) else {})
+    if record.state != "stalled":
         return 0
-    if progress.get("job_uid") and _job_uid() and progress.get("job_uid") != _job_uid():
+    if record.job_uid and _job_uid() and record.job_uid != _job_uid():
         return 0
-    stalls = progress.get("stalls")
-    return stalls if isinstance(stalls, int) and not isinstance(stalls, bool) and stalls > 0 else 1
+    return record.stalls if record.stalls is not None and record.stalls > 0 else 1
 
 
 #: Called with the exit code just before a watchdog ends the process (:func:`on_stall_exit`).

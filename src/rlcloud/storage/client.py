@@ -242,12 +242,6 @@ def read_progress(store: Store) -> ProgressRecord | None:
     return ProgressRecord.clean(value, store.describe(PROGRESS))
 
 
-def clean_progress(value: dict[str, Any], source: str) -> ProgressRecord:
-    """progress.json as parsed, each field of the wrong type dropped with one warning naming ``source``:
-    :meth:`rlcloud.layout.ProgressRecord.clean`."""
-    return ProgressRecord.clean(value, source)
-
-
 def read_logs(store: Store) -> dict[str, str]:
     """Each role's log (``logs/<role>-<index>.log``) keyed by ``<role>-<index>``."""
     out: dict[str, str] = {}

@@ -46,9 +46,6 @@ from rlcloud.storage.stores import open_store
 from rlcloud.stored import MAX_NAME_RECORD_BYTES
 
 __all__ = [
-    "CHECKPOINTS",
-    "LATEST",
-    "RESTORED_FILES",
     "SyncHook",
     "SyncReport",
     "Syncer",
@@ -61,10 +58,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-CHECKPOINTS = f"{layout.CHECKPOINTS}/"
-LATEST = layout.LATEST
-#: What a resumed runner needs besides the checkpoint: its appended records and its logs.
-RESTORED_FILES = layout.RESTORED_FILES
+#: The checkpoints' objects: ``checkpoints/<name>/...``.
+_CHECKPOINTS_PREFIX = f"{layout.CHECKPOINTS}/"
+#: What a resumed runner needs besides the checkpoint and layout.RESTORED_FILES: its logs.
 RESTORED_PREFIXES = (f"{layout.LOGS}/",)
 # A file modified this recently may change again within the file system's mtime granularity: re-hash it.
 _FRESH_S = 2.0
@@ -96,11 +92,11 @@ class _LocalFile:
 def read_latest(store: Store) -> tuple[str, int] | None:
     """The checkpoint name ``checkpoints/LATEST`` holds and that object's generation, or None."""
     for _ in range(3):
-        info = store.stat(LATEST)
+        info = store.stat(layout.LATEST)
         if info is None:
             return None
         try:
-            name = store.read_record_bytes(LATEST, MAX_NAME_RECORD_BYTES).decode("utf-8", "replace").strip()
+            name = store.read_record_bytes(layout.LATEST, MAX_NAME_RECORD_BYTES).decode("utf-8", "replace").strip()
         except NotFoundError:
             continue  # deleted between stat and read: look again
         return (name, info.generation) if name else None
@@ -197,7 +193,7 @@ class Syncer:
 
     def _local_latest(self) -> str | None:
         try:
-            name = (self.local_dir / LATEST).read_text(encoding="utf-8").strip()
+            name = (self.local_dir / layout.LATEST).read_text(encoding="utf-8").strip()
         except (FileNotFoundError, NotADirectoryError):
             return None
         return name or None
@@ -230,11 +226,11 @@ class Syncer:
         remote = {o.name: o for o in self.store.list()}
         report.listing_calls = 1
 
-        ckpt_dirs = {rel.split("/")[1] for rel in local if rel.startswith(CHECKPOINTS) and rel.count("/") >= 2}
+        ckpt_dirs = {rel.split("/")[1] for rel in local if rel.startswith(_CHECKPOINTS_PREFIX) and rel.count("/") >= 2}
         if latest_local and latest_local != self._published_name(remote):
             self._publish(latest_local, local, remote, report)
 
-        regular = {rel: f for rel, f in local.items() if not rel.startswith(CHECKPOINTS)}
+        regular = {rel: f for rel, f in local.items() if not rel.startswith(_CHECKPOINTS_PREFIX)}
         self._upload_changed(regular, remote, report)
 
         if self.prune_checkpoints:
@@ -265,15 +261,15 @@ class Syncer:
         """
         with self._lock:
             report = SyncReport()
-            local = {rel: f for rel, f in self._scan().items() if rel.startswith(f"{CHECKPOINTS}{name}/")}
-            remote = {o.name: o for o in self.store.list(CHECKPOINTS)}
+            local = {rel: f for rel, f in self._scan().items() if rel.startswith(f"{_CHECKPOINTS_PREFIX}{name}/")}
+            remote = {o.name: o for o in self.store.list(_CHECKPOINTS_PREFIX)}
             report.listing_calls = 1
             if name != self._published_name(remote):
                 self._publish(name, local, remote, report, strict=True)
             return report
 
     def _published_name(self, remote: dict[str, ObjectInfo]) -> str | None:
-        info = remote.get(LATEST)
+        info = remote.get(layout.LATEST)
         if info is None:
             self._published = None
             return None
@@ -281,7 +277,7 @@ class Syncer:
             return self._published[0]
         # Someone (a previous runner, a restore) wrote it: one read tells the name.
         try:
-            name = self.store.read_record_bytes(LATEST, MAX_NAME_RECORD_BYTES).decode("utf-8", "replace").strip()
+            name = self.store.read_record_bytes(layout.LATEST, MAX_NAME_RECORD_BYTES).decode("utf-8", "replace").strip()
         except NotFoundError:
             return None
         self._published = (name, info.generation)
@@ -325,10 +321,11 @@ class Syncer:
         *,
         strict: bool = False,
     ) -> None:
-        prefix = f"{CHECKPOINTS}{name}/"
+        prefix = f"{_CHECKPOINTS_PREFIX}{name}/"
         files = {rel: f for rel, f in local.items() if rel.startswith(prefix)}
         if not files:
-            msg = f"checkpoint {name!r} named by {self.local_dir / LATEST} has no files in {self.local_dir / prefix}"
+            pointer = self.local_dir / layout.LATEST
+            msg = f"checkpoint {name!r} named by {pointer} has no files in {self.local_dir / prefix}"
             if strict:
                 raise StorageError(msg)
             logger.warning("%s; not publishing it", msg)
@@ -346,34 +343,34 @@ class Syncer:
                     f"checkpoint file {files[info.name].path} changed while it was uploaded to "
                     f"{self.store.describe(info.name)}; a checkpoint directory must not change once LATEST names it"
                 )
-        expected = remote[LATEST].generation if LATEST in remote else 0
+        expected = remote[layout.LATEST].generation if layout.LATEST in remote else 0
         try:
-            info = self.store.write_text(LATEST, name, if_generation_match=expected)
+            info = self.store.write_text(layout.LATEST, name, if_generation_match=expected)
         except PreconditionFailedError:
             # Our own write may have landed with its answer lost, and the library's retry then found
             # the new generation: that is success. Anything else means another writer.
             current = read_latest(self.store)
             if current is None or current[0] != name:
                 raise PreconditionFailedError(
-                    f"{self.store.describe(LATEST)} was changed by another writer "
+                    f"{self.store.describe(layout.LATEST)} was changed by another writer "
                     f"(now {current[0] if current else None!r}) "
                     f"while publishing checkpoint {name!r}; is a second runner writing to this location?",
-                    name=LATEST,
+                    name=layout.LATEST,
                     expected=expected,
                 ) from None
             self._published = current
-            now = self.store.stat(LATEST)
+            now = self.store.stat(layout.LATEST)
             if now is not None:
-                remote[LATEST] = now
+                remote[layout.LATEST] = now
         else:
             self._published = (name, info.generation)
-            remote[LATEST] = info  # the write's answer describes the object: no read-back request
+            remote[layout.LATEST] = info  # the write's answer describes the object: no read-back request
         report.published = name
         logger.info("published checkpoint %s to %s", name, self.store.describe(prefix))
 
     def _prune(self, ckpt_dirs: set[str], remote: dict[str, ObjectInfo], report: SyncReport) -> None:
         published = self._published[0] if self._published else None
-        stored = {n.split("/")[1] for n in remote if n.startswith(CHECKPOINTS) and n.count("/") >= 2}
+        stored = {n.split("/")[1] for n in remote if n.startswith(_CHECKPOINTS_PREFIX) and n.count("/") >= 2}
         # Those this syncer saw locally and the runner has since pruned; and those only the store holds
         # (left by a previous runner of this experiment: a restart restores just the latest) once they
         # fall out of the newest keep_checkpoints, the runner's own retention.
@@ -384,7 +381,9 @@ class Syncer:
         if published:
             gone.discard(published)
         self._seen_checkpoints -= gone
-        doomed = [n for n in remote if n.startswith(CHECKPOINTS) and n.count("/") >= 2 and n.split("/")[1] in gone]
+        doomed = [
+            n for n in remote if n.startswith(_CHECKPOINTS_PREFIX) and n.count("/") >= 2 and n.split("/")[1] in gone
+        ]
         if doomed:
             self.store.delete_many(doomed)
             report.deleted.extend(doomed)
@@ -541,7 +540,7 @@ def restore_latest(store: Store, local_dir: str | os.PathLike[str], *, progress:
     meant for an empty (or fresh) directory; a local LATEST means nothing is downloaded at all.
     """
     local = Path(local_dir)
-    if (local / LATEST).exists():
+    if (local / layout.LATEST).exists():
         logger.info("%s already has a checkpoint; not restoring from %s", local, store.url)
         return None
     latest = read_latest(store)
@@ -550,13 +549,14 @@ def restore_latest(store: Store, local_dir: str | os.PathLike[str], *, progress:
     listing = store.list()
     for info in listing:
         n = info.name
-        in_ckpt = name is not None and n.startswith(f"{CHECKPOINTS}{name}/")
-        restored = in_ckpt or n in RESTORED_FILES or n.startswith(RESTORED_PREFIXES)
+        in_ckpt = name is not None and n.startswith(f"{_CHECKPOINTS_PREFIX}{name}/")
+        restored = in_ckpt or n in layout.RESTORED_FILES or n.startswith(RESTORED_PREFIXES)
         if restored and not os.path.lexists(local / n):
             wanted.append(info)
-    if name is not None and not any(i.name.startswith(f"{CHECKPOINTS}{name}/") for i in listing):
+    if name is not None and not any(i.name.startswith(f"{_CHECKPOINTS_PREFIX}{name}/") for i in listing):
         raise StorageError(
-            f"{store.describe(LATEST)} names {name!r}, but {store.describe(CHECKPOINTS + name)}/ is empty"
+            f"{store.describe(layout.LATEST)} names {name!r}, "
+            f"but {store.describe(_CHECKPOINTS_PREFIX + name)}/ is empty"
         )
     from rlcloud.storage.client import destinations
 
@@ -567,7 +567,7 @@ def restore_latest(store: Store, local_dir: str | os.PathLike[str], *, progress:
     if name is not None:
         tmp = local / layout.CHECKPOINTS / ".LATEST.restore-tmp"
         tmp.write_text(name + "\n", encoding="utf-8")
-        os.replace(tmp, local / LATEST)
+        os.replace(tmp, local / layout.LATEST)
         logger.info("restored checkpoint %s from %s (%d files)", name, store.url, len(wanted))
     return name
 
@@ -579,13 +579,13 @@ def restore_earlier_checkpoints(store: Store, local_dir: str | os.PathLike[str])
     names downloaded, newest first; LATEST is left as it is (the runner moves it to the one it restores).
     """
     local = Path(local_dir)
-    listing = store.list(CHECKPOINTS)
+    listing = store.list(_CHECKPOINTS_PREFIX)
     stored = {i.name.split("/")[1] for i in listing if i.name.count("/") >= 2 and i.name.endswith("/state.json")}
     wanted = sorted(
         n
         for n in stored
-        if not (local / CHECKPOINTS / n / "state.json").exists()
-        and not (local / CHECKPOINTS / f".unreadable-{n}").exists()
+        if not (local / layout.CHECKPOINTS / n / layout.CHECKPOINT_STATE).exists()
+        and not (local / layout.CHECKPOINTS / f".unreadable-{n}").exists()
     )
     items = [i for i in listing if i.name.count("/") >= 2 and i.name.split("/")[1] in wanted]
     targets, skipped = local_targets(items, local)
