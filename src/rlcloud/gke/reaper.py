@@ -702,16 +702,8 @@ class ReaperRun:
 
         managed = self.labels.get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE
         deleting = int(cluster.status) == int(container_v1.Cluster.Status.STOPPING)
-        decision = decide(
-            self.now,
-            created=self.created,
-            expiry=self.expiry,
-            autodown=self.autodown,
-            last_activity=seen.last,
-            running=seen.running,
-            managed=managed,
-            deleting=deleting,
-        )
+        times = {"created": self.created, "expiry": self.expiry, "autodown": self.autodown, "last_activity": seen.last}
+        decision = decide(self.now, **times, running=seen.running, managed=managed, deleting=deleting)
         over = budgets.cluster
         if over is not None and over.delete and managed and not deleting and not decision.delete:
             return Decision(True, f"budget: {over.reason}", self.now)
@@ -723,14 +715,9 @@ class ReaperRun:
         error: Exception | None = None
         if decision.delete and not self.dry_run:
             outcome, error = _delete_cluster(self.container_client, self.identity)
-        log.log(
-            logging.ERROR if error else logging.INFO,
-            "cluster %s: %s (%s)%s",
-            self.identity.name,
-            decision.action,
-            decision.reason,
-            f": {outcome}" if outcome else "",
-        )
+        done = f": {outcome}" if outcome else ""
+        level = logging.ERROR if error else logging.INFO
+        log.log(level, "cluster %s: %s (%s)%s", self.identity.name, decision.action, decision.reason, done)
         return outcome, error
 
     def record(

@@ -244,7 +244,7 @@ class Supervisor:
 
     def look_at_budget(self) -> int | None:
         """Warn once at 90% of the run's training time x price (:func:`training_seconds`), stop it at 100%."""
-        assert self.budget is not None and self.child is not None
+        assert self.budget is not None
         try:
             progress = json.loads((self.run.workdir / PROGRESS).read_text(encoding="utf-8"))
         except (OSError, ValueError):  # absent, or caught mid-write: the next poll reads it
