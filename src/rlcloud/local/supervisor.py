@@ -136,7 +136,8 @@ def supervise(
 @dataclass
 class Supervisor:
     """One role's supervisor as a step loop (fields: :func:`supervise`'s arguments): :meth:`start`, then
-    :meth:`step` until it returns the exit code. Each move returns that code when it ends the role, else None."""
+    :meth:`step` until it returns the exit code. Its moves (:meth:`runner_ended`, :meth:`look_at_budget`,
+    :meth:`idle_seconds`, :meth:`stalled`, :meth:`kill_if_overdue`) return that code when they end the role."""
 
     workdir: Path
     label: str
