@@ -246,13 +246,9 @@ class Supervisor:
     def look_at_budget(self) -> int | None:
         """Warn once at 90% of the run's training time x price (:func:`training_seconds`), stop it at 100%."""
         assert self.budget is not None
-        try:
-            progress = json.loads((self.run.workdir / PROGRESS).read_text(encoding="utf-8"))
-        except (OSError, ValueError):  # absent, or caught mid-write: the next poll reads it
-            progress = None
         seconds = None
-        if isinstance(progress, dict):
-            seconds = training_seconds(ProgressRecord(progress), self.clock.time(), self.launched, ages=self.ages)
+        if (record := _read_progress(self.run)) is not None:
+            seconds = training_seconds(record, self.clock.time(), self.launched, ages=self.ages)
         decision = decide(self.budget[1] * seconds / 3600 if seconds is not None else None, self.budget[0],
                           warned=self.warned)  # fmt: skip
         if decision.action == "warn":
@@ -297,14 +293,8 @@ class Supervisor:
         report (:attr:`first_report`: building the agent and restoring a checkpoint are no stall), aged by
         :attr:`ages` (a wall-clock step is no stall).
         """
-        try:
-            progress = json.loads((self.run.workdir / PROGRESS).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        if not isinstance(progress, dict):
-            return None
-        record = ProgressRecord(progress)
-        if record.updated is None or record.updated < self.launched or record.state != "running":
+        record = _read_progress(self.run)
+        if record is None or record.updated is None or record.updated < self.launched or record.state != "running":
             return None  # no report of this runner yet (it is starting), or it does not train
         if not self.first_report:
             self.first_report.append(record.updated)
@@ -416,12 +406,17 @@ def training_seconds(
 
 def _stall_why(run: RunState, default: str) -> str:
     """What the runner's watchdog recorded of its stall (progress.json ``"stalled"``), else ``default``."""
+    what = (_read_progress(run) or ProgressRecord()).get("stalled")
+    return f"{what}, again after a restart" if isinstance(what, str) and what else default
+
+
+def _read_progress(run: RunState) -> ProgressRecord | None:
+    """The run's progress.json; None when absent, caught mid-write (the next poll reads it) or no record."""
     try:
         progress = json.loads((run.workdir / PROGRESS).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return default
-    what = progress.get("stalled") if isinstance(progress, dict) else None
-    return f"{what}, again after a restart" if isinstance(what, str) and what else default
+        return None
+    return ProgressRecord(progress) if isinstance(progress, dict) else None
 
 
 def _end_child(child: subprocess.Popen[bytes], grace_period: float, label: str, *, resume: bool = False) -> int:
