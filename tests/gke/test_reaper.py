@@ -127,6 +127,35 @@ def test_a_sweep_its_budget_stopped_is_not_activity(job: dict[str, Any], busy: b
     assert seen.running == int(busy), seen.running_names
 
 
+@pytest.mark.parametrize(
+    ("labels", "status", "step", "reason"),
+    [
+        # the cluster over its budget, its runs' pods gone: deleted though neither ttl nor autodown is due
+        ({"managed-by": "rlcloud"}, "RUNNING", "delete", "budget: cost so far"),
+        # its runs' pods still ending (checkpoints being written): kept this run
+        ({"managed-by": "rlcloud"}, "RUNNING", "wait", "no ttl and no autodown label"),
+        # a budget never deletes a cluster rlcloud did not make, nor one already going
+        ({}, "RUNNING", "delete", "not made by rlcloud"),
+        ({"managed-by": "rlcloud"}, "STOPPING", "delete", "already being deleted"),
+    ],
+)
+def test_a_cluster_over_its_budget_is_deleted_once_its_runs_pods_are_gone(
+    labels: dict[str, str], status: str, step: Any, reason: str
+) -> None:
+    from rlcloud.budget import ClusterBudgetDecision
+    from rlcloud.gke.budgets import Budgets
+    from rlcloud.gke.reaper import Activity, ReaperRun
+
+    run = ReaperRun(ClusterIdentity(PROJECT, LOCATION, "rl"), None, None, "rlcloud-system", NOW, labels=labels)
+    run.created = NOW - 60
+    cluster = container_v1.Cluster(name="rl", status=container_v1.Cluster.Status[status])
+    budgets = Budgets(ClusterBudgetDecision(step, "cost so far ~$10.20 of its budget of $10.00: budget reached"), {})
+    decision = run.decide(cluster, Activity(0, None), budgets)
+    assert decision.delete is (step == "delete" and reason.startswith("budget")) and reason in decision.reason
+    if decision.delete:
+        assert decision.due == NOW
+
+
 # ------------------------------------------------------------------------------------------ the program
 
 

@@ -535,33 +535,18 @@ def enforce_budgets(
     cluster_line = ""
     if budget is not None:
         so_far = cluster_info.cost_so_far(now)
-        cost = so_far.usd if so_far is not None else None
-        warned = previous.get("budget_warned") == "true"
-        runs = workloads(jobs, own_namespace=own_namespace)
-        running = [r for r in runs if r.running]
-        ours = [p for p in pods if _meta(p).get("namespace") != own_namespace]
-        decision = decide_cluster(
-            cost, budget, warned=warned, running_jobs=len(running), live_pods=sum(map(_live, ours))
+        decision = _cluster_step(
+            applier,
+            budget=budget,
+            cost=so_far.usd if so_far is not None else None,
+            warned=previous.get("budget_warned") == "true",
+            runs=workloads(jobs, own_namespace=own_namespace),
+            live_pods=sum(_live(p) for p in pods if _meta(p).get("namespace") != own_namespace),
+            now=now,
+            dry_run=dry_run,
+            waits=(list_pods, left),
+            problems=problems,
         )
-        if decision.action == "stop-runs" and not dry_run:
-            try:
-                stop_workloads(applier, running, f"the cluster's {decision.reason}", now)
-                live = wait_for_pods_gone(list_pods, runs, timeout=left(), learners_only=True)
-                if not live:
-                    release_env_servers(applier, runs)
-                    live = wait_for_pods_gone(list_pods, runs, timeout=left())
-                decision = decide_cluster(cost, budget, warned=True, running_jobs=0, live_pods=live)
-            except Exception as exc:
-                problems.append(f"stopping the cluster's runs: {exc}")
-        elif decision.action == "wait" and not dry_run:
-            with_env = [r for r in runs if any(_is_env(j) and not _suspended(j) for j in r.jobs)]
-            try:
-                release_env_servers(applier, with_env)
-                live = wait_for_pods_gone(list_pods, runs, timeout=left())
-            except Exception as exc:
-                problems.append(f"waiting for the cluster's runs to stop: {exc}")
-                live = 1
-            decision = decide_cluster(cost, budget, warned=True, running_jobs=0, live_pods=live)
         cluster_line = decision.reason
         log.log(logging.WARNING if decision.action != "none" else logging.INFO, "cluster budget: %s", cluster_line)
     warned_now = decision is not None and decision.action != "none"
@@ -575,3 +560,46 @@ def enforce_budgets(
         "budget_problems": "; ".join(problems)[:2000],
     }
     return Budgets(decision, data)
+
+
+def _cluster_step(
+    applier: Any,
+    *,
+    budget: float,
+    cost: float | None,
+    warned: bool,
+    runs: list[Workload],
+    live_pods: int,
+    now: float,
+    dry_run: bool,
+    waits: tuple[Callable[[], list[JSON]], Callable[[], float]],
+    problems: list[str],
+) -> ClusterBudgetDecision:
+    """The cluster's budget step (:func:`rlcloud.budget.decide_cluster`), acted on but in a ``dry_run``: over its
+    budget, its running runs are stopped (``stop-runs``) and their pods waited for (``wait``), then it is decided
+    again (``delete`` once none is left). ``waits``: (list rlcloud's pods, seconds left to wait for them). What
+    failed goes into ``problems``."""
+    running = [r for r in runs if r.running]
+    decision = decide_cluster(cost, budget, warned=warned, running_jobs=len(running), live_pods=live_pods)
+    if dry_run or decision.action not in ("stop-runs", "wait"):
+        return decision
+    list_pods, left = waits
+    if decision.action == "stop-runs":
+        try:
+            stop_workloads(applier, running, f"the cluster's {decision.reason}", now)
+            live = wait_for_pods_gone(list_pods, runs, timeout=left(), learners_only=True)
+            if not live:
+                release_env_servers(applier, runs)
+                live = wait_for_pods_gone(list_pods, runs, timeout=left())
+        except Exception as exc:
+            problems.append(f"stopping the cluster's runs: {exc}")
+            return decision
+    else:
+        with_env = [r for r in runs if any(_is_env(j) and not _suspended(j) for j in r.jobs)]
+        try:
+            release_env_servers(applier, with_env)
+            live = wait_for_pods_gone(list_pods, runs, timeout=left())
+        except Exception as exc:
+            problems.append(f"waiting for the cluster's runs to stop: {exc}")
+            live = 1
+    return decide_cluster(cost, budget, warned=True, running_jobs=0, live_pods=live)

@@ -53,17 +53,21 @@ import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from rlcloud.budget import ANNOTATION_BUDGET_STATE
 from rlcloud.timestamps import rfc3339_seconds
 from rlcloud.waiting import SYSTEM_CLOCK, Clock
 
+if TYPE_CHECKING:
+    from rlcloud.gke.budgets import Budgets
+
 __all__ = [
     "Activity",
     "ClusterIdentity",
     "Decision",
+    "ReaperRun",
     "activity",
     "api_server_time",
     "checked_now",
@@ -563,151 +567,192 @@ def run_once(
     Google service account lacks ``container.clusters.delete``), the ConfigMap and a Warning Event
     (``ClusterDeleteFailed``) record the error, and the error is raised: the run fails.
     """
-    from google.api_core import exceptions as gexc
-    from google.cloud import container_v1
-
-    from rlcloud.errors import NotFoundError, RLCloudError
-    from rlcloud.gke.builders import (
-        MANAGED_BY_LABEL,
-        MANAGED_BY_VALUE,
-        cluster_path,
-        read_autodown_label,
-        read_expiry_label,
-    )
-    from rlcloud.gke.errors import api_errors
     from rlcloud.gke.project import GkeProject
     from rlcloud.k8s.applier import Applier
     from rlcloud.k8s.reaper_builders import REAPER_NAMESPACE
 
-    namespace = namespace or os.environ.get(NAMESPACE_ENV) or REAPER_NAMESPACE
     identity = identity or metadata_identity()
+    # Workload Identity: Application Default Credentials are the reaper's Google service account
     if container_client is None:
-        # Workload Identity: Application Default Credentials are the reaper's Google service account
         container_client = GkeProject(identity.project).client
-    path = cluster_path(identity.project, identity.location, identity.name)
-    api_client = api_client or _kube_api_client()
-    applier = Applier(api_client)
+    applier = Applier(api_client or _kube_api_client())
     # ``now`` (tests) as given; else this pod's clock, checked against the API server's (pods' times are its)
     now = checked_now(clock.time(), api_server_time(applier)) if now is None else now
-    try:
-        with api_errors(project=identity.project, action=f"get cluster {identity.name}"):
-            cluster = container_client.get_cluster(name=path)
-    except (NotFoundError, gexc.NotFound):
-        log.info("cluster %s is gone: nothing to do", path)
-        return Decision(False, "cluster not found (already deleted)")
-    except RLCloudError as exc:
-        # without the cluster's labels nothing can be decided: say so where a user looks, then fail the run
-        outcome = _refused(exc)
-        log.error("cannot read cluster %s: %s", identity.name, outcome)
-        # stopping a run over its budget needs Kubernetes permissions only: it goes on without the cluster
-        data = {
-            "decision": "unknown",
-            "reason": "cannot read the cluster",
-            "checked": _when(now),
-            "outcome": outcome,
-            **_run_budgets(applier, namespace, now, dry_run),
-        }
-        _record_failure(applier, namespace, now, data, f"rlcloud reaper cannot read this cluster: {outcome}")
-        raise
-    labels = dict(cluster.resource_labels)
-    created = rfc3339_seconds(cluster.create_time)
-    # an unreadable label acts as absent (never a crash that would stop every later run too): see
-    # read_expiry_label; the problem is logged and recorded with the decision
-    expiry, expiry_problem = read_expiry_label(labels)
-    autodown, autodown_problem = read_autodown_label(labels)
-    problems = [p for p in (expiry_problem, autodown_problem) if p]
-    for problem in problems:
-        log.warning("cluster %s: %s", identity.name, problem)
-    query = {"labelSelector": _MANAGED_SELECTOR}
-    jobs: dict[str, Any] = {}
-    pods: dict[str, Any] = {}
-    try:
-        jobs = applier.checked_json("list rlcloud Jobs", "GET", "/apis/batch/v1/jobs", query=query)
-        pods = applier.checked_json("list rlcloud pods", "GET", "/api/v1/pods", query=query)
-        seen = activity(jobs.get("items") or [], pods.get("items") or [], own_namespace=namespace)
-    except RLCloudError as exc:
-        # Unknown activity counts as running: idle teardown waits, the ttl (which needs no activity) still acts.
-        log.warning("cannot list rlcloud's Jobs and pods: %s", exc)
-        seen = Activity(1, None, (f"unknown: cannot list rlcloud's Jobs and pods ({exc})",))
-    # money budgets (rlcloud.gke.budgets): runs over theirs are stopped now; a cluster over its own is deleted
-    # below once its runs are stopped and their pods gone
-    from rlcloud.gke.budgets import Budgets, enforce_budgets
-    from rlcloud.gke.info import ClusterInfo
+    namespace = namespace or os.environ.get(NAMESPACE_ENV) or REAPER_NAMESPACE
+    return ReaperRun(identity, container_client, applier, namespace, now, dry_run).step()
 
-    try:
-        budgets = enforce_budgets(
-            applier,
-            cluster_info=ClusterInfo.from_cluster(cluster, identity.project),
-            jobs=jobs.get("items") or [],
-            pods=pods.get("items") or [],
-            now=now,
-            own_namespace=namespace,
-            previous=_previous(applier, namespace),
-            dry_run=dry_run,
-        )
-    except Exception as exc:  # a budget problem must never keep the ttl or autodown from acting
-        log.warning("budgets not enforced this run: %s", exc)
-        budgets = Budgets(None, {"budget_problems": f"budgets not enforced this run: {exc}"[:_MAX_ERROR]})
-    managed = labels.get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE
-    deleting = int(cluster.status) == int(container_v1.Cluster.Status.STOPPING)
-    decision = decide(
-        now,
-        created=created,
-        expiry=expiry,
-        autodown=autodown,
-        last_activity=seen.last,
-        running=seen.running,
-        managed=managed,
-        deleting=deleting,
-    )
-    over = budgets.cluster
-    if over is not None and over.delete and managed and not deleting and not decision.delete:
-        decision = Decision(True, f"budget: {over.reason}", now)
-    outcome = "dry run: nothing deleted" if dry_run and decision.delete else ""
-    error: Exception | None = None
-    if decision.delete and not dry_run:
-        outcome, error = _delete_cluster(container_client, identity)
-    log.log(
-        logging.ERROR if error else logging.INFO,
-        "cluster %s: %s (%s)%s",
-        identity.name,
-        decision.action,
-        decision.reason,
-        f": {outcome}" if outcome else "",
-    )
-    data = {
-        "decision": decision.action,
-        "reason": decision.reason,
-        "checked": _when(now),
-        "due": _when(decision.due) if decision.due is not None else "",
-        "running": str(seen.running),
-        "running_workloads": json.dumps(list(seen.running_names[:20])),
-        "last_activity": _when(seen.last) if seen.last is not None else "",
-        "outcome": outcome,
-        "problems": "; ".join(problems),
-        **budgets.data,
-    }
-    if error is not None:
-        # the delete was due and refused: the ConfigMap and a Warning Event say why, and the run fails (a
-        # failed Job of the CronJob), so a spending cap that cannot act is never silent
-        _record_failure(
-            applier,
-            namespace,
-            now,
-            data,
-            f"rlcloud reaper could not delete this cluster ({decision.reason}): {outcome}",
-        )
-        raise error
-    try:
-        # recorded after the delete request: the record must never stand between a due cluster and its delete
-        _record(applier, namespace, data)
-        if decision.delete and not dry_run:
-            _event(applier, namespace, EVENT_DELETE, f"rlcloud reaper deletes this cluster: {decision.reason}", now)
-        elif over is not None and over.action == "warn" and not dry_run:
-            _event(applier, namespace, EVENT_BUDGET_WARNING, f"rlcloud reaper: this cluster's {over.reason}", now)
-    except Exception as exc:  # any failure: the API may already be going away with the cluster
-        log.warning("could not record the decision in ConfigMap %s/rlcloud-reaper: %s", namespace, exc)
-    return decision
+
+@dataclass
+class ReaperRun:
+    """One reaper run's state, and its moves: :meth:`step` reads the cluster (:meth:`read_cluster`), its labels
+    (:meth:`read_labels`) and rlcloud's activity (:meth:`read_activity`), enforces the money budgets
+    (:meth:`enforce_budgets`), decides (:meth:`decide`), deletes when due (:meth:`delete`) and records what it
+    did (:meth:`record`). ``applier``: a :class:`rlcloud.k8s.applier.Applier`; ``now``: unix seconds."""
+
+    identity: ClusterIdentity
+    container_client: Any
+    applier: Any
+    namespace: str
+    now: float
+    dry_run: bool = False
+    labels: dict[str, str] = field(default_factory=dict)  # the cluster's, and what they say (read_labels)
+    created: float | None = None
+    expiry: float | None = None
+    autodown: float | None = None
+    problems: list[str] = field(default_factory=list)  # the labels that cannot be read
+    jobs: list[Any] = field(default_factory=list)  # rlcloud's Jobs and pods, when they could be listed
+    pods: list[Any] = field(default_factory=list)
+
+    def step(self) -> Decision:
+        """The whole run (:func:`run_once`)."""
+        cluster = self.read_cluster()
+        if cluster is None:
+            return Decision(False, "cluster not found (already deleted)")
+        self.read_labels(cluster)
+        seen = self.read_activity()
+        budgets = self.enforce_budgets(cluster)
+        decision = self.decide(cluster, seen, budgets)
+        outcome, error = self.delete(decision)
+        self.record(decision, seen, budgets, outcome, error)
+        return decision
+
+    def read_cluster(self) -> Any:
+        """The cluster from the Container API; None when it is gone. Refused: recorded, then raised."""
+        from google.api_core import exceptions as gexc
+
+        from rlcloud.errors import NotFoundError, RLCloudError
+        from rlcloud.gke.builders import cluster_path
+        from rlcloud.gke.errors import api_errors
+
+        identity, now = self.identity, self.now
+        path = cluster_path(identity.project, identity.location, identity.name)
+        try:
+            with api_errors(project=identity.project, action=f"get cluster {identity.name}"):
+                return self.container_client.get_cluster(name=path)
+        except (NotFoundError, gexc.NotFound):
+            log.info("cluster %s is gone: nothing to do", path)
+            return None
+        except RLCloudError as exc:
+            # without the cluster's labels nothing can be decided: say so where a user looks, then fail the run
+            outcome = _refused(exc)
+            log.error("cannot read cluster %s: %s", identity.name, outcome)
+            # stopping a run over its budget needs Kubernetes permissions only: it goes on without the cluster
+            data = {"decision": "unknown", "reason": "cannot read the cluster", "checked": _when(now),
+                    "outcome": outcome, **_run_budgets(self.applier, self.namespace, now, self.dry_run)}  # fmt: skip
+            message = f"rlcloud reaper cannot read this cluster: {outcome}"
+            _record_failure(self.applier, self.namespace, now, data, message)
+            raise
+
+    def read_labels(self, cluster: Any) -> None:
+        """The cluster's labels, its creation time, ``expiry`` and ``autodown`` (unreadable: :attr:`problems`)."""
+        from rlcloud.gke.builders import read_autodown_label, read_expiry_label
+
+        self.labels = dict(cluster.resource_labels)
+        self.created = rfc3339_seconds(cluster.create_time)
+        # an unreadable label acts as absent (never a crash that would stop every later run too): see
+        # read_expiry_label; the problem is logged and recorded with the decision
+        self.expiry, expiry_problem = read_expiry_label(self.labels)
+        self.autodown, autodown_problem = read_autodown_label(self.labels)
+        self.problems = [p for p in (expiry_problem, autodown_problem) if p]
+        for problem in self.problems:
+            log.warning("cluster %s: %s", self.identity.name, problem)
+
+    def read_activity(self) -> Activity:
+        """What rlcloud runs (:func:`activity`), from its Jobs and pods (kept for :meth:`enforce_budgets`)."""
+        from rlcloud.errors import RLCloudError
+
+        query = {"labelSelector": _MANAGED_SELECTOR}
+        try:
+            jobs = self.applier.checked_json("list rlcloud Jobs", "GET", "/apis/batch/v1/jobs", query=query)
+            self.jobs = list(jobs.get("items") or [])
+            pods = self.applier.checked_json("list rlcloud pods", "GET", "/api/v1/pods", query=query)
+            self.pods = list(pods.get("items") or [])
+            return activity(self.jobs, self.pods, own_namespace=self.namespace)
+        except RLCloudError as exc:
+            # Unknown activity counts as running: idle teardown waits, the ttl (which needs no activity) still acts.
+            log.warning("cannot list rlcloud's Jobs and pods: %s", exc)
+            return Activity(1, None, (f"unknown: cannot list rlcloud's Jobs and pods ({exc})",))
+
+    def enforce_budgets(self, cluster: Any) -> Budgets:
+        """Money budgets (:mod:`rlcloud.gke.budgets`): runs over theirs are stopped now; a cluster over its own
+        is deleted (:meth:`decide`) once its runs are stopped and their pods gone. Never raises."""
+        from rlcloud.gke.budgets import Budgets, enforce_budgets
+        from rlcloud.gke.info import ClusterInfo
+
+        try:
+            return enforce_budgets(
+                self.applier,
+                cluster_info=ClusterInfo.from_cluster(cluster, self.identity.project),
+                jobs=self.jobs,
+                pods=self.pods,
+                now=self.now,
+                own_namespace=self.namespace,
+                previous=_previous(self.applier, self.namespace),
+                dry_run=self.dry_run,
+            )
+        except Exception as exc:  # a budget problem must never keep the ttl or autodown from acting
+            log.warning("budgets not enforced this run: %s", exc)
+            return Budgets(None, {"budget_problems": f"budgets not enforced this run: {exc}"[:_MAX_ERROR]})
+
+    def decide(self, cluster: Any, seen: Activity, budgets: Budgets) -> Decision:
+        """Delete or keep (:func:`decide`); a cluster over its budget with its runs' pods gone is deleted too."""
+        from google.cloud import container_v1
+
+        from rlcloud.gke.builders import MANAGED_BY_LABEL, MANAGED_BY_VALUE
+
+        managed = self.labels.get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE
+        deleting = int(cluster.status) == int(container_v1.Cluster.Status.STOPPING)
+        times = {"created": self.created, "expiry": self.expiry, "autodown": self.autodown, "last_activity": seen.last}
+        decision = decide(self.now, **times, running=seen.running, managed=managed, deleting=deleting)
+        over = budgets.cluster
+        if over is not None and over.delete and managed and not deleting and not decision.delete:
+            return Decision(True, f"budget: {over.reason}", self.now)
+        return decision
+
+    def delete(self, decision: Decision) -> tuple[str, Exception | None]:
+        """Ask for the cluster's delete when it is due (not in a dry run): the outcome line, and a refusal."""
+        outcome = "dry run: nothing deleted" if self.dry_run and decision.delete else ""
+        error: Exception | None = None
+        if decision.delete and not self.dry_run:
+            outcome, error = _delete_cluster(self.container_client, self.identity)
+        done = f": {outcome}" if outcome else ""
+        level = logging.ERROR if error else logging.INFO
+        log.log(level, "cluster %s: %s (%s)%s", self.identity.name, decision.action, decision.reason, done)
+        return outcome, error
+
+    def record(
+        self, decision: Decision, seen: Activity, budgets: Budgets, outcome: str, error: Exception | None
+    ) -> None:
+        """Write the decision into the ConfigMap (and an Event); a refused delete is recorded, then raised."""
+        applier, namespace, now = self.applier, self.namespace, self.now
+        data = {
+            "decision": decision.action,
+            "reason": decision.reason,
+            "checked": _when(now),
+            "due": _when(decision.due) if decision.due is not None else "",
+            "running": str(seen.running),
+            "running_workloads": json.dumps(list(seen.running_names[:20])),
+            "last_activity": _when(seen.last) if seen.last is not None else "",
+            "outcome": outcome,
+            "problems": "; ".join(self.problems),
+            **budgets.data,
+        }
+        if error is not None:
+            # the delete was due and refused: the ConfigMap and a Warning Event say why, and the run fails (a
+            # failed Job of the CronJob), so a spending cap that cannot act is never silent
+            message = f"rlcloud reaper could not delete this cluster ({decision.reason}): {outcome}"
+            _record_failure(applier, namespace, now, data, message)
+            raise error
+        over = budgets.cluster
+        try:
+            # recorded after the delete request: the record must never stand between a due cluster and its delete
+            _record(applier, namespace, data)
+            if decision.delete and not self.dry_run:
+                _event(applier, namespace, EVENT_DELETE, f"rlcloud reaper deletes this cluster: {decision.reason}", now)
+            elif over is not None and over.action == "warn" and not self.dry_run:
+                _event(applier, namespace, EVENT_BUDGET_WARNING, f"rlcloud reaper: this cluster's {over.reason}", now)
+        except Exception as exc:  # any failure: the API may already be going away with the cluster
+            log.warning("could not record the decision in ConfigMap %s/rlcloud-reaper: %s", namespace, exc)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -106,19 +106,56 @@ def follow(
     ``observed``: the experiment's Jobs and Pods now; ``observe`` reads them again, every
     ``poll_interval`` seconds. Closing the iterator closes the streams.
     """
-    lines: queue.Queue[tuple[str, str | None]] = queue.Queue()
-    stop = threading.Event()
-    followed: set[str] = set()
-    active: set[str] = set()
-    responses: list[Any] = []
-    lock = threading.Lock()
+    streams = _Streams(applier, namespace)
+    try:
+        while True:
+            for pod in sorted(observed.pods, key=pod_order):
+                if is_started(pod) and selected(pod_label(pod)):
+                    streams.follow(pod)
+            # hand lines on as they come for one poll interval, then look for new pods
+            yield from streams.lines_for(poll_interval)
+            ended = all(job_finished(j) or is_suspended(j) for j in observed.jobs.values())
+            if ended and streams.idle():
+                return
+            observed = observe()
+            if not observed.jobs and not observed.pods:
+                return
+    finally:
+        streams.close()
 
-    def stream(pod_name: str, label: str) -> None:
+
+class _Streams:
+    """The log streams :func:`follow` reads: one thread per pod (an HTTP stream each) into one queue."""
+
+    def __init__(self, applier: Applier, namespace: str) -> None:
+        self.applier, self.namespace = applier, namespace
+        self.lines: queue.Queue[tuple[str, str | None]] = queue.Queue()
+        self.stop = threading.Event()
+        self.followed: set[str] = set()
+        self.active: set[str] = set()
+        self.responses: list[Any] = []
+        self.lock = threading.Lock()
+
+    def follow(self, pod: JSON) -> None:
+        """Stream the log of ``pod`` (started) in a thread of its own, unless it is streamed already."""
+        pod_name = name(pod)
+        with self.lock:
+            if pod_name in self.followed:
+                return
+            self.followed.add(pod_name)
+            self.active.add(pod_name)
+        threading.Thread(
+            target=self.stream, args=(pod_name, pod_label(pod)), name=f"logs-{pod_name}", daemon=True
+        ).start()
+
+    def stream(self, pod_name: str, label: str) -> None:
+        """Queue the pod's log lines as ``(label, line)``; ``(pod_name, None)`` at the end of its stream."""
+        lines, stop = self.lines, self.stop
         buffer = b""
         try:
-            resp = applier.follow_log(pod_name, namespace).response
-            with lock:
-                responses.append(resp)
+            resp = self.applier.follow_log(pod_name, self.namespace).response
+            with self.lock:
+                self.responses.append(resp)
             for chunk in resp.stream(amt=None, decode_content=False):
                 if stop.is_set():
                     break
@@ -132,46 +169,35 @@ def follow(
         except Exception as exc:  # the pod went away, or the stream broke: the poll loop decides
             logger.debug("log stream of %s ended: %s", pod_name, type(exc).__name__)
             if isinstance(exc, k8s.ApiException) and exc.status == 400:
-                with lock:
-                    followed.discard(pod_name)  # not started after all: follow it again later
+                with self.lock:
+                    self.followed.discard(pod_name)  # not started after all: follow it again later
         finally:
             lines.put((pod_name, None))
 
-    try:
-        while True:
-            for pod in sorted(observed.pods, key=pod_order):
-                pod_name = name(pod)
-                if pod_name in followed or not is_started(pod) or not selected(pod_label(pod)):
-                    continue
-                with lock:
-                    followed.add(pod_name)
-                    active.add(pod_name)
-                threading.Thread(
-                    target=stream, args=(pod_name, pod_label(pod)), name=f"logs-{pod_name}", daemon=True
-                ).start()
-            # hand lines on as they come for one poll interval, then look for new pods
-            deadline = time.monotonic() + poll_interval
-            while (remaining := deadline - time.monotonic()) > 0:
-                try:
-                    label, line = lines.get(timeout=remaining)
-                except queue.Empty:
-                    break
-                if line is None:
-                    with lock:
-                        active.discard(label)  # a stream's end is signalled under its pod's name
-                else:
-                    yield log_line(label, line)
-            ended = all(job_finished(j) or is_suspended(j) for j in observed.jobs.values())
-            with lock:
-                idle = not active
-            if ended and idle and lines.empty():
-                return
-            observed = observe()
-            if not observed.jobs and not observed.pods:
-                return
-    finally:
-        stop.set()
-        with lock:
-            for resp in responses:
+    def lines_for(self, seconds: float) -> Iterator[str]:
+        """The lines queued within ``seconds``, as they come (``role-index | line``)."""
+        deadline = time.monotonic() + seconds
+        while (remaining := deadline - time.monotonic()) > 0:
+            try:
+                label, line = self.lines.get(timeout=remaining)
+            except queue.Empty:
+                break
+            if line is None:
+                with self.lock:
+                    self.active.discard(label)  # a stream's end is signalled under its pod's name
+            else:
+                yield log_line(label, line)
+
+    def idle(self) -> bool:
+        """Every stream has ended and its lines are handed on."""
+        with self.lock:
+            idle = not self.active
+        return idle and self.lines.empty()
+
+    def close(self) -> None:
+        """End the streams (their threads stop reading; the responses are closed)."""
+        self.stop.set()
+        with self.lock:
+            for resp in self.responses:
                 with contextlib.suppress(Exception):
                     resp.close()

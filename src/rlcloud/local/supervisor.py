@@ -54,11 +54,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rlcloud.backend import stalled_for
-from rlcloud.budget import BudgetDecision, decide
+from rlcloud.budget import decide
 from rlcloud.errors import NotFoundError, WorkloadError
 from rlcloud.layout import PROGRESS, ProgressRecord, log_path
 from rlcloud.local.state import POLL_S, RunState, acquire_flock, atomic_write
@@ -74,7 +75,7 @@ from rlcloud.runner.watchdog import (
 )
 from rlcloud.waiting import SYSTEM_CLOCK, Clock, StampAges, poll_until
 
-__all__ = ["DEFAULT_GRACE_PERIOD", "EXIT_DUPLICATE", "main", "supervise", "training_seconds"]
+__all__ = ["DEFAULT_GRACE_PERIOD", "EXIT_DUPLICATE", "Supervisor", "main", "supervise", "training_seconds"]
 
 #: Seconds a supervisor gives its runner between SIGTERM and SIGKILL. The runner checkpoints and exits
 #: within 10 s on an idle machine; a busy one (first save traced by TensorFlow) can take longer, and
@@ -123,140 +124,251 @@ def supervise(
     the runner's stamps (its reports, its heartbeat) are aged with :class:`~rlcloud.waiting.StampAges`, so a
     step of the wall clock neither charges the budget nor looks like a stall.
     """
-    run = RunState(workdir)
-    received: list[int] = []
-    kill_at: list[float] = []
-    child: subprocess.Popen[bytes] | None = None
+    supervisor = Supervisor(workdir, label, command, grace_period, stall_timeout, budget, clock)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, supervisor.forward)
+    code = supervisor.start()
+    while code is None:
+        code = supervisor.step()
+    return code
 
-    def forward(signum: int, _frame: Any) -> None:
-        received.append(signum)
-        if child is None:
+
+@dataclass
+class Supervisor:
+    """One role's supervisor as a step loop (fields: :func:`supervise`'s arguments): :meth:`start`, then
+    :meth:`step` until it returns the exit code. Its moves (:meth:`runner_ended`, :meth:`look_at_budget`,
+    :meth:`idle_seconds`, :meth:`stalled`, :meth:`kill_if_overdue`) return that code when they end the role."""
+
+    workdir: Path
+    label: str
+    command: list[str]
+    grace_period: float = DEFAULT_GRACE_PERIOD
+    stall_timeout: float | None = None
+    budget: tuple[float, float] | None = None
+    clock: Clock = SYSTEM_CLOCK
+    received: list[int] = field(default_factory=list)  # the signals received
+    kill_at: float | None = None  # monotonic time the runner is killed, its SIGTERM overdue
+    child: subprocess.Popen[bytes] | None = None
+    launched: float = 0.0  # unix time the runner now alive was started
+    first_report: list[float] = field(default_factory=list)  # when it first reported "running" (progress.json)
+    next_look: float = 0.0  # monotonic time of the next look for a stall
+    restarts: int = 0
+    warned: bool = False  # at 90% of the budget
+
+    def __post_init__(self) -> None:
+        self.run = RunState(self.workdir)
+        self.ages = StampAges(self.clock)
+        self.learner = self.label.rsplit("-", 1)[0] in LEARNER_ROLES
+        self.heartbeat = heartbeat_path(self.workdir, self.label)
+        self.lock = -1
+        self.env: dict[str, str] = {}
+
+    def forward(self, signum: int, _frame: Any) -> None:
+        """The SIGTERM/SIGINT handler: pass the signal on to the runner, and kill it after the grace period."""
+        self.received.append(signum)
+        if self.child is None:
             return  # not started yet: it will not be
         with contextlib.suppress(ProcessLookupError):
-            child.send_signal(signum)
-        if not kill_at:
-            kill_at.append(clock.monotonic() + grace_period)
+            self.child.send_signal(signum)
+        if self.kill_at is None:
+            self.kill_at = self.clock.monotonic() + self.grace_period
 
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, forward)
-    lock = acquire_flock(run.lock_file(label), LOCK_WAIT_S)
-    if lock is None:
-        print(f"----- another process of {label} holds {run.lock_file(label)}: not starting a second one", flush=True)
-        return EXIT_DUPLICATE
-    if received:
-        return _finish(run, label, 128 + received[0], grace_period, "stopped before its runner started")
-    env = dict(os.environ)
-    env.update(RunnerEnv(parent_pid=os.getpid()).to_env())
+    def start(self) -> int | None:
+        """Take the role's lock and launch the runner; the exit code when it must not start, else None."""
+        lock = acquire_flock(self.run.lock_file(self.label), LOCK_WAIT_S)
+        if lock is None:
+            held = f"{self.run.lock_file(self.label)}: not starting a second one"
+            print(f"----- another process of {self.label} holds {held}", flush=True)
+            return EXIT_DUPLICATE
+        self.lock = lock
+        if self.received:
+            return self.finish(128 + self.received[0], "stopped before its runner started")
+        self.env = {**os.environ, **RunnerEnv(parent_pid=os.getpid()).to_env()}
+        self.launch()
+        if self.received and self.kill_at is None:  # a signal between the check above and the fork
+            self.forward(self.received[0], None)
+        self.next_look = self.clock.monotonic() + STALL_POLL_S
+        return None
 
-    def launch() -> subprocess.Popen[bytes]:
+    def launch(self) -> None:
+        """Start the runner (again): it is judged as a new one (its start-up, its first report)."""
         # The runner inherits the role's lock (pass_fds): it stays held while either process lives. Forked
         # from the main thread: the kernel's parent-death signal follows the thread that forked.
-        proc = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, env=env, pass_fds=(lock,), preexec_fn=die_with_parent(os.getpid())
-        )
-        run.write_runner(label, proc.pid, command)
-        return proc
+        self.child = subprocess.Popen(
+            self.command, stdin=subprocess.DEVNULL, env=self.env, pass_fds=(self.lock,),
+            preexec_fn=die_with_parent(os.getpid()),
+        )  # fmt: skip
+        self.run.write_runner(self.label, self.child.pid, self.command)
+        self.launched = self.clock.time()
+        self.first_report.clear()
 
-    child = launch()
-    if received and not kill_at:  # a signal between the check above and the fork
-        forward(received[0], None)
-    launched = clock.time()
-    first_report: list[float] = []  # when the runner now alive first reported "running" (progress.json)
-    ages = StampAges(clock)
-    next_look = clock.monotonic() + STALL_POLL_S
-    restarts = 0
-    warned = False
-    learner = label.rsplit("-", 1)[0] in LEARNER_ROLES
-    heartbeat = heartbeat_path(workdir, label)
-    while True:
+    def count_restart(self) -> None:
+        """Count a restart of the runner (``<label>.restarts``: the role's status shows it)."""
+        self.restarts += 1
+        atomic_write(self.run.restarts_file(self.label), f"{self.restarts}\n")
+
+    def step(self) -> int | None:
+        """One round: wait a poll for the runner's end, then look at the budget, a stall, an overdue SIGTERM."""
+        assert self.child is not None, "start() first"
         try:
-            code = child.wait(timeout=POLL_S)
+            code = self.child.wait(timeout=POLL_S)
         except subprocess.TimeoutExpired:
             pass
         else:
-            code = 128 - code if code < 0 else code  # killed by a signal: the shell's convention (SIGKILL -> 137)
-            if learner and code == EXIT_STALLED and not received:
-                # the runner's own watchdog ended it (rlcloud.runner.watchdog): as a stall seen from here
-                if restarts >= STALL_RESTARTS:
-                    return _finish(run, label, code, grace_period, _stall_why(run, "stalled again after a restart"))
-                restarts += 1
-                print(f"----- {label} stalled (its watchdog ended it): restarting it from its latest checkpoint",
-                      flush=True)  # fmt: skip
-                atomic_write(run.restarts_file(label), f"{restarts}\n")
-                child = launch()
-                launched = clock.time()
-                first_report.clear()
-                continue
-            if learner and code == EXIT_STALLED_AGAIN:
-                return _finish(run, label, code, grace_period, _stall_why(run, "stalled again after a restart"))
-            break
-        if budget is not None and not received:  # each poll: a stop overruns by at most a poll
-            decision = _budget_decision(run, budget, warned, launched, ages)
-            if decision.action == "warn":
-                warned = True
-                print(f"----- {label} budget: {decision.reason}", flush=True)
-            elif decision.action == "stop":
-                return _stop_for_budget(run, label, child, grace_period, decision.reason)
-        if stall_timeout is not None and not received and clock.monotonic() >= next_look:
-            next_look = clock.monotonic() + STALL_POLL_S
-            beat_age = heartbeat_age(heartbeat, since=launched, ages=ages)
-            if learner and beat_age is not None:
-                # the runner's watchdog keeps this heartbeat and ends a stalled runner itself (exit 88, below):
-                # this is the backstop for a runner whose watchdog cannot run (a hang that holds the GIL)
-                idle = beat_age if beat_age >= stall_timeout + LIVENESS_MARGIN_S else None
-            elif learner:  # a runner without a watchdog: its progress.json heartbeat
-                idle = _stalled(run, launched, stall_timeout, ages, first_report)
-            else:  # an env server: its request loop's heartbeat (a missing one: still starting)
-                idle = beat_age if beat_age is not None and beat_age >= stall_timeout else None
+            return self.runner_ended(128 - code if code < 0 else code)  # a signal: the shell's (SIGKILL -> 137)
+        if self.budget is not None and not self.received:  # each poll: a stop overruns by at most a poll
+            ended = self.look_at_budget()
+            if ended is not None:
+                return ended
+        if self.stall_timeout is not None and not self.received and self.clock.monotonic() >= self.next_look:
+            self.next_look = self.clock.monotonic() + STALL_POLL_S
+            idle = self.idle_seconds()
             if idle is not None:
-                limit = STALL_RESTARTS if learner else ENV_SERVER_STALL_RESTARTS
-                what = "no timestep" if learner else "no heartbeat (it stopped answering)"
-                if restarts >= limit:
-                    why = f"stalled: {what} for {idle:.0f} s (stall_timeout {stall_timeout:g} s), again"
-                    print(f"----- {label} {why}: stopping it, the role fails", flush=True)
-                    code = _end_child(child, grace_period if learner else ENV_SERVER_GRACE_S, label)
-                    return _finish(run, label, code if code != 0 else 1, grace_period, why)
-                restarts += 1
-                again = "restarting it from its latest checkpoint" if learner else "replacing it"
-                print(
-                    f"----- {label} stalled: {what} for {idle:.0f} s (stall_timeout {stall_timeout:g} s): {again}",
-                    flush=True,
-                )
-                atomic_write(run.restarts_file(label), f"{restarts}\n")
-                # an env server has nothing to save: a short grace, and SIGCONT so that a stopped one dies
-                _end_child(child, grace_period if learner else ENV_SERVER_GRACE_S, label, resume=not learner)
-                if received:  # a stop came while it ended: it is not started again
-                    return _finish(run, label, 128 + received[0], grace_period, "stopped during a stall restart")
-                child = launch()
-                launched = clock.time()
-                first_report.clear()
-                continue
-        # A runner that ignores SIGTERM too long (stuck in a wait) is killed here, with everything
-        # it started (its process group is ours), after its exit code (137) has been recorded.
-        if kill_at and clock.monotonic() >= kill_at[0]:
-            print(f"----- {label} did not stop within {grace_period:g} s of SIGTERM: killing it", flush=True)
+                return self.stalled(idle)
+        self.kill_if_overdue()
+        return None
+
+    def runner_ended(self, code: int) -> int | None:
+        """The runner exited with ``code``: a watchdog's stall is a restart (None) or a failure; else the end."""
+        if self.learner and code == EXIT_STALLED and not self.received:
+            # the runner's own watchdog ended it (rlcloud.runner.watchdog): as a stall seen from here
+            if self.restarts >= STALL_RESTARTS:
+                return self.finish(code, _stall_why(self.run, "stalled again after a restart"))
+            print(f"----- {self.label} stalled (its watchdog ended it): restarting it from its latest checkpoint",
+                  flush=True)  # fmt: skip
+            self.count_restart()
+            self.launch()
+            return None
+        if self.learner and code == EXIT_STALLED_AGAIN:
+            return self.finish(code, _stall_why(self.run, "stalled again after a restart"))
+        return self.finish(code)
+
+    def look_at_budget(self) -> int | None:
+        """Warn once at 90% of the run's training time x price (:func:`training_seconds`), stop it at 100%."""
+        assert self.budget is not None
+        seconds = None
+        if (record := _read_progress(self.run)) is not None:
+            seconds = training_seconds(record, self.clock.time(), self.launched, ages=self.ages)
+        decision = decide(self.budget[1] * seconds / 3600 if seconds is not None else None, self.budget[0],
+                          warned=self.warned)  # fmt: skip
+        if decision.action == "warn":
+            self.warned = True
+            print(f"----- {self.label} budget: {decision.reason}", flush=True)
+        elif decision.action == "stop":
+            return self.stop_for_budget(decision.reason)
+        return None
+
+    def stop_for_budget(self, reason: str) -> int:
+        """Stop the run as ``rlcloud experiment stop`` does (the runner checkpoints on SIGTERM), saying why."""
+        assert self.child is not None
+        why = f"stopped by its budget: {reason}"
+        print(f"----- {self.label} {why}: checkpointing and stopping the run", flush=True)
+        # stop_requested first: the other roles' supervisors then treat their ends as requested, not as failures
+        self.run.update(stop_requested=True, stop_reason=why)
+        code = _end_child(self.child, self.grace_period, self.label)
+        with contextlib.suppress(NotFoundError, ValueError):
+            others = [r for r in self.run.roles(self.run.read()) if r.label != self.label]
+            self.run.stop_roles([r for r in others if self.run.role_alive(r)], self.grace_period, reap=False)
+        return self.finish(code, why)
+
+    def idle_seconds(self) -> float | None:
+        """Seconds the runner has gone without a sign of life, once past ``stall_timeout``; else None."""
+        assert self.stall_timeout is not None
+        beat_age = heartbeat_age(self.heartbeat, since=self.launched, ages=self.ages)
+        if self.learner and beat_age is not None:
+            # the runner's watchdog keeps this heartbeat and ends a stalled runner itself (exit 88, below):
+            # this is the backstop for a runner whose watchdog cannot run (a hang that holds the GIL)
+            return beat_age if beat_age >= self.stall_timeout + LIVENESS_MARGIN_S else None
+        if self.learner:  # a runner without a watchdog: its progress.json heartbeat
+            return self.progress_idle()
+        # an env server: its request loop's heartbeat (a missing one: still starting)
+        return beat_age if beat_age is not None and beat_age >= self.stall_timeout else None
+
+    def progress_idle(self) -> float | None:
+        """Seconds the runner now alive has trained without a timestep, once past ``stall_timeout``.
+
+        Only the runner's own reports count: progress.json written before :attr:`launched` is an earlier runner's
+        (a restarted learner still importing TensorFlow has not reported yet, and gets the start-up grace of a
+        first start). Its idle time counts from its last advance, at the earliest from its first ``"running"``
+        report (:attr:`first_report`: building the agent and restoring a checkpoint are no stall), aged by
+        :attr:`ages` (a wall-clock step is no stall).
+        """
+        record = _read_progress(self.run)
+        if record is None or record.updated is None or record.updated < self.launched or record.state != "running":
+            return None  # no report of this runner yet (it is starting), or it does not train
+        if not self.first_report:
+            self.first_report.append(record.updated)
+        beat = record.heartbeat
+        # judged from this runner's start of training at the earliest (a restart's last beat is older)
+        beat = max(beat, self.first_report[0]) if beat is not None else self.first_report[0]
+        now = beat + self.ages.age("progress.heartbeat", beat)
+        return stalled_for(ProgressRecord(record, advanced_at=beat, stall_timeout=self.stall_timeout), now)
+
+    def stalled(self, idle: float) -> int | None:
+        """The runner stalled for ``idle`` seconds: end it and start it again (None), or fail the role."""
+        assert self.stall_timeout is not None and self.child is not None
+        label, learner = self.label, self.learner
+        what = "no timestep" if learner else "no heartbeat (it stopped answering)"
+        grace = self.grace_period if learner else ENV_SERVER_GRACE_S
+        if self.restarts >= (STALL_RESTARTS if learner else ENV_SERVER_STALL_RESTARTS):
+            why = f"stalled: {what} for {idle:.0f} s (stall_timeout {self.stall_timeout:g} s), again"
+            print(f"----- {label} {why}: stopping it, the role fails", flush=True)
+            code = _end_child(self.child, grace, label)
+            return self.finish(code if code != 0 else 1, why)
+        again = "restarting it from its latest checkpoint" if learner else "replacing it"
+        print(f"----- {label} stalled: {what} for {idle:.0f} s (stall_timeout {self.stall_timeout:g} s): {again}",
+              flush=True)  # fmt: skip
+        self.count_restart()
+        # an env server has nothing to save: a short grace, and SIGCONT so that a stopped one dies
+        _end_child(self.child, grace, label, resume=not learner)
+        if self.received:  # a stop came while it ended: it is not started again
+            return self.finish(128 + self.received[0], "stopped during a stall restart")
+        self.launch()
+        return None
+
+    def kill_if_overdue(self) -> None:
+        """Kill a runner that ignored SIGTERM for the grace period, after recording its exit code (137)."""
+        # A runner stuck in a wait is killed here, with everything it started (its process group is ours).
+        if self.kill_at is None or self.clock.monotonic() < self.kill_at or self.child is None:
+            return
+        print(f"----- {self.label} did not stop within {self.grace_period:g} s of SIGTERM: killing it", flush=True)
+        _ship_log(self.run, self.label)
+        atomic_write(self.run.exit_file(self.label), "137\n")
+        if os.getpgrp() == os.getpid():  # our own session, as LocalBackend starts us
+            os.killpg(os.getpgrp(), signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            self.child.kill()
+
+    def finish(self, code: int, why: str = "") -> int:
+        """Record ``code`` (after its log line) and apply the lifecycle rules to the other roles; ``code``."""
+        run, label = self.run, self.label
+        suffix = f" ({why})" if why else ""
+        print(f"----- {time.strftime('%Y-%m-%d %H:%M:%S')} {label} exited with code {code}{suffix}", flush=True)
+        _ship_log(run, label)
+        if why:  # before the exit code: whoever reads the code finds the reason
+            atomic_write(run.why_file(label), why + "\n")
+        atomic_write(run.exit_file(label), f"{code}\n")
+        try:
+            state = run.read()
+        except (NotFoundError, ValueError):
+            return code
+        if state.get("stop_requested"):
+            return code  # whoever asked stops the others
+        others = [r for r in run.roles(state) if r.label != label]
+        if code != 0:
+            print(f"----- {label} failed: stopping the other roles", flush=True)
             _ship_log(run, label)
-            atomic_write(run.exit_file(label), "137\n")
-            if os.getpgrp() == os.getpid():  # our own session, as LocalBackend starts us
-                os.killpg(os.getpgrp(), signal.SIGKILL)
-            with contextlib.suppress(ProcessLookupError):
-                child.kill()
-    return _finish(run, label, code, grace_period)
-
-
-def _budget_decision(
-    run: RunState, budget: tuple[float, float], warned: bool, launched: float, ages: StampAges
-) -> BudgetDecision:
-    """The budget's decision from the run's training time so far (:func:`training_seconds`), its runner alive."""
-    try:
-        progress = json.loads((run.workdir / PROGRESS).read_text(encoding="utf-8"))
-    except (OSError, ValueError):  # absent, or caught mid-write: the next poll reads it
-        return decide(None, budget[0])
-    record = ProgressRecord(progress) if isinstance(progress, dict) else None
-    seconds = training_seconds(record, ages.clock.time(), launched, ages=ages) if record is not None else None
-    if seconds is None:
-        return decide(None, budget[0])
-    return decide(budget[1] * seconds / 3600, budget[0], warned=warned)
+        elif self.learner:
+            # The agent told its env servers the run is finished; give them a moment to exit by themselves.
+            poll_until(
+                lambda: True if not any(run.role_alive(r) for r in others) else None,
+                time.monotonic() + 10,
+                interval=POLL_S,
+            )
+        else:
+            return code  # an env server that ended normally: the agent decides the rest
+        run.stop_roles([r for r in others if run.role_alive(r)], self.grace_period, reap=False)
+        return code
 
 
 def training_seconds(
@@ -292,56 +404,19 @@ def training_seconds(
     return elapsed + since
 
 
-def _stop_for_budget(run: RunState, label: str, child: subprocess.Popen[bytes], grace: float, reason: str) -> int:
-    """Stop the run as ``rlcloud experiment stop`` does (the runner checkpoints on SIGTERM), the state saying why."""
-    why = f"stopped by its budget: {reason}"
-    print(f"----- {label} {why}: checkpointing and stopping the run", flush=True)
-    # stop_requested first: the other roles' supervisors then treat their ends as requested, not as failures
-    run.update(stop_requested=True, stop_reason=why)
-    code = _end_child(child, grace, label)
-    with contextlib.suppress(NotFoundError, ValueError):
-        others = [r for r in run.roles(run.read()) if r.label != label]
-        run.stop_roles([r for r in others if run.role_alive(r)], grace, reap=False)
-    return _finish(run, label, code, grace, why)
-
-
 def _stall_why(run: RunState, default: str) -> str:
     """What the runner's watchdog recorded of its stall (progress.json ``"stalled"``), else ``default``."""
-    try:
-        progress = json.loads((run.workdir / PROGRESS).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return default
-    what = ProgressRecord.of(progress).stalled if isinstance(progress, dict) else None
+    what = (_read_progress(run) or ProgressRecord()).stalled
     return f"{what}, again after a restart" if isinstance(what, str) and what else default
 
 
-def _stalled(
-    run: RunState, launched: float, stall_timeout: float, ages: StampAges, first_report: list[float]
-) -> float | None:
-    """Seconds the runner started at ``launched`` has trained without a timestep, once past ``stall_timeout``.
-
-    Only the runner's own reports count: progress.json written before ``launched`` is an earlier runner's (a
-    restarted learner still importing TensorFlow has not reported yet, and gets the start-up grace of a first
-    start). Its idle time counts from its last advance, at the earliest from its first ``"running"`` report
-    (``first_report`` keeps when that was: building the agent and restoring a checkpoint are no stall), aged by
-    ``ages`` (a wall-clock step is no stall).
-    """
+def _read_progress(run: RunState) -> ProgressRecord | None:
+    """The run's progress.json; None when absent, caught mid-write (the next poll reads it) or no record."""
     try:
         progress = json.loads((run.workdir / PROGRESS).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if not isinstance(progress, dict):
-        return None
-    record = ProgressRecord(progress)
-    if record.updated is None or record.updated < launched or record.state != "running":
-        return None  # no report of this runner yet (it is starting), or it does not train
-    if not first_report:
-        first_report.append(record.updated)
-    beat = record.heartbeat
-    # judged from this runner's start of training at the earliest (a restart's last beat is older)
-    beat = max(beat, first_report[0]) if beat is not None else first_report[0]
-    now = beat + ages.age("progress.heartbeat", beat)
-    return stalled_for(ProgressRecord(record, advanced_at=beat, stall_timeout=stall_timeout), now)
+    return ProgressRecord(progress) if isinstance(progress, dict) else None
 
 
 def _end_child(child: subprocess.Popen[bytes], grace_period: float, label: str, *, resume: bool = False) -> int:
@@ -361,39 +436,6 @@ def _end_child(child: subprocess.Popen[bytes], grace_period: float, label: str, 
             child.kill()
         code = child.wait()
     return 128 - code if code < 0 else code
-
-
-def _finish(run: RunState, label: str, code: int, grace_period: float, why: str = "") -> int:
-    """Record ``code`` (after its log line) and apply the lifecycle rules to the other roles."""
-    suffix = f" ({why})" if why else ""
-    print(f"----- {time.strftime('%Y-%m-%d %H:%M:%S')} {label} exited with code {code}{suffix}", flush=True)
-    _ship_log(run, label)
-    if why:  # before the exit code: whoever reads the code finds the reason
-        atomic_write(run.why_file(label), why + "\n")
-    atomic_write(run.exit_file(label), f"{code}\n")
-
-    role = label.rsplit("-", 1)[0]
-    try:
-        state = run.read()
-    except (NotFoundError, ValueError):
-        return code
-    if state.get("stop_requested"):
-        return code  # whoever asked stops the others
-    others = [r for r in run.roles(state) if r.label != label]
-    if code != 0:
-        print(f"----- {label} failed: stopping the other roles", flush=True)
-        _ship_log(run, label)
-    elif role in LEARNER_ROLES:
-        # The agent told its env servers the run is finished; give them a moment to exit by themselves.
-        poll_until(
-            lambda: True if not any(run.role_alive(r) for r in others) else None,
-            time.monotonic() + 10,
-            interval=POLL_S,
-        )
-    else:
-        return code  # an env server that ended normally: the agent decides the rest
-    run.stop_roles([r for r in others if run.role_alive(r)], grace_period, reap=False)
-    return code
 
 
 def _ship_log(run: RunState, label: str) -> None:

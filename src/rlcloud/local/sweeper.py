@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from rlcloud.backend import ExperimentStatus
     from rlcloud.specs.sweep import SweepSpec, Trial
 
-__all__ = ["failure_signature", "main", "run_sweep"]
+__all__ = ["SweepScheduler", "failure_signature", "main", "run_sweep"]
 
 logger = logging.getLogger(__name__)
 
@@ -155,138 +155,191 @@ def run_sweep(statedir: Path, pool: WarmPool | None = None) -> int:
     after it); if it fails before that, the others are stopped (they checkpoint, and resume when the sweep
     is started again) and none starts, so a broken base experiment fails at most ``max_failures`` times.
     """
-    from rlcloud.local.backend import LocalBackend
-    from rlcloud.record import start_recorded
-    from rlcloud.storage import open_store
-
-    sweep = read_sweep_spec(statedir)
-    state = read_sweep_state(statedir)
-    location = str(state["location"])
-    max_parallel = int(state["max_parallel"])
-    trials = sweep.trials()
-    # a start that runs some trials only (a rerun of the failed ones, the trials a growth added): state "only"
-    only = state.get("only")
-    chosen = set(only) if isinstance(only, list) else None
-    pending = [t for t in trials if (chosen is None or t.name in chosen) and not _finished_on_record(location, t)]
-    grow_seen = int(state.get("grow_request") or 0)  # growth asked before this start is in its sweep.yaml
-    running: dict[str, Any] = {}
-    failures: dict[str, list[str]] = {}
-    # a fresh sweep (no trial started yet) proves its base experiment on one trial first
-    smoke = sweep.smoke_timesteps if len(pending) == len(trials) > 1 and max_parallel > 1 else 0
-    smoke_trial = pending[0].name if smoke else None
-    # How many trials may be launched (it included) before the smoke trial has proved the base experiment:
-    # each may fail the way it would, and a broken sweep fails at most max_failures trials. Launched, not
-    # running: one that fails beside it is not replaced until the smoke trial trains.
-    beside_smoke = min(max_parallel, sweep.max_failures) if sweep.max_failures else max_parallel
-    launched_beside_smoke = 0
-    launched_at: dict[str, float] = {}  # unix time each trial of this start was handed to its runner
-    update_sweep_state(statedir, failures={}, halted=None, budget_stopped=None)
-    if pool is not None and pending and pool.accepts(pending[0].spec, location):
-        pool.warm_up(pending[0].spec, min(len(pending), max_parallel))
-    halt: str | None = None
-    price = state.get("price_per_hour")
-    budget = _SweepBudget(sweep, location, price if isinstance(price, int | float) else None)
-    logger.info("sweep %s: %d trials (%d to run), %d at a time", sweep.name, len(trials), len(pending), max_parallel)
-    if smoke_trial:
-        logger.info(
-            "trial %s is the smoke trial: %d at a time until it has trained %d timesteps (smoke_timesteps)",
-            smoke_trial,
-            beside_smoke,
-            smoke,
-        )
-    while pending or running:
-        now = read_sweep_state(statedir)
-        if now.get("stop_requested"):
-            logger.info("stop requested: leaving %d queued trials", len(pending))
+    scheduler = SweepScheduler(statedir, pool)
+    scheduler.start()
+    while scheduler.pending or scheduler.running:
+        if not scheduler.step():
             return 0
-        asked = int(now.get("grow_request") or 0)
-        if asked > grow_seen:
-            # the sweep grew (rlcloud sweep extend/rerun): its new trials queue after the others
-            sweep, trials, pending = _take_growth(statedir, location, trials, pending, running)
-            if now.get("rerun"):
-                failures, halt = {}, None  # a rerun starts afresh, as a start does: max_failures applies anew
-                update_sweep_state(statedir, failures={}, halted=None)
-            grow_seen = asked
-            update_sweep_state(statedir, grow_seen=asked)
-            logger.info("sweep %s grew: %d trials, %d queued", sweep.name, len(trials), len(pending))
-        for name, backend in list(running.items()):
+    halted = read_sweep_state(statedir).get("halted")
+    logger.info("sweep %s: %s", scheduler.sweep.name, "halted" if halted else "every trial has finished")
+    return 0
+
+
+class SweepScheduler:
+    """The state of one start of a local sweep (:func:`run_sweep`), and its moves: :meth:`step` does one round.
+
+    Each move does one thing: :meth:`start`, :meth:`take_growth` (the sweep grew), :meth:`look_at` (a running
+    trial's status: the smoke trial proved the base experiment, or a trial ended), :meth:`stop_for_budget`,
+    :meth:`halt` (``max_failures`` or a failed smoke trial), :meth:`launch` (one trial).
+    """
+
+    def __init__(self, statedir: Path, pool: WarmPool | None = None) -> None:
+        self.statedir, self.pool = statedir, pool
+        self.sweep = read_sweep_spec(statedir)
+        state = read_sweep_state(statedir)
+        self.location = str(state["location"])
+        self.max_parallel = int(state["max_parallel"])
+        self.trials = self.sweep.trials()
+        # a start that runs some trials only (a rerun of the failed ones, the trials a growth added): state "only"
+        only = state.get("only")
+        chosen = set(only) if isinstance(only, list) else None
+        self.pending = [
+            t for t in self.trials if (chosen is None or t.name in chosen) and not _finished_on_record(self.location, t)
+        ]
+        self.grow_seen = int(state.get("grow_request") or 0)  # growth asked before this start is in its sweep.yaml
+        self.running: dict[str, Any] = {}
+        self.failures: dict[str, list[str]] = {}
+        # a fresh sweep (no trial started yet) proves its base experiment on one trial first
+        fresh = len(self.pending) == len(self.trials) > 1 and self.max_parallel > 1
+        self.smoke = self.sweep.smoke_timesteps if fresh else 0
+        self.smoke_trial = self.pending[0].name if self.smoke else None
+        # How many trials may be launched (it included) before the smoke trial has proved the base experiment:
+        # each may fail the way it would, and a broken sweep fails at most max_failures trials. Launched, not
+        # running: one that fails beside it is not replaced until the smoke trial trains.
+        max_failures = self.sweep.max_failures
+        self.beside_smoke = min(self.max_parallel, max_failures) if max_failures else self.max_parallel
+        self.launched_beside_smoke = 0
+        self.launched_at: dict[str, float] = {}  # unix time each trial of this start was handed to its runner
+        self.halted: str | None = None  # why no trial is launched any more
+        price = state.get("price_per_hour")
+        self.budget = _SweepBudget(self.sweep, self.location, price if isinstance(price, int | float) else None)
+
+    def start(self) -> None:
+        """Clear the last start's record of failures and stops, warm the pool's workers up, and say what runs."""
+        update_sweep_state(self.statedir, failures={}, halted=None, budget_stopped=None)
+        pool = self.pool
+        if pool is not None and self.pending and pool.accepts(self.pending[0].spec, self.location):
+            pool.warm_up(self.pending[0].spec, min(len(self.pending), self.max_parallel))
+        logger.info("sweep %s: %d trials (%d to run), %d at a time", self.sweep.name, len(self.trials),
+                    len(self.pending), self.max_parallel)  # fmt: skip
+        if self.smoke_trial:
+            logger.info("trial %s is the smoke trial: %d at a time until it has trained %d timesteps "
+                        "(smoke_timesteps)", self.smoke_trial, self.beside_smoke, self.smoke)  # fmt: skip
+
+    def step(self) -> bool:
+        """One round: growth, the running trials' ends, the budget, a halt, launches; then a wait for a change.
+        False when a stop was requested (the scheduler ends, leaving the queued trials)."""
+        now = read_sweep_state(self.statedir)
+        if now.get("stop_requested"):
+            logger.info("stop requested: leaving %d queued trials", len(self.pending))
+            return False
+        if int(now.get("grow_request") or 0) > self.grow_seen:
+            self.take_growth(int(now.get("grow_request") or 0), rerun=bool(now.get("rerun")))
+        for name, backend in list(self.running.items()):
             try:
                 status = backend.status(name)
             except Exception as exc:  # a status read failed: look again next round
                 logger.warning("status of %s: %s", name, exc)
                 continue
-            if name == smoke_trial and (status.finished or (status.progress.timestep or 0) >= smoke):
-                smoke_trial = None  # it trains (or it failed, and the sweep halts below): the others may start
-                if status.state == "failed":
-                    halt = f"the first trial ({name}) failed before training {smoke} timesteps (smoke_timesteps)"
-                    _stop_beside_smoke(running, name, pool)
-                else:
-                    logger.info(
-                        "trial %s trains (timestep %s): the base experiment works", name, status.progress.timestep
-                    )
-            if status.finished or status.state == "paused":
-                logger.info("trial %s %s", name, status.state)
-                del running[name]
-                if pool is not None:
-                    pool.finished(name)
-                if status.state == "failed":
-                    signature = failure_signature(status, name)
-                    failures.setdefault(signature, []).append(name)
-                    update_sweep_state(statedir, failures=failures)
-                    logger.error("trial %s failed: %s", name, signature)
-        over = budget.look(trials, pending, launched_at)
-        if over is not None:
-            # the budget is spent: nothing more starts, and the running trials checkpoint and stop
-            logger.warning("sweep %s %s: stopping %d running trial(s)", sweep.name, over, len(running))
-            update_sweep_state(statedir, budget_stopped=over)
-            for name, backend in list(running.items()):
-                backend.stop(name)
-                if pool is not None:
-                    pool.finished(name)
-            pending, running = [], {}
-            continue
-        worst = max(failures.items(), key=lambda item: len(item[1]), default=None)
-        if worst is not None and sweep.max_failures and len(worst[1]) >= sweep.max_failures:
-            halt = halt or (
-                f"{len(worst[1])} trials failed the same way ({', '.join(worst[1][:5])}), max_failures is "
-                f"{sweep.max_failures}"
-            )
-        if halt and pending:
-            signature = worst[0] if worst is not None else "?"
-            why = f"stopped launching trials: {halt}: {signature}; {len(pending)} left queued"
-            logger.error("%s", why)
-            update_sweep_state(statedir, halted=why)
-            pending = []
-            continue
-        while pending and len(running) < max_parallel and (not smoke_trial or launched_beside_smoke < beside_smoke):
-            trial = pending.pop(0)
-            launched_beside_smoke += 1 if smoke_trial else 0
-            env = trial_env(sweep, trial, location)  # its place in the sweep, its early stopping
-            backend = LocalBackend(location, env=env)
-            start = partial(backend.start, trial.spec, location)
-            launched_at[trial.name] = time.time()
-            if pool is not None and pool.accepts(trial.spec, location):
-                start = partial(pool.start, trial.spec, location, env)  # a warm worker runs it
-            try:
-                # like Experiment.start: each trial keeps its spec of record and start history
-                start_recorded(
-                    open_store(child(location, trial.name)),
-                    trial.spec,
-                    start,
-                    where=f"local sweep {sweep.name}",
+            self.look_at(name, status)
+        if self.stop_for_budget() or self.halt():
+            return True
+        while (
+            self.pending
+            and len(self.running) < self.max_parallel
+            and (not self.smoke_trial or self.launched_beside_smoke < self.beside_smoke)
+        ):
+            self.launch(self.pending.pop(0))
+        _wait_for_change(_watched(self.location, self.running, self.smoke_trial), _POLL_S)
+        return True
+
+    def take_growth(self, asked: int, *, rerun: bool) -> None:
+        """The sweep grew (rlcloud sweep extend/rerun, growth request ``asked``): its new trials queue after the
+        others; a rerun starts afresh, as a start does (``max_failures`` applies anew)."""
+        self.sweep, self.trials, self.pending = _take_growth(
+            self.statedir, self.location, self.trials, self.pending, self.running
+        )
+        if rerun:
+            self.failures, self.halted = {}, None
+            update_sweep_state(self.statedir, failures={}, halted=None)
+        self.grow_seen = asked
+        update_sweep_state(self.statedir, grow_seen=asked)
+        logger.info("sweep %s grew: %d trials, %d queued", self.sweep.name, len(self.trials), len(self.pending))
+
+    def look_at(self, name: str, status: ExperimentStatus) -> None:
+        """A running trial's status: the smoke trial trained (the others may start) or failed (the sweep halts);
+        a trial that ended (or paused) frees its slot, and a failure is counted by its signature."""
+        if name == self.smoke_trial and (status.finished or (status.progress.timestep or 0) >= self.smoke):
+            self.smoke_trial = None  # it trains (or it failed, and the sweep halts): the others may start
+            if status.state == "failed":
+                self.halted = (
+                    f"the first trial ({name}) failed before training {self.smoke} timesteps (smoke_timesteps)"
                 )
-            except Exception as exc:  # one trial that cannot start must not end the others
-                logger.error("trial %s could not start: %s", trial.name, exc)
-                failures.setdefault(f"could not start: {_VARYING.sub('#', str(exc))[:200]}", []).append(trial.name)
-                if trial.name == smoke_trial:
-                    smoke_trial = None
-                continue
-            logger.info("trial %s started (%s)", trial.name, trial.config)
-            running[trial.name] = backend
-        _wait_for_change(_watched(location, running, smoke_trial), _POLL_S)
-    halted = read_sweep_state(statedir).get("halted")
-    logger.info("sweep %s: %s", sweep.name, "halted" if halted else "every trial has finished")
-    return 0
+                _stop_beside_smoke(self.running, name, self.pool)
+            else:
+                logger.info("trial %s trains (timestep %s): the base experiment works", name, status.progress.timestep)
+        if not (status.finished or status.state == "paused"):
+            return
+        logger.info("trial %s %s", name, status.state)
+        del self.running[name]
+        if self.pool is not None:
+            self.pool.finished(name)
+        if status.state == "failed":
+            signature = failure_signature(status, name)
+            self.failures.setdefault(signature, []).append(name)
+            update_sweep_state(self.statedir, failures=self.failures)
+            logger.error("trial %s failed: %s", name, signature)
+
+    def stop_for_budget(self) -> bool:
+        """The budget is spent: nothing more starts, and the running trials checkpoint and stop (True)."""
+        over = self.budget.look(self.trials, self.pending, self.launched_at)
+        if over is None:
+            return False
+        logger.warning("sweep %s %s: stopping %d running trial(s)", self.sweep.name, over, len(self.running))
+        update_sweep_state(self.statedir, budget_stopped=over)
+        for name, backend in list(self.running.items()):
+            backend.stop(name)
+            if self.pool is not None:
+                self.pool.finished(name)
+        self.pending, self.running = [], {}
+        return True
+
+    def halt(self) -> bool:
+        """``max_failures`` trials failed the same way (or the smoke trial failed): the queued trials are left
+        queued, the sweep's state says why (True)."""
+        worst = max(self.failures.items(), key=lambda item: len(item[1]), default=None)
+        if worst is not None and self.sweep.max_failures and len(worst[1]) >= self.sweep.max_failures:
+            self.halted = self.halted or (
+                f"{len(worst[1])} trials failed the same way ({', '.join(worst[1][:5])}), max_failures is "
+                f"{self.sweep.max_failures}"
+            )
+        if not (self.halted and self.pending):
+            return False
+        signature = worst[0] if worst is not None else "?"
+        why = f"stopped launching trials: {self.halted}: {signature}; {len(self.pending)} left queued"
+        logger.error("%s", why)
+        update_sweep_state(self.statedir, halted=why)
+        self.pending = []
+        return True
+
+    def launch(self, trial: Trial) -> None:
+        """Start one trial (on a warm worker when the pool takes it), recorded as Experiment.start records a run;
+        one that cannot start is a failure, and the others go on."""
+        from rlcloud.local.backend import LocalBackend
+        from rlcloud.record import start_recorded
+        from rlcloud.storage import open_store
+
+        location = self.location
+        self.launched_beside_smoke += 1 if self.smoke_trial else 0
+        env = trial_env(self.sweep, trial, location)  # its place in the sweep, its early stopping
+        backend = LocalBackend(location, env=env)
+        start = partial(backend.start, trial.spec, location)
+        self.launched_at[trial.name] = time.time()
+        if self.pool is not None and self.pool.accepts(trial.spec, location):
+            start = partial(self.pool.start, trial.spec, location, env)  # a warm worker runs it
+        try:
+            # like Experiment.start: each trial keeps its spec of record and start history
+            start_recorded(
+                open_store(child(location, trial.name)), trial.spec, start, where=f"local sweep {self.sweep.name}"
+            )
+        except Exception as exc:  # one trial that cannot start must not end the others
+            logger.error("trial %s could not start: %s", trial.name, exc)
+            self.failures.setdefault(f"could not start: {_VARYING.sub('#', str(exc))[:200]}", []).append(trial.name)
+            if trial.name == self.smoke_trial:
+                self.smoke_trial = None
+            return
+        logger.info("trial %s started (%s)", trial.name, trial.config)
+        self.running[trial.name] = backend
 
 
 def _stop_beside_smoke(running: dict[str, Any], smoke_trial: str, pool: WarmPool | None) -> None:
