@@ -14,6 +14,7 @@ from typing import Any
 
 from google.cloud import container_v1
 
+from rlcloud.display import span
 from rlcloud.gke.builders import (
     AUTODOWN_LABEL,
     EXPERIMENT_LABEL,
@@ -32,13 +33,6 @@ from rlcloud.timestamps import parse_rfc3339
 __all__ = ["ClusterInfo"]
 
 ClusterStatus = container_v1.Cluster.Status
-
-
-def _span(seconds: float) -> str:
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds / size:.0f}{unit}"
-    return f"{seconds:.0f}s"
 
 
 def _reservation_of(pool: Any) -> str | None:
@@ -123,11 +117,11 @@ class ClusterInfo:
         parts = []
         if self.expiry is not None:
             left = self.expiry.timestamp() - (time.time() if now is None else now)
-            parts.append("ttl expired" if left <= 0 else f"ttl {_span(left)} left")
+            parts.append("ttl expired" if left <= 0 else f"ttl {span(left, 'compact')} left")
         elif EXPIRY_LABEL in self.labels:
             parts.append("ttl label unreadable")
         if self.autodown is not None:
-            parts.append(f"autodown {_span(self.autodown)}")
+            parts.append(f"autodown {span(self.autodown, 'compact')}")
         elif AUTODOWN_LABEL in self.labels:
             parts.append("autodown label unreadable")
         return ", ".join(parts) or "-"

@@ -57,6 +57,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rlcloud.budget import ANNOTATION_BUDGET_STATE
+from rlcloud.display import span
 from rlcloud.timestamps import rfc3339_seconds
 from rlcloud.waiting import SYSTEM_CLOCK, Clock
 
@@ -119,14 +120,6 @@ def _when(seconds: float) -> str:
     return _dt.datetime.fromtimestamp(seconds, _dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
-def _span(seconds: float) -> str:
-    seconds = max(seconds, 0.0)
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds / size:.1f}{unit}".replace(".0", "")
-    return f"{seconds:.0f}s"
-
-
 def decide(
     now: float,
     *,
@@ -166,7 +159,7 @@ def decide(
     if autodown is None:
         if expiry is None:
             return Decision(False, "no ttl and no autodown label: nothing to do")
-        return Decision(False, f"ttl expires at {_when(expiry)} (in {_span(expiry - now)})", expiry)
+        return Decision(False, f"ttl expires at {_when(expiry)} (in {span(expiry - now, 'compact')})", expiry)
     if running:
         until = f"; ttl expires at {_when(expiry)}" if expiry is not None else ""
         return Decision(False, f"{running} rlcloud workload(s) running: idle teardown postponed{until}", expiry)
@@ -182,8 +175,12 @@ def decide(
         "creation" if last_activity is None or (created is not None and created >= last_activity) else "last activity"
     )
     if idle >= autodown:
-        return Decision(True, f"idle for {_span(idle)} since {since} (autodown {_span(autodown)})", due)
-    return Decision(False, f"idle for {_span(idle)} since {since}; autodown after {_span(autodown)}", due)
+        return Decision(
+            True, f"idle for {span(idle, 'compact')} since {since} (autodown {span(autodown, 'compact')})", due
+        )
+    return Decision(
+        False, f"idle for {span(idle, 'compact')} since {since}; autodown after {span(autodown, 'compact')}", due
+    )
 
 
 # ----------------------------------------------------------------------------------------------- activity
