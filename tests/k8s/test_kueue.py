@@ -12,7 +12,8 @@ from kubernetes import client
 
 from rlcloud.errors import SpecError
 from rlcloud.gke.reaper import activity, decide
-from rlcloud.k8s.builders import build_sweep_workloads, to_dict
+from rlcloud.k8s.builders import to_dict
+from rlcloud.k8s.sweep_builders import build_sweep_workloads
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.k8s.test_backend import make_backend
 from tests.k8s.test_sweep_on_k8s import add_local_queue, make_sweep
