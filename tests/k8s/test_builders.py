@@ -15,11 +15,10 @@ from rlcloud.k8s.builders import (
     LABEL_EXPERIMENT,
     LABEL_MANAGED_BY,
     LABEL_ROLE,
-    build_credentials_secret,
-    build_namespace_objects,
     build_workloads,
     config_hash,
 )
+from rlcloud.k8s.namespace_builders import build_credentials_secret, build_namespace_objects
 from rlcloud.runner.watchdog import EXIT_STALLED, EXIT_STALLED_AGAIN
 from rlcloud.specs import ExperimentSpec
 from tests.k8s.conftest import make_spec
