@@ -371,6 +371,55 @@ def _startup_probe() -> k8s.V1Probe:
     )
 
 
+def _spec_volumes(
+    config_map: str, config_key: str, credentials_secret: str | None
+) -> tuple[list[k8s.V1VolumeMount], list[k8s.V1Volume], list[k8s.V1EnvVar]]:
+    """The runner container's mounts, the pod's volumes and the env entries they need: the spec from the
+    ConfigMap, an emptyDir workdir and, with ``credentials_secret``, the key file."""
+    mounts = [
+        k8s.V1VolumeMount(name="spec", mount_path=SPEC_DIR, read_only=True),
+        k8s.V1VolumeMount(name="work", mount_path=WORKDIR_MOUNT),
+    ]
+    volumes = [
+        k8s.V1Volume(
+            name="spec",
+            config_map=k8s.V1ConfigMapVolumeSource(
+                name=config_map, items=[k8s.V1KeyToPath(key=config_key, path=config_key)]
+            ),
+        ),
+        k8s.V1Volume(name="work", empty_dir=k8s.V1EmptyDirVolumeSource()),
+    ]
+    env = []
+    if credentials_secret:
+        mounts.append(k8s.V1VolumeMount(name="gcp-credentials", mount_path=CREDENTIALS_DIR, read_only=True))
+        volumes.append(
+            k8s.V1Volume(
+                name="gcp-credentials",
+                secret=k8s.V1SecretVolumeSource(secret_name=credentials_secret, default_mode=0o400),
+            )
+        )
+        # the path only: the key itself never appears in the environment
+        env.append(k8s.V1EnvVar(name="GOOGLE_APPLICATION_CREDENTIALS", value=f"{CREDENTIALS_DIR}/{CREDENTIALS_KEY}"))
+    return mounts, volumes, env
+
+
+def _placement(gpus: int, gpu_type: str | None) -> dict[str, Any]:
+    """The pod's tolerations, node selector and affinity (V1PodSpec's keywords) for ``gpus`` GPUs of
+    ``gpu_type`` (None: not a GPU cluster)."""
+    placement: dict[str, Any] = {"tolerations": None, "node_selector": None, "affinity": None}
+    if gpus:
+        # only what uses a GPU may go to the (tainted, often Spot) GPU nodes
+        placement["tolerations"] = [
+            k8s.V1Toleration(key=GPU_RESOURCE, operator="Equal", value="present", effect="NoSchedule")
+        ]
+    if gpus and gpu_type:
+        placement["node_selector"] = {GKE_ACCELERATOR_LABEL: gpu_type}
+    elif gpu_type:
+        # no GPU on a GPU cluster: the on-demand CPU pool, which survives the GPU nodes' preemptions
+        placement["affinity"] = _cpu_pool_affinity()
+    return placement
+
+
 def _pod_spec(
     *,
     role: str,
@@ -390,37 +439,14 @@ def _pod_spec(
 ) -> k8s.V1PodSpec:
     # the runner reads an experiment's spec (--spec) or a sweep's (--sweep), mounted from the ConfigMap
     spec_flag = "--sweep" if config_key == CONFIG_KEY_SWEEP else "--spec"
-    mounts = [
-        k8s.V1VolumeMount(name="spec", mount_path=SPEC_DIR, read_only=True),
-        k8s.V1VolumeMount(name="work", mount_path=WORKDIR_MOUNT),
-    ]
-    volumes = [
-        k8s.V1Volume(
-            name="spec",
-            config_map=k8s.V1ConfigMapVolumeSource(
-                name=config_map, items=[k8s.V1KeyToPath(key=config_key, path=config_key)]
-            ),
-        ),
-        k8s.V1Volume(name="work", empty_dir=k8s.V1EmptyDirVolumeSource()),
-    ]
-    env = list(env)
-    if credentials_secret:
-        mounts.append(k8s.V1VolumeMount(name="gcp-credentials", mount_path=CREDENTIALS_DIR, read_only=True))
-        volumes.append(
-            k8s.V1Volume(
-                name="gcp-credentials",
-                secret=k8s.V1SecretVolumeSource(secret_name=credentials_secret, default_mode=0o400),
-            )
-        )
-        # the path only: the key itself never appears in the environment
-        env.append(k8s.V1EnvVar(name="GOOGLE_APPLICATION_CREDENTIALS", value=f"{CREDENTIALS_DIR}/{CREDENTIALS_KEY}"))
+    mounts, volumes, credentials_env = _spec_volumes(config_map, config_key, credentials_secret)
     container = k8s.V1Container(
         name=CONTAINER,
         image=image,
         image_pull_policy="IfNotPresent",
         command=["python", "-m", "rlcloud.runner"],
         args=["--role", role, "--index", index_arg, spec_flag, f"{SPEC_DIR}/{config_key}", "--workdir", WORKDIR],
-        env=env,
+        env=[*env, *credentials_env],
         ports=ports,
         resources=resources,
         volume_mounts=mounts,
@@ -428,17 +454,6 @@ def _pod_spec(
             allow_privilege_escalation=False, capabilities=k8s.V1Capabilities(drop=["ALL"])
         ),
     )
-    tolerations = None
-    node_selector = None
-    affinity = None
-    if gpus:
-        # only what uses a GPU may go to the (tainted, often Spot) GPU nodes
-        tolerations = [k8s.V1Toleration(key=GPU_RESOURCE, operator="Equal", value="present", effect="NoSchedule")]
-    if gpus and gpu_type:
-        node_selector = {GKE_ACCELERATOR_LABEL: gpu_type}
-    elif gpu_type:
-        # no GPU on a GPU cluster: the on-demand CPU pool, which survives the GPU nodes' preemptions
-        affinity = _cpu_pool_affinity()
     return k8s.V1PodSpec(
         restart_policy="Never",
         containers=[container],
@@ -459,10 +474,8 @@ def _pod_spec(
             fs_group=RUNNER_UID,
             seccomp_profile=k8s.V1SeccompProfile(type="RuntimeDefault"),
         ),
-        tolerations=tolerations,
-        node_selector=node_selector,
-        affinity=affinity,
         subdomain=subdomain,
+        **_placement(gpus, gpu_type),
     )
 
 
@@ -563,70 +576,33 @@ def _check_inputs(spec: ExperimentSpec, namespace: str, image: str) -> None:
         raise SpecError(problems)
 
 
-def build_workloads(
-    spec: ExperimentSpec,
-    *,
-    image: str | None = None,
-    namespace: str,
-    results: str | None = None,
-    gpu_type: str | None = None,
-    service_account: str | None = None,
-    credentials_secret: str | None = None,
-    suspend: bool = False,
-    kubernetes_version: str = "1.29",
-    env_server_image: str | None = None,
-) -> list[Any]:
-    """The Kubernetes objects that run ``spec``, in creation order; no API call is made.
+def _learner_gpus(requested: int | None, gpu_type: str | None) -> int:
+    """The GPUs a learner asks for: what its resources say, else one on a GPU cluster and none elsewhere."""
+    if requested is None:
+        return 1 if gpu_type else 0
+    return requested
 
-    ``image``: the container image (default: ``spec.image``, else :data:`DEFAULT_IMAGE`). ``results``:
-    the results ROOT (default ``spec.results``); the runner gets ``<root>/<name>`` in ``RLCLOUD_RESULTS``
-    and the ConfigMap keeps the root for ``attach``. ``gpu_type`` (e.g. ``nvidia-tesla-t4``): the
-    learner requests ``spec.resources.learner.gpus`` GPUs (default 1) on nodes of that type; without
-    it the learner only gets GPUs if the spec asks for them. ``service_account``: the Kubernetes
-    ServiceAccount pods run as (Workload Identity). ``credentials_secret``: a Secret (see
-    :func:`build_credentials_secret`) mounted read-only instead. ``kubernetes_version``: the
-    cluster's MAJOR.MINOR; fields only honoured by newer versions are left out on older ones.
-    ``env_server_image``: the image of the env servers, which never use a GPU (the CPU image where
-    ``image`` is the GPU one; default: ``image``).
-    """
-    image = image or spec.image or DEFAULT_IMAGE
-    _check_inputs(spec, namespace, image)
-    env_image = env_server_image or image
-    if env_image != image:
-        _check_inputs(spec, namespace, env_image)
-    version = _k8s_version(kubernetes_version)
-    results = results if results is not None else spec.results
-    name = spec.name
-    # plain strings in the objects: they go into labels, argv and the config hash
-    role = learner_role(spec.run_mode).value
-    cm_name = config_map_name(name)
 
+def _experiment_config_map(spec: ExperimentSpec, name: str, namespace: str, results: str | None) -> k8s.V1ConfigMap:
+    """The ConfigMap ``name`` that carries ``spec`` (and its results root, for ``attach``) to the pods."""
     data = {CONFIG_KEY_SPEC: spec.to_yaml()}
     if results:
         data[CONFIG_KEY_RESULTS] = results
-    _check_config_map_size(cm_name, data, spec.model_dump(mode="json"))
-    config_map = _config_map(
-        cm_name, namespace, labels_for(name, CONFIG_ROLE), {ANNOTATION_WORKERS: str(spec.num_workers)}, data
+    _check_config_map_size(name, data, spec.model_dump(mode="json"))
+    return _config_map(
+        name, namespace, labels_for(spec.name, CONFIG_ROLE), {ANNOTATION_WORKERS: str(spec.num_workers)}, data
     )
 
-    base_env = [k8s.V1EnvVar(name="PYTHONUNBUFFERED", value="1")]
-    if results:
-        # not resolved: a local path is the pod's (or the fake kubelet's), not this machine's
-        location = results_location(results, name, resolve=False)
-        base_env += _env_vars(RunnerEnv(results=location, code_store=_code_store(spec, results)))
-    learner_gpus = spec.resources.learner.gpus
-    if learner_gpus is None:
-        learner_gpus = 1 if gpu_type else 0
-    deadline = spec.max_runtime.seconds if spec.max_runtime is not None else None
-    common = {
-        "image": image,
-        "config_map": cm_name,
-        "service_account": service_account,
-        "credentials_secret": credentials_secret,
-    }
+
+def _learner_pod(
+    spec: ExperimentSpec, role: str, base_env: list[k8s.V1EnvVar], pod_options: dict[str, Any]
+) -> k8s.V1PodSpec:
+    """The learner's pod (a distributed one dials every env server); ``pod_options``: the :func:`_pod_spec`
+    keywords it shares with the env servers', and its image."""
+    learner_gpus = _learner_gpus(spec.resources.learner.gpus, pod_options["gpu_type"])
     learner_env = list(base_env)
     if spec.run_mode == "distributed":
-        base = env_server_name(name)
+        base = env_server_name(spec.name)
         servers = tuple((f"{base}-{i}.{base}", ENV_SERVER_PORT) for i in range(spec.num_workers))
         learner_env += _env_vars(RunnerEnv(env_servers=servers, connect_timeout=CONNECT_TIMEOUT_SECONDS))
     learner_pod = _pod_spec(
@@ -635,24 +611,27 @@ def build_workloads(
         env=learner_env,
         resources=_resources(spec.resources.learner, learner_gpus, DEFAULT_LEARNER_REQUESTS),
         grace=LEARNER_GRACE_SECONDS,
-        gpu_type=str(gpu_type) if gpu_type else None,
         gpus=learner_gpus,
-        **common,  # type: ignore[arg-type]
+        **pod_options,
     )
     # the backstop of the learner's stall watchdog: a learner whose watchdog thread cannot run either
     learner_pod.containers[0].liveness_probe = _liveness_probe(spec.stall_timeout.seconds, LIVENESS_MARGIN_S)
-    learner_job = _job(
-        name=job_names(spec)[role],
-        namespace=namespace,
-        labels=labels_for(name, role),
-        pod_spec=learner_pod,
-        suspend=suspend,
-        deadline=deadline,
-        annotations=budget_annotations(spec.budget),
-    )
-    if spec.run_mode != "distributed":
-        return [config_map, learner_job]
+    return learner_pod
 
+
+def _env_server_objects(
+    spec: ExperimentSpec,
+    namespace: str,
+    base_env: list[k8s.V1EnvVar],
+    pod_options: dict[str, Any],
+    *,
+    suspend: bool,
+    success_policy: bool,
+    deadline: int | None,
+) -> list[Any]:
+    """A distributed experiment's headless Service and env servers' Indexed Job (``pod_options``: the
+    :func:`_pod_spec` keywords its pods share with the learner's)."""
+    name = spec.name
     env_name = env_server_name(name)
     env_labels = labels_for(name, Role.ENV_SERVER.value)
     service = _stamp(
@@ -679,11 +658,10 @@ def build_workloads(
         ],
         resources=_resources(spec.resources.env_server, 0, DEFAULT_ENV_SERVER_REQUESTS),
         grace=ENV_SERVER_GRACE_SECONDS,
-        gpu_type=str(gpu_type) if gpu_type else None,
         gpus=0,
         ports=[k8s.V1ContainerPort(name="env", container_port=ENV_SERVER_PORT)],
         subdomain=env_name,
-        **{**common, "image": env_image},  # type: ignore[arg-type]
+        **pod_options,
     )
     # an env server that stopped answering is killed and replaced; the agent reconnects to the new pod
     env_pod.containers[0].liveness_probe = _liveness_probe(spec.stall_timeout.seconds)
@@ -694,11 +672,85 @@ def build_workloads(
         pod_spec=env_pod,
         suspend=suspend,
         indexed_workers=spec.num_workers,
+        success_policy=success_policy,
+        deadline=deadline,
+    )
+    return [service, env_job]
+
+
+def build_workloads(
+    spec: ExperimentSpec,
+    *,
+    image: str | None = None,
+    namespace: str,
+    results: str | None = None,
+    gpu_type: str | None = None,
+    service_account: str | None = None,
+    credentials_secret: str | None = None,
+    suspend: bool = False,
+    kubernetes_version: str = "1.29",
+    env_server_image: str | None = None,
+) -> list[Any]:
+    """The Kubernetes objects that run ``spec``, in creation order; no API call is made.
+
+    ``image``: the container image (default: ``spec.image``, else :data:`DEFAULT_IMAGE`). ``results``:
+    the results ROOT (default ``spec.results``); the runner gets ``<root>/<name>`` in ``RLCLOUD_RESULTS``
+    and the ConfigMap keeps the root for ``attach``. ``gpu_type`` (e.g. ``nvidia-tesla-t4``): the
+    learner requests ``spec.resources.learner.gpus`` GPUs (default 1) on nodes of that type; without
+    it the learner only gets GPUs if the spec asks for them. ``service_account``: the Kubernetes
+    ServiceAccount pods run as (Workload Identity). ``credentials_secret``: a Secret (see
+    :func:`rlcloud.k8s.namespace_builders.build_credentials_secret`) mounted read-only instead.
+    ``kubernetes_version``: the cluster's MAJOR.MINOR; fields only honoured by newer versions are left out
+    on older ones. ``env_server_image``: the image of the env servers, which never use a GPU (the CPU image
+    where ``image`` is the GPU one; default: ``image``).
+    """
+    image = image or spec.image or DEFAULT_IMAGE
+    _check_inputs(spec, namespace, image)
+    env_image = env_server_image or image
+    if env_image != image:
+        _check_inputs(spec, namespace, env_image)
+    version = _k8s_version(kubernetes_version)
+    results = results if results is not None else spec.results
+    name = spec.name
+    # plain strings in the objects: they go into labels, argv and the config hash
+    role = learner_role(spec.run_mode).value
+    cm_name = config_map_name(name)
+    config_map = _experiment_config_map(spec, cm_name, namespace, results)
+    base_env = [k8s.V1EnvVar(name="PYTHONUNBUFFERED", value="1")]
+    if results:
+        # not resolved: a local path is the pod's (or the fake kubelet's), not this machine's
+        location = results_location(results, name, resolve=False)
+        base_env += _env_vars(RunnerEnv(results=location, code_store=_code_store(spec, results)))
+    deadline = spec.max_runtime.seconds if spec.max_runtime is not None else None
+    common: dict[str, Any] = {
+        "config_map": cm_name,
+        "service_account": service_account,
+        "credentials_secret": credentials_secret,
+        "gpu_type": str(gpu_type) if gpu_type else None,
+    }
+    learner_pod = _learner_pod(spec, role, base_env, {**common, "image": image})
+    learner_job = _job(
+        name=job_names(spec)[role],
+        namespace=namespace,
+        labels=labels_for(name, role),
+        pod_spec=learner_pod,
+        suspend=suspend,
+        deadline=deadline,
+        annotations=budget_annotations(spec.budget),
+    )
+    if spec.run_mode != "distributed":
+        return [config_map, learner_job]
+    env_objects = _env_server_objects(
+        spec,
+        namespace,
+        base_env,
+        {**common, "image": env_image},
+        suspend=suspend,
         success_policy=version >= (1, 31),
         deadline=deadline,
     )
     # env servers first: they listen and wait, the agent dials them as soon as it starts
-    return [config_map, service, env_job, learner_job]
+    return [config_map, *env_objects, learner_job]
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -46,6 +46,7 @@ from rlcloud.k8s.builders import (
     _failure_policy,
     _index_env,
     _k8s_version,
+    _learner_gpus,
     _liveness_probe,
     _pod_spec,
     _resources,
@@ -167,6 +168,76 @@ def _shared_gpu_env(trials_per_gpu: int, gpu_type: str | None, gpus: int) -> k8s
     return k8s.V1EnvVar(name=GPU_MEMORY_MB, value=str(shared_gpu_memory_mb(gpu_type, trials_per_gpu)))
 
 
+def _sweep_config_map(sweep: SweepSpec, namespace: str, results: str | None) -> k8s.V1ConfigMap:
+    """The ConfigMap that carries the sweep spec (the grid, not its expansion) and its results root to the pods."""
+    object_name = sweep_object_name(sweep.name)
+    data = {CONFIG_KEY_SWEEP: sweep_yaml(sweep)}
+    if results:
+        data[CONFIG_KEY_RESULTS] = results
+    dumped = sweep.model_dump(mode="json")
+    experiment = dumped.pop("experiment", {})
+    parts = {**{f"experiment.{k}": v for k, v in experiment.items()}, **dumped}
+    _check_config_map_size(object_name, data, parts)
+    labels = sweep_labels(sweep.name, CONFIG_ROLE)
+    return _config_map(object_name, namespace, labels, {ANNOTATION_TRIALS: str(sweep.num_trials)}, data)
+
+
+def _sweep_pod(sweep: SweepSpec, role: str, results: str | None, **pod_options: Any) -> k8s.V1PodSpec:
+    """The pod template of every trial: the base experiment's learner (``pod_options``: the :func:`_pod_spec`
+    keywords of the image, ConfigMap, identity and GPU type), with its index and the sweep's results."""
+    base = sweep.experiment
+    env = [k8s.V1EnvVar(name="PYTHONUNBUFFERED", value="1"), _index_env()]
+    if results:
+        # not resolved: a local path is the pod's (or the fake kubelet's), not this machine's
+        location = results_location(results, sweep.name, resolve=False)
+        env += _env_vars(RunnerEnv(sweep_results=location, code_store=_code_store(base, results)))
+    gpus = _learner_gpus(base.resources.learner.gpus, pod_options["gpu_type"])
+    if sweep.trials_per_gpu > 1:
+        env.append(_shared_gpu_env(sweep.trials_per_gpu, pod_options["gpu_type"], gpus))
+    pod = _pod_spec(
+        role=role,
+        index_arg=_INDEX_ARG,
+        env=env,
+        resources=_resources(base.resources.learner, gpus, DEFAULT_LEARNER_REQUESTS),
+        grace=LEARNER_GRACE_SECONDS,
+        gpus=gpus,
+        config_key=CONFIG_KEY_SWEEP,
+        **pod_options,
+    )
+    # a trial's learner is probed as an experiment's is; the file's own limit (its watchdog's stall_timeout
+    # + margin) wins over this one, the base experiment's, for trials that sweep stall_timeout
+    pod.containers[0].liveness_probe = _liveness_probe(base.stall_timeout.seconds, LIVENESS_MARGIN_S)
+    return pod
+
+
+def _sweep_job_spec(sweep: SweepSpec, pod: k8s.V1PodSpec, per_index: bool, *, queued: bool) -> k8s.V1JobSpec:
+    """The Indexed Job spec of one pod per trial (``per_index``: Kubernetes 1.29+, each trial retried alone)."""
+    trials = sweep.num_trials
+    spec = k8s.V1JobSpec(
+        completion_mode="Indexed",
+        completions=trials,
+        parallelism=min(sweep.max_parallel or DEFAULT_SWEEP_PARALLELISM, trials),
+        template=k8s.V1PodTemplateSpec(
+            metadata=k8s.V1ObjectMeta(labels=sweep_labels(sweep.name, TRIAL_ROLE)), spec=pod
+        ),
+        # FailIndex: a trial whose spec or environment is wrong fails alone, the others go on
+        pod_failure_policy=_failure_policy("FailIndex" if per_index else None),
+        ttl_seconds_after_finished=TTL_SECONDS_AFTER_FINISHED,
+        # Kueue admits a queued Job by un-suspending it
+        suspend=queued,
+    )
+    if per_index:
+        spec.backoff_limit_per_index = LEARNER_BACKOFF_LIMIT
+        if sweep.max_failures:
+            # a broken sweep stops after max_failures failed trials instead of failing all of them: the
+            # Job fails once failed indexes *exceed* maxFailedIndexes (at most completions; Kubernetes
+            # "Jobs: maximum number of failed indexes", 1.29+ with backoffLimitPerIndex)
+            spec.max_failed_indexes = min(sweep.max_failures - 1, trials)
+    else:
+        spec.backoff_limit = min(LEARNER_BACKOFF_LIMIT * trials, MAX_INT32)
+    return spec
+
+
 def build_sweep_workloads(
     sweep: SweepSpec,
     *,
@@ -217,74 +288,24 @@ def build_sweep_workloads(
     version = _k8s_version(kubernetes_version)
     role = _sweep_role(sweep)
     results = results if results is not None else (sweep.results or base.results)
-    name = sweep.name
-    object_name = sweep_object_name(name)
-    trials = sweep.num_trials
-
-    data = {CONFIG_KEY_SWEEP: sweep_yaml(sweep)}
-    if results:
-        data[CONFIG_KEY_RESULTS] = results
-    dumped = sweep.model_dump(mode="json")
-    experiment = dumped.pop("experiment", {})
-    parts = {**{f"experiment.{k}": v for k, v in experiment.items()}, **dumped}
-    _check_config_map_size(object_name, data, parts)
-    config_map = _config_map(
-        object_name, namespace, sweep_labels(name, CONFIG_ROLE), {ANNOTATION_TRIALS: str(trials)}, data
-    )
-
-    env = [k8s.V1EnvVar(name="PYTHONUNBUFFERED", value="1"), _index_env()]
-    if results:
-        # not resolved: a local path is the pod's (or the fake kubelet's), not this machine's
-        location = results_location(results, name, resolve=False)
-        env += _env_vars(RunnerEnv(sweep_results=location, code_store=_code_store(base, results)))
-    gpus = base.resources.learner.gpus
-    if gpus is None:
-        gpus = 1 if gpu_type else 0
-    if sweep.trials_per_gpu > 1:
-        env.append(_shared_gpu_env(sweep.trials_per_gpu, gpu_type, gpus))
-    pod = _pod_spec(
-        role=role,
-        index_arg=_INDEX_ARG,
+    object_name = sweep_object_name(sweep.name)
+    config_map = _sweep_config_map(sweep, namespace, results)
+    pod = _sweep_pod(
+        sweep,
+        role,
+        results,
         image=image,
-        env=env,
-        resources=_resources(base.resources.learner, gpus, DEFAULT_LEARNER_REQUESTS),
         config_map=object_name,
-        grace=LEARNER_GRACE_SECONDS,
         service_account=service_account,
         credentials_secret=credentials_secret,
         gpu_type=str(gpu_type) if gpu_type else None,
-        gpus=gpus,
-        config_key=CONFIG_KEY_SWEEP,
     )
-    # a trial's learner is probed as an experiment's is; the file's own limit (its watchdog's stall_timeout
-    # + margin) wins over this one, the base experiment's, for trials that sweep stall_timeout
-    pod.containers[0].liveness_probe = _liveness_probe(base.stall_timeout.seconds, LIVENESS_MARGIN_S)
     per_index = version >= (1, 29)
-    pod_labels = sweep_labels(name, TRIAL_ROLE)
-    job_labels = dict(pod_labels)
+    job_labels = sweep_labels(sweep.name, TRIAL_ROLE)
     if queue:
         job_labels[KUEUE_QUEUE_LABEL] = queue
-    spec = k8s.V1JobSpec(
-        completion_mode="Indexed",
-        completions=trials,
-        parallelism=min(sweep.max_parallel or DEFAULT_SWEEP_PARALLELISM, trials),
-        template=k8s.V1PodTemplateSpec(metadata=k8s.V1ObjectMeta(labels=pod_labels), spec=pod),
-        # FailIndex: a trial whose spec or environment is wrong fails alone, the others go on
-        pod_failure_policy=_failure_policy("FailIndex" if per_index else None),
-        ttl_seconds_after_finished=TTL_SECONDS_AFTER_FINISHED,
-        # Kueue admits a queued Job by un-suspending it
-        suspend=bool(queue),
-    )
-    if per_index:
-        spec.backoff_limit_per_index = LEARNER_BACKOFF_LIMIT
-        if sweep.max_failures:
-            # a broken sweep stops after max_failures failed trials instead of failing all of them: the
-            # Job fails once failed indexes *exceed* maxFailedIndexes (at most completions; Kubernetes
-            # "Jobs: maximum number of failed indexes", 1.29+ with backoffLimitPerIndex)
-            spec.max_failed_indexes = min(sweep.max_failures - 1, trials)
-    else:
-        spec.backoff_limit = min(LEARNER_BACKOFF_LIMIT * trials, MAX_INT32)
-    if warm and min(sweep.max_parallel or DEFAULT_SWEEP_PARALLELISM, trials) < trials:
+    spec = _sweep_job_spec(sweep, pod, per_index, queued=bool(queue))
+    if warm and min(sweep.max_parallel or DEFAULT_SWEEP_PARALLELISM, sweep.num_trials) < sweep.num_trials:
         _warm_sweep_job(spec, per_index)
     job = _stamp(
         k8s.V1Job(
