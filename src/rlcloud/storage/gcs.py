@@ -102,6 +102,35 @@ class _ChunkedSupport:
             )
 
 
+#: One file's upload: its index in the pairs, and the stored object or the error.
+_Uploaded = tuple[int, ObjectInfo | BaseException]
+_Failed = tuple[int, BaseException]
+
+
+class _Uploads:
+    """The files of one :meth:`GcsStore.upload_files` call: what is stored so far, and its progress."""
+
+    def __init__(self, pairs: Sequence[tuple[Path, str]], sizes: list[int], progress: Progress | None) -> None:
+        self.pairs = pairs
+        self.sizes = sizes
+        self.results: list[ObjectInfo | None] = [None] * len(pairs)
+        self.progress = progress
+        self.done, self.total = 0, sum(sizes)
+
+    def record(self, finished: list[_Uploaded]) -> list[_Failed]:
+        """Keep ``finished``'s stored objects and report progress; return its failures."""
+        failed: list[_Failed] = []
+        for i, res in finished:
+            if isinstance(res, BaseException):
+                failed.append((i, res))
+                continue
+            self.results[i] = res
+            self.done += self.sizes[i]
+        if self.progress:
+            self.progress(self.done, self.total)
+        return failed
+
+
 class GcsStore(Store):
     """A results location ``gs://bucket/prefix``.
 
@@ -366,83 +395,14 @@ class GcsStore(Store):
         Each stored object's CRC32C (computed by the server) must equal the local file's: a mismatch
         means the file changed during the upload, and the object reflects the bytes actually sent.
         """
-        from concurrent.futures import ThreadPoolExecutor
-
-        results: builtins.list[ObjectInfo | None] = [None] * len(pairs)
-        sizes = [_size(p) for p, _ in pairs]
-        total, done = sum(sizes), 0
+        uploads = _Uploads(pairs, [_size(p) for p, _ in pairs], progress)
         pending = list(range(len(pairs)))
-        # Small files go in batches (progress between them, the pool stays full); large ones go in a
-        # call of their own, alongside, so that a batch never waits for a large file to finish.
-        batch_len = self.max_workers * 4
         attempt = 0
         # a round whose failures are all transient is tried again (the rest only), twice at most, after a
         # pause that doubles: the library already retried each request within the round
         pauses = Backoff(self.retry_initial_s, 2 * self.retry_initial_s).pauses()
-
-        def upload_one(i: int) -> tuple[int, ObjectInfo | BaseException]:
-            try:
-                return i, self._upload_simple(pairs[i][0], pairs[i][1], sizes[i])
-            except Exception as exc:
-                return i, exc
-
-        def upload(batch: builtins.list[int], workers: int) -> builtins.list[tuple[int, ObjectInfo | BaseException]]:
-            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rlcloud-upload") as pool:
-                return list(pool.map(upload_one, batch))
-
-        def upload_large(batch: builtins.list[int], out: builtins.list[tuple[int, ObjectInfo | BaseException]]) -> None:
-            # One chunked upload at a time: each already keeps its parts in flight concurrently.
-            resumable = []
-            for i in batch:
-                if not self._chunked_wanted(sizes[i]):
-                    resumable.append(i)
-                    continue
-                blob = self.bucket.blob(self._key(pairs[i][1]))
-                try:
-                    chunked = self._upload_chunked(pairs[i][0], pairs[i][1], blob, sizes[i])
-                except Exception as exc:
-                    out.append((i, exc))
-                    continue
-                if chunked:
-                    out.append((i, self._info(blob)))
-                else:
-                    resumable.append(i)
-            if resumable:
-                out.extend(upload(resumable, min(len(resumable), self.max_workers)))
-
         while pending:
-            failed: builtins.list[tuple[int, BaseException]] = []
-            large = [i for i in pending if sizes[i] >= self.large_file_bytes]
-            small = [i for i in pending if sizes[i] < self.large_file_bytes]
-            large_done: builtins.list[tuple[int, ObjectInfo | BaseException]] = []
-            large_thread = None
-            if large:
-                large_thread = threading.Thread(
-                    target=upload_large,
-                    args=(large, large_done),
-                    name="rlcloud-upload-large",
-                    daemon=True,
-                )
-                large_thread.start()
-            rounds = [small[lo : lo + batch_len] for lo in range(0, len(small), batch_len)]
-            for k in range(len(rounds) + 1):
-                if k < len(rounds):
-                    finished = upload(rounds[k], self.max_workers)
-                elif large_thread is not None:
-                    large_thread.join()
-                    finished = large_done
-                else:
-                    break
-                for i, res in finished:
-                    if isinstance(res, BaseException):
-                        failed.append((i, res))
-                        continue
-                    results[i] = res
-                    done += sizes[i]
-                if progress:
-                    progress(done, total)
-            if large and len(large_done) != len(large):  # the thread died: an unexpected error
-                raise StorageError(f"uploading {len(large)} large files to {self.url} failed unexpectedly")
+            failed = self._upload_round(uploads, pending)
             pending = [i for i, _ in failed]
             if failed:
                 attempt += 1
@@ -455,7 +415,71 @@ class GcsStore(Store):
                 if attempt >= 3 or isinstance(err, AuthError | NotFoundError) or not _transient(exc):
                     raise err from exc
                 sleep_until(None, next(pauses))
-        return [r for r in results if r is not None]
+        return [r for r in uploads.results if r is not None]
+
+    def _upload_round(self, uploads: _Uploads, pending: builtins.list[int]) -> builtins.list[_Failed]:
+        """Upload files ``pending`` once; the ones that failed, with their errors.
+
+        Small files go in batches (progress between them, the pool stays full); large ones go in a call of
+        their own, alongside, so that a batch never waits for a large file to finish."""
+        sizes = uploads.sizes
+        failed: builtins.list[_Failed] = []
+        batch_len = self.max_workers * 4
+        large = [i for i in pending if sizes[i] >= self.large_file_bytes]
+        small = [i for i in pending if sizes[i] < self.large_file_bytes]
+        large_done: builtins.list[_Uploaded] = []
+        large_thread = None
+        if large:
+            large_thread = threading.Thread(
+                target=self._upload_large,
+                args=(uploads, large, large_done),
+                name="rlcloud-upload-large",
+                daemon=True,
+            )
+            large_thread.start()
+        for lo in range(0, len(small), batch_len):
+            failed += uploads.record(self._upload_batch(uploads, small[lo : lo + batch_len], self.max_workers))
+        if large_thread is not None:
+            large_thread.join()
+            failed += uploads.record(large_done)
+        if large and len(large_done) != len(large):  # the thread died: an unexpected error
+            raise StorageError(f"uploading {len(large)} large files to {self.url} failed unexpectedly")
+        return failed
+
+    def _upload_batch(self, uploads: _Uploads, batch: builtins.list[int], workers: int) -> builtins.list[_Uploaded]:
+        """Upload files ``batch`` one request each (:meth:`_upload_simple`), ``workers`` at a time."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        def upload_one(i: int) -> _Uploaded:
+            try:
+                return i, self._upload_simple(uploads.pairs[i][0], uploads.pairs[i][1], uploads.sizes[i])
+            except Exception as exc:
+                return i, exc
+
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rlcloud-upload") as pool:
+            return list(pool.map(upload_one, batch))
+
+    def _upload_large(self, uploads: _Uploads, batch: builtins.list[int], out: builtins.list[_Uploaded]) -> None:
+        """Upload large files ``batch`` into ``out``: one chunked upload at a time (each already keeps its parts
+        in flight concurrently), then the ones the endpoint cannot take in parts, streamed."""
+        resumable = []
+        for i in batch:
+            if not self._chunked_wanted(uploads.sizes[i]):
+                resumable.append(i)
+                continue
+            path, name = uploads.pairs[i]
+            blob = self.bucket.blob(self._key(name))
+            try:
+                chunked = self._upload_chunked(path, name, blob, uploads.sizes[i])
+            except Exception as exc:
+                out.append((i, exc))
+                continue
+            if chunked:
+                out.append((i, self._info(blob)))
+            else:
+                resumable.append(i)
+        if resumable:
+            out.extend(self._upload_batch(uploads, resumable, min(len(resumable), self.max_workers)))
 
     def _upload_simple(self, path: Path, name: str, size: int) -> ObjectInfo:
         """Upload one file with the library's public upload calls (retried here, see :meth:`_write`), and
