@@ -370,6 +370,47 @@ def convert_legacy_agent(agent: dict[str, Any]) -> dict[str, Any]:
     if not is_legacy_agent(agent):
         return agent
     out = dict(agent)
+    type_ = _convert_type(out)
+    _convert_batch(out, type_)
+    if out.pop("repeat_update", None) is not None:
+        _warn("agent.repeat_update was dropped: no Tensorforce 0.6 equivalent", "agent.repeat_update")
+    _convert_memory(out, type_)
+    _convert_optimizers(out)
+    if "actions_exploration" in out:
+        _convert_exploration(out.pop("actions_exploration"), out)
+    if "states_preprocessing" in out:
+        layers = _convert_states_preprocessing(out.pop("states_preprocessing"))
+        if layers:
+            out["state_preprocessing"] = layers
+    if out.get("gae_lambda") is not None:
+        raise SpecError(
+            [
+                SpecProblem(
+                    "agent.gae_lambda", "Tensorforce 0.6 has no GAE: remove it (or set it to null)", out["gae_lambda"]
+                )
+            ]
+        )
+    out.pop("gae_lambda", None)
+    for old, new in _RENAMED_IN_06.get(type_, {}).items():
+        if old in out and new not in out:
+            out[new] = out.pop(old)
+            _warn(f"agent.{old} became agent.{new} (renamed in Tensorforce 0.6)", f"agent.{old}")
+    _convert_baseline(out, type_)
+    if _is_04_agent(agent):
+        _convert_target_sync(out, type_)
+    for key in ("network", "network_spec"):
+        if key in out:
+            network = convert_legacy_network(out.pop(key), "agent.network", _warn_at)
+            out["network"] = network
+            if key == "network_spec":
+                _warn("agent.network_spec became agent.network", "agent.network_spec")
+    _drop_unknown_arguments(out, type_)
+    return out
+
+
+def _convert_type(out: dict[str, Any]) -> str:
+    """The agent's 0.6 type, set in ``out`` (0.4's ``*_agent`` names and ``double_q_model``); refuses 0.4 agents
+    0.6 has no equivalent of."""
     type_ = out.get("type")
     if isinstance(type_, str) and type_ in _AGENTS_REFUSED:
         raise SpecError([SpecProblem("agent.type", _AGENTS_REFUSED[type_], type_)])
@@ -391,6 +432,12 @@ def convert_legacy_agent(agent: dict[str, Any]) -> dict[str, Any]:
     if out.pop("double_q_model", False) and type_ == "dqn":
         out["type"] = type_ = "double_dqn"
         _warn("agent.double_q_model: true became type double_dqn", "agent.double_q_model")
+    return type_
+
+
+def _convert_batch(out: dict[str, Any], type_: str) -> None:
+    """0.4's ``update_mode`` (or 0.3's top-level ``batch_size``) as 0.6's batch_size/update_frequency, when they
+    count in the unit 0.6's ``type_`` does."""
     unit_06 = _BATCH_UNITS_06.get(type_)
     if isinstance(out.get("update_mode"), dict):
         mode = out.pop("update_mode")
@@ -424,26 +471,33 @@ def convert_legacy_agent(agent: dict[str, Any]) -> dict[str, Any]:
         _warn(
             f"agent.batch_size {out['batch_size']} kept: counted in timesteps in 0.3 and 0.6 alike", "agent.batch_size"
         )
-    if out.pop("repeat_update", None) is not None:
-        _warn("agent.repeat_update was dropped: no Tensorforce 0.6 equivalent", "agent.repeat_update")
+
+
+def _convert_memory(out: dict[str, Any], type_: str) -> None:
+    """0.4's ``memory``/``memory_capacity``: a replay capacity for the agents that take one, else dropped."""
     capacity = out.pop("memory_capacity", None)
     memory = out.get("memory")
     if capacity is not None and (memory is None or isinstance(memory, str)):
         out["memory"] = {"type": memory or "replay", "capacity": capacity}
-    if isinstance(out.get("memory"), dict | str):
-        memory = out.pop("memory")
-        mem_type = memory.get("type") if isinstance(memory, dict) else memory
-        if type_ in (*_DQN_TYPES, "dpg") and mem_type == "replay" and isinstance(memory, dict) and "capacity" in memory:
-            out["memory"] = _count(memory["capacity"], "agent.memory.capacity")
-            _warn(f"agent.memory {memory} became memory: {out['memory']} (replay capacity)", "agent.memory")
-        elif type_ in _PG_TYPES and mem_type in ("latest", None):
-            _warn(f"agent.memory {memory} was dropped: 0.6's {type_} keeps the batch it needs itself", "agent.memory")
-        else:
-            _warn(
-                f"agent.memory {memory} has no certain Tensorforce 0.6 equivalent and was dropped (0.6 replay "
-                "memories sample uniformly: no prioritized replay)",
-                "agent.memory",
-            )
+    if not isinstance(out.get("memory"), dict | str):
+        return
+    memory = out.pop("memory")
+    mem_type = memory.get("type") if isinstance(memory, dict) else memory
+    if type_ in (*_DQN_TYPES, "dpg") and mem_type == "replay" and isinstance(memory, dict) and "capacity" in memory:
+        out["memory"] = _count(memory["capacity"], "agent.memory.capacity")
+        _warn(f"agent.memory {memory} became memory: {out['memory']} (replay capacity)", "agent.memory")
+    elif type_ in _PG_TYPES and mem_type in ("latest", None):
+        _warn(f"agent.memory {memory} was dropped: 0.6's {type_} keeps the batch it needs itself", "agent.memory")
+    else:
+        _warn(
+            f"agent.memory {memory} has no certain Tensorforce 0.6 equivalent and was dropped (0.6 replay "
+            "memories sample uniformly: no prioritized replay)",
+            "agent.memory",
+        )
+
+
+def _convert_optimizers(out: dict[str, Any]) -> None:
+    """0.4's optimizer mappings: an Adam one's learning rate is kept (0.6 agents use Adam), others dropped."""
     for key in ("optimizer", "step_optimizer"):
         if isinstance(out.get(key), dict):
             opt = out.pop(key)
@@ -455,36 +509,6 @@ def convert_legacy_agent(agent: dict[str, Any]) -> dict[str, Any]:
                 )
             else:
                 _warn(f"agent.{key} {opt} has no certain Tensorforce 0.6 equivalent and was dropped", f"agent.{key}")
-    if "actions_exploration" in out:
-        _convert_exploration(out.pop("actions_exploration"), out)
-    if "states_preprocessing" in out:
-        layers = _convert_states_preprocessing(out.pop("states_preprocessing"))
-        if layers:
-            out["state_preprocessing"] = layers
-    if out.get("gae_lambda") is not None:
-        raise SpecError(
-            [
-                SpecProblem(
-                    "agent.gae_lambda", "Tensorforce 0.6 has no GAE: remove it (or set it to null)", out["gae_lambda"]
-                )
-            ]
-        )
-    out.pop("gae_lambda", None)
-    for old, new in _RENAMED_IN_06.get(type_, {}).items():
-        if old in out and new not in out:
-            out[new] = out.pop(old)
-            _warn(f"agent.{old} became agent.{new} (renamed in Tensorforce 0.6)", f"agent.{old}")
-    _convert_baseline(out, type_)
-    if _is_04_agent(agent):
-        _convert_target_sync(out, type_)
-    for key in ("network", "network_spec"):
-        if key in out:
-            network = convert_legacy_network(out.pop(key), "agent.network", _warn_at)
-            out["network"] = network
-            if key == "network_spec":
-                _warn("agent.network_spec became agent.network", "agent.network_spec")
-    _drop_unknown_arguments(out, type_)
-    return out
 
 
 def _drop_unknown_arguments(out: dict[str, Any], type_: str) -> None:
