@@ -581,8 +581,8 @@ def test_a_gone_or_dying_api_server_is_a_clear_error(
 
     from rlcloud.errors import RLCloudError
     from rlcloud.k8s.applier import Applier, RetryPolicy
-    from rlcloud.k8s.builders import build_namespace
     from rlcloud.k8s.client import api_client_from_kubeconfig
+    from rlcloud.k8s.namespace_builders import build_namespace
 
     if mode == "refused":
         sock = socket.socket()

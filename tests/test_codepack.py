@@ -26,7 +26,8 @@ from rlcloud.codepack import (
     unpack,
 )
 from rlcloud.errors import SpecError, WorkloadError
-from rlcloud.k8s.builders import build_sweep_workloads, build_workloads
+from rlcloud.k8s.builders import build_workloads
+from rlcloud.k8s.sweep_builders import build_sweep_workloads
 from rlcloud.local.machine import code_env
 from rlcloud.record import create_record, start_sweep_recorded
 from rlcloud.runenv import RunnerEnv

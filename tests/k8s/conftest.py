@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from rlcloud.k8s.builders import JOB_UID_ENV, SWEEP_RESULTS_ENV
+from rlcloud.k8s.builders import SWEEP_RESULTS_ENV
+from rlcloud.k8s.sweep_builders import JOB_UID_ENV
 from tests.fakes.gcs import FakeGcsServer
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.support.kubernetes import api_client  # noqa: F401  (the fixture, over this directory's apiserver)

@@ -14,11 +14,10 @@ from rlcloud.k8s.builders import (
     LABEL_EXPERIMENT,
     LABEL_MANAGED_BY,
     LABEL_ROLE,
-    build_credentials_secret,
-    build_namespace_objects,
     build_workloads,
     config_hash,
 )
+from rlcloud.k8s.namespace_builders import build_credentials_secret, build_namespace_objects
 from rlcloud.runner.watchdog import EXIT_STALLED, EXIT_STALLED_AGAIN
 from rlcloud.specs import ExperimentSpec
 from tests.support.kubernetes import as_dicts, container, env_of, make_spec

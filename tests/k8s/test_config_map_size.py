@@ -11,7 +11,8 @@ from kubernetes import client
 from rlcloud.errors import SpecError
 from rlcloud.k8s.applier import Applier
 from rlcloud.k8s.backend import KubernetesBackend
-from rlcloud.k8s.builders import MAX_CONFIG_MAP_BYTES, build_sweep_workloads, build_workloads
+from rlcloud.k8s.builders import MAX_CONFIG_MAP_BYTES, build_workloads
+from rlcloud.k8s.sweep_builders import build_sweep_workloads
 from tests.fakes.kube_apiserver import ApiError, FakeKubeApiServer
 from tests.support.kubernetes import FAST_RETRY, make_spec, make_sweep
 

@@ -12,7 +12,8 @@ from kubernetes import client
 
 from rlcloud.errors import SpecError
 from rlcloud.gke.reaper import activity, decide
-from rlcloud.k8s.builders import build_sweep_workloads, to_dict
+from rlcloud.k8s.builders import to_dict
+from rlcloud.k8s.sweep_builders import build_sweep_workloads
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.support.kubernetes import add_local_queue, make_backend, make_sweep
 

@@ -11,7 +11,8 @@ import pytest
 from kubernetes import client
 
 from rlcloud.k8s.backend import KubernetesBackend
-from rlcloud.k8s.builders import build_sweep_workloads, build_workloads, to_dict
+from rlcloud.k8s.builders import build_workloads, to_dict
+from rlcloud.k8s.sweep_builders import build_sweep_workloads
 from tests.fakes.kube_apiserver import POD_SECURITY_ENFORCE, FakeKubeApiServer
 from tests.fakes.kubelet import FakeKubelet
 from tests.support.kubernetes import FAST_RETRY, make_spec, make_sweep, standin

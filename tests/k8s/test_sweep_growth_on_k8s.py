@@ -11,7 +11,8 @@ import pytest
 from kubernetes import client
 
 from rlcloud import Sweep
-from rlcloud.k8s.builders import ANNOTATION_TRIAL_INDICES, CONFIG_KEY_GROWN, CONFIG_KEY_SWEEP, build_sweep_growth_job
+from rlcloud.k8s.builders import ANNOTATION_TRIAL_INDICES, CONFIG_KEY_GROWN, CONFIG_KEY_SWEEP
+from rlcloud.k8s.sweep_builders import build_sweep_growth_job
 from rlcloud.record import grow_sweep_recorded, read_history, read_sweep_growth
 from rlcloud.specs.sweep import Growth, SweepSpec
 from rlcloud.storage import open_store

@@ -19,13 +19,7 @@ from kubernetes import client
 
 from rlcloud.errors import ConflictError, NotFoundError, SpecError
 from rlcloud.k8s.backend import KubernetesBackend
-from rlcloud.k8s.builders import (
-    KUEUE_QUEUE_LABEL,
-    LABEL_EXPERIMENT,
-    LABEL_SWEEP,
-    SWEEP_RESULTS_ENV,
-    build_workloads,
-)
+from rlcloud.k8s.builders import KUEUE_QUEUE_LABEL, LABEL_EXPERIMENT, LABEL_SWEEP, SWEEP_RESULTS_ENV, build_workloads
 from rlcloud.runner.main import SWEEP_RESULTS_ENV as RUNNER_SWEEP_RESULTS_ENV
 from rlcloud.specs.sweep import SweepSpec
 from tests.fakes.gcs import FakeGcsServer

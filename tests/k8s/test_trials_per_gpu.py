@@ -9,7 +9,7 @@ import pytest
 from kubernetes.client import ApiClient
 
 from rlcloud.errors import SpecError
-from rlcloud.k8s.builders import build_sweep_workloads
+from rlcloud.k8s.sweep_builders import build_sweep_workloads
 from rlcloud.runenv import GPU_MEMORY_MB, RunnerEnv
 from rlcloud.specs.cluster import shared_gpu_memory_mb
 from tests.fakes.kubelet import gke_cpu_node, gke_gpu_node, pod_requests, schedule

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from rlcloud.k8s.builders import SWEEP_HALTED_EXIT_CODE
+from rlcloud.k8s.sweep_builders import SWEEP_HALTED_EXIT_CODE
 from rlcloud.runner import warm as runner_warm
 from rlcloud.runner import watchdog
 from rlcloud.runner.watchdog import (

@@ -20,7 +20,8 @@ import kubernetes_validate
 import pytest
 from kubernetes import client
 
-from rlcloud.k8s.builders import JOB_UID_ENV, SWEEP_HALTED_EXIT_CODE, SWEEP_RESULTS_ENV
+from rlcloud.k8s.builders import SWEEP_RESULTS_ENV
+from rlcloud.k8s.sweep_builders import JOB_UID_ENV, SWEEP_HALTED_EXIT_CODE
 from rlcloud.k8s.warm import warm_pods, warm_trial_state
 from rlcloud.runner import warm as runner_warm
 from rlcloud.runner.main import parse_args

@@ -18,13 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rlcloud.k8s.backend import KubernetesBackend
-    from rlcloud.k8s.builders import (
-        build_credentials_secret,
-        build_namespace_objects,
-        build_sweep_workloads,
-        build_workloads,
-    )
+    from rlcloud.k8s.builders import build_workloads
     from rlcloud.k8s.client import api_client_from_kubeconfig
+    from rlcloud.k8s.namespace_builders import build_credentials_secret, build_namespace_objects
+    from rlcloud.k8s.sweep_builders import build_sweep_workloads
 
 __all__ = [
     "KubernetesBackend",
@@ -38,9 +35,9 @@ __all__ = [
 _WHERE = {
     "KubernetesBackend": "rlcloud.k8s.backend",
     "api_client_from_kubeconfig": "rlcloud.k8s.client",
-    "build_credentials_secret": "rlcloud.k8s.builders",
-    "build_namespace_objects": "rlcloud.k8s.builders",
-    "build_sweep_workloads": "rlcloud.k8s.builders",
+    "build_credentials_secret": "rlcloud.k8s.namespace_builders",
+    "build_namespace_objects": "rlcloud.k8s.namespace_builders",
+    "build_sweep_workloads": "rlcloud.k8s.sweep_builders",
     "build_workloads": "rlcloud.k8s.builders",
 }
 

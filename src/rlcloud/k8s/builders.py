@@ -8,8 +8,8 @@ What :func:`build_workloads` returns, per run mode (the same number of objects f
                     Indexed Job <name>-env (num_workers env-server pods <name>-env-<i>.<name>-env),
                     Job <name>-agent (the learner, dialling every env server)
 
-and :func:`build_sweep_workloads` for a sweep of any number of trials: ConfigMap ``<sweep>-sweep`` (the
-sweep spec) and Indexed Job ``<sweep>-sweep`` (pod ``i`` runs trial ``i``).
+and :func:`rlcloud.k8s.sweep_builders.build_sweep_workloads` for a sweep of any number of trials: ConfigMap
+``<sweep>-sweep`` (the sweep spec) and Indexed Job ``<sweep>-sweep`` (pod ``i`` runs trial ``i``).
 
 With ``gpu_type`` the learner requests GPUs on nodes of that type (toleration + node selector); pods
 that use no GPU (env servers, a learner given ``gpus: 0``) do not tolerate the GPU nodes' taint and
@@ -38,7 +38,7 @@ Stalls: an experiment's containers have an exec ``livenessProbe`` over their hea
 server's request loop; the learner's watchdog): an env server that stopped answering is killed and
 its pod replaced after ``stall_timeout`` (the agent reconnects to it), a learner whose watchdog
 cannot run either (a hang that holds the GIL) a little later. A sweep's pods have the learner's probe;
-a warm sweep pod's heartbeat lives as long as the pod (see :func:`_warm_sweep_job`).
+a warm sweep pod's heartbeat lives as long as the pod (see :func:`rlcloud.k8s.sweep_builders._warm_sweep_job`).
 """
 
 from __future__ import annotations
@@ -56,9 +56,8 @@ from rlcloud.config import DEFAULT_IMAGE  # one default image for the whole pack
 from rlcloud.errors import SpecError, SpecProblem
 from rlcloud.results import results_location
 from rlcloud.roles import Role, learner_role
-from rlcloud.runenv import GPU_MEMORY_MB, RunnerEnv
+from rlcloud.runenv import RunnerEnv
 from rlcloud.runner.watchdog import (
-    EXIT_STALLED,
     EXIT_STALLED_AGAIN,
     LIVENESS_MARGIN_S,
     liveness_command,
@@ -69,7 +68,6 @@ from rlcloud.specs.experiment import DEFAULT_ENV_SERVER_REQUESTS, DEFAULT_LEARNE
 if TYPE_CHECKING:
     from rlcloud.specs import ExperimentSpec, Resources
     from rlcloud.specs._base import Usd
-    from rlcloud.specs.sweep import SweepSpec
 
 __all__ = [
     "ANNOTATION_CONFIG_HASH",
@@ -87,18 +85,9 @@ __all__ = [
     "LABEL_SWEEP",
     "MANAGED_BY",
     "RUNNER_SERVICE_ACCOUNT",
-    "SWEEP_HALTED_EXIT_CODE",
     "SWEEP_RESULTS_ENV",
     "WORKDIR",
     "budget_annotations",
-    "build_credentials_secret",
-    "build_namespace",
-    "build_namespace_objects",
-    "build_role",
-    "build_role_binding",
-    "build_service_account",
-    "build_sweep_growth_job",
-    "build_sweep_workloads",
     "build_workloads",
     "config_hash",
     "config_map_name",
@@ -106,10 +95,6 @@ __all__ = [
     "experiment_selector",
     "job_names",
     "labels_for",
-    "sweep_labels",
-    "sweep_object_name",
-    "sweep_selector",
-    "sweep_yaml",
     "to_dict",
 ]
 
@@ -274,96 +259,6 @@ def _escape(value: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------
-# namespace, identity, RBAC
-
-
-def build_namespace(namespace: str) -> k8s.V1Namespace:
-    """The namespace rlcloud runs experiments in (created when missing)."""
-    return k8s.V1Namespace(
-        api_version="v1",
-        kind="Namespace",
-        metadata=k8s.V1ObjectMeta(name=namespace, labels={LABEL_MANAGED_BY: MANAGED_BY}),
-    )
-
-
-def build_service_account(
-    namespace: str,
-    *,
-    name: str = RUNNER_SERVICE_ACCOUNT,
-    gcp_service_account: str | None = None,
-) -> k8s.V1ServiceAccount:
-    """The ServiceAccount the pods run as; with ``gcp_service_account`` (an email) it is annotated for
-    GKE Workload Identity, so pods reach GCS as that Google service account without any key."""
-    annotations = {WORKLOAD_IDENTITY_ANNOTATION: gcp_service_account} if gcp_service_account else None
-    return k8s.V1ServiceAccount(
-        api_version="v1",
-        kind="ServiceAccount",
-        metadata=k8s.V1ObjectMeta(
-            name=name,
-            namespace=namespace,
-            labels={LABEL_MANAGED_BY: MANAGED_BY},
-            annotations=annotations,
-        ),
-        # pods never call the Kubernetes API; Workload Identity does not need the token either
-        automount_service_account_token=False,
-    )
-
-
-def build_role(namespace: str, *, name: str = RUNNER_SERVICE_ACCOUNT) -> k8s.V1Role:
-    """A Role limited to the namespace: read-only access to the experiment's own kinds of objects."""
-    return k8s.V1Role(
-        api_version="rbac.authorization.k8s.io/v1",
-        kind="Role",
-        metadata=k8s.V1ObjectMeta(name=name, namespace=namespace, labels={LABEL_MANAGED_BY: MANAGED_BY}),
-        rules=[
-            k8s.V1PolicyRule(api_groups=[""], resources=["pods", "configmaps"], verbs=["get", "list", "watch"]),
-            k8s.V1PolicyRule(api_groups=["batch"], resources=["jobs"], verbs=["get", "list", "watch"]),
-        ],
-    )
-
-
-def build_role_binding(
-    namespace: str, *, name: str = RUNNER_SERVICE_ACCOUNT, service_account: str = RUNNER_SERVICE_ACCOUNT
-) -> k8s.V1RoleBinding:
-    """Binds :func:`build_role` to the runner's ServiceAccount, in the namespace only."""
-    return k8s.V1RoleBinding(
-        api_version="rbac.authorization.k8s.io/v1",
-        kind="RoleBinding",
-        metadata=k8s.V1ObjectMeta(name=name, namespace=namespace, labels={LABEL_MANAGED_BY: MANAGED_BY}),
-        role_ref=k8s.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name=name),
-        subjects=[k8s.RbacV1Subject(kind="ServiceAccount", name=service_account, namespace=namespace)],
-    )
-
-
-def build_namespace_objects(
-    namespace: str, *, service_account: str = RUNNER_SERVICE_ACCOUNT, gcp_service_account: str | None = None
-) -> list[Any]:
-    """Namespace, ServiceAccount, Role and RoleBinding, in creation order."""
-    return [
-        build_namespace(namespace),
-        build_service_account(namespace, name=service_account, gcp_service_account=gcp_service_account),
-        build_role(namespace, name=service_account),
-        build_role_binding(namespace, name=service_account, service_account=service_account),
-    ]
-
-
-def build_credentials_secret(namespace: str, key_json: bytes | str, *, name: str = "rlcloud-gcp-key") -> k8s.V1Secret:
-    """A Secret holding a Google service-account key file, for clusters without Workload Identity.
-
-    The key only ever lives in this Secret; pods mount it read-only and get the file's *path* in
-    ``GOOGLE_APPLICATION_CREDENTIALS``. Never log or print the returned object.
-    """
-    text = key_json.decode() if isinstance(key_json, bytes) else key_json
-    return k8s.V1Secret(
-        api_version="v1",
-        kind="Secret",
-        metadata=k8s.V1ObjectMeta(name=name, namespace=namespace, labels={LABEL_MANAGED_BY: MANAGED_BY}),
-        type="Opaque",
-        string_data={CREDENTIALS_KEY: text},
-    )
-
-
-# ---------------------------------------------------------------------------------------------------
 # workloads
 
 
@@ -476,6 +371,55 @@ def _startup_probe() -> k8s.V1Probe:
     )
 
 
+def _spec_volumes(
+    config_map: str, config_key: str, credentials_secret: str | None
+) -> tuple[list[k8s.V1VolumeMount], list[k8s.V1Volume], list[k8s.V1EnvVar]]:
+    """The runner container's mounts, the pod's volumes and the env entries they need: the spec from the
+    ConfigMap, an emptyDir workdir and, with ``credentials_secret``, the key file."""
+    mounts = [
+        k8s.V1VolumeMount(name="spec", mount_path=SPEC_DIR, read_only=True),
+        k8s.V1VolumeMount(name="work", mount_path=WORKDIR_MOUNT),
+    ]
+    volumes = [
+        k8s.V1Volume(
+            name="spec",
+            config_map=k8s.V1ConfigMapVolumeSource(
+                name=config_map, items=[k8s.V1KeyToPath(key=config_key, path=config_key)]
+            ),
+        ),
+        k8s.V1Volume(name="work", empty_dir=k8s.V1EmptyDirVolumeSource()),
+    ]
+    env = []
+    if credentials_secret:
+        mounts.append(k8s.V1VolumeMount(name="gcp-credentials", mount_path=CREDENTIALS_DIR, read_only=True))
+        volumes.append(
+            k8s.V1Volume(
+                name="gcp-credentials",
+                secret=k8s.V1SecretVolumeSource(secret_name=credentials_secret, default_mode=0o400),
+            )
+        )
+        # the path only: the key itself never appears in the environment
+        env.append(k8s.V1EnvVar(name="GOOGLE_APPLICATION_CREDENTIALS", value=f"{CREDENTIALS_DIR}/{CREDENTIALS_KEY}"))
+    return mounts, volumes, env
+
+
+def _placement(gpus: int, gpu_type: str | None) -> dict[str, Any]:
+    """The pod's tolerations, node selector and affinity (V1PodSpec's keywords) for ``gpus`` GPUs of
+    ``gpu_type`` (None: not a GPU cluster)."""
+    placement: dict[str, Any] = {"tolerations": None, "node_selector": None, "affinity": None}
+    if gpus:
+        # only what uses a GPU may go to the (tainted, often Spot) GPU nodes
+        placement["tolerations"] = [
+            k8s.V1Toleration(key=GPU_RESOURCE, operator="Equal", value="present", effect="NoSchedule")
+        ]
+    if gpus and gpu_type:
+        placement["node_selector"] = {GKE_ACCELERATOR_LABEL: gpu_type}
+    elif gpu_type:
+        # no GPU on a GPU cluster: the on-demand CPU pool, which survives the GPU nodes' preemptions
+        placement["affinity"] = _cpu_pool_affinity()
+    return placement
+
+
 def _pod_spec(
     *,
     role: str,
@@ -495,37 +439,14 @@ def _pod_spec(
 ) -> k8s.V1PodSpec:
     # the runner reads an experiment's spec (--spec) or a sweep's (--sweep), mounted from the ConfigMap
     spec_flag = "--sweep" if config_key == CONFIG_KEY_SWEEP else "--spec"
-    mounts = [
-        k8s.V1VolumeMount(name="spec", mount_path=SPEC_DIR, read_only=True),
-        k8s.V1VolumeMount(name="work", mount_path=WORKDIR_MOUNT),
-    ]
-    volumes = [
-        k8s.V1Volume(
-            name="spec",
-            config_map=k8s.V1ConfigMapVolumeSource(
-                name=config_map, items=[k8s.V1KeyToPath(key=config_key, path=config_key)]
-            ),
-        ),
-        k8s.V1Volume(name="work", empty_dir=k8s.V1EmptyDirVolumeSource()),
-    ]
-    env = list(env)
-    if credentials_secret:
-        mounts.append(k8s.V1VolumeMount(name="gcp-credentials", mount_path=CREDENTIALS_DIR, read_only=True))
-        volumes.append(
-            k8s.V1Volume(
-                name="gcp-credentials",
-                secret=k8s.V1SecretVolumeSource(secret_name=credentials_secret, default_mode=0o400),
-            )
-        )
-        # the path only: the key itself never appears in the environment
-        env.append(k8s.V1EnvVar(name="GOOGLE_APPLICATION_CREDENTIALS", value=f"{CREDENTIALS_DIR}/{CREDENTIALS_KEY}"))
+    mounts, volumes, credentials_env = _spec_volumes(config_map, config_key, credentials_secret)
     container = k8s.V1Container(
         name=CONTAINER,
         image=image,
         image_pull_policy="IfNotPresent",
         command=["python", "-m", "rlcloud.runner"],
         args=["--role", role, "--index", index_arg, spec_flag, f"{SPEC_DIR}/{config_key}", "--workdir", WORKDIR],
-        env=env,
+        env=[*env, *credentials_env],
         ports=ports,
         resources=resources,
         volume_mounts=mounts,
@@ -533,17 +454,6 @@ def _pod_spec(
             allow_privilege_escalation=False, capabilities=k8s.V1Capabilities(drop=["ALL"])
         ),
     )
-    tolerations = None
-    node_selector = None
-    affinity = None
-    if gpus:
-        # only what uses a GPU may go to the (tainted, often Spot) GPU nodes
-        tolerations = [k8s.V1Toleration(key=GPU_RESOURCE, operator="Equal", value="present", effect="NoSchedule")]
-    if gpus and gpu_type:
-        node_selector = {GKE_ACCELERATOR_LABEL: gpu_type}
-    elif gpu_type:
-        # no GPU on a GPU cluster: the on-demand CPU pool, which survives the GPU nodes' preemptions
-        affinity = _cpu_pool_affinity()
     return k8s.V1PodSpec(
         restart_policy="Never",
         containers=[container],
@@ -564,10 +474,8 @@ def _pod_spec(
             fs_group=RUNNER_UID,
             seccomp_profile=k8s.V1SeccompProfile(type="RuntimeDefault"),
         ),
-        tolerations=tolerations,
-        node_selector=node_selector,
-        affinity=affinity,
         subdomain=subdomain,
+        **_placement(gpus, gpu_type),
     )
 
 
@@ -668,70 +576,33 @@ def _check_inputs(spec: ExperimentSpec, namespace: str, image: str) -> None:
         raise SpecError(problems)
 
 
-def build_workloads(
-    spec: ExperimentSpec,
-    *,
-    image: str | None = None,
-    namespace: str,
-    results: str | None = None,
-    gpu_type: str | None = None,
-    service_account: str | None = None,
-    credentials_secret: str | None = None,
-    suspend: bool = False,
-    kubernetes_version: str = "1.29",
-    env_server_image: str | None = None,
-) -> list[Any]:
-    """The Kubernetes objects that run ``spec``, in creation order; no API call is made.
+def _learner_gpus(requested: int | None, gpu_type: str | None) -> int:
+    """The GPUs a learner asks for: what its resources say, else one on a GPU cluster and none elsewhere."""
+    if requested is None:
+        return 1 if gpu_type else 0
+    return requested
 
-    ``image``: the container image (default: ``spec.image``, else :data:`DEFAULT_IMAGE`). ``results``:
-    the results ROOT (default ``spec.results``); the runner gets ``<root>/<name>`` in ``RLCLOUD_RESULTS``
-    and the ConfigMap keeps the root for ``attach``. ``gpu_type`` (e.g. ``nvidia-tesla-t4``): the
-    learner requests ``spec.resources.learner.gpus`` GPUs (default 1) on nodes of that type; without
-    it the learner only gets GPUs if the spec asks for them. ``service_account``: the Kubernetes
-    ServiceAccount pods run as (Workload Identity). ``credentials_secret``: a Secret (see
-    :func:`build_credentials_secret`) mounted read-only instead. ``kubernetes_version``: the
-    cluster's MAJOR.MINOR; fields only honoured by newer versions are left out on older ones.
-    ``env_server_image``: the image of the env servers, which never use a GPU (the CPU image where
-    ``image`` is the GPU one; default: ``image``).
-    """
-    image = image or spec.image or DEFAULT_IMAGE
-    _check_inputs(spec, namespace, image)
-    env_image = env_server_image or image
-    if env_image != image:
-        _check_inputs(spec, namespace, env_image)
-    version = _k8s_version(kubernetes_version)
-    results = results if results is not None else spec.results
-    name = spec.name
-    # plain strings in the objects: they go into labels, argv and the config hash
-    role = learner_role(spec.run_mode).value
-    cm_name = config_map_name(name)
 
+def _experiment_config_map(spec: ExperimentSpec, name: str, namespace: str, results: str | None) -> k8s.V1ConfigMap:
+    """The ConfigMap ``name`` that carries ``spec`` (and its results root, for ``attach``) to the pods."""
     data = {CONFIG_KEY_SPEC: spec.to_yaml()}
     if results:
         data[CONFIG_KEY_RESULTS] = results
-    _check_config_map_size(cm_name, data, spec.model_dump(mode="json"))
-    config_map = _config_map(
-        cm_name, namespace, labels_for(name, CONFIG_ROLE), {ANNOTATION_WORKERS: str(spec.num_workers)}, data
+    _check_config_map_size(name, data, spec.model_dump(mode="json"))
+    return _config_map(
+        name, namespace, labels_for(spec.name, CONFIG_ROLE), {ANNOTATION_WORKERS: str(spec.num_workers)}, data
     )
 
-    base_env = [k8s.V1EnvVar(name="PYTHONUNBUFFERED", value="1")]
-    if results:
-        # not resolved: a local path is the pod's (or the fake kubelet's), not this machine's
-        location = results_location(results, name, resolve=False)
-        base_env += _env_vars(RunnerEnv(results=location, code_store=_code_store(spec, results)))
-    learner_gpus = spec.resources.learner.gpus
-    if learner_gpus is None:
-        learner_gpus = 1 if gpu_type else 0
-    deadline = spec.max_runtime.seconds if spec.max_runtime is not None else None
-    common = {
-        "image": image,
-        "config_map": cm_name,
-        "service_account": service_account,
-        "credentials_secret": credentials_secret,
-    }
+
+def _learner_pod(
+    spec: ExperimentSpec, role: str, base_env: list[k8s.V1EnvVar], pod_options: dict[str, Any]
+) -> k8s.V1PodSpec:
+    """The learner's pod (a distributed one dials every env server); ``pod_options``: the :func:`_pod_spec`
+    keywords it shares with the env servers', and its image."""
+    learner_gpus = _learner_gpus(spec.resources.learner.gpus, pod_options["gpu_type"])
     learner_env = list(base_env)
     if spec.run_mode == "distributed":
-        base = env_server_name(name)
+        base = env_server_name(spec.name)
         servers = tuple((f"{base}-{i}.{base}", ENV_SERVER_PORT) for i in range(spec.num_workers))
         learner_env += _env_vars(RunnerEnv(env_servers=servers, connect_timeout=CONNECT_TIMEOUT_SECONDS))
     learner_pod = _pod_spec(
@@ -740,24 +611,27 @@ def build_workloads(
         env=learner_env,
         resources=_resources(spec.resources.learner, learner_gpus, DEFAULT_LEARNER_REQUESTS),
         grace=LEARNER_GRACE_SECONDS,
-        gpu_type=str(gpu_type) if gpu_type else None,
         gpus=learner_gpus,
-        **common,  # type: ignore[arg-type]
+        **pod_options,
     )
     # the backstop of the learner's stall watchdog: a learner whose watchdog thread cannot run either
     learner_pod.containers[0].liveness_probe = _liveness_probe(spec.stall_timeout.seconds, LIVENESS_MARGIN_S)
-    learner_job = _job(
-        name=job_names(spec)[role],
-        namespace=namespace,
-        labels=labels_for(name, role),
-        pod_spec=learner_pod,
-        suspend=suspend,
-        deadline=deadline,
-        annotations=budget_annotations(spec.budget),
-    )
-    if spec.run_mode != "distributed":
-        return [config_map, learner_job]
+    return learner_pod
 
+
+def _env_server_objects(
+    spec: ExperimentSpec,
+    namespace: str,
+    base_env: list[k8s.V1EnvVar],
+    pod_options: dict[str, Any],
+    *,
+    suspend: bool,
+    success_policy: bool,
+    deadline: int | None,
+) -> list[Any]:
+    """A distributed experiment's headless Service and env servers' Indexed Job (``pod_options``: the
+    :func:`_pod_spec` keywords its pods share with the learner's)."""
+    name = spec.name
     env_name = env_server_name(name)
     env_labels = labels_for(name, Role.ENV_SERVER.value)
     service = _stamp(
@@ -784,11 +658,10 @@ def build_workloads(
         ],
         resources=_resources(spec.resources.env_server, 0, DEFAULT_ENV_SERVER_REQUESTS),
         grace=ENV_SERVER_GRACE_SECONDS,
-        gpu_type=str(gpu_type) if gpu_type else None,
         gpus=0,
         ports=[k8s.V1ContainerPort(name="env", container_port=ENV_SERVER_PORT)],
         subdomain=env_name,
-        **{**common, "image": env_image},  # type: ignore[arg-type]
+        **pod_options,
     )
     # an env server that stopped answering is killed and replaced; the agent reconnects to the new pod
     env_pod.containers[0].liveness_probe = _liveness_probe(spec.stall_timeout.seconds)
@@ -799,37 +672,89 @@ def build_workloads(
         pod_spec=env_pod,
         suspend=suspend,
         indexed_workers=spec.num_workers,
+        success_policy=success_policy,
+        deadline=deadline,
+    )
+    return [service, env_job]
+
+
+def build_workloads(
+    spec: ExperimentSpec,
+    *,
+    image: str | None = None,
+    namespace: str,
+    results: str | None = None,
+    gpu_type: str | None = None,
+    service_account: str | None = None,
+    credentials_secret: str | None = None,
+    suspend: bool = False,
+    kubernetes_version: str = "1.29",
+    env_server_image: str | None = None,
+) -> list[Any]:
+    """The Kubernetes objects that run ``spec``, in creation order; no API call is made.
+
+    ``image``: the container image (default: ``spec.image``, else :data:`DEFAULT_IMAGE`). ``results``:
+    the results ROOT (default ``spec.results``); the runner gets ``<root>/<name>`` in ``RLCLOUD_RESULTS``
+    and the ConfigMap keeps the root for ``attach``. ``gpu_type`` (e.g. ``nvidia-tesla-t4``): the
+    learner requests ``spec.resources.learner.gpus`` GPUs (default 1) on nodes of that type; without
+    it the learner only gets GPUs if the spec asks for them. ``service_account``: the Kubernetes
+    ServiceAccount pods run as (Workload Identity). ``credentials_secret``: a Secret (see
+    :func:`rlcloud.k8s.namespace_builders.build_credentials_secret`) mounted read-only instead.
+    ``kubernetes_version``: the cluster's MAJOR.MINOR; fields only honoured by newer versions are left out
+    on older ones. ``env_server_image``: the image of the env servers, which never use a GPU (the CPU image
+    where ``image`` is the GPU one; default: ``image``).
+    """
+    image = image or spec.image or DEFAULT_IMAGE
+    _check_inputs(spec, namespace, image)
+    env_image = env_server_image or image
+    if env_image != image:
+        _check_inputs(spec, namespace, env_image)
+    version = _k8s_version(kubernetes_version)
+    results = results if results is not None else spec.results
+    name = spec.name
+    # plain strings in the objects: they go into labels, argv and the config hash
+    role = learner_role(spec.run_mode).value
+    cm_name = config_map_name(name)
+    config_map = _experiment_config_map(spec, cm_name, namespace, results)
+    base_env = [k8s.V1EnvVar(name="PYTHONUNBUFFERED", value="1")]
+    if results:
+        # not resolved: a local path is the pod's (or the fake kubelet's), not this machine's
+        location = results_location(results, name, resolve=False)
+        base_env += _env_vars(RunnerEnv(results=location, code_store=_code_store(spec, results)))
+    deadline = spec.max_runtime.seconds if spec.max_runtime is not None else None
+    common: dict[str, Any] = {
+        "config_map": cm_name,
+        "service_account": service_account,
+        "credentials_secret": credentials_secret,
+        "gpu_type": str(gpu_type) if gpu_type else None,
+    }
+    learner_pod = _learner_pod(spec, role, base_env, {**common, "image": image})
+    learner_job = _job(
+        name=job_names(spec)[role],
+        namespace=namespace,
+        labels=labels_for(name, role),
+        pod_spec=learner_pod,
+        suspend=suspend,
+        deadline=deadline,
+        annotations=budget_annotations(spec.budget),
+    )
+    if spec.run_mode != "distributed":
+        return [config_map, learner_job]
+    env_objects = _env_server_objects(
+        spec,
+        namespace,
+        base_env,
+        {**common, "image": env_image},
+        suspend=suspend,
         success_policy=version >= (1, 31),
         deadline=deadline,
     )
     # env servers first: they listen and wait, the agent dials them as soon as it starts
-    return [config_map, service, env_job, learner_job]
+    return [config_map, *env_objects, learner_job]
 
 
 # ---------------------------------------------------------------------------------------------------
-# sweeps
-
-
-def sweep_object_name(sweep: str) -> str:
-    """Name of a sweep's ConfigMap and of its Indexed Job (``<sweep>-sweep``: never an experiment's name)."""
-    return f"{sweep}-sweep"
-
-
-def sweep_labels(sweep: str, role: str) -> dict[str, str]:
-    """The labels of a sweep's objects: distinct from an experiment's, so experiments' verbs never match them."""
-    return {LABEL_MANAGED_BY: MANAGED_BY, LABEL_SWEEP: sweep, LABEL_ROLE: role}
-
-
-def sweep_selector(sweep: str | None = None) -> str:
-    """Label selector for one sweep's objects (or every sweep's when ``sweep`` is None)."""
-    selector = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
-    return f"{selector},{LABEL_SWEEP}={sweep}" if sweep else f"{selector},{LABEL_SWEEP}"
-
-
-def sweep_yaml(sweep: SweepSpec) -> str:
-    """The sweep as the YAML its pods read back (``SweepSpec.to_yaml``): loading it gives an equal SweepSpec, so
-    every pod computes exactly the trials the facade validated."""
-    return sweep.to_yaml()
+# shared with a sweep's builders (rlcloud.k8s.sweep_builders)
 
 
 #: ``--index``'s value in an indexed pod: Kubernetes expands it from :func:`_index_env` (no shell).
@@ -859,337 +784,7 @@ def _index_env() -> k8s.V1EnvVar:
     )
 
 
-def _sweep_role(sweep: SweepSpec) -> str:
-    """The learner role every trial runs as; one pod template serves all trials, so they must agree."""
-    base = sweep.experiment.run_mode
-    modes = {str(base)}
-    values = sweep.parameters.get("run_mode")
-    if isinstance(values, list):
-        modes |= {str(v) for v in values}
-    elif values is not None:  # a distribution: its choices
-        modes |= {str(v) for v in (values.choice or [])}
-    if sweep.experiment.max_runtime is not None:
-        raise SpecError(
-            [
-                SpecProblem(
-                    "experiment.max_runtime",
-                    "max_runtime bounds an experiment's Jobs; the trials of a sweep on Kubernetes share one Job, "
-                    "so it cannot bound a trial: leave it empty (stop a sweep with `rlcloud sweep stop`)",
-                    str(sweep.experiment.max_runtime),
-                )
-            ]
-        )
-    if "distributed" in modes:
-        raise SpecError(
-            [
-                SpecProblem(
-                    "experiment.run_mode",
-                    "a trial of a sweep on Kubernetes runs in one pod of an Indexed Job, which cannot hold "
-                    "distributed env-server pods: use single or multi-threaded, or run each configuration "
-                    "as its own experiment",
-                    "distributed",
-                )
-            ]
-        )
-    roles = {learner_role(mode).value for mode in modes}
-    if len(roles) > 1:
-        raise SpecError(
-            [
-                SpecProblem(
-                    "parameters.run_mode",
-                    "the trials of one sweep on Kubernetes share one pod template: sweep single and "
-                    "multi-threaded runs as two sweeps",
-                    sorted(modes),
-                )
-            ]
-        )
-    return roles.pop()
-
-
-def _shared_gpu_env(trials_per_gpu: int, gpu_type: str | None, gpus: int) -> k8s.V1EnvVar:
-    """``RLCLOUD_GPU_MEMORY_MB`` of a trial that shares its GPU with ``trials_per_gpu - 1`` others.
-
-    On a GKE GPU-sharing pool each container asks for exactly one (shared) ``nvidia.com/gpu``: GKE's time-sharing
-    page shows a pod asking for more failing with "at most 1 nvidia.com/gpu can be requested on GPU nodes".
-    """
-    from rlcloud.specs.cluster import shared_gpu_memory_mb
-
-    if not gpu_type or gpus != 1:
-        why = "the sweep runs on no GPU cluster" if not gpu_type else f"the trials ask for {gpus} GPUs each"
-        raise SpecError(
-            [
-                SpecProblem(
-                    "trials_per_gpu",
-                    f"trials sharing a GPU need one shared GPU per trial on a GPU cluster with gpu_sharing, but {why}: "
-                    "set trials_per_gpu: 1, or experiment.resources.learner.gpus: 1 on a GPU cluster",
-                    trials_per_gpu,
-                )
-            ]
-        )
-    return k8s.V1EnvVar(name=GPU_MEMORY_MB, value=str(shared_gpu_memory_mb(gpu_type, trials_per_gpu)))
-
-
-def build_sweep_workloads(
-    sweep: SweepSpec,
-    *,
-    image: str | None = None,
-    namespace: str,
-    results: str | None = None,
-    gpu_type: str | None = None,
-    service_account: str | None = None,
-    credentials_secret: str | None = None,
-    queue: str | None = None,
-    kubernetes_version: str = "1.29",
-    warm: bool = False,
-) -> list[Any]:
-    """The Kubernetes objects that run every trial of ``sweep``: a ConfigMap and ONE Indexed Job.
-
-    Whatever the number of trials, that is two objects, and the ConfigMap holds the sweep spec (the grid,
-    not its expansion) and the results root: a 1,000-trial sweep costs the API server what a 10-trial one
-    does. Pod ``i`` runs ``python -m rlcloud.runner --role single|multi --index i --sweep
-    /etc/rlcloud/sweep.yaml``: it computes trial ``i`` itself (:meth:`SweepSpec.trial`) and writes to
-    ``<results>/<sweep>/<trial>/`` (``RLCLOUD_SWEEP_RESULTS`` is ``<results>/<sweep>``).
-
-    The Job: ``completions`` = trials, ``parallelism`` = ``max_parallel`` (default: trials, at most
-    :data:`DEFAULT_SWEEP_PARALLELISM`); from Kubernetes 1.29 each trial is retried on its own
-    (``backoffLimitPerIndex``), a spec error (exit 2/3) fails that trial alone (``FailIndex``) and the Job
-    stops once ``max_failures`` trials have failed (``maxFailedIndexes``: a broken sweep fails a few
-    trials, not all of them; running trials are stopped with it); on older
-    versions the trials share one budget (``backoffLimit`` = retries x trials) and spec errors are ordinary
-    failures, because ``FailJob`` would end every other trial too. Preemption is ignored as for
-    experiments. With ``queue`` (a Kueue LocalQueue) the Job carries ``kueue.x-k8s.io/queue-name`` and is
-    created suspended: Kueue un-suspends it when it admits the sweep.
-
-    The pod template is the base experiment's: its learner resources, GPUs (``gpu_type`` as for
-    :func:`build_workloads`) and image apply to every trial. Distributed trials are refused (an Indexed
-    Job's pod cannot hold env servers), so is a ``run_mode`` parameter that mixes single and
-    multi-threaded trials.
-    Every pod has the learner's exec livenessProbe over its heartbeat (stall_timeout + 30 s, or the limit the
-    trial's watchdog wrote into the file: rlcloud.runner.watchdog).
-
-    ``warm`` (with more trials than ``max_parallel``): trials start warm, :func:`_warm_sweep_job`.
-    """
-    from rlcloud.specs.sweep import SweepSpec as _SweepSpec
-
-    if not isinstance(sweep, _SweepSpec):
-        raise TypeError(f"build_sweep_workloads needs a SweepSpec, not {type(sweep).__name__}")
-    base = sweep.experiment
-    image = image or base.image or DEFAULT_IMAGE
-    _check_inputs(base, namespace, image)
-    version = _k8s_version(kubernetes_version)
-    role = _sweep_role(sweep)
-    results = results if results is not None else (sweep.results or base.results)
-    name = sweep.name
-    object_name = sweep_object_name(name)
-    trials = sweep.num_trials
-
-    data = {CONFIG_KEY_SWEEP: sweep_yaml(sweep)}
-    if results:
-        data[CONFIG_KEY_RESULTS] = results
-    dumped = sweep.model_dump(mode="json")
-    experiment = dumped.pop("experiment", {})
-    parts = {**{f"experiment.{k}": v for k, v in experiment.items()}, **dumped}
-    _check_config_map_size(object_name, data, parts)
-    config_map = _config_map(
-        object_name, namespace, sweep_labels(name, CONFIG_ROLE), {ANNOTATION_TRIALS: str(trials)}, data
-    )
-
-    env = [k8s.V1EnvVar(name="PYTHONUNBUFFERED", value="1"), _index_env()]
-    if results:
-        # not resolved: a local path is the pod's (or the fake kubelet's), not this machine's
-        location = results_location(results, name, resolve=False)
-        env += _env_vars(RunnerEnv(sweep_results=location, code_store=_code_store(base, results)))
-    gpus = base.resources.learner.gpus
-    if gpus is None:
-        gpus = 1 if gpu_type else 0
-    if sweep.trials_per_gpu > 1:
-        env.append(_shared_gpu_env(sweep.trials_per_gpu, gpu_type, gpus))
-    pod = _pod_spec(
-        role=role,
-        index_arg=_INDEX_ARG,
-        image=image,
-        env=env,
-        resources=_resources(base.resources.learner, gpus, DEFAULT_LEARNER_REQUESTS),
-        config_map=object_name,
-        grace=LEARNER_GRACE_SECONDS,
-        service_account=service_account,
-        credentials_secret=credentials_secret,
-        gpu_type=str(gpu_type) if gpu_type else None,
-        gpus=gpus,
-        config_key=CONFIG_KEY_SWEEP,
-    )
-    # a trial's learner is probed as an experiment's is; the file's own limit (its watchdog's stall_timeout
-    # + margin) wins over this one, the base experiment's, for trials that sweep stall_timeout
-    pod.containers[0].liveness_probe = _liveness_probe(base.stall_timeout.seconds, LIVENESS_MARGIN_S)
-    per_index = version >= (1, 29)
-    pod_labels = sweep_labels(name, TRIAL_ROLE)
-    job_labels = dict(pod_labels)
-    if queue:
-        job_labels[KUEUE_QUEUE_LABEL] = queue
-    spec = k8s.V1JobSpec(
-        completion_mode="Indexed",
-        completions=trials,
-        parallelism=min(sweep.max_parallel or DEFAULT_SWEEP_PARALLELISM, trials),
-        template=k8s.V1PodTemplateSpec(metadata=k8s.V1ObjectMeta(labels=pod_labels), spec=pod),
-        # FailIndex: a trial whose spec or environment is wrong fails alone, the others go on
-        pod_failure_policy=_failure_policy("FailIndex" if per_index else None),
-        ttl_seconds_after_finished=TTL_SECONDS_AFTER_FINISHED,
-        # Kueue admits a queued Job by un-suspending it
-        suspend=bool(queue),
-    )
-    if per_index:
-        spec.backoff_limit_per_index = LEARNER_BACKOFF_LIMIT
-        if sweep.max_failures:
-            # a broken sweep stops after max_failures failed trials instead of failing all of them: the
-            # Job fails once failed indexes *exceed* maxFailedIndexes (at most completions; Kubernetes
-            # "Jobs: maximum number of failed indexes", 1.29+ with backoffLimitPerIndex)
-            spec.max_failed_indexes = min(sweep.max_failures - 1, trials)
-    else:
-        spec.backoff_limit = min(LEARNER_BACKOFF_LIMIT * trials, MAX_INT32)
-    if warm and min(sweep.max_parallel or DEFAULT_SWEEP_PARALLELISM, trials) < trials:
-        _warm_sweep_job(spec, per_index)
-    job = _stamp(
-        k8s.V1Job(
-            api_version="batch/v1",
-            kind="Job",
-            metadata=k8s.V1ObjectMeta(
-                name=object_name, namespace=namespace, labels=job_labels, annotations=budget_annotations(sweep.budget)
-            ),
-            spec=spec,
-        )
-    )
-    return [config_map, job]
-
-
-def build_sweep_growth_job(
-    sweep: SweepSpec, indices: list[int], suffix: str, *, namespace: str, **options: Any
-) -> k8s.V1Job:
-    """A Job that runs trials ``indices`` of a sweep that grew (``sweep``: with its growth), beside its first Job.
-
-    Kubernetes does not let a running Indexed Job grow: ``spec.completions`` is immutable unless it changes
-    together with ``spec.parallelism`` and stays equal to it (Kubernetes "Jobs", Elastic Indexed Jobs, 1.27+),
-    and a sweep runs ``max_parallel`` < trials at a time; replacing the Job would restart its running pods. So
-    the new trials (or the ones run again) get a second Indexed Job of the same sweep (its labels, pod template
-    and failure policy: :func:`build_sweep_workloads` with ``options``), named ``<sweep>-sweep-<suffix>``:
-    ``completions`` = ``len(indices)``, and its pod ``i`` runs trial ``indices[i]`` (``--trials``), reading the
-    grown sweep from the ConfigMap's :data:`CONFIG_KEY_GROWN` (the first Job's pods never see it change).
-    """
-    if not indices:
-        raise ValueError("a growth Job needs at least one trial")
-    from rlcloud.specs.sweep import trial_indices_text
-
-    options = {**options, "warm": False}  # one trial per pod: its index is the trial's
-    config_map, job = build_sweep_workloads(sweep, namespace=namespace, **options)
-    del config_map
-    count = len(indices)
-    job.metadata.name = f"{sweep_object_name(sweep.name)}-{suffix}"
-    text = trial_indices_text(indices)
-    annotations = {k: v for k, v in (job.metadata.annotations or {}).items() if k != ANNOTATION_CONFIG_HASH}
-    job.metadata.annotations = {**annotations, ANNOTATION_TRIAL_INDICES: text}
-    spec = job.spec
-    spec.completions = count
-    spec.parallelism = min(sweep.max_parallel or DEFAULT_SWEEP_PARALLELISM, count)
-    if spec.max_failed_indexes is not None:
-        spec.max_failed_indexes = min(spec.max_failed_indexes, count)
-    if spec.backoff_limit is not None:
-        spec.backoff_limit = min(LEARNER_BACKOFF_LIMIT * count, MAX_INT32)
-    pod = spec.template.spec
-    for volume in pod.volumes:
-        if volume.config_map is not None:
-            volume.config_map.items = [k8s.V1KeyToPath(key=CONFIG_KEY_GROWN, path=CONFIG_KEY_SWEEP)]
-    pod.containers[0].args = [*pod.containers[0].args, "--trials", text]
-    stamped: k8s.V1Job = _stamp(job)
-    return stamped
-
-
 def budget_annotations(budget: Usd | None) -> dict[str, str] | None:
     """The annotation that carries a run's or a sweep's budget to the in-cluster reaper (on the learner's or the
     sweep's Job: :data:`rlcloud.budget.ANNOTATION_BUDGET`, USD); None without a budget."""
     return {ANNOTATION_BUDGET: f"{budget.amount:.2f}"} if budget is not None else None
-
-
-#: A warm sweep pod's exit code when it stops launching trials (max_failures trials failed the same way):
-#: the Job fails on it (rlcloud.runner.warm.EXIT_HALTED).
-SWEEP_HALTED_EXIT_CODE = 4
-
-#: A warm sweep pod's environment variable holding its Job's uid (rlcloud.runner.warm.JOB_UID_ENV).
-JOB_UID_ENV = runenv.JOB_UID
-
-#: The label the Job controller puts on its pods with the Job's uid ("Well-Known Labels, Annotations and
-#: Taints": batch.kubernetes.io/controller-uid, Kubernetes 1.27+).
-JOB_CONTROLLER_UID_LABEL = "batch.kubernetes.io/controller-uid"
-
-
-def _warm_sweep_job(spec: k8s.V1JobSpec, per_index: bool) -> None:
-    """Turn a sweep's Job ``spec`` (one pod per trial) into one whose ``parallelism`` pods each run several
-    trials in one process (rlcloud.runner.warm), so only a pod's first trial pays the imports.
-
-    ``completions`` = ``parallelism`` = P pods; pod ``i`` runs trials ``i``, ``i+P``, ... (``--stride P``).
-    Trials are accounted by the pods, in the store (rlcloud.runner.warm): a trial's failure is recorded and
-    the pod goes on; the pod that sees ``max_failures`` trials failed the same way (or the smoke trial, the
-    first, failed before ``smoke_timesteps``) exits :data:`SWEEP_HALTED_EXIT_CODE`, and ``FailJob`` on that
-    code stops the others (Kubernetes "Jobs", pod failure policy: FailJob "indicate[s] that the Pod's job
-    should be marked as Failed and all running Pods should be terminated"). An invalid sweep file (exit 2/3
-    of a pod) fails the Job the same way. A pod that dies (a node
-    lost, out of memory) is replaced within ``backoffLimitPerIndex`` (before 1.29: ``backoffLimit`` for all)
-    and its replacement resumes its share, skipping finished trials.
-
-    A stalled trial ends its pod (the watchdog: exit 88, or 89 when it stalled again after a restart for a
-    stall), and ``Ignore`` on both replaces the pod without spending the index's backoff (pod failure
-    policy: Ignore "indicate[s] that the counter towards the .spec.backoffLimit should not be incremented
-    and a replacement Pod should be created"): stalls are counted per trial in the store, a trial stalls at
-    most twice, and the replacement records the second as that trial's failure (counted toward
-    max_failures) and goes on with the pod's next trials, instead of the index failing for one bad trial.
-
-    The pod's exit codes: 0 its share done; 2/3 invalid sweep (FailJob); 4 halted (FailJob); 88/89 a
-    trial stalled (Ignore); 143/130 stopped (Count, as for cold pods); other: a crash (Count).
-
-    Liveness: the pod keeps one heartbeat for its whole life (rlcloud.runner.watchdog.PodHeartbeat: beaten
-    through the imports, the smoke wait and each trial's preparation, held by each trial's watchdog while
-    it trains), read by the learner's livenessProbe; a startupProbe gives the runner
-    :data:`STARTUP_PROBE_SECONDS` to beat it a first time (:func:`_startup_probe`).
-    """
-    assert spec.parallelism is not None and spec.pod_failure_policy is not None and spec.template.spec is not None
-    pods = int(spec.parallelism)
-    spec.completions = pods
-    spec.max_failed_indexes = None
-    if per_index:
-        spec.backoff_limit_per_index = LEARNER_BACKOFF_LIMIT
-    else:
-        spec.backoff_limit = min(LEARNER_BACKOFF_LIMIT * pods, MAX_INT32)
-    spec.pod_failure_policy = k8s.V1PodFailurePolicy(
-        rules=[
-            *(r for r in spec.pod_failure_policy.rules if r.on_pod_conditions),  # disruptions: ignored
-            k8s.V1PodFailurePolicyRule(
-                action="FailJob",
-                on_exit_codes=k8s.V1PodFailurePolicyOnExitCodesRequirement(
-                    container_name=CONTAINER,
-                    operator="In",
-                    values=sorted({*SPEC_ERROR_EXIT_CODES, SWEEP_HALTED_EXIT_CODE}),
-                ),
-                # before 1.29 the schema requires the field (batch/v1 PodFailurePolicyRule); empty, it
-                # matches on the exit codes alone
-                on_pod_conditions=None if per_index else [],
-            ),
-            # a trial stalled: the pod's replacement accounts for it per trial (rlcloud.runner.warm)
-            k8s.V1PodFailurePolicyRule(
-                action="Ignore",
-                on_exit_codes=k8s.V1PodFailurePolicyOnExitCodesRequirement(
-                    container_name=CONTAINER, operator="In", values=[EXIT_STALLED, EXIT_STALLED_AGAIN]
-                ),
-                on_pod_conditions=None if per_index else [],
-            ),
-        ]
-    )
-    container = spec.template.spec.containers[0]
-    container.startup_probe = _startup_probe()
-    container.args = [*(container.args or []), "--stride", str(pods)]
-    container.env = [
-        *(container.env or []),
-        k8s.V1EnvVar(
-            name=JOB_UID_ENV,
-            value_from=k8s.V1EnvVarSource(
-                field_ref=k8s.V1ObjectFieldSelector(field_path=f"metadata.labels['{JOB_CONTROLLER_UID_LABEL}']")
-            ),
-        ),
-    ]

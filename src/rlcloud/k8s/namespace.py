@@ -16,12 +16,8 @@ from kubernetes import client as k8s
 
 from rlcloud.errors import AuthError, RLCloudError, SpecError, SpecProblem
 from rlcloud.k8s.applier import Applier, RetryPolicy, path_for, translate
-from rlcloud.k8s.builders import (
-    LEARNER_GRACE_SECONDS,
-    RUNNER_SERVICE_ACCOUNT,
-    WORKLOAD_IDENTITY_ANNOTATION,
-    build_namespace_objects,
-)
+from rlcloud.k8s.builders import LEARNER_GRACE_SECONDS, RUNNER_SERVICE_ACCOUNT, WORKLOAD_IDENTITY_ANNOTATION
+from rlcloud.k8s.namespace_builders import build_namespace_objects
 from rlcloud.k8s.status import get
 from rlcloud.results import is_gcs, results_location
 
@@ -147,7 +143,7 @@ class KubernetesNamespace:
         make the pods of experiments started from now on mount it (``GOOGLE_APPLICATION_CREDENTIALS``
         holds the file's path, never the key). For clusters without Workload Identity. Returns the
         Secret's name. The key is never logged."""
-        from rlcloud.k8s.builders import build_credentials_secret
+        from rlcloud.k8s.namespace_builders import build_credentials_secret
 
         self.ensure_namespace()
         secret = build_credentials_secret(self.namespace, key_json, name=name)

@@ -1,6 +1,6 @@
 """The sweep capability of :class:`~rlcloud.k8s.backend.KubernetesBackend` (:class:`~rlcloud.backend.SweepCapable`).
 
-A sweep is a ConfigMap and ONE Indexed Job (:func:`rlcloud.k8s.builders.build_sweep_workloads`), constant in
+A sweep is a ConfigMap and ONE Indexed Job (:func:`rlcloud.k8s.sweep_builders.build_sweep_workloads`), constant in
 the number of trials (see benchmarks/sweep_objects.py): ``start_sweep`` reads the Job and creates the two
 objects; ``sweep_status`` reads the Job and the ConfigMap and lists the pods once (trial states from
 ``completedIndexes``/``failedIndexes`` and the pods: :func:`rlcloud.k8s.status.trial_states`); ``stop_sweep``
@@ -36,10 +36,6 @@ from rlcloud.k8s.builders import (
     KUEUE_QUEUE_LABEL,
     LABEL_ROLE,
     LABEL_SWEEP,
-    build_sweep_growth_job,
-    build_sweep_workloads,
-    sweep_object_name,
-    sweep_selector,
 )
 from rlcloud.k8s.namespace import KubernetesNamespace
 from rlcloud.k8s.status import (
@@ -54,6 +50,7 @@ from rlcloud.k8s.status import (
     trial_states,
 )
 from rlcloud.k8s.status import name as object_name
+from rlcloud.k8s.sweep_builders import build_sweep_growth_job, build_sweep_workloads, sweep_object_name, sweep_selector
 from rlcloud.k8s.warm import read_shares, warm_final, warm_pods, warm_sweep_status
 from rlcloud.layout import FINAL_STATES, ProgressRecord
 from rlcloud.waiting import poll_until

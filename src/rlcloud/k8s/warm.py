@@ -1,6 +1,6 @@
 """Status of a sweep whose trials start warm on Kubernetes (pods that each run several trials in turn).
 
-A warm sweep's Job (:func:`rlcloud.k8s.builders.build_sweep_workloads` with ``warm=True``) has fewer
+A warm sweep's Job (:func:`rlcloud.k8s.sweep_builders.build_sweep_workloads` with ``warm=True``) has fewer
 completion indexes than the sweep has trials: pod ``i`` of ``P`` runs trials ``i``, ``i+P``, ...
 (rlcloud.runner.warm). Its indexes say nothing of one trial, so each trial's state comes from its
 ``progress.json`` in the results store (the pods write a failure record there for a trial that failed),

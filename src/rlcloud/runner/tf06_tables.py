@@ -1,7 +1,7 @@
 """Regenerate rlcloud.specs.tf06's tables from the installed Tensorforce (imports TensorFlow).
 
-``python -m rlcloud.runner.tf06_tables`` prints both tables as Python source to paste into
-src/rlcloud/specs/tf06.py; tests/specs/test_tf06.py checks that the tables there still match.
+``python -m rlcloud.runner.tf06_tables > src/rlcloud/specs/tf06.json`` writes the tables rlcloud.specs.tf06
+loads; tests/specs/test_tf06.py checks that the tables there still match.
 """
 
 from __future__ import annotations
@@ -105,23 +105,11 @@ def generate_argument_types() -> dict[str, dict[str, str]]:
 
 
 def main() -> int:
-    """Print the tables as Python source (``python -m rlcloud.runner.tf06_tables``), to paste into
-    rlcloud.specs.tf06."""
-    from rlcloud.specs.tf06 import _ACTIVATIONS
+    """Print the tables as the text of rlcloud/specs/tf06.json (``python -m rlcloud.runner.tf06_tables >
+    src/rlcloud/specs/tf06.json``)."""
+    from rlcloud.specs.tf06 import tables_json
 
-    sys.stdout.write("AGENT_ARGUMENTS\n")
-    for name, (required, optional) in generate_agent_arguments().items():
-        sys.stdout.write(f"    {name!r}: (\n        {required!r},\n        {optional!r},\n    ),\n")
-    sys.stdout.write("LAYER_ARGUMENTS\n")
-    for name, (required, optional, more) in generate_layer_arguments().items():
-        sys.stdout.write(f"    {name!r}: ({required!r}, {optional!r}, {more!r}),\n")
-    sys.stdout.write("ARGUMENT_TYPES\n")
-    for key, types in generate_argument_types().items():
-        sys.stdout.write(f"    {key!r}: {{\n")
-        for name, text in types.items():
-            shown = "_ACTIVATIONS" if text == _ACTIVATIONS else repr(text)
-            sys.stdout.write(f"        {name!r}: {shown},\n")
-        sys.stdout.write("    },\n")
+    sys.stdout.write(tables_json(generate_agent_arguments(), generate_layer_arguments(), generate_argument_types()))
     return 0
 
 

@@ -130,11 +130,27 @@ def _activation(value: Any, where: str, problems: list[SpecProblem]) -> Any:
 
 def _convert_layer(layer: dict[str, Any], where: str, note: Note, problems: list[SpecProblem]) -> dict[str, Any]:
     """One 0.4 layer in 0.6 terms (0.4 defaults: tensorforce/core/networks/layer.py of 0.4.0)."""
-    old = dict(layer)
     out = dict(layer)
     type_ = out.get("type")
     changes: list[str] = []
+    _convert_common_keys(out, where, changes, problems)
+    convert = _LAYER_CONVERTERS.get(type_) if isinstance(type_, str) else None
+    if convert is not None:
+        convert(out, where, changes, problems)
+    if "activation" in out and out.get("type") not in ("activation",):
+        activation = _activation(out["activation"], where, problems)
+        if activation != out["activation"]:
+            changes.append(f"activation {out['activation']!r} became {activation!r}")
+            out["activation"] = activation
+    if changes:
+        note(where, f"{where} ({type_}): " + "; ".join(changes))
+    return out
 
+
+def _convert_common_keys(out: dict[str, Any], where: str, changes: list[str], problems: list[SpecProblem]) -> None:
+    """The keys any 0.4 layer may have: bookkeeping dropped, ``trainable`` and ``padding`` respelled, fixed
+    weights, L1 regularization and skip connections refused."""
+    padding = out.get("padding")
     for key in _BOOKKEEPING:
         if key in out:
             out.pop(key)
@@ -160,82 +176,114 @@ def _convert_layer(layer: dict[str, Any], where: str, note: Note, problems: list
             SpecProblem(f"{where}.skip", "0.4's residual skip connection has no Tensorforce 0.6 equivalent")
         )
     out.pop("skip", None)
-    if isinstance(out.get("padding"), str) and out["padding"] != out["padding"].lower():
-        out["padding"] = out["padding"].lower()
-        changes.append(f"padding {old['padding']!r} became {out['padding']!r}")
+    if isinstance(padding, str) and padding != padding.lower():
+        out["padding"] = padding.lower()
+        changes.append(f"padding {padding!r} became {out['padding']!r}")
 
-    if type_ == "dense":
-        if "activation" not in out:
-            # 0.4's dense default was ReLU; 0.6's is tanh: write the old default out
-            out["activation"] = "relu"
-            changes.append("activation relu written out (0.4's dense default; 0.6's is tanh)")
-        if "size" not in out or out["size"] is None:
-            problems.append(SpecProblem(f"{where}.size", "required in Tensorforce 0.6 (0.4 kept the input size)"))
-    elif type_ in ("conv1d", "conv2d"):
-        out.setdefault("activation", "relu")  # the same default in both versions: explicit for readability
-    elif type_ == "pool2d":
-        if "pooling_type" in out:
-            pooling = out.pop("pooling_type")
-            reduction = {"avg": "average"}.get(pooling, pooling)
-            out["reduction"] = reduction
-            changes.append(f"pooling_type became reduction: {reduction}")
-        else:
-            out["reduction"] = "max"  # 0.4's default; 0.6 requires it
-            changes.append("reduction: max written out (0.4's default; required in 0.6)")
-    elif type_ == "embedding":
-        if "indices" in out:
-            out["num_embeddings"] = out.pop("indices")
-            changes.append("indices became num_embeddings")
-        # a 0.4 embedding was a plain table lookup; 0.6 adds a bias and tanh unless told not to
-        out.setdefault("bias", False)
-        out.setdefault("activation", "none")
-        changes.append("bias: false, activation: none written out (0.4's embedding was a plain lookup)")
-    elif type_ == "internal_lstm":
-        out["type"] = "lstm"
-        # 0.4 carried the LSTM state through the episode; 0.6 recomputes it over a fixed horizon
-        horizon = out.pop("horizon", 10)
-        out["horizon"] = horizon
-        out.setdefault("bias", False)
-        out.setdefault("activation", "none")
-        changes.append(
-            f"internal_lstm became lstm with horizon {horizon} (0.4 kept the state over the whole episode; 0.6 "
-            "recomputes it over the last `horizon` timesteps: set horizon to taste), bias: false, activation: none"
-        )
-        out.pop("lstm_params", None)
-    elif type_ == "lstm":
-        # 0.4's `lstm` ran over the input sequence axis: 0.6's input_lstm; 0.6's `lstm` is the internal one
-        out["type"] = "input_lstm"
-        out.setdefault("bias", False)
-        out.setdefault("activation", "none")
-        changes.append("lstm (over the input sequence) became input_lstm, bias: false, activation: none")
-        out.pop("lstm_params", None)
-    elif type_ == "nonlinearity":
-        name = out.pop("name", "relu")
-        for extra in ("alpha", "beta"):
-            if out.pop(extra, None) not in (None, 1.0):
-                problems.append(SpecProblem(f"{where}.{extra}", "0.6's activation layer has no alpha/beta scaling"))
-        out["type"] = "activation"
-        out["nonlinearity"] = _activation(name, where, problems)
-        changes.append(f"nonlinearity became activation: {out['nonlinearity']}")
-    elif type_ == "input":
-        out["type"] = "retrieve"
-        out["tensors"] = out.pop("names", None)
-        if "aggregation_type" in out:
-            out["aggregation"] = out.pop("aggregation_type")
-        # 0.4 counted the batch axis (default 1), 0.6 does not (default 0)
-        out["axis"] = int(out.pop("axis", 1)) - 1
-        changes.append("input became retrieve (axis counted without the batch axis)")
-    elif type_ == "output":
-        out["type"] = "register"
-        out["tensor"] = out.pop("name", None)
-        changes.append("output became register")
-    elif type_ in ("dueling", "tf_layer"):
-        problems.append(SpecProblem(f"{where}.type", f"0.4's {type_} layer has no Tensorforce 0.6 equivalent", type_))
-    if "activation" in out and out.get("type") not in ("activation",):
-        activation = _activation(out["activation"], where, problems)
-        if activation != out["activation"]:
-            changes.append(f"activation {out['activation']!r} became {activation!r}")
-            out["activation"] = activation
-    if changes:
-        note(where, f"{where} ({type_}): " + "; ".join(changes))
-    return out
+
+_Converter = Callable[[dict[str, Any], str, list[str], list[SpecProblem]], None]
+
+
+def _dense(out: dict[str, Any], where: str, changes: list[str], problems: list[SpecProblem]) -> None:
+    if "activation" not in out:
+        # 0.4's dense default was ReLU; 0.6's is tanh: write the old default out
+        out["activation"] = "relu"
+        changes.append("activation relu written out (0.4's dense default; 0.6's is tanh)")
+    if "size" not in out or out["size"] is None:
+        problems.append(SpecProblem(f"{where}.size", "required in Tensorforce 0.6 (0.4 kept the input size)"))
+
+
+def _conv(out: dict[str, Any], where: str, changes: list[str], problems: list[SpecProblem]) -> None:
+    out.setdefault("activation", "relu")  # the same default in both versions: explicit for readability
+
+
+def _pool2d(out: dict[str, Any], where: str, changes: list[str], problems: list[SpecProblem]) -> None:
+    if "pooling_type" in out:
+        pooling = out.pop("pooling_type")
+        reduction = {"avg": "average"}.get(pooling, pooling)
+        out["reduction"] = reduction
+        changes.append(f"pooling_type became reduction: {reduction}")
+    else:
+        out["reduction"] = "max"  # 0.4's default; 0.6 requires it
+        changes.append("reduction: max written out (0.4's default; required in 0.6)")
+
+
+def _embedding(out: dict[str, Any], where: str, changes: list[str], problems: list[SpecProblem]) -> None:
+    if "indices" in out:
+        out["num_embeddings"] = out.pop("indices")
+        changes.append("indices became num_embeddings")
+    # a 0.4 embedding was a plain table lookup; 0.6 adds a bias and tanh unless told not to
+    out.setdefault("bias", False)
+    out.setdefault("activation", "none")
+    changes.append("bias: false, activation: none written out (0.4's embedding was a plain lookup)")
+
+
+def _internal_lstm(out: dict[str, Any], where: str, changes: list[str], problems: list[SpecProblem]) -> None:
+    out["type"] = "lstm"
+    # 0.4 carried the LSTM state through the episode; 0.6 recomputes it over a fixed horizon
+    horizon = out.pop("horizon", 10)
+    out["horizon"] = horizon
+    out.setdefault("bias", False)
+    out.setdefault("activation", "none")
+    changes.append(
+        f"internal_lstm became lstm with horizon {horizon} (0.4 kept the state over the whole episode; 0.6 "
+        "recomputes it over the last `horizon` timesteps: set horizon to taste), bias: false, activation: none"
+    )
+    out.pop("lstm_params", None)
+
+
+def _lstm(out: dict[str, Any], where: str, changes: list[str], problems: list[SpecProblem]) -> None:
+    # 0.4's `lstm` ran over the input sequence axis: 0.6's input_lstm; 0.6's `lstm` is the internal one
+    out["type"] = "input_lstm"
+    out.setdefault("bias", False)
+    out.setdefault("activation", "none")
+    changes.append("lstm (over the input sequence) became input_lstm, bias: false, activation: none")
+    out.pop("lstm_params", None)
+
+
+def _nonlinearity(out: dict[str, Any], where: str, changes: list[str], problems: list[SpecProblem]) -> None:
+    name = out.pop("name", "relu")
+    for extra in ("alpha", "beta"):
+        if out.pop(extra, None) not in (None, 1.0):
+            problems.append(SpecProblem(f"{where}.{extra}", "0.6's activation layer has no alpha/beta scaling"))
+    out["type"] = "activation"
+    out["nonlinearity"] = _activation(name, where, problems)
+    changes.append(f"nonlinearity became activation: {out['nonlinearity']}")
+
+
+def _input(out: dict[str, Any], where: str, changes: list[str], problems: list[SpecProblem]) -> None:
+    out["type"] = "retrieve"
+    out["tensors"] = out.pop("names", None)
+    if "aggregation_type" in out:
+        out["aggregation"] = out.pop("aggregation_type")
+    # 0.4 counted the batch axis (default 1), 0.6 does not (default 0)
+    out["axis"] = int(out.pop("axis", 1)) - 1
+    changes.append("input became retrieve (axis counted without the batch axis)")
+
+
+def _output(out: dict[str, Any], where: str, changes: list[str], problems: list[SpecProblem]) -> None:
+    out["type"] = "register"
+    out["tensor"] = out.pop("name", None)
+    changes.append("output became register")
+
+
+def _refused(out: dict[str, Any], where: str, changes: list[str], problems: list[SpecProblem]) -> None:
+    type_ = out["type"]
+    problems.append(SpecProblem(f"{where}.type", f"0.4's {type_} layer has no Tensorforce 0.6 equivalent", type_))
+
+
+#: What changes in each 0.4 layer type beyond the keys every layer may have (other types: nothing).
+_LAYER_CONVERTERS: dict[str, _Converter] = {
+    "dense": _dense,
+    "conv1d": _conv,
+    "conv2d": _conv,
+    "pool2d": _pool2d,
+    "embedding": _embedding,
+    "internal_lstm": _internal_lstm,
+    "lstm": _lstm,
+    "nonlinearity": _nonlinearity,
+    "input": _input,
+    "output": _output,
+    "dueling": _refused,
+    "tf_layer": _refused,
+}

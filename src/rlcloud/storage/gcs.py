@@ -44,7 +44,6 @@ from rlcloud.layout import LATEST
 from rlcloud.storage.base import (
     ObjectInfo,
     ObjectList,
-    PreconditionFailedError,
     Progress,
     Store,
     _check_name,
@@ -52,13 +51,20 @@ from rlcloud.storage.base import (
     is_internal,
     tmp_sibling,
 )
+from rlcloud.storage.gcs_client import (
+    ROLE_NEEDED,
+    _before_abort,
+    _build_client,
+    _message,
+    _mpu_not_offered,
+    _transient,
+    _translate,
+)
 from rlcloud.waiting import Backoff, sleep_until
 
 __all__ = ["ROLE_NEEDED", "GcsStore"]
 
 logger = logging.getLogger(__name__)
-
-ROLE_NEEDED = "roles/storage.objectAdmin"
 _LIST_FIELDS = "items(name,size,crc32c,generation,updated),nextPageToken"
 _NAMED_FIELDS = "items(name,size,crc32c,generation),nextPageToken"
 _T = TypeVar("_T")
@@ -94,6 +100,35 @@ class _ChunkedSupport:
                 "the endpoint of %s does not offer XML multipart uploads; large files go in one request each",
                 url,
             )
+
+
+#: One file's upload: its index in the pairs, and the stored object or the error.
+_Uploaded = tuple[int, ObjectInfo | BaseException]
+_Failed = tuple[int, BaseException]
+
+
+class _Uploads:
+    """The files of one :meth:`GcsStore.upload_files` call: what is stored so far, and its progress."""
+
+    def __init__(self, pairs: Sequence[tuple[Path, str]], sizes: list[int], progress: Progress | None) -> None:
+        self.pairs = pairs
+        self.sizes = sizes
+        self.results: list[ObjectInfo | None] = [None] * len(pairs)
+        self.progress = progress
+        self.done, self.total = 0, sum(sizes)
+
+    def record(self, finished: list[_Uploaded]) -> list[_Failed]:
+        """Keep ``finished``'s stored objects and report progress; return its failures."""
+        failed: list[_Failed] = []
+        for i, res in finished:
+            if isinstance(res, BaseException):
+                failed.append((i, res))
+                continue
+            self.results[i] = res
+            self.done += self.sizes[i]
+        if self.progress:
+            self.progress(self.done, self.total)
+        return failed
 
 
 class GcsStore(Store):
@@ -360,83 +395,14 @@ class GcsStore(Store):
         Each stored object's CRC32C (computed by the server) must equal the local file's: a mismatch
         means the file changed during the upload, and the object reflects the bytes actually sent.
         """
-        from concurrent.futures import ThreadPoolExecutor
-
-        results: builtins.list[ObjectInfo | None] = [None] * len(pairs)
-        sizes = [_size(p) for p, _ in pairs]
-        total, done = sum(sizes), 0
+        uploads = _Uploads(pairs, [_size(p) for p, _ in pairs], progress)
         pending = list(range(len(pairs)))
-        # Small files go in batches (progress between them, the pool stays full); large ones go in a
-        # call of their own, alongside, so that a batch never waits for a large file to finish.
-        batch_len = self.max_workers * 4
         attempt = 0
         # a round whose failures are all transient is tried again (the rest only), twice at most, after a
         # pause that doubles: the library already retried each request within the round
         pauses = Backoff(self.retry_initial_s, 2 * self.retry_initial_s).pauses()
-
-        def upload_one(i: int) -> tuple[int, ObjectInfo | BaseException]:
-            try:
-                return i, self._upload_simple(pairs[i][0], pairs[i][1], sizes[i])
-            except Exception as exc:
-                return i, exc
-
-        def upload(batch: builtins.list[int], workers: int) -> builtins.list[tuple[int, ObjectInfo | BaseException]]:
-            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rlcloud-upload") as pool:
-                return list(pool.map(upload_one, batch))
-
-        def upload_large(batch: builtins.list[int], out: builtins.list[tuple[int, ObjectInfo | BaseException]]) -> None:
-            # One chunked upload at a time: each already keeps its parts in flight concurrently.
-            resumable = []
-            for i in batch:
-                if not self._chunked_wanted(sizes[i]):
-                    resumable.append(i)
-                    continue
-                blob = self.bucket.blob(self._key(pairs[i][1]))
-                try:
-                    chunked = self._upload_chunked(pairs[i][0], pairs[i][1], blob, sizes[i])
-                except Exception as exc:
-                    out.append((i, exc))
-                    continue
-                if chunked:
-                    out.append((i, self._info(blob)))
-                else:
-                    resumable.append(i)
-            if resumable:
-                out.extend(upload(resumable, min(len(resumable), self.max_workers)))
-
         while pending:
-            failed: builtins.list[tuple[int, BaseException]] = []
-            large = [i for i in pending if sizes[i] >= self.large_file_bytes]
-            small = [i for i in pending if sizes[i] < self.large_file_bytes]
-            large_done: builtins.list[tuple[int, ObjectInfo | BaseException]] = []
-            large_thread = None
-            if large:
-                large_thread = threading.Thread(
-                    target=upload_large,
-                    args=(large, large_done),
-                    name="rlcloud-upload-large",
-                    daemon=True,
-                )
-                large_thread.start()
-            rounds = [small[lo : lo + batch_len] for lo in range(0, len(small), batch_len)]
-            for k in range(len(rounds) + 1):
-                if k < len(rounds):
-                    finished = upload(rounds[k], self.max_workers)
-                elif large_thread is not None:
-                    large_thread.join()
-                    finished = large_done
-                else:
-                    break
-                for i, res in finished:
-                    if isinstance(res, BaseException):
-                        failed.append((i, res))
-                        continue
-                    results[i] = res
-                    done += sizes[i]
-                if progress:
-                    progress(done, total)
-            if large and len(large_done) != len(large):  # the thread died: an unexpected error
-                raise StorageError(f"uploading {len(large)} large files to {self.url} failed unexpectedly")
+            failed = self._upload_round(uploads, pending)
             pending = [i for i, _ in failed]
             if failed:
                 attempt += 1
@@ -449,7 +415,71 @@ class GcsStore(Store):
                 if attempt >= 3 or isinstance(err, AuthError | NotFoundError) or not _transient(exc):
                     raise err from exc
                 sleep_until(None, next(pauses))
-        return [r for r in results if r is not None]
+        return [r for r in uploads.results if r is not None]
+
+    def _upload_round(self, uploads: _Uploads, pending: builtins.list[int]) -> builtins.list[_Failed]:
+        """Upload files ``pending`` once; the ones that failed, with their errors.
+
+        Small files go in batches (progress between them, the pool stays full); large ones go in a call of
+        their own, alongside, so that a batch never waits for a large file to finish."""
+        sizes = uploads.sizes
+        failed: builtins.list[_Failed] = []
+        batch_len = self.max_workers * 4
+        large = [i for i in pending if sizes[i] >= self.large_file_bytes]
+        small = [i for i in pending if sizes[i] < self.large_file_bytes]
+        large_done: builtins.list[_Uploaded] = []
+        large_thread = None
+        if large:
+            large_thread = threading.Thread(
+                target=self._upload_large,
+                args=(uploads, large, large_done),
+                name="rlcloud-upload-large",
+                daemon=True,
+            )
+            large_thread.start()
+        for lo in range(0, len(small), batch_len):
+            failed += uploads.record(self._upload_batch(uploads, small[lo : lo + batch_len], self.max_workers))
+        if large_thread is not None:
+            large_thread.join()
+            failed += uploads.record(large_done)
+        if large and len(large_done) != len(large):  # the thread died: an unexpected error
+            raise StorageError(f"uploading {len(large)} large files to {self.url} failed unexpectedly")
+        return failed
+
+    def _upload_batch(self, uploads: _Uploads, batch: builtins.list[int], workers: int) -> builtins.list[_Uploaded]:
+        """Upload files ``batch`` one request each (:meth:`_upload_simple`), ``workers`` at a time."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        def upload_one(i: int) -> _Uploaded:
+            try:
+                return i, self._upload_simple(uploads.pairs[i][0], uploads.pairs[i][1], uploads.sizes[i])
+            except Exception as exc:
+                return i, exc
+
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rlcloud-upload") as pool:
+            return list(pool.map(upload_one, batch))
+
+    def _upload_large(self, uploads: _Uploads, batch: builtins.list[int], out: builtins.list[_Uploaded]) -> None:
+        """Upload large files ``batch`` into ``out``: one chunked upload at a time (each already keeps its parts
+        in flight concurrently), then the ones the endpoint cannot take in parts, streamed."""
+        resumable = []
+        for i in batch:
+            if not self._chunked_wanted(uploads.sizes[i]):
+                resumable.append(i)
+                continue
+            path, name = uploads.pairs[i]
+            blob = self.bucket.blob(self._key(name))
+            try:
+                chunked = self._upload_chunked(path, name, blob, uploads.sizes[i])
+            except Exception as exc:
+                out.append((i, exc))
+                continue
+            if chunked:
+                out.append((i, self._info(blob)))
+            else:
+                resumable.append(i)
+        if resumable:
+            out.extend(self._upload_batch(uploads, resumable, min(len(resumable), self.max_workers)))
 
     def _upload_simple(self, path: Path, name: str, size: int) -> ObjectInfo:
         """Upload one file with the library's public upload calls (retried here, see :meth:`_write`), and
@@ -684,167 +714,6 @@ class GcsStore(Store):
 
 
 # -- helpers -------------------------------------------------------------------------------------
-
-
-def _build_client(credentials: Any, project: str | None, max_workers: int, url: str) -> Any:
-    """A storage client whose HTTP session (an ``AuthorizedSession``, built here with google-auth's public
-    API and handed to the client's constructor, its documented ``_http`` argument) has a connection pool
-    sized for ``max_workers`` concurrent requests; the client's own session has requests' 10."""
-    import google.auth
-    import google.auth.exceptions
-    from google.cloud import storage
-
-    try:
-        if credentials is None and os.environ.get("STORAGE_EMULATOR_HOST"):
-            from google.auth.credentials import AnonymousCredentials
-
-            credentials = AnonymousCredentials()
-        elif credentials is None:
-            credentials, found = google.auth.default(scopes=list(storage.Client.SCOPE))
-            project = project or found
-        session = _session(credentials, max_workers)
-        client = storage.Client(project=project, credentials=credentials, _http=session)
-    except google.auth.exceptions.DefaultCredentialsError as exc:
-        raise AuthError(
-            f"no Google credentials found for {url}: run `gcloud auth application-default login`, set "
-            f"GOOGLE_APPLICATION_CREDENTIALS to a service-account key file, or pass credentials=; the "
-            f"account needs {ROLE_NEEDED} on the bucket"
-        ) from exc
-    _resolve_proxies(session, client.api_endpoint)
-    return client
-
-
-def _session(credentials: Any, max_workers: int) -> Any:
-    """An authorized requests session with a pool of connections for ``max_workers`` concurrent requests."""
-    import requests.adapters
-    from google.auth.transport.requests import AuthorizedSession
-
-    session = AuthorizedSession(credentials)
-    session.configure_mtls_channel()  # what the client does with a session of its own (a no-op without mTLS)
-    # requests keeps 10 connections per host by default; more workers than that would open and drop a
-    # connection per request ("Connection pool is full"), a TCP (and TLS) handshake each time
-    # (github.com/googleapis/python-storage/issues/253: the library offers no setting for it).
-    adapter = requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=max(10, 2 * max_workers))
-    session.mount("https://", adapter)
-    session.mount("http://", adapter)
-    return session
-
-
-def _resolve_proxies(session: Any, endpoint: str) -> None:
-    """Read proxy settings once, not per request: with trust_env, requests scans the whole environment for
-    proxy variables on every request (~0.3 ms of CPU each, a third of a small upload's client time). The
-    endpoint is fixed, so resolve the proxy (and a custom CA bundle) once and turn the per-request scan off."""
-    import requests.utils
-
-    session.proxies.update(requests.utils.get_environ_proxies(endpoint))
-    bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
-    if bundle and session.verify is True:
-        session.verify = bundle
-    session.trust_env = False
-
-
-def _translate(exc: BaseException, store: GcsStore, what: str, name: str | None) -> RLCloudError:
-    """Map a Google/transport error to the rlcloud tree, naming the location (never credentials)."""
-    import google.auth.exceptions
-    from google.api_core import exceptions as gexc
-    from google.cloud.storage.exceptions import DataCorruption, InvalidResponse
-
-    bucket_url = f"gs://{store.bucket_name}"
-    if isinstance(exc, RLCloudError):
-        return exc
-    if isinstance(exc, gexc.PreconditionFailed):
-        return PreconditionFailedError(
-            f"{what}: the object changed (generation precondition failed)", name=name or "", expected=-1
-        )
-    if isinstance(exc, gexc.Forbidden | gexc.Unauthorized) or (
-        isinstance(exc, InvalidResponse) and getattr(exc.response, "status_code", None) in (401, 403)
-    ):
-        return AuthError(
-            f"permission denied {what}: the credentials' account needs {ROLE_NEEDED} on bucket {bucket_url} "
-            f"(location {store.url}); server said: {_message(exc)}"
-        )
-    if isinstance(exc, google.auth.exceptions.DefaultCredentialsError | google.auth.exceptions.RefreshError):
-        return AuthError(f"Google credentials are missing or invalid ({what}); {_message(exc)}")
-    if isinstance(exc, gexc.NotFound) or (
-        isinstance(exc, InvalidResponse) and getattr(exc.response, "status_code", None) == 404
-    ):
-        if name is None or _bucket_missing(store, exc):
-            return NotFoundError(f"bucket {bucket_url} does not exist (location {store.url})")
-        return NotFoundError(f"{store.describe(name)} does not exist")
-    if isinstance(exc, DataCorruption):
-        return StorageError(f"checksum mismatch {what}: {_message(exc)}")
-    return StorageError(f"{what} failed: {type(exc).__name__}: {_message(exc)}")
-
-
-def _bucket_missing(store: GcsStore, exc: BaseException) -> bool:
-    text = _message(exc).lower()
-    if "bucket" in text and ("not exist" in text or "not found" in text):
-        return True
-    try:
-        return not store.bucket.exists(retry=store.retry)
-    except Exception:
-        return False
-
-
-def _mpu_not_offered(exc: BaseException) -> bool:
-    """Whether ``exc`` is the answer of an endpoint without the XML multipart upload API to the upload's
-    initiation (``POST <object>?uploads``): 404, 405 or 501 that is not an XML API error document (GCS's
-    own 404s, such as NoSuchBucket, are ``<Error>`` documents; a JSON-only emulator answers JSON)."""
-    from google.cloud.storage.exceptions import InvalidResponse
-
-    if not isinstance(exc, InvalidResponse) or _request_method(exc) != "POST":
-        return False
-    response = exc.response
-    if getattr(response, "status_code", None) not in (404, 405, 501):
-        return False
-    if not str(getattr(response.request, "url", "")).endswith("?uploads"):
-        return False
-    body = (getattr(response, "text", "") or "")[:2000]
-    return not ("<Error>" in body and "<Code>" in body)
-
-
-def _before_abort(exc: Exception) -> Exception:
-    """The failure that made the library abort a multipart upload, when ``exc`` is the abort's own
-    failure (its DELETE refused or unanswered); else ``exc``. The abort's exceptions (the library's
-    RetryError, the last answer) chain back to that failure through ``__context__``."""
-    if _request_method(exc) != "DELETE":
-        return exc
-    cause = exc.__context__
-    for _ in range(8):  # a short chain; bounded in case of a cycle
-        if cause is None or _request_method(cause) != "DELETE":
-            break
-        cause = cause.__context__
-    return cause if isinstance(cause, Exception) else exc
-
-
-def _request_method(exc: BaseException) -> str | None:
-    """The HTTP method of the request that failed with ``exc`` (an answer or a transport error; for the
-    library's ``RetryError``, the last attempt's)."""
-    from google.api_core.exceptions import RetryError
-
-    if isinstance(exc, RetryError) and exc.cause is not None:
-        exc = exc.cause
-    request = getattr(getattr(exc, "response", None), "request", None) or getattr(exc, "request", None)
-    method = getattr(request, "method", None)
-    return method if isinstance(method, str) else None
-
-
-def _message(exc: BaseException) -> str:
-    msg = getattr(exc, "message", None) or str(exc) or type(exc).__name__
-    return msg if len(msg) < 400 else msg[:397] + "..."
-
-
-def _transient(exc: BaseException) -> bool:
-    from google.api_core import exceptions as gexc
-    from google.api_core.retry import if_transient_error
-    from google.cloud.storage.exceptions import DataCorruption
-
-    # requests' exceptions are OSErrors; the answers Cloud Storage says to retry: 408, 429, 5xx
-    # (cloud.google.com/storage/docs/retry-strategy)
-    answers = gexc.TooManyRequests | gexc.ServerError
-    if isinstance(exc, DataCorruption | ConnectionError | TimeoutError | OSError | answers):
-        return True
-    return isinstance(exc, Exception) and (bool(if_transient_error(exc)) or getattr(exc, "code", None) == 408)
 
 
 def _content_type(name: str) -> str:
