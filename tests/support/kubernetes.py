@@ -14,9 +14,7 @@ from kubernetes.client import ApiClient
 
 from rlcloud.k8s.applier import RetryPolicy
 from rlcloud.k8s.backend import KubernetesBackend
-from rlcloud.k8s.builders import (
-    build_sweep_workloads,
-)
+from rlcloud.k8s.sweep_builders import build_sweep_workloads
 from rlcloud.specs import ExperimentSpec
 from rlcloud.specs.sweep import SweepSpec
 from tests.fakes.kube_apiserver import FakeKubeApiServer
