@@ -79,6 +79,8 @@ ROLES: tuple[str, ...] = tuple(role.value for role in Role)
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """Parse the runner's command line."""
+    from rlcloud.storage.claims import LEASE_S
+
     parser = argparse.ArgumentParser(prog="python -m rlcloud.runner", description=__doc__.split("\n")[0])
     parser.add_argument("--role", required=True, choices=ROLES, help="what this process does")
     parser.add_argument("--index", type=int, default=0, help="index of this role (env servers: 0..N-1)")
@@ -96,12 +98,25 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "another in this process (warm trials: rlcloud.runner.warm)",
     )
     parser.add_argument(
+        "--claim",
+        type=float,
+        nargs="?",
+        const=LEASE_S,
+        default=None,
+        metavar="LEASE_S",
+        help="with --stride: claim the sweep's next free trial from its results store instead of taking every "
+        f"STRIDE-th one, with a lease of LEASE_S seconds (default {LEASE_S:.0f}; rlcloud.storage.claims)",
+    )
+    parser.add_argument(
         "--trials",
         default=None,
         help="with --sweep: the trials of this pod's Job in order, such as 6-11,14 (a Job that grows a sweep): "
         "--index I runs the I-th of them",
     )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.claim is not None and (args.sweep is None or not args.stride or not args.claim > 0):
+        parser.error(f"--claim {args.claim}: needs --sweep and --stride, and a lease of more than 0 seconds")
+    return args
 
 
 def _setup_logging(role: str, index: int, debug: bool = False) -> None:
