@@ -122,3 +122,32 @@ def test_without_optuna_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatc
     with pytest.raises(MissingExtraError, match=r"rlcloud\[optuna\]") as exc:
         require_optuna()
     assert "sampler: tpe" in str(exc.value)
+
+
+def test_a_sweep_trial_asks_once_and_gets_the_same_values_when_it_runs_again(tmp_path: Path) -> None:
+    import optuna
+
+    from rlcloud.specs.sweep import Distribution
+    from rlcloud.storage.journal import ask_trial, report_trial, tell_trial
+
+    store = open_store(str(tmp_path / "sweep"))
+    space: dict[str, Any] = {
+        "agent.learning_rate": Distribution(loguniform=(1e-5, 1e-2)),
+        "agent.network": Distribution(choice=[[{"type": "dense", "size": 32}], "auto"]),
+        "agent.batch_size": [8, 16],
+    }
+    study = open_study(store, "lr", seed=1)
+    first = ask_trial(study, "tpe-1", space)
+    assert 1e-5 <= first["agent.learning_rate"] <= 1e-2 and first["agent.batch_size"] in (8, 16)
+    assert first["agent.network"] in ([{"type": "dense", "size": 32}], "auto")
+    # the trial runs again (another process, another pod): the same values, no new Optuna trial
+    again = open_study(open_store(str(tmp_path / "sweep")), "lr", seed=2)
+    assert ask_trial(again, "tpe-1", space) == first and len(again.get_trials()) == 1
+    report_trial(again, "tpe-1", 1000, 12.5)
+    report_trial(again, "tpe-1", 1000, 99.0)  # a rung reported again after a restart: the first value stays
+    assert tell_trial(again, "tpe-1", 120.0) and not tell_trial(again, "tpe-1", 130.0)
+    ask_trial(again, "tpe-2", space)
+    assert tell_trial(again, "tpe-2", None)  # failed
+    (done, failed) = open_study(store, "lr").get_trials()
+    assert done.value == 120.0 and done.intermediate_values == {1000: 12.5}
+    assert done.state == optuna.trial.TrialState.COMPLETE and failed.state == optuna.trial.TrialState.FAIL

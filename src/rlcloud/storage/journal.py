@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+import math
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from rlcloud.layout import STUDY
@@ -33,7 +34,20 @@ from rlcloud.storage.base import PreconditionFailedError, Store
 if TYPE_CHECKING:
     import optuna
 
-__all__ = ["MAX_LOG_BYTES", "StoreJournal", "journal_backend", "log_path", "open_study", "require_optuna"]
+    from rlcloud.specs.sweep import Distribution
+
+__all__ = [
+    "MAX_LOG_BYTES",
+    "TRIAL_ATTR",
+    "StoreJournal",
+    "ask_trial",
+    "journal_backend",
+    "log_path",
+    "open_study",
+    "report_trial",
+    "require_optuna",
+    "tell_trial",
+]
 
 logger = logging.getLogger("rlcloud.journal")
 
@@ -135,3 +149,85 @@ def open_study(
     return optuna.create_study(
         study_name=name, storage=storage, sampler=sampler, direction=direction, load_if_exists=True
     )
+
+
+#: The Optuna user attribute that names the sweep trial an Optuna trial configures.
+TRIAL_ATTR = "rlcloud_trial"
+
+
+def _distributions(space: Mapping[str, Distribution | list[Any]]) -> dict[str, Any]:
+    """Optuna distributions of a sweep's ``parameters``: uniform and loguniform as floats, a choice or a list as
+    the index of its value (Optuna's categorical values must be scalars; a sweep's may be lists or mappings)."""
+    import optuna
+
+    out: dict[str, Any] = {}
+    for key, dist in space.items():
+        if isinstance(dist, list):
+            out[key] = optuna.distributions.CategoricalDistribution(list(range(len(dist))))
+        elif dist.uniform is not None:
+            out[key] = optuna.distributions.FloatDistribution(*dist.uniform)
+        elif dist.loguniform is not None:
+            out[key] = optuna.distributions.FloatDistribution(*dist.loguniform, log=True)
+        else:
+            assert dist.choice is not None
+            out[key] = optuna.distributions.CategoricalDistribution(list(range(len(dist.choice))))
+    return out
+
+
+def _values(space: Mapping[str, Distribution | list[Any]], params: Mapping[str, Any]) -> dict[str, Any]:
+    """A sweep trial's parameter values from an Optuna trial's ``params`` (choices back from their index)."""
+    out: dict[str, Any] = {}
+    for key, dist in space.items():
+        value = params[key]
+        if isinstance(dist, list):
+            out[key] = dist[int(value)]
+        elif dist.choice is not None:
+            out[key] = dist.choice[int(value)]
+        else:
+            out[key] = float(value)
+    return out
+
+
+def _find(study: optuna.Study, name: str) -> optuna.trial.FrozenTrial | None:
+    """The study's Optuna trial that configures sweep trial ``name`` (the first, if a crash left two)."""
+    return next((t for t in study.get_trials(deepcopy=False) if t.user_attrs.get(TRIAL_ATTR) == name), None)
+
+
+def ask_trial(study: optuna.Study, name: str, space: Mapping[str, Distribution | list[Any]]) -> dict[str, Any]:
+    """The parameter values of sweep trial ``name`` from ``study`` (:func:`open_study`): asked from the sampler
+    (TPE: from the results told so far) the first time, the same values again when the trial runs again
+    (resumed from its checkpoint, taken over by another pod): they are the trial's spec of record."""
+    found = _find(study, name)
+    if found is None:
+        asked = study.ask(_distributions(space))
+        asked.set_user_attr(TRIAL_ATTR, name)
+        found = _find(study, name)
+        assert found is not None
+    return _values(space, found.params)
+
+
+def tell_trial(study: optuna.Study, name: str, value: float | None) -> bool:
+    """Tell ``study`` sweep trial ``name``'s result: its objective ``value``, or None when it failed (a failed
+    Optuna trial). False when the study holds no trial of that name or it was told already."""
+    import optuna
+
+    found = _find(study, name)
+    if found is None or found.state.is_finished():
+        return False
+    if value is None or not math.isfinite(value):
+        study.tell(found.number, state=optuna.trial.TrialState.FAIL)
+    else:
+        study.tell(found.number, value)
+    return True
+
+
+def report_trial(study: optuna.Study, name: str, step: int, value: float) -> None:
+    """Record sweep trial ``name``'s intermediate ``value`` at timestep ``step`` (an ASHA rung's report), once
+    per step (Optuna keeps the first)."""
+    import optuna
+
+    found = _find(study, name)
+    if found is None or found.state.is_finished() or step in found.intermediate_values or not math.isfinite(value):
+        return
+    # a live Trial of that id (Optuna's public class; a FrozenTrial's id is only on its private attribute)
+    optuna.trial.Trial(study, found._trial_id).report(value, step)
