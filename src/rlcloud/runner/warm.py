@@ -619,7 +619,7 @@ def _run_claimed(pod: _Pod, store: Store) -> int:
             lease.release()
             return halted
         if state in DONE_STATES or failures.failed_here(failures.progress(name)):
-            logger.info("trial %s is %s already in this Job: not running it again", name, state)
+            logger.info("trial %s is final for this Job (%s): not running it again", name, state)
             lease.finish(str(state))
             continue
         ran += 1
