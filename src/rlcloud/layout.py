@@ -22,6 +22,7 @@ __all__ = [
     "AGENT_SUMMARIES",
     "CHECKPOINTS",
     "CHECKPOINT_STATE",
+    "CLAIMS",
     "CURVES",
     "CURVE_POINTS",
     "CURVE_WINDOW",
@@ -41,6 +42,7 @@ __all__ = [
     "RUN_SUMMARY",
     "SPEC",
     "STOPPED_EARLY",
+    "STUDY",
     "SUMMARIES",
     "SUMMARY_SOURCES",
     "SUMMARY_VERSION",
@@ -95,6 +97,12 @@ CURVES = "curves"
 #: A sweep's early-stopping decisions: ``decisions/<rule>/<timestep>/<trial>.json``, in the sweep's location,
 #: each written once (rlcloud.runner.early_stop).
 DECISIONS = "decisions"
+#: A warm sweep's trial claims: ``claims/<trial>.json`` in the sweep's location, one per trial, created once and
+#: then rewritten with generation preconditions by its holder (rlcloud.storage.claims).
+CLAIMS = "claims"
+#: A sweep's Optuna study (``sampler: tpe``): ``study/<number:012d>.json``, create-only journal entries
+#: (rlcloud.storage.journal).
+STUDY = "study"
 #: What a resumed runner needs besides its checkpoint: its appended records and its counters.
 RESTORED_FILES = (METRICS, EVALUATION, PROGRESS)
 #: Names that are always a file of a run (or of one of its checkpoints), never a folder: where a store holds

@@ -153,6 +153,12 @@ class Sweep:
         """
         if cluster is not None:
             self._cluster, self._backend = cluster, None
+        if self.spec.sampler == "tpe" and (self._cluster is None or self._cluster.kind == "local"):
+            from rlcloud.errors import SpecError, SpecProblem
+
+            # the local scheduler starts trials from the sweep's table; a tpe trial asks as it starts (a pod)
+            why = "sampler: tpe runs on Kubernetes for now; here use a random search (distributions, samples: N)"
+            raise SpecError([SpecProblem("sampler", why, "tpe")])
         if validate:
             self.validate()
         self._refuse_an_experiments_name()

@@ -241,8 +241,11 @@ def main() -> int:
     source.add_argument("--sweep")
     parser.add_argument("--workdir", required=True)
     parser.add_argument("--stride", type=int)
+    parser.add_argument("--claim", type=float, nargs="?", const=60.0)  # rlcloud.runner.main's
     parser.add_argument("--trials")
     args = parser.parse_args()
+    if args.claim is not None and os.environ.get("STANDIN_LEASE_S"):  # a test's short lease
+        args.claim = float(os.environ["STANDIN_LEASE_S"])
     signal.signal(signal.SIGTERM, _on_term)
     if os.environ.get("STANDIN_EXIT"):
         print(f"exiting with {os.environ['STANDIN_EXIT']}", flush=True)

@@ -26,6 +26,7 @@ from rlcloud.k8s.warm import warm_pods, warm_trial_state
 from rlcloud.runner import warm as runner_warm
 from rlcloud.runner.main import parse_args
 from rlcloud.specs.sweep import SweepSpec
+from rlcloud.storage.claims import LEASE_S
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.fakes.kubelet import FakeKubelet
 from tests.support.kubernetes import build, container, env_of, make_spec, make_sweep
@@ -54,8 +55,9 @@ def test_a_warm_sweep_is_max_parallel_pods_each_running_a_share_of_the_trials(ve
     assert rules[0]["action"] == "Ignore"  # preemption is not the sweep's fault
     assert rules[1]["action"] == "FailJob" and rules[1]["onExitCodes"]["values"] == [2, 3, SWEEP_HALTED_EXIT_CODE]
     args = container(job)["args"]
-    assert args[-2:] == ["--stride", "3"] and "$(RLCLOUD_INDEX)" in args
-    assert parse_args([a.replace("$(RLCLOUD_INDEX)", "1") for a in args]).stride == 3
+    assert args[-3:] == ["--stride", "3", "--claim"] and "$(RLCLOUD_INDEX)" in args
+    parsed = parse_args([a.replace("$(RLCLOUD_INDEX)", "1") for a in args])
+    assert parsed.stride == 3 and parsed.claim == LEASE_S
     uid = env_of(job)[JOB_UID_ENV]["fieldRef"]["fieldPath"]
     assert uid == "metadata.labels['batch.kubernetes.io/controller-uid']"
     # the runner's names for the same things
@@ -135,6 +137,44 @@ def test_a_restarted_pod_skips_the_trials_that_finished(tmp_path: Path, pod_env:
     # nothing left to train: the pod ends at once (no TensorFlow imported for it)
     assert _share(_pod_args(tmp_path, sweep, 1, 2)) == 0
     assert not (tmp_path / "w").exists() or not any((tmp_path / "w").iterdir())
+
+
+def test_claim_needs_a_sweep_a_stride_and_a_positive_lease(capsys: pytest.CaptureFixture[str]) -> None:
+    for extra in (["--spec", "s.yaml", "--claim"], ["--sweep", "s.yaml", "--claim"],
+                  ["--sweep", "s.yaml", "--stride", "2", "--claim", "0"]):  # fmt: skip
+        with pytest.raises(SystemExit) as exc:
+            parse_args(["--role", "single", "--workdir", "w", *extra])
+        assert exc.value.code == 2 and "--claim" in capsys.readouterr().err
+
+
+def test_a_claiming_pod_marks_finished_trials_done_and_ends_when_every_trial_is(tmp_path: Path, pod_env: Path) -> None:
+    sweep = make_sweep(2, max_parallel=2, smoke_timesteps=0)  # 4 trials, finished under an earlier (stride) Job
+    names = [name for name, _p, _s in sweep.trial_table()]
+    for name in names:
+        _record(pod_env, name, {"state": "succeeded", "timestep": 10})
+    args = _pod_args(tmp_path, sweep, 1, 2)
+    args.claim = 30.0
+    assert _share(args) == 0
+    claims = {n: json.loads((pod_env / "claims" / f"{n}.json").read_text()) for n in names}
+    assert {c["state"] for c in claims.values()} == {"done"} and {c["outcome"] for c in claims.values()} == {
+        "succeeded"
+    }
+    assert _share(args) == 0  # a restarted pod finds every trial final: nothing claimed again
+    assert {n: json.loads((pod_env / "claims" / f"{n}.json").read_text()) for n in names} == claims
+
+
+def test_a_claiming_pod_stops_once_max_failures_trials_failed_the_same_way(tmp_path: Path, pod_env: Path) -> None:
+    sweep = make_sweep(5, max_parallel=2, max_failures=3, smoke_timesteps=0)  # 10 trials
+    names = [name for name, _p, _s in sweep.trial_table()]
+    failure = {"state": "failed", "signature": "exit code 3: no simulator licence", "job_uid": "job-2"}
+    for index in (0, 1, 2):
+        _record(pod_env, names[index], failure)
+    args = _pod_args(tmp_path, sweep, 0, 2)
+    args.claim = 30.0
+    assert _share(args) == runner_warm.EXIT_HALTED
+    assert not (pod_env / names[3]).exists()  # nothing started
+    # the halting pod's claim released: a later Job's pod takes it at once
+    assert json.loads((pod_env / "claims" / f"{names[0]}.json").read_text())["state"] in ("done", "released")
 
 
 def test_a_pod_stops_launching_once_max_failures_trials_failed_the_same_way(tmp_path: Path, pod_env: Path) -> None:

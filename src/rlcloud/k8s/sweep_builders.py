@@ -377,7 +377,8 @@ def _warm_sweep_job(spec: k8s.V1JobSpec, per_index: bool) -> None:
     """Turn a sweep's Job ``spec`` (one pod per trial) into one whose ``parallelism`` pods each run several
     trials in one process (rlcloud.runner.warm), so only a pod's first trial pays the imports.
 
-    ``completions`` = ``parallelism`` = P pods; pod ``i`` runs trials ``i``, ``i+P``, ... (``--stride P``).
+    ``completions`` = ``parallelism`` = P pods, each claiming the sweep's next free trial from the results
+    store in turn (``--stride P --claim``: a dead pod's trial is taken over once its lease expires).
     Trials are accounted by the pods, in the store (rlcloud.runner.warm): a trial's failure is recorded and
     the pod goes on; the pod that sees ``max_failures`` trials failed the same way (or the smoke trial, the
     first, failed before ``smoke_timesteps``) exits :data:`SWEEP_HALTED_EXIT_CODE`, and ``FailJob`` on that
@@ -436,7 +437,9 @@ def _warm_sweep_job(spec: k8s.V1JobSpec, per_index: bool) -> None:
     )
     container = spec.template.spec.containers[0]
     container.startup_probe = _startup_probe()
-    container.args = [*(container.args or []), "--stride", str(pods)]
+    # --claim: the pods take the next free trial from the store, with leases (rlcloud.storage.claims); a Job
+    # made before it (--stride alone) still runs trials i, i+P, ... (rlcloud.runner.warm)
+    container.args = [*(container.args or []), "--stride", str(pods), "--claim"]
     container.env = [
         *(container.env or []),
         k8s.V1EnvVar(

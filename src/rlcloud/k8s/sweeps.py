@@ -51,7 +51,7 @@ from rlcloud.k8s.status import (
 )
 from rlcloud.k8s.status import name as object_name
 from rlcloud.k8s.sweep_builders import build_sweep_growth_job, build_sweep_workloads, sweep_object_name, sweep_selector
-from rlcloud.k8s.warm import read_shares, warm_final, warm_pods, warm_sweep_status
+from rlcloud.k8s.warm import claiming, read_shares, warm_final, warm_pods, warm_sweep_status
 from rlcloud.layout import FINAL_STATES, ProgressRecord
 from rlcloud.waiting import poll_until
 
@@ -306,7 +306,8 @@ class KubernetesSweeps(KubernetesNamespace, SweepCapable):
                     self._finished_progress[(name, trial_name)] = progress
             return got
 
-        shared = read_shares([trial_name for trial_name, _p, _s in table], sharing, read, job_uid=uid)
+        names = [trial_name for trial_name, _p, _s in table]
+        shared = read_shares(names, sharing, read, job_uid=uid, claiming=claiming(job))
         return warm_sweep_status(
             name,
             job,

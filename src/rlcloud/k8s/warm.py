@@ -1,8 +1,9 @@
 """Status of a sweep whose trials start warm on Kubernetes (pods that each run several trials in turn).
 
 A warm sweep's Job (:func:`rlcloud.k8s.sweep_builders.build_sweep_workloads` with ``warm=True``) has fewer
-completion indexes than the sweep has trials: pod ``i`` of ``P`` runs trials ``i``, ``i+P``, ...
-(rlcloud.runner.warm). Its indexes say nothing of one trial, so each trial's state comes from its
+completion indexes than the sweep has trials: its ``P`` pods claim the next free trial from the results store
+one after another (``--claim``, rlcloud.storage.claims), or, in a Job made before claims, pod ``i`` runs trials
+``i``, ``i+P``, ... (rlcloud.runner.warm). Its indexes say nothing of one trial, so each trial's state comes from its
 ``progress.json`` in the results store (the pods write a failure record there for a trial that failed),
 and the Job says only whether trials still run. Pure functions: tested without a cluster.
 """
@@ -18,7 +19,15 @@ from rlcloud.layout import DONE_STATES, STOPPED_EARLY, ProgressRecord
 if TYPE_CHECKING:
     from rlcloud.backend import ExperimentState, SweepStatus, TrialState, TrialStatus
 
-__all__ = ["halted_message", "read_shares", "warm_final", "warm_pods", "warm_sweep_status", "warm_trial_state"]
+__all__ = [
+    "claiming",
+    "halted_message",
+    "read_shares",
+    "warm_final",
+    "warm_pods",
+    "warm_sweep_status",
+    "warm_trial_state",
+]
 
 JSON = dict[str, Any]
 
@@ -34,6 +43,12 @@ def warm_pods(job: JSON | None, num_trials: int) -> int | None:
     if "--stride" not in args or not isinstance(completions, int) or completions >= num_trials:
         return None
     return completions
+
+
+def claiming(job: JSON | None) -> bool:
+    """Whether a warm sweep's ``job`` has its pods claim trials from the store (``--claim``), not by stride."""
+    containers = get(job or {}, "spec", "template", "spec", "containers") or []
+    return bool(containers) and "--claim" in (containers[0].get("args") or [])
 
 
 def warm_trial_state(job: JSON, progress: dict[str, Any]) -> tuple[TrialState, str | None]:
@@ -147,7 +162,12 @@ def warm_final(progress: dict[str, Any], job_uid: str | None) -> bool:
 
 
 def read_shares(
-    names: list[str], pods: int, read: Callable[[list[str]], dict[str, ProgressRecord]], job_uid: str | None = None
+    names: list[str],
+    pods: int,
+    read: Callable[[list[str]], dict[str, ProgressRecord]],
+    job_uid: str | None = None,
+    *,
+    claiming: bool = False,
 ) -> dict[str, ProgressRecord]:
     """The progress.json of the trials a warm sweep's pods have reached, in a number of reads that grows with
     the trials finished and the pods, not with the trials still queued.
@@ -156,7 +176,15 @@ def read_shares(
     not finished (the one it runs) nothing has started yet. ``read``: reads a batch of trials' progress (in
     parallel), called once per round with at most one trial per pod. A failure record of another Job (not
     ``job_uid``) is not final: the pod runs that trial again when it gets there (:func:`warm_final`).
+
+    ``claiming`` (a Job whose pods claim trials, :func:`claiming`): the pods take the lowest-numbered free trial,
+    so the trials started are the first ones; they are read in order, ``pods`` at a time, up to ``pods`` trials
+    in a row without any record (none of the trials after those has started: at most ``pods`` claimed trials
+    are still without a record, being prepared; a trial left by a dead pod before its first record reads as
+    queued until it is taken over).
     """
+    if claiming:
+        return _read_claimed(names, pods, read)
     out: dict[str, ProgressRecord] = {}
     shares = [iter(names[i::pods]) for i in range(pods)]
     current = [next(share, None) for share in shares]
@@ -169,4 +197,21 @@ def read_shares(
             progress = got.get(name) or ProgressRecord()
             out[name] = progress
             current[pod] = next(shares[pod], None) if warm_final(progress, job_uid) else None
+    return out
+
+
+def _read_claimed(
+    names: list[str], pods: int, read: Callable[[list[str]], dict[str, ProgressRecord]]
+) -> dict[str, ProgressRecord]:
+    """:func:`read_shares` for pods that claim trials: in order, until ``pods`` trials in a row have no record."""
+    out: dict[str, ProgressRecord] = {}
+    empty, start = 0, 0
+    while start < len(names) and empty < pods:
+        batch = names[start : start + max(1, pods)]
+        got = read(batch)
+        for name in batch:
+            progress = got.get(name) or ProgressRecord()
+            out[name] = progress
+            empty = 0 if progress else empty + 1
+        start += len(batch)
     return out

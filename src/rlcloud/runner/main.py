@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import json
 import logging
 import os
 import signal
@@ -47,6 +48,7 @@ from rlcloud.runner.lifeline import watch_parent
 if TYPE_CHECKING:  # loaded when the spec is: the pydantic models are not needed before that
     from rlcloud.runner.loop import Trainer
     from rlcloud.specs import ExperimentSpec
+    from rlcloud.specs.sweep import SweepSpec, Trial
 
 __all__ = [
     "EXIT_CONSTRUCTION",
@@ -79,6 +81,8 @@ ROLES: tuple[str, ...] = tuple(role.value for role in Role)
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """Parse the runner's command line."""
+    from rlcloud.storage.claims import LEASE_S
+
     parser = argparse.ArgumentParser(prog="python -m rlcloud.runner", description=__doc__.split("\n")[0])
     parser.add_argument("--role", required=True, choices=ROLES, help="what this process does")
     parser.add_argument("--index", type=int, default=0, help="index of this role (env servers: 0..N-1)")
@@ -96,12 +100,25 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "another in this process (warm trials: rlcloud.runner.warm)",
     )
     parser.add_argument(
+        "--claim",
+        type=float,
+        nargs="?",
+        const=LEASE_S,
+        default=None,
+        metavar="LEASE_S",
+        help="with --stride: claim the sweep's next free trial from its results store instead of taking every "
+        f"STRIDE-th one, with a lease of LEASE_S seconds (default {LEASE_S:.0f}; rlcloud.storage.claims)",
+    )
+    parser.add_argument(
         "--trials",
         default=None,
         help="with --sweep: the trials of this pod's Job in order, such as 6-11,14 (a Job that grows a sweep): "
         "--index I runs the I-th of them",
     )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.claim is not None and (args.sweep is None or not args.stride or not args.claim > 0):
+        parser.error(f"--claim {args.claim}: needs --sweep and --stride, and a lease of more than 0 seconds")
+    return args
 
 
 def _setup_logging(role: str, index: int, debug: bool = False) -> None:
@@ -222,11 +239,14 @@ def _train_role(args: argparse.Namespace, spec: ExperimentSpec, workdir: Path) -
 
     restore = _install_signals(on_signal)
     try:
-        return _train(args, spec, workdir, received, trainer_box)
+        code = _train(args, spec, workdir, received, trainer_box)
     except _StopDuringStartup as stop:
         return EXIT_TERMINATED if stop.signum == signal.SIGTERM else EXIT_INTERRUPTED
     finally:
         restore()
+    if getattr(args, "sweep", None) is not None:
+        _tell_study(args, spec, workdir, code)
+    return code
 
 
 class _StopDuringStartup(BaseException):
@@ -461,6 +481,11 @@ def _prepare_trial(args: argparse.Namespace) -> tuple[ExperimentSpec, Path] | in
         workdir = workdir / trial.name
         results = str(workdir)
         run_env = run_env.replace(results=None)
+    if sweep.sampler == "tpe":
+        asked = _tpe_trial(sweep, trial, location)
+        if isinstance(asked, int):
+            return asked
+        trial = asked
     # the syncer, the early stopper and the HParams read them (storage.sync, runner.early_stop, runner.hparams)
     run_env = run_env.replace(
         early_stopping=early_stopping_settings(sweep, trial, location) or run_env.early_stopping,
@@ -484,6 +509,62 @@ def _prepare_trial(args: argparse.Namespace) -> tuple[ExperimentSpec, Path] | in
         logger.error("trial %s: results store %s: %s", trial.name, results, exc)
         return EXIT_CRASH
     return trial.spec, workdir
+
+
+def _tpe_trial(sweep: SweepSpec, trial: Trial, location: str) -> Trial | int:
+    """Trial ``trial`` of a ``sampler: tpe`` sweep with the configuration its study (rlcloud.storage.journal, in
+    the sweep's ``location``) proposes for it: asked the first time, the same when it runs again. An exit code
+    when it cannot be: EXIT_SPEC without Optuna or with values that make no valid experiment, EXIT_CRASH when
+    the store is unreachable (worth a retry)."""
+    from rlcloud.errors import MissingExtraError, RLCloudError
+    from rlcloud.storage import open_store
+    from rlcloud.storage.journal import ask_trial, open_study
+
+    try:
+        study = open_study(open_store(location), sweep.name, seed=sweep.sampler_seed + trial.index)
+        params = ask_trial(study, trial.name, sweep.parameters)
+        logger.info("trial %s: TPE proposes %s", trial.name, params)
+        return sweep.with_params(trial, params)
+    except (SpecError, MissingExtraError) as exc:
+        logger.error("trial %s cannot start: %s", trial.name, exc)
+        return EXIT_SPEC
+    except RLCloudError as exc:
+        logger.error("trial %s: its study in %s: %s", trial.name, location, exc)
+        return EXIT_CRASH
+
+
+def _tell_study(args: argparse.Namespace, spec: ExperimentSpec, workdir: Path, code: int) -> None:
+    """At the end of trial ``spec.name`` of a ``sampler: tpe`` sweep (``--sweep``): tell its study the trial's
+    mean return (from its progress.json in ``workdir``), or that it failed for good (exit 2/3). A crash is not
+    told (the trial runs again); a study that cannot be told is logged, never the trial's failure."""
+    from rlcloud.errors import RLCloudError
+    from rlcloud.layout import DONE_STATES, PROGRESS
+    from rlcloud.specs.safeload import read_text_bounded
+    from rlcloud.specs.sweep import SweepSpec
+    from rlcloud.storage import open_store
+    from rlcloud.storage.journal import open_study, tell_trial
+
+    if code not in (EXIT_OK, EXIT_SPEC, EXIT_CONSTRUCTION):
+        return
+    try:
+        sweep = SweepSpec.from_yaml_text(read_text_bounded(Path(args.sweep), source=args.sweep))
+        if sweep.sampler != "tpe":
+            return
+        index = sweep.trial_names().index(spec.name)
+    except (SpecError, ValueError, OSError):
+        return
+    try:
+        progress = json.loads((workdir / PROGRESS).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        progress = {}
+    done = code == EXIT_OK and progress.get("state") in DONE_STATES
+    value = progress.get("mean_return") if done else None
+    location = RunnerEnv.from_env().sweep_results or str(args.workdir)
+    try:
+        study = open_study(open_store(location), sweep.name, seed=sweep.sampler_seed + index)
+        tell_trial(study, spec.name, float(value) if isinstance(value, int | float) else None)
+    except RLCloudError as exc:
+        logger.warning("trial %s: could not tell its study the result: %s", spec.name, exc)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -58,6 +58,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -199,6 +200,7 @@ class _Failures:
 
     def __init__(self, store: Store | None, table: list[tuple[str, dict[str, Any], int]], job_uid: str) -> None:
         self.store = store
+        self.table = table
         self.names = [name for name, _params, _seed in table]
         self.job_uid = job_uid
         self._final: dict[str, ProgressRecord] = {}
@@ -437,12 +439,31 @@ def run_share(args: argparse.Namespace, prepare: Prepare, train: Train) -> int:
         return _run_share(args, prepare, train)
 
 
+@dataclass
+class _Pod:
+    """What a pod's trials share: its arguments, its sweep, the results store and the failure records."""
+
+    args: argparse.Namespace
+    sweep: SweepSpec
+    store: Store | None
+    failures: _Failures
+    location: str | None
+    prepare: Prepare
+    train: Train
+    smoke: int
+
+    def __post_init__(self) -> None:
+        self.table = self.failures.table
+        self.base = Path(self.args.workdir)
+
+
 def _run_share(args: argparse.Namespace, prepare: Prepare, train: Train) -> int:
     from rlcloud.errors import RLCloudError
     from rlcloud.specs.safeload import read_text_bounded
     from rlcloud.specs.sweep import SweepSpec
     from rlcloud.storage import open_store
 
+    claiming = getattr(args, "claim", None) is not None
     try:
         sweep: SweepSpec = SweepSpec.from_yaml_text(read_text_bounded(Path(args.sweep), source=args.sweep))
         mine = share(args.index, int(args.stride), sweep.num_trials)
@@ -451,78 +472,164 @@ def _run_share(args: argparse.Namespace, prepare: Prepare, train: Train) -> int:
         return EXIT_SPEC
     environment = RunnerEnv.from_env()
     location = environment.sweep_results or None
+    if claiming and not location:
+        logger.error("--claim needs the sweep's results store (%s): the claims are kept there", SWEEP_RESULTS_ENV)
+        return EXIT_SPEC
     try:
         store = open_store(location) if location else None
     except RLCloudError as exc:  # the results store is unreachable: worth a retry of the pod
         logger.error("sweep %s: results store %s: %s", sweep.name, location, exc)
         return EXIT_CRASH
-    job_uid = environment.job_uid or ""
     table = sweep.trial_table()
-    failures = _Failures(store, table, job_uid)
-    base = Path(args.workdir)
-    logger.info("sweep %s: pod %d of %s runs %d of its %d trials, warm", sweep.name, args.index, args.stride,
-                len(mine), sweep.num_trials)  # fmt: skip
+    failures = _Failures(store, table, environment.job_uid or "")
+    logger.info("sweep %s: pod %d of %s runs %s of its %d trials, warm", sweep.name, args.index, args.stride,
+                "the next free" if claiming else len(mine), sweep.num_trials)  # fmt: skip
     smoke = sweep.smoke_timesteps if int(args.stride) > 1 and sweep.num_trials > 1 else 0
-    if smoke and args.index != 0 and mine and _wait_for_smoke(sweep, failures, smoke) is False:
+    pod = _Pod(args, sweep, store, failures, location, prepare, train, smoke)
+    if smoke and args.index != 0 and (mine or claiming) and _wait_for_smoke(sweep, failures, smoke) is False:
         return EXIT_HALTED
+    if claiming:
+        assert store is not None
+        return _run_claimed(pod, store)
     for position, index in enumerate(mine):
-        name = table[index][0]
-        if failures.stalled_out(name):
-            # its watchdog ended the previous pod (exit 89) with the record of a second stall in a row: a
-            # failure of this trial alone, grouped with the others' by its signature; the pod goes on
-            stalled = failures.progress(name).stalled or "stalled"
-            logger.error("trial %s stalled again after a restart for a stall: failed (%s)", name, stalled)
-            failures.record_failure(name, EXIT_STALLED_AGAIN, stalled)
-        if smoke and index != 0 and failures.smoke_failed(table[0][0], smoke):
-            logger.error("stopped launching trials: the first trial (%s) failed before training %d timesteps "
-                         "(smoke_timesteps)", table[0][0], smoke)  # fmt: skip
-            return EXIT_HALTED
-        if sweep.max_failures:
-            worst = failures.worst(upto=min(len(table), index + int(args.stride)))
-            if worst is not None and len(worst[1]) >= sweep.max_failures:
-                logger.error(
-                    "stopped launching trials: %d trials failed the same way (%s), max_failures is %d: %s",
-                    len(worst[1]), ", ".join(worst[1][:5]), sweep.max_failures, worst[0],
-                )  # fmt: skip
-                return EXIT_HALTED
-        if failures.failed_here(failures.progress(name)):
-            logger.info("trial %s failed already in this Job: not running it again", name)
+        halted = _halted(pod, index)
+        if halted is not None:
+            return halted
+        if failures.failed_here(failures.progress(table[index][0])):
+            logger.info("trial %s failed already in this Job: not running it again", table[index][0])
             continue
-        started = time.monotonic()
-
-        def attempt(index: int = index) -> tuple[int, str, Path]:
-            outcome = _run_trial(args, index, base, location, prepare, train)
-            if outcome[0] not in (EXIT_OK, *_SIGNALLED, *_FINAL_FAILURES):
-                raise _CrashError(outcome)
-            return outcome
-
-        def crashed(exc: Exception, tries: int, _pause: float, name: str = name) -> None:
-            logger.warning("trial %s %s, attempt %d of %d: again from its checkpoint", name, exc, tries,
-                           TRIAL_RETRIES + 1)  # fmt: skip
-
-        # where _run_trial puts the trial's work directory (the watchdog's progress.json)
-        scratch = base / f"trial-{index}" if location else base
-        unguard = on_stall_exit(_stall_guard(store, name, scratch))
-        try:
-            code, line, workdir = retry(
-                attempt,
-                retryable=lambda exc: isinstance(exc, _CrashError),
-                backoff=_AT_ONCE,
-                attempts=TRIAL_RETRIES + 1,
-                on_retry=crashed,
-            )
-        except _CrashError as exc:  # out of retries: a failure of its own
-            code, line, workdir = exc.outcome
-        finally:
-            unguard()
-        _ship_log(store, name, workdir)
-        logger.info("trial %s (%d of %d in this pod): exit code %d in %.1f s", name, position + 1, len(mine), code,
-                    time.monotonic() - started)  # fmt: skip
+        code = _run_one(pod, index, f"{position + 1} of {len(mine)} in this pod")
         if code in _SIGNALLED:
             return code
-        if code != EXIT_OK:
-            _write_failure(store, name, code, line, job_uid)
-        if location and workdir != base:
-            shutil.rmtree(workdir, ignore_errors=True)  # synced to the store: the pod's disk is for the next one
-        gc.collect()  # leave nothing of this trial's agent to the next one
+    return EXIT_OK
+
+
+def _halted(pod: _Pod, index: int) -> int | None:
+    """Before trial ``index``: record a trial that stalled out; :data:`EXIT_HALTED` when the smoke trial failed
+    or ``max_failures`` trials failed the same way (the pod stops launching trials), else None."""
+    failures, table, smoke = pod.failures, pod.table, pod.smoke
+    name = table[index][0]
+    if failures.stalled_out(name):
+        # its watchdog ended the previous pod (exit 89) with the record of a second stall in a row: a
+        # failure of this trial alone, grouped with the others' by its signature; the pod goes on
+        stalled = failures.progress(name).stalled or "stalled"
+        logger.error("trial %s stalled again after a restart for a stall: failed (%s)", name, stalled)
+        failures.record_failure(name, EXIT_STALLED_AGAIN, stalled)
+    if smoke and index != 0 and failures.smoke_failed(table[0][0], smoke):
+        logger.error("stopped launching trials: the first trial (%s) failed before training %d timesteps "
+                     "(smoke_timesteps)", table[0][0], smoke)  # fmt: skip
+        return EXIT_HALTED
+    if pod.sweep.max_failures:
+        worst = failures.worst(upto=min(len(table), index + int(pod.args.stride)))
+        if worst is not None and len(worst[1]) >= pod.sweep.max_failures:
+            logger.error(
+                "stopped launching trials: %d trials failed the same way (%s), max_failures is %d: %s",
+                len(worst[1]), ", ".join(worst[1][:5]), pod.sweep.max_failures, worst[0],
+            )  # fmt: skip
+            return EXIT_HALTED
+    return None
+
+
+def _run_one(pod: _Pod, index: int, which: str, release: Callable[[], object] = lambda: None) -> int:
+    """Run trial ``index`` with its retries, stall guard, log shipping and failure record; its exit code.
+    ``release``: called when the trial's stall ends the pod, once the store holds the stall (its claim: any
+    pod may resume the trial at once, as the pod's replacement would)."""
+    args, base, location, store = pod.args, pod.base, pod.location, pod.store
+    name = pod.table[index][0]
+    started = time.monotonic()
+
+    def attempt(index: int = index) -> tuple[int, str, Path]:
+        outcome = _run_trial(args, index, base, location, pod.prepare, pod.train)
+        if outcome[0] not in (EXIT_OK, *_SIGNALLED, *_FINAL_FAILURES):
+            raise _CrashError(outcome)
+        return outcome
+
+    def crashed(exc: Exception, tries: int, _pause: float) -> None:
+        logger.warning("trial %s %s, attempt %d of %d: again from its checkpoint", name, exc, tries,
+                       TRIAL_RETRIES + 1)  # fmt: skip
+
+    # where _run_trial puts the trial's work directory (the watchdog's progress.json)
+    scratch = base / f"trial-{index}" if location else base
+    unguard = on_stall_exit(_stall_guard(store, name, scratch))
+    unrelease = on_stall_exit(lambda _code: release())  # after the guard: not when the stall is not stored
+    try:
+        code, line, workdir = retry(
+            attempt,
+            retryable=lambda exc: isinstance(exc, _CrashError),
+            backoff=_AT_ONCE,
+            attempts=TRIAL_RETRIES + 1,
+            on_retry=crashed,
+        )
+    except _CrashError as exc:  # out of retries: a failure of its own
+        code, line, workdir = exc.outcome
+    finally:
+        unguard()
+        unrelease()
+    _ship_log(store, name, workdir)
+    logger.info("trial %s (%s): exit code %d in %.1f s", name, which, code, time.monotonic() - started)
+    if code in _SIGNALLED:
+        return code
+    if code != EXIT_OK:
+        _write_failure(store, name, code, line, pod.failures.job_uid)
+    if location and workdir != base:
+        shutil.rmtree(workdir, ignore_errors=True)  # synced to the store: the pod's disk is for the next one
+    gc.collect()  # leave nothing of this trial's agent to the next one
+    return code
+
+
+def _lease_lost(name: str) -> Callable[[str], None]:
+    """What a pod does when it lost trial ``name``'s claim (rlcloud.storage.claims.Lease): the trial stops at
+    once, without a checkpoint (its new holder writes them now), and the pod with it: exit 1, a counted retry,
+    whose replacement claims the next free trial."""
+
+    def lost(why: str) -> None:
+        logger.error("trial %s: stopped at once: %s", name, why)
+        with contextlib.suppress(Exception):
+            logging.shutdown()
+        os._exit(EXIT_CRASH)
+
+    return lost
+
+
+def _run_claimed(pod: _Pod, store: Store) -> int:
+    """Run the sweep's next free trials, claimed from the store (rlcloud.storage.claims), until every trial is
+    final for this Job; the pod's exit code. Pod 0 claims only the smoke trial until it is proven."""
+    from rlcloud.storage.claims import Claim, Lease, TrialClaims
+
+    failures, table = pod.failures, pod.table
+    claims = TrialClaims(store, [name for name, _p, _s in table], job_uid=failures.job_uid, lease_s=pod.args.claim)
+    proven = [not pod.smoke or pod.args.index != 0]
+
+    def allowed(index: int) -> bool:
+        if not proven[0] and index != 0:
+            got = failures.progress(table[0][0])
+            proven[0] = got.get("state") in DONE_STATES or int(got.get("timestep") or 0) >= pod.smoke
+        return index == 0 or proven[0]
+
+    def claim_next() -> Claim | bool | None:
+        got = claims.claim_next(allowed)
+        return None if got is False else got  # None: others hold the rest; look again in a quarter lease
+
+    ran = 0
+    while isinstance(claim := poll_until(claim_next, None, interval=claims.lease_s / 4), Claim):
+        name, lease = claim.name, Lease(claims, claim, _lease_lost(claim.name))
+        halted = _halted(pod, claim.index)
+        state = failures.progress(name).get("state")
+        if halted is not None:
+            lease.release()
+            return halted
+        if state in DONE_STATES or failures.failed_here(failures.progress(name)):
+            logger.info("trial %s is final for this Job (%s): not running it again", name, state)
+            lease.finish(str(state))
+            continue
+        ran += 1
+        with lease:
+            code = _run_one(pod, claim.index, f"trial {ran} this pod claimed", lease.release)
+        if code in _SIGNALLED:
+            lease.release()
+            return code
+        state = failures.progress(name).get("state")
+        lease.finish(str(state) if state in DONE_STATES else "succeeded" if code == EXIT_OK else "failed")
+    logger.info("every trial of the sweep is done: %d ran in this pod, %d claims lost to other pods", ran,
+                claims.conflicts)  # fmt: skip
     return EXIT_OK

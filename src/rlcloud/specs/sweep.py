@@ -206,8 +206,13 @@ class SweepSpec(StrictModel):
         default_factory=dict,
         description="Dotted experiment field -> a list of values (grid) or a distribution (random search).",
     )
+    sampler: Literal["tpe"] | None = Field(
+        None,
+        description="tpe: each trial asks an Optuna study (TPE) in the sweep's results for its configuration as "
+        "it starts (samples: N; the optuna extra; Kubernetes). Unset: a grid, or random search with samples.",
+    )
     samples: int | None = Field(
-        None, ge=1, le=MAX_TRIALS, description="Random search: configurations drawn from the distributions."
+        None, ge=1, le=MAX_TRIALS, description="Random search (or sampler: tpe): configurations to try."
     )
     sampler_seed: int = Field(0, ge=0, le=MAX_SEED, description="Seed of the random search's sampling.")
     seeds: int | list[int] = Field(
@@ -329,7 +334,10 @@ class SweepSpec(StrictModel):
             raise PydanticCustomError(
                 "samples", "random search ({keys}) needs samples: N", {"keys": ", ".join(random_keys)}
             )
-        if value is not None and parameters is not None and not random_keys and "parameters" in info.data:
+        tpe = info.data.get("sampler") == "tpe"
+        if tpe and value is None:
+            raise PydanticCustomError("samples", "sampler: tpe needs samples: N (how many configurations it proposes)")
+        if value is not None and not tpe and parameters is not None and not random_keys and "parameters" in info.data:
             raise PydanticCustomError("samples", "samples is for random search: give a distribution in parameters")
         return value
 
@@ -390,6 +398,22 @@ class SweepSpec(StrictModel):
             )
         return self
 
+    @model_validator(mode="after")
+    def _tpe(self) -> SweepSpec:
+        """``sampler: tpe``'s rules (rlcloud.specs.tpe)."""
+        from rlcloud.specs.tpe import tpe_problem
+
+        problem = tpe_problem(self) if self.sampler == "tpe" else None
+        if problem is not None:
+            raise PydanticCustomError("at:sampler", problem)  # the field it names (specs.building)
+        return self
+
+    def with_params(self, trial: Trial, params: dict[str, Any]) -> Trial:
+        """Trial ``trial`` with the parameter values ``params`` (what ``sampler: tpe`` proposed for it when it
+        started); SpecError naming the field when they do not make a valid experiment."""
+        spec = self._trial_spec(trial.name, params, trial.seed, self._budgets())
+        return Trial(index=trial.index, name=trial.name, params=dict(params), seed=trial.seed, spec=spec)
+
     def _rows_before(self, steps: int) -> list[tuple[str, dict[str, Any], int]]:
         """The trials of the sweep with its first ``steps`` growth steps only."""
         return self.model_copy(update={"growth": self.growth[:steps]})._rows()
@@ -411,6 +435,8 @@ class SweepSpec(StrictModel):
     def _configs(self) -> list[dict[str, Any]]:
         grid = {k: v for k, v in self.parameters.items() if isinstance(v, list)}
         keys = list(grid)
+        if self.sampler == "tpe":  # proposed when each trial starts (rlcloud.storage.journal.ask_trial)
+            return [{} for _ in range(self.samples or 0)]
         combos = [dict(zip(keys, values, strict=True)) for values in itertools.product(*grid.values())]
         if self.samples is None:
             return combos
@@ -715,6 +741,8 @@ def _which_trials(names: list[str], of: int) -> str:
 def _trial_names(sweep: SweepSpec) -> list[str]:
     """Stable, readable, unique DNS-1123 names, e.g. ``lr3e-4--bs10--seed2`` (same values, same name)."""
     seeds = sweep.seed_list
+    if sweep.sampler == "tpe":  # values come when a trial starts: numbered (one seed each)
+        return [f"tpe{i + 1}" for i in range(sweep.samples or 0)]
     varying = [k for k, v in sweep.parameters.items() if isinstance(v, Distribution) or len(v) > 1]
     names: list[str] = []
     abbreviations = {k: _abbreviate(k) for k in varying}
