@@ -17,8 +17,8 @@ from rlcloud.specs.building import build_model
 from rlcloud.specs.sweep import Distribution, SweepSpec
 from rlcloud.storage import open_store
 from rlcloud.storage.journal import open_study
-from tests.k8s.conftest import make_spec
-from tests.k8s.test_warm_sweep import _pod_args, _share, pod_env  # noqa: F401 - pod_env is a fixture
+from tests.support.kubernetes import make_spec
+from tests.support.warm_sweep import _pod_args, _share
 
 LR = {"agent.learning_rate": Distribution(loguniform=(1e-4, 1e-2)), "agent.batch_size": [2, 4]}
 
@@ -66,7 +66,7 @@ def test_a_tpe_sweep_is_refused_locally_before_anything_is_written(tmp_path: Pat
     assert not (tmp_path / "results").exists()
 
 
-def test_a_trial_asks_its_study_when_it_starts_and_again_gets_the_same(tmp_path: Path, pod_env: Path) -> None:  # noqa: F811
+def test_a_trial_asks_its_study_when_it_starts_and_again_gets_the_same(tmp_path: Path, pod_env: Path) -> None:
     sweep = _tpe(experiment={"saver_frequency": None})
     args = _pod_args(tmp_path, sweep, 1, 2)
     args.stride = None
@@ -86,7 +86,7 @@ def test_a_trial_asks_its_study_when_it_starts_and_again_gets_the_same(tmp_path:
 
 
 @pytest.mark.training
-def test_a_warm_pods_tpe_trials_train_and_tell_the_study_their_mean_return(tmp_path: Path, pod_env: Path) -> None:  # noqa: F811
+def test_a_warm_pods_tpe_trials_train_and_tell_the_study_their_mean_return(tmp_path: Path, pod_env: Path) -> None:
     import optuna
 
     sweep = _tpe(experiment={"episodes": None, "total_timesteps": 300, "saver_frequency": None,

@@ -23,7 +23,7 @@ from rlcloud.storage import open_store
 from rlcloud.storage.claims import Claim, Lease, TrialClaims, claim_path
 from rlcloud.waiting import Clock
 from tests.fakes.gcs import FakeGcsServer
-from tests.k8s.test_kubelet import eventually
+from tests.support.waiting import eventually
 
 WORKER = Path(__file__).with_name("claim_worker.py")
 ROOT = Path(__file__).resolve().parents[2]

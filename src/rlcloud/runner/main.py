@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from rlcloud import runenv
 from rlcloud.errors import SpecError
-from rlcloud.layout import child
+from rlcloud.layout import ProgressRecord, child
 from rlcloud.roles import Role, role_label
 from rlcloud.runenv import RunnerEnv
 from rlcloud.runner.compat import TensorforceNoise
@@ -554,11 +554,11 @@ def _tell_study(args: argparse.Namespace, spec: ExperimentSpec, workdir: Path, c
     except (SpecError, ValueError, OSError):
         return
     try:
-        progress = json.loads((workdir / PROGRESS).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        progress = {}
-    done = code == EXIT_OK and progress.get("state") in DONE_STATES
-    value = progress.get("mean_return") if done else None
+        progress = ProgressRecord.of(json.loads((workdir / PROGRESS).read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError):
+        progress = ProgressRecord()
+    done = code == EXIT_OK and progress.state in DONE_STATES
+    value = progress.mean_return if done else None
     location = RunnerEnv.from_env().sweep_results or str(args.workdir)
     try:
         study = open_study(open_store(location), sweep.name, seed=sweep.sampler_seed + index)
