@@ -366,3 +366,26 @@ def test_no_test_module_imports_another() -> None:
             if any(re.search(r"(^|\.)(test_\w+|conftest)$", name) for name in names if name.startswith("tests")):
                 found.append(f"{path.relative_to(tests)}:{node.lineno}")
     assert found == []
+
+
+# issue 39's habits: a module a reader can hold, a function a reader can see whole (ruff's C901 and
+# PLR0915 in pyproject keep the branches and statements of each function in bounds)
+MAX_MODULE_LINES = 800
+MAX_FUNCTION_LINES = 80
+
+
+def test_every_module_is_under_800_lines() -> None:
+    sizes = {str(p.relative_to(SRC)): len(p.read_text(encoding="utf-8").splitlines()) for p in SRC.rglob("*.py")}
+    long = {name: n for name, n in sizes.items() if n >= MAX_MODULE_LINES}
+    assert not long, f"modules of {MAX_MODULE_LINES} lines or more (split them by concern): {long}"
+
+
+def test_every_function_is_at_most_80_lines() -> None:
+    long = []
+    for path in SRC.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(SRC)}:{node.lineno} {node.name} ({length} lines)")
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines (name their steps): {long}"

@@ -567,6 +567,38 @@ def _tell_study(args: argparse.Namespace, spec: ExperimentSpec, workdir: Path, c
         logger.warning("trial %s: could not tell its study the result: %s", spec.name, exc)
 
 
+def _serve_environment(args: argparse.Namespace, spec: ExperimentSpec, workdir: Path) -> int:
+    """The env-server role: the spec's code installed and its environment checked, then served; its exit code."""
+    from rlcloud.runner.envs import validate_experiment
+
+    refused = _install_code(spec)
+    if refused is not None:
+        return refused
+    try:
+        validate_experiment(spec, import_user_classes=True)
+    except SpecError as exc:
+        logger.error("invalid spec: %s", exc)
+        return EXIT_SPEC
+    envserver = importlib.import_module("rlcloud.runner.envserver")
+    results, log_name = _results_elsewhere(workdir), _log_name(args)
+    shipper = None
+    if results is not None and log_name is not None:
+        from rlcloud.storage.sync import ship_logs
+
+        shipper = ship_logs(results, workdir, log_name)  # env-server logs outlive the pod
+    try:
+        return int(envserver.run_env_server(spec, index=args.index, workdir=workdir))
+    except SpecError as exc:
+        logger.error("invalid spec: %s", exc)
+        return EXIT_SPEC
+    finally:
+        if shipper is not None:
+            try:
+                shipper.stop()
+            except Exception as exc:  # the run's outcome matters more than its last log lines
+                logger.warning("could not ship the last log lines: %s", exc)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one runner role; return its exit code (see the module docstring)."""
     args = parse_args(argv)
@@ -615,34 +647,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_SPEC
     try:
         if role is Role.ENV_SERVER:
-            from rlcloud.runner.envs import validate_experiment
-
-            refused = _install_code(spec)
-            if refused is not None:
-                return refused
-            try:
-                validate_experiment(spec, import_user_classes=True)
-            except SpecError as exc:
-                logger.error("invalid spec: %s", exc)
-                return EXIT_SPEC
-            envserver = importlib.import_module("rlcloud.runner.envserver")
-            results, log_name = _results_elsewhere(workdir), _log_name(args)
-            shipper = None
-            if results is not None and log_name is not None:
-                from rlcloud.storage.sync import ship_logs
-
-                shipper = ship_logs(results, workdir, log_name)  # env-server logs outlive the pod
-            try:
-                return int(envserver.run_env_server(spec, index=args.index, workdir=workdir))
-            except SpecError as exc:
-                logger.error("invalid spec: %s", exc)
-                return EXIT_SPEC
-            finally:
-                if shipper is not None:
-                    try:
-                        shipper.stop()
-                    except Exception as exc:  # the run's outcome matters more than its last log lines
-                        logger.warning("could not ship the last log lines: %s", exc)
+            return _serve_environment(args, spec, workdir)
         return _train_role(args, spec, workdir)
     except Exception:
         logger.exception("%s crashed", role_label(args.role, args.index))
