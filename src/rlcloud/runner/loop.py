@@ -45,7 +45,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -59,17 +59,25 @@ from rlcloud.layout import (
     EVALUATION,
     LATEST,
     METRICS,
-    PROGRESS,
     STOPPED_EARLY,
     SUMMARIES,
-    ProgressRecord,
     checkpoint_path,
 )
 from rlcloud.runner.agent_calls import AgentCalls
+from rlcloud.runner.checkpoints import (
+    CheckpointError,
+    _truncate_jsonl,
+    _within,
+    atomic_write_text,
+    latest_checkpoint,
+    read_jsonl,
+    restorable_checkpoints,
+)
 from rlcloud.runner.envs import DETERMINISTIC_PROBLEM, EnvAdapter
 from rlcloud.runner.inlining import inline_nested_functions
 from rlcloud.runner.kernels import choose_cpu_kernels
 from rlcloud.runner.overlap import overlapped_stepper
+from rlcloud.runner.reporting import Reporting, _Counters, agent_summary_name
 from rlcloud.runner.saving import restore_agent, save_agent
 from rlcloud.runner.updates import TimestepUpdates
 from rlcloud.runner.vector import EnvFactory, VectorEnv, make_vector_env
@@ -83,6 +91,7 @@ __all__ = [
     "LoopHooks",
     "TrainResult",
     "Trainer",
+    "agent_summary_name",
     "atomic_write_text",
     "build_agent_kwargs",
     "build_vector_env",
@@ -134,98 +143,6 @@ class TrainResult:
     mean_return: float | None
     checkpoint: str | None
     stop_reason: str = ""
-
-
-@dataclass
-class _Counters:
-    timestep: int = 0
-    episode: int = 0
-    evaluation_episode: int = 0
-    elapsed: float = 0.0
-    next_evaluation: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-# ---------------------------------------------------------------------------------------------- files
-
-
-def atomic_write_text(path: Path, text: str, *, fsync: bool = False) -> None:
-    """Write ``text`` to ``path`` via a temporary file and ``os.replace`` (readers never see half)."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        if fsync:
-            fh.flush()
-            os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Records of a JSONL file (the run's own, maybe restored from a shared store: input), each line bounded
-    (rlcloud.stored); a line that is not a record (a torn last line after a crash mid-write) is skipped."""
-    from rlcloud.stored import parse_record_lines
-
-    if not path.exists():
-        return []
-    skipped: list[str] = []
-    with open(path, "rb") as fh:
-        records = parse_record_lines(fh.read(), source=path.name, skipped=skipped)
-    for why in skipped:
-        logger.warning("skipping %s", why)
-    return records
-
-
-def _truncate_jsonl(path: Path, keep: Callable[[dict[str, Any]], bool]) -> int:
-    """Keep the records ``keep`` accepts (a record it cannot judge is dropped); replace the file atomically
-    (tmp + fsync + rename): a crash leaves the old file or the new one, never a mix."""
-    records = read_jsonl(path)
-    kept = []
-    for record in records:
-        try:
-            if isinstance(record, dict) and keep(record):
-                kept.append(record)
-        except (TypeError, ValueError, OverflowError):
-            continue
-    if path.exists() and len(kept) != len(records):
-        atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in kept), fsync=True)
-    return len(records) - len(kept)
-
-
-def _within(record: dict[str, Any], episode_key: str, timestep_key: str, episode: int, timestep: int) -> bool:
-    """Whether an episode record lies at or before (``episode``, ``timestep``): the checkpoint resumed."""
-    return int(record.get(episode_key, 0)) <= episode and int(record.get(timestep_key, 0)) <= timestep
-
-
-class CheckpointError(RuntimeError):
-    """No checkpoint of the work directory can be restored (each one named, with why); nothing was trained."""
-
-
-def restorable_checkpoints(workdir: Path) -> list[str]:
-    """The complete checkpoints of ``workdir`` in the order to try them: the one LATEST names first, then
-    the others newest first (the fallbacks when the latest cannot be restored)."""
-    root = Path(workdir) / CHECKPOINTS
-    try:
-        complete = sorted(
-            (p.name for p in root.iterdir() if p.name.startswith("ckpt-") and (p / CHECKPOINT_STATE).is_file()),
-            reverse=True,
-        )
-    except OSError:
-        return []
-    latest = latest_checkpoint(workdir)
-    return ([latest] if latest else []) + [name for name in complete if name != latest]
-
-
-def latest_checkpoint(workdir: Path) -> str | None:
-    """Name of the latest complete checkpoint in ``workdir`` (what LATEST names), or None."""
-    latest = Path(workdir) / LATEST
-    try:
-        name = latest.read_text(encoding="utf-8").strip()
-    except FileNotFoundError:
-        return None
-    if not name or not (latest.parent / name / CHECKPOINT_STATE).exists():
-        logger.warning("LATEST names %r, which is not a complete checkpoint; starting fresh", name)
-        return None
-    return name
 
 
 # ----------------------------------------------------------------------------------------------- spec
@@ -280,7 +197,7 @@ def build_vector_env(spec: ExperimentSpec) -> VectorEnv:
 # --------------------------------------------------------------------------------------------- trainer
 
 
-class Trainer:
+class Trainer(Reporting):
     """Trains ``spec``'s agent on a vector of environments, writing results into ``workdir``.
 
     ``vector_env`` defaults to the environments ``spec.run_mode`` describes (single: one; multi-threaded:
@@ -689,83 +606,6 @@ class Trainer:
                 with self._summary_writer.as_default(step=c.timestep):
                     tf.summary.scalar("evaluation/mean_return", float(np.mean(returns)))
 
-    # -- summaries
-    def _summarize_episode(self, ret: float, length: int) -> None:
-        """One point per episode against timesteps: TensorBoard's curve of the returns is every episode, not
-        one point per ``summary_frequency`` (the writer buffers; :meth:`_summarize` flushes). The running
-        mean too: it is a sweep's objective, whose curve HParams shows (a trial stopped before its first
-        ``summary_frequency`` would have none)."""
-        if self._summary_writer is None:
-            return
-        import tensorflow as tf
-
-        with self._summary_writer.as_default(step=self._counters.timestep):
-            tf.summary.scalar("episode/return", ret)
-            tf.summary.scalar("episode/length", length)
-            tf.summary.scalar(f"episode/mean_return_last_{self._returns.maxlen}", float(np.mean(self._returns)))
-
-    def _mark_updates(self) -> None:
-        """Remember the timestep at which the agent's update count last changed: the x of its summaries."""
-        if self._summary_writer is None:
-            return
-        try:
-            updates = int(self.agent.model.updates.numpy())
-        except Exception:  # an agent without Tensorforce's update counter (remote, or a stand-in)
-            return
-        if not self._update_marks or updates > self._update_marks[-1][0]:
-            self._update_marks.append((updates, self._counters.timestep))
-
-    def _forward_agent_summaries(self) -> None:
-        """Tensorforce's update summaries, renamed (agent/policy-loss, agent/entropy...) and put against the
-        timestep of their update, into rlcloud's event file. Each file is read on from where the last call
-        stopped (TFRecord framing: length, CRC, event, CRC); an event whose update's timestep is not known
-        yet, or a record still being written, waits for the next call."""
-        if self._summary_writer is None or not self._update_marks:
-            return
-        import bisect
-        import struct
-
-        import tensorflow as tf
-
-        counts = [u for u, _ in self._update_marks]
-        for path in sorted((self.workdir / AGENT_SUMMARIES).rglob("events.out.tfevents.*")):
-            offset = self._forwarded.get(str(path), 0)
-            with open(path, "rb") as file, self._summary_writer.as_default():
-                file.seek(offset)
-                while True:
-                    head = file.read(12)
-                    if len(head) < 12:
-                        break
-                    (length,) = struct.unpack("<Q", head[:8])
-                    body = file.read(length + 4)
-                    if len(body) < length + 4:
-                        break
-                    event = tf.compat.v1.Event.FromString(body[:length])
-                    at = bisect.bisect_right(counts, int(event.step))  # the first mark past this update
-                    if event.summary.value and at == len(counts):
-                        break
-                    for value in event.summary.value:
-                        data = value.simple_value if value.HasField("simple_value") else tf.make_ndarray(value.tensor)
-                        tf.summary.scalar(agent_summary_name(value.tag), float(data), step=self._update_marks[at][1])
-                    offset = file.tell()
-            self._forwarded[str(path)] = offset
-
-    def _summarize(self, now: float, last: tuple[float, int]) -> None:
-        if self._summary_writer is None:
-            return
-        import tensorflow as tf
-
-        c = self._counters
-        self._forward_agent_summaries()
-        with self._summary_writer.as_default(step=c.timestep):
-            mean = self._mean_return()
-            if mean is not None:
-                tf.summary.scalar(f"episode/mean_return_last_{self._returns.maxlen}", mean)
-            tf.summary.scalar("episode/count", c.episode)
-            if now > last[0]:
-                tf.summary.scalar("throughput/steps_per_second", (c.timestep - last[1]) / (now - last[0]))
-        self._summary_writer.flush()
-
     # -- checkpoints
     def _save(self) -> None:
         """Write a complete checkpoint directory, then point LATEST at it (tmp + rename)."""
@@ -822,88 +662,6 @@ class Trainer:
             if stale.is_dir() and not stale.name.endswith(f"-{os.getpid()}"):
                 shutil.rmtree(stale, ignore_errors=True)
 
-    # -- progress
-    def _mean_return(self) -> float | None:
-        return float(np.mean(self._returns)) if self._returns else None
-
-    @property
-    def mean_return(self) -> float | None:
-        """Mean return of the last 20 training episodes (None before the first episode ends)."""
-        return self._mean_return()
-
-    def _steps_per_second(self) -> float | None:
-        """The run's one steps/s figure, every view's (status, list, bars, compare, logs): its timesteps over
-        its training time (``elapsed``: the training loop's clock over every attempt, evaluations and
-        checkpoints included, TensorFlow's import not), so that rate x time = timesteps; None before a step."""
-        c = self._counters
-        return c.timestep / c.elapsed if c.timestep > 0 and c.elapsed > 0 else None
-
-    def _mark_starting(self) -> None:
-        """progress.json says "starting" while TensorFlow loads and the agent is built (up to a minute), with
-        the counters of the checkpoint it resumes from (zero without one): a resumed run's figures are not a
-        live rate, and a dead attempt's counters past its checkpoint are not shown."""
-        path = self.workdir / PROGRESS
-        from rlcloud.errors import RecordError
-        from rlcloud.stored import read_record_file
-
-        try:
-            previous = read_record_file(path)
-        except (OSError, RecordError) as exc:
-            if not isinstance(exc, FileNotFoundError):
-                logger.warning("%s", exc)
-            previous = {}
-        progress: dict[str, Any] = {"timestep": 0, "episode": 0, "mean_return": None, "checkpoint": None}
-        progress.update(previous if isinstance(previous, dict) else {})
-        # the counters are those the run resumes from (its latest checkpoint's, else zero), not the ones a
-        # dead attempt reached after it: progress never shows timesteps it will go back on
-        progress.update(timestep=0, episode=0, mean_return=None, checkpoint=None)
-        name = latest_checkpoint(self.workdir)
-        if name is not None:
-            with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
-                saved = self.workdir / checkpoint_path(name) / CHECKPOINT_STATE
-                state = json.loads(saved.read_text(encoding="utf-8"))
-                progress.update(timestep=int(state["timestep"]), episode=int(state["episode"]), checkpoint=name)
-        now = time.time()
-        # a fresh process gets a whole stall_timeout from its start, whatever the previous one did
-        progress.update(state="starting", steps_per_second=None, updated=now, advanced_at=now)
-        progress["stall_timeout"] = self.spec.stall_timeout.seconds
-        progress.pop("stop_reason", None)
-        try:
-            self.workdir.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(path, json.dumps(progress) + "\n")
-        except OSError:
-            logger.exception("could not write progress.json")
-
-    def _write_progress(self, state: str) -> None:
-        c = self._counters
-        if not self.workdir.exists():
-            return
-        now = time.time()
-        if c.timestep != self._advanced_timestep:
-            self._advanced_timestep, self._advanced_at = c.timestep, now
-        progress = {
-            "state": state,
-            "timestep": c.timestep,
-            "episode": c.episode,
-            "mean_return": self._mean_return(),
-            "steps_per_second": None if (rate := self._steps_per_second()) is None else round(rate, 1),
-            "updated": now,
-            # the heartbeat (docs/contracts.md): status calls a run stalled when this is stall_timeout old
-            "advanced_at": self._advanced_at,
-            "stall_timeout": self.spec.stall_timeout.seconds,
-            "checkpoint": self._checkpoint,
-            "checkpoint_at": self._checkpoint_at,
-            "elapsed": round(c.elapsed, 1),
-            # this process's CPU time (TensorFlow's start included): what packing trials onto cores costs
-            "cpu_seconds": round(time.process_time(), 2),
-        }
-        if state == STOPPED_EARLY:
-            progress["stop_reason"] = self._stop_reason
-        try:
-            atomic_write_text(self.workdir / PROGRESS, ProgressRecord(progress).to_json())
-        except OSError:
-            logger.exception("could not write progress.json")
-
     def _call_hook(self, name: str, *args: Any) -> None:
         method = getattr(self.hooks, name, None) if self.hooks is not None else None
         if method is None:
@@ -945,17 +703,6 @@ class Trainer:
             if closer is not None:
                 with contextlib.suppress(Exception):
                     closer()
-
-
-def agent_summary_name(tag: str) -> str:
-    """A Tensorforce summary's graph name made readable: ``agent/cond_2/losses/policy-loss`` ->
-    ``agent/policy-loss``. An optimizer's summary keeps which optimizer (PPO's policy and baseline optimizers
-    both write ``update-norm``, which one curve would mix): ``policy_optimizer/update-norm`` ->
-    ``agent/policy-update-norm``, ``baseline_optimizer/update-norm`` -> ``agent/baseline-update-norm``."""
-    parts = tag.rsplit("/", 2)
-    if len(parts) >= 2 and parts[-2].endswith("_optimizer"):
-        return f"agent/{parts[-2].removesuffix('_optimizer')}-{parts[-1]}"
-    return "agent/" + parts[-1]
 
 
 def _fmt(value: float | None) -> str:
