@@ -194,6 +194,53 @@ def build_vector_env(spec: ExperimentSpec) -> VectorEnv:
     raise SpecError([SpecProblem("run_mode", "the distributed mode gets its environments from env servers", mode)])
 
 
+@dataclass
+class _Schedule:
+    """When the loop last checkpointed (time, episode, timestep), summarised (time, timestep), wrote progress and
+    logged, and the position (episode or timestep) of its last evaluation; its clock's start and the training
+    time of earlier attempts."""
+
+    start: float
+    base_elapsed: float
+    save: tuple[float, int, int]
+    summary: tuple[float, int]
+    tick: float
+    log: float
+    evaluated_at: int | None = None
+
+
+class _Stepper:
+    """One vector step of ``agent`` over the environments, with each row's unfinished episode. Made anew (the
+    environments reset, unfinished episodes dropped as on a resume) when the trainer's agent is replaced."""
+
+    def __init__(self, agent: Any, venv: VectorEnv) -> None:
+        self.agent, self.venv = agent, venv
+        self.rows = np.arange(venv.num_envs)
+        self.calls = AgentCalls(agent, self.rows)
+        # several environments: updates at one environment's rate, not once per episode (runner/updates.py)
+        self.updates = TimestepUpdates.for_agent(agent)
+        self.ep_return = np.zeros(venv.num_envs)
+        self.ep_length = np.zeros(venv.num_envs, dtype=np.int64)
+        self.states = venv.reset()
+        self.overlapped: Any = None
+
+    def step(self) -> tuple[Any, Any, Any]:
+        """One step: (the rows stepped, their rewards, their terminals)."""
+        stepped = self.rows
+        if self.overlapped is not None:
+            stepped, rewards, terminals = self.overlapped.step()
+        else:
+            actions = self.calls.act(self.states)
+            self.states, rewards, terminals = self.venv.step(actions)
+            self.calls.observe(rewards, terminals)
+            # `execution: overlapped` (env servers): from here on the agent acts on one group of
+            # the rows while the servers step the others (runner/overlap.py); otherwise None.
+            self.overlapped = overlapped_stepper(self.agent, self.venv, states=self.states)
+        if self.updates is not None:
+            self.updates.catch_up()
+        return stepped, rewards, terminals
+
+
 # --------------------------------------------------------------------------------------------- trainer
 
 
@@ -213,6 +260,12 @@ class Trainer(Reporting):
         hooks: Any = None,
     ) -> None:
         self.spec = spec
+        self._base_spec = spec
+        #: The dotted agent arguments a population's exploit set on top of the run's spec (:meth:`adopt`).
+        self.overrides: dict[str, Any] = {}
+        #: The timestep of the checkpoint this run resumed from (0: none); the latest evaluation's mean return.
+        self.resumed_at = 0
+        self.last_evaluation: float | None = None
         self.workdir = Path(workdir)
         self.hooks = hooks
         self._venv = vector_env
@@ -288,6 +341,17 @@ class Trainer(Reporting):
         choose_cpu_kernels(self.spec.network, self.spec.agent, self._venv.states_spec)
         tensorforce = import_tensorforce()
         inline_nested_functions()
+        self._take_saved_overrides()
+        kwargs = self._agent_kwargs()
+        self.agent = tensorforce.Agent.create(**kwargs)
+        self._restore_readable(lambda: tensorforce.Agent.create(**kwargs))
+        if self.spec.summary_frequency is not None:
+            import tensorflow as tf
+
+            self._summary_writer = tf.summary.create_file_writer(str(self.workdir / SUMMARIES / "rlcloud"))
+
+    def _agent_kwargs(self) -> dict[str, Any]:
+        assert self._venv is not None
         kwargs = build_agent_kwargs(self.spec, self._venv)
         summary = self.spec.summary_frequency
         if summary is not None:
@@ -304,12 +368,51 @@ class Trainer(Reporting):
                     flush=max(1, summary.value) if summary.unit == "s" else 10,
                 ),
             )
-        self.agent = tensorforce.Agent.create(**kwargs)
-        self._restore_readable(lambda: tensorforce.Agent.create(**kwargs))
-        if summary is not None:
-            import tensorflow as tf
+        return kwargs
 
-            self._summary_writer = tf.summary.create_file_writer(str(self.workdir / SUMMARIES / "rlcloud"))
+    def _take_saved_overrides(self) -> None:
+        """The agent arguments a population's exploit set (:meth:`adopt`), as the latest checkpoint recorded
+        them: a resumed member goes on with the hyperparameters its weights were trained with."""
+        name = latest_checkpoint(self.workdir)
+        if name is None:
+            return
+        with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
+            state = json.loads((self.workdir / checkpoint_path(name) / CHECKPOINT_STATE).read_text(encoding="utf-8"))
+            overrides = state.get("overrides") or {}
+            if overrides:
+                self.spec = self._base_spec.replace(**overrides)
+                self.overrides = dict(overrides)
+                logger.info("the checkpoint's agent arguments: %s", overrides)
+
+    def adopt(self, overrides: dict[str, Any], directory: str | os.PathLike[str]) -> None:
+        """PBT's exploit and explore (rlcloud.runner.population): go on from the checkpoint in ``directory``
+        (another trial's) with the run's spec changed by ``overrides`` (dotted agent arguments).
+
+        Tensorforce bakes its hyperparameters into the traced graph: a new agent is built with them and the
+        checkpoint restored into it (docs/sweeps.md lists the arguments whose change keeps the checkpoint's
+        variables restorable). The counters and records stay this run's; a checkpoint is written at once,
+        so that a resumed run starts from the adopted weights and arguments. Called from a loop hook: the
+        loop resets the environments and acts with the new agent from its next step.
+        """
+        from rlcloud.runner.compat import import_tensorforce
+
+        spec = self._base_spec.replace(**overrides)
+        previous, self.spec = self.spec, spec
+        try:
+            agent = import_tensorforce().Agent.create(**self._agent_kwargs())
+            restore_agent(agent, directory)
+        except BaseException:
+            self.spec = previous
+            raise
+        self._mark_updates()
+        with contextlib.suppress(Exception):
+            self.agent.close()
+        self._forward_agent_summaries()
+        # the new agent counts its updates from the adopted checkpoint's: the old marks no longer map them
+        self._update_marks.clear()
+        self.agent, self.overrides = agent, dict(overrides)
+        self._checkpoint = None  # the checkpoint at this timestep is written anew, with the adopted weights
+        self._save()
 
     def _restore_readable(self, new_agent: Callable[[], Any]) -> None:
         """Restore the latest checkpoint that can be restored (see the module docstring), or start from
@@ -373,7 +476,7 @@ class Trainer(Reporting):
         # Agent.load() is Agent.create(**agent.json) + restore(); the agent is built from the current spec
         # instead, so that paths in agent.json (summaries of another machine's workdir) do not matter.
         restore_agent(self.agent, directory)  # agent.restore, also across frame dtypes (runner/frames.py)
-        self._counters = counters
+        self._counters, self.resumed_at = counters, counters.timestep
         self._returns.clear()
         self._returns.extend(recent)
         self._checkpoint = name
@@ -418,124 +521,108 @@ class Trainer(Reporting):
     def _loop(self) -> str:
         assert self._venv is not None and self.agent is not None
         self.running = True
-        venv, agent, c = self._venv, self.agent, self._counters
-        spec = self.spec
-        n = venv.num_envs
-        rows = np.arange(n)
-        calls = AgentCalls(agent, rows)
-        # several environments: updates at one environment's rate, not once per episode (runner/updates.py)
-        timestep_updates = TimestepUpdates.for_agent(agent)
-        max_episodes = spec.episodes
-        max_timesteps = spec.total_timesteps
-        saver = spec.saver_frequency
-        summary = spec.summary_frequency
-        evaluation = spec.evaluation
-        if evaluation is not None and c.next_evaluation is None:
-            c.next_evaluation = evaluation.every.value
-
-        ep_return = np.zeros(n)
-        ep_length = np.zeros(n, dtype=np.int64)
-        evaluated_at: int | None = None  # the position (episode or timestep) of the last evaluation
+        venv, c, spec = self._venv, self._counters, self.spec
+        if spec.evaluation is not None and c.next_evaluation is None:
+            c.next_evaluation = spec.evaluation.every.value
         start = time.monotonic()
-        base_elapsed = c.elapsed
-        last_save = (start, c.episode, c.timestep)
-        last_summary = (start, c.timestep)
-        last_tick = last_log = start
+        times = _Schedule(start, c.elapsed, (start, c.episode, c.timestep), (start, c.timestep), start, start)
         # the training clock starts: a budget's supervisor counts on from this report (local/supervisor.py
         # training_seconds), not from the first one after the first act's tracing
         self._write_progress("running")
-
-        metrics = open(self.workdir / METRICS, "a", encoding="utf-8")  # noqa: SIM115 - closed below
-        try:
+        with open(self.workdir / METRICS, "a", encoding="utf-8") as metrics:
             logger.info(
                 "training: %d environment(s), agent %s, stop at %s episodes / %s timesteps",
-                n,
+                venv.num_envs,
                 spec.agent.get("type"),
-                max_episodes,
-                max_timesteps,
+                spec.episodes,
+                spec.total_timesteps,
             )
-            if self._done(max_episodes, max_timesteps):
+            if self._done(spec.episodes, spec.total_timesteps):
                 return "succeeded"
-            states = venv.reset()
-            overlapped = None
+            stepper = _Stepper(self.agent, venv)
             while True:
                 if self._stop.is_set():
-                    c.elapsed = base_elapsed + time.monotonic() - start
+                    c.elapsed = times.base_elapsed + time.monotonic() - times.start
                     self._save()
                     return STOPPED_EARLY if self._stopped_early else "stopped"
-                stepped = rows
-                if overlapped is not None:
-                    stepped, rewards, terminals = overlapped.step()
-                else:
-                    actions = calls.act(states)
-                    states, rewards, terminals = venv.step(actions)
-                    calls.observe(rewards, terminals)
-                    # `execution: overlapped` (env servers): from here on the agent acts on one group of
-                    # the rows while the servers step the others (runner/overlap.py); otherwise None.
-                    overlapped = overlapped_stepper(agent, venv, states)
-                if timestep_updates is not None:
-                    timestep_updates.catch_up()
-                ep_return[stepped] += rewards
-                ep_length[stepped] += 1
+                stepped, rewards, terminals = stepper.step()
                 c.timestep += len(stepped)
                 now = time.monotonic()
-                c.elapsed = base_elapsed + now - start
-                ended = stepped[np.flatnonzero(terminals)]
-                for row in ended:
-                    c.episode += 1
-                    ret = float(ep_return[row])
-                    self._returns.append(ret)
-                    record = {
-                        "episode": c.episode,
-                        "timestep": c.timestep,
-                        "return": ret,
-                        "length": int(ep_length[row]),
-                        "time": round(c.elapsed, 3),
-                        "worker": int(row),
-                    }
-                    metrics.write(json.dumps(record) + "\n")
-                    self._summarize_episode(ret, int(ep_length[row]))
-                    ep_return[row] = 0.0
-                    ep_length[row] = 0
-                if len(ended):
-                    metrics.flush()
-                    self._mark_updates()
+                c.elapsed = times.base_elapsed + now - times.start
+                self._record_episodes(stepper, stepped, rewards, terminals, metrics)
                 if self.decision_at is not None and c.timestep >= self.decision_at:
-                    self._call_hook("on_decision", c.timestep)  # may wait for peers, may request a stop
-                done = self._done(max_episodes, max_timesteps)
-                if evaluation is not None and c.next_evaluation is not None:
-                    position = c.episode if evaluation.every.unit == "e" else c.timestep
-                    # the end of training is evaluated too, wherever it falls in the schedule: the last
-                    # evaluation line should describe the agent the run leaves behind
-                    if position >= c.next_evaluation or (done and position != evaluated_at):
-                        self._evaluate(evaluation.episodes)
-                        evaluated_at = position
-                        while c.next_evaluation <= position:
-                            c.next_evaluation += evaluation.every.value
-                if summary is not None and (done or self._due(summary, last_summary[0], now, None, last_summary[1])):
-                    self._summarize(now, last_summary)
-                    last_summary = (now, c.timestep)
-                if done:
-                    self._save()
+                    self._call_hook("on_decision", c.timestep)  # may wait for peers, request a stop, adopt
+                    if self.agent is not stepper.agent:  # a population's exploit replaced the agent
+                        stepper = _Stepper(self.agent, venv)
+                if self._after_step(now, times):
                     return "succeeded"
-                if saver is not None and self._due(saver, last_save[0], now, last_save[1], last_save[2]):
-                    self._save()
-                    last_save = (time.monotonic(), c.episode, c.timestep)
-                if now - last_tick >= _TICK_S:
-                    last_tick = now
-                    self._write_progress("running")
-                    self._call_hook("on_tick")
-                    if now - last_log >= _LOG_S:
-                        last_log = now
-                        logger.info(
-                            "timestep %d, episode %d, mean return %s, %s steps/s",
-                            c.timestep,
-                            c.episode,
-                            _fmt(self._mean_return()),
-                            _fmt(self._steps_per_second()),
-                        )
-        finally:
-            metrics.close()
+
+    def _record_episodes(self, stepper: _Stepper, stepped: Any, rewards: Any, terminals: Any, metrics: Any) -> None:
+        """Add a step's rewards to its rows' episodes; write the episodes it ended (metrics.jsonl, summaries)."""
+        c = self._counters
+        stepper.ep_return[stepped] += rewards
+        stepper.ep_length[stepped] += 1
+        ended = stepped[np.flatnonzero(terminals)]
+        for row in ended:
+            c.episode += 1
+            ret, length = float(stepper.ep_return[row]), int(stepper.ep_length[row])
+            self._returns.append(ret)
+            record = {
+                "episode": c.episode,
+                "timestep": c.timestep,
+                "return": ret,
+                "length": length,
+                "time": round(c.elapsed, 3),
+                "worker": int(row),
+            }
+            metrics.write(json.dumps(record) + "\n")
+            self._summarize_episode(ret, length)
+            stepper.ep_return[row] = 0.0
+            stepper.ep_length[row] = 0
+        if len(ended):
+            metrics.flush()
+            self._mark_updates()
+
+    def _after_step(self, now: float, times: _Schedule) -> bool:
+        """What is due after a step: an evaluation, summaries, a checkpoint, progress and a log line; True when
+        the run reached its stop condition (checkpointed)."""
+        c, spec = self._counters, self.spec
+        done = self._done(spec.episodes, spec.total_timesteps)
+        evaluation = spec.evaluation
+        if evaluation is not None and c.next_evaluation is not None:
+            position = c.episode if evaluation.every.unit == "e" else c.timestep
+            # the end of training is evaluated too, wherever it falls in the schedule: the last
+            # evaluation line should describe the agent the run leaves behind
+            if position >= c.next_evaluation or (done and position != times.evaluated_at):
+                self._evaluate(evaluation.episodes)
+                times.evaluated_at = position
+                while c.next_evaluation <= position:
+                    c.next_evaluation += evaluation.every.value
+        summary = spec.summary_frequency
+        if summary is not None and (done or self._due(summary, times.summary[0], now, None, times.summary[1])):
+            self._summarize(now, times.summary)
+            times.summary = (now, c.timestep)
+        if done:
+            self._save()
+            return True
+        saver = spec.saver_frequency
+        if saver is not None and self._due(saver, times.save[0], now, times.save[1], times.save[2]):
+            self._save()
+            times.save = (time.monotonic(), c.episode, c.timestep)
+        if now - times.tick >= _TICK_S:
+            times.tick = now
+            self._write_progress("running")
+            self._call_hook("on_tick")
+            if now - times.log >= _LOG_S:
+                times.log = now
+                logger.info(
+                    "timestep %d, episode %d, mean return %s, %s steps/s",
+                    c.timestep,
+                    c.episode,
+                    _fmt(self._mean_return()),
+                    _fmt(self._steps_per_second()),
+                )
+        return False
 
     def _done(self, max_episodes: int | None, max_timesteps: int | None) -> bool:
         c = self._counters
@@ -597,6 +684,7 @@ class Trainer(Reporting):
                 self._advanced_at = time.time()
                 self._write_progress("running")
         if returns:
+            self.last_evaluation = float(np.mean(returns))
             logger.info(
                 "evaluation at episode %d: mean return %.1f over %d episodes", c.episode, np.mean(returns), len(returns)
             )
@@ -633,6 +721,8 @@ class Trainer(Reporting):
             "created": time.time(),
             "experiment": self.spec.name,
         }
+        if self.overrides:
+            state["overrides"] = self.overrides
         atomic_write_text(tmp / CHECKPOINT_STATE, json.dumps(state, indent=1) + "\n", fsync=True)
         if final.exists():  # left over from a crashed run at the same timestep; LATEST does not name it
             shutil.rmtree(final)
