@@ -36,6 +36,7 @@ from pydantic_core import PydanticCustomError
 from rlcloud.errors import SpecError, SpecProblem
 from rlcloud.specs._base import MAX_NAME_LENGTH, StrictModel, Usd, check_dns_label, take_budget_alias
 from rlcloud.specs.experiment import ExperimentSpec
+from rlcloud.specs.population import Population, mutation_problem
 
 __all__ = [
     "MAX_TRIALS",
@@ -222,6 +223,9 @@ class SweepSpec(StrictModel):
         "evaluation's mean return.",
     )
     early_stopping: EarlyStopping | None = Field(None, description="Stop clearly worse trials early; empty: off.")
+    population: Population | None = Field(
+        None, description="Population-based training over the trials (rlcloud.specs.population); empty: off."
+    )
     max_failures: int = Field(
         3,
         ge=0,
@@ -387,6 +391,34 @@ class SweepSpec(StrictModel):
         if count > MAX_TRIALS:
             raise PydanticCustomError(
                 "trials", "{n} trials is more than {max}: split the sweep", {"n": count, "max": MAX_TRIALS}
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _population(self) -> SweepSpec:
+        """Mutations are distributions or lists of agent arguments Tensorforce can change on a restored agent;
+        PBT replaces early stopping and needs two trials at least."""
+        if self.population is None:
+            return self
+        mutations = self.population.mutations
+        for key, values in list(mutations.items()):
+            where = f"population.mutations.{key}"
+            if isinstance(values, dict):
+                try:
+                    mutations[key] = Distribution.model_validate(values)
+                except ValidationError as exc:
+                    raise PydanticCustomError("population", f"{where}: {exc.errors()[0]['msg']}") from None
+            agent_type = self.experiment.agent.get("type")
+            problem = mutation_problem(key, agent_type if isinstance(agent_type, str) else None)
+            if problem is not None:
+                raise PydanticCustomError("population", f"{where}: {problem}")
+        if self.early_stopping is not None:
+            raise PydanticCustomError(
+                "population", "population and early_stopping exclude each other: PBT replaces a bad trial's weights"
+            )
+        if self.num_trials < 2 or self.experiment.execution == "overlapped":
+            raise PydanticCustomError(
+                "population", "population needs 2 trials or more (a population) and execution other than overlapped"
             )
         return self
 
