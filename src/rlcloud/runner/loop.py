@@ -77,10 +77,10 @@ from rlcloud.runner.envs import DETERMINISTIC_PROBLEM, EnvAdapter
 from rlcloud.runner.inlining import inline_nested_functions
 from rlcloud.runner.kernels import choose_cpu_kernels
 from rlcloud.runner.overlap import overlapped_stepper
-from rlcloud.runner.reporting import Reporting, _Counters, agent_summary_name
+from rlcloud.runner.reporting import Reporting, _Counters, _env_factory, agent_summary_name
 from rlcloud.runner.saving import restore_agent, save_agent
 from rlcloud.runner.updates import TimestepUpdates
-from rlcloud.runner.vector import EnvFactory, VectorEnv, make_vector_env
+from rlcloud.runner.vector import VectorEnv, make_vector_env
 
 if TYPE_CHECKING:  # the runner imports the spec models only when it loads a spec
     from rlcloud.specs import ExperimentSpec, Frequency
@@ -173,14 +173,6 @@ def build_agent_kwargs(spec: ExperimentSpec, venv: VectorEnv) -> dict[str, Any]:
         parallel_interactions=venv.num_envs,
     )
     return agent
-
-
-def _env_factory(spec: ExperimentSpec) -> EnvFactory:
-    return EnvFactory(
-        environment=dict(spec.environment),
-        repeat_actions=spec.repeat_actions,
-        max_timesteps_per_episode=spec.max_timesteps_per_episode,
-    )
 
 
 def build_vector_env(spec: ExperimentSpec) -> VectorEnv:
@@ -641,58 +633,6 @@ class Trainer(Reporting):
         if unit == "e":
             return episode0 is not None and self._counters.episode - episode0 >= value
         return self._counters.timestep - timestep0 >= value
-
-    # -- evaluation
-    def _evaluate(self, episodes: int) -> None:
-        agent, c = self.agent, self._counters
-        if self._eval_env is None:
-            self._eval_env = _env_factory(self.spec)()
-            seed = self.spec.seed
-            self._eval_env.reset(seed=None if seed is None else int(seed) + 100_003)
-        env = self._eval_env
-        path = self.workdir / EVALUATION
-        returns = []
-        with open(path, "a", encoding="utf-8") as fh:
-            for _ in range(episodes):
-                state = env.reset()
-                internals = agent.initial_internals()
-                total, length, terminal = 0.0, 0, 0
-                while not terminal and not self._stop.is_set():
-                    action, internals = agent.act(
-                        states=state, internals=internals, independent=True, deterministic=True
-                    )
-                    state, reward, terminal = env.step(action)
-                    total += reward
-                    length += 1
-                if self._stop.is_set() and not terminal:
-                    break  # an unfinished evaluation episode is not a result
-                c.evaluation_episode += 1
-                returns.append(total)
-                record = {
-                    "episode": c.evaluation_episode,
-                    "timestep": c.timestep,
-                    "return": total,
-                    "length": length,
-                    "time": round(c.elapsed, 3),
-                    "worker": -1,
-                    "at_episode": c.episode,
-                    "at_timestep": c.timestep,
-                }
-                fh.write(json.dumps(record) + "\n")
-                fh.flush()
-                # an evaluation episode is progress too: a long evaluation must not read as a stall
-                self._advanced_at = time.time()
-                self._write_progress("running")
-        if returns:
-            self.last_evaluation = float(np.mean(returns))
-            logger.info(
-                "evaluation at episode %d: mean return %.1f over %d episodes", c.episode, np.mean(returns), len(returns)
-            )
-            if self._summary_writer is not None:
-                import tensorflow as tf
-
-                with self._summary_writer.as_default(step=c.timestep):
-                    tf.summary.scalar("evaluation/mean_return", float(np.mean(returns)))
 
     # -- checkpoints
     def _save(self) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -14,8 +15,18 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rlcloud.layout import AGENT_SUMMARIES, CHECKPOINT_STATE, PROGRESS, STOPPED_EARLY, ProgressRecord, checkpoint_path
+from rlcloud.layout import (
+    AGENT_SUMMARIES,
+    CHECKPOINT_STATE,
+    EVALUATION,
+    PROGRESS,
+    STOPPED_EARLY,
+    ProgressRecord,
+    checkpoint_path,
+)
 from rlcloud.runner.checkpoints import atomic_write_text, latest_checkpoint
+from rlcloud.runner.envs import EnvAdapter
+from rlcloud.runner.vector import EnvFactory
 
 if TYPE_CHECKING:
     from rlcloud.specs import ExperimentSpec
@@ -35,6 +46,14 @@ class _Counters:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def _env_factory(spec: ExperimentSpec) -> EnvFactory:
+    return EnvFactory(
+        environment=dict(spec.environment),
+        repeat_actions=spec.repeat_actions,
+        max_timesteps_per_episode=spec.max_timesteps_per_episode,
+    )
+
+
 class Reporting:
     """The trainer's summaries and progress (the attributes below are the trainer's)."""
 
@@ -51,6 +70,61 @@ class Reporting:
     _checkpoint: str | None
     _checkpoint_at: float | None
     _stop_reason: str
+    _stop: threading.Event
+    _eval_env: EnvAdapter | None
+    last_evaluation: float | None
+
+    # -- evaluation
+    def _evaluate(self, episodes: int) -> None:
+        agent, c = self.agent, self._counters
+        if self._eval_env is None:
+            self._eval_env = _env_factory(self.spec)()
+            seed = self.spec.seed
+            self._eval_env.reset(seed=None if seed is None else int(seed) + 100_003)
+        env = self._eval_env
+        path = self.workdir / EVALUATION
+        returns = []
+        with open(path, "a", encoding="utf-8") as fh:
+            for _ in range(episodes):
+                state = env.reset()
+                internals = agent.initial_internals()
+                total, length, terminal = 0.0, 0, 0
+                while not terminal and not self._stop.is_set():
+                    action, internals = agent.act(
+                        states=state, internals=internals, independent=True, deterministic=True
+                    )
+                    state, reward, terminal = env.step(action)
+                    total += reward
+                    length += 1
+                if self._stop.is_set() and not terminal:
+                    break  # an unfinished evaluation episode is not a result
+                c.evaluation_episode += 1
+                returns.append(total)
+                record = {
+                    "episode": c.evaluation_episode,
+                    "timestep": c.timestep,
+                    "return": total,
+                    "length": length,
+                    "time": round(c.elapsed, 3),
+                    "worker": -1,
+                    "at_episode": c.episode,
+                    "at_timestep": c.timestep,
+                }
+                fh.write(json.dumps(record) + "\n")
+                fh.flush()
+                # an evaluation episode is progress too: a long evaluation must not read as a stall
+                self._advanced_at = time.time()
+                self._write_progress("running")
+        if returns:
+            self.last_evaluation = float(np.mean(returns))
+            logger.info(
+                "evaluation at episode %d: mean return %.1f over %d episodes", c.episode, np.mean(returns), len(returns)
+            )
+            if self._summary_writer is not None:
+                import tensorflow as tf
+
+                with self._summary_writer.as_default(step=c.timestep):
+                    tf.summary.scalar("evaluation/mean_return", float(np.mean(returns)))
 
     # -- summaries
     def _summarize_episode(self, ret: float, length: int) -> None:
