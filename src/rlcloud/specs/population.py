@@ -15,14 +15,25 @@ a restored agent (:data:`APPLICABLE`, found by experiment: docs/sweeps.md, "Popu
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
 from rlcloud.specs._base import StrictModel
 
-__all__ = ["APPLICABLE", "NEED_NEW_VARIABLES", "REPLAY_AGENTS", "Population", "mutation_problem"]
+if TYPE_CHECKING:
+    from rlcloud.specs.sweep import SweepSpec
+
+__all__ = [
+    "APPLICABLE",
+    "NEED_NEW_VARIABLES",
+    "REPLAY_AGENTS",
+    "Population",
+    "check_population",
+    "mutation_problem",
+    "parameter_problem",
+]
 
 #: Agent arguments a member may change when it takes another member's checkpoint: a new agent built with
 #: the changed argument restores the checkpoint with every variable equal (Tensorforce 0.6.5, CartPole, PPO
@@ -75,11 +86,27 @@ def mutation_problem(key: str, agent_type: str | None) -> str | None:
     if argument in NEED_NEW_VARIABLES:
         return (
             f"{key} cannot change on a restored agent: {NEED_NEW_VARIABLES[argument]}, so another member's "
-            f"checkpoint would not restore (Tensorforce 0.6.5); sweep it in parameters instead"
+            f"checkpoint would not restore (Tensorforce 0.6.5); keep it fixed in the experiment"
         )
     if argument not in APPLICABLE:
         return f"{key} is not among the agent arguments PBT can change: {', '.join(sorted(APPLICABLE))}"
     return None
+
+
+def parameter_problem(key: str, agent_type: str | None) -> str | None:
+    """Why the swept parameter ``key`` cannot differ between the members of a population (their checkpoints
+    must fit each other's variables), or None."""
+    parts = key.split(".")
+    shaped = parts[0] in ("network", "max_timesteps_per_episode", "environment") or (
+        parts[0] == "agent" and len(parts) > 1 and parts[1] in NEED_NEW_VARIABLES
+        and not (parts[1] == "batch_size" and agent_type in REPLAY_AGENTS)
+    )  # fmt: skip
+    if not shaped:
+        return None
+    return (
+        f"{key} differs between the members, but they exchange checkpoints: it gives variables of other shapes "
+        f"(or another task); keep it the same for every trial of a population"
+    )
 
 
 class Population(StrictModel):
@@ -121,3 +148,36 @@ class Population(StrictModel):
                     "mutations", f"{key}: give a list of values or a distribution such as {{loguniform: [1e-4, 1e-2]}}"
                 )
         return dict(value)
+
+
+def check_population(sweep: SweepSpec, distribution: type[StrictModel]) -> None:
+    """Check ``sweep``'s population section against the rest of it (PydanticCustomError naming the field):
+    mutations are lists or distributions (made ``distribution`` instances here) of agent arguments Tensorforce
+    can change on a restored agent; no swept parameter gives the members variables of other shapes; PBT
+    replaces early stopping, needs two trials at least and a synchronous loop (an exploit resets the
+    environments)."""
+    assert sweep.population is not None
+    mutations, agent_type = sweep.population.mutations, sweep.experiment.agent.get("type")
+    kind = agent_type if isinstance(agent_type, str) else None
+    for key, values in list(mutations.items()):
+        where = f"population.mutations.{key}"
+        if isinstance(values, dict):
+            try:
+                mutations[key] = distribution.model_validate(values)
+            except ValidationError as exc:
+                raise PydanticCustomError("population", f"{where}: {exc.errors()[0]['msg']}") from None
+        problem = mutation_problem(key, kind)
+        if problem is not None:
+            raise PydanticCustomError("population", f"{where}: {problem}")
+    for key, values in sweep.parameters.items():
+        problem = parameter_problem(key, kind)
+        if problem is not None and (not isinstance(values, list) or len(values) > 1):
+            raise PydanticCustomError("population", f"parameters.{key}: {problem}")
+    if sweep.early_stopping is not None:
+        raise PydanticCustomError(
+            "population", "population and early_stopping exclude each other: PBT replaces a bad trial's weights"
+        )
+    if sweep.num_trials < 2 or sweep.experiment.execution == "overlapped":
+        raise PydanticCustomError(
+            "population", "population needs 2 trials or more (a population) and execution other than overlapped"
+        )

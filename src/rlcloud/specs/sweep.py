@@ -36,7 +36,7 @@ from pydantic_core import PydanticCustomError
 from rlcloud.errors import SpecError, SpecProblem
 from rlcloud.specs._base import MAX_NAME_LENGTH, StrictModel, Usd, check_dns_label, take_budget_alias
 from rlcloud.specs.experiment import ExperimentSpec
-from rlcloud.specs.population import Population, mutation_problem
+from rlcloud.specs.population import Population, check_population
 
 __all__ = [
     "MAX_TRIALS",
@@ -396,30 +396,9 @@ class SweepSpec(StrictModel):
 
     @model_validator(mode="after")
     def _population(self) -> SweepSpec:
-        """Mutations are distributions or lists of agent arguments Tensorforce can change on a restored agent;
-        PBT replaces early stopping and needs two trials at least."""
-        if self.population is None:
-            return self
-        mutations = self.population.mutations
-        for key, values in list(mutations.items()):
-            where = f"population.mutations.{key}"
-            if isinstance(values, dict):
-                try:
-                    mutations[key] = Distribution.model_validate(values)
-                except ValidationError as exc:
-                    raise PydanticCustomError("population", f"{where}: {exc.errors()[0]['msg']}") from None
-            agent_type = self.experiment.agent.get("type")
-            problem = mutation_problem(key, agent_type if isinstance(agent_type, str) else None)
-            if problem is not None:
-                raise PydanticCustomError("population", f"{where}: {problem}")
-        if self.early_stopping is not None:
-            raise PydanticCustomError(
-                "population", "population and early_stopping exclude each other: PBT replaces a bad trial's weights"
-            )
-        if self.num_trials < 2 or self.experiment.execution == "overlapped":
-            raise PydanticCustomError(
-                "population", "population needs 2 trials or more (a population) and execution other than overlapped"
-            )
+        """The population section against the rest of the sweep (rlcloud.specs.population.check_population)."""
+        if self.population is not None:
+            check_population(self, Distribution)
         return self
 
     def _rows_before(self, steps: int) -> list[tuple[str, dict[str, Any], int]]:
