@@ -57,6 +57,7 @@ __all__ = [
     "decision_rng",
     "explore",
     "lineage",
+    "mark_exploits",
     "pbt_decision",
     "quantiles",
     "read_pbt_records",
@@ -363,3 +364,20 @@ def lineage(records: Sequence[Mapping[str, Any]]) -> dict[str, str]:
                            for k, v in dict(r.get("next_params") or {}).items())  # fmt: skip
         out.setdefault(str(r.get("trial")), []).append(f"<-{r.get('donor')}@{r.get('at')} {values}")
     return {trial: "; ".join(steps) for trial, steps in out.items()}
+
+
+def mark_exploits(figure: Any, records: Sequence[Mapping[str, Any]]) -> int:
+    """Mark each exploit of ``records`` on ``figure``'s first axes (x: its timestep, y: the value that put the
+    trial in the bottom), labelled once; returns how many were marked."""
+    points = [
+        (float(r["at"]), float(r["value"]))
+        for r in records
+        if r.get("decision") == EXPLOIT and isinstance(r.get("at"), int) and isinstance(r.get("value"), int | float)
+    ]
+    if not points or not figure.axes:
+        return 0
+    axes = figure.axes[0]
+    xs, ys = zip(*points, strict=True)
+    axes.scatter(xs, ys, marker="x", color="black", zorder=5, label=f"PBT exploit ({len(points)})")
+    axes.legend(fontsize="small")
+    return len(points)

@@ -126,6 +126,13 @@ class Population(StrictModel):
     resample_probability: float = Field(
         0.25, ge=0, le=1, description="Chance that a number given a distribution is drawn anew instead of x0.8/x1.2."
     )
+    check_seconds: float = Field(
+        10.0,
+        gt=0,
+        le=3600,
+        description="Seconds between reads of the store while a decision waits for earlier trials to reach its "
+        "timestep (never changes a decision).",
+    )
     mutations: dict[str, Any] = Field(
         ...,
         description="Dotted agent argument -> a list of values or a distribution (as parameters takes): numbers "
