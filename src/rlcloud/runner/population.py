@@ -41,7 +41,7 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -164,7 +164,8 @@ class PopulationMember(EarlyStopper):
 
     ``settings``: ``RLCLOUD_EARLY_STOPPING`` with ``rule: pbt``; ``trainer``: the trial's
     :class:`~rlcloud.runner.loop.Trainer` (its value, its agent to snapshot, :meth:`adopt`); ``store`` and
-    ``peers`` as the early stopper's.
+    ``peers`` as the early stopper's; ``save``: writes the snapshot's files into a directory (default: the
+    trainer's agent, :func:`rlcloud.runner.saving.save_agent`).
     """
 
     RULES = (RULE,)
@@ -177,6 +178,7 @@ class PopulationMember(EarlyStopper):
         trainer: Any,
         store: Store | None = None,
         peers: Sequence[str] | None = None,
+        save: Callable[[Path], Any] | None = None,
     ) -> None:
         from rlcloud.specs.sweep import Distribution
 
@@ -191,6 +193,7 @@ class PopulationMember(EarlyStopper):
             for k, v in dict(settings["mutations"]).items()
         }
         self._snapshots: dict[int, str] = {}
+        self._save = save or self._save_agent
         super().__init__(
             {**settings, "grace_timesteps": interval, "interval_timesteps": interval},
             value=self._objective,
@@ -295,15 +298,18 @@ class PopulationMember(EarlyStopper):
         """This trial's agent at ``point``, uploaded once (files first: the record names it afterwards)."""
         if point in self._snapshots:
             return self._snapshots[point]
-        from rlcloud.runner.saving import save_agent
-
         name = snapshot_name(self.trial, at)
         with tempfile.TemporaryDirectory(prefix="rlcloud-pbt-") as tmp:
-            save_agent(self.trainer.agent, tmp)
+            self._save(Path(tmp))
             files = sorted(p for p in Path(tmp).iterdir() if p.is_file())
             self.store.upload_files([(path, f"{name}/{path.name}") for path in files])
         self._snapshots[point] = name
         return name
+
+    def _save_agent(self, directory: Path) -> None:
+        from rlcloud.runner.saving import save_agent
+
+        save_agent(self.trainer.agent, directory)
 
     def _exploit(self, record: Mapping[str, Any]) -> None:
         """Take the donor's snapshot with the explored values (:meth:`Trainer.adopt`)."""
