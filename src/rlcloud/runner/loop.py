@@ -397,8 +397,7 @@ class Trainer(Reporting):
             self.spec = previous
             raise
         self._mark_updates()
-        with contextlib.suppress(Exception):
-            self.agent.close()
+        _close_beside(self.agent)
         self._forward_agent_summaries()
         # the new agent counts its updates from the adopted checkpoint's: the old marks no longer map them
         self._update_marks.clear()
@@ -733,6 +732,18 @@ class Trainer(Reporting):
             if closer is not None:
                 with contextlib.suppress(Exception):
                     closer()
+
+
+def _close_beside(agent: Any) -> None:
+    """Close ``agent`` (its summaries flushed) when a newer agent lives in the process: Tensorforce keeps its
+    module stack and layer registry on the classes, made anew by each agent and deleted by ``close()``."""
+    from tensorforce.core import Module
+    from tensorforce.core.layers import Layer
+
+    stack, layers = getattr(Module, "_MODULE_STACK", None), getattr(Layer, "_REGISTERED_LAYERS", None)
+    with contextlib.suppress(Exception):
+        agent.close()
+    Module._MODULE_STACK, Layer._REGISTERED_LAYERS = stack, layers
 
 
 def _fmt(value: float | None) -> str:
