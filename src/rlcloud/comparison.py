@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from rlcloud.errors import NotFoundError, SpecError, require
-from rlcloud.layout import CURVES, DECISIONS, ProgressRecord
+from rlcloud.layout import CURVES, DECISIONS, POPULATION, ProgressRecord
 from rlcloud.results import is_gcs, results_location, results_root
 
 if TYPE_CHECKING:
@@ -238,7 +238,7 @@ def load_runs(runs: Iterable[Any] | Any, *, results: str | None = None) -> list[
     out: list[RunResults] = []
     for location, got in zip(locations, found, strict=True):
         if isinstance(got, NotFoundError):
-            if location.rstrip("/").rsplit("/", 1)[-1] in (CURVES, DECISIONS):  # the early stopping's records
+            if location.rstrip("/").rsplit("/", 1)[-1] in (CURVES, DECISIONS, POPULATION):  # decisions' records
                 continue
             raise got
         if isinstance(got, Exception):

@@ -34,6 +34,7 @@ __all__ = [
     "LATEST",
     "LOGS",
     "METRICS",
+    "POPULATION",
     "PROGRESS",
     "RESTORED_FILES",
     "RETURNS_PLOT",
@@ -94,6 +95,9 @@ CURVES = "curves"
 #: A sweep's early-stopping decisions: ``decisions/<rule>/<timestep>/<trial>.json``, in the sweep's location,
 #: each written once (rlcloud.runner.early_stop).
 DECISIONS = "decisions"
+#: A population's snapshots: ``population/<trial>/ckpt-<timestep>/``, in the sweep's location, each written
+#: once before the decision record that names it (rlcloud.runner.population).
+POPULATION = "population"
 #: What a resumed runner needs besides its checkpoint: its appended records and its counters.
 RESTORED_FILES = (METRICS, EVALUATION, PROGRESS)
 #: Names that are always a file of a run (or of one of its checkpoints), never a folder: where a store holds

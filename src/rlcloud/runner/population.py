@@ -45,6 +45,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlcloud.layout import POPULATION
 from rlcloud.runner.early_stop import CONTINUE, EarlyStopper, _finite, record_name
 
 if TYPE_CHECKING:
@@ -69,7 +70,7 @@ logger = logging.getLogger(__name__)
 RULE = "pbt"
 EXPLOIT = "exploit"
 #: Where the members' snapshots go, relative to the sweep's location.
-SNAPSHOTS = "population"
+SNAPSHOTS = POPULATION
 _SNAPSHOT = re.compile(rf"{SNAPSHOTS}/[a-z0-9][a-z0-9-]*/ckpt-\d{{12}}")
 #: The factors a number is perturbed by (Ray Tune's and the paper's).
 FACTORS = (0.8, 1.2)
