@@ -345,19 +345,25 @@ class PopulationMember(EarlyStopper):
 
 
 def read_pbt_records(store: Store) -> list[dict[str, Any]]:
-    """Every PBT record of the sweep whose location ``store`` is, in (timestep, index) order; what is no
-    record is skipped with a warning."""
+    """Every PBT record of the sweep whose location ``store`` is, in (timestep, index) order, read side by side
+    (a request each); what is no record is skipped with a warning."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from rlcloud.runner.early_stop import MAX_RECORD_BYTES, parse_decision
 
-    records = []
-    for info in store.list(f"{record_name(RULE, 0, 'x').split('/')[0]}/{RULE}/"):
-        if not info.name.endswith(".json"):
-            continue
+    def read(name: str) -> dict[str, Any] | None:
         try:
-            records.append(parse_decision(store.read_record_bytes(info.name, MAX_RECORD_BYTES), (CONTINUE, EXPLOIT)))
-        except Exception as exc:
-            logger.warning("skipping %s: %s", info.name, exc)
-    return sorted(records, key=lambda r: (int(r["timestep"]), int(r.get("index") or 0)))
+            return parse_decision(store.read_record_bytes(name, MAX_RECORD_BYTES), (CONTINUE, EXPLOIT))
+        except Exception as exc:  # another process's record: input
+            logger.warning("skipping %s: %s", name, exc)
+            return None
+
+    names = [
+        i.name for i in store.list(record_name(RULE, 0, "x").split("/", 1)[0] + f"/{RULE}/") if i.name.endswith(".json")
+    ]
+    with ThreadPoolExecutor(max_workers=max(1, min(16, len(names))), thread_name_prefix="rlcloud-pbt") as pool:
+        records = [r for r in pool.map(read, names) if r is not None]
+    return sorted(records, key=lambda r: (r["timestep"], r["index"] if isinstance(r.get("index"), int) else 0))
 
 
 def lineage(records: Sequence[Mapping[str, Any]]) -> dict[str, str]:
