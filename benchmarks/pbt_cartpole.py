@@ -11,7 +11,10 @@ total timesteps; the best 100-episode mean at the end; the first member timestep
 reached 450, and the population's total timesteps then (members x that timestep: they advance together, as
 each waits for the earlier ones at every interval); and the wall time.
 
-Not measured yet: this machine has 2 cores shared by 8 sessions, and 8 members need about an hour there.
+Not measured yet: the 2-core machine was shared by 8 sessions (load 10-15); 8 members x 40,000 timesteps
+wait for a quiet machine. A smoke run there (``--members 3 --timesteps 3000 --interval 1000 --workers 4``,
+2026-11-28): 9,000 timesteps, 4 exploits (trials 1 and 2 at both points), wall 131 s, through the local
+sweeper with 2 trials at a time (max_parallel capped at the CPU count); no figure of the benchmark's.
 """
 
 from __future__ import annotations
