@@ -509,3 +509,44 @@ def test_real_members_exploit_and_explore_with_lineage_and_a_killed_one_decides_
     paths = dict(zip(table["run"], table["lineage"], strict=True))
     assert paths[first] == "" and paths[second].count(f"<-{first}@") == 2
     assert paths[third].startswith(f"<-{first}@1000 learning_rate=0.00321, discount=0.95")
+
+
+@pytest.mark.training
+def test_adopt_restores_another_runs_weights_with_new_arguments_kept_over_a_resume(tmp_path: Path) -> None:
+    """Trainer.adopt: a new agent with the changed argument holds the donor checkpoint's weights exactly; the
+    counters stay the run's own; a trainer started again on the work directory builds its agent with the
+    adopted arguments (state.json ``overrides``)."""
+    import numpy as np
+
+    from rlcloud.runner.loop import Trainer, latest_checkpoint
+
+    def spec(name: str) -> ExperimentSpec:
+        return ExperimentSpec.model_validate({**EXPERIMENT, "name": name, "run_mode": "single", "num_workers": 1,
+                                              "total_timesteps": 300})  # fmt: skip
+
+    donor = Trainer(spec("donor"), tmp_path / "donor")
+    assert donor.run().state == "succeeded"
+    donor_dir = tmp_path / "donor" / "checkpoints" / str(latest_checkpoint(tmp_path / "donor"))
+    reread = Trainer(spec("donor"), tmp_path / "donor")
+    reread.setup()  # the donor's checkpoint restored: its weights
+    donor_weights = [v.numpy() for v in reread.agent.model.trainable_variables]
+    reread._close(finished=True)
+    mine = Trainer(spec("mine").replace(total_timesteps=200), tmp_path / "mine")
+    assert mine.run().state == "succeeded"
+    mine.adopt({"agent.learning_rate": 5e-4, "agent.discount": 0.95}, donor_dir)
+    assert mine.spec.agent["learning_rate"] == 5e-4 and mine.counters["timestep"] == 200
+    assert all(
+        np.array_equal(a, v.numpy()) for a, v in zip(donor_weights, mine.agent.model.trainable_variables, strict=True)
+    )
+    state = json.loads((tmp_path / "mine" / "checkpoints" / "ckpt-000000000200" / "state.json").read_text())
+    assert state["overrides"] == {"agent.learning_rate": 5e-4, "agent.discount": 0.95} and state["timestep"] == 200
+    mine._close(finished=True)
+
+    again = Trainer(spec("mine"), tmp_path / "mine")
+    again.setup()
+    assert again.spec.agent["learning_rate"] == 5e-4 and again.spec.agent["discount"] == 0.95
+    assert again.resumed_at == 200 and again.overrides == state["overrides"]
+    assert all(
+        np.array_equal(a, v.numpy()) for a, v in zip(donor_weights, again.agent.model.trainable_variables, strict=True)
+    )
+    again._close(finished=True)
