@@ -35,6 +35,7 @@ __all__ = [
     "LATEST",
     "LOGS",
     "METRICS",
+    "POPULATION",
     "PROGRESS",
     "RESTORED_FILES",
     "RETURNS_PLOT",
@@ -103,6 +104,11 @@ CLAIMS = "claims"
 #: A sweep's Optuna study (``sampler: tpe``): ``study/<number:012d>.json``, create-only journal entries
 #: (rlcloud.storage.journal).
 STUDY = "study"
+#: A population's snapshots: ``population/<trial>/ckpt-<timestep>/``, in the sweep's location, each written
+#: once before the decision record that names it (rlcloud.runner.population).
+POPULATION = "population"
+#: The folders in a sweep's location that hold the sweep's own records, not a trial's results.
+SWEEP_RECORDS = (CURVES, DECISIONS, POPULATION, CLAIMS, STUDY)
 #: What a resumed runner needs besides its checkpoint: its appended records and its counters.
 RESTORED_FILES = (METRICS, EVALUATION, PROGRESS)
 #: Names that are always a file of a run (or of one of its checkpoints), never a folder: where a store holds

@@ -456,7 +456,15 @@ class Sweep:
         from rlcloud.comparison import compare
 
         options.setdefault("objective", self.spec.objective)
-        return compare(self, **options)  # the started trials, from one listing of the sweep's location
+        table = compare(self, **options)  # the started trials, from one listing of the sweep's location
+        if self.spec.population is not None and options.get("by", "run") == "run" and "run" in table:
+            from rlcloud.runner.population import lineage, read_pbt_records
+            from rlcloud.storage import open_store
+
+            # population-based training: each trial's exploits, "<-donor@timestep values; ..." (empty: none)
+            paths = lineage(read_pbt_records(open_store(self.location)))
+            table["lineage"] = [paths.get(str(run), "") for run in table["run"]]
+        return table
 
     def best(self, statistic: str = "iqm", **options: Unpack[CompareOptions]) -> Best:
         """The best configuration by ``statistic`` (``"iqm"``, ``"mean"`` or ``"median"``) over its seeds, and
@@ -521,9 +529,23 @@ class Sweep:
         saved as PNG when ``path`` is given)."""
         from rlcloud.comparison import plot_runs
 
-        return plot_runs(
-            self, path=path, title=self.name, window=window, points=points, confidence_level=confidence_level
+        if self.spec.population is None:
+            return plot_runs(
+                self, path=path, title=self.name, window=window, points=points, confidence_level=confidence_level
+            )
+        from rlcloud.plotting import check_plot_path
+        from rlcloud.runner.population import mark_exploits, read_pbt_records
+        from rlcloud.storage import open_store
+
+        target = None if path is None else check_plot_path(path)  # before anything is read
+        figure = plot_runs(
+            self, path=None, title=self.name, window=window, points=points, confidence_level=confidence_level
         )
+        mark_exploits(figure, read_pbt_records(open_store(self.location)))  # an x where a trial took another's
+        if target is not None:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            figure.savefig(str(target))
+        return figure
 
     # --------------------------------------------------------------------------------- finding them again
 

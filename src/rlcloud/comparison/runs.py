@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlcloud.errors import NotFoundError, SpecError
-from rlcloud.layout import CURVES, DECISIONS, ProgressRecord
+from rlcloud.layout import SWEEP_RECORDS, ProgressRecord
 from rlcloud.results import is_gcs, results_location, results_root
 
 if TYPE_CHECKING:
@@ -147,7 +147,7 @@ def load_runs(runs: Iterable[Any] | Any, *, results: str | None = None) -> list[
     out: list[RunResults] = []
     for location, got in zip(locations, found, strict=True):
         if isinstance(got, NotFoundError):
-            if location.rstrip("/").rsplit("/", 1)[-1] in (CURVES, DECISIONS):  # the early stopping's records
+            if location.rstrip("/").rsplit("/", 1)[-1] in SWEEP_RECORDS:
                 continue
             raise got
         if isinstance(got, Exception):

@@ -102,6 +102,9 @@ def early_stopping_settings(sweep: SweepSpec, trial: Trial, location: str) -> di
     """What ``RLCLOUD_EARLY_STOPPING`` holds for ``trial`` (:attr:`RunnerEnv.early_stopping`), or None when
     the sweep has no early stopping: the rule's settings, ``peers`` (the sweep's location), ``trial`` and
     ``index``."""
+    if sweep.population is not None:  # the same channel: PBT's members decide at timesteps too (runner.population)
+        settings = {"rule": "pbt", **sweep.population.model_dump(mode="json"), "objective": sweep.objective}
+        return {**settings, "seed": sweep.sampler_seed, "peers": location, "trial": trial.name, "index": trial.index}
     if sweep.early_stopping is None:
         return None
     return {
@@ -186,7 +189,7 @@ def asha_decision(
     return CONTINUE, f"in the top 1/{eta} at {place}", cutoff
 
 
-def parse_decision(data: bytes) -> dict[str, Any]:
+def parse_decision(data: bytes, decisions: Sequence[str] = (CONTINUE, STOP)) -> dict[str, Any]:
     """A decision record from its stored bytes; ValueError saying what is wrong when it is none. Records are
     input from other processes through a shared store: every field used is checked here."""
     if len(data) > MAX_RECORD_BYTES:
@@ -202,8 +205,8 @@ def parse_decision(data: bytes) -> dict[str, Any]:
     value = raw.get("value")
     if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
         raise ValueError(f"value {str(value)[:40]!r} is not a number")
-    if raw.get("decision") not in (CONTINUE, STOP):
-        raise ValueError(f"decision {str(raw.get('decision'))[:40]!r} is neither {CONTINUE!r} nor {STOP!r}")
+    if raw.get("decision") not in decisions:
+        raise ValueError(f"decision {str(raw.get('decision'))[:40]!r} is none of {', '.join(map(repr, decisions))}")
     point = raw.get("timestep")
     if isinstance(point, bool) or not isinstance(point, int) or point < 0:
         raise ValueError(f"timestep {str(point)[:40]!r} is not a timestep")
@@ -230,6 +233,11 @@ class EarlyStopper:
     in the store).
     """
 
+    #: The rules this class decides by (rlcloud.runner.population's member decides by ``pbt``).
+    RULES: tuple[str, ...] = ("median", "asha")
+    #: The decisions its records may hold.
+    DECISIONS: tuple[str, ...] = (CONTINUE, STOP)
+
     def __init__(
         self,
         settings: Mapping[str, Any],
@@ -247,7 +255,7 @@ class EarlyStopper:
         self.index = int(settings.get("index", 0))
         self.location = str(settings.get("peers", ""))
         self.rule = str(settings.get("rule", "median"))
-        if self.rule not in ("median", "asha"):
+        if self.rule not in self.RULES:
             raise ValueError(f"unknown early stopping rule {self.rule!r} (median or asha)")
         self.min_trials = int(settings.get("min_trials", 3))
         self.eta = int(settings.get("reduction_factor", 3))
@@ -413,7 +421,7 @@ class EarlyStopper:
             self._peer_records[name] = None
             return None
         try:
-            return parse_decision(data)
+            return parse_decision(data, self.DECISIONS)
         except ValueError as exc:
             logger.warning("early stopping skips %s: %s", name, exc)
             self._peer_records[name] = None

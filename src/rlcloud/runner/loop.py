@@ -45,7 +45,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -59,20 +59,28 @@ from rlcloud.layout import (
     EVALUATION,
     LATEST,
     METRICS,
-    PROGRESS,
     STOPPED_EARLY,
     SUMMARIES,
-    ProgressRecord,
     checkpoint_path,
 )
 from rlcloud.runner.agent_calls import AgentCalls
+from rlcloud.runner.checkpoints import (
+    CheckpointError,
+    _truncate_jsonl,
+    _within,
+    atomic_write_text,
+    latest_checkpoint,
+    read_jsonl,
+    restorable_checkpoints,
+)
 from rlcloud.runner.envs import DETERMINISTIC_PROBLEM, EnvAdapter
 from rlcloud.runner.inlining import inline_nested_functions
 from rlcloud.runner.kernels import choose_cpu_kernels
 from rlcloud.runner.overlap import overlapped_stepper
+from rlcloud.runner.reporting import Reporting, _Counters, _env_factory, agent_summary_name
 from rlcloud.runner.saving import restore_agent, save_agent
 from rlcloud.runner.updates import TimestepUpdates
-from rlcloud.runner.vector import EnvFactory, VectorEnv, make_vector_env
+from rlcloud.runner.vector import VectorEnv, make_vector_env
 
 if TYPE_CHECKING:  # the runner imports the spec models only when it loads a spec
     from rlcloud.specs import ExperimentSpec, Frequency
@@ -83,6 +91,7 @@ __all__ = [
     "LoopHooks",
     "TrainResult",
     "Trainer",
+    "agent_summary_name",
     "atomic_write_text",
     "build_agent_kwargs",
     "build_vector_env",
@@ -136,98 +145,6 @@ class TrainResult:
     stop_reason: str = ""
 
 
-@dataclass
-class _Counters:
-    timestep: int = 0
-    episode: int = 0
-    evaluation_episode: int = 0
-    elapsed: float = 0.0
-    next_evaluation: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-# ---------------------------------------------------------------------------------------------- files
-
-
-def atomic_write_text(path: Path, text: str, *, fsync: bool = False) -> None:
-    """Write ``text`` to ``path`` via a temporary file and ``os.replace`` (readers never see half)."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        if fsync:
-            fh.flush()
-            os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Records of a JSONL file (the run's own, maybe restored from a shared store: input), each line bounded
-    (rlcloud.stored); a line that is not a record (a torn last line after a crash mid-write) is skipped."""
-    from rlcloud.stored import parse_record_lines
-
-    if not path.exists():
-        return []
-    skipped: list[str] = []
-    with open(path, "rb") as fh:
-        records = parse_record_lines(fh.read(), source=path.name, skipped=skipped)
-    for why in skipped:
-        logger.warning("skipping %s", why)
-    return records
-
-
-def _truncate_jsonl(path: Path, keep: Callable[[dict[str, Any]], bool]) -> int:
-    """Keep the records ``keep`` accepts (a record it cannot judge is dropped); replace the file atomically
-    (tmp + fsync + rename): a crash leaves the old file or the new one, never a mix."""
-    records = read_jsonl(path)
-    kept = []
-    for record in records:
-        try:
-            if isinstance(record, dict) and keep(record):
-                kept.append(record)
-        except (TypeError, ValueError, OverflowError):
-            continue
-    if path.exists() and len(kept) != len(records):
-        atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in kept), fsync=True)
-    return len(records) - len(kept)
-
-
-def _within(record: dict[str, Any], episode_key: str, timestep_key: str, episode: int, timestep: int) -> bool:
-    """Whether an episode record lies at or before (``episode``, ``timestep``): the checkpoint resumed."""
-    return int(record.get(episode_key, 0)) <= episode and int(record.get(timestep_key, 0)) <= timestep
-
-
-class CheckpointError(RuntimeError):
-    """No checkpoint of the work directory can be restored (each one named, with why); nothing was trained."""
-
-
-def restorable_checkpoints(workdir: Path) -> list[str]:
-    """The complete checkpoints of ``workdir`` in the order to try them: the one LATEST names first, then
-    the others newest first (the fallbacks when the latest cannot be restored)."""
-    root = Path(workdir) / CHECKPOINTS
-    try:
-        complete = sorted(
-            (p.name for p in root.iterdir() if p.name.startswith("ckpt-") and (p / CHECKPOINT_STATE).is_file()),
-            reverse=True,
-        )
-    except OSError:
-        return []
-    latest = latest_checkpoint(workdir)
-    return ([latest] if latest else []) + [name for name in complete if name != latest]
-
-
-def latest_checkpoint(workdir: Path) -> str | None:
-    """Name of the latest complete checkpoint in ``workdir`` (what LATEST names), or None."""
-    latest = Path(workdir) / LATEST
-    try:
-        name = latest.read_text(encoding="utf-8").strip()
-    except FileNotFoundError:
-        return None
-    if not name or not (latest.parent / name / CHECKPOINT_STATE).exists():
-        logger.warning("LATEST names %r, which is not a complete checkpoint; starting fresh", name)
-        return None
-    return name
-
-
 # ----------------------------------------------------------------------------------------------- spec
 
 
@@ -258,14 +175,6 @@ def build_agent_kwargs(spec: ExperimentSpec, venv: VectorEnv) -> dict[str, Any]:
     return agent
 
 
-def _env_factory(spec: ExperimentSpec) -> EnvFactory:
-    return EnvFactory(
-        environment=dict(spec.environment),
-        repeat_actions=spec.repeat_actions,
-        max_timesteps_per_episode=spec.max_timesteps_per_episode,
-    )
-
-
 def build_vector_env(spec: ExperimentSpec) -> VectorEnv:
     """The environments a ``single`` or ``multi-threaded`` spec trains on (distributed: runner/remote.py)."""
     mode = spec.run_mode
@@ -277,10 +186,57 @@ def build_vector_env(spec: ExperimentSpec) -> VectorEnv:
     raise SpecError([SpecProblem("run_mode", "the distributed mode gets its environments from env servers", mode)])
 
 
+@dataclass
+class _Schedule:
+    """When the loop last checkpointed (time, episode, timestep), summarised (time, timestep), wrote progress and
+    logged, and the position (episode or timestep) of its last evaluation; its clock's start and the training
+    time of earlier attempts."""
+
+    start: float
+    base_elapsed: float
+    save: tuple[float, int, int]
+    summary: tuple[float, int]
+    tick: float
+    log: float
+    evaluated_at: int | None = None
+
+
+class _Stepper:
+    """One vector step of ``agent`` over the environments, with each row's unfinished episode. Made anew (the
+    environments reset, unfinished episodes dropped as on a resume) when the trainer's agent is replaced."""
+
+    def __init__(self, agent: Any, venv: VectorEnv) -> None:
+        self.agent, self.venv = agent, venv
+        self.rows = np.arange(venv.num_envs)
+        self.calls = AgentCalls(agent, self.rows)
+        # several environments: updates at one environment's rate, not once per episode (runner/updates.py)
+        self.updates = TimestepUpdates.for_agent(agent)
+        self.ep_return = np.zeros(venv.num_envs)
+        self.ep_length = np.zeros(venv.num_envs, dtype=np.int64)
+        self.states = venv.reset()
+        self.overlapped: Any = None
+
+    def step(self) -> tuple[Any, Any, Any]:
+        """One step: (the rows stepped, their rewards, their terminals)."""
+        stepped = self.rows
+        if self.overlapped is not None:
+            stepped, rewards, terminals = self.overlapped.step()
+        else:
+            actions = self.calls.act(self.states)
+            self.states, rewards, terminals = self.venv.step(actions)
+            self.calls.observe(rewards, terminals)
+            # `execution: overlapped` (env servers): from here on the agent acts on one group of
+            # the rows while the servers step the others (runner/overlap.py); otherwise None.
+            self.overlapped = overlapped_stepper(self.agent, self.venv, states=self.states)
+        if self.updates is not None:
+            self.updates.catch_up()
+        return stepped, rewards, terminals
+
+
 # --------------------------------------------------------------------------------------------- trainer
 
 
-class Trainer:
+class Trainer(Reporting):
     """Trains ``spec``'s agent on a vector of environments, writing results into ``workdir``.
 
     ``vector_env`` defaults to the environments ``spec.run_mode`` describes (single: one; multi-threaded:
@@ -296,6 +252,12 @@ class Trainer:
         hooks: Any = None,
     ) -> None:
         self.spec = spec
+        self._base_spec = spec
+        #: The dotted agent arguments a population's exploit set on top of the run's spec (:meth:`adopt`).
+        self.overrides: dict[str, Any] = {}
+        #: The timestep of the checkpoint this run resumed from (0: none); the latest evaluation's mean return.
+        self.resumed_at = 0
+        self.last_evaluation: float | None = None
         self.workdir = Path(workdir)
         self.hooks = hooks
         self._venv = vector_env
@@ -371,6 +333,17 @@ class Trainer:
         choose_cpu_kernels(self.spec.network, self.spec.agent, self._venv.states_spec)
         tensorforce = import_tensorforce()
         inline_nested_functions()
+        self._take_saved_overrides()
+        kwargs = self._agent_kwargs()
+        self.agent = tensorforce.Agent.create(**kwargs)
+        self._restore_readable(lambda: tensorforce.Agent.create(**kwargs))
+        if self.spec.summary_frequency is not None:
+            import tensorflow as tf
+
+            self._summary_writer = tf.summary.create_file_writer(str(self.workdir / SUMMARIES / "rlcloud"))
+
+    def _agent_kwargs(self) -> dict[str, Any]:
+        assert self._venv is not None
         kwargs = build_agent_kwargs(self.spec, self._venv)
         summary = self.spec.summary_frequency
         if summary is not None:
@@ -387,12 +360,50 @@ class Trainer:
                     flush=max(1, summary.value) if summary.unit == "s" else 10,
                 ),
             )
-        self.agent = tensorforce.Agent.create(**kwargs)
-        self._restore_readable(lambda: tensorforce.Agent.create(**kwargs))
-        if summary is not None:
-            import tensorflow as tf
+        return kwargs
 
-            self._summary_writer = tf.summary.create_file_writer(str(self.workdir / SUMMARIES / "rlcloud"))
+    def _take_saved_overrides(self) -> None:
+        """The agent arguments a population's exploit set (:meth:`adopt`), as the latest checkpoint recorded
+        them: a resumed member goes on with the hyperparameters its weights were trained with."""
+        name = latest_checkpoint(self.workdir)
+        if name is None:
+            return
+        with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
+            state = json.loads((self.workdir / checkpoint_path(name) / CHECKPOINT_STATE).read_text(encoding="utf-8"))
+            overrides = state.get("overrides") or {}
+            if overrides:
+                self.spec = self._base_spec.replace(**overrides)
+                self.overrides = dict(overrides)
+                logger.info("the checkpoint's agent arguments: %s", overrides)
+
+    def adopt(self, overrides: dict[str, Any], directory: str | os.PathLike[str]) -> None:
+        """PBT's exploit and explore (rlcloud.runner.population): go on from the checkpoint in ``directory``
+        (another trial's) with the run's spec changed by ``overrides`` (dotted agent arguments).
+
+        Tensorforce bakes its hyperparameters into the traced graph: a new agent is built with them and the
+        checkpoint restored into it (docs/sweeps.md lists the arguments whose change keeps the checkpoint's
+        variables restorable). The counters and records stay this run's; a checkpoint is written at once,
+        so that a resumed run starts from the adopted weights and arguments. Called from a loop hook: the
+        loop resets the environments and acts with the new agent from its next step.
+        """
+        from rlcloud.runner.compat import import_tensorforce
+
+        spec = self._base_spec.replace(**overrides)
+        previous, self.spec = self.spec, spec
+        try:
+            agent = import_tensorforce().Agent.create(**self._agent_kwargs())
+            restore_agent(agent, directory)
+        except BaseException:
+            self.spec = previous
+            raise
+        self._mark_updates()
+        _close_beside(self.agent)
+        self._forward_agent_summaries()
+        # the new agent counts its updates from the adopted checkpoint's: the old marks no longer map them
+        self._update_marks.clear()
+        self.agent, self.overrides = agent, dict(overrides)
+        self._checkpoint = None  # the checkpoint at this timestep is written anew, with the adopted weights
+        self._save()
 
     def _restore_readable(self, new_agent: Callable[[], Any]) -> None:
         """Restore the latest checkpoint that can be restored (see the module docstring), or start from
@@ -456,7 +467,7 @@ class Trainer:
         # Agent.load() is Agent.create(**agent.json) + restore(); the agent is built from the current spec
         # instead, so that paths in agent.json (summaries of another machine's workdir) do not matter.
         restore_agent(self.agent, directory)  # agent.restore, also across frame dtypes (runner/frames.py)
-        self._counters = counters
+        self._counters, self.resumed_at = counters, counters.timestep
         self._returns.clear()
         self._returns.extend(recent)
         self._checkpoint = name
@@ -501,124 +512,108 @@ class Trainer:
     def _loop(self) -> str:
         assert self._venv is not None and self.agent is not None
         self.running = True
-        venv, agent, c = self._venv, self.agent, self._counters
-        spec = self.spec
-        n = venv.num_envs
-        rows = np.arange(n)
-        calls = AgentCalls(agent, rows)
-        # several environments: updates at one environment's rate, not once per episode (runner/updates.py)
-        timestep_updates = TimestepUpdates.for_agent(agent)
-        max_episodes = spec.episodes
-        max_timesteps = spec.total_timesteps
-        saver = spec.saver_frequency
-        summary = spec.summary_frequency
-        evaluation = spec.evaluation
-        if evaluation is not None and c.next_evaluation is None:
-            c.next_evaluation = evaluation.every.value
-
-        ep_return = np.zeros(n)
-        ep_length = np.zeros(n, dtype=np.int64)
-        evaluated_at: int | None = None  # the position (episode or timestep) of the last evaluation
+        venv, c, spec = self._venv, self._counters, self.spec
+        if spec.evaluation is not None and c.next_evaluation is None:
+            c.next_evaluation = spec.evaluation.every.value
         start = time.monotonic()
-        base_elapsed = c.elapsed
-        last_save = (start, c.episode, c.timestep)
-        last_summary = (start, c.timestep)
-        last_tick = last_log = start
+        times = _Schedule(start, c.elapsed, (start, c.episode, c.timestep), (start, c.timestep), start, start)
         # the training clock starts: a budget's supervisor counts on from this report (local/supervisor.py
         # training_seconds), not from the first one after the first act's tracing
         self._write_progress("running")
-
-        metrics = open(self.workdir / METRICS, "a", encoding="utf-8")  # noqa: SIM115 - closed below
-        try:
+        with open(self.workdir / METRICS, "a", encoding="utf-8") as metrics:
             logger.info(
                 "training: %d environment(s), agent %s, stop at %s episodes / %s timesteps",
-                n,
+                venv.num_envs,
                 spec.agent.get("type"),
-                max_episodes,
-                max_timesteps,
+                spec.episodes,
+                spec.total_timesteps,
             )
-            if self._done(max_episodes, max_timesteps):
+            if self._done(spec.episodes, spec.total_timesteps):
                 return "succeeded"
-            states = venv.reset()
-            overlapped = None
+            stepper = _Stepper(self.agent, venv)
             while True:
                 if self._stop.is_set():
-                    c.elapsed = base_elapsed + time.monotonic() - start
+                    c.elapsed = times.base_elapsed + time.monotonic() - times.start
                     self._save()
                     return STOPPED_EARLY if self._stopped_early else "stopped"
-                stepped = rows
-                if overlapped is not None:
-                    stepped, rewards, terminals = overlapped.step()
-                else:
-                    actions = calls.act(states)
-                    states, rewards, terminals = venv.step(actions)
-                    calls.observe(rewards, terminals)
-                    # `execution: overlapped` (env servers): from here on the agent acts on one group of
-                    # the rows while the servers step the others (runner/overlap.py); otherwise None.
-                    overlapped = overlapped_stepper(agent, venv, states)
-                if timestep_updates is not None:
-                    timestep_updates.catch_up()
-                ep_return[stepped] += rewards
-                ep_length[stepped] += 1
+                stepped, rewards, terminals = stepper.step()
                 c.timestep += len(stepped)
                 now = time.monotonic()
-                c.elapsed = base_elapsed + now - start
-                ended = stepped[np.flatnonzero(terminals)]
-                for row in ended:
-                    c.episode += 1
-                    ret = float(ep_return[row])
-                    self._returns.append(ret)
-                    record = {
-                        "episode": c.episode,
-                        "timestep": c.timestep,
-                        "return": ret,
-                        "length": int(ep_length[row]),
-                        "time": round(c.elapsed, 3),
-                        "worker": int(row),
-                    }
-                    metrics.write(json.dumps(record) + "\n")
-                    self._summarize_episode(ret, int(ep_length[row]))
-                    ep_return[row] = 0.0
-                    ep_length[row] = 0
-                if len(ended):
-                    metrics.flush()
-                    self._mark_updates()
+                c.elapsed = times.base_elapsed + now - times.start
+                self._record_episodes(stepper, stepped, rewards, terminals, metrics)
                 if self.decision_at is not None and c.timestep >= self.decision_at:
-                    self._call_hook("on_decision", c.timestep)  # may wait for peers, may request a stop
-                done = self._done(max_episodes, max_timesteps)
-                if evaluation is not None and c.next_evaluation is not None:
-                    position = c.episode if evaluation.every.unit == "e" else c.timestep
-                    # the end of training is evaluated too, wherever it falls in the schedule: the last
-                    # evaluation line should describe the agent the run leaves behind
-                    if position >= c.next_evaluation or (done and position != evaluated_at):
-                        self._evaluate(evaluation.episodes)
-                        evaluated_at = position
-                        while c.next_evaluation <= position:
-                            c.next_evaluation += evaluation.every.value
-                if summary is not None and (done or self._due(summary, last_summary[0], now, None, last_summary[1])):
-                    self._summarize(now, last_summary)
-                    last_summary = (now, c.timestep)
-                if done:
-                    self._save()
+                    self._call_hook("on_decision", c.timestep)  # may wait for peers, request a stop, adopt
+                    if self.agent is not stepper.agent:  # a population's exploit replaced the agent
+                        stepper = _Stepper(self.agent, venv)
+                if self._after_step(now, times):
                     return "succeeded"
-                if saver is not None and self._due(saver, last_save[0], now, last_save[1], last_save[2]):
-                    self._save()
-                    last_save = (time.monotonic(), c.episode, c.timestep)
-                if now - last_tick >= _TICK_S:
-                    last_tick = now
-                    self._write_progress("running")
-                    self._call_hook("on_tick")
-                    if now - last_log >= _LOG_S:
-                        last_log = now
-                        logger.info(
-                            "timestep %d, episode %d, mean return %s, %s steps/s",
-                            c.timestep,
-                            c.episode,
-                            _fmt(self._mean_return()),
-                            _fmt(self._steps_per_second()),
-                        )
-        finally:
-            metrics.close()
+
+    def _record_episodes(self, stepper: _Stepper, stepped: Any, rewards: Any, terminals: Any, metrics: Any) -> None:
+        """Add a step's rewards to its rows' episodes; write the episodes it ended (metrics.jsonl, summaries)."""
+        c = self._counters
+        stepper.ep_return[stepped] += rewards
+        stepper.ep_length[stepped] += 1
+        ended = stepped[np.flatnonzero(terminals)]
+        for row in ended:
+            c.episode += 1
+            ret, length = float(stepper.ep_return[row]), int(stepper.ep_length[row])
+            self._returns.append(ret)
+            record = {
+                "episode": c.episode,
+                "timestep": c.timestep,
+                "return": ret,
+                "length": length,
+                "time": round(c.elapsed, 3),
+                "worker": int(row),
+            }
+            metrics.write(json.dumps(record) + "\n")
+            self._summarize_episode(ret, length)
+            stepper.ep_return[row] = 0.0
+            stepper.ep_length[row] = 0
+        if len(ended):
+            metrics.flush()
+            self._mark_updates()
+
+    def _after_step(self, now: float, times: _Schedule) -> bool:
+        """What is due after a step: an evaluation, summaries, a checkpoint, progress and a log line; True when
+        the run reached its stop condition (checkpointed)."""
+        c, spec = self._counters, self.spec
+        done = self._done(spec.episodes, spec.total_timesteps)
+        evaluation = spec.evaluation
+        if evaluation is not None and c.next_evaluation is not None:
+            position = c.episode if evaluation.every.unit == "e" else c.timestep
+            # the end of training is evaluated too, wherever it falls in the schedule: the last
+            # evaluation line should describe the agent the run leaves behind
+            if position >= c.next_evaluation or (done and position != times.evaluated_at):
+                self._evaluate(evaluation.episodes)
+                times.evaluated_at = position
+                while c.next_evaluation <= position:
+                    c.next_evaluation += evaluation.every.value
+        summary = spec.summary_frequency
+        if summary is not None and (done or self._due(summary, times.summary[0], now, None, times.summary[1])):
+            self._summarize(now, times.summary)
+            times.summary = (now, c.timestep)
+        if done:
+            self._save()
+            return True
+        saver = spec.saver_frequency
+        if saver is not None and self._due(saver, times.save[0], now, times.save[1], times.save[2]):
+            self._save()
+            times.save = (time.monotonic(), c.episode, c.timestep)
+        if now - times.tick >= _TICK_S:
+            times.tick = now
+            self._write_progress("running")
+            self._call_hook("on_tick")
+            if now - times.log >= _LOG_S:
+                times.log = now
+                logger.info(
+                    "timestep %d, episode %d, mean return %s, %s steps/s",
+                    c.timestep,
+                    c.episode,
+                    _fmt(self._mean_return()),
+                    _fmt(self._steps_per_second()),
+                )
+        return False
 
     def _done(self, max_episodes: int | None, max_timesteps: int | None) -> bool:
         c = self._counters
@@ -637,134 +632,6 @@ class Trainer:
         if unit == "e":
             return episode0 is not None and self._counters.episode - episode0 >= value
         return self._counters.timestep - timestep0 >= value
-
-    # -- evaluation
-    def _evaluate(self, episodes: int) -> None:
-        agent, c = self.agent, self._counters
-        if self._eval_env is None:
-            self._eval_env = _env_factory(self.spec)()
-            seed = self.spec.seed
-            self._eval_env.reset(seed=None if seed is None else int(seed) + 100_003)
-        env = self._eval_env
-        path = self.workdir / EVALUATION
-        returns = []
-        with open(path, "a", encoding="utf-8") as fh:
-            for _ in range(episodes):
-                state = env.reset()
-                internals = agent.initial_internals()
-                total, length, terminal = 0.0, 0, 0
-                while not terminal and not self._stop.is_set():
-                    action, internals = agent.act(
-                        states=state, internals=internals, independent=True, deterministic=True
-                    )
-                    state, reward, terminal = env.step(action)
-                    total += reward
-                    length += 1
-                if self._stop.is_set() and not terminal:
-                    break  # an unfinished evaluation episode is not a result
-                c.evaluation_episode += 1
-                returns.append(total)
-                record = {
-                    "episode": c.evaluation_episode,
-                    "timestep": c.timestep,
-                    "return": total,
-                    "length": length,
-                    "time": round(c.elapsed, 3),
-                    "worker": -1,
-                    "at_episode": c.episode,
-                    "at_timestep": c.timestep,
-                }
-                fh.write(json.dumps(record) + "\n")
-                fh.flush()
-                # an evaluation episode is progress too: a long evaluation must not read as a stall
-                self._advanced_at = time.time()
-                self._write_progress("running")
-        if returns:
-            logger.info(
-                "evaluation at episode %d: mean return %.1f over %d episodes", c.episode, np.mean(returns), len(returns)
-            )
-            if self._summary_writer is not None:
-                import tensorflow as tf
-
-                with self._summary_writer.as_default(step=c.timestep):
-                    tf.summary.scalar("evaluation/mean_return", float(np.mean(returns)))
-
-    # -- summaries
-    def _summarize_episode(self, ret: float, length: int) -> None:
-        """One point per episode against timesteps: TensorBoard's curve of the returns is every episode, not
-        one point per ``summary_frequency`` (the writer buffers; :meth:`_summarize` flushes). The running
-        mean too: it is a sweep's objective, whose curve HParams shows (a trial stopped before its first
-        ``summary_frequency`` would have none)."""
-        if self._summary_writer is None:
-            return
-        import tensorflow as tf
-
-        with self._summary_writer.as_default(step=self._counters.timestep):
-            tf.summary.scalar("episode/return", ret)
-            tf.summary.scalar("episode/length", length)
-            tf.summary.scalar(f"episode/mean_return_last_{self._returns.maxlen}", float(np.mean(self._returns)))
-
-    def _mark_updates(self) -> None:
-        """Remember the timestep at which the agent's update count last changed: the x of its summaries."""
-        if self._summary_writer is None:
-            return
-        try:
-            updates = int(self.agent.model.updates.numpy())
-        except Exception:  # an agent without Tensorforce's update counter (remote, or a stand-in)
-            return
-        if not self._update_marks or updates > self._update_marks[-1][0]:
-            self._update_marks.append((updates, self._counters.timestep))
-
-    def _forward_agent_summaries(self) -> None:
-        """Tensorforce's update summaries, renamed (agent/policy-loss, agent/entropy...) and put against the
-        timestep of their update, into rlcloud's event file. Each file is read on from where the last call
-        stopped (TFRecord framing: length, CRC, event, CRC); an event whose update's timestep is not known
-        yet, or a record still being written, waits for the next call."""
-        if self._summary_writer is None or not self._update_marks:
-            return
-        import bisect
-        import struct
-
-        import tensorflow as tf
-
-        counts = [u for u, _ in self._update_marks]
-        for path in sorted((self.workdir / AGENT_SUMMARIES).rglob("events.out.tfevents.*")):
-            offset = self._forwarded.get(str(path), 0)
-            with open(path, "rb") as file, self._summary_writer.as_default():
-                file.seek(offset)
-                while True:
-                    head = file.read(12)
-                    if len(head) < 12:
-                        break
-                    (length,) = struct.unpack("<Q", head[:8])
-                    body = file.read(length + 4)
-                    if len(body) < length + 4:
-                        break
-                    event = tf.compat.v1.Event.FromString(body[:length])
-                    at = bisect.bisect_right(counts, int(event.step))  # the first mark past this update
-                    if event.summary.value and at == len(counts):
-                        break
-                    for value in event.summary.value:
-                        data = value.simple_value if value.HasField("simple_value") else tf.make_ndarray(value.tensor)
-                        tf.summary.scalar(agent_summary_name(value.tag), float(data), step=self._update_marks[at][1])
-                    offset = file.tell()
-            self._forwarded[str(path)] = offset
-
-    def _summarize(self, now: float, last: tuple[float, int]) -> None:
-        if self._summary_writer is None:
-            return
-        import tensorflow as tf
-
-        c = self._counters
-        self._forward_agent_summaries()
-        with self._summary_writer.as_default(step=c.timestep):
-            mean = self._mean_return()
-            if mean is not None:
-                tf.summary.scalar(f"episode/mean_return_last_{self._returns.maxlen}", mean)
-            tf.summary.scalar("episode/count", c.episode)
-            if now > last[0]:
-                tf.summary.scalar("throughput/steps_per_second", (c.timestep - last[1]) / (now - last[0]))
-        self._summary_writer.flush()
 
     # -- checkpoints
     def _save(self) -> None:
@@ -793,6 +660,8 @@ class Trainer:
             "created": time.time(),
             "experiment": self.spec.name,
         }
+        if self.overrides:
+            state["overrides"] = self.overrides
         atomic_write_text(tmp / CHECKPOINT_STATE, json.dumps(state, indent=1) + "\n", fsync=True)
         if final.exists():  # left over from a crashed run at the same timestep; LATEST does not name it
             shutil.rmtree(final)
@@ -821,88 +690,6 @@ class Trainer:
         for stale in root.glob(".tmp-*"):
             if stale.is_dir() and not stale.name.endswith(f"-{os.getpid()}"):
                 shutil.rmtree(stale, ignore_errors=True)
-
-    # -- progress
-    def _mean_return(self) -> float | None:
-        return float(np.mean(self._returns)) if self._returns else None
-
-    @property
-    def mean_return(self) -> float | None:
-        """Mean return of the last 20 training episodes (None before the first episode ends)."""
-        return self._mean_return()
-
-    def _steps_per_second(self) -> float | None:
-        """The run's one steps/s figure, every view's (status, list, bars, compare, logs): its timesteps over
-        its training time (``elapsed``: the training loop's clock over every attempt, evaluations and
-        checkpoints included, TensorFlow's import not), so that rate x time = timesteps; None before a step."""
-        c = self._counters
-        return c.timestep / c.elapsed if c.timestep > 0 and c.elapsed > 0 else None
-
-    def _mark_starting(self) -> None:
-        """progress.json says "starting" while TensorFlow loads and the agent is built (up to a minute), with
-        the counters of the checkpoint it resumes from (zero without one): a resumed run's figures are not a
-        live rate, and a dead attempt's counters past its checkpoint are not shown."""
-        path = self.workdir / PROGRESS
-        from rlcloud.errors import RecordError
-        from rlcloud.stored import read_record_file
-
-        try:
-            previous = read_record_file(path)
-        except (OSError, RecordError) as exc:
-            if not isinstance(exc, FileNotFoundError):
-                logger.warning("%s", exc)
-            previous = {}
-        progress: dict[str, Any] = {"timestep": 0, "episode": 0, "mean_return": None, "checkpoint": None}
-        progress.update(previous if isinstance(previous, dict) else {})
-        # the counters are those the run resumes from (its latest checkpoint's, else zero), not the ones a
-        # dead attempt reached after it: progress never shows timesteps it will go back on
-        progress.update(timestep=0, episode=0, mean_return=None, checkpoint=None)
-        name = latest_checkpoint(self.workdir)
-        if name is not None:
-            with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
-                saved = self.workdir / checkpoint_path(name) / CHECKPOINT_STATE
-                state = json.loads(saved.read_text(encoding="utf-8"))
-                progress.update(timestep=int(state["timestep"]), episode=int(state["episode"]), checkpoint=name)
-        now = time.time()
-        # a fresh process gets a whole stall_timeout from its start, whatever the previous one did
-        progress.update(state="starting", steps_per_second=None, updated=now, advanced_at=now)
-        progress["stall_timeout"] = self.spec.stall_timeout.seconds
-        progress.pop("stop_reason", None)
-        try:
-            self.workdir.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(path, json.dumps(progress) + "\n")
-        except OSError:
-            logger.exception("could not write progress.json")
-
-    def _write_progress(self, state: str) -> None:
-        c = self._counters
-        if not self.workdir.exists():
-            return
-        now = time.time()
-        if c.timestep != self._advanced_timestep:
-            self._advanced_timestep, self._advanced_at = c.timestep, now
-        progress = {
-            "state": state,
-            "timestep": c.timestep,
-            "episode": c.episode,
-            "mean_return": self._mean_return(),
-            "steps_per_second": None if (rate := self._steps_per_second()) is None else round(rate, 1),
-            "updated": now,
-            # the heartbeat (docs/contracts.md): status calls a run stalled when this is stall_timeout old
-            "advanced_at": self._advanced_at,
-            "stall_timeout": self.spec.stall_timeout.seconds,
-            "checkpoint": self._checkpoint,
-            "checkpoint_at": self._checkpoint_at,
-            "elapsed": round(c.elapsed, 1),
-            # this process's CPU time (TensorFlow's start included): what packing trials onto cores costs
-            "cpu_seconds": round(time.process_time(), 2),
-        }
-        if state == STOPPED_EARLY:
-            progress["stop_reason"] = self._stop_reason
-        try:
-            atomic_write_text(self.workdir / PROGRESS, ProgressRecord(progress).to_json())
-        except OSError:
-            logger.exception("could not write progress.json")
 
     def _call_hook(self, name: str, *args: Any) -> None:
         method = getattr(self.hooks, name, None) if self.hooks is not None else None
@@ -947,15 +734,16 @@ class Trainer:
                     closer()
 
 
-def agent_summary_name(tag: str) -> str:
-    """A Tensorforce summary's graph name made readable: ``agent/cond_2/losses/policy-loss`` ->
-    ``agent/policy-loss``. An optimizer's summary keeps which optimizer (PPO's policy and baseline optimizers
-    both write ``update-norm``, which one curve would mix): ``policy_optimizer/update-norm`` ->
-    ``agent/policy-update-norm``, ``baseline_optimizer/update-norm`` -> ``agent/baseline-update-norm``."""
-    parts = tag.rsplit("/", 2)
-    if len(parts) >= 2 and parts[-2].endswith("_optimizer"):
-        return f"agent/{parts[-2].removesuffix('_optimizer')}-{parts[-1]}"
-    return "agent/" + parts[-1]
+def _close_beside(agent: Any) -> None:
+    """Close ``agent`` (its summaries flushed) when a newer agent lives in the process: Tensorforce keeps its
+    module stack and layer registry on the classes, made anew by each agent and deleted by ``close()``."""
+    from tensorforce.core import Module
+    from tensorforce.core.layers import Layer
+
+    stack, layers = getattr(Module, "_MODULE_STACK", None), getattr(Layer, "_REGISTERED_LAYERS", None)
+    with contextlib.suppress(Exception):
+        agent.close()
+    Module._MODULE_STACK, Layer._REGISTERED_LAYERS = stack, layers
 
 
 def _fmt(value: float | None) -> str:

@@ -306,7 +306,11 @@ def _early_stopper(trainer: Any) -> Any:
     """The sweep trial's early stopper (``RLCLOUD_EARLY_STOPPING``), or None for an ordinary run: it decides
     when the loop reaches ``trainer.decision_at``, and holds the loop there while earlier trials catch up."""
     from rlcloud.runner.early_stop import EarlyStopper
+    from rlcloud.runner.population import PopulationMember
 
+    member = PopulationMember.for_trainer(trainer)  # rule pbt: population-based training's decisions
+    if member is not None:
+        return member
     return EarlyStopper.from_environ(
         value=lambda: trainer.mean_return,
         stop=lambda reason: trainer.request_stop(reason, early=True),

@@ -36,6 +36,7 @@ from pydantic_core import PydanticCustomError
 from rlcloud.errors import SpecError, SpecProblem
 from rlcloud.specs._base import MAX_NAME_LENGTH, StrictModel, Usd, check_dns_label, take_budget_alias
 from rlcloud.specs.experiment import ExperimentSpec
+from rlcloud.specs.population import Population, check_population
 
 __all__ = [
     "MAX_TRIALS",
@@ -227,6 +228,9 @@ class SweepSpec(StrictModel):
         "evaluation's mean return.",
     )
     early_stopping: EarlyStopping | None = Field(None, description="Stop clearly worse trials early; empty: off.")
+    population: Population | None = Field(
+        None, description="Population-based training over the trials (rlcloud.specs.population); empty: off."
+    )
     max_failures: int = Field(
         3,
         ge=0,
@@ -413,6 +417,12 @@ class SweepSpec(StrictModel):
         started); SpecError naming the field when they do not make a valid experiment."""
         spec = self._trial_spec(trial.name, params, trial.seed, self._budgets())
         return Trial(index=trial.index, name=trial.name, params=dict(params), seed=trial.seed, spec=spec)
+
+    def _population(self) -> SweepSpec:
+        """The population section against the rest of the sweep (rlcloud.specs.population.check_population)."""
+        if self.population is not None:
+            check_population(self, Distribution)
+        return self
 
     def _rows_before(self, steps: int) -> list[tuple[str, dict[str, Any], int]]:
         """The trials of the sweep with its first ``steps`` growth steps only."""
