@@ -70,15 +70,14 @@ logger = logging.getLogger(__name__)
 RULE = "pbt"
 EXPLOIT = "exploit"
 #: Where the members' snapshots go, relative to the sweep's location.
-SNAPSHOTS = POPULATION
-_SNAPSHOT = re.compile(rf"{SNAPSHOTS}/[a-z0-9][a-z0-9-]*/ckpt-\d{{12}}")
+_SNAPSHOT = re.compile(rf"{POPULATION}/[a-z0-9][a-z0-9-]*/ckpt-\d{{12}}")
 #: The factors a number is perturbed by (Ray Tune's and the paper's).
 FACTORS = (0.8, 1.2)
 
 
 def snapshot_name(trial: str, timestep: int) -> str:
     """Where ``trial``'s snapshot at ``timestep`` goes, relative to the sweep's location."""
-    return f"{SNAPSHOTS}/{trial}/ckpt-{timestep:012d}"
+    return f"{POPULATION}/{trial}/ckpt-{timestep:012d}"
 
 
 # ------------------------------------------------------------------------------------------------ the rule

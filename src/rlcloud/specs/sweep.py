@@ -22,7 +22,6 @@ from __future__ import annotations
 import collections
 import hashlib
 import itertools
-import json
 import math
 import random
 import re
@@ -37,6 +36,16 @@ from rlcloud.errors import SpecError, SpecProblem
 from rlcloud.specs._base import MAX_NAME_LENGTH, StrictModel, Usd, check_dns_label, take_budget_alias
 from rlcloud.specs.experiment import ExperimentSpec
 from rlcloud.specs.population import Population, check_population
+from rlcloud.specs.trial_names import (
+    abbreviate,
+    label_part,
+    numbered,
+    pair_key,
+    round_sampled,
+    value_key,
+    value_text,
+    which_trials,
+)
 
 __all__ = [
     "MAX_TRIALS",
@@ -168,7 +177,7 @@ class Growth(StrictModel):
     def summary(self) -> str:
         """One line for people: what the step added."""
         parts = [f"seeds {', '.join(map(str, self.seeds))}"] if self.seeds else []
-        parts += [f"{k}: {', '.join(_value_text(v) for v in vs)}" for k, vs in self.parameters.items()]
+        parts += [f"{k}: {', '.join(value_text(v) for v in vs)}" for k, vs in self.parameters.items()]
         if self.trials:
             parts.append(f"{len(self.trials)} trial(s) to {self.total_timesteps} timesteps")
         return "; ".join(parts)
@@ -187,7 +196,7 @@ class Trial:
     @property
     def config(self) -> str:
         """The trial's configuration without the seed (trials of one config differ by seed only)."""
-        return ",".join(f"{k}={_value_text(v)}" for k, v in self.params.items()) or "base"
+        return ",".join(f"{k}={value_text(v)}" for k, v in self.params.items()) or "base"
 
 
 #: Experiment fields a sweep cannot vary: where its trials' results go and which cluster runs them (the sweep's
@@ -418,6 +427,7 @@ class SweepSpec(StrictModel):
         spec = self._trial_spec(trial.name, params, trial.seed, self._budgets())
         return Trial(index=trial.index, name=trial.name, params=dict(params), seed=trial.seed, spec=spec)
 
+    @model_validator(mode="after")
     def _population(self) -> SweepSpec:
         """The population section against the rest of the sweep (rlcloud.specs.population.check_population)."""
         if self.population is not None:
@@ -456,7 +466,7 @@ class SweepSpec(StrictModel):
             config = dict(combos[i % len(combos)]) if combos else {}
             for key, dist in self.parameters.items():
                 if isinstance(dist, Distribution):
-                    config[key] = _round(dist.sample(rng))
+                    config[key] = round_sampled(dist.sample(rng))
             configs.append({k: config[k] for k in self.parameters})
         return configs
 
@@ -470,26 +480,26 @@ class SweepSpec(StrictModel):
         if not self.growth:
             return rows
         taken = set(names)
-        have = {_pair_key(config, seed) for _, config, seed in rows}
+        have = {pair_key(config, seed) for _, config, seed in rows}
         parameters = dict(self.parameters)
         for step in self.growth:
             seeds = seeds + [s for s in step.seeds if s not in seeds]
             for key, values in step.parameters.items():
                 old = parameters.get(key)
                 if isinstance(old, list):  # the validator refuses anything else
-                    known = {_value_key(v) for v in old}
-                    parameters[key] = old + [v for v in values if _value_key(v) not in known]
+                    known = {value_key(v) for v in old}
+                    parameters[key] = old + [v for v in values if value_key(v) not in known]
             if not (step.seeds or step.parameters):
                 continue
             grown = self.model_copy(update={"parameters": parameters, "seeds": seeds, "growth": []})
             grown_pairs = ((c, s) for c in grown._configs() for s in seeds)
             for name, (config, seed) in zip(_trial_names(grown), grown_pairs, strict=True):
-                pair = _pair_key(config, seed)
+                pair = pair_key(config, seed)
                 if pair in have:
                     continue  # a trial of the sweep already: kept as it is, under its own name and index
                 have.add(pair)
                 if name in taken:
-                    name = _numbered(name, len(rows), taken)
+                    name = numbered(name, len(rows), taken)
                 taken.add(name)
                 rows.append((name, config, seed))
         return rows
@@ -554,7 +564,7 @@ class SweepSpec(StrictModel):
                 [
                     SpecProblem(
                         f"parameters.{field}",
-                        f"{_which_trials(found, len(rows))}: {_agent_hint(self.experiment.agent, field, message)}"
+                        f"{which_trials(found, len(rows))}: {_agent_hint(self.experiment.agent, field, message)}"
                         + ("" if len(values) == 1 else f" (got {', '.join(map(repr, values))})"),
                         values[0] if len(values) == 1 else None,
                     )
@@ -693,36 +703,6 @@ def parse_trial_indices(text: str) -> list[int]:
     return out
 
 
-def _round(value: Any) -> Any:
-    """Sampled floats to 4 significant digits: readable names, and the same value on every machine."""
-    return float(f"{value:.4g}") if isinstance(value, float) else value
-
-
-def _value_text(value: Any) -> str:
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            return str(value)  # inf, -inf, nan: no mantissa to shorten (the agent's checks refuse them later)
-        if value != 0 and not 1e-2 <= abs(value) < 1e5:
-            mantissa, exponent = f"{value:.3e}".split("e")
-            return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"  # 3e-4, not 3.000e-04
-        return f"{value:g}"
-    return str(value)
-
-
-def _abbreviate(key: str) -> str:
-    last = key.rsplit(".", 1)[-1].lower()
-    words = [w for w in re.split(r"[_\-]+", last) if w]
-    if len(words) > 1:
-        return "".join(w[0] for w in words)  # learning_rate -> lr, batch_size -> bs
-    return last[:10]
-
-
-def _label_part(text: str) -> str:
-    return re.sub(r"[^a-z0-9-]+", "-", text.lower().replace(".", "p").replace("+", "")).strip("-")
-
-
 def _agent_hint(agent: Any, field: str, message: str) -> str:
     """``message``, for a parameter that is no experiment field but an argument of the experiment's agent
     (``learning_rate``), with ``did you mean 'agent.learning_rate'?``: a grid's keys are dotted paths."""
@@ -738,16 +718,6 @@ def _agent_hint(agent: Any, field: str, message: str) -> str:
     return f"{prefix}; did you mean 'agent.{field}'?{message[len(prefix) :].lstrip(';')}"
 
 
-def _which_trials(names: list[str], of: int) -> str:
-    """``trial A``, ``trials A, B, C``, ``trials A, B, C and 5 more`` or ``every trial (8)``."""
-    if len(names) == of and of > 1:
-        return f"every trial ({of})"
-    if len(names) == 1:
-        return f"trial {names[0]}"
-    shown = ", ".join(names[:3])
-    return f"trials {shown}" + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-
-
 def _trial_names(sweep: SweepSpec) -> list[str]:
     """Stable, readable, unique DNS-1123 names, e.g. ``lr3e-4--bs10--seed2`` (same values, same name)."""
     seeds = sweep.seed_list
@@ -755,9 +725,9 @@ def _trial_names(sweep: SweepSpec) -> list[str]:
         return [f"tpe{i + 1}" for i in range(sweep.samples or 0)]
     varying = [k for k, v in sweep.parameters.items() if isinstance(v, Distribution) or len(v) > 1]
     names: list[str] = []
-    abbreviations = {k: _abbreviate(k) for k in varying}
+    abbreviations = {k: abbreviate(k) for k in varying}
     for config in sweep._configs():
-        named = [f"{abbreviations[k]}{_label_part(_value_text(config[k]))}" for k in varying]  # once per config
+        named = [f"{abbreviations[k]}{label_part(value_text(config[k]))}" for k in varying]  # once per config
         for seed in seeds:
             parts = list(named)
             if len(seeds) > 1 or not parts:
@@ -777,29 +747,7 @@ def _trial_names(sweep: SweepSpec) -> list[str]:
     for i, name in enumerate(names):
         if counts[name] == 1:
             continue
-        candidate = _numbered(name, i, taken)
+        candidate = numbered(name, i, taken)
         taken.add(candidate)
         names[i] = candidate
     return names
-
-
-def _numbered(name: str, index: int, taken: set[str]) -> str:
-    """``name`` numbered by trial ``index`` (``-7``, else ``-7-1``, ...): the first such name not ``taken``."""
-    for extra in itertools.count():
-        suffix = f"-{index}" if extra == 0 else f"-{index}-{extra}"
-        candidate = name[: MAX_NAME_LENGTH - len(suffix)].rstrip("-") + suffix
-        if candidate not in taken:
-            return candidate
-    raise AssertionError("unreachable")  # itertools.count() never ends
-
-
-def _value_key(value: Any) -> str:
-    """A value as the key that tells trials apart (1 and 1.0 differ, as their experiments' specs may)."""
-    if isinstance(value, bool | int | float | str) or value is None:
-        return f"{type(value).__name__}:{value!r}"
-    return json.dumps([type(value).__name__, value], sort_keys=True, default=str)
-
-
-def _pair_key(config: dict[str, Any], seed: int) -> tuple[Any, ...]:
-    """What makes a trial: its parameter values and its seed (the same pair is never run twice)."""
-    return (*((k, _value_key(v)) for k, v in sorted(config.items())), seed)
