@@ -1,6 +1,6 @@
 """Quickstart: train PPO on CartPole on this machine, watch it learn, and plot the returns.
 
-    uv run python examples/quickstart.py                      # the demo's run: 72,000 timesteps, 32 environments
+    uv run python examples/quickstart.py                      # the demo's run: 150,000 timesteps, 32 environments
     uv run python examples/quickstart.py --workers 1          # one environment (single mode, 2-5 minutes)
     uv run python examples/quickstart.py --timesteps 10000 --results /tmp/rl   # shorter
 
@@ -30,7 +30,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         description="Train PPO on CartPole locally with rlcloud and plot the episode returns.",
         epilog="example: python examples/quickstart.py --timesteps 20000 --workers 8",
     )
-    parser.add_argument("--timesteps", type=int, default=None, help="training timesteps (default: the spec's 72,000)")
+    parser.add_argument("--timesteps", type=int, default=None, help="training timesteps (default: the spec's 150,000)")
     parser.add_argument("--episodes", type=int, default=None, help="stop after this many episodes instead")
     parser.add_argument(
         "--workers",

@@ -87,7 +87,7 @@ def test_quickstart_builds_the_experiment_it_describes(tmp_path: Path) -> None:
     assert (default.run_mode, default.num_workers, default.total_timesteps, default.episodes) == (
         "multi-threaded",
         32,
-        72_000,
+        150_000,
         None,
     )
     one = quickstart.make_experiment(quickstart.parse_args(["--workers", "1", "--timesteps", "5000"])).spec

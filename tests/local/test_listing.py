@@ -51,11 +51,11 @@ def test_listing_many_runs_reads_their_state_not_their_specs(
     assert [r["name"] for r in rows] == sorted(names)
     for row in rows:
         assert row["state"] == "succeeded", row
-        assert row["timestep"] == 2500 and row["episode"] == 100 and row["total_timesteps"] == 72000
+        assert row["timestep"] == 2500 and row["episode"] == 100 and row["total_timesteps"] == 150000
         assert row["results"] == str((root / str(row["name"])).resolve()) and row["runs_on"] == "local"
     for name, (vitals, total, location) in expected.items():
         (row,) = [r for r in rows if r["name"] == name]
-        assert row["percent"] == vitals["percent"] == round(100 * 2500 / 72000, 1)
+        assert row["percent"] == vitals["percent"] == round(100 * 2500 / 150000, 1)
         assert row["mean_return"] == vitals["mean_return"] and row["eta_s"] == vitals["eta_s"]
         assert row["total_timesteps"] == total and row["results"] == location
     # the API's listing is the names alone, as before
@@ -77,8 +77,8 @@ def test_runs_started_before_their_facts_were_recorded_read_their_spec(
     rows = {r["name"]: r for r in _listed(capsys, root)}
     assert sorted(rows) == sorted(names)
     for name in names[:-1]:
-        assert rows[name]["state"] == "succeeded" and rows[name]["total_timesteps"] == 72000
-        assert rows[name]["percent"] == round(100 * 2500 / 72000, 1)
+        assert rows[name]["state"] == "succeeded" and rows[name]["total_timesteps"] == 150000
+        assert rows[name]["percent"] == round(100 * 2500 / 150000, 1)
     broken = rows[names[-1]]
     assert str(broken["state"]).startswith("unknown (") and "spec.yaml" in str(broken["state"])
     assert broken["timestep"] is None

@@ -122,7 +122,7 @@ def compare(args: argparse.Namespace) -> int:
         else:
             print_data(records(frame), fmt)
     if args.plot:
-        plot_runs(loaded, path=args.plot, title=", ".join(sweeps))
+        plot_runs(loaded, path=args.plot, title=", ".join(sweeps), window=args.window)  # the table's window
         # stdout stays parseable with -o json|yaml|csv
         echo(f"wrote {args.plot}", file=sys.stdout if fmt == "table" else sys.stderr)
     return EXIT_OK
