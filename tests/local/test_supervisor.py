@@ -13,7 +13,7 @@ import pytest
 from rlcloud.local import STATE_DIR
 from rlcloud.local.supervisor import STALL_RESTARTS, Supervisor
 from rlcloud.runner.watchdog import EXIT_STALLED, EXIT_STALLED_AGAIN, LIVENESS_MARGIN_S, beat
-from tests.clocks import SteppingClock
+from tests.support.clocks import SteppingClock
 
 
 def _supervisor(
