@@ -12,9 +12,11 @@ additions stand in for what a cluster provides, and nothing else differs:
   DNS names resolve to it in the learner (``--add-host``) and the env server binds it (``RLCLOUD_BIND_HOST``),
   since every container here shares the host's network (two servers could not both bind 0.0.0.0:5000).
 
-Then the corridor example (examples/corridor: a user's own gymnasium.Env, which the image does not hold) runs in
-every run mode from its code archive (``code: .``, packed and stored in fake-gcs-server as ``Experiment.start``
-does): each pod fetches the archive its spec names, checks its digest and imports the environment from it.
+Then the corridor example (examples/corridor/shaped.yaml: a user's own gymnasium.Env, which the image does not
+hold, and a package of the project's own in its requirements.txt) runs in every run mode from its code archive
+(``code: {path: ., requirements: requirements.txt}``, packed and stored in fake-gcs-server as ``Experiment.start``
+does): each pod fetches the archive its spec names, checks its digest, installs the requirements with the
+image's uv into an overlay (offline: the package is in the archive) and imports the environment from it.
 
 It prints, per run mode, the time from container start to the first episode (the learner's metrics.jsonl
 gets its first line) and to exit, and the objects written to the store; then checks that ``podman kube
@@ -49,8 +51,9 @@ from rlcloud.runenv import RunnerEnv  # noqa: E402
 from rlcloud.specs import ExperimentSpec  # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "cartpole_ppo.yaml"
-#: a user's own environment, beside its spec: what a pod can only import from the run's code archive
-CORRIDOR = ROOT / "examples" / "corridor" / "corridor.yaml"
+#: a user's own environment, beside its spec, shaped by a package of the project's own named in its requirements:
+#: what a pod can only import from the run's code archive and the overlay its requirements install into
+CORRIDOR = ROOT / "examples" / "corridor" / "shaped.yaml"
 CODE_EPISODES = 6
 BUCKET = "check-images"
 NAMESPACE = "rlcloud"
@@ -294,16 +297,19 @@ def run_mode(
 
 
 def code_mode(engine: Engine, image: str, work: Path, gcs: FakeGcsServer, mode: str, workers: int) -> list[str]:
-    """The corridor example (examples/corridor: a gymnasium.Env of the user's, not in the image) in ``mode``,
-    its folder packed and stored as ``Experiment.start`` does (rlcloud.codepack): every pod fetches the archive
-    its spec names, checks the digest, unpacks it and imports the environment from it; the image is unchanged.
+    """The corridor example (examples/corridor/shaped.yaml: a gymnasium.Env of the user's, not in the image,
+    shaped by pkgs/corridor_rewards, named in its requirements.txt) in ``mode``, its folder packed and stored as
+    ``Experiment.start`` does (rlcloud.codepack): every pod fetches the archive its spec names, checks the
+    digest, unpacks it, installs the requirements into an overlay and imports the environment; the image is
+    unchanged.
     """
     from rlcloud.codepack import code_location, pin, publish
     from rlcloud.storage import open_store
 
     spec = ExperimentSpec.from_file(
-        CORRIDOR, name=f"check-code-{mode}", run_mode=mode, num_workers=workers, episodes=CODE_EPISODES, code="."
+        CORRIDOR, name=f"check-code-{mode}", run_mode=mode, num_workers=workers, episodes=CODE_EPISODES
     )
+    assert spec.code is not None and spec.code.requirements is not None
     spec, archive = pin(spec)
     assert archive is not None
     os.environ["STORAGE_EMULATOR_HOST"] = gcs.url  # this process uploads as the client would

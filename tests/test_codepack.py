@@ -481,6 +481,7 @@ def test_spec_validate_packs_the_code_as_a_start_would(tmp_path: Path, monkeypat
     shutil.copytree(CORRIDOR, project, ignore=shutil.ignore_patterns("__pycache__"))
     spec = project / "corridor.yaml"
     spec.write_text(spec.read_text() + "code: {path: ., requirements: requirements.txt}\n")
+    (project / "requirements.txt").unlink()
     monkeypatch.chdir(tmp_path)  # the code folder, not the working directory, is what it imports from
     report = validate_file(spec)
     assert [p.field for p in report.problems] == ["code.requirements"]
