@@ -313,7 +313,7 @@ def test_other_code_is_a_recorded_change_where_the_user_accepts_it(tmp_path: Pat
     in_force = record_in_force(store)
     assert in_force is not None and in_force["code"]["digest"] == changed.code.digest
     assert check_resume(store, changed) == []
-    with pytest.raises(ChangedRunError, match="code.digest"):
+    with pytest.raises(ChangedRunError, match=r"code\.digest"):
         check_resume(store, recorded)
     # adding code to a run without it is accepted the same way
     plain = open_store(tmp_path / "results" / "plain")
