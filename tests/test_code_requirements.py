@@ -4,6 +4,7 @@ offline from the archive, the index only when needed; clear errors naming the re
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -168,3 +169,42 @@ def test_the_runner_exits_as_for_a_spec_error_when_requirements_fail(tmp_path: P
     assert done.returncode == 2, done.stderr[-2000:]
     assert "code.requirements" in done.stderr and "numpy>=999" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+CORRIDOR = Path(__file__).resolve().parents[1] / "examples" / "corridor"
+
+
+@pytest.mark.training
+def test_a_local_run_installs_its_requirements_and_its_policy_loads_without_the_project(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rlcloud import Experiment
+
+    project = tmp_path / "corridor"
+    shutil.copytree(CORRIDOR, project, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build"))
+    results = tmp_path / "results"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "machine"))
+    monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))  # install_code adds to it: put back after
+    monkeypatch.chdir(tmp_path)  # not the project folder: the runner imports the archive and its overlay only
+    exp = Experiment(project / "shaped.yaml", results=str(results), episodes=3).start()
+    assert exp.wait(timeout=900).state == "succeeded", exp.logs()
+    (overlay,) = (tmp_path / "machine" / "rlcloud" / OVERLAYS).glob("sha256-*")
+    assert (overlay / "corridor_rewards" / "__init__.py").is_file()
+    # on a laptop without the project folder: the policy's code comes from the store, by the record's digest
+    shutil.rmtree(project)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "laptop"))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    for module in ("shaped_env", "corridor_env", "corridor_rewards"):
+        monkeypatch.delitem(sys.modules, module, raising=False)
+    attached = Experiment.attach("corridor-shaped", results=str(results))
+    assert attached.spec.code is not None and attached.spec.code.digest is not None
+    try:
+        with attached.agent() as policy:
+            (episode,) = policy.episodes(1)
+        assert episode.length > 0
+        laptop = tmp_path / "laptop" / "rlcloud"
+        assert (laptop / "code" / attached.spec.code.digest.replace(":", "-") / "shaped_env.py").is_file()
+        assert str(laptop / OVERLAYS) in str(sys.modules["corridor_rewards"].__file__)
+    finally:
+        for module in ("shaped_env", "corridor_env", "corridor_rewards"):
+            sys.modules.pop(module, None)
