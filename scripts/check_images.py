@@ -201,6 +201,32 @@ def _kinds(names: list[tuple[str, int]]) -> str:
     return ", ".join(f"{k} ({n})" if n > 1 else k for k, n in sorted(counts.items()))
 
 
+def _service_addresses(services: list[k8s.V1Service], jobs: list[k8s.V1Job]) -> dict[str, str]:
+    """The headless Service's names, ``<job>-<index>.<service>``: one loopback address per env-server pod."""
+    addresses: dict[str, str] = {}
+    for service in services:
+        env_job = next(j for j in jobs if j.metadata.name == service.metadata.name)
+        for i in range(env_job.spec.completions):
+            addresses[f"{env_job.metadata.name}-{i}.{service.metadata.name}"] = f"127.0.0.{2 + i}"
+    return addresses
+
+
+def _wait_for_learner(engine: Engine, learner: str, learner_dir: Path, mode: str) -> float | None:
+    """Wait until the learner's container exits; when its first episode was written (None: never)."""
+    first_episode: float | None = None
+    deadline = time.monotonic() + MODE_TIMEOUT_S
+    while True:
+        if first_episode is None:
+            for metrics in learner_dir.rglob("metrics.jsonl"):
+                if metrics.stat().st_size > 0:
+                    first_episode = time.time()
+        if engine.inspect(learner, "{{.State.Running}}") != "true":
+            return first_episode
+        if time.monotonic() > deadline:
+            raise CheckError(f"{mode}: the learner still runs after {MODE_TIMEOUT_S} s\n{engine.logs(learner)}")
+        time.sleep(0.2)
+
+
 def run_mode(
     engine: Engine,
     image: str,
@@ -222,12 +248,7 @@ def run_mode(
     config_maps = {o.metadata.name: o.data for o in objects if isinstance(o, k8s.V1ConfigMap)}
     services = [o for o in objects if isinstance(o, k8s.V1Service)]
     jobs = [o for o in objects if isinstance(o, k8s.V1Job)]
-    # the headless Service's names: <job>-<index>.<service>, one loopback address per env-server pod
-    addresses: dict[str, str] = {}
-    for service in services:
-        env_job = next(j for j in jobs if j.metadata.name == service.metadata.name)
-        for i in range(env_job.spec.completions):
-            addresses[f"{env_job.metadata.name}-{i}.{service.metadata.name}"] = f"127.0.0.{2 + i}"
+    addresses = _service_addresses(services, jobs)
     started: list[tuple[str, str, str]] = []  # (job, container id, role)
     learner_dir: Path | None = None
     for job in jobs:  # in creation order: env servers first, as on a cluster
@@ -252,19 +273,7 @@ def run_mode(
     assert learner_dir is not None
     learner = next(ident for _, ident, role in started if role != "env-server")
     t_start = int(engine.inspect(learner, "{{.State.StartedAt.UnixNano}}")) / 1e9
-    first_episode: float | None = None
-    deadline = time.monotonic() + MODE_TIMEOUT_S
-    while True:
-        if first_episode is None:
-            for metrics in learner_dir.rglob("metrics.jsonl"):
-                if metrics.stat().st_size > 0:
-                    first_episode = time.time()
-        running = engine.inspect(learner, "{{.State.Running}}") == "true"
-        if not running:
-            break
-        if time.monotonic() > deadline:
-            raise CheckError(f"{mode}: the learner still runs after {MODE_TIMEOUT_S} s\n{engine.logs(learner)}")
-        time.sleep(0.2)
+    first_episode = _wait_for_learner(engine, learner, learner_dir, mode)
     code = int(engine.inspect(learner, "{{.State.ExitCode}}"))
     t_exit = int(engine.inspect(learner, "{{.State.FinishedAt.UnixNano}}")) / 1e9
     if code != 0:
