@@ -164,7 +164,7 @@ def requirements_key(folder: Path, requirements: str) -> str:
 # ------------------------------------------------------------------------------------------ installing
 
 
-def _mirror(site_dir: Path, places: list[Path], infos: list[str]) -> tuple[list[str], Path]:
+def _mirror(site_dir: Path, scratch: Path, places: list[Path], infos: list[str]) -> tuple[list[str], Path]:
     """Lay the image's distributions' metadata into the target (what uv reads to see them installed) and write
     their versions as constraints. The names laid, and the constraints file."""
     constraints: list[str] = []
@@ -179,7 +179,7 @@ def _mirror(site_dir: Path, places: list[Path], infos: list[str]) -> tuple[list[
             laid.append(info.name)
             name, _, version = info.name.removesuffix(".dist-info").partition("-")
             constraints.append(f"{name}=={version}")
-    path = site_dir.parent / "image-constraints.txt"
+    path = scratch / "image-constraints.txt"
     path.write_text("\n".join(sorted(set(constraints))) + "\n", encoding="utf-8")
     return laid, path
 
@@ -211,17 +211,17 @@ def _failure(requirements: str, lines: list[str], output: str, code: int) -> Spe
     return _problem(f"{requirements}: could not install {which} (uv exit code {code}): {said}", which)
 
 
-def _install(folder: Path, requirements: str, lines: list[str], staging: Path) -> None:
-    """Install into ``staging/site`` (offline, then with the index when uv asks for it); SpecError on failure."""
+def _install(folder: Path, requirements: str, lines: list[str], site_dir: Path, scratch: Path) -> None:
+    """Install into ``site_dir`` (offline, then with the index when uv asks for it), working in ``scratch``;
+    SpecError on failure."""
     uv = find_uv()
-    source = staging / "source"
+    source = scratch / "source"
     shutil.copytree(folder, source)
     for path in [source, *source.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)
-    site_dir = staging / "site"
     site_dir.mkdir()
     places, infos = _environment()
-    laid, constraints = _mirror(site_dir, places, infos)
+    laid, constraints = _mirror(site_dir, scratch, places, infos)
     code, output = _uv(uv, source, site_dir, constraints, requirements, offline=True)
     if code != 0 and _NEEDS_INDEX.search(output):
         logger.info("requirements: not all in the code archive, using the package index")
@@ -231,7 +231,6 @@ def _install(folder: Path, requirements: str, lines: list[str], staging: Path) -
     for name in laid:
         shutil.rmtree(site_dir / name, ignore_errors=True)
     (site_dir / ".lock").unlink(missing_ok=True)  # uv's own lock on the target, of no use once it is done
-    shutil.rmtree(source, ignore_errors=True)
 
 
 def _read_only(root: Path) -> None:
@@ -274,16 +273,22 @@ def install_requirements(folder: Path, requirements: str, *, cache: Path) -> Pat
         fcntl.flock(lock, fcntl.LOCK_EX)  # the roles of a run on one machine install once, one at a time
         if dest.is_dir():
             return dest  # another role installed it while this one waited
+        # the overlay is made beside its place and renamed within its folder: moving a directory to another
+        # folder needs write permission on the directory itself (its ".." changes), which a read-only one
+        # no longer grants to the pod's user (rename(2), EACCES)
         staging = dest.parent / f".{key}.{os.getpid()}.partial"
-        _remove(staging)
-        staging.mkdir()
+        scratch = dest.parent / f".{key}.{os.getpid()}.work"
+        for path in (staging, scratch):
+            _remove(path)
+        scratch.mkdir()
         try:
             lines = _walk_requirements(folder, requirements, hashlib.sha256(), 0)
-            _install(folder, requirements, lines, staging)
-            _read_only(staging / "site")
-            os.rename(staging / "site", dest)
+            _install(folder, requirements, lines, staging, scratch)
+            _read_only(staging)
+            os.rename(staging, dest)
         finally:
             _remove(staging)
+            _remove(scratch)
     logger.info("requirements %s installed in %s", requirements, dest)
     return dest
 
