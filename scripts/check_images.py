@@ -29,6 +29,7 @@ Exit 1 with one line naming what failed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -212,14 +213,18 @@ def _service_addresses(services: list[k8s.V1Service], jobs: list[k8s.V1Job]) -> 
 
 
 def _wait_for_learner(engine: Engine, learner: str, learner_dir: Path, mode: str) -> float | None:
-    """Wait until the learner's container exits; when its first episode was written (None: never)."""
+    """Wait until the learner's container exits; when its first episode was written (None: never).
+
+    ``learner_dir``: the pod's work emptyDir; the runner's work directory is its ``work/`` (the rest of the
+    volume is the cache, where uv's temporary folders come and go while requirements install)."""
     first_episode: float | None = None
     deadline = time.monotonic() + MODE_TIMEOUT_S
     while True:
         if first_episode is None:
-            for metrics in learner_dir.rglob("metrics.jsonl"):
-                if metrics.stat().st_size > 0:
-                    first_episode = time.time()
+            with contextlib.suppress(FileNotFoundError):  # a folder the runner replaced as it was listed
+                for metrics in (learner_dir / "work").rglob("metrics.jsonl"):
+                    if metrics.stat().st_size > 0:
+                        first_episode = time.time()
         if engine.inspect(learner, "{{.State.Running}}") != "true":
             return first_episode
         if time.monotonic() > deadline:
