@@ -103,6 +103,12 @@ def test_the_cache_key_follows_the_requirements_and_their_local_packages_not_the
     nested = requirements_key(root, "requirements.txt")
     (root / "reqs" / "base.txt").write_text("numpy>=1\n")
     assert requirements_key(root, "requirements.txt") != nested
+    # so is a folder of wheels the file points uv at
+    (root / "wheels").mkdir()
+    (root / "requirements.txt").write_text("--find-links ./wheels\nmyhelper\n")
+    links = requirements_key(root, "requirements.txt")
+    (root / "wheels" / "myhelper-0.2.0-py3-none-any.whl").write_bytes(b"a wheel")
+    assert requirements_key(root, "requirements.txt") != links
 
 
 @pytest.mark.parametrize(

@@ -130,6 +130,9 @@ def _walk_requirements(folder: Path, rel: str, digest: hashlib._Hash, depth: int
             nested = PurePosixPath(rel).parent / value.strip()
             requirements += _walk_requirements(folder, _inside(nested.as_posix()), digest, depth + 1)
             continue
+        if option in ("-f", "--find-links") and _local_path(value.strip()) is not None:
+            _add_tree(digest, folder, str(_local_path(value.strip())))  # wheels of the archive's own
+            continue
         if not line.startswith("-"):
             requirements.append(line)
             local = _local_path(line)
