@@ -112,26 +112,9 @@ class Engine:
         return done.stdout + done.stderr
 
 
-def pod_run_args(
-    pod: k8s.V1PodSpec, *, index: int, volumes_dir: Path, config_maps: dict[str, dict[str, str]]
-) -> tuple[list[str], str, dict[str, str]]:
-    """``podman run`` options, image and environment of ``pod``'s single container, as the kubelet would run it.
-
-    Volumes are made under ``volumes_dir``. Anything in the pod this translation does not know is refused
-    (CheckError), so a builder change cannot slip past the check unnoticed.
-    """
-    (container,) = pod.containers
-    options: list[str] = ["--pull=never", "--init=false"]
-    # pod securityContext: runAsNonRoot/runAsUser/runAsGroup/fsGroup
-    context = pod.security_context
-    if context is None or not context.run_as_user:
-        raise CheckError("the pod has no runAsUser: it would run as the image's user")
-    if context.run_as_non_root and int(context.run_as_user) == 0:
-        raise CheckError("runAsNonRoot with runAsUser 0: the kubelet refuses to start such a pod")
-    options += ["--user", f"{context.run_as_user}:{context.run_as_group or context.run_as_user}"]
-    if context.fs_group is not None:
-        options += ["--group-add", str(context.fs_group)]
-    # container securityContext
+def _container_options(container: k8s.V1Container) -> list[str]:
+    """``podman run`` options of the container's securityContext and resource limits (CheckError: unknown)."""
+    options: list[str] = []
     sc = container.security_context
     if sc is not None:
         if sc.allow_privilege_escalation is False:
@@ -151,6 +134,29 @@ def pod_run_args(
             options += ["--memory", str(limits["memory"]).replace("Gi", "g").replace("Mi", "m")]
         if set(limits) - {"cpu", "memory"}:
             raise CheckError(f"resources {sorted(limits)}: only cpu and memory can be given to podman here")
+    return options
+
+
+def pod_run_args(
+    pod: k8s.V1PodSpec, *, index: int, volumes_dir: Path, config_maps: dict[str, dict[str, str]]
+) -> tuple[list[str], str, dict[str, str]]:
+    """``podman run`` options, image and environment of ``pod``'s single container, as the kubelet would run it.
+
+    Volumes are made under ``volumes_dir``. Anything in the pod this translation does not know is refused
+    (CheckError), so a builder change cannot slip past the check unnoticed.
+    """
+    (container,) = pod.containers
+    options: list[str] = ["--pull=never", "--init=false"]
+    # pod securityContext: runAsNonRoot/runAsUser/runAsGroup/fsGroup
+    context = pod.security_context
+    if context is None or not context.run_as_user:
+        raise CheckError("the pod has no runAsUser: it would run as the image's user")
+    if context.run_as_non_root and int(context.run_as_user) == 0:
+        raise CheckError("runAsNonRoot with runAsUser 0: the kubelet refuses to start such a pod")
+    options += ["--user", f"{context.run_as_user}:{context.run_as_group or context.run_as_user}"]
+    if context.fs_group is not None:
+        options += ["--group-add", str(context.fs_group)]
+    options += _container_options(container)
     # environment, in order: $(VAR) refers to variables defined before it
     env: dict[str, str] = {}
     for var in container.env or []:
