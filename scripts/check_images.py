@@ -12,9 +12,11 @@ additions stand in for what a cluster provides, and nothing else differs:
   DNS names resolve to it in the learner (``--add-host``) and the env server binds it (``RLCLOUD_BIND_HOST``),
   since every container here shares the host's network (two servers could not both bind 0.0.0.0:5000).
 
-Then the corridor example (examples/corridor: a user's own gymnasium.Env, which the image does not hold) runs in
-every run mode from its code archive (``code: .``, packed and stored in fake-gcs-server as ``Experiment.start``
-does): each pod fetches the archive its spec names, checks its digest and imports the environment from it.
+Then the corridor example (examples/corridor/shaped.yaml: a user's own gymnasium.Env, which the image does not
+hold, and a package of the project's own in its requirements.txt) runs in every run mode from its code archive
+(``code: {path: ., requirements: requirements.txt}``, packed and stored in fake-gcs-server as ``Experiment.start``
+does): each pod fetches the archive its spec names, checks its digest, installs the requirements with the
+image's uv into an overlay (offline: the package is in the archive) and imports the environment from it.
 
 It prints, per run mode, the time from container start to the first episode (the learner's metrics.jsonl
 gets its first line) and to exit, and the objects written to the store; then checks that ``podman kube
@@ -27,6 +29,7 @@ Exit 1 with one line naming what failed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -49,8 +52,9 @@ from rlcloud.runenv import RunnerEnv  # noqa: E402
 from rlcloud.specs import ExperimentSpec  # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "cartpole_ppo.yaml"
-#: a user's own environment, beside its spec: what a pod can only import from the run's code archive
-CORRIDOR = ROOT / "examples" / "corridor" / "corridor.yaml"
+#: a user's own environment, beside its spec, shaped by a package of the project's own named in its requirements:
+#: what a pod can only import from the run's code archive and the overlay its requirements install into
+CORRIDOR = ROOT / "examples" / "corridor" / "shaped.yaml"
 CODE_EPISODES = 6
 BUCKET = "check-images"
 NAMESPACE = "rlcloud"
@@ -108,26 +112,9 @@ class Engine:
         return done.stdout + done.stderr
 
 
-def pod_run_args(
-    pod: k8s.V1PodSpec, *, index: int, volumes_dir: Path, config_maps: dict[str, dict[str, str]]
-) -> tuple[list[str], str, dict[str, str]]:
-    """``podman run`` options, image and environment of ``pod``'s single container, as the kubelet would run it.
-
-    Volumes are made under ``volumes_dir``. Anything in the pod this translation does not know is refused
-    (CheckError), so a builder change cannot slip past the check unnoticed.
-    """
-    (container,) = pod.containers
-    options: list[str] = ["--pull=never", "--init=false"]
-    # pod securityContext: runAsNonRoot/runAsUser/runAsGroup/fsGroup
-    context = pod.security_context
-    if context is None or not context.run_as_user:
-        raise CheckError("the pod has no runAsUser: it would run as the image's user")
-    if context.run_as_non_root and int(context.run_as_user) == 0:
-        raise CheckError("runAsNonRoot with runAsUser 0: the kubelet refuses to start such a pod")
-    options += ["--user", f"{context.run_as_user}:{context.run_as_group or context.run_as_user}"]
-    if context.fs_group is not None:
-        options += ["--group-add", str(context.fs_group)]
-    # container securityContext
+def _container_options(container: k8s.V1Container) -> list[str]:
+    """``podman run`` options of the container's securityContext and resource limits (CheckError: unknown)."""
+    options: list[str] = []
     sc = container.security_context
     if sc is not None:
         if sc.allow_privilege_escalation is False:
@@ -147,6 +134,29 @@ def pod_run_args(
             options += ["--memory", str(limits["memory"]).replace("Gi", "g").replace("Mi", "m")]
         if set(limits) - {"cpu", "memory"}:
             raise CheckError(f"resources {sorted(limits)}: only cpu and memory can be given to podman here")
+    return options
+
+
+def pod_run_args(
+    pod: k8s.V1PodSpec, *, index: int, volumes_dir: Path, config_maps: dict[str, dict[str, str]]
+) -> tuple[list[str], str, dict[str, str]]:
+    """``podman run`` options, image and environment of ``pod``'s single container, as the kubelet would run it.
+
+    Volumes are made under ``volumes_dir``. Anything in the pod this translation does not know is refused
+    (CheckError), so a builder change cannot slip past the check unnoticed.
+    """
+    (container,) = pod.containers
+    options: list[str] = ["--pull=never", "--init=false"]
+    # pod securityContext: runAsNonRoot/runAsUser/runAsGroup/fsGroup
+    context = pod.security_context
+    if context is None or not context.run_as_user:
+        raise CheckError("the pod has no runAsUser: it would run as the image's user")
+    if context.run_as_non_root and int(context.run_as_user) == 0:
+        raise CheckError("runAsNonRoot with runAsUser 0: the kubelet refuses to start such a pod")
+    options += ["--user", f"{context.run_as_user}:{context.run_as_group or context.run_as_user}"]
+    if context.fs_group is not None:
+        options += ["--group-add", str(context.fs_group)]
+    options += _container_options(container)
     # environment, in order: $(VAR) refers to variables defined before it
     env: dict[str, str] = {}
     for var in container.env or []:
@@ -198,6 +208,36 @@ def _kinds(names: list[tuple[str, int]]) -> str:
     return ", ".join(f"{k} ({n})" if n > 1 else k for k, n in sorted(counts.items()))
 
 
+def _service_addresses(services: list[k8s.V1Service], jobs: list[k8s.V1Job]) -> dict[str, str]:
+    """The headless Service's names, ``<job>-<index>.<service>``: one loopback address per env-server pod."""
+    addresses: dict[str, str] = {}
+    for service in services:
+        env_job = next(j for j in jobs if j.metadata.name == service.metadata.name)
+        for i in range(env_job.spec.completions):
+            addresses[f"{env_job.metadata.name}-{i}.{service.metadata.name}"] = f"127.0.0.{2 + i}"
+    return addresses
+
+
+def _wait_for_learner(engine: Engine, learner: str, learner_dir: Path, mode: str) -> float | None:
+    """Wait until the learner's container exits; when its first episode was written (None: never).
+
+    ``learner_dir``: the pod's work emptyDir; the runner's work directory is its ``work/`` (the rest of the
+    volume is the cache, where uv's temporary folders come and go while requirements install)."""
+    first_episode: float | None = None
+    deadline = time.monotonic() + MODE_TIMEOUT_S
+    while True:
+        if first_episode is None:
+            with contextlib.suppress(FileNotFoundError):  # a folder the runner replaced as it was listed
+                for metrics in (learner_dir / "work").rglob("metrics.jsonl"):
+                    if metrics.stat().st_size > 0:
+                        first_episode = time.time()
+        if engine.inspect(learner, "{{.State.Running}}") != "true":
+            return first_episode
+        if time.monotonic() > deadline:
+            raise CheckError(f"{mode}: the learner still runs after {MODE_TIMEOUT_S} s\n{engine.logs(learner)}")
+        time.sleep(0.2)
+
+
 def run_mode(
     engine: Engine,
     image: str,
@@ -219,12 +259,7 @@ def run_mode(
     config_maps = {o.metadata.name: o.data for o in objects if isinstance(o, k8s.V1ConfigMap)}
     services = [o for o in objects if isinstance(o, k8s.V1Service)]
     jobs = [o for o in objects if isinstance(o, k8s.V1Job)]
-    # the headless Service's names: <job>-<index>.<service>, one loopback address per env-server pod
-    addresses: dict[str, str] = {}
-    for service in services:
-        env_job = next(j for j in jobs if j.metadata.name == service.metadata.name)
-        for i in range(env_job.spec.completions):
-            addresses[f"{env_job.metadata.name}-{i}.{service.metadata.name}"] = f"127.0.0.{2 + i}"
+    addresses = _service_addresses(services, jobs)
     started: list[tuple[str, str, str]] = []  # (job, container id, role)
     learner_dir: Path | None = None
     for job in jobs:  # in creation order: env servers first, as on a cluster
@@ -249,19 +284,7 @@ def run_mode(
     assert learner_dir is not None
     learner = next(ident for _, ident, role in started if role != "env-server")
     t_start = int(engine.inspect(learner, "{{.State.StartedAt.UnixNano}}")) / 1e9
-    first_episode: float | None = None
-    deadline = time.monotonic() + MODE_TIMEOUT_S
-    while True:
-        if first_episode is None:
-            for metrics in learner_dir.rglob("metrics.jsonl"):
-                if metrics.stat().st_size > 0:
-                    first_episode = time.time()
-        running = engine.inspect(learner, "{{.State.Running}}") == "true"
-        if not running:
-            break
-        if time.monotonic() > deadline:
-            raise CheckError(f"{mode}: the learner still runs after {MODE_TIMEOUT_S} s\n{engine.logs(learner)}")
-        time.sleep(0.2)
+    first_episode = _wait_for_learner(engine, learner, learner_dir, mode)
     code = int(engine.inspect(learner, "{{.State.ExitCode}}"))
     t_exit = int(engine.inspect(learner, "{{.State.FinishedAt.UnixNano}}")) / 1e9
     if code != 0:
@@ -294,16 +317,19 @@ def run_mode(
 
 
 def code_mode(engine: Engine, image: str, work: Path, gcs: FakeGcsServer, mode: str, workers: int) -> list[str]:
-    """The corridor example (examples/corridor: a gymnasium.Env of the user's, not in the image) in ``mode``,
-    its folder packed and stored as ``Experiment.start`` does (rlcloud.codepack): every pod fetches the archive
-    its spec names, checks the digest, unpacks it and imports the environment from it; the image is unchanged.
+    """The corridor example (examples/corridor/shaped.yaml: a gymnasium.Env of the user's, not in the image,
+    shaped by pkgs/corridor_rewards, named in its requirements.txt) in ``mode``, its folder packed and stored as
+    ``Experiment.start`` does (rlcloud.codepack): every pod fetches the archive its spec names, checks the
+    digest, unpacks it, installs the requirements into an overlay and imports the environment; the image is
+    unchanged.
     """
     from rlcloud.codepack import code_location, pin, publish
     from rlcloud.storage import open_store
 
     spec = ExperimentSpec.from_file(
-        CORRIDOR, name=f"check-code-{mode}", run_mode=mode, num_workers=workers, episodes=CODE_EPISODES, code="."
+        CORRIDOR, name=f"check-code-{mode}", run_mode=mode, num_workers=workers, episodes=CODE_EPISODES
     )
+    assert spec.code is not None and spec.code.requirements is not None
     spec, archive = pin(spec)
     assert archive is not None
     os.environ["STORAGE_EMULATOR_HOST"] = gcs.url  # this process uploads as the client would

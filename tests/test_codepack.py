@@ -29,7 +29,14 @@ from rlcloud.errors import SpecError, WorkloadError
 from rlcloud.k8s.builders import build_workloads
 from rlcloud.k8s.sweep_builders import build_sweep_workloads
 from rlcloud.local.machine import code_env
-from rlcloud.record import create_record, start_sweep_recorded
+from rlcloud.record import (
+    check_resume,
+    create_record,
+    read_history,
+    record_in_force,
+    start_recorded,
+    start_sweep_recorded,
+)
 from rlcloud.runenv import RunnerEnv
 from rlcloud.runner.code import code_folder
 from rlcloud.runner.envs import make_env
@@ -287,6 +294,38 @@ def test_a_resume_with_other_code_is_refused_naming_both_digests(tmp_path: Path)
     assert fingerprint(_corridor(project).model_copy(update={"code": None})) != fingerprint(recorded)
 
 
+def test_other_code_is_a_recorded_change_where_the_user_accepts_it(tmp_path: Path) -> None:
+    project = _project(tmp_path / "p", sorted(FILES), mode=0o644, mtime=0)
+    store = open_store(tmp_path / "results" / "corridor")
+    recorded, _ = pin(_corridor(project))
+    assert start_recorded(store, recorded, lambda: True, where="local")
+    (project / "myenvs_packed.py").write_bytes(b"class Corridor:\n    width = 7\n")
+    changed, _ = pin(_corridor(project))
+    assert recorded.code is not None and changed.code is not None
+    with pytest.raises(ChangedRunError, match="--accept-new-code"):  # the refusal says how to accept it
+        Experiment(changed, results=str(tmp_path / "results")).start(validate=False)
+    spec_before = store.read_bytes("spec.yaml")
+    assert start_recorded(store, changed, lambda: True, where="local", accept_new_code=True)
+    line = read_history(store)[-1]
+    assert line["event"] == "resumed"
+    assert {"field": "code.digest", "from": recorded.code.digest, "to": changed.code.digest} in line["changes"]
+    assert store.read_bytes("spec.yaml") == spec_before  # the spec of record is never replaced
+    # the run's code is now the accepted one: it resumes without the flag, the old code is the change now
+    in_force = record_in_force(store)
+    assert in_force is not None and in_force["code"]["digest"] == changed.code.digest
+    assert check_resume(store, changed) == []
+    with pytest.raises(ChangedRunError, match=r"code\.digest"):
+        check_resume(store, recorded)
+    # adding code to a run without it is accepted the same way
+    plain = open_store(tmp_path / "results" / "plain")
+    assert start_recorded(plain, recorded.model_copy(update={"code": None}), lambda: True, where="local")
+    with pytest.raises(ChangedRunError):
+        check_resume(plain, recorded)
+    assert start_recorded(plain, recorded, lambda: True, where="local", accept_new_code=True)
+    in_force = record_in_force(plain)
+    assert in_force is not None and in_force["code"]["digest"] == recorded.code.digest
+
+
 def test_a_sweeps_trials_all_run_one_digest(tmp_path: Path) -> None:
     project = _project(tmp_path / "p", sorted(FILES), mode=0o644, mtime=0)
     experiment = _corridor(project).model_dump(mode="json")
@@ -423,7 +462,7 @@ def test_spec_show_code_lists_what_is_packed_and_left_out(
     assert main(["spec", "show", "--code", "corridor.yaml", "--set", "code=."]) == 0
     out, err = capsys.readouterr()
     archive = pin(ExperimentSpec.from_file("corridor.yaml", code="."))[1]
-    assert archive is not None and f"2 files, {len(archive.data)} bytes packed: {archive.digest}" in out
+    assert archive is not None and f"7 files, {len(archive.data)} bytes packed: {archive.digest}" in out
     assert "corridor_env.py" in out and "sa.json" not in out
     assert "left out: sa.json (holds a private key (a service-account key file?))" in err
     assert main(["spec", "show", "--code", "corridor.yaml"]) == 2  # no code: said, exit 2
@@ -482,6 +521,7 @@ def test_spec_validate_packs_the_code_as_a_start_would(tmp_path: Path, monkeypat
     shutil.copytree(CORRIDOR, project, ignore=shutil.ignore_patterns("__pycache__"))
     spec = project / "corridor.yaml"
     spec.write_text(spec.read_text() + "code: {path: ., requirements: requirements.txt}\n")
+    (project / "requirements.txt").unlink()
     monkeypatch.chdir(tmp_path)  # the code folder, not the working directory, is what it imports from
     report = validate_file(spec)
     assert [p.field for p in report.problems] == ["code.requirements"]

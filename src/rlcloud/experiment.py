@@ -142,7 +142,9 @@ class Experiment:
                 ]
             )
 
-    def start(self, cluster: Cluster | None = None, *, validate: bool = True) -> Experiment:
+    def start(
+        self, cluster: Cluster | None = None, *, validate: bool = True, accept_new_code: bool = False
+    ) -> Experiment:
         """Start training and return at once; the experiment runs in the background.
 
         With no cluster it runs as processes on this machine. With a cluster (Cluster.gke / .kubernetes)
@@ -154,7 +156,9 @@ class Experiment:
         start is added to ``history.jsonl``); a spec that learns something else (environment, agent,
         network, seed, run mode, workers...) is refused with a SpecError naming each changed field,
         before anything is created. Starting an experiment that is running already changes nothing:
-        :attr:`already_running` says so afterwards.
+        :attr:`already_running` says so afterwards. Other ``code:`` (another archive digest) is refused the
+        same way unless ``accept_new_code``: then the run resumes with it, and its history records the change
+        with both digests.
         """
         from rlcloud.record import start_recorded
 
@@ -193,6 +197,7 @@ class Experiment:
             where=target.describe() if target else "local",
             prepare=(lambda: self._prepare(target)) if target is not None else None,
             on_failure=(lambda: target.release_after_failure(self.name)) if target is not None else None,
+            accept_new_code=accept_new_code,
         )
         self.already_running = not started
         if started:
@@ -479,10 +484,10 @@ class Experiment:
     def _trained_spec(self) -> ExperimentSpec:
         """The spec the run trained with: its spec of record when there is one (an attached run's, or one
         resumed with a longer budget), else this experiment's own."""
-        from rlcloud.record import read_record
+        from rlcloud.record import record_in_force
         from rlcloud.specs import ExperimentSpec
 
-        record = read_record(self._store())
+        record = record_in_force(self._store())  # with the code a resume accepted since, if any
         return ExperimentSpec.from_dict(record) if record else self.spec
 
     def agent(self, checkpoint: str | None = None) -> Policy:

@@ -3,7 +3,10 @@ SavedModel (``Experiment.export``), watched as a GIF or MP4 (``Experiment.video`
 
 A local run's checkpoint is read where it is; a ``gs://`` run's one checkpoint (the latest, or the one named)
 is downloaded into a temporary directory, restored and the directory removed: the agent then holds its
-variables in memory. The heavy work (TensorFlow, Tensorforce, the environment) is runner/policy.py's.
+variables in memory. A run with ``code:`` gets its code archive (the spec of record's digest) fetched from
+the store, checked and put on ``sys.path`` first, its requirements installed, as in its pods: a laptop
+without the project folder restores it all the same. The heavy work (TensorFlow, Tensorforce, the
+environment) is runner/policy.py's.
 
 Video: GIF through Pillow (matplotlib's dependency, in the analysis extra), MP4 through imageio with its
 ffmpeg plugin (the ``video`` extra). Frames are bounded (runner/policy.py: ``MAX_FRAMES`` frames of at
@@ -31,7 +34,7 @@ if TYPE_CHECKING:
     from rlcloud.specs import ExperimentSpec
     from rlcloud.storage.base import Store
 
-__all__ = ["VIDEO_FORMATS", "Video", "load", "render"]
+__all__ = ["VIDEO_FORMATS", "Video", "install_run_code", "load", "render"]
 
 #: File suffixes :func:`render` writes, and what writes them.
 VIDEO_FORMATS = {".gif": "Pillow (the analysis extra)", ".mp4": "imageio with imageio-ffmpeg (the video extra)"}
@@ -100,11 +103,45 @@ def _checkpoint_dir(store: Store, location: str, checkpoint: str | None) -> Iter
         yield local
 
 
+def _code_store(location: str, digest: str) -> str:
+    """The code folder holding the archive ``digest`` names: the run's results root's (``<root>/<run>``), or
+    for a sweep's trial (``<root>/<sweep>/<trial>``) the sweep's results root's. One stat per place."""
+    from rlcloud.codepack import archive_name, code_location
+    from rlcloud.storage import open_store
+
+    parent = location.rstrip("/").rpartition("/")[0]
+    places = [code_location(parent), code_location(parent.rpartition("/")[0])]
+    for place in places:
+        with open_store(place) as store:
+            if store.stat(archive_name(digest)) is not None:
+                return place
+    return places[0]  # fetch says the archive is missing, naming where it looked first
+
+
+def install_run_code(spec: ExperimentSpec, location: str) -> Path | None:
+    """Make the code of the run at ``location`` importable here, as its runner did: the archive its spec of
+    record names, fetched from the store into this machine's cache, checked, its requirements installed into
+    an overlay (rlcloud.runner.code.install_code). The project folder need not be on this machine. None for a
+    run without code (what is importable here is used).
+
+    Raises:
+        WorkloadError: the archive is missing or refused; SpecError: its requirements cannot be installed.
+    """
+    if spec.code is None or spec.code.digest is None:
+        return None
+    from rlcloud.runenv import RunnerEnv
+    from rlcloud.runner.code import install_code
+
+    return install_code(spec, RunnerEnv(code_store=_code_store(location, spec.code.digest)))
+
+
 def load(spec: ExperimentSpec, store: Store, location: str, checkpoint: str | None = None) -> Policy:
     """The run's trained agent (:class:`rlcloud.runner.policy.Policy`), restored from ``checkpoint`` (default:
-    the latest complete one) of the run at ``location``, built from ``spec`` (its spec of record)."""
+    the latest complete one) of the run at ``location``, built from ``spec`` (its spec of record), with the
+    run's code made importable first (:func:`install_run_code`)."""
     from rlcloud.runner.policy import load_policy
 
+    install_run_code(spec, location)
     with _checkpoint_dir(store, location, checkpoint) as workdir:
         return load_policy(spec, workdir, checkpoint)
 

@@ -54,6 +54,7 @@ __all__ = [
     "read_record",
     "read_sweep_growth",
     "read_sweep_record",
+    "record_in_force",
     "start_recorded",
     "start_sweep_recorded",
     "sweep_of_record",
@@ -96,17 +97,51 @@ def read_record(store: Store) -> dict[str, Any] | None:
     return _read_of_record(store, SPEC, "a spec of record")
 
 
-def check_resume(store: Store, spec: ExperimentSpec) -> list[Change] | None:
+def record_in_force(store: Store) -> dict[str, Any] | None:
+    """The spec of record with the code the run trains with now: ``spec.yaml`` is written once, so a resume
+    that accepted other code (``accept_new_code``) says so in the history, and the latest such line's
+    ``code`` is the run's (an archive by digest: only the archive it names is ever fetched and checked)."""
+    record = read_record(store)
+    if record is None:
+        return None
+    for line in reversed(read_history(store)):
+        found = _code_change(line)
+        if found is None:
+            continue
+        field, to = found
+        if field == "code":  # code added (a mapping) or removed
+            record["code"] = to if isinstance(to, dict) else None
+        elif isinstance(record.get("code"), dict):
+            record["code"] = {**record["code"], "digest": to}
+        break
+    return record
+
+
+def _code_change(line: dict[str, Any]) -> tuple[str, Any] | None:
+    """``(field, to)`` of a history line's accepted code change (``code`` or ``code.digest``), or None."""
+    changes = line.get("changes")
+    for change in changes if isinstance(changes, list) else []:
+        if isinstance(change, dict) and change.get("field") in ("code", "code.digest"):
+            return str(change["field"]), change.get("to")
+    return None
+
+
+def check_resume(store: Store, spec: ExperimentSpec, *, accept_new_code: bool = False) -> list[Change] | None:
     """What a start of ``spec`` would change in the run recorded in ``store``.
 
     None: no run is recorded (the start creates one). A list: the changes allowed on resume (possibly
     empty). Raises :class:`~rlcloud.specs.identity.ChangedRunError` (a SpecError) when a learning field
-    differs. Reads only; writes nothing.
+    differs. ``accept_new_code``: other code (``code.digest``, code added or removed) is a change the user
+    accepts, listed with the others (the history line then holds both digests), not a refusal. The code of
+    record is the latest digest so accepted (:func:`record_in_force`). Reads only; writes nothing.
     """
-    record = read_record(store)
+    record = record_in_force(store)
     if record is None:
         return None
     learning, other = split_changes(diff_specs(record, spec))
+    if accept_new_code:
+        code = [c for c in learning if c.field.split(".", 1)[0] == "code"]
+        learning, other = [c for c in learning if c not in code], code + other
     if learning:
         raise ChangedRunError(spec.name, store.describe(), learning)
     if any(c.field in ("total_timesteps", "episodes") for c in other):
@@ -181,19 +216,21 @@ def start_recorded(
     where: str,
     prepare: Callable[[], None] | None = None,
     on_failure: Callable[[], None] | None = None,
+    accept_new_code: bool = False,
 ) -> bool:
     """Start a run under its record: check ``spec`` against the record (refusing a different learning setup
     before anything happens), ``prepare()`` (e.g. create a cluster), write the spec of record if the run is
     new, ``start()`` it (the backend's start: False when it was running already), and add a history line
     when it started. ``on_failure()`` runs when anything after the check fails. Returns what start said.
+    ``accept_new_code``: other code is a recorded change, not a refusal (:func:`check_resume`).
     """
-    changes = check_resume(store, spec)  # raises ChangedRunError, having written nothing
+    changes = check_resume(store, spec, accept_new_code=accept_new_code)  # raises ChangedRunError: nothing written
     if prepare is not None:
         prepare()
     try:
         event = "created" if changes is None and create_record(store, spec) else "resumed"
         if changes is None and event == "resumed":  # another start created the run a moment ago
-            changes = check_resume(store, spec)
+            changes = check_resume(store, spec, accept_new_code=accept_new_code)
         started = start()
     except BaseException:
         if on_failure is not None:

@@ -55,6 +55,12 @@ TARGET = (
     ),
 )
 FILE = Arg("file", metavar="FILE", help="experiment spec (YAML/JSON)")
+#: resume a run with other code: recorded in its history with both digests, not refused
+NEW_CODE = Arg(
+    "--accept-new-code",
+    action="store_true",
+    help="resume the run with other code (code: digest): recorded in its history with both digests",
+)
 NAME = Arg("name", metavar="NAME", type=checked("run_name"), help="experiment name")
 #: --dest of the commands that download: a directory that can be written (not /proc/x, not under a file)
 DEST = Arg("--dest", metavar="DIR", type=checked("directory"), help="directory (default ./rlcloud-results/NAME)")
@@ -119,14 +125,14 @@ def _start(exp: Any, args: argparse.Namespace) -> None:
     from rlcloud.cli._common import blame_flags, parse_sets, set_flags
 
     with blame_flags(set_flags(parse_sets(args.set))):
-        exp.start()
+        exp.start(accept_new_code=args.accept_new_code)
 
 
 @command(
     "experiment run",
     "Start an experiment and follow it to the end.",
     "rlcloud experiment run examples/cartpole_ppo.yaml --set run_mode=multi-threaded --set num_workers=8",
-    args=[FILE, SET, *TARGET],
+    args=[FILE, SET, NEW_CODE, *TARGET],
 )
 def run(args: argparse.Namespace) -> int:
     """Start an experiment and follow it until it ends: a live progress bar on a terminal, a plain progress
@@ -145,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
     "experiment start",
     "Start an experiment in the background.",
     "rlcloud experiment start exp.yaml -c configs/clusters/t4.yaml",
-    args=[FILE, SET, *TARGET],
+    args=[FILE, SET, NEW_CODE, *TARGET],
 )
 def start(args: argparse.Namespace) -> int:
     """Start an experiment in the background and return."""

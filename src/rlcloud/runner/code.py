@@ -2,9 +2,11 @@
 
 A spec with ``code:`` names its archive by digest (``code.digest``, pinned by the spec of record): the
 archive is fetched from ``RLCLOUD_CODE_STORE``, checked and unpacked read-only (:func:`rlcloud.codepack.fetch`),
-and its folder goes first on ``sys.path``. A local run without ``code:`` gets its project folder instead
-(``RLCLOUD_PROJECT_DIR``), the folder ``spec validate`` imports from. ``PYTHONPATH`` carries the folder to the
-processes a role starts (the environment workers of the multi-threaded mode).
+its ``requirements:`` are installed into an overlay of the image's environment, cached
+(:mod:`rlcloud.runner.requirements`), and its folder goes first on ``sys.path``, the overlay after it. A
+local run without ``code:`` gets its project folder instead (``RLCLOUD_PROJECT_DIR``), the folder
+``spec validate`` imports from. ``PYTHONPATH`` carries both to the processes a role starts (the environment
+workers of the multi-threaded mode).
 """
 
 from __future__ import annotations
@@ -67,9 +69,23 @@ def code_folder(spec: ExperimentSpec, run_env: RunnerEnv | None = None) -> Path 
     return None
 
 
-def install_code(spec: ExperimentSpec) -> Path | None:
-    """Put the run's code folder (:func:`code_folder`) first on ``sys.path``; return it (None: none)."""
-    folder = code_folder(spec)
-    if folder is not None:
-        put_first_on_path(folder)
+def install_code(spec: ExperimentSpec, run_env: RunnerEnv | None = None) -> Path | None:
+    """Put the run's code folder (:func:`code_folder`) first on ``sys.path``, and the overlay holding its
+    archive's requirements (rlcloud.runner.requirements) right after it; return the code folder (None: none).
+
+    Raises:
+        SpecError: as :func:`code_folder`; on ``code.requirements`` when they cannot be installed.
+        WorkloadError: as :func:`code_folder`.
+    """
+    folder = code_folder(spec, run_env)
+    if folder is None:
+        return None
+    if spec.code is not None and spec.code.requirements is not None:
+        from rlcloud.codepack import code_cache
+        from rlcloud.runner.requirements import activate, install_requirements
+
+        overlay = install_requirements(folder, spec.code.requirements, cache=code_cache().parent)
+        activate(overlay)
+        put_first_on_path(overlay)
+    put_first_on_path(folder)
     return folder

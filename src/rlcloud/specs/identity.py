@@ -194,6 +194,12 @@ class ChangedRunError(SpecError):
             "variants side by side as a sweep (`rlcloud sweep run SPEC --grid FIELD=A,B --seeds N`). "
             "Fields that may change on resume: episodes, total_timesteps, saver/summary frequency, "
             "evaluation, resources, image, results, cluster."
+            + (
+                " To resume it with this code, as a change recorded in its history with both digests: "
+                "`--accept-new-code` (Experiment.start(accept_new_code=True))."
+                if any(c.field.split(".", 1)[0] == "code" for c in getattr(self, "changes", []))
+                else ""
+            )
         )
 
 
