@@ -130,11 +130,13 @@ def import_for(spec: ExperimentSpec) -> None:
     """Import what a trial of ``spec`` needs (TensorFlow with the CPU kernels the runner would choose for it,
     Tensorforce) before the trial comes: what a warm process does while it waits (a local warm worker
     beside the smoke trial, a pod while the smoke trial proves the sweep). Raises what the import raises."""
+    from rlcloud.runner.code import install_code
     from rlcloud.runner.compat import import_tensorforce
     from rlcloud.runner.inlining import inline_nested_functions
     from rlcloud.runner.kernels import choose_cpu_kernels
     from rlcloud.runner.loop import build_vector_env
 
+    install_code(spec)  # a spec with code: its environment imports from the archive (and its requirements)
     venv = build_vector_env(spec)  # the kernels depend on the states (runner/kernels.py), as in Trainer
     try:
         choose_cpu_kernels(spec.network, spec.agent, venv.states_spec)
