@@ -52,6 +52,7 @@ __all__ = [
     "pack",
     "pin",
     "publish",
+    "remove_tree",
     "secret_reason",
     "unpack",
 ]
@@ -330,7 +331,7 @@ def unpack(data: bytes, digest: str, dest: Path) -> Path:
         return dest  # unpacked before, from an archive of this digest (only a checked one is ever renamed here)
     dest.parent.mkdir(parents=True, exist_ok=True)
     staging = dest.parent / f".{dest.name}.{os.getpid()}.partial"
-    _remove(staging)
+    remove_tree(staging)
     staging.mkdir()
     try:
         _extract(data, staging)
@@ -343,9 +344,9 @@ def unpack(data: bytes, digest: str, dest: Path) -> Path:
         except OSError:
             if not dest.is_dir():
                 raise
-            _remove(staging)  # another role unpacked the same digest first
+            remove_tree(staging)  # another role unpacked the same digest first
     except BaseException:
-        _remove(staging)
+        remove_tree(staging)
         raise
     return dest
 
@@ -372,7 +373,8 @@ def _extract(data: bytes, into: Path) -> None:
             os.chmod(target, 0o444)
 
 
-def _remove(path: Path) -> None:
+def remove_tree(path: Path) -> None:
+    """Delete ``path`` and what it holds, read-only folders included (an unpacked archive, an overlay)."""
     if not path.exists():
         return
     for folder, dirs, _files in os.walk(path):

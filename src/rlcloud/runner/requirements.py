@@ -39,6 +39,7 @@ import sys
 import sysconfig
 from pathlib import Path, PurePosixPath
 
+from rlcloud.codepack import remove_tree
 from rlcloud.errors import SpecError, SpecProblem
 
 __all__ = ["OVERLAYS", "find_uv", "install_requirements", "requirements_key"]
@@ -246,18 +247,6 @@ def _read_only(root: Path) -> None:
     os.chmod(root, 0o555)
 
 
-def _remove(path: Path) -> None:
-    if not path.exists():
-        return
-    for folder, dirs, _files in os.walk(path):
-        for name in dirs:
-            with contextlib.suppress(OSError):
-                os.chmod(Path(folder) / name, 0o755)
-    with contextlib.suppress(OSError):
-        os.chmod(path, 0o755)
-    shutil.rmtree(path, ignore_errors=True)
-
-
 def install_requirements(folder: Path, requirements: str, *, cache: Path) -> Path:
     """The overlay folder holding ``requirements`` (a file inside ``folder``, the unpacked archive) installed
     over the running environment: from ``cache/overlays/<key>`` when it is there, else installed now.
@@ -282,7 +271,7 @@ def install_requirements(folder: Path, requirements: str, *, cache: Path) -> Pat
         staging = dest.parent / f".{key}.{os.getpid()}.partial"
         scratch = dest.parent / f".{key}.{os.getpid()}.work"
         for path in (staging, scratch):
-            _remove(path)
+            remove_tree(path)
         scratch.mkdir()
         try:
             lines = _walk_requirements(folder, requirements, hashlib.sha256(), 0)
@@ -290,8 +279,8 @@ def install_requirements(folder: Path, requirements: str, *, cache: Path) -> Pat
             _read_only(staging)
             os.rename(staging, dest)
         finally:
-            _remove(staging)
-            _remove(scratch)
+            remove_tree(staging)
+            remove_tree(scratch)
     logger.info("requirements %s installed in %s", requirements, dest)
     return dest
 
