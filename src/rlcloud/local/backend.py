@@ -43,7 +43,6 @@ from rlcloud.local.machine import (
     LocalMachine,
     code_env,
     keep_child,
-    local_cpu_hour_usd,
     local_run_price,
     reap_children,
 )
@@ -87,7 +86,6 @@ __all__ = [
     "LOCAL_IDLE_TIMEOUT",
     "LocalBackend",
     "LocalExperiments",
-    "local_cpu_hour_usd",
     "local_run_price",
 ]
 
@@ -314,6 +312,7 @@ class LocalExperiments(LocalMachine, ExperimentBackend):
         from dataclasses import replace
 
         from rlcloud.budget import local_price_per_hour
+        from rlcloud.config import local_cpu_hour_usd
         from rlcloud.results import check_results_root, results_location
 
         reap_children()

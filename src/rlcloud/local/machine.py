@@ -22,7 +22,6 @@ __all__ = [
     "LocalMachine",
     "code_env",
     "keep_child",
-    "local_cpu_hour_usd",
     "local_run_price",
     "reap_children",
 ]
@@ -85,21 +84,10 @@ def local_run_price(spec: ExperimentSpec) -> float | None:
     learner, plus its env servers when distributed); None when the rate is 0 (free) or the config unreadable."""
     from rlcloud.backend import RunFacts
     from rlcloud.budget import local_price_per_hour
+    from rlcloud.config import local_cpu_hour_usd
 
     rate = local_cpu_hour_usd()
     return None if rate is None else local_price_per_hour(rate, RunFacts.of_spec(spec).processes)
-
-
-def local_cpu_hour_usd() -> float | None:
-    """rlcloud.yaml's ``cpu_hour_usd`` (USD per process-hour on this machine), None when the config is
-    unreadable. A listing of many runs reads it once for all of them."""
-    from rlcloud.config import load_project_config
-    from rlcloud.errors import RLCloudError
-
-    try:
-        return load_project_config().cpu_hour_usd
-    except RLCloudError:
-        return None
 
 
 def code_env(spec: ExperimentSpec, results: str, inherited: RunnerEnv) -> dict[str, str | None]:
