@@ -187,7 +187,7 @@ def load_project_config(start: str | Path | None = None) -> ProjectConfig:
 
 def local_cpu_hour_usd() -> float | None:
     """rlcloud.yaml's ``cpu_hour_usd`` (USD per process-hour on this machine), None when the config is
-    unreadable. A listing of many runs reads it once for all of them."""
+    unreadable: the rate of a LocalBackend built without :meth:`rlcloud.Cluster.local` (a sweep's trials)."""
     from rlcloud.errors import RLCloudError
 
     try:
