@@ -245,6 +245,10 @@ def test_each_concept_is_defined_once() -> None:
     assert [d for d in _definitions(r"GkeCluster|GkeProject|gke\.cluster|gke\.project") if d.startswith("cli/")] == []
     # ...and one cluster has one handle: the facade passes settings to its GkeCluster, never writes its state
     assert _definitions(r"\b_?handle\.[a-z_]+ = ") == []
+    # the facade and the CLI read rlcloud.yaml; GKE and local code are handed their settings (issue 39)
+    assert [d for d in _definitions(r"load_project_config\(") if d.startswith(("gke/", "local/"))] == []
+    # the doctor is built in one place (rlcloud.gke.doctor.doctor_for): ``rlcloud doctor`` and a cluster's checkup
+    assert _definitions(r"\bDoctor\(") == ["gke/doctor.py:" + _line("gke/doctor.py", "    return Doctor(")]
     # the "role-index | line" log format
     assert len(_definitions(r"f\"\{[a-z_.]+\} \| \{")) == 1
 

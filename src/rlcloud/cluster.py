@@ -51,7 +51,7 @@ class Cluster(ABC):
 
     def _settings(self) -> ProjectConfig:
         """The project config (rlcloud.yaml), read once for this target and handed down to what it builds: no
-        provider (rlcloud.gke, rlcloud.k8s) reads it itself."""
+        provider (rlcloud.gke, rlcloud.k8s, rlcloud.local) reads it itself."""
         if self._config is None:
             from rlcloud.config import load_project_config
 
@@ -332,9 +332,14 @@ class LocalTarget(Cluster):
         return [("runs", "background processes on this machine")]
 
     def _make_backend(self) -> ExperimentBackend:
+        from rlcloud.errors import RLCloudError
         from rlcloud.local import LocalBackend
 
-        return LocalBackend(results_root=self.results)
+        try:  # rlcloud.yaml's rate, read once and handed down; an unreadable config prices nothing (free)
+            rate = self._settings().cpu_hour_usd
+        except RLCloudError:
+            rate = 0.0
+        return LocalBackend(results_root=self.results, cpu_hour_usd=rate)
 
 
 class KubernetesTarget(Cluster):

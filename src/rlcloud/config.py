@@ -185,6 +185,17 @@ def load_project_config(start: str | Path | None = None) -> ProjectConfig:
     return config
 
 
+def local_cpu_hour_usd() -> float | None:
+    """rlcloud.yaml's ``cpu_hour_usd`` (USD per process-hour on this machine), None when the config is
+    unreadable: the rate of a LocalBackend built without :meth:`rlcloud.Cluster.local` (a sweep's trials)."""
+    from rlcloud.errors import RLCloudError
+
+    try:
+        return load_project_config().cpu_hour_usd
+    except RLCloudError:
+        return None
+
+
 def google_credentials(config: ProjectConfig | None = None) -> object | None:
     """Credentials from the project config's key file (cloud-platform scope), or None to use ADC.
 

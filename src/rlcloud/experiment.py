@@ -283,9 +283,9 @@ class Experiment:
         """USD per hour of the node the learner runs on, when the cluster is a GKE one with a known price; on this
         machine, rlcloud.yaml's ``cpu_hour_usd`` for each of the run's processes (None when 0: free)."""
         if self._runs_here():
-            from rlcloud.local.backend import local_run_price
+            from rlcloud.local.machine import LocalMachine
 
-            return local_run_price(self.spec)
+            return self.backend.run_price(self.spec) if isinstance(self.backend, LocalMachine) else None
         cluster_spec = getattr(self._cluster, "spec", None) if self._cluster is not None else None
         if cluster_spec is None or getattr(self._cluster, "kind", None) != "gke":
             return None

@@ -350,9 +350,9 @@ class Sweep:
         # locally each trial costs cpu_hour_usd per hour (one process); on a cluster the reaper measures the sweep
         price = None
         if here:
-            from rlcloud.local.backend import local_run_price
+            from rlcloud.local.machine import LocalMachine
 
-            price = local_run_price(base)
+            price = self.backend.run_price(base) if isinstance(self.backend, LocalMachine) else None
         trials = []
         for trial in status.trials:
             total = trial.params.get("total_timesteps", base.total_timesteps)

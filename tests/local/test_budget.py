@@ -55,14 +55,20 @@ def test_without_a_rate_local_runs_are_free_and_the_budget_never_acts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    from rlcloud.local.backend import _budget_options, local_run_price
+    from rlcloud.cluster import Cluster
+    from rlcloud.local.backend import _budget_options
 
     spec = _spec("free", budget=1)
-    assert local_run_price(spec) is None and _budget_options(spec) == []
+    free = Cluster.local().backend()
+    assert isinstance(free, LocalBackend) and free.run_price(spec) is None and _budget_options(spec, None) == []
     Path("rlcloud.yaml").write_text("cpu_hour_usd: 0.5\n", encoding="utf-8")
     distributed = _spec("d", budget=1, run_mode="distributed", num_workers=3)
-    assert local_run_price(distributed) == 2.0  # the learner and 3 env servers
-    assert _budget_options(distributed) == ["--budget-usd", "1.00", "--price-per-hour", "2.0"]
+    assert free.run_price(distributed) is None  # the target read rlcloud.yaml once, and handed its rate down
+    priced = Cluster.local().backend()
+    assert isinstance(priced, LocalBackend) and priced.run_price(distributed) == 2.0  # the learner and 3 servers
+    assert LocalBackend().run_price(distributed) == 2.0  # built directly: rlcloud.yaml's rate when asked
+    price = priced.run_price(distributed)
+    assert _budget_options(distributed, price) == ["--budget-usd", "1.00", "--price-per-hour", "2.0"]
 
 
 @pytest.mark.processes

@@ -245,7 +245,7 @@ def cluster_reap(args: argparse.Namespace) -> int:
 def run_doctor(args: argparse.Namespace) -> int:
     """`rlcloud doctor`: every check of :class:`rlcloud.gke.doctor.Doctor`, one line each; exit 1 when one fails."""
     from rlcloud.config import load_project_config
-    from rlcloud.gke.doctor import Doctor
+    from rlcloud.gke.doctor import doctor_for
 
     config = load_project_config()
     options = _gke_options(args)
@@ -258,14 +258,7 @@ def run_doctor(args: argparse.Namespace) -> int:
     if not project:
         raise SpecError([SpecProblem("--project", "no project given, in rlcloud.yaml or in the cluster spec")])
     results = args.results or config.results or ""
-    doctor = Doctor(
-        project,
-        bucket=results if results.startswith("gs://") else None,
-        spec=spec,
-        config=config,
-        credentials=options["credentials"],
-    )
-    checks = doctor.run()
+    checks = doctor_for(project, results, spec=spec, config=config, credentials=options["credentials"]).run()
     fmt = output_format(args)
     if fmt != "table":
         print_data([{"check": c.name, "status": c.status, "detail": c.detail, "fix": c.fix} for c in checks], fmt)

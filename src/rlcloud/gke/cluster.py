@@ -214,18 +214,18 @@ class GkeCluster:
         images: builtins.list[str] | None = None,
         credentials: Any = None,
     ) -> Doctor:
-        """The doctor of this cluster (:class:`rlcloud.gke.doctor.Doctor`, made here and nowhere else in the
-        package): its project, spec and settings (with this handle's reaper identity); ``results`` names the
-        bucket it checks when it is ``gs://...``; ``images``: the runner images (None: the settings'); the
+        """The doctor of this cluster (:func:`rlcloud.gke.doctor.doctor_for`, as ``rlcloud doctor``'s): its
+        project, spec and settings (with this handle's reaper identity); ``results`` names the bucket it checks
+        when it is ``gs://...``; ``images``: the runner images (None: the settings'); the
         ``credentials`` given, else those known to the project, else Application Default Credentials on first use.
         """
-        from rlcloud.gke.doctor import Doctor
+        from rlcloud.gke.doctor import doctor_for
 
         # this cluster's reaper identity is the one its checks are about
         config = self.config.model_copy(update={"reaper_service_account": self.reaper_service_account})
-        return Doctor(
+        return doctor_for(
             self.project,
-            bucket=results if results and results.startswith("gs://") else None,
+            results,
             spec=self.spec,
             config=config,
             images=images,

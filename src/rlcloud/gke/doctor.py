@@ -63,6 +63,7 @@ __all__ = [
     "REAPER_PERMISSIONS",
     "Check",
     "Doctor",
+    "doctor_for",
     "gpu_quota_metric",
 ]
 
@@ -726,6 +727,24 @@ class Doctor:
                 name = check.__name__.removeprefix("check_").replace("_", "-")
                 results.append(Check(name, "FAIL", _describe(exc)))
         return results
+
+
+def doctor_for(
+    project: str,
+    results: str | None,
+    *,
+    spec: ClusterSpec | None = None,
+    config: ProjectConfig | None = None,
+    images: Sequence[str] | None = None,
+    namespace: str = "rlcloud",
+    credentials: Any = None,
+) -> Doctor:
+    """The :class:`Doctor` of ``project`` (built here and nowhere else: ``rlcloud doctor`` and a cluster's
+    checkup share it): the bucket it checks is ``results`` when that is ``gs://...``, none for a local root."""
+    bucket = results if results and results.startswith("gs://") else None
+    return Doctor(
+        project, bucket=bucket, spec=spec, config=config, images=images, namespace=namespace, credentials=credentials
+    )
 
 
 if __name__ == "__main__":

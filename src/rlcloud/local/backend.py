@@ -43,8 +43,6 @@ from rlcloud.local.machine import (
     LocalMachine,
     code_env,
     keep_child,
-    local_cpu_hour_usd,
-    local_run_price,
     reap_children,
 )
 from rlcloud.local.state import (
@@ -87,8 +85,6 @@ __all__ = [
     "LOCAL_IDLE_TIMEOUT",
     "LocalBackend",
     "LocalExperiments",
-    "local_cpu_hour_usd",
-    "local_run_price",
 ]
 
 logger = logging.getLogger(__name__)
@@ -198,6 +194,7 @@ class LocalExperiments(LocalMachine, ExperimentBackend):
         }
         exp.write(state)  # supervisors read it when a role ends; the roles are added below
         roles: list[dict[str, Any]] = []
+        budget = _budget_options(spec, self.run_price(spec))  # the learner's supervisor enforces it
         try:
             # Env servers first: they are listening by the time the agent (slower to import) dials.
             for role, index, port in sorted(plan, key=lambda p: p[0].is_learner):
@@ -206,9 +203,7 @@ class LocalExperiments(LocalMachine, ExperimentBackend):
                     role_env.update(RunnerEnv(port=port, bind_host="127.0.0.1").to_env())
                 if role is Role.AGENT:
                     role_env.update(RunnerEnv(env_servers=env_servers).to_env())
-                proc, command = self._launch(
-                    exp, role, index, spec_path, role_env, spec.stall_timeout.seconds, budget=_budget_options(spec)
-                )
+                proc, command = self._launch(exp, role, index, spec_path, role_env, spec.stall_timeout.seconds, budget)
                 roles.append(
                     dict(
                         role=str(role), index=index, started=time.time(), port=port, **proc_identity(proc.pid, command)
@@ -318,7 +313,7 @@ class LocalExperiments(LocalMachine, ExperimentBackend):
 
         reap_children()
         root = self.results_root
-        rate = local_cpu_hour_usd() if names else None
+        rate = self.rate() if names else None
         checked: dict[str, str] = {}  # each recorded results root, checked once (the runs of a root share it)
         for name in names:
             try:
@@ -568,11 +563,12 @@ class LocalBackend(LocalExperiments, LocalSweeps):
     ``results_root``: where ``status``/``list``/``attach`` look for experiments by name (default: the
     project config's results root, else ./rlcloud-results); ``start`` uses the root it is given.
     ``grace_period``: seconds from SIGTERM to SIGKILL in ``stop``. ``env``: extra environment variables
-    for the runner processes (e.g. ``RLCLOUD_IDLE_TIMEOUT``).
+    for the runner processes (e.g. ``RLCLOUD_IDLE_TIMEOUT``). ``cpu_hour_usd``: USD per process-hour here, for budgets
+    (Cluster.local hands rlcloud.yaml's; None: rlcloud.yaml's when a price is asked).
     """
 
     def _trials(self, location: str) -> LocalBackend:
-        return LocalBackend(location, grace_period=self.grace_period)
+        return LocalBackend(location, grace_period=self.grace_period, cpu_hour_usd=self.cpu_hour_usd)
 
 
 def _no_links(*paths: Path) -> None:
@@ -592,10 +588,9 @@ def _load_spec(path: Path) -> ExperimentSpec:
     return ExperimentSpec.from_file(path)
 
 
-def _budget_options(spec: ExperimentSpec) -> list[str]:
+def _budget_options(spec: ExperimentSpec, price: float | None) -> list[str]:
     """The learner supervisor's ``--budget-usd B --price-per-hour P`` when the run has a budget and runs at a
-    price (rlcloud.yaml's cpu_hour_usd is set); else none."""
-    price = local_run_price(spec)
+    ``price`` (rlcloud.yaml's cpu_hour_usd is set); else none."""
     if spec.budget is None or price is None:
         return []
     return ["--budget-usd", f"{spec.budget.amount:.2f}", "--price-per-hour", repr(price)]

@@ -22,8 +22,6 @@ __all__ = [
     "LocalMachine",
     "code_env",
     "keep_child",
-    "local_cpu_hour_usd",
-    "local_run_price",
     "reap_children",
 ]
 
@@ -59,12 +57,14 @@ class LocalMachine:
         grace_period: float = DEFAULT_GRACE_PERIOD,
         env: dict[str, str] | None = None,
         python: str | None = None,
+        cpu_hour_usd: float | None = None,
     ) -> None:
         self._root = results_root
         self._checked_root: str | None = None  # self._root checked and normalised (results_root), once used
         self.grace_period = grace_period
         self.env = dict(env or {})
         self.python = python or sys.executable
+        self.cpu_hour_usd = cpu_hour_usd
         # Experiments started from this object may live under other roots than the default.
         self._known: dict[str, Path] = {}
 
@@ -79,27 +79,21 @@ class LocalMachine:
             self._checked_root = results_root(None, self._root)
         return self._checked_root
 
+    def rate(self) -> float | None:
+        """USD per process-hour here: the ``cpu_hour_usd`` handed down (Cluster.local reads rlcloud.yaml once);
+        not handed (a backend built directly, a sweep's trials), rlcloud.yaml's now (rlcloud.config)."""
+        from rlcloud.config import local_cpu_hour_usd
 
-def local_run_price(spec: ExperimentSpec) -> float | None:
-    """USD per hour of ``spec`` run on this machine: rlcloud.yaml's ``cpu_hour_usd`` x its processes (the
-    learner, plus its env servers when distributed); None when the rate is 0 (free) or the config unreadable."""
-    from rlcloud.backend import RunFacts
-    from rlcloud.budget import local_price_per_hour
+        return self.cpu_hour_usd if self.cpu_hour_usd is not None else local_cpu_hour_usd()
 
-    rate = local_cpu_hour_usd()
-    return None if rate is None else local_price_per_hour(rate, RunFacts.of_spec(spec).processes)
+    def run_price(self, spec: ExperimentSpec) -> float | None:
+        """USD per hour of ``spec`` run on this machine: :meth:`rate` x its processes (the learner, plus its env
+        servers when distributed); None when the rate is 0 (free) or the config unreadable."""
+        from rlcloud.backend import RunFacts
+        from rlcloud.budget import local_price_per_hour
 
-
-def local_cpu_hour_usd() -> float | None:
-    """rlcloud.yaml's ``cpu_hour_usd`` (USD per process-hour on this machine), None when the config is
-    unreadable. A listing of many runs reads it once for all of them."""
-    from rlcloud.config import load_project_config
-    from rlcloud.errors import RLCloudError
-
-    try:
-        return load_project_config().cpu_hour_usd
-    except RLCloudError:
-        return None
+        rate = self.rate()
+        return None if rate is None else local_price_per_hour(rate, RunFacts.of_spec(spec).processes)
 
 
 def code_env(spec: ExperimentSpec, results: str, inherited: RunnerEnv) -> dict[str, str | None]:

@@ -360,7 +360,7 @@ def _stop_beside_smoke(running: dict[str, Any], smoke_trial: str, pool: WarmPool
 class _SweepBudget:
     """The sweep's money budget on this machine: its trials' training time (progress.json ``elapsed``, running
     on with the wall clock between a live trial's reports: :func:`rlcloud.local.supervisor.training_seconds`) x
-    ``price`` (USD per trial-hour: :func:`rlcloud.local.backend.local_run_price` at the sweep's start). Looked at
+    ``price`` (USD per trial-hour: :meth:`rlcloud.local.machine.LocalMachine.run_price` at the sweep's start). Looked at
     about once a second; warns once at 90% (a log line) and says when the budget is spent. Each trial's reports
     are aged with :class:`~rlcloud.waiting.StampAges` on ``clock``: a step of the wall clock costs nothing."""
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from rlcloud.backend import ExperimentBackend, ExperimentState, SweepCapable, SweepStatus, TrialStatus, trial_state
 from rlcloud.errors import NotFoundError
 from rlcloud.layout import SWEEP_SPEC, child
-from rlcloud.local.machine import LocalMachine, code_env, keep_child, local_run_price, reap_children
+from rlcloud.local.machine import LocalMachine, code_env, keep_child, reap_children
 from rlcloud.local.state import (
     POLL_S,
     SWEEP_STATE_DIR,
@@ -135,8 +135,8 @@ class LocalSweeps(LocalMachine, SweepCapable):
                     "max_parallel": local_parallelism(sweep.max_parallel, sweep.name),
                     "started": time.time(),
                     "stop_requested": False,
-                    # USD per trial-hour (rlcloud.yaml's cpu_hour_usd, read here: the sweeper runs elsewhere)
-                    "price_per_hour": local_run_price(sweep.experiment),
+                    # USD per trial-hour (the rate handed down, recorded here: the sweeper runs elsewhere)
+                    "price_per_hour": self.run_price(sweep.experiment),
                     # the trials this start runs (None: every one not done): a growth's or a rerun's
                     "only": only,
                     "grow_request": int(state.get("grow_request") or 0),
