@@ -591,18 +591,15 @@ def test_transient_errors_on_mutations_are_retried(fake: FakeClusterManager, mak
     assert fake.cluster_names() == [] and len(fake.requests_of("DeleteCluster")) == 2
 
 
-def test_rich_progress_and_wait(fake: FakeClusterManager, make_cluster: MakeCluster) -> None:
+def test_a_progress_bar_follows_the_wait_too(fake: FakeClusterManager, make_cluster: MakeCluster) -> None:
     import io
 
-    from rich.console import Console
-
-    from rlcloud.gke.operations import rich_progress
+    from rlcloud.gke.operations import tqdm_progress
 
     cluster = make_cluster()
     assert cluster.create(wait=False).status == "PROVISIONING"
     out = io.StringIO()
-    with rich_progress(Console(file=out, width=120, force_terminal=False)) as progress:
-        assert cluster.wait(progress=progress).status == "RUNNING"
+    assert cluster.wait(progress=tqdm_progress(file=out, disable=False)).status == "RUNNING"
     assert "CREATE_CLUSTER rl" in out.getvalue() and "DONE" in out.getvalue()
     assert len(fake.requests_of("CreateCluster")) == 1
 

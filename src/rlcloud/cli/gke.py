@@ -6,8 +6,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from rlcloud.cli._common import blame_flags, output_format, print_data, set_flags, shown, text
@@ -17,7 +15,7 @@ from rlcloud.cluster import Cluster
 from rlcloud.display import span
 from rlcloud.errors import SpecError, SpecProblem
 from rlcloud.gke.info import ClusterInfo
-from rlcloud.gke.operations import OperationUpdate
+from rlcloud.gke.operations import ProgressCallback
 from rlcloud.gke.prices import estimate_hourly_cost
 
 
@@ -31,31 +29,11 @@ def _confirm(question: str, assume_yes: bool) -> bool:
     return answer in ("y", "yes")
 
 
-@contextmanager
-def operation_bar(description: str, *, quiet: bool = False) -> Iterator[Any]:
-    """A rich progress bar fed by GKE operation updates (the operation's own status and progress)."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+def _operation_bar(args: argparse.Namespace) -> ProgressCallback | None:
+    """A bar per GKE operation on stderr (its own status and progress), the same tqdm bar as in a notebook."""
+    from rlcloud.gke.operations import tqdm_progress
 
-    with Progress(
-        TextColumn("{task.description}", style="bold", markup=False),
-        BarColumn(),
-        TextColumn("{task.fields[status]}", markup=False),  # the operation's detail is Google's text
-        TimeElapsedColumn(),
-        console=_console(stderr=True),
-        transient=False,
-        disable=quiet,
-    ) as bar:
-        task = bar.add_task(description, total=1.0, status="requested")
-
-        def update(u: OperationUpdate) -> None:
-            fields: dict[str, Any] = {"status": f"{u.kind} {u.status}" + (f" ({u.detail})" if u.detail else "")}
-            if u.fraction is not None:
-                fields["completed"] = u.fraction
-            if u.done:
-                fields["completed"] = 1.0
-            bar.update(task, **fields)
-
-        yield update
+    return None if args.quiet else tqdm_progress(file=sys.stderr)
 
 
 def _gke_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -118,8 +96,7 @@ def cluster_create(args: argparse.Namespace, sets: dict[str, Any]) -> int:
     if not _confirm("Create this cluster?", args.yes):
         console.print("nothing created")
         return 1
-    with operation_bar(f"create {spec.name}", quiet=args.quiet) as progress:
-        info = cluster.create(wait=not args.no_wait, progress=progress)
+    info = cluster.create(wait=not args.no_wait, progress=_operation_bar(args))
     console.print(f"{info.name}: {info.status} in {info.location} (project {info.project})", markup=False)
     if cluster.reaper_note:
         console.print(cluster.reaper_note, markup=False)
@@ -219,8 +196,7 @@ def cluster_delete(args: argparse.Namespace) -> int:
         return 1
     for target in targets:
         name = target.spec.name
-        with operation_bar(f"delete {name}", quiet=args.quiet) as progress:
-            target.delete(wait=not args.no_wait, progress=progress)
+        target.delete(wait=not args.no_wait, progress=_operation_bar(args))
         console.print(f"deleted {name}", markup=False)
     return 0
 

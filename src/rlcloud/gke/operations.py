@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +23,6 @@ __all__ = [
     "ProgressCallback",
     "logging_progress",
     "progress_fraction",
-    "rich_progress",
     "tqdm_progress",
     "wait_operation",
 ]
@@ -137,42 +135,6 @@ def tqdm_progress(**tqdm_options: Any) -> ProgressCallback:
             del bars[update.operation]
 
     return report
-
-
-@contextmanager
-def rich_progress(console: Any = None) -> Iterator[ProgressCallback]:
-    """A progress callback drawing rich progress bars (for the CLI), live while the block runs.
-
-    with rich_progress() as progress:
-        cluster.create(progress=progress)
-    """
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    tasks: dict[str, Any] = {}
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.fields[state]}"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
-    ) as bars:
-
-        def report(update: OperationUpdate) -> None:
-            task = tasks.get(update.operation)
-            if task is None:
-                target = update.target.rsplit("/clusters/", 1)[-1]
-                task = tasks[update.operation] = bars.add_task(f"{update.kind} {target}", total=None, state="")
-            state = update.status + (f": {update.detail}" if update.detail else "")
-            if update.fraction is not None:
-                bars.update(task, total=100, completed=round(update.fraction * 100), state=state)
-            else:
-                bars.update(task, state=state)
-            if update.done:
-                bars.update(task, total=100, completed=100 if not update.error else None, state=state)
-                bars.stop_task(task)
-
-        yield report
 
 
 def wait_operation(
