@@ -71,7 +71,7 @@ def test_cost_so_far_is_the_hourly_estimate_times_the_age() -> None:
     assert cost.usd == pytest.approx(2.5 * estimate_hourly_cost(spec).hourly, abs=0.01)
     assert cost.node_hours == pytest.approx(2 * 2.5)  # one CPU and one GPU node
     assert cost.prices_date == PRICES_DATE and "estimate" in str(cost)
-    assert info.teardown(now) == "ttl 4h left, autodown 30m"
+    assert info.teardown(now) == "ttl 3.5h left, autodown 30m"  # 6 h - 2.5 h, to the half hour (display.span)
     assert info.teardown(created.timestamp() + 7 * 3600).startswith("ttl expired")
     assert info.to_spec().autodown == spec.autodown
     assert _info(ClusterSpec(name="rl"), created).teardown(now) == "-"
