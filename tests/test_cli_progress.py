@@ -344,8 +344,8 @@ def test_without_a_terminal_wait_writes_a_line_per_30_s_not_a_bar(capsys: pytest
     running = {"state": "running", "timestep": 250, "episode": 12, "mean_return": 21.5, "steps_per_second": 310.0}
     for timestep in (250, 500, 750):  # polled every second: one line, not one frame per poll
         plain(status(progress={**running, "timestep": timestep}))
-    plain(status(state="succeeded", progress={**running, "state": "succeeded", "timestep": 72000}))
+    plain(status(state="succeeded", progress={**running, "state": "succeeded", "timestep": 150000}))
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 2, lines
-    assert lines[0].startswith("cartpole-ppo: running · timestep 250/72,000") and "310 steps/s" in lines[0]
-    assert lines[1].startswith("cartpole-ppo: succeeded · timestep 72,000/72,000 (100%)")
+    assert lines[0].startswith("cartpole-ppo: running · timestep 250/150,000") and "310 steps/s" in lines[0]
+    assert lines[1].startswith("cartpole-ppo: succeeded · timestep 150,000/150,000 (100%)")

@@ -37,7 +37,7 @@ def _project(root: Path, requirements: str, *, helper: str = "def shaped(r):\n  
     (root / "pkgs" / "myhelper" / "src" / "myhelper").mkdir(parents=True)
     (root / "pkgs" / "myhelper" / "pyproject.toml").write_text(HELPER_PYPROJECT)
     (root / "pkgs" / "myhelper" / "src" / "myhelper" / "__init__.py").write_text(helper)
-    (root / "myenvs.py").write_text("import myhelper\n\nSCALE = myhelper.shaped(3)\n")
+    (root / "reqenvs.py").write_text("import myhelper\n\nSCALE = myhelper.shaped(3)\n")
     (root / "requirements.txt").write_text(requirements)
     return root
 
@@ -45,7 +45,7 @@ def _project(root: Path, requirements: str, *, helper: str = "def shaped(r):\n  
 def _unpacked(tmp_path: Path, root: Path) -> tuple[ExperimentSpec, Path]:
     """The spec pinned to ``root``'s archive, and the archive unpacked as a runner would (read-only)."""
     spec = ExperimentSpec.from_dict(
-        {"name": "c", "environment": {"type": "myenvs:Corridor"}, "agent": {"type": "ppo"}, "episodes": 1}
+        {"name": "c", "environment": {"type": "reqenvs:Corridor"}, "agent": {"type": "ppo"}, "episodes": 1}
     )
     pinned, archive = pin(spec.model_copy(update={"code": CodeSpec(path=str(root), requirements="requirements.txt")}))
     assert archive is not None and pinned.code is not None and pinned.code.digest is not None
@@ -75,7 +75,7 @@ def test_a_local_package_installs_offline_into_a_cached_read_only_overlay(tmp_pa
     assert _site_listing() == before  # the running environment is not written to
     assert sorted(p.name for p in (cache / OVERLAYS).iterdir() if p.name.endswith(".partial")) == []
     # the overlay is importable after the code folder, in a process of its own
-    probe = "import sys; sys.path[:0] = sys.argv[1:3]; import myenvs; print(myenvs.SCALE)"
+    probe = "import sys; sys.path[:0] = sys.argv[1:3]; import reqenvs; print(reqenvs.SCALE)"
     done = subprocess.run([sys.executable, "-c", probe, str(folder), str(overlay)], capture_output=True, text=True)
     assert done.stdout.strip() == "6", done.stderr
     # cached: the same requirements over the same environment need no uv at all
@@ -89,7 +89,7 @@ def test_a_local_package_installs_offline_into_a_cached_read_only_overlay(tmp_pa
 def test_the_cache_key_follows_the_requirements_and_their_local_packages_not_the_other_code(tmp_path: Path) -> None:
     root = _project(tmp_path / "p", "./pkgs/myhelper\n")
     key = requirements_key(root, "requirements.txt")
-    (root / "myenvs.py").write_text("SCALE = 7\n")  # the run's own code changed: the same overlay
+    (root / "reqenvs.py").write_text("SCALE = 7\n")  # the run's own code changed: the same overlay
     assert requirements_key(root, "requirements.txt") == key
     (root / "pkgs" / "myhelper" / "src" / "myhelper" / "__init__.py").write_text("def shaped(r):\n    return r\n")
     changed = requirements_key(root, "requirements.txt")

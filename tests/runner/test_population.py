@@ -443,7 +443,7 @@ def test_real_members_exploit_and_explore_with_lineage_and_a_killed_one_decides_
     is written before it starts, as if it had been killed after deciding: it adopts exactly those values."""
     import signal
 
-    from rlcloud.record import SWEEP_FILE
+    from rlcloud.layout import SWEEP_SPEC
     from rlcloud.sweep import Sweep
     from rlcloud.waiting import poll_until
 
@@ -461,7 +461,7 @@ def test_real_members_exploit_and_explore_with_lineage_and_a_killed_one_decides_
     location, logs = tmp_path / "pbt", tmp_path / "logs"
     logs.mkdir()
     store = open_store(location)
-    store.write_text(SWEEP_FILE, sweep.to_yaml())
+    store.write_text(SWEEP_SPEC, sweep.to_yaml())
 
     (waiting,) = _trial_processes(sweep_file, location, [1], logs).values()
     log = logs / "trial1.log"

@@ -61,7 +61,7 @@ def test_empty_cluster_and_results_overrides_mean_none(
 
     seen: list[Experiment] = []
 
-    def start(self: Experiment) -> Experiment:
+    def start(self: Experiment, *, accept_new_code: bool = False) -> Experiment:
         seen.append(self)
         raise KeyboardInterrupt  # stop here: nothing is started
 
