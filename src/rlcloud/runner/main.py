@@ -324,17 +324,11 @@ def _early_stopper(trainer: Any) -> Any:
 def _train(
     args: argparse.Namespace, spec: ExperimentSpec, workdir: Path, received: list[int], trainer_box: list[Trainer]
 ) -> int:
-    from rlcloud.runner.envs import validate_experiment
     from rlcloud.runner.loop import CheckpointError, Trainer
 
-    refused = _install_code(spec)
+    refused = _ready(spec)
     if refused is not None:
         return refused
-    try:
-        validate_experiment(spec, import_user_classes=True)
-    except SpecError as exc:
-        logger.error("invalid spec: %s", exc)
-        return EXIT_SPEC
     # Storage trouble is worth a retry (exit 1 from main), unlike a bad environment (exit 3).
     hooks = _make_hooks(workdir, _log_name(args))
     try:
@@ -571,8 +565,8 @@ def _tell_study(args: argparse.Namespace, spec: ExperimentSpec, workdir: Path, c
         logger.warning("trial %s: could not tell its study the result: %s", spec.name, exc)
 
 
-def _serve_environment(args: argparse.Namespace, spec: ExperimentSpec, workdir: Path) -> int:
-    """The env-server role: the spec's code installed and its environment checked, then served; its exit code."""
+def _ready(spec: ExperimentSpec) -> int | None:
+    """Install the spec's code, then build its environment as the role will: an exit code when either fails."""
     from rlcloud.runner.envs import validate_experiment
 
     refused = _install_code(spec)
@@ -583,6 +577,14 @@ def _serve_environment(args: argparse.Namespace, spec: ExperimentSpec, workdir: 
     except SpecError as exc:
         logger.error("invalid spec: %s", exc)
         return EXIT_SPEC
+    return None
+
+
+def _serve_environment(args: argparse.Namespace, spec: ExperimentSpec, workdir: Path) -> int:
+    """The env-server role: the spec's code installed and its environment checked, then served; its exit code."""
+    refused = _ready(spec)
+    if refused is not None:
+        return refused
     envserver = importlib.import_module("rlcloud.runner.envserver")
     results, log_name = _results_elsewhere(workdir), _log_name(args)
     shipper = None
