@@ -30,6 +30,7 @@ from rlcloud.runner.early_stop import (
 )
 from rlcloud.specs.sweep import EarlyStopping, SweepSpec
 from rlcloud.storage import open_store
+from tests.support.sweeps import finish_trials, trial_processes
 
 Curve = Callable[[int], float | None]
 
@@ -341,27 +342,6 @@ def test_early_stopping_settings_are_checked() -> None:
 # ------------------------------------------------------------------------------ real trials, one slowed
 
 
-def _trial_processes(sweep_file: Path, location: Path, indexes: list[int], logs: Path) -> dict[int, Any]:
-    """Sweep-pod runners (``--sweep FILE --index I``, what an Indexed Job's pod runs) for ``indexes``."""
-    import os
-    import subprocess
-    import sys
-
-    env = {**os.environ, "RLCLOUD_SWEEP_RESULTS": str(location)}
-    started = {}
-    for i in indexes:
-        argv = [sys.executable, "-m", "rlcloud.runner", "--role", "multi", "--index", str(i), "--sweep",
-                str(sweep_file), "--workdir", str(logs / f"work{i}")]  # fmt: skip
-        with open(logs / f"trial{i}.log", "wb") as out:
-            started[i] = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
-    return started
-
-
-def _finish(processes: dict[int, Any], logs: Path) -> None:
-    for i, process in processes.items():
-        assert process.wait(timeout=1200) == 0, (logs / f"trial{i}.log").read_text()[-3000:]
-
-
 @pytest.mark.training
 @pytest.mark.processes
 def test_a_slowed_trial_gets_the_decisions_of_an_unslowed_sweep(tmp_path: Path) -> None:
@@ -404,26 +384,26 @@ def test_a_slowed_trial_gets_the_decisions_of_an_unslowed_sweep(tmp_path: Path) 
         return location, logs
 
     location, logs = prepared("together")
-    _finish(_trial_processes(sweep_file, location, [0, 1, 2, 3], logs), logs)
+    finish_trials(trial_processes(sweep_file, location, [0, 1, 2, 3], logs), logs)
     expected = outcome(location)
     decisions, ended = expected
     assert [d for _, d, _ in decisions[names[2]]] == ["stop"] and ended[names[2]] == ("stopped-early", 1000)
     assert ended[names[0]] == ("succeeded", 3000) and [t for t, _, _ in decisions[names[0]]] == [1000, 2000]
 
     location, logs = prepared("first-slow")
-    later = _trial_processes(sweep_file, location, [1, 2, 3], logs)
+    later = trial_processes(sweep_file, location, [1, 2, 3], logs)
 
     def all_waiting() -> bool | None:
         return all("waits for" in (logs / f"trial{i}.log").read_text() for i in later) or None
 
     assert poll_until(all_waiting, time.monotonic() + 1200, interval=0.5), "the later trials never waited"
-    later.update(_trial_processes(sweep_file, location, [0], logs))
-    _finish(later, logs)
+    later.update(trial_processes(sweep_file, location, [0], logs))
+    finish_trials(later, logs)
     assert outcome(location) == expected
 
     location, logs = prepared("last-slow")
-    _finish(_trial_processes(sweep_file, location, [0, 1, 2], logs), logs)
-    _finish(_trial_processes(sweep_file, location, [3], logs), logs)
+    finish_trials(trial_processes(sweep_file, location, [0, 1, 2], logs), logs)
+    finish_trials(trial_processes(sweep_file, location, [3], logs), logs)
     assert outcome(location) == expected
 
 
@@ -460,7 +440,7 @@ def test_a_trial_killed_while_deciding_decides_once(tmp_path: Path) -> None:
     store.write_text(SWEEP_SPEC, sweep.to_yaml())
 
     # trial 1 waits at 1000 for trial 0, which has not started: killed there, nothing is recorded
-    (waiting,) = _trial_processes(sweep_file, location, [1], logs).values()
+    (waiting,) = trial_processes(sweep_file, location, [1], logs).values()
     log = logs / "trial1.log"
     assert poll_until(lambda: "waits for 1 earlier" in log.read_text() or None, time.monotonic() + 900, interval=0.5)
     waiting.send_signal(signal.SIGKILL)
@@ -470,7 +450,7 @@ def test_a_trial_killed_while_deciding_decides_once(tmp_path: Path) -> None:
     peer = {"trial": first, "index": 0, "rule": "median", "timestep": 1000, "value": 499.0, "decision": "continue"}
     store.write_text(record_name("median", 1000, first), json.dumps(peer))
     store.write_text(f"{first}/progress.json", json.dumps({"state": "succeeded", "timestep": 1000}))
-    _finish(_trial_processes(sweep_file, location, [1], logs), logs)
+    finish_trials(trial_processes(sweep_file, location, [1], logs), logs)
     record = json.loads(store.read_text(record_name("median", 1000, second)))
     assert record["decision"] == "stop" and (record["compared"], record["median"]) == (1, 499.0)
     assert json.loads(store.read_text(f"{second}/progress.json"))["timestep"] == 1000
@@ -479,7 +459,7 @@ def test_a_trial_killed_while_deciding_decides_once(tmp_path: Path) -> None:
     mine = {"trial": third, "index": 2, "rule": "median", "timestep": 1000, "value": 1.0, "decision": "stop",
             "reason": "recorded before the kill"}  # fmt: skip
     store.write_text(record_name("median", 1000, third), json.dumps(mine))
-    _finish(_trial_processes(sweep_file, location, [2], logs), logs)
+    finish_trials(trial_processes(sweep_file, location, [2], logs), logs)
     progress = json.loads(store.read_text(f"{third}/progress.json"))
     assert (progress["state"], progress["timestep"], progress["stop_reason"]) == ("stopped-early", 1000, mine["reason"])
     assert json.loads(store.read_text(record_name("median", 1000, third))) == mine  # not decided again

@@ -34,6 +34,7 @@ from rlcloud.runner.population import (
 from rlcloud.specs import ExperimentSpec
 from rlcloud.specs.sweep import Distribution, SweepSpec
 from rlcloud.storage import open_store
+from tests.support.sweeps import finish_trials, trial_processes
 
 EXPERIMENT = {
     "name": "cartpole", "environment": {"type": "gym", "level": "CartPole-v1"},
@@ -412,27 +413,6 @@ def test_the_plot_marks_exploits() -> None:
 # ------------------------------------------------------------------------------------ real trials
 
 
-def _trial_processes(sweep_file: Path, location: Path, indexes: list[int], logs: Path) -> dict[int, Any]:
-    """Sweep-pod runners (``--sweep FILE --index I``, what an Indexed Job's pod runs) for ``indexes``."""
-    import os
-    import subprocess
-    import sys
-
-    env = {**os.environ, "RLCLOUD_SWEEP_RESULTS": str(location)}
-    started = {}
-    for i in indexes:
-        argv = [sys.executable, "-m", "rlcloud.runner", "--role", "multi", "--index", str(i), "--sweep",
-                str(sweep_file), "--workdir", str(logs / f"work{i}")]  # fmt: skip
-        with open(logs / f"trial{i}.log", "ab") as out:
-            started[i] = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
-    return started
-
-
-def _finish(processes: dict[int, Any], logs: Path) -> None:
-    for i, process in processes.items():
-        assert process.wait(timeout=1200) == 0, (logs / f"trial{i}.log").read_text()[-3000:]
-
-
 @pytest.mark.training
 @pytest.mark.processes
 def test_real_members_exploit_and_explore_with_lineage_and_a_killed_one_decides_the_same(tmp_path: Path) -> None:
@@ -463,14 +443,14 @@ def test_real_members_exploit_and_explore_with_lineage_and_a_killed_one_decides_
     store = open_store(location)
     store.write_text(SWEEP_SPEC, sweep.to_yaml())
 
-    (waiting,) = _trial_processes(sweep_file, location, [1], logs).values()
+    (waiting,) = trial_processes(sweep_file, location, [1], logs, mode="ab").values()
     log = logs / "trial1.log"
     assert poll_until(lambda: "waits for 1 earlier" in log.read_text() or None, time.monotonic() + 900, interval=0.5)
     waiting.send_signal(signal.SIGKILL)
     waiting.wait(timeout=60)
     assert not store.list("decisions/")
 
-    _finish(_trial_processes(sweep_file, location, [0], logs), logs)
+    finish_trials(trial_processes(sweep_file, location, [0], logs, mode="ab"), logs)
     for point in (1000, 2000):
         name = record_name("pbt", point, first)
         record = json.loads(store.read_text(name))
@@ -483,7 +463,7 @@ def test_real_members_exploit_and_explore_with_lineage_and_a_killed_one_decides_
                "next_params": {"agent.learning_rate": 0.00321, "agent.discount": 0.95},
                "reason": "before the kill"}  # fmt: skip
     store.write_text(record_name("pbt", 1000, third), json.dumps(planted))
-    _finish(_trial_processes(sweep_file, location, [1, 2], logs), logs)
+    finish_trials(trial_processes(sweep_file, location, [1, 2], logs, mode="ab"), logs)
 
     records = {(r["trial"], r["timestep"]): r for r in read_pbt_records(store)}
     assert set(records) == {(t, p) for t in (first, second, third) for p in (1000, 2000)}

@@ -41,3 +41,28 @@ def _broken_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict
     )
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))  # the sweeper and its trials inherit it
     return {"type": "brokenenv:Env"}
+
+
+def trial_processes(
+    sweep_file: Path, location: Path, indexes: list[int], logs: Path, mode: str = "wb"
+) -> dict[int, Any]:
+    """Sweep-pod runners (``--sweep FILE --index I``, what an Indexed Job's pod runs) for ``indexes``, each
+    writing ``logs/trial<i>.log`` (``mode`` "ab": a restarted trial's lines follow its killed run's)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "RLCLOUD_SWEEP_RESULTS": str(location)}
+    started = {}
+    for i in indexes:
+        argv = [sys.executable, "-m", "rlcloud.runner", "--role", "multi", "--index", str(i), "--sweep",
+                str(sweep_file), "--workdir", str(logs / f"work{i}")]  # fmt: skip
+        with open(logs / f"trial{i}.log", mode) as out:
+            started[i] = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
+    return started
+
+
+def finish_trials(processes: dict[int, Any], logs: Path) -> None:
+    """Wait for each trial's runner; exit 0 or the end of its log."""
+    for i, process in processes.items():
+        assert process.wait(timeout=1200) == 0, (logs / f"trial{i}.log").read_text()[-3000:]
